@@ -1,0 +1,1 @@
+"""disagg worker: NIXL KV-cache transfer between prefill and decode, and a reference engine."""

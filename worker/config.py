@@ -1,0 +1,193 @@
+"""WorkerConfig: the operator↔worker contract.
+
+Pure layer. The operator renders exactly this model into pod env (``DISAGG_*``, see
+:meth:`WorkerConfig.to_env`); the worker reads it back with :meth:`WorkerConfig.from_env`.
+Neither side re-declares a field. Invalid combinations fail here, at start, with a message
+naming the field and the allowed values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from disagg_worker import platforms
+
+ENV_PREFIX = "DISAGG_"
+
+Role = Literal["prefill", "decode", "both"]
+
+
+class ConfigError(ValueError):
+    """A worker setting is invalid; the message names the field (env var) and the fix."""
+
+
+class WorkerConfig(BaseModel):
+    """Everything one worker process needs; every field maps to ``DISAGG_<FIELD>``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
+
+    role: Role = Field(description="prefill serves KV, decode pulls it, both runs one process")
+    engine_id: str = Field(default="", description="unique id of this instance (pod name)")
+    device: str = Field(default="cpu", description="accelerator of this pod: cpu, cuda, ...")
+    peer_device: str | None = Field(
+        default=None, description="device of the other role; used to derive kv_buffer_device"
+    )
+    kv_buffer_device: str | None = Field(
+        default=None, description="where the registered KV buffer lives; derived when unset"
+    )
+    backends: list[str] = Field(default_factory=lambda: ["UCX"], description="NIXL backends")
+    side_channel_host: str = Field(default="127.0.0.1", description="handshake listen address")
+    side_channel_port: int = Field(default=5600, ge=1, le=65535)
+    advertise_host: str | None = Field(
+        default=None, description="host peers use to reach this pod (pod IP); default: listen"
+    )
+    http_host: str = Field(default="127.0.0.1")
+    http_port: int = Field(default=8000, ge=1, le=65535)
+    transfer_deadline_s: float = Field(default=10.0, gt=0, description="max time per transfer")
+    block_lease_s: float = Field(default=30.0, gt=0, description="prefill holds blocks this long")
+    nixl_threads: int = Field(default=0, ge=0, description="NIXL backend worker threads")
+    ucx_tls: str | None = Field(default=None, description="UCX_TLS override")
+    ucx_env: dict[str, str] = Field(default_factory=dict, description="extra UCX_* settings")
+    hmac_secret_path: str | None = Field(
+        default=None, description="file holding the shared handshake secret"
+    )
+    tp_size: int = Field(default=1, ge=1)
+    tp_rank: int = Field(default=0, ge=0)
+    model: str = Field(default="tiny", description="reference engine preset name")
+    seed: int = Field(default=0, description="reference engine weight seed")
+    block_size: int = Field(default=16, gt=0, description="tokens per KV block")
+    num_blocks: int = Field(default=512, gt=0, description="KV blocks in this worker's cache")
+    log_level: Literal["debug", "info", "warning", "error"] = "warning"
+
+    @field_validator("backends", mode="before")
+    @classmethod
+    def _split_backends(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [b.strip() for b in value.split(",") if b.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> WorkerConfig:
+        try:
+            platforms.get_platform(self.device)
+        except ValueError as e:
+            raise ValueError(f"DISAGG_DEVICE: {e}") from None
+        if self.peer_device is not None:
+            try:
+                platforms.get_platform(self.peer_device)
+            except ValueError as e:
+                raise ValueError(f"DISAGG_PEER_DEVICE: {e}") from None
+        try:
+            platforms.check_buffer_device(self.device, self.buffer_device)
+        except ValueError as e:
+            raise ValueError(f"DISAGG_KV_BUFFER_DEVICE: {e}") from None
+        try:
+            platforms.check_backends(self.backends, self.buffer_device)
+        except ValueError as e:
+            raise ValueError(f"DISAGG_BACKENDS: {e}") from None
+        if self.tp_rank >= self.tp_size:
+            raise ValueError(
+                f"DISAGG_TP_RANK: {self.tp_rank} must be below DISAGG_TP_SIZE {self.tp_size}"
+            )
+        return self
+
+    @property
+    def buffer_device(self) -> str:
+        """kv_buffer_device, derived from device and peer device when unset."""
+        if self.kv_buffer_device is not None:
+            return self.kv_buffer_device
+        return platforms.derive_buffer_device(self.device, self.peer_device)
+
+    @property
+    def needs_staging(self) -> bool:
+        """True when the cache lives on the device but NIXL moves a host copy."""
+        return self.device != "cpu" and self.buffer_device == "cpu"
+
+    @property
+    def memory_type(self) -> str:
+        return platforms.memory_type(self.buffer_device)
+
+    @property
+    def effective_ucx_tls(self) -> str | None:
+        """UCX_TLS to export: the override, else None (UCX picks its own)."""
+        return self.ucx_tls
+
+    @property
+    def advertised_host(self) -> str:
+        return self.advertise_host or self.side_channel_host
+
+    # --- env mapping -------------------------------------------------------------------
+
+    @classmethod
+    def env_name(cls, field: str) -> str:
+        return ENV_PREFIX + field.upper()
+
+    def to_env(self) -> dict[str, str]:
+        """``DISAGG_*`` env for every field that differs from its default (plus role)."""
+        data = self.model_dump(exclude_defaults=True)
+        data["role"] = self.role
+        return {self.env_name(k): _encode(v) for k, v in sorted(data.items())}
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str], overrides: Mapping[str, Any] | None = None
+    ) -> WorkerConfig:
+        """Build from ``DISAGG_*`` variables, then ``overrides`` (e.g. CLI flags) on top.
+
+        Unknown ``DISAGG_*`` variables are refused, so a typo does not pass silently.
+        """
+        raw: dict[str, Any] = {}
+        known = {cls.env_name(f): f for f in cls.model_fields}
+        for key, value in env.items():
+            if not key.startswith(ENV_PREFIX):
+                continue
+            field = known.get(key)
+            if field is None:
+                raise ConfigError(
+                    f"{key}: unknown setting; known: {', '.join(sorted(known))}"
+                )
+            raw[field] = _decode(value)
+        raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as e:
+            raise ConfigError(_explain(e)) from None
+
+
+def _encode(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return json.dumps(value)
+
+
+def _decode(value: str) -> Any:
+    text = value.strip()
+    if text.startswith(("{", "[")):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _explain(err: ValidationError) -> str:
+    parts = []
+    for item in err.errors():
+        loc = ".".join(str(p) for p in item["loc"])
+        name = WorkerConfig.env_name(loc) if loc else ""
+        msg = str(item["msg"]).removeprefix("Value error, ")
+        parts.append(f"{name}: {msg}" if name else msg)
+    return "; ".join(parts)
