@@ -154,9 +154,7 @@ class WorkerConfig(BaseModel):
                 continue
             field = known.get(key)
             if field is None:
-                raise ConfigError(
-                    f"{key}: unknown setting; known: {', '.join(sorted(known))}"
-                )
+                raise ConfigError(f"{key}: unknown setting; known: {', '.join(sorted(known))}")
             raw[field] = _decode(value)
         raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
         try:
