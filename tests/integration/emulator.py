@@ -1,0 +1,60 @@
+"""Test-side access to the API emulator: fixtures' building blocks, reusable by any suite.
+
+The emulator itself lives in :mod:`disagg_operator.emulator` (the benchmark needs it too);
+this module re-exports it and adds the project-specific setup: serving the
+DisaggregatedDeployment CRD from ``crds/`` and writing a kubeconfig for kubectl, Helm and the
+``kubernetes`` client.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from disagg_operator.emulator import ApiCall, Emulator, api_calls, kubeconfig
+from disagg_operator.emulator_ops import WRITE_VERBS
+
+__all__ = [
+    "WRITE_VERBS",
+    "ApiCall",
+    "Emulator",
+    "api_calls",
+    "kubeconfig",
+    "serve_project_crds",
+    "write_kubeconfig",
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+DD_KEY = "disagg.dev/v1alpha1/disaggregateddeployments"
+
+
+def serve_project_crds(emulator: Emulator, crds_dir: Path = ROOT / "crds") -> None:
+    """Serve every CRD in ``crds/``; fall back to a bare DisaggregatedDeployment resource."""
+    served = False
+    for path in sorted(crds_dir.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == "CustomResourceDefinition":
+                emulator.register_crd(doc)
+                served = True
+    if not served:
+        emulator.register(
+            DD_KEY, "DisaggregatedDeployment", subresources=("status",), shortnames=("dd",)
+        )
+
+
+def write_kubeconfig(emulator: Emulator, path: Path) -> Path:
+    """Write a kubeconfig for the running emulator to ``path`` and return it."""
+    path.write_text(yaml.safe_dump(kubeconfig(str(emulator.url).rstrip("/"))))
+    return path
+
+
+def writes(emulator: Emulator, since: int = 0) -> list[ApiCall]:
+    """Write calls (create/update/patch/delete) served after call number ``since``."""
+    return [c for c in emulator.calls[since:] if c.verb in WRITE_VERBS]
+
+
+def objects(emulator: Emulator, key: str, namespace: str | None = None) -> dict[str, Any]:
+    """Live objects of a resource by name."""
+    return {o["metadata"]["name"]: o for o in emulator.objects_of(key, namespace)}
