@@ -1,0 +1,125 @@
+"""The action planner: desired children vs observed children → the exact writes to make.
+
+Pure layer (no I/O). Level-triggered: the same two lists give the same plan whether we got
+here from a create, an update, a resume or a child event. The rules, per child identified by
+``(kind, name)``:
+
+- desired, not observed → ``create``;
+- Pod observed with another ``disagg.dev/spec-hash`` → ``replace`` (delete + create: a pod's
+  spec is mostly immutable, so drift is repaired by recreating it under the same name);
+- other kinds observed but missing some desired field → ``patch`` (a merge patch of the
+  managed fields). "Missing" is a subset test, so fields the API server defaults
+  (clusterIP, protocol, ...) never count as drift; Secret data is never rewritten;
+- observed, not desired → ``delete`` (scale down, a removed role, a disabled InferencePool);
+- anything being deleted already (deletionTimestamp) → no action; it is re-planned once gone.
+
+No action when nothing differs: that is what makes a steady state cost zero API writes.
+Order: creates/patches/replaces in render order, then deletes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SPEC_HASH = "disagg.dev/spec-hash"
+Verb = Literal["create", "patch", "replace", "delete"]
+# Top-level fields a patch manages, per kind (metadata labels/annotations/owners always).
+MANAGED_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "Service": ("spec",),
+    "NetworkPolicy": ("spec",),
+    "InferencePool": ("spec",),
+    "ConfigMap": ("data",),
+    "Secret": (),  # the handshake key is generated once and never rotated by a resync
+}
+_META_FIELDS = ("labels", "annotations", "ownerReferences")
+
+
+@dataclass(frozen=True)
+class Action:
+    """One write. ``body``: the object (create/replace) or the merge patch (patch)."""
+
+    verb: Verb
+    kind: str
+    name: str
+    namespace: str = ""
+    api_version: str = ""
+    body: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.kind}/{self.name}"
+
+
+def _ident(obj: Mapping[str, Any]) -> tuple[str, str]:
+    return obj["kind"], obj["metadata"]["name"]
+
+
+def _action(verb: Verb, obj: Mapping[str, Any], body: Mapping[str, Any] | None) -> Action:
+    meta = obj["metadata"]
+    return Action(
+        verb, obj["kind"], meta["name"], meta.get("namespace", ""), obj.get("apiVersion", ""), body
+    )
+
+
+def contains(observed: Any, desired: Any) -> bool:
+    """Whether ``observed`` has every field of ``desired`` (lists: same length, item-wise)."""
+    if isinstance(desired, Mapping):
+        return isinstance(observed, Mapping) and all(
+            key in observed and contains(observed[key], value) for key, value in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(observed, list)
+            and len(observed) == len(desired)
+            and all(contains(o, d) for o, d in zip(observed, desired, strict=True))
+        )
+    return bool(observed == desired)
+
+
+def drift_patch(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge patch that brings the managed fields of ``observed`` to ``desired``; {} if none."""
+    patch: dict[str, Any] = {}
+    meta_d, meta_o = desired.get("metadata", {}), observed.get("metadata", {})
+    meta = {
+        k: meta_d[k] for k in _META_FIELDS if k in meta_d and not contains(meta_o.get(k), meta_d[k])
+    }
+    if meta:
+        patch["metadata"] = meta
+    for key in MANAGED_FIELDS.get(desired["kind"], ("spec",)):
+        if key in desired and not contains(observed.get(key), desired[key]):
+            patch[key] = desired[key]
+    return patch
+
+
+def _spec_hash(obj: Mapping[str, Any]) -> str | None:
+    value = obj.get("metadata", {}).get("annotations", {}).get(SPEC_HASH)
+    return str(value) if value is not None else None
+
+
+def _deleting(obj: Mapping[str, Any]) -> bool:
+    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
+
+
+def plan(desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> list[Action]:
+    """The actions that turn ``observed`` into ``desired`` (see the module docstring)."""
+    seen = {_ident(o): o for o in observed}
+    actions: list[Action] = []
+    for want in desired:
+        have = seen.get(_ident(want))
+        if have is None:
+            actions.append(_action("create", want, want))
+        elif _deleting(have):
+            continue
+        elif want["kind"] == "Pod":
+            if _spec_hash(have) != _spec_hash(want):
+                actions.append(_action("replace", want, want))
+        else:
+            patch = drift_patch(want, have)
+            if patch:
+                actions.append(_action("patch", want, patch))
+    wanted = {_ident(w) for w in desired}
+    for have in observed:
+        if _ident(have) not in wanted and not _deleting(have):
+            actions.append(_action("delete", have, None))
+    return actions

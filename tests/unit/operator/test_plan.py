@@ -1,0 +1,149 @@
+"""The action planner, sample-controller style: each case asserts the exact list of actions."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from disagg_operator.plan import Action, contains, drift_patch, plan
+
+OWNER = [
+    {
+        "apiVersion": "disagg.dev/v1alpha1",
+        "kind": "DisaggregatedDeployment",
+        "name": "dd",
+        "uid": "u1",
+        "controller": True,
+    }
+]
+
+
+def pod(name: str, spec_hash: str = "h1") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "ownerReferences": OWNER,
+            "labels": {"disagg.dev/deployment": "dd"},
+            "annotations": {"disagg.dev/spec-hash": spec_hash},
+        },
+        "spec": {"containers": [{"name": "engine", "image": f"img:{spec_hash}"}]},
+    }
+
+
+def svc(name: str, port: int = 8000) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "ns", "ownerReferences": OWNER},
+        "spec": {"clusterIP": "None", "ports": [{"name": "http", "port": port}]},
+    }
+
+
+def secret(name: str, key: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": "ns", "ownerReferences": OWNER},
+        "stringData": {"hmac": key},
+    }
+
+
+def as_observed(obj: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """What the API server returns: the object plus server-set and defaulted fields."""
+    out = copy.deepcopy(obj)
+    out["metadata"].update(uid="x", resourceVersion="7", **extra)
+    if out["kind"] == "Service":
+        for port in out["spec"]["ports"]:
+            port.setdefault("protocol", "TCP")
+            port.setdefault("targetPort", port["port"])
+    if out["kind"] == "Secret":
+        out["data"] = {"hmac": "c2VjcmV0"}
+        del out["stringData"]
+    return out
+
+
+def strs(actions: list[Action]) -> list[str]:
+    return [str(a) for a in actions]
+
+
+def test_nothing_observed_creates_everything_in_render_order() -> None:
+    desired = [secret("dd-handshake", "k"), svc("dd-prefill"), pod("dd-prefill-0")]
+    assert strs(plan(desired, [])) == [
+        "create Secret/dd-handshake",
+        "create Service/dd-prefill",
+        "create Pod/dd-prefill-0",
+    ]
+    assert plan(desired, [])[2].body == desired[2]
+
+
+def test_steady_state_with_server_defaults_plans_nothing() -> None:
+    desired = [secret("dd-handshake", "k"), svc("dd-prefill"), pod("dd-prefill-0")]
+    assert plan(desired, [as_observed(o) for o in desired]) == []
+
+
+def test_scale_up_creates_only_the_new_pods() -> None:
+    observed = [as_observed(pod("dd-decode-0"))]
+    desired = [pod("dd-decode-0"), pod("dd-decode-1"), pod("dd-decode-2")]
+    assert strs(plan(desired, observed)) == ["create Pod/dd-decode-1", "create Pod/dd-decode-2"]
+
+
+def test_scale_down_and_removed_role_delete_after_the_rest() -> None:
+    observed = [
+        as_observed(o)
+        for o in (svc("dd-prefill"), pod("dd-prefill-0"), pod("dd-decode-0"), pod("dd-decode-1"))
+    ]
+    desired = [pod("dd-decode-0", "h2")]
+    assert plan(desired, observed) == [
+        Action("replace", "Pod", "dd-decode-0", "ns", "v1"),
+        Action("delete", "Service", "dd-prefill", "ns", "v1"),
+        Action("delete", "Pod", "dd-prefill-0", "ns", "v1"),
+        Action("delete", "Pod", "dd-decode-1", "ns", "v1"),
+    ]
+
+
+def test_drifted_pod_is_replaced_with_the_desired_body() -> None:
+    observed = [as_observed(pod("dd-prefill-0", "old"))]
+    actions = plan([pod("dd-prefill-0", "new")], observed)
+    assert strs(actions) == ["replace Pod/dd-prefill-0"]
+    assert actions[0].body == pod("dd-prefill-0", "new")
+
+
+def test_pod_without_hash_counts_as_drifted() -> None:
+    bare = as_observed(pod("dd-prefill-0"))
+    del bare["metadata"]["annotations"]
+    assert strs(plan([pod("dd-prefill-0")], [bare])) == ["replace Pod/dd-prefill-0"]
+
+
+def test_terminating_objects_get_no_action_until_gone() -> None:
+    gone_soon = as_observed(pod("dd-prefill-0", "old"), deletionTimestamp="2026-01-01T00:00:00Z")
+    extra = as_observed(pod("dd-prefill-1"), deletionTimestamp="2026-01-01T00:00:00Z")
+    assert plan([pod("dd-prefill-0", "new")], [gone_soon, extra]) == []
+
+
+def test_service_drift_patches_only_the_managed_fields() -> None:
+    observed = [as_observed(svc("dd-prefill", port=8000))]
+    actions = plan([svc("dd-prefill", port=9000)], observed)
+    assert strs(actions) == ["patch Service/dd-prefill"]
+    assert actions[0].body == {"spec": svc("dd-prefill", 9000)["spec"]}
+
+
+def test_lost_labels_are_patched_back() -> None:
+    want = svc("dd-prefill")
+    want["metadata"]["labels"] = {"disagg.dev/deployment": "dd"}
+    have = as_observed(svc("dd-prefill"))
+    assert drift_patch(want, have) == {"metadata": {"labels": {"disagg.dev/deployment": "dd"}}}
+
+
+def test_secret_key_is_never_rewritten() -> None:
+    observed = [as_observed(secret("dd-handshake", "old-key"))]
+    assert plan([secret("dd-handshake", "new-key")], observed) == []
+
+
+def test_contains_is_a_subset_test_with_exact_lists() -> None:
+    assert contains({"a": 1, "b": {"c": 2, "d": 3}}, {"b": {"c": 2}})
+    assert not contains({"a": [1, 2]}, {"a": [1]})
+    assert not contains({"a": 1}, {"a": 1, "z": None})
+    assert contains([{"port": 1, "protocol": "TCP"}], [{"port": 1}])
