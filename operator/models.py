@@ -1,0 +1,355 @@
+"""DisaggregatedDeployment API: the pydantic models the CRD is generated from.
+
+Pure layer. Python fields are snake_case, the wire (and the CRD) camelCase through an
+alias generator; both spellings are accepted (``populate_by_name``). Unknown fields are
+refused, so a typo in a manifest is an error, not a silently ignored setting (the API
+server prunes them anyway; ``disagg render`` runs without one).
+
+Public names: GROUP, VERSION, KIND, PLURAL, SINGULAR, SHORT_NAMES, API_VERSION, ROLES,
+:class:`DisaggregatedDeployment`, :class:`DeploymentSpec`, :class:`RoleSpec`,
+:class:`KVTransfer`, :class:`Engine`, :class:`Llmd`, :class:`DeploymentStatus`.
+
+Cross-field rules that CEL can express are attached as ``x-kubernetes-validations`` (see
+:data:`CEL_RULES`); :mod:`disagg_operator.validation` checks the same and more without an
+API server.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
+from pydantic.alias_generators import to_camel
+
+GROUP = "disagg.dev"
+VERSION = "v1alpha1"
+KIND = "DisaggregatedDeployment"
+PLURAL = "disaggregateddeployments"
+SINGULAR = "disaggregateddeployment"
+SHORT_NAMES = ["dd"]
+API_VERSION = f"{GROUP}/{VERSION}"
+
+Role = Literal["prefill", "decode"]
+ROLES: tuple[Role, Role] = ("prefill", "decode")
+
+# Serving port of every engine container; with the llm-d routing sidecar on decode, the
+# sidecar takes this port and the engine moves to ENGINE_BEHIND_SIDECAR_PORT.
+HTTP_PORT = 8000
+ENGINE_BEHIND_SIDECAR_PORT = 8200
+
+# Kubernetes quantities are int-or-string on the wire ("500m", "1Gi", 2).
+Quantity = Annotated[
+    int | str,
+    WithJsonSchema(
+        {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+    ),
+]
+# Upstream shapes we pass through untouched; the API server validates them on the Pod.
+FreeForm = Annotated[
+    dict[str, Any],
+    WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True}),
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        protected_namespaces=(),
+    )
+
+
+# An object default of {} lets the API server apply the nested field defaults.
+_EMPTY: dict[str, Any] = {"json_schema_extra": {"default": {}}}
+
+
+def _rules(*rules: tuple[str, str]) -> dict[str, Any]:
+    return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
+
+
+# --- CEL rules (admission) ------------------------------------------------------------
+# Each is also checked by validation.py, so `disagg render` and the operator reject the
+# same manifests an API server would.
+TP_RULE = (
+    "self.prefill.tensorParallelSize <= self.decode.tensorParallelSize",
+    "spec.prefill.tensorParallelSize must not exceed spec.decode.tensorParallelSize: "
+    "decode reads each prefill rank's KV; lower prefill TP or raise decode TP",
+)
+TP_DIVIDES_RULE = (
+    "self.decode.tensorParallelSize % self.prefill.tensorParallelSize == 0",
+    "spec.decode.tensorParallelSize must be a multiple of spec.prefill.tensorParallelSize",
+)
+REFERENCE_TP_RULE = (
+    "self.engine.type != 'reference' || "
+    "(self.prefill.tensorParallelSize == 1 && self.decode.tensorParallelSize == 1)",
+    "the reference engine runs tensorParallelSize 1 only; set it to 1 or use engine vllm",
+)
+BACKENDS_UNIQUE_RULE = (
+    "self.backends.all(b, self.backends.exists_one(c, c == b))",
+    "spec.kvTransfer.backends lists a backend twice; list each NIXL backend once",
+)
+SIDECAR_IMAGE_RULE = (
+    "!self.enabled || (has(self.image) && size(self.image) > 0)",
+    "spec.llmd.routingSidecar.image is required when the routing sidecar is enabled",
+)
+SIDECAR_NEEDS_LLMD_RULE = (
+    "!self.routingSidecar.enabled || self.enabled",
+    "spec.llmd.routingSidecar.enabled needs spec.llmd.enabled: true; enable llm-d or "
+    "disable the sidecar",
+)
+CEL_RULES = (
+    TP_RULE,
+    TP_DIVIDES_RULE,
+    REFERENCE_TP_RULE,
+    BACKENDS_UNIQUE_RULE,
+    SIDECAR_IMAGE_RULE,
+    SIDECAR_NEEDS_LLMD_RULE,
+)
+
+
+class Engine(_Model):
+    """Which serving engine the pods run."""
+
+    type: Literal["vllm", "reference"] = Field(
+        description="vllm: `vllm serve` with NixlConnector (real deployments); reference: "
+        "the built-in worker engine (`disagg worker serve`), runs on CPU anywhere"
+    )
+    image: str = Field(min_length=1, description="container image of the engine")
+
+
+class Toleration(_Model):
+    """A pod toleration (same fields as core/v1 Toleration)."""
+
+    key: str | None = Field(default=None, description="taint key the toleration applies to")
+    operator: Literal["Exists", "Equal"] | None = Field(
+        default=None, description="Exists or Equal (default Equal)"
+    )
+    value: str | None = Field(default=None, description="taint value to match")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="taint effect to match; empty matches all"
+    )
+    toleration_seconds: int | None = Field(
+        default=None, description="how long a NoExecute taint is tolerated"
+    )
+
+
+class Resources(_Model):
+    """Compute resources of the engine container (core/v1 ResourceRequirements)."""
+
+    limits: dict[str, Quantity] | None = Field(
+        default=None, description="limits, e.g. {nvidia.com/gpu: 1, memory: 16Gi}"
+    )
+    requests: dict[str, Quantity] | None = Field(
+        default=None, description="requests, e.g. {cpu: '4', memory: 16Gi}"
+    )
+
+
+class EnvVar(_Model):
+    """An extra environment variable; it overrides a derived one of the same name."""
+
+    name: str = Field(min_length=1, description="variable name")
+    value: str | None = Field(default=None, description="literal value")
+    value_from: FreeForm | None = Field(
+        default=None, description="core/v1 EnvVarSource (secretKeyRef, fieldRef, ...)"
+    )
+
+
+class RoleSpec(_Model):
+    """One role's pool: how many pods, on which hardware, with which engine settings."""
+
+    replicas: int = Field(default=1, ge=0, description="number of pods; 0 removes the role")
+    device: str = Field(
+        default="cpu",
+        pattern=r"^[a-z][a-z0-9_-]*$",
+        description="accelerator of this pool: cpu, cuda, xpu, tpu or a registered "
+        "out-of-tree platform (checked by the operator, not by an enum)",
+    )
+    kv_buffer_device: str | None = Field(
+        default=None,
+        description="where the KV buffer NIXL registers lives; derived from device and the "
+        "other role's device when omitted (see docs/derivation.md)",
+    )
+    tensor_parallel_size: int = Field(default=1, ge=1, description="tensor-parallel ranks")
+    node_selector: dict[str, str] | None = Field(
+        default=None, description="node labels the pods must land on (node pool)"
+    )
+    tolerations: list[Toleration] | None = Field(
+        default=None, description="tolerations for tainted node pools (e.g. GPU nodes)"
+    )
+    affinity: FreeForm | None = Field(
+        default=None, description="core/v1 Affinity, passed to the pods unchanged"
+    )
+    resources: Resources | None = Field(
+        default=None, description="engine container resources; GPU roles must limit the GPU"
+    )
+    image: str | None = Field(default=None, description="image override for this role")
+    args: list[str] | None = Field(
+        default=None, description="extra engine arguments, appended to the derived ones"
+    )
+    env: list[EnvVar] | None = Field(
+        default=None, description="extra env; overrides a derived variable of the same name"
+    )
+
+
+class KVTransfer(_Model):
+    """How the KV cache moves from prefill to decode."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(BACKENDS_UNIQUE_RULE))
+
+    connector: Literal["NixlConnector"] = Field(
+        default="NixlConnector", description="KV connector; NixlConnector only"
+    )
+    backends: list[Annotated[str, StringConstraints(min_length=1, max_length=32)]] = Field(
+        default=["UCX"],
+        min_length=1,
+        max_length=8,  # bounds the CEL uniqueness rule's cost for the API server
+        description="NIXL backends, e.g. [UCX]; each must move the buffer's memory type",
+    )
+    side_channel_port: int = Field(
+        default=5600,
+        ge=1024,
+        le=65535,
+        description="NIXL handshake port (rank r of a TP group listens on port + r)",
+    )
+    ucx_tls: str | None = Field(
+        default=None,
+        pattern=r"^\^?[a-z0-9_]+(,[a-z0-9_]+)*$",
+        description="UCX_TLS override; derived per device when omitted",
+    )
+    transfer_deadline_seconds: float = Field(
+        default=10.0, gt=0, description="decode gives up on one KV transfer after this"
+    )
+    block_lease_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="prefill frees KV blocks no decode has read after this",
+    )
+
+
+class ExtensionRef(_Model):
+    """The endpoint picker (EPP) Service an InferencePool hands routing decisions to."""
+
+    name: str = Field(min_length=1, description="name of the EPP Service")
+
+
+class InferencePool(_Model):
+    """Gateway API Inference Extension InferencePool over this deployment's pods."""
+
+    enabled: bool = Field(default=True, description="render an InferencePool")
+    extension_ref: ExtensionRef | None = Field(
+        default=None, description="endpoint picker Service; default <name>-epp"
+    )
+
+
+class RoutingSidecar(_Model):
+    """llm-d routing sidecar in decode pods: serves the port, calls prefill, then decode."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(SIDECAR_IMAGE_RULE))
+
+    enabled: bool = Field(default=False, description="add the sidecar to decode pods")
+    image: str | None = Field(
+        default=None, description="sidecar image, e.g. ghcr.io/llm-d/llm-d-routing-sidecar:v0.2.0"
+    )
+    args: list[str] | None = Field(default=None, description="extra sidecar arguments")
+
+
+class Llmd(_Model):
+    """Optional llm-d integration (llm-d.ai/role labels are always set)."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(SIDECAR_NEEDS_LLMD_RULE))
+
+    enabled: bool = Field(default=False, description="turn on the llm-d objects below")
+    inference_pool: InferencePool = Field(
+        default_factory=InferencePool, description="InferencePool over the pods", **_EMPTY
+    )
+    routing_sidecar: RoutingSidecar = Field(
+        default_factory=RoutingSidecar, description="routing sidecar on decode pods", **_EMPTY
+    )
+
+
+class DeploymentSpec(_Model):
+    """Desired state: a model served by a prefill pool and a decode pool."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(TP_RULE, TP_DIVIDES_RULE, REFERENCE_TP_RULE))
+
+    model: str = Field(
+        min_length=1,
+        description="model to serve (vllm: a Hugging Face id or path; reference: a preset)",
+    )
+    engine: Engine = Field(description="serving engine and its image")
+    prefill: RoleSpec = Field(description="the prefill pool (produces KV)")
+    decode: RoleSpec = Field(description="the decode pool (reads KV from prefill)")
+    kv_transfer: KVTransfer = Field(
+        default_factory=KVTransfer,
+        description="KV transfer settings shared by both roles",
+        **_EMPTY,
+    )
+    llmd: Llmd = Field(default_factory=Llmd, description="llm-d integration", **_EMPTY)
+
+    def role(self, name: str) -> RoleSpec:
+        return self.prefill if name == "prefill" else self.decode
+
+    def peer(self, name: str) -> RoleSpec:
+        return self.decode if name == "prefill" else self.prefill
+
+
+class ObjectMeta(BaseModel):
+    """The part of metadata render needs; everything else is kept and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(min_length=1)
+    namespace: str = "default"
+    uid: str | None = None
+    generation: int | None = None
+
+
+class RoleStatus(_Model):
+    """Pod counts of one role."""
+
+    desired: int = Field(default=0, description="pods the spec asks for")
+    ready: int = Field(default=0, description="pods whose Ready condition is True")
+    updated: int = Field(default=0, description="pods running the current pod spec")
+    summary: str = Field(default="0/0", description="ready/desired (printer column)")
+
+
+class Condition(_Model):
+    """A status condition (metav1.Condition shape)."""
+
+    type: str = Field(description="Ready, Progressing or Degraded")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown")
+    reason: str = Field(description="CamelCase reason")
+    message: str = Field(description="human-readable detail")
+    observed_generation: int | None = Field(default=None, description="spec generation seen")
+    last_transition_time: str | None = Field(
+        default=None, description="when status last changed (RFC 3339)"
+    )
+
+
+class DeploymentStatus(_Model):
+    """Observed state, written by the operator."""
+
+    model_config = ConfigDict(extra="allow")
+
+    observed_generation: int | None = Field(default=None, description="last generation seen")
+    prefill: RoleStatus | None = Field(default=None, description="prefill pod counts")
+    decode: RoleStatus | None = Field(default=None, description="decode pod counts")
+    conditions: list[Condition] | None = Field(
+        default=None, description="Ready, Progressing, Degraded"
+    )
+    phase: str | None = Field(
+        default=None, description="derived from conditions, for the printer column only"
+    )
+
+
+class DisaggregatedDeployment(BaseModel):
+    """The whole custom resource as a body dict parses into."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+
+    api_version: Literal["disagg.dev/v1alpha1"] = "disagg.dev/v1alpha1"
+    kind: Literal["DisaggregatedDeployment"] = "DisaggregatedDeployment"
+    metadata: ObjectMeta
+    spec: DeploymentSpec
+    status: dict[str, Any] | None = None
