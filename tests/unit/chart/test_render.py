@@ -1,0 +1,200 @@
+"""The chart rendered by the real Helm engine: objects, security posture, modes, toggles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.unit.chart.chartkit import (
+    FULL_VALUES,
+    NAMESPACE,
+    VALUE_SETS,
+    grants,
+    kinds,
+    one,
+    render_files,
+)
+
+
+def _container(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    containers = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["operator"]
+    return containers[0]
+
+
+def test_default_install_is_all_namespaces_mode(render):
+    objs = render()
+    assert kinds(objs) == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Service",
+        "ServiceAccount",
+    ]
+    args = _container(objs)["args"]
+    assert "--all-namespaces" in args
+    assert not any(a.startswith("--namespace") for a in args)
+
+
+def test_namespaced_mode_grants_children_only_in_watched_namespaces(render):
+    objs = render({"watchNamespaces": ["team-a", "team-b"]})
+    roles = [o for o in objs if o["kind"] == "Role"]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    bindings = [o for o in objs if o["kind"] == "RoleBinding"]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    args = _container(objs)["args"]
+    assert "--namespace=team-a" in args and "--namespace=team-b" in args
+    assert "--all-namespaces" not in args
+    cluster_wide = {g for g in grants(objs, "disagg") if g[0] == ""}
+    # Cluster-wide, only cluster-scoped reads: no pods, secrets, or custom resources.
+    assert {g[2] for g in cluster_wide} <= {"customresourcedefinitions", "namespaces"}
+    assert {g[3] for g in cluster_wide} <= {"get", "list", "watch"}
+    in_a = {g[1:] for g in grants(objs, "disagg") if g[0] == "team-a"}
+    assert ("", "secrets", "create") in in_a
+    assert ("disagg.dev", "disaggregateddeployments", "watch") in in_a
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_no_wildcards_and_no_escalation_verbs(render, name):
+    for obj in render(VALUE_SETS[name]):
+        for rule in obj.get("rules", []):
+            flat = [*rule["apiGroups"], *rule["resources"], *rule["verbs"]]
+            assert "*" not in flat, f"{obj['kind']} {obj['metadata']['name']}: wildcard {rule}"
+            assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"])
+            assert "nonResourceURLs" not in rule
+
+
+def test_inferencepools_only_with_llmd(render):
+    def pool_grants(values: dict[str, Any]) -> set[tuple[str, str, str, str]]:
+        return {g for g in grants(render(values), "disagg") if g[2] == "inferencepools"}
+
+    assert pool_grants({}) == set()
+    enabled = pool_grants({"llmd": {"enabled": True}})
+    assert {g[3] for g in enabled} >= {"create", "list", "watch"}
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_operator_pod_security_posture(render, name):
+    objs = render(VALUE_SETS[name])
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = _container(objs)["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert "privileged" not in sc
+    assert not {"hostNetwork", "hostPID", "hostIPC"} & set(pod)
+
+
+def test_single_replica_replaced_not_rolled(render):
+    spec = one(render(), "Deployment")["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
+
+
+@pytest.mark.parametrize("name", ["default", "full"])
+def test_probes_and_ports_follow_values(render, name):
+    values = VALUE_SETS[name]
+    health = values.get("health", {}).get("port", 8080)
+    metrics = values.get("metrics", {}).get("port", 9090)
+    objs = render(values)
+    container = _container(objs)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"health": health, "metrics": metrics}
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert f"--health-port={health}" in container["args"]
+    assert f"--metrics-port={metrics}" in container["args"]
+    assert container["resources"]["requests"]
+    service = one(objs, "Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+    selector = service["spec"]["selector"]
+    pod_labels = one(objs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= pod_labels.items()
+
+
+def test_non_default_values_reach_the_pod(render):
+    objs = render(FULL_VALUES)
+    deploy = one(objs, "Deployment")
+    pod = deploy["spec"]["template"]["spec"]
+    container = _container(objs)
+    assert container["image"] == "registry.example/disagg-operator:v9"
+    assert container["imagePullPolicy"] == "Always"
+    assert "--log-level=debug" in container["args"]
+    assert container["args"][-1] == "--verbose"
+    assert pod["serviceAccountName"] == "dd-sa"
+    assert one(objs, "ServiceAccount")["metadata"]["name"] == "dd-sa"
+    for key in ("nodeSelector", "tolerations", "affinity", "priorityClassName"):
+        assert pod[key] == FULL_VALUES[key]
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert container["resources"] == FULL_VALUES["resources"]
+    assert deploy["spec"]["template"]["metadata"]["labels"]["team"] == "ml"
+    assert deploy["metadata"]["name"] == "dd-op"
+
+
+def test_image_tag_defaults_to_app_version(chart, render):
+    image = _container(render())["image"]
+    assert image == f"ghcr.io/disagg-dev/disagg-operator:{chart.metadata['appVersion']}"
+
+
+def test_service_monitor_shape(render):
+    """ServiceMonitor is a custom kind (no upstream schema): check what Prometheus needs."""
+    objs = render(FULL_VALUES)
+    monitor, service = one(objs, "ServiceMonitor"), one(objs, "Service")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["namespace"] == NAMESPACE
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    spec = monitor["spec"]
+    assert set(spec) == {"selector", "namespaceSelector", "endpoints"}
+    # It must select the metrics Service, by labels that Service carries.
+    assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert spec["namespaceSelector"] == {"matchNames": [service["metadata"]["namespace"]]}
+    [endpoint] = spec["endpoints"]
+    assert endpoint == {
+        "port": service["spec"]["ports"][0]["name"],
+        "path": "/metrics",
+        "interval": "15s",
+        "scrapeTimeout": "5s",
+    }
+    assert "ServiceMonitor" not in kinds(render())
+
+
+def test_service_monitor_without_service_fails_naming_both_keys(chart):
+    values = {"metrics": {"service": {"enabled": False}, "serviceMonitor": {"enabled": True}}}
+    with pytest.raises(Exception, match=r"metrics\.serviceMonitor\.enabled.*metrics\.service"):
+        render_files(chart, values)
+
+
+def test_existing_service_account_must_be_named(chart, render):
+    with pytest.raises(Exception, match=r"serviceAccount\.name"):
+        render_files(chart, {"serviceAccount": {"create": False}})
+    objs = render({"serviceAccount": {"create": False, "name": "mine"}})
+    assert "ServiceAccount" not in kinds(objs)
+    assert one(objs, "ClusterRoleBinding")["subjects"][0]["name"] == "mine"
+
+
+def test_rbac_create_false_renders_no_rbac(render):
+    objs = render({"rbac": {"create": False}})
+    assert not {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"} & set(kinds(objs))
+
+
+def test_notes_say_what_to_apply_next(chart):
+    notes = render_files(chart)["disagg/templates/NOTES.txt"]
+    assert "kubectl apply -f examples/quickstart-cpu.yaml" in notes
+    assert "kubectl get dd" in notes
+    namespaced = render_files(chart, {"watchNamespaces": ["team-a"]})["disagg/templates/NOTES.txt"]
+    assert "kubectl apply -n team-a -f examples/quickstart-cpu.yaml" in namespaced
+    assert "kubectl get dd -n team-a" in namespaced
+
+
+def test_notes_point_at_files_that_exist():
+    from tests.unit.chart.chartkit import CHART, ROOT
+
+    notes = (CHART / "templates" / "NOTES.txt").read_text()
+    for path in ("examples/quickstart-cpu.yaml", "docs/heterogeneous.md"):
+        assert path in notes
+        assert (ROOT / path).is_file(), path
