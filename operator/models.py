@@ -77,6 +77,7 @@ TP_RULE = (
     "decode reads each prefill rank's KV; lower prefill TP or raise decode TP",
 )
 TP_DIVIDES_RULE = (
+    "self.prefill.tensorParallelSize > self.decode.tensorParallelSize || "
     "self.decode.tensorParallelSize % self.prefill.tensorParallelSize == 0",
     "spec.decode.tensorParallelSize must be a multiple of spec.prefill.tensorParallelSize",
 )

@@ -1,0 +1,110 @@
+"""Every CEL rule of the CRD, evaluated with cel-python against good and bad objects."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import celpy
+import pytest
+
+from disagg_operator import crd, models
+
+from .builders import EXAMPLES, body, example, role
+
+SCHEMA = crd.build()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def _rules(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
+    """(object path below the root, rule) for every x-kubernetes-validations entry."""
+    if not isinstance(node, dict):
+        return
+    for rule in node.get("x-kubernetes-validations", []):
+        yield path, rule["rule"]
+    for name, prop in (node.get("properties") or {}).items():
+        yield from _rules(prop, (*path, name))
+
+
+RULES = list(_rules(SCHEMA))
+
+
+def _defaulted(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as admission sees it: schema defaults applied (pydantic applies the same)."""
+    spec = models.DeploymentSpec.model_validate(obj["spec"])
+    return {**obj, "spec": spec.model_dump(by_alias=True, exclude_none=True, mode="json")}
+
+
+def _holds(rule: str, path: tuple[str, ...], obj: dict[str, Any]) -> bool:
+    target: Any = obj
+    for key in path:
+        target = target[key]
+    env = celpy.Environment()
+    program = env.program(env.compile(rule))
+    return bool(program.evaluate({"self": celpy.json_to_cel(target)}))
+
+
+def _failing(obj: dict[str, Any]) -> set[str]:
+    data = _defaulted(obj)
+    return {rule for path, rule in RULES if not _holds(rule, path, data)}
+
+
+def test_the_crd_carries_every_model_rule() -> None:
+    assert sorted(r for _, r in RULES) == sorted(r for r, _ in models.CEL_RULES)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_examples_satisfy_every_rule(path: Any) -> None:
+    assert _failing(example(path)) == set()
+
+
+GOOD = [
+    body(),
+    body(engine="vllm", prefill=role(tensorParallelSize=2), decode=role(tensorParallelSize=4)),
+    body(llmd={"enabled": True, "routingSidecar": {"enabled": True, "image": "x:1"}}),
+    body(kvTransfer={"backends": ["UCX", "LIBFABRIC"]}),
+]
+
+
+@pytest.mark.parametrize("obj", GOOD)
+def test_good_objects_pass(obj: dict[str, Any]) -> None:
+    assert _failing(obj) == set()
+
+
+BAD = [
+    (
+        body(engine="vllm", prefill=role(tensorParallelSize=4), decode=role(tensorParallelSize=2)),
+        models.TP_RULE[0],
+    ),
+    (
+        body(engine="vllm", prefill=role(tensorParallelSize=2), decode=role(tensorParallelSize=3)),
+        models.TP_DIVIDES_RULE[0],
+    ),
+    (body(decode=role(tensorParallelSize=2)), models.REFERENCE_TP_RULE[0]),
+    (body(kvTransfer={"backends": ["UCX", "UCX"]}), models.BACKENDS_UNIQUE_RULE[0]),
+    (
+        body(llmd={"enabled": True, "routingSidecar": {"enabled": True}}),
+        models.SIDECAR_IMAGE_RULE[0],
+    ),
+    (
+        body(llmd={"enabled": True, "routingSidecar": {"enabled": True, "image": ""}}),
+        models.SIDECAR_IMAGE_RULE[0],
+    ),
+    (
+        body(llmd={"routingSidecar": {"enabled": True, "image": "x:1"}}),
+        models.SIDECAR_NEEDS_LLMD_RULE[0],
+    ),
+]
+
+
+@pytest.mark.parametrize(("obj", "rule"), BAD, ids=[r[:40] for _, r in BAD])
+def test_bad_objects_fail_exactly_their_rule(obj: dict[str, Any], rule: str) -> None:
+    assert _failing(obj) == {rule}
+
+
+def test_every_rule_has_a_bad_object() -> None:
+    assert {r for _, r in BAD} == {r for _, r in RULES}
+
+
+def test_messages_name_the_field_or_the_fix() -> None:
+    for rule, message in models.CEL_RULES:
+        assert "spec." in message or "set it" in message, rule
