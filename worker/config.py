@@ -48,12 +48,12 @@ class WorkerConfig(BaseModel):
     )
     backends: list[str] = Field(default_factory=lambda: ["UCX"], description="NIXL backends")
     side_channel_host: str = Field(default="127.0.0.1", description="handshake listen address")
-    side_channel_port: int = Field(default=5600, ge=1, le=65535)
+    side_channel_port: int = Field(default=5600, ge=0, le=65535, description="0: any free port")
     advertise_host: str | None = Field(
         default=None, description="host peers use to reach this pod (pod IP); default: listen"
     )
     http_host: str = Field(default="127.0.0.1")
-    http_port: int = Field(default=8000, ge=1, le=65535)
+    http_port: int = Field(default=8000, ge=0, le=65535, description="0: any free port")
     transfer_deadline_s: float = Field(default=10.0, gt=0, description="max time per transfer")
     block_lease_s: float = Field(default=30.0, gt=0, description="prefill holds blocks this long")
     nixl_threads: int = Field(default=0, ge=0, description="NIXL backend worker threads")
