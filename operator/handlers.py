@@ -1,0 +1,105 @@
+"""kopf handlers: decorators only; every trigger ends in one level-triggered reconcile.
+
+I/O shell. DisaggregatedDeployment create/update/resume and events of owned children
+(Pods, Services, Secrets, NetworkPolicies) all call :meth:`Reconciler.request` for the
+owning deployment; :mod:`disagg_operator.reconcile` holds the logic. No delete handler and
+so no finalizer: owner references let the garbage collector remove the children.
+
+Handlers are registered on :data:`registry` (not kopf's global one) so tests and
+``disagg operator`` pass it explicitly. Settings (kopf bookkeeping in annotations, events
+only for warnings, standalone) are applied at startup; ``memo.host`` (optional) points the
+API client at an explicit server, e.g. the emulator.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from disagg_operator import k8s
+from disagg_operator.models import GROUP, KIND, PLURAL, VERSION
+from disagg_operator.reconcile import Reconciler
+from disagg_operator.render import LABEL_DEPLOYMENT
+
+registry = kopf.OperatorRegistry()
+PREFIX = "disagg.dev"
+CHILDREN = (
+    ("v1", "pods"),
+    ("v1", "services"),
+    ("v1", "secrets"),
+    ("networking.k8s.io/v1", "networkpolicies"),
+)
+log = logging.getLogger("disagg.operator")
+
+
+def configure(settings: kopf.OperatorSettings) -> None:
+    """kopf settings: bookkeeping in annotations (schema pruning cannot drop it), events
+    only for warnings (no writes for routine INFO logs), no peering objects needed."""
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=PREFIX)
+    settings.posting.level = logging.WARNING
+    settings.peering.standalone = True
+    settings.watching.server_timeout = 300
+    settings.networking.request_timeout = 60
+
+
+@kopf.on.startup(registry=registry)
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    configure(settings)
+    memo.api = await k8s.Api.connect(memo.get("host"))
+    memo.reconciler = Reconciler(memo.api)
+
+
+@kopf.on.login(registry=registry)
+def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    if memo.get("host"):  # an explicit unauthenticated server: the emulator
+        return kopf.ConnectionInfo(server=memo.host, insecure=True)
+    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+
+@kopf.on.cleanup(registry=registry)
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    await memo.api.close()
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
+@kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
+@kopf.on.update(GROUP, VERSION, PLURAL, registry=registry)
+async def deployment_changed(namespace: str | None, name: str, memo: Any, **_: Any) -> None:
+    try:
+        await memo.reconciler.request(namespace or "", name)
+    except k8s.ApiError as e:  # transient API trouble: retry soon, not after kopf's 60 s
+        raise kopf.TemporaryError(str(e), delay=5) from e
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+async def deployment_event(
+    type: str, namespace: str | None, name: str, memo: Any, **_: Any
+) -> None:
+    if type == "DELETED":
+        memo.reconciler.forget(namespace or "", name)
+
+
+def owner_name(body: Any) -> str | None:
+    """Name of the DisaggregatedDeployment controlling ``body``, if any."""
+    for ref in body.get("metadata", {}).get("ownerReferences", []):
+        if ref.get("kind") == KIND and ref.get("controller"):
+            return str(ref["name"])
+    return None
+
+
+async def child_changed(body: Any, namespace: str | None, memo: Any, **_: Any) -> None:
+    owner = owner_name(body)
+    if owner is not None:
+        try:
+            await memo.reconciler.request(namespace or "", owner)
+        except k8s.ApiError as e:  # the next event (or resume) retries; say so once here
+            log.warning("reconcile of %s/%s after a child event failed: %s", namespace, owner, e)
+
+
+for _version, _plural in CHILDREN:
+    kopf.on.event(_version, _plural, labels={LABEL_DEPLOYMENT: kopf.PRESENT}, registry=registry)(
+        child_changed
+    )

@@ -1,0 +1,220 @@
+"""The Kubernetes API client: the only module of the operator that talks to the API server.
+
+I/O layer. Plain aiohttp against the REST API (kopf already depends on it, and the calls we
+need are few: get, list, create, merge-patch, delete, post an Event). Credentials come from
+the in-cluster service account or ``$KUBECONFIG``, loaded by the ``kubernetes`` package's
+config loaders (the only part of that package used). Every write is counted in
+:mod:`disagg_operator.metrics`.
+
+Error policy: 404 on get/patch/delete means "already gone" and returns None (the next
+event re-plans); 409 on create means "someone else made it" and returns None (same); any
+other failure raises :class:`ApiError`, which the handlers turn into a kopf retry.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import ssl
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+
+from disagg_operator import metrics
+
+# kind → plural, for the kinds the operator writes.
+PLURALS: dict[str, str] = {
+    "Pod": "pods",
+    "Service": "services",
+    "Secret": "secrets",
+    "ConfigMap": "configmaps",
+    "NetworkPolicy": "networkpolicies",
+    "InferencePool": "inferencepools",
+    "Event": "events",
+    "DisaggregatedDeployment": "disaggregateddeployments",
+}
+
+
+class ApiError(RuntimeError):
+    """The API server refused a request for a reason other than not-found/conflict."""
+
+    def __init__(self, status: int, method: str, url: str, message: str) -> None:
+        super().__init__(f"{method} {url}: HTTP {status}: {message}")
+        self.status = status
+
+
+def url_for(api_version: str, plural: str, namespace: str = "", name: str = "") -> str:
+    """The REST path of a collection or object: ``/api/v1/...`` or ``/apis/<group>/...``."""
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    path = f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
+    return f"{path}/{name}" if name else path
+
+
+def _load_configuration() -> Any:
+    """In-cluster service account first, then $KUBECONFIG / ~/.kube/config."""
+    from kubernetes import client, config
+
+    cfg = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=cfg)
+    except config.ConfigException:
+        path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
+        config.load_kube_config(config_file=path, client_configuration=cfg)
+    return cfg
+
+
+class Api:
+    """An async API client bound to one server; create with :meth:`connect`."""
+
+    def __init__(self, host: str, session: aiohttp.ClientSession, cfg: Any = None) -> None:
+        self.host = host.rstrip("/")
+        self._session = session
+        self._cfg = cfg
+
+    @classmethod
+    async def connect(cls, host: str | None = None) -> Api:
+        """Connect with the ambient credentials, or to ``host`` with none (tests, emulator)."""
+        cfg: Any = None if host else _load_configuration()
+        ssl_ctx: ssl.SSLContext | bool = False
+        if cfg is not None and cfg.host.startswith("https"):
+            ssl_ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+            if cfg.cert_file:
+                ssl_ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
+            if not cfg.verify_ssl:
+                ssl_ctx.check_hostname = False
+                ssl_ctx.verify_mode = ssl.CERT_NONE
+        connector = aiohttp.TCPConnector(ssl=ssl_ctx, limit=32)
+        timeout = aiohttp.ClientTimeout(total=30)
+        session = aiohttp.ClientSession(connector=connector, timeout=timeout)
+        return cls(host or cfg.host, session, cfg)
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    def _headers(self, content_type: str | None = None) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        if self._cfg is not None:
+            # kubernetes>=36 keeps bearer tokens under "BearerToken"; both refresh if needed
+            token = self._cfg.get_api_key_with_prefix(
+                "BearerToken"
+            ) or self._cfg.get_api_key_with_prefix("authorization")
+            if token:
+                headers["Authorization"] = token
+        return headers
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        content_type: str | None = None,
+        ok_missing: bool = False,
+    ) -> dict[str, Any] | None:
+        url = self.host + path
+        headers = self._headers(content_type or ("application/json" if body else None))
+        async with self._session.request(
+            method, url, json=body, params=params, headers=headers
+        ) as resp:
+            if resp.status == 404 and ok_missing:
+                return None
+            if resp.status == 409 and method == "POST":
+                return None
+            if resp.status >= 400:
+                raise ApiError(resp.status, method, path, (await resp.text())[:500])
+            result: dict[str, Any] = await resp.json(content_type=None)
+            return result
+
+    # ------------------------------------------------------------------ reads
+    async def get(
+        self, api_version: str, plural: str, namespace: str, name: str
+    ) -> dict[str, Any] | None:
+        path = url_for(api_version, plural, namespace, name)
+        return await self._request("GET", path, ok_missing=True)
+
+    async def list(
+        self, api_version: str, plural: str, namespace: str, label_selector: str = ""
+    ) -> list[dict[str, Any]]:
+        """Objects of one kind in a namespace; [] if the API does not serve the kind at all."""
+        params = {"labelSelector": label_selector} if label_selector else None
+        path = url_for(api_version, plural, namespace)
+        result = await self._request("GET", path, params=params, ok_missing=True)
+        items: list[dict[str, Any]] = (result or {}).get("items", [])
+        kind = (result or {}).get("kind", "").removesuffix("List")
+        for item in items:  # typed lists omit kind/apiVersion on items
+            item.setdefault("kind", kind)
+            item.setdefault("apiVersion", api_version)
+        return items
+
+    # ------------------------------------------------------------------ writes
+    async def create(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Create; None when it exists already (409: the next event re-plans)."""
+        meta = obj["metadata"]
+        path = url_for(obj["apiVersion"], PLURALS[obj["kind"]], meta.get("namespace", ""))
+        metrics.API_WRITES.labels("create", obj["kind"]).inc()
+        return await self._request("POST", path, body=obj)
+
+    async def patch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        subresource: str = "",
+    ) -> dict[str, Any] | None:
+        """Merge-patch an object (or its ``status``); None when it is gone."""
+        path = url_for(api_version, PLURALS[kind], namespace, name)
+        path = f"{path}/{subresource}" if subresource else path
+        metrics.API_WRITES.labels("patch", kind).inc()
+        return await self._request(
+            "PATCH",
+            path,
+            body=patch,
+            content_type="application/merge-patch+json",
+            ok_missing=True,
+        )
+
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        """Delete with background propagation; a missing object is fine."""
+        path = url_for(api_version, PLURALS[kind], namespace, name)
+        metrics.API_WRITES.labels("delete", kind).inc()
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        await self._request("DELETE", path, body=body, ok_missing=True)
+
+    async def event(
+        self, involved: Mapping[str, Any], *, type_: str, reason: str, message: str
+    ) -> None:
+        """Post a core/v1 Event about ``involved`` (Normal or Warning)."""
+        meta = involved["metadata"]
+        now = datetime.datetime.now(tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{meta['name']}.{uuid.uuid4().hex[:10]}",
+                "namespace": meta.get("namespace", "default"),
+            },
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion"),
+                "kind": involved.get("kind"),
+                "name": meta["name"],
+                "namespace": meta.get("namespace"),
+                "uid": meta.get("uid"),
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": "disagg-operator"},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "reportingComponent": "disagg-operator",
+        }
+        await self.create(event)
