@@ -1,0 +1,112 @@
+"""`disagg worker serve|probe`: the in-pod worker's entry points.
+
+I/O shell. ``serve`` reads :class:`WorkerConfig` from ``DISAGG_*`` env (what the operator
+renders into the pod) with flags on top, starts the engine and transfer agent, serves HTTP
+until SIGTERM, then closes the agent. ``probe`` is the transfer-path self-check
+(``disagg_worker.probe``), imported only when asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import os
+import sys
+from typing import Any
+
+from disagg_worker.config import ConfigError, WorkerConfig
+
+# flag → WorkerConfig field; every flag overrides the DISAGG_* variable of the same name.
+FLAGS: dict[str, tuple[str, type]] = {
+    "--role": ("role", str),
+    "--engine-id": ("engine_id", str),
+    "--device": ("device", str),
+    "--model": ("model", str),
+    "--seed": ("seed", int),
+    "--http-host": ("http_host", str),
+    "--http-port": ("http_port", int),
+    "--side-channel-port": ("side_channel_port", int),
+    "--block-size": ("block_size", int),
+    "--num-blocks": ("num_blocks", int),
+    "--block-lease-s": ("block_lease_s", float),
+    "--transfer-deadline-s": ("transfer_deadline_s", float),
+    "--log-level": ("log_level", str),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="disagg worker serve",
+        description="Serve one prefill/decode/both worker. Settings come from DISAGG_* env "
+        "(see WorkerConfig); flags override them. Port 0 binds any free port; the bound "
+        'ports are printed as one JSON line {"event": "ready", ...} on stdout.',
+    )
+    for flag, (field, kind) in FLAGS.items():
+        p.add_argument(flag, dest=field, type=kind, help=f"overrides DISAGG_{field.upper()}")
+    return p
+
+
+def serve_main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        config = WorkerConfig.from_env(os.environ, vars(args))
+    except ConfigError as e:
+        print(f"disagg worker serve: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=config.log_level.upper(),
+        format='{"ts": "%(asctime)s", "level": "%(levelname)s", "logger": "%(name)s", '
+        '"msg": "%(message)s"}',
+    )
+    _limit_threads()
+    try:
+        asyncio.run(_serve(config))
+    except (ValueError, RuntimeError) as e:
+        print(f"disagg worker serve: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _limit_threads() -> None:
+    """One intra-op thread unless OMP_NUM_THREADS says otherwise: the reference model's
+    matrices are tiny, and extra threads only contend with the other workers on the node."""
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+
+
+async def _serve(config: WorkerConfig) -> None:
+    from disagg_worker.localrun import serve
+    from disagg_worker.server import Worker, build_app
+
+    worker = Worker(config)
+    worker.start()
+    try:
+
+        async def ready(port: int) -> dict[str, Any]:
+            return {
+                "role": config.role,
+                "engine_id": config.engine_id,
+                "side_channel_port": worker.side_channel_port,
+            }
+
+        await serve(build_app(worker), config.http_host, config.http_port, ready)
+    finally:
+        worker.close()
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in {"-h", "--help"}:
+        print("usage: disagg worker {serve,probe} [options]")
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command == "serve":
+        return serve_main(rest)
+    if command == "probe":
+        probe = importlib.import_module("disagg_worker.probe")
+        result: int = probe.main(rest)
+        return result
+    print(f"disagg worker: unknown command {command!r}; use serve or probe", file=sys.stderr)
+    return 2
