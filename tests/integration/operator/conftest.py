@@ -32,9 +32,10 @@ def quickstart(name: str = "demo", **spec: Any) -> dict[str, Any]:
 async def api(emu: Emulator, method: str, path: str, body: Any = None) -> Any:
     """One request as a user (kubectl) would make it; returns the decoded answer."""
     headers = {"Content-Type": "application/merge-patch+json"} if method == "PATCH" else {}
-    async with aiohttp.ClientSession(str(emu.url)) as http, http.request(
-        method, path, json=body, headers=headers
-    ) as resp:
+    async with (
+        aiohttp.ClientSession(str(emu.url)) as http,
+        http.request(method, path, json=body, headers=headers) as resp,
+    ):
         assert resp.status < 400, await resp.text()
         return await resp.json()
 

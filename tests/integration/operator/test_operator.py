@@ -1,16 +1,187 @@
-"""The real kopf operator over HTTP against the API emulator: the reconcile behaviours."""
+"""The real kopf operator over HTTP against the API emulator: the reconcile behaviours.
+
+Tests play the kubelet (pods become Ready only when a test says so) and never rely on
+garbage collection, which the emulator does not do.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 
-from tests.integration.emulator import Emulator
-from tests.integration.operator.conftest import DD_PATH, NS, api, pods, quickstart, until
+from prometheus_client import REGISTRY
+
+from disagg_worker.config import WorkerConfig
+from tests.integration.emulator import Emulator, writes
+from tests.integration.operator.conftest import (
+    DD,
+    DD_PATH,
+    NS,
+    api,
+    condition,
+    pods,
+    quickstart,
+    until,
+)
+
+
+def synced() -> float:
+    """Finished reconciles so far, any result (the operator's own metric)."""
+    return sum(
+        REGISTRY.get_sample_value("disagg_operator_reconciles_total", {"result": r}) or 0.0
+        for r in ("ok", "invalid", "error")
+    )
+
+
+async def converge(emu: Emulator, name: str = "demo", count: int = 2) -> dict[str, dict]:
+    """Wait for ``count`` pods, mark them Ready, wait for Ready=True."""
+    got = await until(f"{count} pods", lambda: len(pods(emu, name)) == count and pods(emu, name))
+    for pod in got:
+        emu.set_pod_ready(NS, pod)
+    await until("Ready=True", lambda: condition(emu, name).get("status") == "True")
+    return pods(emu, name)
+
+
+async def quiet(emu: Emulator) -> int:
+    """Wait for one more finished reconcile after the last write; return the call index."""
+    await asyncio.sleep(0.3)
+    mark, before = len(emu.calls), synced()
+    await until("a reconcile", lambda: synced() > before or not writes(emu, mark))
+    return len(emu.calls)
+
+
+def snapshot(emu: Emulator) -> str:
+    return json.dumps({"/".join(k): v for k, v in emu.store.items()}, sort_keys=True)
 
 
 async def test_apply_creates_children_with_expected_config(
     emulator: Emulator, operator: asyncio.Task[None]
 ) -> None:
-    created = await api(emulator, "POST", DD_PATH, quickstart())
+    cr = await api(emulator, "POST", DD_PATH, quickstart())
     got = await until("both pods", lambda: len(pods(emulator)) == 2 and pods(emulator))
     assert sorted(got) == ["demo-decode-0", "demo-prefill-0"]
+    prefill = got["demo-prefill-0"]
+    assert prefill["metadata"]["ownerReferences"][0]["uid"] == cr["metadata"]["uid"]
+    assert prefill["metadata"]["labels"]["llm-d.ai/role"] == "prefill"
+    assert prefill["metadata"]["annotations"]["disagg.dev/spec-hash"]
+    env = {e["name"]: e.get("value") for e in prefill["spec"]["containers"][0]["env"]}
+    config = WorkerConfig.from_env({k: v for k, v in env.items() if v is not None})
+    assert (config.role, config.device, config.kv_buffer_device) == ("prefill", "cpu", "cpu")
+    names = {o["metadata"]["name"] for o in emulator.objects_of("v1/services", NS)}
+    assert names == {"demo-prefill", "demo-decode"}
+    secret = emulator.find("v1/secrets", NS, "demo-handshake")
+    assert secret is not None and len(base64.b64decode(secret["data"]["hmac"])) >= 32
+    assert emulator.find("networking.k8s.io/v1/networkpolicies", NS, "demo-side-channel")
+    assert condition(emulator, "demo")["reason"] == "ReplicasNotReady"
+    await converge(emulator)
+    status = emulator.find(DD, NS, "demo")["status"]  # type: ignore[index]
+    assert status["prefill"]["summary"] == status["decode"]["summary"] == "1/1"
+
+
+async def test_scale_up_down_and_remove_a_role(
+    emulator: Emulator, operator: asyncio.Task[None]
+) -> None:
+    await api(emulator, "POST", DD_PATH, quickstart())
+    await converge(emulator)
+    await api(emulator, "PATCH", f"{DD_PATH}/demo", {"spec": {"decode": {"replicas": 3}}})
+    await until("3 decode pods", lambda: len(pods(emulator)) == 4)
+    assert sorted(pods(emulator)) == [
+        "demo-decode-0",
+        "demo-decode-1",
+        "demo-decode-2",
+        "demo-prefill-0",
+    ]
+    await api(
+        emulator,
+        "PATCH",
+        f"{DD_PATH}/demo",
+        {"spec": {"decode": {"replicas": 1}, "prefill": {"replicas": 0}}},
+    )
+    await until("1 pod left", lambda: sorted(pods(emulator)) == ["demo-decode-0"])
+    services = {o["metadata"]["name"] for o in emulator.objects_of("v1/services", NS)}
+    assert services == {"demo-decode"}
+
+
+async def test_deleted_pod_is_recreated(emulator: Emulator, operator: asyncio.Task[None]) -> None:
+    await api(emulator, "POST", DD_PATH, quickstart())
+    before = await converge(emulator)
+    await api(emulator, "DELETE", f"/api/v1/namespaces/{NS}/pods/demo-decode-0")
+    again = await until("decode pod back", lambda: pods(emulator).get("demo-decode-0"))
+    assert again["metadata"]["uid"] != before["demo-decode-0"]["metadata"]["uid"]
+    await until("Ready=False", lambda: condition(emulator, "demo").get("status") == "False")
+
+
+async def test_spec_change_replaces_the_pods(
+    emulator: Emulator, operator: asyncio.Task[None]
+) -> None:
+    await api(emulator, "POST", DD_PATH, quickstart())
+    before = await converge(emulator)
+    engine = {"type": "reference", "image": "ghcr.io/disagg-dev/disagg-worker-cpu:0.2.0"}
+    await api(emulator, "PATCH", f"{DD_PATH}/demo", {"spec": {"engine": engine}})
+
+    def replaced() -> bool:
+        now = pods(emulator)
+        return len(now) == 2 and all(
+            now[n]["metadata"]["uid"] != before[n]["metadata"]["uid"] for n in before
+        )
+
+    await until("both pods replaced", replaced)
+    images = {p["spec"]["containers"][0]["image"] for p in pods(emulator).values()}
+    assert images == {engine["image"]}
+
+
+async def test_invalid_spec_reports_and_changes_nothing(
+    emulator: Emulator, operator: asyncio.Task[None]
+) -> None:
+    bad = quickstart("bad")
+    bad["spec"]["decode"]["device"] = "quantum"
+    await api(emulator, "POST", DD_PATH, bad)
+    ready = await until(
+        "InvalidSpec",
+        lambda: (
+            condition(emulator, "bad").get("reason") == "InvalidSpec" and condition(emulator, "bad")
+        ),
+    )
+    assert ready["status"] == "False" and "spec.decode.device" in ready["message"]
+    events = emulator.objects_of("v1/events", NS)
+    assert [(e["type"], e["reason"]) for e in events] == [("Warning", "InvalidSpec")]
+    assert "spec.decode.device" in events[0]["message"]
+    kinds = {(c.resource, c.subresource) for c in writes(emulator)}
+    assert kinds == {
+        ("disaggregateddeployments", ""),
+        ("disaggregateddeployments", "status"),
+        ("events", ""),
+    }  # the user's create, our status and event: no children
+    assert pods(emulator, "bad") == {}
+
+    await api(emulator, "POST", DD_PATH, quickstart())  # valid first, then broken
+    before = await converge(emulator)
+    mark = len(emulator.calls)
+    await api(emulator, "PATCH", f"{DD_PATH}/demo", {"spec": {"prefill": {"device": "quantum"}}})
+    await until("InvalidSpec", lambda: condition(emulator, "demo").get("reason") == "InvalidSpec")
+    assert pods(emulator) == before
+    ours = {(c.verb, c.resource, c.subresource) for c in writes(emulator, mark)}
+    assert ours == {
+        ("patch", "disaggregateddeployments", ""),
+        ("patch", "disaggregateddeployments", "status"),
+        ("create", "events", ""),
+    }
+
+
+async def test_restart_makes_no_duplicates_and_no_writes(emulator: Emulator) -> None:
+    host = str(emulator.url).rstrip("/")
+    from disagg_operator.run import running
+
+    async with running(host):
+        await api(emulator, "POST", DD_PATH, quickstart())
+        await converge(emulator)
+        await quiet(emulator)
+    objects_before = snapshot(emulator)
+    mark, before = len(emulator.calls), synced()
+    async with running(host):
+        await until("resumed", lambda: synced() >= before + 1)
+        await quiet(emulator)
+    assert writes(emulator, mark) == []
+    assert snapshot(emulator) == objects_before
+    assert sorted(pods(emulator)) == ["demo-decode-0", "demo-prefill-0"]
