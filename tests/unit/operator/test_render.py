@@ -1,0 +1,372 @@
+"""Render: names, labels, owners, per-hardware engine config, and upstream schema validity."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from disagg_operator import render_derive, render_pods
+from disagg_operator.models import DeploymentSpec
+from disagg_operator.render import SPEC_HASH, render
+from disagg_worker.config import WorkerConfig
+
+from .builders import GPU, ROOT, body, by_kind, env_of, role, vllm_gpu_cpu
+
+KEY = "secret-key"
+
+
+def _pod(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(o for o in by_kind(objects, "Pod") if o["metadata"]["name"] == name)
+
+
+def _engine(pod: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in pod["spec"]["containers"] if c["name"] == "engine")
+
+
+def test_children_names_and_stable_order() -> None:
+    objects = render(body(prefill=role(replicas=2)), hmac_key=KEY)
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("Secret", "demo-handshake"),
+        ("Service", "demo-prefill"),
+        ("Service", "demo-decode"),
+        ("NetworkPolicy", "demo-side-channel"),
+        ("Pod", "demo-prefill-0"),
+        ("Pod", "demo-prefill-1"),
+        ("Pod", "demo-decode-0"),
+    ]
+    assert render(body(prefill=role(replicas=2)), hmac_key=KEY) == objects
+
+
+def test_every_child_is_owned_labelled_and_namespaced() -> None:
+    for obj in render(body(uid="abc"), hmac_key=KEY):
+        meta = obj["metadata"]
+        assert meta["namespace"] == "ns"
+        assert meta["ownerReferences"] == [
+            {
+                "apiVersion": "disagg.dev/v1alpha1",
+                "kind": "DisaggregatedDeployment",
+                "name": "demo",
+                "uid": "abc",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+        assert meta["labels"]["app.kubernetes.io/name"] == "disagg"
+        assert meta["labels"]["app.kubernetes.io/instance"] == "demo"
+        assert meta["labels"]["app.kubernetes.io/managed-by"] == "disagg-operator"
+        assert meta["labels"]["disagg.dev/deployment"] == "demo"
+
+
+def test_pods_and_services_carry_role_labels() -> None:
+    for obj in render(body(), hmac_key=KEY):
+        if obj["kind"] in {"Pod", "Service"}:
+            role_name = obj["metadata"]["name"].split("-")[1]
+            assert obj["metadata"]["labels"]["disagg.dev/role"] == role_name
+            assert obj["metadata"]["labels"]["llm-d.ai/role"] == role_name
+
+
+def test_spec_hash_is_the_hash_of_labels_and_spec() -> None:
+    for pod in by_kind(render(body(), hmac_key=KEY), "Pod"):
+        expected = render_pods.spec_hash(pod["metadata"]["labels"], pod["spec"])
+        assert pod["metadata"]["annotations"][SPEC_HASH] == expected
+
+
+def _hashes(obj: dict[str, Any], key: str = KEY) -> dict[str, str]:
+    return {
+        p["metadata"]["name"]: p["metadata"]["annotations"][SPEC_HASH]
+        for p in by_kind(render(obj, hmac_key=key), "Pod")
+    }
+
+
+def test_hash_moves_with_the_pod_spec_only() -> None:
+    base = _hashes(body())
+    assert _hashes(body(), key="other") == base  # key lives in the Secret only
+    assert _hashes(body(uid="other-uid")) == base
+    scaled = _hashes(body(prefill=role(replicas=3)))
+    assert {k: scaled[k] for k in base} == base  # scaling does not replace pods
+    changed = _hashes(body(decode=role(image="example.com/other:2")))
+    assert changed["demo-decode-0"] != base["demo-decode-0"]
+    assert changed["demo-prefill-0"] == base["demo-prefill-0"]
+
+
+def test_secret_holds_the_key() -> None:
+    import base64
+
+    secret = by_kind(render(body(), hmac_key=KEY), "Secret")[0]
+    assert base64.b64decode(secret["data"]["hmac"]).decode() == KEY
+
+
+def test_replicas_zero_removes_the_role() -> None:
+    objects = render(body(prefill=role(replicas=0)), hmac_key=KEY)
+    names = [o["metadata"]["name"] for o in objects]
+    assert "demo-prefill" not in names and not any(n.startswith("demo-prefill-") for n in names)
+    assert "demo-decode-0" in names
+
+
+def _resolve(env: list[dict[str, Any]], pod_name: str, pod_ip: str) -> dict[str, str]:
+    fields = {"metadata.name": pod_name, "status.podIP": pod_ip}
+    out = {}
+    for e in env:
+        value = e.get("value")
+        if value is None:
+            value = fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
+        out[e["name"]] = value
+    return out
+
+
+def test_reference_env_is_the_workers_own_contract() -> None:
+    obj = body(prefill=role(), decode=role("cuda", resources=GPU))
+    pod = _pod(render(obj, hmac_key=KEY), "demo-decode-0")
+    container = _engine(pod)
+    assert container["command"] == ["disagg", "worker", "serve"]
+    env = _resolve(container["env"], "demo-decode-0", "10.0.0.7")
+    config = WorkerConfig.from_env(env)
+    assert config.role == "decode" and config.engine_id == "demo-decode-0"
+    assert config.device == "cuda" and config.peer_device == "cpu"
+    assert config.buffer_device == "cpu" and config.needs_staging
+    assert config.advertised_host == "10.0.0.7"
+    assert (config.http_host, config.side_channel_host) == ("0.0.0.0", "0.0.0.0")
+    assert config.hmac_secret_path == render_derive.HMAC_PATH
+    mount = container["volumeMounts"][0]
+    assert config.hmac_secret_path.startswith(mount["mountPath"] + "/")
+    assert env["UCX_TLS"] == "rc,ud,tcp,cuda_copy,self"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"http": config.http_port, "side-channel": config.side_channel_port}
+
+
+def test_transfer_settings_reach_the_worker() -> None:
+    kv = {
+        "backends": ["UCX", "LIBFABRIC"],
+        "sideChannelPort": 6000,
+        "ucxTls": "tcp",
+        "transferDeadlineSeconds": 2.5,
+        "blockLeaseSeconds": 12,
+    }
+    pod = _pod(render(body(kvTransfer=kv), hmac_key=KEY), "demo-prefill-0")
+    env = _resolve(_engine(pod)["env"], "p", "1.2.3.4")
+    config = WorkerConfig.from_env(env)
+    assert config.backends == ["UCX", "LIBFABRIC"] and config.side_channel_port == 6000
+    assert (config.transfer_deadline_s, config.block_lease_s) == (2.5, 12.0)
+    assert env["UCX_TLS"] == "tcp"
+
+
+def _kv_config(container: dict[str, Any]) -> dict[str, Any]:
+    command = container["command"]
+    result: dict[str, Any] = json.loads(command[command.index("--kv-transfer-config") + 1])
+    return result
+
+
+def test_vllm_heterogeneous_gpu_prefill_cpu_decode() -> None:
+    objects = render(vllm_gpu_cpu(), hmac_key=KEY)
+    prefill, decode = (
+        _engine(_pod(objects, "demo-prefill-0")),
+        _engine(_pod(objects, "demo-decode-0")),
+    )
+    assert prefill["command"][:3] == ["vllm", "serve", "Qwen/Qwen3-0.6B"]
+    assert prefill["command"][3:7] == ["--port", "8000", "--tensor-parallel-size", "1"]
+    assert _kv_config(prefill) == {
+        "kv_connector": "NixlConnector",
+        "kv_role": "kv_producer",
+        "kv_buffer_device": "cpu",
+        "kv_connector_extra_config": {"backends": ["UCX"]},
+    }
+    assert _kv_config(decode)["kv_role"] == "kv_consumer"
+    assert _kv_config(decode)["kv_buffer_device"] == "cpu"
+    p_env, d_env = env_of(prefill), env_of(decode)
+    assert p_env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert p_env["VLLM_NIXL_SIDE_CHANNEL_PORT"] == "5600"
+    assert p_env["UCX_TLS"] == "rc,ud,tcp,cuda_copy,self" and d_env["UCX_TLS"] == "tcp,self"
+    assert not any(k.startswith("VLLM_CPU_") for k in p_env)
+    assert d_env["VLLM_CPU_KVCACHE_SPACE"] == "8"  # half of 16Gi
+    assert d_env["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
+    assert d_env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
+    assert prefill["resources"]["limits"]["nvidia.com/gpu"] == 1
+
+
+def test_vllm_gpu_to_gpu_uses_device_memory() -> None:
+    gpu = role("cuda", resources=GPU)
+    objects = render(body(engine="vllm", prefill=gpu, decode=gpu), hmac_key=KEY)
+    assert _kv_config(_engine(_pod(objects, "demo-decode-0")))["kv_buffer_device"] == "cuda"
+
+
+def test_cpu_engine_env_follows_the_pod_size() -> None:
+    small = DeploymentSpec.model_validate(
+        body(decode=role(resources={"limits": {"cpu": "1", "memory": "1Gi"}}))["spec"]
+    ).decode
+    assert render_derive.cpu_engine_env(small) == {
+        "VLLM_CPU_OMP_THREADS_BIND": "auto",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+    }
+
+
+def test_tensor_parallel_side_channel_ports() -> None:
+    gpu4 = role("cuda", tensorParallelSize=4, resources={"limits": {"nvidia.com/gpu": 4}})
+    objects = render(body(engine="vllm", prefill=gpu4, decode=gpu4), hmac_key=KEY)
+    ports = [p["containerPort"] for p in _engine(_pod(objects, "demo-prefill-0"))["ports"]]
+    assert ports == [8000, 5600, 5601, 5602, 5603]
+    assert "--tensor-parallel-size" in _engine(_pod(objects, "demo-prefill-0"))["command"]
+
+
+def test_user_env_overrides_and_args_append() -> None:
+    obj = vllm_gpu_cpu()
+    obj["spec"]["decode"]["env"] = [
+        {"name": "UCX_TLS", "value": "tcp"},
+        {"name": "EXTRA", "value": "1"},
+    ]
+    obj["spec"]["decode"]["args"] = ["--max-model-len", "4096"]
+    engine = _engine(_pod(render(obj, hmac_key=KEY), "demo-decode-0"))
+    names = [e["name"] for e in engine["env"]]
+    assert names.count("UCX_TLS") == 1 and env_of(engine)["UCX_TLS"] == "tcp"
+    assert names[-1] == "EXTRA" and engine["args"] == ["--max-model-len", "4096"]
+
+
+def test_placement_reaches_the_pod() -> None:
+    tol = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+                ]
+            }
+        }
+    }
+    prefill = role(
+        "cuda",
+        resources=GPU,
+        nodeSelector={"pool": "gpu"},
+        tolerations=tol,
+        affinity=affinity,
+        image="example.com/vllm-gpu:1",
+    )
+    pod = _pod(render(body(engine="vllm", prefill=prefill), hmac_key=KEY), "demo-prefill-0")
+    assert pod["spec"]["nodeSelector"] == {"pool": "gpu"}
+    assert pod["spec"]["tolerations"] == tol and pod["spec"]["affinity"] == affinity
+    assert _engine(pod)["image"] == "example.com/vllm-gpu:1"
+    assert (pod["spec"]["hostname"], pod["spec"]["subdomain"]) == ("demo-prefill-0", "demo-prefill")
+
+
+LLMD = {
+    "enabled": True,
+    "routingSidecar": {"enabled": True, "image": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.2.0"},
+}
+
+
+def test_routing_sidecar_fronts_decode() -> None:
+    objects = render(vllm_gpu_cpu(llmd=LLMD), hmac_key=KEY)
+    decode = _pod(objects, "demo-decode-0")
+    sidecar = decode["spec"]["containers"][1]
+    assert sidecar["name"] == "routing-proxy"
+    assert sidecar["args"] == ["--port=8000", "--vllm-port=8200", "--connector=nixlv2"]
+    assert sidecar["ports"][0]["containerPort"] == 8000
+    engine = _engine(decode)
+    assert engine["command"][engine["command"].index("--port") + 1] == "8200"
+    assert len(_pod(objects, "demo-prefill-0")["spec"]["containers"]) == 1
+
+
+def test_inference_pool_shape() -> None:
+    objects = render(vllm_gpu_cpu(llmd={"enabled": True}), hmac_key=KEY)
+    pool = by_kind(objects, "InferencePool")[0]
+    assert pool["apiVersion"] == "inference.networking.x-k8s.io/v1alpha2"
+    assert pool["metadata"]["name"] == "demo"
+    assert pool["spec"] == {
+        "selector": {"disagg.dev/deployment": "demo"},
+        "targetPortNumber": 8000,
+        "extensionRef": {"name": "demo-epp"},
+    }
+    for pod in by_kind(objects, "Pod"):  # the pool selects both roles' pods
+        assert pool["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert not by_kind(render(vllm_gpu_cpu(), hmac_key=KEY), "InferencePool")
+
+
+def _admitted(policy: dict[str, Any], source: dict[str, str], port: int) -> bool:
+    """NetworkPolicy ingress semantics (same namespace, TCP) for one connection."""
+    for rule in policy["spec"]["ingress"]:
+        peers = rule.get("from")
+        source_ok = peers is None or any(
+            p["podSelector"]["matchLabels"].items() <= source.items() for p in peers
+        )
+        ports = rule.get("ports")
+        port_ok = ports is None or any(
+            p["port"] <= port <= p.get("endPort", p["port"]) for p in ports
+        )
+        if source_ok and port_ok:
+            return True
+    return False
+
+
+def test_network_policy_admits_the_side_channel_only_from_this_deployment() -> None:
+    objects = render(body(), hmac_key=KEY)
+    policy = by_kind(objects, "NetworkPolicy")[0]
+    pod_labels = by_kind(objects, "Pod")[0]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    other = {"disagg.dev/deployment": "someone-else"}
+    assert _admitted(policy, pod_labels, 5600)
+    assert _admitted(policy, pod_labels, 41234)  # UCX tcp data port
+    assert not _admitted(policy, other, 5600)
+    assert not _admitted(policy, {}, 41234)
+    assert _admitted(policy, other, 8000)
+
+
+def test_headless_services_select_their_role() -> None:
+    objects = render(body(), hmac_key=KEY)
+    for svc in by_kind(objects, "Service"):
+        role_name = svc["metadata"]["labels"]["disagg.dev/role"]
+        assert svc["spec"]["clusterIP"] == "None"
+        selected = [
+            p
+            for p in by_kind(objects, "Pod")
+            if svc["spec"]["selector"].items() <= p["metadata"]["labels"].items()
+        ]
+        assert [p["metadata"]["name"] for p in selected] == [f"demo-{role_name}-0"]
+
+
+VARIANTS = {
+    "reference-cpu": body(),
+    "reference-cuda-decode": body(decode=role("cuda", resources=GPU)),
+    "vllm-gpu-cpu": vllm_gpu_cpu(),
+    "vllm-gpu-cpu-llmd": vllm_gpu_cpu(llmd=LLMD),
+    "vllm-tp4": body(
+        engine="vllm",
+        prefill=role("cuda", tensorParallelSize=2, resources={"limits": {"nvidia.com/gpu": 2}}),
+        decode=role("cuda", tensorParallelSize=4, resources={"limits": {"nvidia.com/gpu": 4}}),
+    ),
+    "xpu-tpu": body(
+        engine="vllm",
+        prefill=role("xpu", resources={"limits": {"gpu.intel.com/i915": 1}}),
+        decode=role("tpu", resources={"limits": {"google.com/tpu": 4}}),
+    ),
+    "env-from-secret": body(
+        prefill=role(
+            env=[{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "t"}}}]
+        )
+    ),
+    "scaled": body(prefill=role(replicas=0), decode=role(replicas=3)),
+}
+
+
+@pytest.mark.parametrize("obj", VARIANTS.values(), ids=VARIANTS.keys())
+def test_every_built_in_object_passes_upstream_schemas(obj: dict[str, Any]) -> None:
+    for child in render(obj, hmac_key=KEY):
+        if child["kind"] == "InferencePool":
+            continue  # custom kind: its shape is checked in test_inference_pool_shape
+        kubernetes_validate.validate(child, "1.31.0", strict=True)
+
+
+def test_upstream_validation_really_rejects_a_broken_pod() -> None:
+    pod = copy.deepcopy(by_kind(render(body(), hmac_key=KEY), "Pod")[0])
+    pod["spec"]["containers"][0]["portz"] = []
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(pod, "1.31.0", strict=True)
+
+
+def test_derivation_doc_is_generated_from_the_code() -> None:
+    doc = (ROOT / "docs" / "derivation.md").read_text()
+    assert render_derive.derivation_table() in doc, (
+        "docs/derivation.md is stale; paste the output of "
+        "`python -m disagg_operator.render_derive` into its table"
+    )

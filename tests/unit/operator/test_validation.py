@@ -1,0 +1,187 @@
+"""Validation: every problem names its camelCase field path and says how to fix it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from disagg_operator import render, validation
+from disagg_operator.validation import Problem
+from disagg_worker import platforms
+
+from .builders import GPU, body, role, vllm_gpu_cpu
+
+
+def _problems(obj: dict[str, Any]) -> list[Problem]:
+    _, problems = validation.parse(obj)
+    return problems
+
+
+def _only(obj: dict[str, Any]) -> Problem:
+    problems = _problems(obj)
+    assert len(problems) == 1, problems
+    return problems[0]
+
+
+def test_valid_bodies_have_no_problems() -> None:
+    for obj in (body(), vllm_gpu_cpu()):
+        dd, problems = validation.parse(obj)
+        assert dd is not None and problems == []
+
+
+def test_unknown_device_lists_the_known_ones() -> None:
+    p = _only(body(prefill=role("gpu")))
+    assert p.field == "spec.prefill.device"
+    assert "'gpu'" in p.message and "cpu, cuda, tpu, xpu" in p.message
+
+
+def test_out_of_tree_platform_is_accepted_once_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    hpu = platforms.Platform("hpu", ("cpu", "hpu"), "habana.ai/gaudi", "tcp,self")
+    obj = body(engine="vllm", prefill=role("hpu", resources={"limits": {"habana.ai/gaudi": 1}}))
+    assert _only(obj).field == "spec.prefill.device"
+    monkeypatch.setitem(platforms._PLATFORMS, "hpu", hpu)
+    assert _problems(obj) == []
+
+
+def test_buffer_device_outside_the_platform_table() -> None:
+    p = _only(body(decode=role("cpu", kvBufferDevice="cuda")))
+    assert p.field == "spec.decode.kvBufferDevice"
+    assert "not supported on device 'cpu'" in p.message and "omit it" in p.message
+
+
+def test_backend_that_cannot_move_the_memory_type() -> None:
+    problems = _problems(vllm_gpu_cpu(kvTransfer={"backends": ["GDS"]}))
+    assert {p.field for p in problems} == {"spec.kvTransfer.backends"}
+    assert "cannot move DRAM" in problems[0].message and "UCX" in problems[0].message
+
+
+def test_gds_is_fine_for_vram_buffers() -> None:
+    gpu = role("cuda", resources=GPU)
+    assert (
+        _problems(body(engine="vllm", prefill=gpu, decode=gpu, kvTransfer={"backends": ["GDS"]}))
+        == []
+    )
+
+
+def test_prefill_tp_above_decode_tp() -> None:
+    p = _only(
+        body(engine="vllm", prefill=role(tensorParallelSize=4), decode=role(tensorParallelSize=2))
+    )
+    assert p.field == "spec.prefill.tensorParallelSize"
+    assert "exceeds spec.decode.tensorParallelSize 2" in p.message
+
+
+def test_decode_tp_not_a_multiple() -> None:
+    p = _only(
+        body(engine="vllm", prefill=role(tensorParallelSize=2), decode=role(tensorParallelSize=3))
+    )
+    assert p.field == "spec.decode.tensorParallelSize" and "use 4" in p.message
+
+
+def test_gpu_role_without_the_gpu_resource() -> None:
+    p = _only(body(engine="vllm", prefill=role("cuda")))
+    assert p.field == "spec.prefill.resources.limits"
+    assert "resources.limits['nvidia.com/gpu']: 1" in p.message
+
+
+def test_gpu_role_with_fewer_gpus_than_tp() -> None:
+    tp2 = role("cuda", tensorParallelSize=2, resources=GPU)
+    p = _only(
+        body(
+            engine="vllm",
+            prefill=tp2,
+            decode=role("cuda", tensorParallelSize=2, resources={"limits": {"nvidia.com/gpu": 2}}),
+        )
+    )
+    assert p.field == "spec.prefill.resources.limits[nvidia.com/gpu]" and "set it to 2" in p.message
+
+
+def test_gpu_role_scaled_to_zero_needs_no_gpu() -> None:
+    assert _problems(body(engine="vllm", prefill=role("cuda", replicas=0))) == []
+
+
+def test_reference_engine_limits() -> None:
+    fields = {
+        p.field
+        for p in _problems(
+            body(
+                decode=role(
+                    "xpu", tensorParallelSize=2, resources={"limits": {"gpu.intel.com/i915": 2}}
+                )
+            )
+        )
+    }
+    assert fields == {"spec.decode.tensorParallelSize", "spec.decode.device"}
+
+
+@pytest.mark.parametrize(
+    ("obj", "field", "needle"),
+    [
+        (body(prefill=role(replicas=-1)), "spec.prefill.replicas", "greater than or equal to 0"),
+        (body(prefill=role(replica=2)), "spec.prefill.replica", "unknown field"),
+        (
+            body(kvTransfer={"connector": "P2pNcclConnector"}),
+            "spec.kvTransfer.connector",
+            "NixlConnector",
+        ),
+        (body(env=[{"name": "X"}]), "spec.env", "unknown field"),
+    ],
+)
+def test_schema_errors_use_camel_case_paths(obj: dict[str, Any], field: str, needle: str) -> None:
+    dd, problems = validation.parse(obj)
+    assert dd is None
+    assert [p.field for p in problems] == [field] and needle in problems[0].message
+
+
+def test_missing_fields_say_required() -> None:
+    obj = body()
+    del obj["spec"]["engine"]
+    assert _problems(obj) == [Problem("spec.engine", "required; add it")]
+
+
+def test_list_indices_in_paths() -> None:
+    obj = body(prefill=role(tolerations=[{"key": "a"}, {"effect": "Sometimes"}]))
+    assert _problems(obj)[0].field == "spec.prefill.tolerations[1].effect"
+
+
+def test_bad_quantity() -> None:
+    p = _only(body(prefill=role(resources={"limits": {"memory": "lots"}})))
+    assert p.field == "spec.prefill.resources.limits[memory]" and "16Gi" in p.message
+
+
+def test_name_too_long_for_pod_hostnames() -> None:
+    p = _only(body(name="x" * 60))
+    assert p.field == "metadata.name" and "at most 53 characters" in p.message
+
+
+def test_side_channel_port_clashing_with_the_serving_port() -> None:
+    p = _only(
+        body(
+            engine="vllm",
+            prefill=role(tensorParallelSize=2),
+            decode=role(tensorParallelSize=2),
+            kvTransfer={"sideChannelPort": 7999},
+        )
+    )
+    assert p.field == "spec.kvTransfer.sideChannelPort" and "8000" in p.message
+
+
+def test_sidecar_rules() -> None:
+    assert _only(body(llmd={"routingSidecar": {"enabled": True, "image": "x:1"}})).field == (
+        "spec.llmd.routingSidecar.enabled"
+    )
+    assert _only(body(llmd={"enabled": True, "routingSidecar": {"enabled": True}})).field == (
+        "spec.llmd.routingSidecar.image"
+    )
+
+
+def test_problem_prints_as_field_colon_message() -> None:
+    assert str(Problem("spec.x", "bad; fix it")) == "spec.x: bad; fix it"
+
+
+def test_render_refuses_invalid_specs_with_the_problems() -> None:
+    with pytest.raises(validation.InvalidSpec) as info:
+        render.render(body(prefill=role("gpu")), hmac_key="k")
+    assert [p.field for p in info.value.problems] == ["spec.prefill.device"]
+    assert "spec.prefill.device" in str(info.value)
