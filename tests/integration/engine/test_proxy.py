@@ -1,0 +1,178 @@
+"""The P/D proxy speaks vLLM's protocol: verified against in-process HTTP stubs shaped like
+`vllm serve` with the NixlConnector (what they receive, what the client gets back), and
+every failure names its hop."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from disagg_worker.proxy import Pool, Proxy, build_app
+
+VLLM_PARAMS = {
+    "do_remote_prefill": True,
+    "do_remote_decode": False,
+    "remote_block_ids": [3, 4],
+    "remote_engine_id": "e1",
+    "remote_host": "10.0.0.1",
+    "remote_port": 5600,
+    "remote_request_id": "cmpl-x",
+    "tp_size": 1,
+}
+
+
+def _stub(seen: list[dict[str, Any]], answer: Callable[[dict[str, Any]], Any]) -> web.Application:
+    async def handler(request: web.Request) -> web.Response:
+        body = await request.json()
+        seen.append({"body": body, "request_id": request.headers.get("X-Request-Id")})
+        result = answer(body)
+        if asyncio.iscoroutine(result):
+            result = await result
+        status, data = result
+        return web.json_response(data, status=status)
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", handler)
+    return app
+
+
+async def _serve(app: web.Application) -> TestServer:
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    return server
+
+
+def _prefill_ok(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    return 200, {"choices": [{"text": "a"}], "kv_transfer_params": VLLM_PARAMS}
+
+
+def _decode_ok(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    return 200, {"choices": [{"text": "abc"}], "kv_transfer_params": None}
+
+
+@pytest.fixture
+async def stack() -> AsyncIterator[Callable[..., Any]]:
+    servers: list[TestServer] = []
+    sessions: list[aiohttp.ClientSession] = []
+
+    async def make(prefill: Any, decode: Any, **kw: Any) -> tuple[Any, list[Any], list[Any]]:
+        seen_p: list[dict[str, Any]] = []
+        seen_d: list[dict[str, Any]] = []
+        urls = []
+        for seen, answer in ((seen_p, prefill), (seen_d, decode)):
+            if isinstance(answer, str):  # a URL nobody listens on
+                urls.append(answer)
+                continue
+            srv = await _serve(_stub(seen, answer))
+            servers.append(srv)
+            urls.append(str(srv.make_url("")))
+        proxy_srv = await _serve(build_app(Proxy([urls[0]], [urls[1]], **kw)))
+        servers.append(proxy_srv)
+        session = aiohttp.ClientSession(base_url=str(proxy_srv.make_url("")))
+        sessions.append(session)
+        return session, seen_p, seen_d
+
+    yield make
+    for s in sessions:
+        await s.close()
+    for srv in servers:
+        await srv.close()
+
+
+async def test_proxy_sends_vllm_fields_to_both_hops(stack: Any) -> None:
+    client, seen_p, seen_d = await stack(_prefill_ok, _decode_ok)
+    body = {"model": "m", "prompt": "hi", "max_tokens": 9, "temperature": 0}
+    async with client.post("/v1/completions", json=body) as resp:
+        assert resp.status == 200
+        out = await resp.json()
+    pre, dec = seen_p[0]["body"], seen_d[0]["body"]
+    assert pre["max_tokens"] == 1 and pre["stream"] is False
+    assert pre["kv_transfer_params"] == {
+        "do_remote_decode": True,
+        "do_remote_prefill": False,
+        "remote_engine_id": None,
+        "remote_block_ids": None,
+        "remote_host": None,
+        "remote_port": None,
+    }
+    assert dec == {**body, "kv_transfer_params": VLLM_PARAMS}
+    assert seen_p[0]["request_id"] == seen_d[0]["request_id"]
+    assert out["choices"][0]["text"] == "abc"
+    assert out["disagg"]["proxy"]["total_ms"] >= out["disagg"]["proxy"]["decode_hop_ms"]
+
+
+async def test_prefill_down_names_the_hop_and_the_cause(stack: Any) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    client, _, seen_d = await stack(dead, _decode_ok)
+    async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
+        assert resp.status == 502
+        message = (await resp.json())["error"]["message"]
+    assert message.startswith(f"prefill {dead}/v1/completions: cannot connect")
+    assert not seen_d
+
+
+async def test_decode_failure_relays_the_workers_message(stack: Any) -> None:
+    def decode_fails(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 502, {"error": {"message": "KV transfer from prefill e1 failed: refused"}}
+
+    client, _, _ = await stack(_prefill_ok, decode_fails)
+    async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
+        assert resp.status == 502
+        message = (await resp.json())["error"]["message"]
+    assert "decode http://127.0.0.1:" in message
+    assert message.endswith("answered 502: KV transfer from prefill e1 failed: refused")
+
+
+async def test_bad_request_passes_through_as_client_error(stack: Any) -> None:
+    def refuse(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 400, {"object": "error", "message": "prompt: too long", "code": 400}
+
+    client, _, seen_d = await stack(refuse, _decode_ok)
+    async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
+        assert resp.status == 400
+        assert (await resp.json())["error"]["message"].endswith("answered 400: prompt: too long")
+    assert not seen_d
+
+
+async def test_one_deadline_covers_both_hops(stack: Any) -> None:
+    async def slow(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        await asyncio.sleep(5)
+        return _decode_ok(body)
+
+    client, _, _ = await stack(_prefill_ok, slow, timeout_s=0.5)
+    async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
+        assert resp.status == 504
+        message = (await resp.json())["error"]["message"]
+    assert "decode" in message and "no answer within the 0.5s deadline" in message
+
+
+async def test_prefill_without_transfer_params_is_explained(stack: Any) -> None:
+    client, _, _ = await stack(_decode_ok, _decode_ok)
+    async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
+        assert resp.status == 502
+        assert "returned no kv_transfer_params" in (await resp.json())["error"]["message"]
+
+
+def test_round_robin_cycles_and_least_loaded_avoids_busy_workers() -> None:
+    rr = Pool(["a", "b", "c"], "round-robin")
+    assert [rr.pick().url for _ in range(4)] == ["a", "b", "c", "a"]
+    ll = Pool(["a", "b", "c"], "least-loaded")
+    ll.backends[0].inflight = 2
+    ll.backends[1].inflight = 1
+    assert ll.pick().url == "c"
+    ll.backends[2].inflight = 3
+    assert ll.pick().url == "b"
+
+
+def test_unknown_policy_names_the_flag() -> None:
+    with pytest.raises(ValueError, match="--policy: 'random' is not one of"):
+        Pool(["a"], "random")
