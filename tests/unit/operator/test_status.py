@@ -1,0 +1,186 @@
+"""Status: counts, conditions with reasons, and lastTransitionTime moving only on a flip."""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from disagg_operator import status, validation
+from disagg_operator.render import SPEC_HASH, render
+
+from .builders import body, by_kind, role
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+T0_TEXT = "2026-01-01T12:00:00Z"
+
+
+def _observed(desired: list[dict[str, Any]], *, ready: bool = True) -> list[dict[str, Any]]:
+    pods = copy.deepcopy(desired)
+    for pod in pods:
+        pod["status"] = {"conditions": [{"type": "Ready", "status": str(ready)}]}
+    return pods
+
+
+def _compute(
+    obj: dict[str, Any],
+    pods: list[dict[str, Any]],
+    previous: Any = None,
+    now: datetime = T0,
+    generation: int = 1,
+) -> dict[str, Any]:
+    dd, problems = validation.parse(obj)
+    desired = by_kind(render(obj, hmac_key="k"), "Pod") if not problems else []
+    return status.compute(
+        spec=dd.spec if dd else None,
+        generation=generation,
+        pods=pods,
+        previous=previous,
+        now=now,
+        problems=problems,
+        desired_pods=desired,
+    )
+
+
+def _cond(result: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in result["conditions"] if c["type"] == kind)
+
+
+def _desired(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    return by_kind(render(obj, hmac_key="k"), "Pod")
+
+
+def test_all_ready() -> None:
+    obj = body(prefill=role(replicas=2))
+    result = _compute(obj, _observed(_desired(obj)), generation=3)
+    assert result["prefill"] == {"desired": 2, "ready": 2, "updated": 2, "summary": "2/2"}
+    assert result["decode"] == {"desired": 1, "ready": 1, "updated": 1, "summary": "1/1"}
+    assert result["observedGeneration"] == 3
+    assert [(c["type"], c["status"], c["reason"]) for c in result["conditions"]] == [
+        ("Ready", "True", "AllReplicasReady"),
+        ("Progressing", "False", "RolloutComplete"),
+        ("Degraded", "False", "AsExpected"),
+    ]
+    assert all(c["observedGeneration"] == 3 for c in result["conditions"])
+    assert all(c["lastTransitionTime"] == T0_TEXT for c in result["conditions"])
+    assert result["phase"] == "Ready"
+
+
+def test_nothing_created_yet() -> None:
+    result = _compute(body(), [])
+    assert result["prefill"]["summary"] == "0/1"
+    assert _cond(result, "Ready")["reason"] == "ReplicasNotReady"
+    assert _cond(result, "Progressing")["reason"] == "RollingOut"
+    assert "prefill 0/1 ready" in _cond(result, "Ready")["message"]
+    assert result["phase"] == "Progressing"
+
+
+def test_pods_starting() -> None:
+    obj = body()
+    result = _compute(obj, _observed(_desired(obj), ready=False))
+    assert result["prefill"] == {"desired": 1, "ready": 0, "updated": 1, "summary": "0/1"}
+    assert _cond(result, "Progressing")["reason"] == "PodsStarting"
+
+
+def test_drifted_pod_is_not_updated() -> None:
+    obj = body()
+    pods = _observed(_desired(obj))
+    pods[0]["metadata"]["annotations"][SPEC_HASH] = "old"
+    result = _compute(obj, pods)
+    assert result["prefill"] == {"desired": 1, "ready": 1, "updated": 0, "summary": "1/1"}
+    assert _cond(result, "Ready")["status"] == "False"
+    assert _cond(result, "Progressing")["reason"] == "RollingOut"
+
+
+def test_extra_pods_mean_scaling_down() -> None:
+    big = body(decode=role(replicas=3))
+    result = _compute(body(), _observed(_desired(big)))
+    assert result["decode"]["desired"] == 1 and result["decode"]["ready"] == 1
+    assert _cond(result, "Ready")["status"] == "True"
+    assert _cond(result, "Progressing")["reason"] == "ScalingDown"
+    assert "2 pod(s)" in _cond(result, "Progressing")["message"]
+
+
+def test_terminating_pods_do_not_count() -> None:
+    obj = body()
+    pods = _observed(_desired(obj))
+    pods[0]["metadata"]["deletionTimestamp"] = T0_TEXT
+    assert _compute(obj, pods)["prefill"]["ready"] == 0
+
+
+def test_failing_pods_degrade() -> None:
+    obj = body()
+    pods = _observed(_desired(obj), ready=False)
+    pods[0]["status"]["containerStatuses"] = [
+        {"name": "engine", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
+    ]
+    pods[1]["status"]["conditions"].append(
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    )
+    result = _compute(obj, pods)
+    degraded = _cond(result, "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "PodsFailing")
+    assert "demo-prefill-0: CrashLoopBackOff" in degraded["message"]
+    assert "demo-decode-0: Unschedulable" in degraded["message"]
+    assert result["phase"] == "Degraded"
+
+
+def test_invalid_spec() -> None:
+    previous = _compute(body(), [])
+    result = _compute(body(prefill=role("gpu")), [], previous=previous, generation=2)
+    ready = _cond(result, "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
+    assert "spec.prefill.device: unknown device 'gpu'" in ready["message"]
+    assert "nothing was created or changed" in ready["message"]
+    assert _cond(result, "Degraded")["reason"] == "InvalidSpec"
+    assert result["phase"] == "Invalid" and result["observedGeneration"] == 2
+    assert result["prefill"] == previous["prefill"]  # last valid counts are kept
+
+
+def test_unparseable_spec() -> None:
+    obj = body()
+    del obj["spec"]["engine"]
+    assert "spec.engine: required" in _cond(_compute(obj, []), "Ready")["message"]
+
+
+def test_last_transition_time_moves_only_on_a_flip() -> None:
+    obj = body()
+    first = _compute(obj, [])
+    later = T0 + timedelta(minutes=5)
+    # Same statuses, new message (pods exist but are not ready): times stay.
+    second = _compute(obj, _observed(_desired(obj), ready=False), previous=first, now=later)
+    for kind in status.CONDITION_TYPES:
+        assert _cond(second, kind)["lastTransitionTime"] == T0_TEXT
+    assert _cond(second, "Progressing")["reason"] != _cond(first, "Progressing")["reason"]
+    # Ready flips to True and Progressing to False: only those two move.
+    third = _compute(obj, _observed(_desired(obj)), previous=second, now=later)
+    assert _cond(third, "Ready")["lastTransitionTime"] == "2026-01-01T12:05:00Z"
+    assert _cond(third, "Progressing")["lastTransitionTime"] == "2026-01-01T12:05:00Z"
+    assert _cond(third, "Degraded")["lastTransitionTime"] == T0_TEXT
+
+
+def test_unchanged_world_gives_an_identical_status() -> None:
+    obj = body()
+    pods = _observed(_desired(obj))
+    first = _compute(obj, pods)
+    again = _compute(obj, pods, previous=first, now=T0 + timedelta(hours=1))
+    assert again == first
+
+
+def test_conditions_follow_the_conventions() -> None:
+    results = [
+        _compute(body(), []),
+        _compute(body(prefill=role("gpu")), []),
+        _compute(body(), _observed(_desired(body()))),
+    ]
+    for result in results:
+        for c in result["conditions"]:
+            assert c["reason"].isalnum() and c["reason"][0].isupper()
+            assert c["message"][0].isupper() and c["message"].endswith(".")
+            assert c["status"] in {"True", "False"}
+
+
+def test_status_matches_the_crd_status_model() -> None:
+    from disagg_operator.models import DeploymentStatus
+
+    DeploymentStatus.model_validate(_compute(body(), []))
