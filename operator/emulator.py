@@ -39,6 +39,7 @@ from kmock._internal import rendering
 from disagg_operator import emulator_ops as ops
 
 _CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
+_OPENAPI_V2_PROTO = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 _LOG_LIMIT = 100_000  # watch-replay history per resource; older resourceVersions get 410
 
 
@@ -48,6 +49,7 @@ class Emulator(kmock.KubernetesEmulator):
 
     store: dict[tuple[str, str, str], dict[str, Any]] = attrs.field(factory=dict, init=False)
     calls: list[ops.ApiCall] = attrs.field(factory=list, init=False)
+    columns: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
     _rv: int = attrs.field(default=0, init=False)
     _log: dict[str, collections.deque[tuple[int, dict[str, Any]]]] = attrs.field(
         factory=lambda: collections.defaultdict(lambda: collections.deque(maxlen=_LOG_LIMIT)),
@@ -93,8 +95,10 @@ class Emulator(kmock.KubernetesEmulator):
         for version in spec.get("versions", []):
             if not version.get("served", True):
                 continue
+            key = f"{spec['group']}/{version['name']}/{names['plural']}"
+            self.columns[key] = version.get("additionalPrinterColumns", [])
             self.register(
-                f"{spec['group']}/{version['name']}/{names['plural']}",
+                key,
                 names["kind"],
                 namespaced=spec.get("scope", "Namespaced") == "Namespaced",
                 subresources=version.get("subresources", {}).keys(),
@@ -209,6 +213,9 @@ class Emulator(kmock.KubernetesEmulator):
         payload: dict[str, Any] = await super()._serve_version(request)  # type: ignore[assignment]
         if payload.get("groupVersion") == "/v1":
             payload["groupVersion"] = "v1"
+        for entry in payload.get("resources", []):
+            if "/" in entry["name"]:  # subresources have no short names or categories
+                entry["shortNames"], entry["categories"] = [], []
         return payload
 
     async def _serve_server_version(self, request: rendering.Request) -> rendering.Payload:
@@ -218,8 +225,10 @@ class Emulator(kmock.KubernetesEmulator):
     async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         """Resource URLs are served here; discovery and anything else by kmock."""
         if raw.path.startswith("/openapi/"):
-            body = {"swagger": "2.0", "info": {"title": "emulator", "version": "v1"}, "paths": {}}
-            return aiohttp.web.json_response(body if raw.path == "/openapi/v2" else {"paths": {}})
+            # No schemas: kubectl reads an empty v2 protobuf document as "nothing to check".
+            if raw.path == "/openapi/v2":
+                return aiohttp.web.Response(body=b"", content_type=_OPENAPI_V2_PROTO)
+            return aiohttp.web.json_response({"paths": {}})
         where = ops.parse_path(raw.path)
         if where is None:
             return await super().__call__(raw)
@@ -252,6 +261,8 @@ class Emulator(kmock.KubernetesEmulator):
             items = list(self._select(key, ns, req.params))
             if call.verb == "deletecollection":
                 items = [self._remove(key, o) for o in items]
+            if "as=Table" in req.raw.headers.get("Accept", "") and self.columns.get(key):
+                return ops.table(items, self.columns[key], str(self._rv))
             return {
                 "kind": f"{info.kind}List",
                 "apiVersion": key.rsplit("/", 1)[0],
@@ -272,6 +283,8 @@ class Emulator(kmock.KubernetesEmulator):
                 kind=call.resource,
             )
         if call.verb == "get":
+            if "as=Table" in req.raw.headers.get("Accept", "") and self.columns.get(key):
+                return ops.table([current], self.columns[key], str(self._rv))
             return current
         if call.verb == "delete":
             return current if req.params.get("dryRun") else self._remove(key, current)

@@ -28,6 +28,7 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parents[2]
 DD_KEY = "disagg.dev/v1alpha1/disaggregateddeployments"
+CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 def serve_project_crds(emulator: Emulator, crds_dir: Path = ROOT / "crds") -> None:
@@ -36,7 +37,7 @@ def serve_project_crds(emulator: Emulator, crds_dir: Path = ROOT / "crds") -> No
     for path in sorted(crds_dir.glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
             if doc and doc.get("kind") == "CustomResourceDefinition":
-                emulator.register_crd(doc)
+                emulator.put_object(CRDS, doc)  # stored, as kubectl looks CRDs up; and served
                 served = True
     if not served:
         emulator.register(
