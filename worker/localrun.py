@@ -84,8 +84,19 @@ def start_child(name: str, argv: Sequence[str], env: Mapping[str, str], log_dir:
             stderr=log,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
     return Child(name, proc, log_path)
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the parent dies, even by SIGKILL (Linux), so a
+    crashed `disagg up` or test cannot leave workers behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def wait_ready(child: Child, timeout_s: float) -> dict[str, Any]:
