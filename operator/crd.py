@@ -20,6 +20,8 @@ storage is in annotations, which are never pruned.
 from __future__ import annotations
 
 import copy
+import json
+import sys
 from typing import Any
 
 import yaml
@@ -179,7 +181,35 @@ def _fix_keywords(node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
+def field_table() -> str:
+    """Markdown table of every spec field (path, type, default, description): docs/crd.md."""
+    lines = ["| field | type | default | description |", "| --- | --- | --- | --- |"]
+    spec = openapi_schema()["properties"]["spec"]
+    for path, node in _fields(spec, "spec"):
+        kind = node.get("type", "int-or-string")
+        if kind == "array":
+            kind = f"[]{node['items'].get('type', 'object')}"
+        default = f"`{json.dumps(node['default'])}`" if "default" in node else ""
+        text = str(node.get("description", "")).replace("|", "\\|")
+        lines.append(f"| `{path}` | {kind} | {default} | {text} |")
+    return "\n".join(lines) + "\n"
+
+
+def _fields(node: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any]]]:
+    out: list[tuple[str, dict[str, Any]]] = []
+    for name, prop in (node.get("properties") or {}).items():
+        out.append((f"{path}.{name}", prop))
+        inner = prop.get("items", prop) if prop.get("type") == "array" else prop
+        suffix = "[]" if inner is not prop else ""
+        out += _fields(inner, f"{path}.{name}{suffix}")
+    return out
+
+
 def to_yaml() -> str:
     """The CRD file as written to ``crds/``: header, then YAML."""
     body = yaml.safe_dump(build(), sort_keys=False, width=100, allow_unicode=True)
     return HEADER + body
+
+
+if __name__ == "__main__":
+    sys.stdout.write(field_table())

@@ -114,7 +114,7 @@ class Engine(_Model):
 
     type: Literal["vllm", "reference"] = Field(
         description="vllm: `vllm serve` with NixlConnector (real deployments); reference: "
-        "the built-in worker engine (`disagg worker serve`), runs on CPU anywhere"
+        "the built-in worker engine (`disagg worker serve`; cpu or cuda, TP 1)"
     )
     image: str = Field(min_length=1, description="container image of the engine")
 

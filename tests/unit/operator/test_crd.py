@@ -153,3 +153,10 @@ def test_kopf_status_fields_survive_pruning_and_typos_do_not() -> None:
 def test_file_is_loadable_yaml() -> None:
     loaded = yaml.safe_load((ROOT / crd.CRD_PATH).read_text())
     assert loaded == crd.build()
+
+
+def test_field_reference_in_docs_is_generated_from_the_models() -> None:
+    doc = (ROOT / "docs" / "crd.md").read_text()
+    assert crd.field_table() in doc, (
+        "docs/crd.md is stale; paste the output of `python -m disagg_operator.crd` into it"
+    )
