@@ -38,14 +38,18 @@ from disagg_operator.validation import Problem, parse
 
 log = logging.getLogger("disagg.operator")
 
-# (apiVersion, plural) of every kind a deployment may own.
+# (apiVersion, plural) of every kind a deployment always may own.
 CHILD_KINDS: tuple[tuple[str, str], ...] = (
     ("v1", "secrets"),
     ("v1", "services"),
     ("networking.k8s.io/v1", "networkpolicies"),
     ("v1", "pods"),
-    (INFERENCE_POOL_API, "inferencepools"),
 )
+# Owned only with llm-d: looked at only when the spec has an ``llmd`` section, so clusters
+# without the Inference Extension (and charts without its RBAC) see no calls for it. Removing
+# the whole section leaves a pool behind until the deployment is deleted; setting
+# ``llmd.enabled: false`` (or ``inferencePool.enabled: false``) removes it.
+OPTIONAL_KINDS: tuple[tuple[str, str], ...] = ((INFERENCE_POOL_API, "inferencepools"),)
 
 
 class Client(Protocol):
@@ -87,9 +91,8 @@ async def observe(api: Client, body: dict[str, Any]) -> list[dict[str, Any]]:
     """The children this deployment owns now (by label, then by owner uid)."""
     meta = body["metadata"]
     selector = f"{LABEL_DEPLOYMENT}={meta['name']}"
-    lists = await asyncio.gather(
-        *(api.list(v, p, meta["namespace"], selector) for v, p in CHILD_KINDS)
-    )
+    kinds = CHILD_KINDS + (OPTIONAL_KINDS if (body.get("spec") or {}).get("llmd") else ())
+    lists = await asyncio.gather(*(api.list(v, p, meta["namespace"], selector) for v, p in kinds))
     return [obj for items in lists for obj in items if _owned(obj, meta.get("uid", ""))]
 
 

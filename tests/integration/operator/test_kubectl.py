@@ -16,7 +16,8 @@ pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl
 
 
 async def kubectl(kubeconfig: Path, *args: str) -> str:
-    """Run kubectl without blocking the event loop the emulator lives in."""
+    """Run kubectl without blocking the emulator's event loop; discovery cache per test (ports
+    get reused, and a cache from another emulator on the same port would be stale)."""
     proc = await asyncio.create_subprocess_exec(
         "kubectl",
         "--kubeconfig",
