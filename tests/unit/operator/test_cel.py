@@ -7,8 +7,10 @@ from typing import Any
 
 import celpy
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from disagg_operator import crd, models
+from disagg_operator import crd, models, validation
 
 from .builders import EXAMPLES, body, example, role
 
@@ -108,3 +110,34 @@ def test_every_rule_has_a_bad_object() -> None:
 def test_messages_name_the_field_or_the_fix() -> None:
     for rule, message in models.CEL_RULES:
         assert "spec." in message or "set it" in message, rule
+
+
+_tp = st.sampled_from([1, 2, 3, 4])
+_specs = st.fixed_dictionaries(
+    {
+        "engine": st.sampled_from(["reference", "vllm"]),
+        "p_tp": _tp,
+        "d_tp": _tp,
+        "backends": st.lists(st.sampled_from(["UCX", "LIBFABRIC"]), min_size=1, max_size=3),
+        "llmd": st.booleans(),
+        "sidecar": st.booleans(),
+        "image": st.sampled_from([None, "", "x:1"]),
+    }
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_specs)
+def test_what_cel_rejects_validation_rejects_too(s: dict[str, Any]) -> None:
+    sidecar: dict[str, Any] = {"enabled": s["sidecar"]}
+    if s["image"] is not None:
+        sidecar["image"] = s["image"]
+    obj = body(
+        engine=s["engine"],
+        prefill=role(tensorParallelSize=s["p_tp"]),
+        decode=role(tensorParallelSize=s["d_tp"]),
+        kvTransfer={"backends": s["backends"]},
+        llmd={"enabled": s["llmd"], "routingSidecar": sidecar},
+    )
+    problems = validation.parse(obj)[1]
+    assert bool(_failing(obj)) == bool(problems), problems

@@ -160,3 +160,9 @@ def test_field_reference_in_docs_is_generated_from_the_models() -> None:
     assert crd.field_table() in doc, (
         "docs/crd.md is stale; paste the output of `python -m disagg_operator.crd` into it"
     )
+
+
+def test_crd_passes_the_upstream_crd_schema() -> None:
+    import kubernetes_validate
+
+    kubernetes_validate.validate(crd.build(), "1.31.0", strict=True)
