@@ -22,6 +22,8 @@ async def kubectl(kubeconfig: Path, *args: str) -> str:
         "kubectl",
         "--kubeconfig",
         str(kubeconfig),
+        "--cache-dir",
+        str(kubeconfig.parent / "kube-cache"),
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
