@@ -1,0 +1,73 @@
+"""Fixtures for the engine suites: real `disagg worker serve` processes on 127.0.0.1.
+
+Each worker binds port 0 and announces its ports on its ready line; every process group is
+stopped at teardown, whatever the test did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from disagg_worker.localrun import Child, disagg_argv, start_child, stop_children, wait_ready
+
+
+def post(url: str, body: dict[str, Any], timeout: float = 120) -> tuple[int, dict[str, Any]]:
+    """POST JSON; (status, body) for success and HTTP errors alike."""
+    data = json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+
+def get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        raw = resp.read().decode()
+    return json.loads(raw) if raw.startswith("{") else raw
+
+
+def metric(text: str, name: str) -> float:
+    """Value of one sample line of a Prometheus text page (0 when absent)."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+StartWorker = Callable[..., Child]
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path) -> Iterator[StartWorker]:
+    """start_worker(role, **DISAGG_settings) → a ready Child; .url is its HTTP base."""
+    children: list[Child] = []
+    base = {k: v for k, v in os.environ.items() if not k.startswith("DISAGG_")}
+
+    def start(role: str, name: str | None = None, **settings: Any) -> Child:
+        name = name or f"{role}-{len(children)}"
+        env = {
+            **base,
+            "DISAGG_ROLE": role,
+            "DISAGG_ENGINE_ID": name,
+            "DISAGG_HTTP_PORT": "0",
+            "DISAGG_SIDE_CHANNEL_PORT": "0",
+            **{f"DISAGG_{k.upper()}": str(v) for k, v in settings.items()},
+        }
+        child = start_child(name, disagg_argv("worker", "serve"), env, tmp_path)
+        children.append(child)
+        wait_ready(child, timeout_s=120)
+        child.url = f"http://127.0.0.1:{child.ready['http_port']}"  # type: ignore[attr-defined]
+        return child
+
+    yield start
+    stop_children(children)
