@@ -12,6 +12,7 @@ Public API: ``Problem``, ``InvalidSpec``, ``parse(body) -> (model | None, proble
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ from disagg_worker import platforms
 REFERENCE_DEVICES = ("cpu", "cuda")
 # Longest child name: <name>-prefill-<i>; pod hostnames and Service names are DNS labels.
 MAX_LABEL = 63
+DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -106,8 +108,12 @@ def _names(name: str, spec: DeploymentSpec) -> Iterator[Problem]:
             f"too long: pod name {longest!r} exceeds {MAX_LABEL} characters; "
             f"use a name of at most {MAX_LABEL - len(longest) + len(name)} characters",
         )
-    if not name[:1].isalpha():
-        yield Problem("metadata.name", "must start with a letter (Service names are DNS labels)")
+    if not DNS_LABEL.match(name):
+        yield Problem(
+            "metadata.name",
+            f"{name!r} is not a DNS label: use lowercase letters, digits and '-', starting "
+            "with a letter (child Service names and pod hostnames derive from it)",
+        )
 
 
 def _devices(spec: DeploymentSpec) -> Iterator[Problem]:

@@ -155,6 +155,12 @@ def test_name_too_long_for_pod_hostnames() -> None:
     assert p.field == "metadata.name" and "at most 53 characters" in p.message
 
 
+@pytest.mark.parametrize("name", ["my.app", "9lives", "Upper", "trailing-"])
+def test_name_must_be_a_dns_label(name: str) -> None:
+    p = _only(body(name=name))
+    assert p.field == "metadata.name" and "DNS label" in p.message
+
+
 def test_side_channel_port_clashing_with_the_serving_port() -> None:
     p = _only(
         body(
