@@ -84,7 +84,9 @@ def pod(
 
 def _volumes(spec: DeploymentSpec, name: str) -> list[dict[str, Any]]:
     if spec.engine.type == "reference":
-        secret = {"secretName": f"{name}-handshake", "defaultMode": 0o440}
+        # Readable by the image's non-root user whatever its uid (no fsGroup assumed);
+        # the key never leaves the pod's own filesystem view.
+        secret = {"secretName": f"{name}-handshake", "defaultMode": 0o444}
         return [{"name": HANDSHAKE_VOLUME, "secret": secret}]
     # vLLM's workers exchange tensors through /dev/shm; the container default is 64 MiB.
     return [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
