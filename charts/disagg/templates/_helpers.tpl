@@ -44,10 +44,21 @@ app.kubernetes.io/part-of: disagg
 {{- end }}
 
 {{/*
-RBAC rules, split by scope so that namespaced mode grants namespaced resources through a Role
-per watched namespace and only the cluster-scoped reads kopf needs through a ClusterRole.
-Every rule is backed by an API call the operator makes; tests/integration/chart compares
-these rules with the calls recorded against the API emulator, in both directions.
+RBAC rules, split by scope: namespaced resources (granted through a Role per watched
+namespace in namespaced mode) and cluster-scoped reads kopf makes. Each verb is one the
+operator really calls; tests/integration/chart/test_rbac_minimal.py records the operator's
+calls against the API emulator and fails on any difference, in both directions.
+- The custom resource: kopf lists/watches it and patches its own bookkeeping annotations;
+  the reconciler gets it and patches its status subresource.
+- Children: kopf watches them (child events trigger a reconcile); the reconciler lists
+  them, creates what is missing, patches drift (Services, NetworkPolicies, Secret metadata;
+  pods are replaced, never patched), deletes what is no longer desired (pods, the Service of
+  a role scaled to 0). Secrets and NetworkPolicies are never deleted: every deployment
+  always has one of each, and owner references let the garbage collector remove them.
+- Events: Warning events for invalid specs (routine events are not posted).
+- InferencePools: listed on every reconcile (the operator looks for them when the spec has
+  an llmd section, and the API server defaults that section into every deployment; a
+  cluster without the CRD answers 404, which is fine); written only with llmd.enabled.
 */}}
 {{- define "disagg.rules.namespaced" -}}
 - apiGroups: [disagg.dev]
@@ -55,25 +66,38 @@ these rules with the calls recorded against the API emulator, in both directions
   verbs: [get, list, watch, patch]
 - apiGroups: [disagg.dev]
   resources: [disaggregateddeployments/status]
-  verbs: [get, patch]
+  verbs: [patch]
 - apiGroups: [""]
-  resources: [pods, services, secrets]
-  verbs: [get, list, watch, create, patch, delete]
+  resources: [pods]
+  verbs: [list, watch, create, delete]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [list, watch, create, patch, delete]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [list, watch, create, patch]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
-  verbs: [get, list, watch, create, patch, delete]
+  verbs: [list, watch, create, patch]
 - apiGroups: [""]
   resources: [events]
-  verbs: [create, patch]
-{{- if .Values.llmd.enabled }}
+  verbs: [create]
 - apiGroups: [inference.networking.x-k8s.io]
   resources: [inferencepools]
-  verbs: [get, list, watch, create, patch, delete]
-{{- end }}
+  verbs: [list{{ if .Values.llmd.enabled }}, create, patch, delete{{ end }}]
 {{- end }}
 
+{{/*
+Cluster-scoped reads: kopf watches CustomResourceDefinitions to notice resources appear,
+and in namespaced mode lists and watches Namespaces to find the ones it serves.
+*/}}
 {{- define "disagg.rules.cluster" -}}
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
   verbs: [list, watch]
+{{- if .Values.watchNamespaces }}
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list, watch]
+{{- end }}
 {{- end }}

@@ -1,0 +1,217 @@
+"""RBAC proven minimal: the chart grants exactly the API calls the operator makes.
+
+The real operator (kopf, in this event loop) runs against the API emulator, which records
+every request as (verb, API group, resource, subresource, namespace). The scenario drives
+every kind of write the operator's planner can make: a deployment is applied, reconciled
+and becomes Ready; it is scaled up and down (pods created, deleted); its side-channel port
+changes (Services patched, pods replaced); someone edits its NetworkPolicy and Secret
+(drift patched back); a role is scaled to 0 (its Service deleted); it gets an invalid spec
+(status + Warning event). Then an llm-d deployment gets its InferencePool, changes it and
+drops it. The test's own writes go straight into the emulator's store (``put_object``, not
+recorded), so every recorded call is the operator's.
+
+Then, per mode (all namespaces, namespaced) and per ``llmd.enabled``, the calls are
+compared with the rules the chart renders, both ways: a call the rules do not allow is
+missing RBAC (the operator would get 403 in a cluster); a rule no call used is excess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+
+from disagg_operator.run import running
+from tests.integration.emulator import ApiCall, Emulator
+from tests.unit.chart.chartkit import ROOT, Grant, grants, load, parse, render_files
+
+NS = "team-a"
+DD = "disagg.dev/v1alpha1/disaggregateddeployments"
+POOL = "inference.networking.x-k8s.io/v1alpha2/inferencepools"
+SA = "disagg"
+
+
+# --- scenario ---------------------------------------------------------------------------
+
+
+def _crd_schema() -> dict[str, Any]:
+    crd = yaml.safe_load((ROOT / "crds" / "disagg.dev_disaggregateddeployments.yaml").read_text())
+    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def defaulted(obj: Any, schema: dict[str, Any]) -> Any:
+    """``obj`` with the CRD's structural defaults applied, as the API server stores it.
+
+    The emulator does no defaulting; without this the operator would see manifests no real
+    cluster ever hands it (e.g. without ``spec.llmd``, which defaults to ``{}``).
+    """
+    if isinstance(obj, dict) and "properties" in schema:
+        for key, sub in schema["properties"].items():
+            if key not in obj and "default" in sub:
+                obj[key] = copy.deepcopy(sub["default"])
+            if key in obj:
+                obj[key] = defaulted(obj[key], sub)
+    elif isinstance(obj, list) and "items" in schema:
+        return [defaulted(item, schema["items"]) for item in obj]
+    return obj
+
+
+def _manifest(name: str, **spec: Any) -> dict[str, Any]:
+    body = yaml.safe_load((ROOT / "examples" / "quickstart-cpu.yaml").read_text())
+    body["metadata"] = {"name": name, "namespace": NS}
+    body["spec"].update(spec)
+    return dict(defaulted(body, _crd_schema()))
+
+
+def _edit(emu: Emulator, name: str, change: Callable[[dict[str, Any]], None]) -> None:
+    """A user's edit of the spec, written to the store directly (not a recorded call)."""
+    body = copy.deepcopy(emu.find(DD, NS, name))
+    assert body is not None
+    change(body["spec"])
+    emu.put_object(DD, defaulted(body, _crd_schema()))
+
+
+def _pods(emu: Emulator, name: str) -> list[str]:
+    return [
+        p["metadata"]["name"]
+        for p in emu.objects_of("v1/pods", NS)
+        if p["metadata"].get("labels", {}).get("disagg.dev/deployment") == name
+    ]
+
+
+def _ready(emu: Emulator, name: str) -> dict[str, Any]:
+    body = emu.find(DD, NS, name) or {}
+    found = [c for c in body.get("status", {}).get("conditions", []) if c["type"] == "Ready"]
+    return found[0] if found else {}
+
+
+def _pool_epp(emu: Emulator, name: str) -> str | None:
+    pool = emu.find(POOL, NS, name)
+    return pool["spec"]["extensionRef"]["name"] if pool else None
+
+
+async def until(what: str, check: Callable[[], Any], timeout: float = 60.0) -> None:
+    """Poll until ``check()`` is truthy; fail naming ``what`` (a liveness bound, not timing)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        if loop.time() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        await asyncio.sleep(0.05)
+
+
+def _tamper(emu: Emulator, key: str, name: str, change: Callable[[dict[str, Any]], None]) -> None:
+    """Someone else edits a child (drift the operator must repair)."""
+    obj = copy.deepcopy(emu.find(key, NS, name))
+    assert obj is not None, name
+    change(obj)
+    emu.put_object(key, obj)
+
+
+def _side_port(emu: Emulator, name: str) -> int | None:
+    svc = emu.find("v1/services", NS, name)
+    return svc["spec"]["ports"][1]["port"] if svc else None
+
+
+async def _plain_life(emu: Emulator) -> None:
+    emu.put_object(DD, _manifest("demo"))
+    await until("two pods", lambda: len(_pods(emu, "demo")) == 2)
+    for pod in _pods(emu, "demo"):
+        emu.set_pod_ready(NS, pod)
+    await until("Ready", lambda: _ready(emu, "demo").get("status") == "True")
+    _edit(emu, "demo", lambda s: s["decode"].update(replicas=2))
+    await until("scaled up", lambda: len(_pods(emu, "demo")) == 3)
+    _edit(emu, "demo", lambda s: s["decode"].update(replicas=1))
+    await until("scaled down", lambda: len(_pods(emu, "demo")) == 2)
+    _edit(emu, "demo", lambda s: s.update(kvTransfer={"sideChannelPort": 6600}))
+    await until("Services patched", lambda: _side_port(emu, "demo-decode") == 6600)
+    netpol = "networking.k8s.io/v1/networkpolicies"
+    _tamper(emu, netpol, "demo-side-channel", lambda o: o["spec"].update(ingress=[]))
+    await until(
+        "NetworkPolicy repaired",
+        lambda: emu.find(netpol, NS, "demo-side-channel")["spec"]["ingress"],
+    )
+    _tamper(
+        emu,
+        "v1/secrets",
+        "demo-handshake",
+        lambda o: o["metadata"]["labels"].pop("app.kubernetes.io/name"),
+    )
+    await until(
+        "Secret repaired",
+        lambda: (
+            "app.kubernetes.io/name"
+            in emu.find("v1/secrets", NS, "demo-handshake")["metadata"]["labels"]
+        ),
+    )
+    _edit(emu, "demo", lambda s: s["decode"].update(replicas=0))
+    await until(
+        "decode Service removed", lambda: emu.find("v1/services", NS, "demo-decode") is None
+    )
+    _edit(emu, "demo", lambda s: s["prefill"].update(kvBufferDevice="cuda"))  # cpu: invalid
+    await until("InvalidSpec", lambda: _ready(emu, "demo").get("reason") == "InvalidSpec")
+
+
+async def _llmd_life(emu: Emulator) -> None:
+    emu.put_object(DD, _manifest("pool", llmd={"enabled": True}))
+    await until("InferencePool", lambda: _pool_epp(emu, "pool") == "pool-epp")
+    new_ref = {"inferencePool": {"extensionRef": {"name": "other-epp"}}}
+    _edit(emu, "pool", lambda s: s["llmd"].update(new_ref))
+    await until("InferencePool changed", lambda: _pool_epp(emu, "pool") == "other-epp")
+    _edit(emu, "pool", lambda s: s["llmd"].update(enabled=False))
+    await until("InferencePool removed", lambda: _pool_epp(emu, "pool") is None)
+
+
+async def _record(emu: Emulator, namespaces: list[str]) -> tuple[list[ApiCall], list[ApiCall]]:
+    """(calls of the plain scenario, calls of plain + llm-d) made by the operator."""
+    for ns in namespaces:  # kopf serves only namespaces it sees listed
+        emu.put_object(
+            "v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        )
+    async with running(str(emu.url).rstrip("/"), namespaces=namespaces):
+        await _plain_life(emu)
+        plain = len(emu.calls)
+        await _llmd_life(emu)
+    return emu.calls[:plain], list(emu.calls)
+
+
+# --- comparison -------------------------------------------------------------------------
+
+
+def _used(calls: list[ApiCall], *, by_namespace: bool) -> set[Grant]:
+    """Calls as grants: where ("" = cluster-wide), group, resource[/subresource], verb."""
+    return {
+        (
+            c.namespace if by_namespace else "",
+            c.api_group,
+            f"{c.resource}/{c.subresource}" if c.subresource else c.resource,
+            c.verb,
+        )
+        for c in calls
+    }
+
+
+def _granted(values: dict[str, Any]) -> set[Grant]:
+    return grants(parse(render_files(load(), values)), SA)
+
+
+def _compare(used: set[Grant], granted: set[Grant]) -> None:
+    missing = sorted(used - granted)
+    unused = sorted(granted - used)
+    assert not missing, f"the operator made calls the chart does not allow: {missing}"
+    assert not unused, f"the chart grants what the operator never used: {unused}"
+
+
+@pytest.mark.parametrize("mode", ["all-namespaces", "namespaced"])
+async def test_chart_rbac_is_exactly_what_the_operator_uses(emulator: Emulator, mode: str) -> None:
+    namespaced = mode == "namespaced"
+    plain, everything = await _record(emulator, [NS] if namespaced else [])
+    values: dict[str, Any] = {"watchNamespaces": [NS]} if namespaced else {}
+    for calls, llmd in ((plain, False), (everything, True)):
+        used = _used(calls, by_namespace=namespaced)
+        _compare(used, _granted({**values, "llmd": {"enabled": llmd}}))
