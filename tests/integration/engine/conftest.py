@@ -71,3 +71,29 @@ def start_worker(tmp_path: Path) -> Iterator[StartWorker]:
 
     yield start
     stop_children(children)
+
+
+@pytest.fixture
+def start_proxy(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """start_proxy(prefill_urls, decode_urls, *flags) → the proxy's base URL."""
+    children: list[Child] = []
+
+    def start(prefill: list[str], decode: list[str], *flags: str) -> str:
+        argv = disagg_argv("proxy", "--port", "0", "--prefill", *prefill, "--decode", *decode)
+        child = start_child(f"proxy-{len(children)}", [*argv, *flags], os.environ, tmp_path)
+        children.append(child)
+        return f"http://127.0.0.1:{wait_ready(child, timeout_s=60)['http_port']}"
+
+    yield start
+    stop_children(children)
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Poll ``check`` until true; fail naming ``what`` after ``timeout_s``."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not happen within {timeout_s}s")
+        time.sleep(0.1)

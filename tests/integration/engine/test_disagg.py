@@ -1,0 +1,155 @@
+"""Disaggregated serving with two real worker processes and real NIXL on loopback:
+output equals one process token for token; blocks are freed by decode's notification or
+by the lease; a prefill that dies between the two hops gives an error naming the cause."""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from disagg_worker.engine import BOS
+from disagg_worker.proxy import Proxy, build_app
+from tests.integration.engine.conftest import StartWorker, get, metric, post, wait_until
+
+pytest.importorskip("disagg_worker.transfer", reason="needs the transfer engine")
+
+GEN = 4
+EDGES = [1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513]
+
+
+def _lengths() -> list[int]:
+    """50 prompt lengths in 1..1000: every block boundary ±1 up to 513, then seeded picks."""
+    rng = random.Random(6)
+    picks = rng.sample([n for n in range(2, 1000) if n not in EDGES], 28)
+    return sorted([*EDGES, *picks, 999, 1000])
+
+
+def _prompt(n: int, rng: random.Random) -> list[int]:
+    return [BOS] + [rng.randrange(256) for _ in range(n - 1)]
+
+
+def _trio(start_worker: StartWorker, device: str = "cpu", **kw: Any) -> tuple[Any, Any, Any]:
+    agg = start_worker("both", device=device, num_blocks=72)
+    pre = start_worker("prefill", device=device, num_blocks=72, **kw)
+    dec = start_worker("decode", device=device, num_blocks=72, **kw)
+    return agg, pre, dec
+
+
+def _check_invariant(start_worker: StartWorker, start_proxy: Any, device: str, n: int) -> None:
+    agg, pre, dec = _trio(start_worker, device)
+    proxy = start_proxy([pre.url], [dec.url]) + "/v1/completions"
+    rng = random.Random(1000)
+    lengths = _lengths()[:: max(1, len(_lengths()) // n)][:n]
+    assert len(lengths) == n and lengths[0] == 1 and max(lengths) <= 1000
+    mismatches = []
+    for length in lengths:
+        body = {"prompt": _prompt(length, rng), "max_tokens": GEN, "ignore_eos": True}
+        s1, one = post(agg.url + "/v1/completions", body)
+        s2, two = post(proxy, body)
+        assert (s1, s2) == (200, 200), (length, one, two)
+        assert two["disagg"]["transfer_ms"] > 0 and two["disagg"]["role"] == "decode"
+        if one["choices"][0]["token_ids"] != two["choices"][0]["token_ids"]:
+            mismatches.append((length, one["choices"][0], two["choices"][0]))
+    assert not mismatches
+    # every prefill hold was released by decode's notification, none by the lease
+    wait_until(lambda: get(pre.url + "/debug/blocks")["used"] == 0, 30, "prefill freeing")
+    page = get(pre.url + "/metrics")
+    assert metric(page, 'disagg_kv_releases_total{reason="notified"}') == n
+    assert metric(page, 'disagg_kv_releases_total{reason="lease_expired"}') == 0
+
+
+def test_disaggregated_equals_aggregated_for_50_prompts(
+    start_worker: StartWorker, start_proxy: Any
+) -> None:
+    _check_invariant(start_worker, start_proxy, "cpu", 50)
+
+
+@pytest.mark.gpu
+def test_disaggregated_equals_aggregated_on_cuda(
+    start_worker: StartWorker, start_proxy: Any
+) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    _check_invariant(start_worker, start_proxy, "cuda", 50)
+
+
+def test_undelivered_blocks_are_freed_when_the_lease_expires(start_worker: StartWorker) -> None:
+    pre = start_worker("prefill", block_lease_s=1.0, num_blocks=16)
+    body = {"prompt": [BOS] * 40, "max_tokens": 8, "kv_transfer_params": {"do_remote_decode": True}}
+    status, out = post(pre.url + "/v1/completions", body)
+    assert status == 200
+    params = out["kv_transfer_params"]
+    assert params["do_remote_prefill"] is True and params["do_remote_decode"] is False
+    assert len(params["remote_block_ids"]) == 3 and params["remote_engine_id"] == pre.name
+    assert (params["remote_host"], params["remote_port"]) == (
+        "127.0.0.1",
+        pre.ready["side_channel_port"],
+    )
+    assert len(out["choices"][0]["token_ids"]) == 1  # the first token, as vLLM returns it
+    held = get(pre.url + "/debug/blocks")
+    assert held["used"] == 3 and held["held"] == {params["remote_request_id"]: 3}
+    wait_until(lambda: get(pre.url + "/debug/blocks")["used"] == 0, 20, "lease expiry")
+    page = get(pre.url + "/metrics")
+    assert metric(page, 'disagg_kv_releases_total{reason="lease_expired"}') == 1
+    assert metric(page, "disagg_kv_blocks_held") == 0
+
+
+def test_decode_refuses_params_that_do_not_fit_the_prompt(start_worker: StartWorker) -> None:
+    dec = start_worker("decode", num_blocks=16)
+    params = {
+        "do_remote_prefill": True,
+        "remote_engine_id": "p",
+        "remote_block_ids": [0],
+        "remote_host": "127.0.0.1",
+        "remote_port": 1,
+        "remote_request_id": "r",
+    }
+    body = {"prompt": [BOS] * 40, "kv_transfer_params": params}
+    status, out = post(dec.url + "/v1/completions", body)
+    assert status == 400
+    assert out["error"]["param"] == "kv_transfer_params.remote_block_ids"
+    assert "1 blocks for a 40-token prompt, expected 3" in out["error"]["message"]
+    del params["remote_host"]
+    status, out = post(dec.url + "/v1/completions", body)
+    assert (status, out["error"]["param"]) == (400, "kv_transfer_params.remote_host")
+    assert get(dec.url + "/debug/blocks")["used"] == 0
+
+
+async def test_prefill_killed_between_hops_fails_naming_the_cause(
+    start_worker: StartWorker,
+) -> None:
+    pre = start_worker("prefill", num_blocks=16)
+    dec = start_worker("decode", num_blocks=16, transfer_deadline_s=3.0)
+
+    async def kill_prefill(params: dict[str, Any]) -> None:
+        pre.proc.send_signal(signal.SIGKILL)
+        pre.proc.wait()
+
+    deadline_s = 20.0
+    proxy = Proxy([pre.url], [dec.url], timeout_s=deadline_s, after_prefill=kill_prefill)
+    server = TestServer(build_app(proxy), host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as session:
+            started = time.monotonic()
+            url = str(server.make_url("/v1/completions"))
+            async with session.post(url, json={"prompt": "hello", "max_tokens": 4}) as resp:
+                status, out = resp.status, await resp.json()
+            elapsed = time.monotonic() - started
+    finally:
+        await server.close()
+    message = out["error"]["message"]
+    assert status in (502, 504), out
+    assert message.startswith(f"decode {dec.url}/v1/completions answered")
+    assert f"KV transfer from prefill {pre.name} at 127.0.0.1:" in message
+    assert elapsed < deadline_s  # the error came from the decode's own deadline
+    # the decode worker is not stuck: its blocks are back and it still serves
+    assert get(dec.url + "/debug/blocks")["used"] == 0
+    assert get(dec.url + "/health")["status"] == "ok"
