@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import secrets
 import uuid
@@ -385,20 +386,22 @@ class Emulator(kmock.KubernetesEmulator):
         timeout = float(req.params.get("timeoutSeconds") or 0) or None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if timeout else None
-        for event in backlog:
-            if self._wanted(req, event):
-                await response.write(json.dumps(event).encode() + b"\n")
-        while deadline is None or loop.time() < deadline:
-            transport = req.raw.transport
-            if transport is None or transport.is_closing():
-                break
-            try:
-                event = await asyncio.wait_for(queue.get(), timeout=0.5)
-            except asyncio.TimeoutError:
-                continue
-            if self._wanted(req, event):
-                await response.write(json.dumps(event).encode() + b"\n")
-        await response.write_eof()
+        # A client that hangs up (kopf stopping) ends the stream; that is not an error.
+        with contextlib.suppress(ConnectionResetError):
+            for event in backlog:
+                if self._wanted(req, event):
+                    await response.write(json.dumps(event).encode() + b"\n")
+            while deadline is None or loop.time() < deadline:
+                transport = req.raw.transport
+                if transport is None or transport.is_closing():
+                    break
+                try:
+                    event = await asyncio.wait_for(queue.get(), timeout=0.5)
+                except asyncio.TimeoutError:
+                    continue
+                if self._wanted(req, event):
+                    await response.write(json.dumps(event).encode() + b"\n")
+            await response.write_eof()
         return response
 
 
