@@ -44,6 +44,14 @@ READY = "Ready"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 CONDITION_TYPES = (READY, PROGRESSING, DEGRADED)
+# Every reason each condition type can carry (the table in the module docstring).
+REASONS: dict[str, frozenset[str]] = {
+    READY: frozenset({"AllReplicasReady", "ReplicasNotReady", "InvalidSpec"}),
+    PROGRESSING: frozenset(
+        {"RollingOut", "PodsStarting", "ScalingDown", "RolloutComplete", "InvalidSpec"}
+    ),
+    DEGRADED: frozenset({"PodsFailing", "InvalidSpec", "AsExpected"}),
+}
 
 LABEL_ROLE = "disagg.dev/role"
 FAILING_WAIT_REASONS = frozenset(

@@ -178,6 +178,7 @@ def test_conditions_follow_the_conventions() -> None:
             assert c["reason"].isalnum() and c["reason"][0].isupper()
             assert c["message"][0].isupper() and c["message"].endswith(".")
             assert c["status"] in {"True", "False"}
+            assert c["reason"] in status.REASONS[c["type"]]
 
 
 def test_status_matches_the_crd_status_model() -> None:
