@@ -1,0 +1,130 @@
+"""`disagg up`: the operator's rendered pods run as local processes behind the proxy, and
+every way of stopping (done, Ctrl-C, SIGTERM, a failing worker) leaves no process and no
+port behind."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import yaml
+
+from disagg_operator.render import render
+from disagg_operator.up import UpError, local_pods
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = ROOT / "examples" / "quickstart-cpu.yaml"
+UP = [sys.executable, "-m", "disagg_operator.cli", "up"]
+
+
+def _rendered(path: Path = QUICKSTART) -> list[dict[str, Any]]:
+    body = yaml.safe_load(path.read_text())
+    body["metadata"].update(namespace="default", uid="u")
+    return render(body, hmac_key="k")
+
+
+def test_rendered_pods_become_local_processes() -> None:
+    pods = local_pods(_rendered(), "/tmp/secret")
+    assert [(p.role, p.name) for p in pods] == [
+        ("prefill", "quickstart-prefill-0"),
+        ("decode", "quickstart-decode-0"),
+    ]
+    for pod in pods:
+        assert pod.argv[-2:] == ["worker", "serve"]
+        assert pod.env["DISAGG_ENGINE_ID"] == pod.name  # fieldRef metadata.name
+        assert pod.env["DISAGG_ADVERTISE_HOST"] == "127.0.0.1"  # fieldRef status.podIP
+        assert pod.env["DISAGG_HTTP_HOST"] == pod.env["DISAGG_SIDE_CHANNEL_HOST"] == "127.0.0.1"
+        assert pod.env["DISAGG_HTTP_PORT"] == pod.env["DISAGG_SIDE_CHANNEL_PORT"] == "0"
+        assert pod.env["DISAGG_HMAC_SECRET_PATH"] == "/tmp/secret"
+        assert pod.env["DISAGG_ROLE"] == pod.role
+        assert "UCX_TLS" not in pod.env and pod.dropped == ["UCX_TLS=tcp,self"]
+
+
+def test_pods_that_do_not_run_the_reference_engine_are_refused() -> None:
+    objects = _rendered()
+    objects[-1]["spec"]["containers"][0]["command"] = ["vllm", "serve", "m"]
+    with pytest.raises(UpError, match="runs 'vllm serve m', not the reference engine"):
+        local_pods(objects, "/s")
+    with pytest.raises(UpError, match="renders no prefill and decode pods"):
+        local_pods([o for o in objects if o["kind"] != "Pod"], "/s")
+
+
+def _pids_and_ports(output: str) -> tuple[list[int], list[int]]:
+    pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", output)]
+    ports = [int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", output)]
+    return pids, ports
+
+
+def _assert_nothing_left(output: str, expect_processes: int) -> None:
+    pids, ports = _pids_and_ports(output)
+    assert len(pids) == expect_processes, output
+    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    assert not alive, f"orphans: {alive}"
+    for port in set(ports):
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", port))  # raises if anything still listens
+
+
+def test_up_with_a_prompt_runs_a_real_transfer_and_stops() -> None:
+    pytest.importorskip("disagg_worker.transfer", reason="needs the transfer engine")
+    args = [*UP, str(QUICKSTART), "--prompt", "The quick brown fox", "--max-tokens", "8"]
+    done = subprocess.run([*args, "--port", "0"], capture_output=True, text=True, timeout=240)
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert "dropped cluster-only UCX_TLS=tcp,self" in out
+    assert re.search(r"endpoint: http://127\.0\.0\.1:\d+/v1/completions", out)
+    assert re.search(r"completion: '.*'", out)
+    assert re.search(r"transfer:   NIXL READ \d+ bytes in [\d.]+ ms", out), out
+    assert "stopped 3 processes" in out
+    _assert_nothing_left(out, 3)
+
+
+def _start_serving() -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [*UP, str(QUICKSTART), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    seen = ""
+    for line in proc.stdout:
+        seen += line
+        if line.startswith("endpoint:"):
+            return proc, seen
+    proc.wait(30)
+    pytest.fail(f"disagg up never printed its endpoint:\n{seen}")
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 130)])
+def test_signals_stop_every_process_and_free_every_port(sig: int, code: int) -> None:
+    pytest.importorskip("disagg_worker.transfer", reason="needs the transfer engine")
+    proc, seen = _start_serving()
+    try:
+        proc.send_signal(sig)
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == code
+    assert "stopped 3 processes" in rest
+    _assert_nothing_left(seen + rest, 3)
+
+
+def test_a_failing_worker_stops_the_others(tmp_path: Path) -> None:
+    manifest = tmp_path / "bad.yaml"
+    manifest.write_text(QUICKSTART.read_text().replace("model: tiny", "model: huge"))
+    done = subprocess.run(
+        [*UP, str(manifest), "--port", "0"], capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 1
+    assert "DISAGG_MODEL: unknown reference model 'huge'" in done.stderr
+    assert "exited with code" in done.stderr
+    _assert_nothing_left(done.stdout, 2)
