@@ -179,3 +179,57 @@ def test_dockerignore_keeps_what_the_build_copies():
     assert copied == {"pyproject.toml", "README.md", "operator", "worker"}
     for path in copied:
         assert f"!{path}" in ignore or f"!{path}/" in ignore
+
+
+def _closure(requirements: list[str]) -> set[str]:
+    """Installed distributions these requirements pull in, transitively (names normalized)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    seen: set[str] = set()
+    todo = [Requirement(r) for r in requirements]
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        if name in seen or (req.marker and not req.marker.evaluate({"extra": ""})):
+            continue
+        seen.add(name)
+        try:
+            todo += [Requirement(r) for r in metadata.requires(req.name) or []]
+        except metadata.PackageNotFoundError:
+            continue
+    return seen
+
+
+def test_operator_image_needs_nothing_from_the_worker_extra():
+    """The operator starts with every module only the worker extra brings made unimportable.
+
+    What the operator image lacks (torch, NIXL, pyzmq, msgspec and what they pull in) is
+    computed from pyproject's extras and the installed metadata, then `disagg operator
+    --help` runs with those modules blocked, importing the operator's whole handler chain.
+    """
+    from importlib import metadata
+
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    base, extras = project["dependencies"], project["optional-dependencies"]
+    missing = _closure(base + extras["worker"]) - _closure(base + extras["operator"])
+    assert {"torch", "nixl-cu12", "pyzmq"} <= missing
+    modules = sorted(
+        module
+        for module, dists in metadata.packages_distributions().items()
+        if any(canonicalize_name(d) in missing for d in dists)
+    )
+    code = (
+        "import sys\n"
+        f"for m in {modules!r}: sys.modules[m] = None\n"
+        "import disagg_operator.run, disagg_operator.handlers\n"
+        "from disagg_operator.cli import main\n"
+        "sys.exit(main(['operator', '--help']))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "--all-namespaces" in run.stdout
