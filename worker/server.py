@@ -82,6 +82,11 @@ class Worker:
         self.allocator.free(block_ids)
         self.metrics.released(reason)
 
+    def block_report(self) -> dict[str, Any]:
+        """Blocks used and free, and the block sets held for a decode, by request id."""
+        held = {k: len(v) for k, v in list(self.held.items())}
+        return {"used": self.allocator.num_used, "free": self.allocator.num_free, "held": held}
+
     @property
     def side_channel_port(self) -> int | None:
         return None if self.agent is None else int(self.agent.side_channel_port)
@@ -270,13 +275,7 @@ def build_app(worker: Worker) -> web.Application:
         return web.Response(body=worker.metrics.render(), content_type="text/plain")
 
     async def blocks(_: web.Request) -> web.Response:
-        return web.json_response(
-            {
-                "used": worker.allocator.num_used,
-                "free": worker.allocator.num_free,
-                "held": {k: len(v) for k, v in list(worker.held.items())},
-            }
-        )
+        return web.json_response(worker.block_report())
 
     async def models(_: web.Request) -> web.Response:
         data = [{"id": worker.config.model, "object": "model", "owned_by": "disagg"}]
