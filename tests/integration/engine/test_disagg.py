@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import aiohttp
@@ -68,6 +69,31 @@ def test_disaggregated_equals_aggregated_for_50_prompts(
     start_worker: StartWorker, start_proxy: Any
 ) -> None:
     _check_invariant(start_worker, start_proxy, "cpu", 50)
+
+
+def test_concurrent_requests_through_two_decodes_stay_exact(
+    start_worker: StartWorker, start_proxy: Any
+) -> None:
+    """Eight requests at once, prefill and decode pools of two (least-loaded): each answer
+    still equals its aggregated twin, and every held block set is released."""
+    agg = start_worker("both", num_blocks=64)
+    pres = [start_worker("prefill", num_blocks=64) for _ in range(2)]
+    decs = [start_worker("decode", num_blocks=64) for _ in range(2)]
+    proxy = start_proxy([p.url for p in pres], [d.url for d in decs], "--policy", "least-loaded")
+    rng = random.Random(8)
+    bodies = [
+        {"prompt": _prompt(rng.randrange(1, 200), rng), "max_tokens": GEN, "ignore_eos": True}
+        for _ in range(8)
+    ]
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(lambda b: post(proxy + "/v1/completions", b), bodies))
+    for body, (status, out) in zip(bodies, together, strict=True):
+        assert status == 200, out
+        _, alone = post(agg.url + "/v1/completions", body)
+        assert out["choices"][0]["token_ids"] == alone["choices"][0]["token_ids"]
+    assert {out["disagg"]["engine_id"] for _, out in together} == {d.name for d in decs}
+    for p in pres:
+        wait_until(lambda p=p: get(p.url + "/debug/blocks")["used"] == 0, 30, "release")
 
 
 @pytest.mark.gpu
