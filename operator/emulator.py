@@ -51,6 +51,10 @@ class Emulator(kmock.KubernetesEmulator):
     store: dict[tuple[str, str, str], dict[str, Any]] = attrs.field(factory=dict, init=False)
     calls: list[ops.ApiCall] = attrs.field(factory=list, init=False)
     columns: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
+    # store by resource: lists and watches touch one resource, not the whole store
+    _index: dict[str, dict[tuple[str, str], dict[str, Any]]] = attrs.field(
+        factory=lambda: collections.defaultdict(dict), init=False
+    )
     _rv: int = attrs.field(default=0, init=False)
     _log: dict[str, collections.deque[tuple[int, dict[str, Any]]]] = attrs.field(
         factory=lambda: collections.defaultdict(lambda: collections.deque(maxlen=_LOG_LIMIT)),
@@ -111,11 +115,8 @@ class Emulator(kmock.KubernetesEmulator):
     # ---------------------------------------------------------------- test helpers
     def objects_of(self, key: str, namespace: str | None = None) -> list[dict[str, Any]]:
         """Live objects of resource ``key`` (e.g. ``v1/pods``), sorted by namespace/name."""
-        return [
-            self.store[k]
-            for k in sorted(self.store)
-            if k[0] == key and (namespace is None or k[1] == namespace)
-        ]
+        objs = self._index[key]
+        return [objs[k] for k in sorted(objs) if namespace is None or k[0] == namespace]
 
     def find(self, key: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.store.get((key, namespace, name))
@@ -140,6 +141,14 @@ class Emulator(kmock.KubernetesEmulator):
         return self._commit(key, old, obj)
 
     # ---------------------------------------------------------------- store primitives
+    def _put(self, key: str, obj: dict[str, Any]) -> None:
+        ns, name = obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+        self.store[(key, ns, name)] = self._index[key][(ns, name)] = obj
+
+    def _drop(self, key: str, obj: dict[str, Any]) -> None:
+        ns, name = obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+        del self.store[(key, ns, name)], self._index[key][(ns, name)]
+
     def _next_rv(self) -> str:
         self._rv += 1
         return str(self._rv)
@@ -155,7 +164,7 @@ class Emulator(kmock.KubernetesEmulator):
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=ops.now(), generation=1)
         meta["resourceVersion"] = self._next_rv()
         meta.pop("deletionTimestamp", None)
-        self.store[(key, meta.get("namespace", ""), meta["name"])] = obj
+        self._put(key, obj)
         if key == _CRDS:
             self.register_crd(obj)
         self._emit(key, "ADDED", obj)
@@ -175,12 +184,11 @@ class Emulator(kmock.KubernetesEmulator):
         if ops.spec_changed(old, new):
             meta["generation"] = old["metadata"].get("generation", 1) + 1
         meta["resourceVersion"] = self._next_rv()
-        store_key = (key, meta.get("namespace", ""), meta["name"])
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            del self.store[store_key]
+            self._drop(key, new)
             self._emit(key, "DELETED", new)
             return new
-        self.store[store_key] = new
+        self._put(key, new)
         self._emit(key, "MODIFIED", new)
         return new
 
@@ -192,15 +200,16 @@ class Emulator(kmock.KubernetesEmulator):
             return self._commit(
                 key, obj, ops.merge_patch(obj, {"metadata": {"deletionTimestamp": ops.now()}})
             )
-        del self.store[(key, meta.get("namespace", ""), meta["name"])]
+        self._drop(key, obj)
         gone = {**obj, "metadata": {**meta, "resourceVersion": self._next_rv()}}
         self._emit(key, "DELETED", gone)
         return gone
 
     def _select(self, key: str, namespace: str, params: Any) -> Iterator[dict[str, Any]]:
-        for (k, ns, _), obj in sorted(self.store.items(), key=lambda kv: kv[0]):
-            if k == key and (not namespace or ns == namespace) and self._matches(obj, params):
-                yield obj
+        objs = self._index[key]
+        for ns, name in sorted(objs):
+            if (not namespace or ns == namespace) and self._matches(objs[ns, name], params):
+                yield objs[ns, name]
 
     @staticmethod
     def _matches(obj: dict[str, Any], params: Any) -> bool:
