@@ -148,7 +148,7 @@ class Worker:
             )
         table = self._allocate(self.engine.blocks_needed(len(req.prompt), req.max_tokens))
         try:
-            stats, transfer_ms = await self._read(peer, remote_req, remote_ids, table[:want])
+            stats, transfer_ms = await self._read(peer, remote_req, remote_ids, table)
             gen = await self._compute_call(
                 self.engine.generate,
                 req.prompt,
@@ -157,35 +157,41 @@ class Worker:
                 ignore_eos=req.ignore_eos,
                 prompt_cached=True,
             )
-        finally:
+        except _InFlight as e:  # the read thread still owns the blocks; it frees them
+            raise e.error from None
+        except BaseException:
             self.allocator.free(table)
+            raise
+        self.allocator.free(table)
         timings = {**_timings(gen), "transfer_ms": transfer_ms, **_stats_fields(stats)}
         return completion_body(req, request_id, gen, self.config, None, timings=timings)
 
     async def _read(
-        self, peer: Any, remote_req: str, remote_ids: list[int], local_ids: list[int]
+        self, peer: Any, remote_req: str, remote_ids: list[int], table: list[int]
     ) -> tuple[Any, float]:
-        """READ the prefill's blocks; map transfer failures to 502/504 naming the cause."""
+        """READ the prefill's blocks into the head of ``table``; map failures to 502/504."""
         from disagg_worker.transfer import TransferError
 
         deadline = self.config.transfer_deadline_s
+        local_ids = table[: len(remote_ids)]
         loop = asyncio.get_running_loop()
         start = time.perf_counter()
         future = loop.run_in_executor(
             self._io, lambda: self.agent.read(peer, remote_req, remote_ids, local_ids, deadline)
         )
         try:
-            # The agent enforces the deadline itself; this outer bound only guards a hang,
-            # and the blocks stay allocated by the caller until the read thread is done.
+            # The agent enforces the deadline itself; this outer bound only guards a hang.
             stats = await asyncio.wait_for(asyncio.shield(future), deadline + 5.0)
         except TransferError as e:
             self.metrics.transfer_failed()
-            status = 504 if "deadline" in str(e).lower() or "timed out" in str(e) else 502
+            status = 504 if _is_timeout(e) else 502
             raise ApiError(status, f"KV transfer from {_where(peer)} failed: {e}") from e
         except asyncio.TimeoutError:
+            # A READ may still land in these blocks: free them only when the thread is done.
             self.metrics.transfer_failed()
-            await asyncio.wrap_future(asyncio.ensure_future(future))  # never free in-flight
-            raise ApiError(504, f"KV transfer from {_where(peer)} exceeded {deadline}s") from None
+            future.add_done_callback(lambda _: self.allocator.free(table))
+            err = ApiError(504, f"KV transfer from {_where(peer)} exceeded {deadline}s")
+            raise _InFlight(err) from None
         return stats, (time.perf_counter() - start) * 1000.0
 
     def _require_role(self, role: str, flag: str) -> None:
@@ -202,6 +208,19 @@ class Worker:
             return self.allocator.allocate(count)
         except CacheFullError as e:
             raise ApiError(503, str(e)) from None
+
+
+class _InFlight(Exception):
+    """A transfer was abandoned while its thread still runs; carries the answer to give."""
+
+    def __init__(self, error: ApiError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _is_timeout(error: Exception) -> bool:
+    text = str(error).lower()
+    return isinstance(error, TimeoutError) or "deadline" in text or "timed out" in text
 
 
 def _peer(params: dict[str, Any]) -> tuple[Any, list[int], str]:
