@@ -57,7 +57,7 @@ FULL_VALUES: dict[str, Any] = {
     "priorityClassName": "system-cluster-critical",
     "podAnnotations": {"note": "x"},
     "podLabels": {"team": "ml"},
-    "extraArgs": ["--verbose"],
+    "extraArgs": ["--log-level=error"],
 }
 
 VALUE_SETS: dict[str, dict[str, Any]] = {

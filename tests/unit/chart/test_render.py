@@ -124,7 +124,7 @@ def test_non_default_values_reach_the_pod(render):
     assert container["image"] == "registry.example/disagg-operator:v9"
     assert container["imagePullPolicy"] == "Always"
     assert "--log-level=debug" in container["args"]
-    assert container["args"][-1] == "--verbose"
+    assert container["args"][-1] == "--log-level=error"
     assert pod["serviceAccountName"] == "dd-sa"
     assert one(objs, "ServiceAccount")["metadata"]["name"] == "dd-sa"
     for key in ("nodeSelector", "tolerations", "affinity", "priorityClassName"):
@@ -197,3 +197,16 @@ def test_notes_point_at_files_that_exist():
     for path in ("examples/quickstart-cpu.yaml", "docs/heterogeneous.md"):
         assert path in notes
         assert (ROOT / path).is_file(), path
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_operator_cli_accepts_the_rendered_arguments(render, name):
+    """The chart's args parse with the real `disagg operator` parser (same flags, choices)."""
+    from disagg_operator import run
+
+    values = VALUE_SETS[name]
+    args = run._parser().parse_args(_container(render(values))["args"])
+    assert args.namespace == values.get("watchNamespaces", [])
+    assert args.all_namespaces is not bool(values.get("watchNamespaces"))
+    assert args.health_port == values.get("health", {}).get("port", 8080)
+    assert args.metrics_port == values.get("metrics", {}).get("port", 9090)
