@@ -173,7 +173,8 @@ async def sync(
 async def _write_status(
     api: Client, body: dict[str, Any], status: dict[str, Any], problems: list[Problem]
 ) -> bool:
-    patch = status_patch(body.get("status"), status)
+    previous = body.get("status")
+    patch = status_patch(previous, status)
     if not patch:
         return False
     meta = body["metadata"]
@@ -185,7 +186,7 @@ async def _write_status(
         {"status": patch},
         subresource="status",
     )
-    if problems and _messages(body.get("status")) != _messages(status):
+    if problems and _messages(previous) != _messages(status):
         text = "; ".join(str(p) for p in problems)
         await api.event(body, type_="Warning", reason="InvalidSpec", message=text)
     return True
