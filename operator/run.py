@@ -5,7 +5,7 @@ own ports, quiet JSON logs by default. :func:`running` starts the same operator 
 caller's event loop (integration tests and ``disagg bench operator`` use it).
 
     disagg operator [--namespace NS | --all-namespaces] [--health-port 8080]
-                    [--metrics-port 9090] [--log-level warning]
+                    [--metrics-port 9090] [--bind-address 0.0.0.0] [--log-level warning]
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--health-port", type=int, default=8080, help="liveness: GET /healthz")
     p.add_argument("--metrics-port", type=int, default=9090, help="Prometheus: GET /metrics")
+    p.add_argument(
+        "--bind-address", default="0.0.0.0", help="address of the health and metrics endpoints"
+    )
     p.add_argument(
         "--log-level",
         choices=LEVELS,
@@ -98,11 +101,11 @@ async def running(
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     configure_logging(args.log_level)
-    metrics.serve(args.metrics_port)
+    metrics.serve(args.metrics_port, args.bind_address)
     namespaces = [] if args.all_namespaces else args.namespace
 
     async def forever() -> None:
-        liveness = f"http://0.0.0.0:{args.health_port}/healthz"
+        liveness = f"http://{args.bind_address}:{args.health_port}/healthz"
         async with running(namespaces=namespaces, liveness_endpoint=liveness) as operator:
             await operator  # until SIGTERM/SIGINT
 
