@@ -165,3 +165,23 @@ async def test_requests_are_recorded_in_rbac_terms(emulator: Emulator) -> None:
     ]
     assert [c.verb for c in api_calls(emulator, writes_only=True)] == ["create", "patch", "delete"]
     assert emulator.objects_of("v1/pods") == []
+
+
+async def test_finalizers_hold_deletion_until_removed(emulator: Emulator) -> None:
+    body = _pod("held")
+    body["metadata"]["finalizers"] = ["example.dev/cleanup"]
+    await _call(emulator, "POST", PODS, body)
+    code, marked = await _call(emulator, "DELETE", f"{PODS}/held")
+    assert code == 200 and marked["metadata"]["deletionTimestamp"]
+    assert emulator.find("v1/pods", "ns1", "held") is not None
+    await _call(emulator, "PATCH", f"{PODS}/held", {"metadata": {"finalizers": None}}, MERGE)
+    assert emulator.find("v1/pods", "ns1", "held") is None
+
+
+async def test_put_replaces_and_stale_versions_conflict(emulator: Emulator) -> None:
+    _, pod = await _call(emulator, "POST", PODS, _pod("a"))
+    pod["metadata"]["labels"] = {"new": "yes"}
+    code, put = await _call(emulator, "PUT", f"{PODS}/a", pod)
+    assert code == 200 and put["metadata"]["labels"] == {"new": "yes"}
+    code, err = await _call(emulator, "PUT", f"{PODS}/a", pod)  # the old resourceVersion
+    assert (code, err["reason"]) == (409, "Conflict")
