@@ -17,7 +17,7 @@ import hashlib
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field
 
 DTYPE_BYTES: dict[str, int] = {
     "float32": 4,
@@ -42,9 +42,10 @@ class KVLayout(BaseModel):
     layout: Literal["NHD", "HND"] = "NHD"
     block_major: bool = True
 
-    @computed_field  # type: ignore[prop-decorator]
     @property
     def num_regions(self) -> int:
+        # a plain property, not a computed field: a dumped layout must validate back
+        # under extra="forbid" (it travels as JSON between processes)
         return 1 if self.block_major else 2 * self.num_layers
 
     @property

@@ -1,0 +1,54 @@
+"""NIXL import shim: the one place that knows where the NIXL Python API lives.
+
+I/O boundary layer. CUDA images ship the ``nixl`` meta package (``nixl._api``); CPU images
+ship ``nixl-cu12`` only (``nixl_cu12._api``). Everything else imports NIXL through here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+_CANDIDATES = ("nixl._api", "nixl_cu12._api")
+_cached: ModuleType | None = None
+
+
+class NixlUnavailableError(ImportError):
+    """Neither NIXL distribution is importable."""
+
+
+def nixl_api() -> ModuleType:
+    """The NIXL ``_api`` module (``nixl_agent``, ``nixl_agent_config``...)."""
+    global _cached
+    if _cached is not None:
+        return _cached
+    errors = []
+    for name in _CANDIDATES:
+        try:
+            _cached = importlib.import_module(name)
+            return _cached
+        except ImportError as e:
+            errors.append(f"{name}: {e}")
+    raise NixlUnavailableError(
+        "NIXL is not installed (" + "; ".join(errors) + "); install the worker extra: "
+        "pip install 'disagg[worker]' (CPU: nixl-cu12, CUDA images: nixl)"
+    )
+
+
+def make_agent(
+    name: str, backends: list[str], *, num_threads: int = 0, telemetry: bool = True
+) -> Any:
+    """A ``nixl_agent`` with our settings: no NIXL listen thread (metadata travels over our
+    own side channel), strict thread sync (the notification thread and concurrent reads
+    share the agent), per-transfer telemetry on."""
+    api = nixl_api()
+    config = api.nixl_agent_config(
+        enable_prog_thread=True,
+        enable_listen_thread=False,
+        capture_telemetry=telemetry,
+        num_threads=num_threads,
+        backends=list(backends),
+        sync_mode=api.nixl_thread_sync_t.NIXL_THREAD_SYNC_STRICT,
+    )
+    return api.nixl_agent(name, config)

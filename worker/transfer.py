@@ -1,0 +1,444 @@
+"""KV transfer engine: the decode-initiated READ of a prefill worker's KV blocks.
+
+Effectful layer, composing the pure planner (:mod:`plan`), the wire contract
+(:mod:`protocol`), the side channel (:mod:`handshake`), NIXL (:mod:`agent`) and staging
+copies (:mod:`copy`).
+
+Prefill: :meth:`KVTransferAgent.publish` stages the blocks (device→host when the buffer is
+on the host) and holds them until decode's notification arrives (attached to the READ, so
+it is delivered only once the bytes have moved) or the lease expires; either way
+``on_release(request_id, block_ids, reason)`` runs on the notification thread.
+
+Decode: :meth:`KVTransferAgent.read` handshakes once per peer (cached; refused on version,
+layout or HMAC mismatch), posts one READ, waits for it with a deadline, copies host→device
+when staging, and returns :class:`TransferStats`. Error policy: every failure ends the
+request with a :class:`TransferError` naming the cause and the peer, releases the transfer
+handle, and forgets the peer when the failure could mean it died or restarted (ERR state,
+deadline), so the next request handshakes afresh and the worker stays healthy.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import zmq
+
+from disagg_worker import handshake, protocol
+from disagg_worker.agent import AgentError, NixlAgent, PostMode, RemotePeer
+from disagg_worker.config import WorkerConfig
+from disagg_worker.copy import alloc_staging, copy_blocks
+from disagg_worker.layout import KVLayout
+from disagg_worker.leases import LeaseTable
+from disagg_worker.plan import PlanError, TransferPlan, plan_read
+from disagg_worker.telemetry import TransferTelemetry
+
+log = logging.getLogger(__name__)
+
+ReleaseCallback = Callable[[str, list[int], str], None]
+NOTIF_PREFIX = b"r:"  # decode's READ notification: b"r:" + request id (utf-8)
+HANDSHAKE_TIMEOUT_S = 5.0
+DEFAULT_POST_MODE: PostMode = "prepped"
+TORCH_DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float8_e4m3fn": torch.float8_e4m3fn,
+    "uint8": torch.uint8,
+}
+
+
+@dataclass(frozen=True)
+class PeerRef:
+    """Where a prefill worker's side channel listens; engine_id checked when given."""
+
+    host: str
+    port: int
+    engine_id: str = ""
+
+    def __str__(self) -> str:
+        name = f" ({self.engine_id})" if self.engine_id else ""
+        return f"{self.host}:{self.port}{name}"
+
+
+@dataclass(frozen=True)
+class TransferStats:
+    bytes: int
+    descriptors: int
+    handshake_ms: float  # 0.0 when the peer was cached
+    post_ms: float
+    transfer_ms: float
+    total_ms: float
+
+
+class TransferError(RuntimeError):
+    """A request's transfer failed; the message names the cause and the peer."""
+
+    def __init__(self, message: str, reason: str = "error") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass
+class _Peer:
+    meta: protocol.PeerMetadata
+    remote: RemotePeer
+
+
+class KVTransferAgent:
+    """One worker's NIXL KV transfer engine (see module docstring)."""
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        layout: KVLayout,
+        caches: list[torch.Tensor],
+        *,
+        on_release: ReleaseCallback | None = None,
+        post_mode: PostMode = DEFAULT_POST_MODE,
+    ) -> None:
+        _check_caches(config, layout, caches)
+        self.config, self.layout, self.post_mode = config, layout, post_mode
+        self._caches = list(caches)
+        self._buffer: list[torch.Tensor] = self._caches
+        self._on_release = on_release
+        self.telemetry = TransferTelemetry()
+        self._codec = protocol.Codec(handshake.load_secret(config.hmac_secret_path))
+        self._compat = protocol.compat_hash(layout, config.memory_type, config.tp_size)
+        self.agent_name = f"{config.engine_id or config.role}-{uuid.uuid4().hex[:8]}"
+        self._agent: NixlAgent | None = None
+        self._server: handshake.HandshakeServer | None = None
+        self._zctx: zmq.Context[Any] | None = None
+        self._peers: dict[tuple[str, int], _Peer] = {}
+        self._peer_locks: dict[tuple[str, int], threading.Lock] = {}
+        self._lock = threading.Lock()
+        self._leases = LeaseTable()
+        self._stop = threading.Event()
+        self._notif_thread: threading.Thread | None = None
+        self._closed = False
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def start(self) -> None:
+        cfg = self.config
+        if cfg.needs_staging:
+            self._buffer = alloc_staging(self._caches)
+        self._agent = NixlAgent(
+            self.agent_name, cfg.backends, cfg.memory_type, num_threads=cfg.nixl_threads
+        )
+        self._agent.register(self._buffer, self.layout.block_len, self.layout.num_blocks)
+        self._zctx = zmq.Context()
+        if cfg.role in ("prefill", "both"):
+            self._server = handshake.HandshakeServer(
+                cfg.side_channel_host, cfg.side_channel_port, self._on_frame
+            )
+            self._server.start()
+            self._notif_thread = threading.Thread(
+                target=self._notif_loop, name="kv-notifs", daemon=True
+            )
+            self._notif_thread.start()
+
+    def close(self) -> None:
+        """Threads → transfer handles → dlists → remote agents → deregistration → sockets."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop.set()
+        if self._notif_thread is not None:
+            self._notif_thread.join(timeout=2)
+        if self._agent is not None:
+            self._agent.close()
+        if self._server is not None:
+            self._server.close()
+        if self._zctx is not None:
+            self._zctx.term()
+
+    def __enter__(self) -> KVTransferAgent:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def side_channel_port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("no side channel: start() a prefill or both-role agent first")
+        return self._server.port
+
+    def stats(self) -> dict[str, float]:
+        return self.telemetry.snapshot()
+
+    def metrics_text(self) -> bytes:
+        return self.telemetry.metrics_text()
+
+    def _nixl(self) -> NixlAgent:
+        if self._agent is None or self._closed:
+            raise TransferError("transfer agent is not running (start() it first)", "closed")
+        return self._agent
+
+    # --- prefill side ---------------------------------------------------------------
+
+    def publish(self, request_id: str, block_ids: list[int]) -> None:
+        """Stage (if needed) and hold ``block_ids`` until notified or the lease expires."""
+        self._nixl()
+        for b in block_ids:
+            if not 0 <= b < self.layout.num_blocks:
+                raise ValueError(f"block id {b} out of range [0, {self.layout.num_blocks})")
+        if self._buffer is not self._caches:
+            copy_blocks(self._caches, self._buffer, block_ids)
+        expires = time.monotonic() + self.config.block_lease_s
+        self._leases.hold(request_id, list(block_ids), expires)
+        self.telemetry.held.set(len(self._leases))
+
+    def _notif_loop(self) -> None:
+        while not self._stop.wait(0.002):
+            try:
+                notifs = self._nixl().notifications()
+            except Exception as e:  # keep serving; a broken agent shows up in reads
+                log.debug("notification poll: %s", e)
+                notifs = {}
+            for msgs in notifs.values():
+                for m in msgs:
+                    if m.startswith(NOTIF_PREFIX):
+                        rid = m[len(NOTIF_PREFIX) :].decode("utf-8", "replace")
+                        self._release(rid, self._leases.pop(rid), "notified")
+            for rid, ids in self._leases.expire(time.monotonic()):
+                self._release(rid, ids, "lease_expired")
+
+    def _release(self, request_id: str, block_ids: list[int] | None, reason: str) -> None:
+        if block_ids is None:  # lease already expired, or a probe's read
+            return
+        self.telemetry.record_release(reason)
+        self.telemetry.held.set(len(self._leases))
+        if self._on_release is not None:
+            try:
+                self._on_release(request_id, block_ids, reason)
+            except Exception:
+                log.exception("on_release(%s) failed", request_id)
+
+    def _on_frame(self, frame: bytes) -> bytes | None:
+        """Side-channel handler: metadata for a valid request, a Refusal otherwise."""
+        try:
+            msg = self._codec.decode(frame)
+        except protocol.ProtocolError as e:
+            self.telemetry.refused.inc()
+            return self._refusal(str(e))
+        if not isinstance(msg, protocol.MetadataRequest):
+            self.telemetry.refused.inc()
+            return self._refusal(f"unexpected {type(msg).__name__}; send a MetadataRequest")
+        return self._codec.encode(self._metadata(msg.nonce))
+
+    def _refusal(self, reason: str) -> bytes | None:
+        try:
+            return self._codec.encode(protocol.Refusal(reason[:500]))
+        except protocol.ProtocolError:
+            return None
+
+    def _metadata(self, nonce: bytes) -> protocol.PeerMetadata:
+        agent, cfg = self._nixl(), self.config
+        return protocol.PeerMetadata(
+            engine_id=cfg.engine_id,
+            agent_name=agent.name,
+            agent_metadata=agent.metadata(),
+            region_addrs=list(agent.region_addrs),
+            block_len=self.layout.block_len,
+            device_id=agent.device_id,
+            layout=protocol.LayoutInfo.of(self.layout),
+            memory_type=cfg.memory_type,
+            tp_size=cfg.tp_size,
+            tp_rank=cfg.tp_rank,
+            protocol_version=protocol.PROTOCOL_VERSION,
+            compat_hash=self._compat,
+            nonce=nonce,
+        )
+
+    # --- decode side ----------------------------------------------------------------
+
+    def read(
+        self,
+        peer: PeerRef,
+        request_id: str,
+        remote_block_ids: list[int],
+        local_block_ids: list[int],
+        *,
+        deadline_s: float | None = None,
+        merge: bool = True,
+    ) -> TransferStats:
+        """READ remote blocks into local blocks; blocking, thread-safe, never hangs."""
+        t0 = time.perf_counter()
+        deadline = t0 + (deadline_s if deadline_s is not None else self.config.transfer_deadline_s)
+        try:
+            entry, hs_ms = self._peer(peer, deadline)
+            plan = self._plan(entry, remote_block_ids, local_block_ids, merge)
+            post_ms, xfer_ms, ndesc = self._execute(peer, entry, plan, request_id, deadline, merge)
+            if self._buffer is not self._caches:
+                copy_blocks(self._buffer, self._caches, local_block_ids)
+        except TransferError as e:
+            self.telemetry.record_failure(e.reason)
+            raise
+        total = (time.perf_counter() - t0) * 1000
+        self.telemetry.record_transfer(
+            nbytes=plan.bytes, descriptors=ndesc, post_ms=post_ms, transfer_ms=xfer_ms
+        )
+        return TransferStats(plan.bytes, ndesc, hs_ms, post_ms, xfer_ms, total)
+
+    def _plan(
+        self, entry: _Peer, remote_ids: list[int], local_ids: list[int], merge: bool
+    ) -> TransferPlan:
+        try:
+            return plan_read(
+                num_regions=self.layout.num_regions,
+                block_len=self.layout.block_len,
+                local_num_blocks=self.layout.num_blocks,
+                remote_num_blocks=entry.remote.num_blocks,
+                local_ids=local_ids,
+                remote_ids=remote_ids,
+                merge=merge,
+            )
+        except PlanError as e:
+            raise TransferError(f"bad block ids for {entry.meta.engine_id}: {e}", "plan") from None
+
+    def _execute(
+        self,
+        peer: PeerRef,
+        entry: _Peer,
+        plan: TransferPlan,
+        rid: str,
+        deadline: float,
+        merge: bool,
+    ) -> tuple[float, float, int]:
+        agent = self._nixl()
+        t0 = time.perf_counter()
+        try:
+            handle, state = agent.post_read(
+                entry.remote, plan, NOTIF_PREFIX + rid.encode(), mode=self.post_mode, merge=merge
+            )
+        except Exception as e:
+            raise TransferError(f"posting READ from {peer} failed: {e}", "nixl_error") from None
+        t1 = time.perf_counter()
+        state = _wait(agent, handle, state, deadline)
+        t2 = time.perf_counter()
+        if state == "DONE":
+            ndesc = agent.descriptor_count(handle, plan.descriptors)
+            agent.release(handle)
+            return (t1 - t0) * 1000, (t2 - t1) * 1000, ndesc
+        released = agent.release(handle)
+        self._forget(peer, entry, remove=released)
+        if state == "PROC":
+            raise TransferError(
+                f"READ of request {rid} from {peer} missed its deadline "
+                f"({(t2 - t0) * 1000:.0f} ms); peer forgotten",
+                "deadline",
+            )
+        raise TransferError(
+            f"READ of request {rid} from {peer} failed: NIXL state {state}", "nixl_error"
+        )
+
+    def _peer(self, peer: PeerRef, deadline: float) -> tuple[_Peer, float]:
+        key = (peer.host, peer.port)
+        with self._lock:
+            lock = self._peer_locks.setdefault(key, threading.Lock())
+        with lock:
+            entry = self._peers.get(key)
+            if entry is not None:
+                return entry, 0.0
+            t0 = time.perf_counter()
+            entry = self._handshake(peer, deadline)
+            ms = (time.perf_counter() - t0) * 1000
+            self._peers[key] = entry
+        self.telemetry.record_handshake(ms)
+        return entry, ms
+
+    def _handshake(self, peer: PeerRef, deadline: float) -> _Peer:
+        meta = self._fetch_metadata(peer, deadline)
+        problems = protocol.mismatches(
+            self.layout, self.config.memory_type, self.config.tp_size, meta
+        )
+        if peer.engine_id and meta.engine_id != peer.engine_id:
+            problems.append(f"engine_id {peer.engine_id} != {meta.engine_id}")
+        if problems:
+            raise TransferError(
+                f"peer {peer} is incompatible: {'; '.join(problems)}", "incompatible"
+            )
+        try:
+            remote = self._nixl().add_peer(
+                meta.agent_metadata,
+                meta.region_addrs,
+                meta.block_len,
+                meta.layout.num_blocks,
+                meta.device_id,
+            )
+        except AgentError:
+            raise
+        except Exception as e:
+            raise TransferError(
+                f"loading NIXL metadata of {peer} failed: {e}", "handshake"
+            ) from None
+        return _Peer(meta, remote)
+
+    def _fetch_metadata(self, peer: PeerRef, deadline: float) -> protocol.PeerMetadata:
+        nonce = os.urandom(16)
+        req = protocol.MetadataRequest(self.config.engine_id, self._compat, nonce)
+        timeout = min(HANDSHAKE_TIMEOUT_S, max(0.01, deadline - time.perf_counter()))
+        assert self._zctx is not None
+        try:
+            raw = handshake.request(
+                self._zctx, peer.host, peer.port, self._codec.encode(req), timeout
+            )
+            msg = self._codec.decode(raw)
+        except handshake.HandshakeTimeout as e:
+            raise TransferError(f"handshake with {peer} failed: {e}", "handshake") from None
+        except protocol.ProtocolError as e:
+            raise TransferError(f"handshake with {peer} refused: {e}", "handshake") from None
+        except zmq.ZMQError as e:
+            raise TransferError(f"handshake with {peer} failed: {e}", "handshake") from None
+        if isinstance(msg, protocol.Refusal):
+            raise TransferError(f"peer {peer} refused the handshake: {msg.reason}", "handshake")
+        if not isinstance(msg, protocol.PeerMetadata) or msg.nonce != nonce:
+            raise TransferError(f"peer {peer} sent a reply to another request", "handshake")
+        return msg
+
+    def _forget(self, peer: PeerRef, entry: _Peer, *, remove: bool) -> None:
+        with self._lock:
+            if self._peers.get((peer.host, peer.port)) is entry:
+                del self._peers[(peer.host, peer.port)]
+        if remove and self._agent is not None:
+            self._agent.remove_peer(entry.remote)
+
+
+def _wait(agent: NixlAgent, handle: Any, state: str, deadline: float) -> str:
+    """Poll until DONE/ERR or the deadline; spins briefly, then backs off to 1 ms sleeps."""
+    delay = 0.0
+    while state == "PROC":
+        if time.perf_counter() >= deadline:
+            return "PROC"
+        time.sleep(delay)
+        delay = min(0.001, delay * 2 or 0.00002)
+        try:
+            state = agent.state(handle)
+        except Exception as e:
+            log.debug("check_xfer_state: %s", e)
+            return "ERR"
+    return state
+
+
+def _check_caches(config: WorkerConfig, layout: KVLayout, caches: Sequence[torch.Tensor]) -> None:
+    if len(caches) != layout.num_regions:
+        raise ValueError(f"caches: {len(caches)} tensors, layout has {layout.num_regions} regions")
+    shape, dtype = layout.region_shape(), TORCH_DTYPES[layout.dtype]
+    for i, t in enumerate(caches):
+        if tuple(t.shape) != shape or t.dtype != dtype:
+            raise ValueError(
+                f"caches[{i}]: {tuple(t.shape)} {t.dtype}, layout wants {shape} {dtype}"
+            )
+        if t.device.type != config.device:
+            raise ValueError(f"caches[{i}] is on {t.device.type}, DISAGG_DEVICE is {config.device}")
