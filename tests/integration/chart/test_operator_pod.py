@@ -65,7 +65,7 @@ def _port(container: dict[str, Any], name: str) -> int:
 
 @pytest.mark.parametrize("namespaced", [False, True], ids=["all-namespaces", "namespaced"])
 async def test_rendered_operator_container_serves_probes_metrics_and_reconciles(
-    emulator: Emulator, kubeconfig_path: Path, namespaced: bool
+    emulator: Emulator, kubeconfig_path: Path, tmp_path: Path, namespaced: bool
 ) -> None:
     values: dict[str, Any] = {"health": {"port": _free_port()}, "metrics": {"port": _free_port()}}
     if namespaced:
@@ -76,14 +76,18 @@ async def test_rendered_operator_container_serves_probes_metrics_and_reconciles(
     container = _container(values)
     disagg = str(Path(sys.executable).with_name("disagg"))
     env = {**os.environ, "KUBECONFIG": str(kubeconfig_path)}
-    proc = await asyncio.create_subprocess_exec(
-        disagg, "operator", *container["args"], env=env, stderr=asyncio.subprocess.PIPE
-    )
+    log = tmp_path / "operator.log"  # a file, not a pipe: a full pipe would stall it
+    with log.open("wb") as sink:
+        proc = await asyncio.create_subprocess_exec(
+            disagg, "operator", *container["args"], env=env, stderr=sink
+        )
     try:
         probe = container["livenessProbe"]["httpGet"]
         health = f"http://127.0.0.1:{_port(container, probe['port'])}{probe['path']}"
 
         async def healthy() -> bool:
+            if proc.returncode is not None:  # died: fail now, with its own words
+                raise AssertionError(f"operator exited {proc.returncode}: {log.read_text()}")
             return (await _get(health))[0] == 200
 
         await _until("liveness endpoint answers 200", healthy)
@@ -101,5 +105,5 @@ async def test_rendered_operator_container_serves_probes_metrics_and_reconciles(
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)
-        _, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0, err.decode()[-2000:]
+        await asyncio.wait_for(proc.wait(), 30)
+    assert proc.returncode == 0, log.read_text()[-2000:]
