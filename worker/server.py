@@ -80,7 +80,6 @@ class Worker:
             log.warning("release of unknown request %s (%s)", request_id, reason)
             return
         self.allocator.free(block_ids)
-        self.metrics.released(reason)
 
     def block_report(self) -> dict[str, Any]:
         """Blocks used and free, and the block sets held for a decode, by request id."""
@@ -89,10 +88,14 @@ class Worker:
 
     @property
     def side_channel_port(self) -> int | None:
-        return None if self.agent is None else int(self.agent.side_channel_port)
+        if self.agent is None or self.config.role != "prefill":
+            return None  # only a prefill listens: decode initiates every transfer
+        return int(self.agent.side_channel_port)
 
-    def transfer_stats(self) -> dict[str, float]:
-        return {} if self.agent is None else dict(self.agent.stats())
+    def metrics_text(self) -> bytes:
+        """Our metrics, then the transfer agent's (its own registry, distinct names)."""
+        text = self.metrics.render()
+        return text if self.agent is None else text + bytes(self.agent.metrics_text())
 
     async def _compute_call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -177,18 +180,17 @@ class Worker:
         loop = asyncio.get_running_loop()
         start = time.perf_counter()
         future = loop.run_in_executor(
-            self._io, lambda: self.agent.read(peer, remote_req, remote_ids, local_ids, deadline)
+            self._io,
+            lambda: self.agent.read(peer, remote_req, remote_ids, local_ids, deadline_s=deadline),
         )
         try:
             # The agent enforces the deadline itself; this outer bound only guards a hang.
             stats = await asyncio.wait_for(asyncio.shield(future), deadline + 5.0)
         except TransferError as e:
-            self.metrics.transfer_failed()
             status = 504 if _is_timeout(e) else 502
             raise ApiError(status, f"KV transfer from {_where(peer)} failed: {e}") from e
         except asyncio.TimeoutError:
             # A READ may still land in these blocks: free them only when the thread is done.
-            self.metrics.transfer_failed()
             future.add_done_callback(lambda _: self.allocator.free(table))
             err = ApiError(504, f"KV transfer from {_where(peer)} exceeded {deadline}s")
             raise _InFlight(err) from None
@@ -219,8 +221,7 @@ class _InFlight(Exception):
 
 
 def _is_timeout(error: Exception) -> bool:
-    text = str(error).lower()
-    return isinstance(error, TimeoutError) or "deadline" in text or "timed out" in text
+    return getattr(error, "reason", "") == "deadline"
 
 
 def _peer(params: dict[str, Any]) -> tuple[Any, list[int], str]:
@@ -260,11 +261,19 @@ def _timings(gen: Any) -> dict[str, float]:
 
 
 def _stats_fields(stats: Any) -> dict[str, float]:
+    """The agent's TransferStats as response fields (``transfer_ms`` is ours: wall time)."""
+    names = {
+        "bytes": "transfer_bytes",
+        "descriptors": "transfer_descriptors",
+        "handshake_ms": "transfer_handshake_ms",
+        "post_ms": "transfer_post_ms",
+        "transfer_ms": "transfer_wire_ms",
+    }
     out: dict[str, float] = {}
-    for name in ("bytes", "descriptors", "handshake_ms", "post_ms", "wait_ms", "total_ms"):
-        value = getattr(stats, name, None)
+    for attr, key in names.items():
+        value = getattr(stats, attr, None)
         if isinstance(value, (int, float)):
-            out[f"transfer_{name}"] = float(value)
+            out[key] = float(value)
     return out
 
 
@@ -291,7 +300,7 @@ def build_app(worker: Worker) -> web.Application:
         )
 
     async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=worker.metrics.render(), content_type="text/plain")
+        return web.Response(body=worker.metrics_text(), content_type="text/plain")
 
     async def blocks(_: web.Request) -> web.Response:
         return web.json_response(worker.block_report())

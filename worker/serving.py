@@ -10,14 +10,11 @@ and where the time went (``prompt_ms``, ``first_step_ms``, ``decode_ms``, ``tran
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 from disagg_worker.config import WorkerConfig
 from disagg_worker.engine import Generation, decode, encode
@@ -157,13 +154,6 @@ class WorkerMetrics:
             "disagg_requests", "Completion requests by kind and outcome",
             ["kind", "outcome"], registry=self.registry,
         )  # fmt: skip
-        self._released = Counter(
-            "disagg_kv_releases", "Held prefill block sets released, by reason",
-            ["reason"], registry=self.registry,
-        )  # fmt: skip
-        self._failed = Counter(
-            "disagg_transfer_failures", "KV reads that failed", registry=self.registry
-        )
         alloc = worker.allocator
         for name, text, fn in (
             ("disagg_kv_blocks_used", "KV blocks in use", lambda: alloc.num_used),
@@ -171,16 +161,9 @@ class WorkerMetrics:
             ("disagg_kv_blocks_held", "Blocks held for a decode", lambda: _held(worker)),
         ):
             Gauge(name, text, registry=self.registry).set_function(fn)
-        self.registry.register(_TransferCollector(worker))
 
     def request(self, kind: str, outcome: str) -> None:
         self._requests.labels(kind, outcome).inc()
-
-    def released(self, reason: str) -> None:
-        self._released.labels(reason).inc()
-
-    def transfer_failed(self) -> None:
-        self._failed.inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -188,15 +171,3 @@ class WorkerMetrics:
 
 def _held(worker: Worker) -> int:
     return sum(len(v) for v in list(worker.held.values()))
-
-
-class _TransferCollector(Collector):
-    """The transfer agent's own counters, as ``disagg_transfer_<name>`` gauges."""
-
-    def __init__(self, worker: Worker) -> None:
-        self._worker = worker
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        for key, value in sorted(self._worker.transfer_stats().items()):
-            name = "disagg_transfer_" + "".join(c if c.isalnum() else "_" for c in key)
-            yield GaugeMetricFamily(name, f"transfer agent stat {key}", value=float(value))

@@ -61,8 +61,8 @@ def _check_invariant(start_worker: StartWorker, start_proxy: Any, device: str, n
     # every prefill hold was released by decode's notification, none by the lease
     wait_until(lambda: get(pre.url + "/debug/blocks")["used"] == 0, 30, "prefill freeing")
     page = get(pre.url + "/metrics")
-    assert metric(page, 'disagg_kv_releases_total{reason="notified"}') == n
-    assert metric(page, 'disagg_kv_releases_total{reason="lease_expired"}') == 0
+    assert metric(page, 'disagg_kv_block_releases_total{reason="notified"}') == n
+    assert metric(page, 'disagg_kv_block_releases_total{reason="lease_expired"}') == 0
 
 
 def test_disaggregated_equals_aggregated_for_50_prompts(
@@ -123,7 +123,7 @@ def test_undelivered_blocks_are_freed_when_the_lease_expires(start_worker: Start
     assert held["used"] == 3 and held["held"] == {params["remote_request_id"]: 3}
     wait_until(lambda: get(pre.url + "/debug/blocks")["used"] == 0, 20, "lease expiry")
     page = get(pre.url + "/metrics")
-    assert metric(page, 'disagg_kv_releases_total{reason="lease_expired"}') == 1
+    assert metric(page, 'disagg_kv_block_releases_total{reason="lease_expired"}') == 1
     assert metric(page, "disagg_kv_blocks_held") == 0
 
 
