@@ -151,8 +151,15 @@ def _geometry_problems(theirs: KVLayout, remote: PeerMetadata) -> list[str]:
 class Codec:
     """Encodes and decodes frames; holds the shared secret (or None)."""
 
-    def __init__(self, secret: bytes | None = None, *, max_frame: int = MAX_FRAME_BYTES):
+    def __init__(
+        self,
+        secret: bytes | None = None,
+        *,
+        max_frame: int = MAX_FRAME_BYTES,
+        version: int = PROTOCOL_VERSION,
+    ):
         self._secret = secret or None
+        self.version = version
         self._max = max_frame
         self._enc = msgspec.msgpack.Encoder()
         self._env = msgspec.msgpack.Decoder(_Envelope)
@@ -164,7 +171,8 @@ class Codec:
         data = version.to_bytes(4, "big") + body
         return hmac.new(self._secret, data, hashlib.sha256).digest()
 
-    def encode(self, msg: Message, *, version: int = PROTOCOL_VERSION) -> bytes:
+    def encode(self, msg: Message) -> bytes:
+        version = self.version
         body = self._enc.encode(msg)
         frame = self._enc.encode(_Envelope(version, body, self._mac(version, body)))
         if len(frame) > self._max:
@@ -179,8 +187,8 @@ class Codec:
             env = self._env.decode(frame)
         except (msgspec.DecodeError, ValueError) as e:
             raise FrameError(f"malformed frame: {e}") from None
-        if env.version != PROTOCOL_VERSION:
-            raise VersionError(f"protocol_version {PROTOCOL_VERSION} != {env.version}")
+        if env.version != self.version:
+            raise VersionError(f"protocol_version {self.version} != {env.version}")
         self._check_mac(env)
         try:
             return self._msg.decode(env.body)

@@ -1,0 +1,153 @@
+"""Handshake wire contract: typed frames, version and HMAC refusal, named mismatches."""
+
+from __future__ import annotations
+
+import contextlib
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from disagg_worker import protocol
+from disagg_worker.layout import KVLayout
+from disagg_worker.protocol import (
+    AuthError,
+    Codec,
+    FrameError,
+    LayoutInfo,
+    MetadataRequest,
+    PeerMetadata,
+    ProtocolError,
+    Refusal,
+    VersionError,
+)
+
+LAYOUT = KVLayout(num_layers=2, num_kv_heads=2, head_dim=8, block_size=16, num_blocks=8)
+
+
+def meta(layout: KVLayout = LAYOUT, **over: object) -> PeerMetadata:
+    fields: dict[str, object] = dict(
+        engine_id="p0",
+        agent_name="p0-1",
+        agent_metadata=b"\x00nixl",
+        region_addrs=[0x1000] * layout.num_regions,
+        block_len=layout.block_len,
+        device_id=0,
+        layout=LayoutInfo.of(layout),
+        memory_type="DRAM",
+        tp_size=1,
+        tp_rank=0,
+        protocol_version=protocol.PROTOCOL_VERSION,
+        compat_hash=protocol.compat_hash(layout, "DRAM", 1),
+        nonce=b"n" * 16,
+    )
+    fields.update(over)
+    return PeerMetadata(**fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("secret", [None, b"s3cret"])
+def test_every_message_round_trips(secret: bytes | None) -> None:
+    codec = Codec(secret)
+    for msg in (MetadataRequest("d0", "abc", b"n"), meta(), Refusal("no")):
+        assert codec.decode(codec.encode(msg)) == msg
+
+
+def test_frames_are_msgpack_never_pickle() -> None:
+    frame = Codec().encode(Refusal("x"))
+    assert not frame.startswith(b"\x80")  # pickle protocol marker
+    version, body, mac = msgspec.msgpack.decode(frame)
+    assert version == protocol.PROTOCOL_VERSION and mac == b""
+    assert msgspec.msgpack.decode(body) == {"type": "refused", "reason": "x"}
+
+
+def test_wrong_missing_or_unexpected_hmac_is_refused() -> None:
+    frame = Codec(b"right").encode(Refusal("x"))
+    with pytest.raises(AuthError, match="different handshake secret"):
+        Codec(b"wrong").decode(frame)
+    with pytest.raises(AuthError, match="no handshake secret is configured"):
+        Codec(None).decode(frame)
+    with pytest.raises(AuthError, match="carries no HMAC"):
+        Codec(b"right").decode(Codec(None).encode(Refusal("x")))
+
+
+def test_tampered_body_fails_hmac() -> None:
+    codec = Codec(b"k")
+    version, body, mac = msgspec.msgpack.decode(codec.encode(Refusal("free blocks 1")))
+    forged = msgspec.msgpack.encode([version, body.replace(b"1", b"2"), mac])
+    with pytest.raises(AuthError):
+        codec.decode(forged)
+
+
+def test_other_protocol_version_is_refused_by_name() -> None:
+    with pytest.raises(VersionError, match="protocol_version 1 != 2"):
+        Codec(version=1).decode(Codec(version=2).encode(Refusal("x")))
+
+
+def test_oversized_frame_refused_before_decoding() -> None:
+    codec = Codec(max_frame=1000)
+    with pytest.raises(FrameError, match="exceeds the 1000-byte limit"):
+        codec.decode(b"\x93" + b"\x00" * 2000)
+    with pytest.raises(FrameError, match="exceeds"):
+        codec.encode(Refusal("x" * 2000))
+
+
+def test_truncated_frame_is_a_frame_error() -> None:
+    frame = Codec().encode(meta())
+    for cut in (1, len(frame) // 2, len(frame) - 1):
+        with pytest.raises(FrameError):
+            Codec().decode(frame[:cut])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=4096))
+def test_random_bytes_raise_only_protocol_errors(data: bytes) -> None:
+    with contextlib.suppress(ProtocolError):
+        Codec(b"k").decode(data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.integers(-(2**63), 2**63 - 1), st.binary(max_size=64), st.text(max_size=16)),
+        max_size=4,
+    )
+)
+def test_well_formed_msgpack_of_the_wrong_shape_raises_only_protocol_errors(items) -> None:
+    with contextlib.suppress(ProtocolError):
+        Codec().decode(msgspec.msgpack.encode(items))
+
+
+def test_compat_hash_inputs() -> None:
+    base = protocol.compat_hash(LAYOUT, "DRAM", 1)
+    assert base == protocol.compat_hash(LAYOUT.model_copy(update={"num_blocks": 99}), "DRAM", 1)
+    assert base != protocol.compat_hash(LAYOUT.model_copy(update={"block_size": 32}), "DRAM", 1)
+    assert base != protocol.compat_hash(LAYOUT, "VRAM", 1)
+    assert base != protocol.compat_hash(LAYOUT, "DRAM", 2)
+
+
+def test_compatible_peer_has_no_mismatches() -> None:
+    remote = meta(LAYOUT.model_copy(update={"num_blocks": 1000}))
+    assert protocol.mismatches(LAYOUT, "DRAM", 1, remote) == []
+
+
+def test_mismatches_are_named() -> None:
+    theirs = LAYOUT.model_copy(update={"block_size": 32, "dtype": "float16"})
+    remote = meta(theirs, memory_type="VRAM", tp_size=2, protocol_version=7)
+    assert protocol.mismatches(LAYOUT, "DRAM", 1, remote) == [
+        "protocol_version 1 != 7",
+        "block_size 16 != 32",
+        "dtype bfloat16 != float16",
+        "memory_type DRAM != VRAM",
+        "tp_size 1 != 2",
+    ]
+
+
+def test_inconsistent_geometry_is_named() -> None:
+    assert protocol.mismatches(LAYOUT, "DRAM", 1, meta(block_len=3, region_addrs=[1, 2])) == [
+        "regions 2 != 1",
+        "block_len 3 != " + str(LAYOUT.block_len),
+    ]
+    bad = meta()
+    bad = msgspec.structs.replace(bad, layout=LayoutInfo(0, 1, 1, 1, 1, "bfloat16", "NHD", True))
+    assert protocol.mismatches(LAYOUT, "DRAM", 1, bad)[0].startswith("layout invalid")
