@@ -177,9 +177,10 @@ def _start_workers(pods: list[LocalPod], log_dir: Path, run: Run) -> None:
         info = wait_ready(child, timeout_s=120)
         url = f"http://{LOCAL}:{info['http_port']}"
         run.workers.setdefault(pod.role, []).append(url)
+        side = info.get("side_channel_port")
         _say(
-            f"  ready   {pod.role} {pod.name}: {url}, side channel "
-            f"{LOCAL}:{info.get('side_channel_port')}"
+            f"  ready   {pod.role} {pod.name}: {url}"
+            + (f", side channel {LOCAL}:{side}" if side else "")
         )
     for url in (u for urls in run.workers.values() for u in urls):
         health = _get_json(url + "/health")
@@ -198,8 +199,13 @@ def _start_proxy(port: int, log_dir: Path, run: Run) -> None:
 
 
 def _ask(run: Run, prompt: str, max_tokens: int) -> None:
-    body = {"prompt": prompt, "max_tokens": max_tokens}
-    out = _get_json(run.proxy_url + "/v1/completions", body, timeout=120)
+    url = run.proxy_url + "/v1/completions"
+    warm = _get_json(url, {"prompt": "", "max_tokens": 1}, timeout=120).get("disagg", {})
+    _say(
+        f"\nwarm-up request: first handshake and NIXL connection took "
+        f"{warm.get('transfer_ms', 0):.1f} ms (paid once per prefill/decode pair)"
+    )
+    out = _get_json(url, {"prompt": prompt, "max_tokens": max_tokens}, timeout=120)
     _say(f"\nprompt:     {prompt!r}\ncompletion: {out['choices'][0]['text']!r}")
     _say(f"tokens:     {out['choices'][0].get('token_ids')}")
     for line in _figures(out.get("disagg", {})):
@@ -208,17 +214,23 @@ def _ask(run: Run, prompt: str, max_tokens: int) -> None:
 
 def _figures(d: dict[str, Any]) -> Iterator[str]:
     proxy, pre = d.get("proxy", {}), d.get("prefill", {})
-    nbytes, ms = d.get("transfer_bytes"), d.get("transfer_ms")
-    yield f"prefill:    {pre.get('engine_id')} computed the prompt in " + (
-        f"{pre.get('prompt_ms', 0) + pre.get('first_step_ms', 0):.1f} ms"
-    )
-    if ms is not None:
-        rate = f", {nbytes / ms / 1e6:.2f} GB/s" if nbytes and ms else ""
-        size = f"{int(nbytes)} bytes " if nbytes else ""
-        yield f"transfer:   NIXL READ {size}in {ms:.2f} ms{rate} (decode {d.get('engine_id')})"
+    compute = pre.get("prompt_ms", 0) + pre.get("first_step_ms", 0)
+    yield f"prefill:    {pre.get('engine_id')} computed the prompt in {compute:.1f} ms"
+    if "transfer_ms" in d:
+        nbytes, wire = d.get("transfer_bytes", 0), d.get("transfer_wire_ms", 0)
+        rate = f" ({nbytes / wire / 1e3:.0f} MB/s)" if wire else ""
+        yield (
+            f"transfer:   NIXL READ {int(nbytes)} bytes in {int(d.get('transfer_descriptors', 0))}"
+            f" descriptor(s): {wire:.2f} ms on the wire{rate}, {d['transfer_ms']:.2f} ms in all"
+        )
+        if d.get("transfer_handshake_ms"):
+            yield (
+                "            incl. the first handshake with this prefill: "
+                f"{d['transfer_handshake_ms']:.1f} ms"
+            )
     yield (
-        f"decode:     first step {d.get('first_step_ms', 0):.1f} ms, then "
-        f"{d.get('decode_ms', 0):.1f} ms"
+        f"decode:     {d.get('engine_id')}: first step {d.get('first_step_ms', 0):.1f} ms, "
+        f"then {d.get('decode_ms', 0):.1f} ms"
     )
     yield (
         f"proxy hops: prefill {proxy.get('prefill_hop_ms', 0):.1f} ms, decode "

@@ -82,7 +82,9 @@ def test_up_with_a_prompt_runs_a_real_transfer_and_stops() -> None:
     assert "dropped cluster-only UCX_TLS=tcp,self" in out
     assert re.search(r"endpoint: http://127\.0\.0\.1:\d+/v1/completions", out)
     assert re.search(r"completion: '.*'", out)
-    assert re.search(r"transfer:   NIXL READ \d+ bytes in [\d.]+ ms", out), out
+    assert re.search(
+        r"transfer:   NIXL READ \d+ bytes in \d+ descriptor\(s\): [\d.]+ ms on the wire", out
+    ), out
     assert "stopped 3 processes" in out
     _assert_nothing_left(out, 3)
 
