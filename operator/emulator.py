@@ -24,20 +24,20 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
+import functools
 import json
 import secrets
 import uuid
 from collections.abc import Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import aiohttp.web
 import attrs
 import kmock
-import yaml
 from kmock._internal import rendering
 
 from disagg_operator import emulator_ops as ops
+from disagg_operator.emulator_watch import Req, stream
 
 _CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
 _OPENAPI_V2_PROTO = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
@@ -376,7 +376,13 @@ class Emulator(kmock.KubernetesEmulator):
             ]
         self._watchers[key].add(queue)
         try:
-            return await self._stream(req, queue, backlog)
+            return await stream(
+                req.raw,
+                queue,
+                backlog,
+                functools.partial(self._wanted, req),
+                float(req.params.get("timeoutSeconds") or 0) or None,
+            )
         finally:
             self._watchers[key].discard(queue)
 
@@ -386,50 +392,6 @@ class Emulator(kmock.KubernetesEmulator):
         if (ns and meta.get("namespace") != ns) or (name and meta.get("name") != name):
             return False
         return event["type"] == "ERROR" or self._matches(event["object"], req.params)
-
-    async def _stream(
-        self, req: Req, queue: asyncio.Queue[dict[str, Any]], backlog: list[dict[str, Any]]
-    ) -> aiohttp.web.StreamResponse:
-        response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
-        await response.prepare(req.raw)
-        timeout = float(req.params.get("timeoutSeconds") or 0) or None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout if timeout else None
-        # A client that hangs up (kopf stopping) ends the stream; that is not an error.
-        with contextlib.suppress(ConnectionResetError):
-            for event in backlog:
-                if self._wanted(req, event):
-                    await response.write(json.dumps(event).encode() + b"\n")
-            while deadline is None or loop.time() < deadline:
-                transport = req.raw.transport
-                if transport is None or transport.is_closing():
-                    break
-                try:
-                    event = await asyncio.wait_for(queue.get(), timeout=0.5)
-                except asyncio.TimeoutError:
-                    continue
-                if self._wanted(req, event):
-                    await response.write(json.dumps(event).encode() + b"\n")
-            await response.write_eof()
-        return response
-
-
-class Req(NamedTuple):
-    """A resource request as the emulator needs it."""
-
-    raw: aiohttp.web.BaseRequest
-    where: ops.ResourcePath
-    params: dict[str, str]
-    ctype: str
-    body: bytes
-
-    def payload(self) -> Any:
-        if not self.body:
-            return {}
-        try:
-            return json.loads(self.body)
-        except ValueError:
-            return yaml.safe_load(self.body)  # server-side apply bodies are YAML
 
 
 def api_calls(emulator: Emulator, *, writes_only: bool = False) -> list[ops.ApiCall]:
