@@ -322,8 +322,13 @@ class KVTransferAgent:
             handle, state = agent.post_read(
                 entry.remote, plan, NOTIF_PREFIX + rid.encode(), mode=self.post_mode, merge=merge
             )
-        except Exception as e:
-            raise TransferError(f"posting READ from {peer} failed: {e}", "nixl_error") from None
+        except Exception as e:  # e.g. NIXL_ERR_REMOTE_DISCONNECT: the peer died or restarted
+            self._forget(peer, entry, remove=True)
+            raise TransferError(
+                f"posting READ of request {rid} from {peer} failed: {type(e).__name__}: {e}; "
+                "peer forgotten",
+                "nixl_error",
+            ) from None
         t1 = time.perf_counter()
         state = _wait(agent, handle, state, deadline)
         t2 = time.perf_counter()
@@ -349,8 +354,10 @@ class KVTransferAgent:
             lock = self._peer_locks.setdefault(key, threading.Lock())
         with lock:
             entry = self._peers.get(key)
-            if entry is not None:
+            if entry is not None and peer.engine_id in ("", entry.meta.engine_id):
                 return entry, 0.0
+            if entry is not None:  # another engine answers there now (restarted pod)
+                self._forget(peer, entry, remove=True)
             t0 = time.perf_counter()
             entry = self._handshake(peer, deadline)
             ms = (time.perf_counter() - t0) * 1000

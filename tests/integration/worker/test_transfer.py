@@ -1,0 +1,256 @@
+"""Two real processes on 127.0.0.1 moving KV blocks through NIXL/UCX; every byte verified.
+
+The prefill worker runs in a spawned child (:mod:`disagg_worker.peer_process`) with a cache
+filled by a known pattern; the decode worker runs here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from disagg_worker import handshake, protocol
+from disagg_worker.agent import AgentError
+from disagg_worker.config import WorkerConfig
+from disagg_worker.layout import KVLayout
+from disagg_worker.peer_process import PrefillProcess, alloc, pattern, spawn_prefill, words
+from disagg_worker.transfer import KVTransferAgent, PeerRef, TransferError
+
+LAYOUT = KVLayout(
+    num_layers=2, num_kv_heads=2, head_dim=16, block_size=4, num_blocks=32, block_major=False
+)
+SEED = 7
+LEASE_S = 1.5
+
+
+@pytest.fixture(scope="module")
+def secret(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("secret") / "hmac"
+    path.write_bytes(b"correct horse battery staple\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def prefill(secret: Path) -> Iterator[PrefillProcess]:
+    cfg = WorkerConfig(
+        role="prefill",
+        engine_id="p0",
+        side_channel_port=0,
+        block_lease_s=LEASE_S,
+        hmac_secret_path=str(secret),
+    )
+    proc = spawn_prefill(cfg, LAYOUT, seed=SEED)
+    yield proc
+    proc.stop()
+
+
+def decode_config(secret: Path | None, **over: object) -> WorkerConfig:
+    fields: dict[str, object] = {"role": "decode", "engine_id": "d0"}
+    if secret is not None:
+        fields["hmac_secret_path"] = str(secret)
+    fields.update(over)
+    return WorkerConfig.model_validate(fields)
+
+
+@pytest.fixture(scope="module")
+def decode(secret: Path) -> Iterator[tuple[KVTransferAgent, list[torch.Tensor]]]:
+    caches = alloc(LAYOUT)
+    with KVTransferAgent(decode_config(secret), LAYOUT, caches) as agent:
+        yield agent, caches
+
+
+@pytest.fixture()
+def clean(decode):
+    agent, caches = decode
+    for t in caches:
+        t.zero_()
+    return agent, caches
+
+
+def peer_of(p: PrefillProcess) -> PeerRef:
+    return PeerRef("127.0.0.1", p.port, "p0")
+
+
+def assert_blocks(caches, local_ids, remote_ids, layout=LAYOUT, seed=SEED) -> None:
+    for r, t in enumerate(caches):
+        w = words(t)
+        for lb, rb in zip(local_ids, remote_ids, strict=True):
+            assert torch.equal(w[lb], pattern(r, rb, layout.block_len, seed)), (r, lb, rb)
+        untouched = [b for b in range(layout.num_blocks) if b not in set(local_ids)]
+        assert not w[untouched].any(), "blocks outside the request were written"
+
+
+def wait_event(p: PrefillProcess, rid: str, timeout: float = 10.0) -> tuple[list[int], str]:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for erid, ids, reason in p.call("events"):
+            if erid == rid:
+                return ids, reason
+        time.sleep(0.05)
+    raise AssertionError(f"no release event for {rid} within {timeout} s")
+
+
+def test_non_contiguous_partial_read_is_byte_exact_and_frees_on_notify(prefill, clean) -> None:
+    agent, caches = clean
+    remote, local = [3, 4, 5, 10, 20, 21], [0, 1, 2, 7, 30, 31]
+    prefill.call("publish", "r1", remote)
+    stats = agent.read(peer_of(prefill), "r1", remote, local)
+    assert_blocks(caches, local, remote)
+    assert stats.bytes == 6 * LAYOUT.block_len * LAYOUT.num_regions
+    assert stats.descriptors == 3 * LAYOUT.num_regions  # runs 0-2, 7, 30-31
+    assert wait_event(prefill, "r1") == (remote, "notified")
+
+
+def test_per_block_mode_moves_the_same_bytes_with_more_descriptors(prefill, clean) -> None:
+    agent, caches = clean
+    ids = [8, 9, 10, 11]
+    prefill.call("publish", "r2", ids)
+    stats = agent.read(peer_of(prefill), "r2", ids, ids, merge=False)
+    assert_blocks(caches, ids, ids)
+    assert stats.descriptors == 4 * LAYOUT.num_regions
+    assert stats.handshake_ms == 0.0  # peer cached by the first read
+    wait_event(prefill, "r2")
+
+
+def test_dynamic_post_mode_is_byte_exact(prefill, secret) -> None:
+    caches = alloc(LAYOUT)
+    cfg = decode_config(secret, engine_id="d-dyn")
+    with KVTransferAgent(cfg, LAYOUT, caches, post_mode="dynamic") as agent:
+        prefill.call("publish", "r3", [0, 1, 31])
+        stats = agent.read(peer_of(prefill), "r3", [0, 1, 31], [5, 6, 9])
+        assert stats.handshake_ms > 0
+    assert_blocks(caches, [5, 6, 9], [0, 1, 31])
+    assert stats.descriptors == 2 * LAYOUT.num_regions
+
+
+def test_concurrent_reads_from_threads(prefill, clean) -> None:
+    agent, caches = clean
+    jobs = {f"c{i}": ([i * 4, i * 4 + 1], [31 - i * 2, 30 - i * 2]) for i in range(6)}
+    for rid, (remote, _) in jobs.items():
+        prefill.call("publish", rid, remote)
+    errors: list[BaseException] = []
+
+    def run(rid: str) -> None:
+        try:
+            agent.read(peer_of(prefill), rid, jobs[rid][0], jobs[rid][1])
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(rid,)) for rid in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors
+    assert_blocks(
+        caches,
+        [b for _, loc in jobs.values() for b in loc],
+        [b for rem, _ in jobs.values() for b in rem],
+    )
+
+
+def test_unread_blocks_are_freed_when_the_lease_expires(prefill) -> None:
+    prefill.call("publish", "lonely", [12, 13])
+    t0 = time.monotonic()
+    assert wait_event(prefill, "lonely") == ([12, 13], "lease_expired")
+    assert time.monotonic() - t0 >= LEASE_S - 0.3
+
+
+def test_layout_mismatch_is_refused_by_name(prefill, secret) -> None:
+    other = LAYOUT.model_copy(update={"block_size": 8})
+    with KVTransferAgent(decode_config(secret, engine_id="d-l"), other, alloc(other)) as agent:
+        with pytest.raises(TransferError, match="incompatible: block_size 8 != 4"):
+            agent.read(peer_of(prefill), "x", [0], [0])
+        assert agent.stats()["failures_incompatible"] == 1
+
+
+def test_wrong_or_missing_secret_is_refused(prefill, tmp_path) -> None:
+    wrong = tmp_path / "wrong"
+    wrong.write_bytes(b"guess")
+    for path, message in ((wrong, "HMAC mismatch"), (None, "no handshake secret")):
+        cfg = decode_config(path, engine_id="d-h")
+        with (
+            KVTransferAgent(cfg, LAYOUT, alloc(LAYOUT)) as a,
+            pytest.raises(TransferError, match=message),
+        ):
+            a.read(peer_of(prefill), "x", [0], [0])
+
+
+def test_other_protocol_version_is_refused(prefill, secret) -> None:
+    key = handshake.load_secret(str(secret))
+    frame = protocol.Codec(key, version=2).encode(protocol.MetadataRequest("d", "", b"n"))
+    import zmq
+
+    ctx = zmq.Context()
+    try:
+        raw = handshake.request(ctx, "127.0.0.1", prefill.port, frame, 5.0)
+    finally:
+        ctx.term()
+    assert protocol.Codec(key).decode(raw) == protocol.Refusal("protocol_version 1 != 2")
+
+
+def test_engine_id_mismatch_is_refused(prefill, clean) -> None:
+    agent, _ = clean
+    with pytest.raises(TransferError, match="engine_id someone-else != p0"):
+        agent.read(PeerRef("127.0.0.1", prefill.port, "someone-else"), "x", [0], [0])
+
+
+def test_bad_block_ids_fail_the_request_only(prefill, clean) -> None:
+    agent, _ = clean
+    with pytest.raises(TransferError, match="remote block id 32 out of range"):
+        agent.read(peer_of(prefill), "x", [32], [0])
+
+
+def test_backend_that_cannot_load_is_a_clear_error() -> None:
+    cfg = WorkerConfig(role="decode", backends=["MOONCAKE"])
+    agent = KVTransferAgent(cfg, LAYOUT, alloc(LAYOUT))
+    with pytest.raises(AgentError, match=r"backend 'MOONCAKE' did not load .*UCX"):
+        agent.start()
+    agent.close()
+
+
+BIG = KVLayout(num_layers=8, num_kv_heads=8, head_dim=128, block_size=16, num_blocks=384)
+
+
+def test_prefill_killed_mid_transfer_fails_within_deadline(prefill, clean) -> None:
+    victim = spawn_prefill(WorkerConfig(role="prefill", engine_id="v", side_channel_port=0), BIG)
+    caches = alloc(BIG)
+    deadline = 3.0
+    outcome: dict[str, object] = {}
+    try:
+        with KVTransferAgent(decode_config(None, engine_id="d-k"), BIG, caches) as agent:
+            peer = PeerRef("127.0.0.1", victim.port)
+            agent.read(peer, "warm", [0], [0])  # handshake + connection, then the real one
+            ids = list(range(BIG.num_blocks))
+            victim.call("publish", "big", ids)
+
+            def run() -> None:
+                t0 = time.monotonic()
+                try:
+                    outcome["stats"] = agent.read(peer, "big", ids, ids, deadline_s=deadline)
+                except TransferError as e:
+                    outcome["error"] = e
+                outcome["elapsed"] = time.monotonic() - t0
+
+            th = threading.Thread(target=run)
+            th.start()
+            victim.process.kill()
+            th.join(deadline + 5)
+            assert not th.is_alive(), "read hung past its deadline"
+            assert isinstance(outcome.get("error"), TransferError), outcome
+            assert float(outcome["elapsed"]) < deadline + 1.0  # type: ignore[arg-type]
+            # the dead peer was forgotten: the next read re-handshakes and fails fast
+            with pytest.raises(TransferError, match="handshake"):
+                agent.read(peer, "again", [1], [1], deadline_s=1.0)
+    finally:
+        victim.stop()
+    # and the worker in this process is still healthy against a live peer
+    agent2, caches2 = clean
+    prefill.call("publish", "after", [2])
+    agent2.read(peer_of(prefill), "after", [2], [3])
+    assert_blocks(caches2, [3], [2])
