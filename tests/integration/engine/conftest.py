@@ -47,45 +47,68 @@ def metric(text: str, name: str) -> float:
 StartWorker = Callable[..., Child]
 
 
-@pytest.fixture
-def start_worker(tmp_path: Path) -> Iterator[StartWorker]:
-    """start_worker(role, **DISAGG_settings) → a ready Child; .url is its HTTP base."""
-    children: list[Child] = []
-    base = {k: v for k, v in os.environ.items() if not k.startswith("DISAGG_")}
+class Workers:
+    """Worker and proxy processes of one test (or module), all stopped by :meth:`stop`."""
 
-    def start(role: str, name: str | None = None, **settings: Any) -> Child:
-        name = name or f"{role}-{len(children)}"
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.children: list[Child] = []
+        self._base = {k: v for k, v in os.environ.items() if not k.startswith("DISAGG_")}
+
+    def spawn(self, role: str, name: str | None = None, **settings: Any) -> Child:
+        """Start a worker without waiting; settings are DISAGG_* fields."""
+        name = name or f"{role}-{len(self.children)}"
         env = {
-            **base,
+            **self._base,
             "DISAGG_ROLE": role,
             "DISAGG_ENGINE_ID": name,
             "DISAGG_HTTP_PORT": "0",
             "DISAGG_SIDE_CHANNEL_PORT": "0",
             **{f"DISAGG_{k.upper()}": str(v) for k, v in settings.items()},
         }
-        child = start_child(name, disagg_argv("worker", "serve"), env, tmp_path)
-        children.append(child)
-        wait_ready(child, timeout_s=120)
-        child.url = f"http://127.0.0.1:{child.ready['http_port']}"  # type: ignore[attr-defined]
+        child = start_child(name, disagg_argv("worker", "serve"), env, self.log_dir)
+        self.children.append(child)
         return child
 
-    yield start
-    stop_children(children)
+    @staticmethod
+    def ready(*children: Child) -> None:
+        for child in children:
+            wait_ready(child, timeout_s=120)
+            child.url = f"http://127.0.0.1:{child.ready['http_port']}"  # type: ignore[attr-defined]
+
+    def worker(self, role: str, name: str | None = None, **settings: Any) -> Child:
+        child = self.spawn(role, name, **settings)
+        self.ready(child)
+        return child
+
+    def proxy(self, prefill: list[str], decode: list[str], *flags: str) -> str:
+        argv = disagg_argv("proxy", "--port", "0", "--prefill", *prefill, "--decode", *decode)
+        name = f"proxy-{len(self.children)}"
+        child = start_child(name, [*argv, *flags], self._base, self.log_dir)
+        self.children.append(child)
+        return f"http://127.0.0.1:{wait_ready(child, timeout_s=60)['http_port']}"
+
+    def stop(self) -> None:
+        stop_children(self.children)
 
 
 @pytest.fixture
-def start_proxy(tmp_path: Path) -> Iterator[Callable[..., str]]:
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    group = Workers(tmp_path)
+    yield group
+    group.stop()
+
+
+@pytest.fixture
+def start_worker(workers: Workers) -> StartWorker:
+    """start_worker(role, name=None, **DISAGG_settings) → a ready Child with .url."""
+    return workers.worker
+
+
+@pytest.fixture
+def start_proxy(workers: Workers) -> Callable[..., str]:
     """start_proxy(prefill_urls, decode_urls, *flags) → the proxy's base URL."""
-    children: list[Child] = []
-
-    def start(prefill: list[str], decode: list[str], *flags: str) -> str:
-        argv = disagg_argv("proxy", "--port", "0", "--prefill", *prefill, "--decode", *decode)
-        child = start_child(f"proxy-{len(children)}", [*argv, *flags], os.environ, tmp_path)
-        children.append(child)
-        return f"http://127.0.0.1:{wait_ready(child, timeout_s=60)['http_port']}"
-
-    yield start
-    stop_children(children)
+    return workers.proxy
 
 
 def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:

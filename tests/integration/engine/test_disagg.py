@@ -7,7 +7,10 @@ from __future__ import annotations
 import random
 import signal
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -16,11 +19,19 @@ from aiohttp.test_utils import TestServer
 
 from disagg_worker.engine import BOS
 from disagg_worker.proxy import Proxy, build_app
-from tests.integration.engine.conftest import StartWorker, get, metric, post, wait_until
+from tests.integration.engine.conftest import (
+    StartWorker,
+    Workers,
+    get,
+    metric,
+    post,
+    wait_until,
+)
 
 pytest.importorskip("disagg_worker.transfer", reason="needs the transfer engine")
 
 GEN = 4
+ROLES = ("both", "prefill", "decode", "decode")
 EDGES = [1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513]
 
 
@@ -35,75 +46,97 @@ def _prompt(n: int, rng: random.Random) -> list[int]:
     return [BOS] + [rng.randrange(256) for _ in range(n - 1)]
 
 
-def _trio(start_worker: StartWorker, device: str = "cpu", **kw: Any) -> tuple[Any, Any, Any]:
-    agg = start_worker("both", device=device, num_blocks=72)
-    pre = start_worker("prefill", device=device, num_blocks=72, **kw)
-    dec = start_worker("decode", device=device, num_blocks=72, **kw)
-    return agg, pre, dec
+@dataclass
+class Stack:
+    agg: Any
+    prefills: list[Any]
+    decodes: list[Any]
+    proxy: str
 
 
-def _check_invariant(start_worker: StartWorker, start_proxy: Any, device: str, n: int) -> None:
-    agg, pre, dec = _trio(start_worker, device)
-    proxy = start_proxy([pre.url], [dec.url]) + "/v1/completions"
+def _stack(group: Workers, device: str) -> Stack:
+    """One aggregated worker; a prefill and two decodes behind a least-loaded proxy."""
+    children = [group.spawn(role, device=device, num_blocks=72) for role in ROLES]
+    group.ready(*children)
+    agg, p0, d0, d1 = children
+    proxy = group.proxy([p0.url], [d0.url, d1.url], "--policy", "least-loaded")
+    return Stack(agg, [p0], [d0, d1], proxy + "/v1/completions")
+
+
+@pytest.fixture(scope="module")
+def cpu_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    group = Workers(tmp_path_factory.mktemp("stack"))
+    try:
+        yield _stack(group, "cpu")
+    finally:
+        group.stop()
+
+
+def _released(stack: Stack, reason: str) -> float:
+    name = f'disagg_kv_block_releases_total{{reason="{reason}"}}'
+    return sum(metric(get(p.url + "/metrics"), name) for p in stack.prefills)
+
+
+def _all_released(stack: Stack) -> None:
+    for p in stack.prefills:
+        wait_until(lambda p=p: get(p.url + "/debug/blocks")["used"] == 0, 30, "release")
+
+
+def _check_invariant(stack: Stack, n: int) -> None:
     rng = random.Random(1000)
     lengths = _lengths()[:: max(1, len(_lengths()) // n)][:n]
     assert len(lengths) == n and lengths[0] == 1 and max(lengths) <= 1000
+    before = _released(stack, "notified")
     mismatches = []
     for length in lengths:
         body = {"prompt": _prompt(length, rng), "max_tokens": GEN, "ignore_eos": True}
-        s1, one = post(agg.url + "/v1/completions", body)
-        s2, two = post(proxy, body)
+        s1, one = post(stack.agg.url + "/v1/completions", body)
+        s2, two = post(stack.proxy, body)
         assert (s1, s2) == (200, 200), (length, one, two)
         assert two["disagg"]["transfer_ms"] > 0 and two["disagg"]["role"] == "decode"
         if one["choices"][0]["token_ids"] != two["choices"][0]["token_ids"]:
             mismatches.append((length, one["choices"][0], two["choices"][0]))
     assert not mismatches
     # every prefill hold was released by decode's notification, none by the lease
-    wait_until(lambda: get(pre.url + "/debug/blocks")["used"] == 0, 30, "prefill freeing")
-    page = get(pre.url + "/metrics")
-    assert metric(page, 'disagg_kv_block_releases_total{reason="notified"}') == n
-    assert metric(page, 'disagg_kv_block_releases_total{reason="lease_expired"}') == 0
+    _all_released(stack)
+    assert _released(stack, "notified") - before == n
+    assert _released(stack, "lease_expired") == 0
 
 
-def test_disaggregated_equals_aggregated_for_50_prompts(
-    start_worker: StartWorker, start_proxy: Any
-) -> None:
-    _check_invariant(start_worker, start_proxy, "cpu", 50)
+def test_disaggregated_equals_aggregated_for_50_prompts(cpu_stack: Stack) -> None:
+    _check_invariant(cpu_stack, 50)
 
 
-def test_concurrent_requests_through_two_decodes_stay_exact(
-    start_worker: StartWorker, start_proxy: Any
-) -> None:
-    """Eight requests at once, prefill and decode pools of two (least-loaded): each answer
+def test_concurrent_requests_stay_exact(cpu_stack: Stack) -> None:
+    """Eight requests at once over a prefill and two decodes (least-loaded): each answer
     still equals its aggregated twin, and every held block set is released."""
-    agg = start_worker("both", num_blocks=64)
-    pres = [start_worker("prefill", num_blocks=64) for _ in range(2)]
-    decs = [start_worker("decode", num_blocks=64) for _ in range(2)]
-    proxy = start_proxy([p.url for p in pres], [d.url for d in decs], "--policy", "least-loaded")
     rng = random.Random(8)
     bodies = [
         {"prompt": _prompt(rng.randrange(1, 200), rng), "max_tokens": GEN, "ignore_eos": True}
         for _ in range(8)
     ]
     with ThreadPoolExecutor(8) as pool:
-        together = list(pool.map(lambda b: post(proxy + "/v1/completions", b), bodies))
+        together = list(pool.map(lambda b: post(cpu_stack.proxy, b), bodies))
     for body, (status, out) in zip(bodies, together, strict=True):
         assert status == 200, out
-        _, alone = post(agg.url + "/v1/completions", body)
+        _, alone = post(cpu_stack.agg.url + "/v1/completions", body)
         assert out["choices"][0]["token_ids"] == alone["choices"][0]["token_ids"]
-    assert {out["disagg"]["engine_id"] for _, out in together} == {d.name for d in decs}
-    for p in pres:
-        wait_until(lambda p=p: get(p.url + "/debug/blocks")["used"] == 0, 30, "release")
+    assert {out["disagg"]["engine_id"] for _, out in together} == {
+        d.name for d in cpu_stack.decodes
+    }
+    _all_released(cpu_stack)
 
 
 @pytest.mark.gpu
-def test_disaggregated_equals_aggregated_on_cuda(
-    start_worker: StartWorker, start_proxy: Any
-) -> None:
+def test_disaggregated_equals_aggregated_on_cuda(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    _check_invariant(start_worker, start_proxy, "cuda", 50)
+    group = Workers(tmp_path)
+    try:
+        _check_invariant(_stack(group, "cuda"), 50)
+    finally:
+        group.stop()
 
 
 def test_undelivered_blocks_are_freed_when_the_lease_expires(start_worker: StartWorker) -> None:
