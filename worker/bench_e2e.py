@@ -107,6 +107,20 @@ def measure(agg: str, pd: str, prompt_tokens: int, repeat: int, gen: int) -> dic
     return case
 
 
+def idle_cpu(children: list[Child], seconds: float = 2.0) -> dict[str, float]:
+    """CPU cores each idle process burns (user+sys over a quiet window): the background
+    cost, e.g. transfer progress threads, that the engine competes with on shared cores."""
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def cpu(pid: int) -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks
+
+    before = {c.name: cpu(c.proc.pid) for c in children}
+    time.sleep(seconds)
+    return {c.name: round((cpu(c.proc.pid) - before[c.name]) / seconds, 3) for c in children}
+
+
 def _tps(out: dict[str, Any], gen: int) -> float:
     steps = len(out["choices"][0]["token_ids"]) - 1
     return steps / (out["disagg"]["decode_ms"] / 1000.0) if steps > 0 else 0.0
@@ -166,9 +180,14 @@ def main(argv: list[str]) -> int:
         try:
             _progress("starting aggregated worker, prefill, decode and proxy ...")
             agg, pd = start_stack(Path(tmp), env, children)
+            idle = idle_cpu(children)
             cases = [measure(agg, pd, n, args.repeat, args.gen_tokens) for n in lengths]
         finally:
             stop_children(children)
-    result = {"model": args.model, "repeat": args.repeat, "cases": cases}
-    print(json.dumps(result, indent=2) if args.json else table(cases))
+    result = {"model": args.model, "repeat": args.repeat, "idle_cpu_cores": idle, "cases": cases}
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(table(cases))
+        print("idle CPU (cores) per process: " + ", ".join(f"{k} {v}" for k, v in idle.items()))
     return 0
