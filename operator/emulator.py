@@ -51,6 +51,7 @@ class Emulator(kmock.KubernetesEmulator):
     store: dict[tuple[str, str, str], dict[str, Any]] = attrs.field(factory=dict, init=False)
     calls: list[ops.ApiCall] = attrs.field(factory=list, init=False)
     columns: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
+    watch_selectors: list[tuple[str, str]] = attrs.field(factory=list, init=False)
     # store by resource: lists and watches touch one resource, not the whole store
     _index: dict[str, dict[tuple[str, str], dict[str, Any]]] = attrs.field(
         factory=lambda: collections.defaultdict(dict), init=False
@@ -360,6 +361,7 @@ class Emulator(kmock.KubernetesEmulator):
         return self._commit(key, current, new)
 
     async def _watch(self, req: Req) -> aiohttp.web.StreamResponse:
+        self.watch_selectors.append((req.where.key, req.params.get("labelSelector", "")))
         key, since = req.where.key, req.params.get("resourceVersion")
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         # Snapshot/replay and subscription happen with no await in between: nothing is lost.

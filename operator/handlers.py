@@ -36,12 +36,15 @@ log = logging.getLogger("disagg.operator")
 
 def configure(settings: kopf.OperatorSettings) -> None:
     """kopf settings: bookkeeping in annotations (schema pruning cannot drop it), events
-    only for warnings (no writes for routine INFO logs), no peering objects needed."""
+    only for warnings (no writes for routine INFO logs), no peering objects needed, and
+    children watched through a server-side label selector."""
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=PREFIX)
     settings.posting.level = logging.WARNING
     settings.peering.standalone = True
     settings.watching.server_timeout = 300
+    for version, plural in CHILDREN:  # server-side: never stream unrelated pods to us
+        settings.watching.label_selectors[version, plural] = LABEL_DEPLOYMENT
     settings.networking.request_timeout = 60
 
 

@@ -43,12 +43,16 @@ async def converge(emu: Emulator, name: str = "demo", count: int = 2) -> dict[st
     return pods(emu, name)
 
 
-async def quiet(emu: Emulator) -> int:
-    """Wait for one more finished reconcile after the last write; return the call index."""
-    await asyncio.sleep(0.3)
-    mark, before = len(emu.calls), synced()
-    await until("a reconcile", lambda: synced() > before or not writes(emu, mark))
-    return len(emu.calls)
+async def quiet(emu: Emulator) -> None:
+    """Wait until neither reconciles nor API calls happen for half a second."""
+    seen = (-1.0, -1)
+    for _ in range(100):
+        now = (synced(), len(emu.calls))
+        if now == seen:
+            return
+        seen = now
+        await asyncio.sleep(0.5)
+    raise AssertionError("the operator never went quiet")
 
 
 def snapshot(emu: Emulator) -> str:
@@ -73,7 +77,9 @@ async def test_apply_creates_children_with_expected_config(
     secret = emulator.find("v1/secrets", NS, "demo-handshake")
     assert secret is not None and len(base64.b64decode(secret["data"]["hmac"])) >= 32
     assert emulator.find("networking.k8s.io/v1/networkpolicies", NS, "demo-side-channel")
-    assert condition(emulator, "demo")["reason"] == "ReplicasNotReady"
+    ready = await until("a status", lambda: condition(emulator, "demo"))
+    assert ready["reason"] == "ReplicasNotReady"
+    assert ("v1/pods", "disagg.dev/deployment") in emulator.watch_selectors  # server-side
     await converge(emulator)
     stored = emulator.find(DD, NS, "demo") or {}
     status = stored["status"]
@@ -103,8 +109,8 @@ async def test_scale_up_down_and_remove_a_role(
         {"spec": {"decode": {"replicas": 1}, "prefill": {"replicas": 0}}},
     )
     await until("1 pod left", lambda: sorted(pods(emulator)) == ["demo-decode-0"])
-    services = {o["metadata"]["name"] for o in emulator.objects_of("v1/services", NS)}
-    assert services == {"demo-decode"}
+    await until("1 service left", lambda: len(emulator.objects_of("v1/services", NS)) == 1)
+    assert emulator.find("v1/services", NS, "demo-decode")
 
 
 async def test_deleted_pod_is_recreated(emulator: Emulator, operator: asyncio.Task[None]) -> None:
@@ -148,7 +154,7 @@ async def test_invalid_spec_reports_and_changes_nothing(
         ),
     )
     assert ready["status"] == "False" and "spec.decode.device" in ready["message"]
-    events = emulator.objects_of("v1/events", NS)
+    events = await until("a Warning", lambda: emulator.objects_of("v1/events", NS))
     assert [(e["type"], e["reason"]) for e in events] == [("Warning", "InvalidSpec")]
     assert "spec.decode.device" in events[0]["message"]
     kinds = {(c.resource, c.subresource) for c in writes(emulator)}
@@ -164,6 +170,7 @@ async def test_invalid_spec_reports_and_changes_nothing(
     mark = len(emulator.calls)
     await api(emulator, "PATCH", f"{DD_PATH}/demo", {"spec": {"prefill": {"device": "quantum"}}})
     await until("InvalidSpec", lambda: condition(emulator, "demo").get("reason") == "InvalidSpec")
+    await until("a second Warning", lambda: len(emulator.objects_of("v1/events", NS)) == 2)
     assert pods(emulator) == before
     ours = {(c.verb, c.resource, c.subresource) for c in writes(emulator, mark)}
     assert ours == {
