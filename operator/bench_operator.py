@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import functools
 import json
+import logging
 import statistics
 import sys
 import time
@@ -179,6 +180,14 @@ async def converge(bench: Bench, http: Any, count: int, timeout: float) -> float
     return time.monotonic() - started
 
 
+async def settle(bench: Bench, limit: float = 30.0) -> None:
+    """Wait (up to ``limit`` s) until the API sees no call for half a second."""
+    seen, deadline = -1, time.monotonic() + limit
+    while len(bench.emu.calls) != seen and time.monotonic() < deadline:
+        seen = len(bench.emu.calls)
+        await asyncio.sleep(0.5)
+
+
 async def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[str, Any]:
     import aiohttp
     import kmock
@@ -187,6 +196,7 @@ async def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict
     from disagg_operator.run import configure_logging, running
 
     configure_logging("warning")
+    logging.getLogger("kopf").setLevel(logging.ERROR)  # shutdown notes would garble the table
     async with Emulator() as emu, kmock.Server(emu):
         emu.register(DD_KEY, KIND, subresources=("status",), shortnames=("dd",))
         bench = Bench(emu, progress)
@@ -198,6 +208,7 @@ async def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict
                 samples = await latency(bench, http, args.crs, args.timeout)
                 per_min = await steady(bench, args.steady_seconds, args.timeout)
                 converge_s = await converge(bench, http, args.converge, args.timeout)
+                await settle(bench)  # let in-flight syncs finish before stopping kopf
         finally:
             kubelet.cancel()
     samples.sort()
