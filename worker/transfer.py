@@ -291,6 +291,16 @@ class KVTransferAgent:
         )
         return TransferStats(plan.bytes, ndesc, hs_ms, post_ms, xfer_ms, total)
 
+    def peer_info(
+        self, peer: PeerRef, *, timeout_s: float = HANDSHAKE_TIMEOUT_S
+    ) -> protocol.PeerMetadata:
+        """The peer's handshake metadata (handshaking now if it is not cached)."""
+        try:
+            return self._peer(peer, time.perf_counter() + timeout_s)[0].meta
+        except TransferError as e:
+            self.telemetry.record_failure(e.reason)
+            raise
+
     def _plan(
         self, entry: _Peer, remote_ids: list[int], local_ids: list[int], merge: bool
     ) -> TransferPlan:
