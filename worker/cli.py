@@ -105,7 +105,13 @@ def main(argv: list[str]) -> int:
     if command == "serve":
         return serve_main(rest)
     if command == "probe":
-        probe = importlib.import_module("disagg_worker.probe")
+        try:
+            probe = importlib.import_module("disagg_worker.probe")
+        except ModuleNotFoundError as e:
+            if e.name != "disagg_worker.probe":
+                raise
+            print("disagg worker probe: not part of this build", file=sys.stderr)
+            return 2
         result: int = probe.main(rest)
         return result
     print(f"disagg worker: unknown command {command!r}; use serve or probe", file=sys.stderr)

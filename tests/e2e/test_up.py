@@ -74,7 +74,6 @@ def _assert_nothing_left(output: str, expect_processes: int) -> None:
 
 
 def test_up_with_a_prompt_runs_a_real_transfer_and_stops() -> None:
-    pytest.importorskip("disagg_worker.transfer", reason="needs the transfer engine")
     args = [*UP, str(QUICKSTART), "--prompt", "The quick brown fox", "--max-tokens", "8"]
     done = subprocess.run([*args, "--port", "0"], capture_output=True, text=True, timeout=240)
     out = done.stdout
@@ -108,7 +107,6 @@ def _start_serving() -> tuple[subprocess.Popen[str], str]:
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 130)])
 def test_signals_stop_every_process_and_free_every_port(sig: int, code: int) -> None:
-    pytest.importorskip("disagg_worker.transfer", reason="needs the transfer engine")
     proc, seen = _start_serving()
     try:
         proc.send_signal(sig)

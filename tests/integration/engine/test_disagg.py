@@ -28,8 +28,6 @@ from tests.integration.engine.conftest import (
     wait_until,
 )
 
-pytest.importorskip("disagg_worker.transfer", reason="needs the transfer engine")
-
 GEN = 4
 ROLES = ("both", "prefill", "decode", "decode")
 EDGES = [1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513]
