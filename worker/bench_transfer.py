@@ -118,7 +118,7 @@ def _verify(caches: list[torch.Tensor], expected: list[torch.Tensor], nblocks: i
 
 def _run_layout(args: argparse.Namespace, block_major: bool, progress: _Progress) -> dict[str, Any]:
     max_blocks = max(args.tokens) // LLAMA3_8B["block_size"]
-    layout = KVLayout(**LLAMA3_8B, num_blocks=max_blocks, block_major=block_major)  # type: ignore[arg-type]
+    layout = KVLayout(**LLAMA3_8B, num_blocks=max_blocks, block_major=block_major)
     env = {"nixl_threads": args.nixl_threads, "side_channel_port": 0}
     prefill = spawn_prefill(WorkerConfig(role="prefill", engine_id="bench-p", **env), layout)
     cases: list[dict[str, Any]] = []

@@ -20,7 +20,6 @@ deadline), so the next request handshakes afresh and the worker stays healthy.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import uuid
@@ -29,14 +28,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import zmq
 
 from disagg_worker import handshake, protocol
-from disagg_worker.agent import AgentError, NixlAgent, PostMode, RemotePeer
+from disagg_worker.agent import NixlAgent, PostMode
 from disagg_worker.config import WorkerConfig
 from disagg_worker.copy import alloc_staging, copy_blocks
 from disagg_worker.layout import KVLayout
 from disagg_worker.leases import LeaseTable
+from disagg_worker.peers import (
+    HANDSHAKE_TIMEOUT_S,
+    PeerDirectory,
+    PeerEntry,
+    PeerRef,
+    TransferError,
+)
 from disagg_worker.plan import PlanError, TransferPlan, plan_read
 from disagg_worker.telemetry import TransferTelemetry
 
@@ -44,7 +49,6 @@ log = logging.getLogger(__name__)
 
 ReleaseCallback = Callable[[str, list[int], str], None]
 NOTIF_PREFIX = b"r:"  # decode's READ notification: b"r:" + request id (utf-8)
-HANDSHAKE_TIMEOUT_S = 5.0
 DEFAULT_POST_MODE: PostMode = "prepped"
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -53,19 +57,6 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
     "float8_e4m3fn": torch.float8_e4m3fn,
     "uint8": torch.uint8,
 }
-
-
-@dataclass(frozen=True)
-class PeerRef:
-    """Where a prefill worker's side channel listens; engine_id checked when given."""
-
-    host: str
-    port: int
-    engine_id: str = ""
-
-    def __str__(self) -> str:
-        name = f" ({self.engine_id})" if self.engine_id else ""
-        return f"{self.host}:{self.port}{name}"
 
 
 @dataclass(frozen=True)
@@ -78,18 +69,7 @@ class TransferStats:
     total_ms: float
 
 
-class TransferError(RuntimeError):
-    """A request's transfer failed; the message names the cause and the peer."""
-
-    def __init__(self, message: str, reason: str = "error") -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-@dataclass
-class _Peer:
-    meta: protocol.PeerMetadata
-    remote: RemotePeer
+__all__ = ["KVTransferAgent", "PeerRef", "TransferError", "TransferStats"]
 
 
 class KVTransferAgent:
@@ -115,9 +95,7 @@ class KVTransferAgent:
         self.agent_name = f"{config.engine_id or config.role}-{uuid.uuid4().hex[:8]}"
         self._agent: NixlAgent | None = None
         self._server: handshake.HandshakeServer | None = None
-        self._zctx: zmq.Context[Any] | None = None
-        self._peers: dict[tuple[str, int], _Peer] = {}
-        self._peer_locks: dict[tuple[str, int], threading.Lock] = {}
+        self._peers: PeerDirectory | None = None
         self._lock = threading.Lock()
         self._leases = LeaseTable()
         self._stop = threading.Event()
@@ -134,7 +112,14 @@ class KVTransferAgent:
             self.agent_name, cfg.backends, cfg.memory_type, num_threads=cfg.nixl_threads
         )
         self._agent.register(self._buffer, self.layout.block_len, self.layout.num_blocks)
-        self._zctx = zmq.Context()
+        self._peers = PeerDirectory(
+            self._agent,
+            self._codec,
+            layout=self.layout,
+            memory_type=cfg.memory_type,
+            tp_size=cfg.tp_size,
+            engine_id=cfg.engine_id,
+        )
         if cfg.role in ("prefill", "both"):
             self._server = handshake.HandshakeServer(
                 cfg.side_channel_host, cfg.side_channel_port, self._on_frame
@@ -158,8 +143,8 @@ class KVTransferAgent:
             self._agent.close()
         if self._server is not None:
             self._server.close()
-        if self._zctx is not None:
-            self._zctx.term()
+        if self._peers is not None:
+            self._peers.close()
 
     def __enter__(self) -> KVTransferAgent:
         self.start()
@@ -184,6 +169,17 @@ class KVTransferAgent:
         if self._agent is None or self._closed:
             raise TransferError("transfer agent is not running (start() it first)", "closed")
         return self._agent
+
+    def _directory(self) -> PeerDirectory:
+        if self._peers is None or self._closed:
+            raise TransferError("transfer agent is not running (start() it first)", "closed")
+        return self._peers
+
+    def _peer(self, peer: PeerRef, deadline: float) -> tuple[PeerEntry, float]:
+        entry, ms = self._directory().get(peer, deadline)
+        if ms:
+            self.telemetry.record_handshake(ms)
+        return entry, ms
 
     # --- prefill side ---------------------------------------------------------------
 
@@ -302,7 +298,7 @@ class KVTransferAgent:
             raise
 
     def _plan(
-        self, entry: _Peer, remote_ids: list[int], local_ids: list[int], merge: bool
+        self, entry: PeerEntry, remote_ids: list[int], local_ids: list[int], merge: bool
     ) -> TransferPlan:
         try:
             return plan_read(
@@ -320,7 +316,7 @@ class KVTransferAgent:
     def _execute(
         self,
         peer: PeerRef,
-        entry: _Peer,
+        entry: PeerEntry,
         plan: TransferPlan,
         rid: str,
         deadline: float,
@@ -333,7 +329,7 @@ class KVTransferAgent:
                 entry.remote, plan, NOTIF_PREFIX + rid.encode(), mode=self.post_mode, merge=merge
             )
         except Exception as e:  # e.g. NIXL_ERR_REMOTE_DISCONNECT: the peer died or restarted
-            self._forget(peer, entry, remove=True)
+            self._directory().forget(peer, entry, remove=True)
             raise TransferError(
                 f"posting READ of request {rid} from {peer} failed: {type(e).__name__}: {e}; "
                 "peer forgotten",
@@ -347,7 +343,7 @@ class KVTransferAgent:
             agent.release(handle)
             return (t1 - t0) * 1000, (t2 - t1) * 1000, ndesc
         released = agent.release(handle)
-        self._forget(peer, entry, remove=released)
+        self._directory().forget(peer, entry, remove=released)
         if state == "PROC":
             raise TransferError(
                 f"READ of request {rid} from {peer} missed its deadline "
@@ -357,79 +353,6 @@ class KVTransferAgent:
         raise TransferError(
             f"READ of request {rid} from {peer} failed: NIXL state {state}", "nixl_error"
         )
-
-    def _peer(self, peer: PeerRef, deadline: float) -> tuple[_Peer, float]:
-        key = (peer.host, peer.port)
-        with self._lock:
-            lock = self._peer_locks.setdefault(key, threading.Lock())
-        with lock:
-            entry = self._peers.get(key)
-            if entry is not None and peer.engine_id in ("", entry.meta.engine_id):
-                return entry, 0.0
-            if entry is not None:  # another engine answers there now (restarted pod)
-                self._forget(peer, entry, remove=True)
-            t0 = time.perf_counter()
-            entry = self._handshake(peer, deadline)
-            ms = (time.perf_counter() - t0) * 1000
-            self._peers[key] = entry
-        self.telemetry.record_handshake(ms)
-        return entry, ms
-
-    def _handshake(self, peer: PeerRef, deadline: float) -> _Peer:
-        meta = self._fetch_metadata(peer, deadline)
-        problems = protocol.mismatches(
-            self.layout, self.config.memory_type, self.config.tp_size, meta
-        )
-        if peer.engine_id and meta.engine_id != peer.engine_id:
-            problems.append(f"engine_id {peer.engine_id} != {meta.engine_id}")
-        if problems:
-            raise TransferError(
-                f"peer {peer} is incompatible: {'; '.join(problems)}", "incompatible"
-            )
-        try:
-            remote = self._nixl().add_peer(
-                meta.agent_metadata,
-                meta.region_addrs,
-                meta.block_len,
-                meta.layout.num_blocks,
-                meta.device_id,
-            )
-        except AgentError:
-            raise
-        except Exception as e:
-            raise TransferError(
-                f"loading NIXL metadata of {peer} failed: {e}", "handshake"
-            ) from None
-        return _Peer(meta, remote)
-
-    def _fetch_metadata(self, peer: PeerRef, deadline: float) -> protocol.PeerMetadata:
-        nonce = os.urandom(16)
-        req = protocol.MetadataRequest(self.config.engine_id, self._compat, nonce)
-        timeout = min(HANDSHAKE_TIMEOUT_S, max(0.01, deadline - time.perf_counter()))
-        assert self._zctx is not None
-        try:
-            raw = handshake.request(
-                self._zctx, peer.host, peer.port, self._codec.encode(req), timeout
-            )
-            msg = self._codec.decode(raw)
-        except handshake.HandshakeTimeout as e:
-            raise TransferError(f"handshake with {peer} failed: {e}", "handshake") from None
-        except protocol.ProtocolError as e:
-            raise TransferError(f"handshake with {peer} refused: {e}", "handshake") from None
-        except zmq.ZMQError as e:
-            raise TransferError(f"handshake with {peer} failed: {e}", "handshake") from None
-        if isinstance(msg, protocol.Refusal):
-            raise TransferError(f"peer {peer} refused the handshake: {msg.reason}", "handshake")
-        if not isinstance(msg, protocol.PeerMetadata) or msg.nonce != nonce:
-            raise TransferError(f"peer {peer} sent a reply to another request", "handshake")
-        return msg
-
-    def _forget(self, peer: PeerRef, entry: _Peer, *, remove: bool) -> None:
-        with self._lock:
-            if self._peers.get((peer.host, peer.port)) is entry:
-                del self._peers[(peer.host, peer.port)]
-        if remove and self._agent is not None:
-            self._agent.remove_peer(entry.remote)
 
 
 def _wait(agent: NixlAgent, handle: Any, state: str, deadline: float) -> str:

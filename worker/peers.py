@@ -1,0 +1,148 @@
+"""Decode side of the handshake: fetch, check and cache each prefill peer's metadata.
+
+Effectful layer (zmq side channel + NIXL remote agents). One handshake per peer, guarded
+by a per-peer lock so concurrent reads do not handshake twice; a peer is refused by name
+on version, layout, memory type, TP size, engine id or HMAC mismatch, and forgotten when a
+transfer suggests it died or restarted, so the next request handshakes afresh.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+import zmq
+
+from disagg_worker import handshake, protocol
+from disagg_worker.agent import NixlAgent, RemotePeer
+from disagg_worker.layout import KVLayout
+
+HANDSHAKE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class PeerRef:
+    """Where a prefill worker's side channel listens; engine_id checked when given."""
+
+    host: str
+    port: int
+    engine_id: str = ""
+
+    def __str__(self) -> str:
+        name = f" ({self.engine_id})" if self.engine_id else ""
+        return f"{self.host}:{self.port}{name}"
+
+
+class TransferError(RuntimeError):
+    """A request's transfer failed; the message names the cause and the peer.
+
+    ``reason`` is the failure counter's label: handshake, incompatible, plan, nixl_error,
+    deadline, closed.
+    """
+
+    def __init__(self, message: str, reason: str = "error") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass
+class PeerEntry:
+    meta: protocol.PeerMetadata
+    remote: RemotePeer
+
+
+class PeerDirectory:
+    """host:port → checked, loaded peer."""
+
+    def __init__(
+        self,
+        agent: NixlAgent,
+        codec: protocol.Codec,
+        *,
+        layout: KVLayout,
+        memory_type: str,
+        tp_size: int,
+        engine_id: str,
+    ) -> None:
+        self._agent, self._codec = agent, codec
+        self._layout, self._memory_type, self._tp_size = layout, memory_type, tp_size
+        self._engine_id = engine_id
+        self._compat = protocol.compat_hash(layout, memory_type, tp_size)
+        self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self._lock = threading.Lock()
+        self._peers: dict[tuple[str, int], PeerEntry] = {}
+        self._locks: dict[tuple[str, int], threading.Lock] = {}
+
+    def get(self, peer: PeerRef, deadline: float) -> tuple[PeerEntry, float]:
+        """(entry, handshake ms — 0.0 when cached)."""
+        key = (peer.host, peer.port)
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            entry = self._peers.get(key)
+            if entry is not None and peer.engine_id in ("", entry.meta.engine_id):
+                return entry, 0.0
+            if entry is not None:  # another engine answers there now (restarted pod)
+                self.forget(peer, entry, remove=True)
+            t0 = time.perf_counter()
+            entry = self._handshake(peer, deadline)
+            self._peers[key] = entry
+        return entry, (time.perf_counter() - t0) * 1000
+
+    def forget(self, peer: PeerRef, entry: PeerEntry, *, remove: bool) -> None:
+        """Drop the cached entry; ``remove`` also unloads the NIXL remote agent (only safe
+        once no transfer handle towards it is alive)."""
+        with self._lock:
+            if self._peers.get((peer.host, peer.port)) is entry:
+                del self._peers[(peer.host, peer.port)]
+        if remove:
+            self._agent.remove_peer(entry.remote)
+
+    def close(self) -> None:
+        """Close the side-channel client sockets (remote agents go with the NIXL agent)."""
+        with self._lock:
+            self._peers.clear()
+        self._ctx.term()
+
+    def _handshake(self, peer: PeerRef, deadline: float) -> PeerEntry:
+        meta = self._fetch(peer, deadline)
+        problems = protocol.mismatches(self._layout, self._memory_type, self._tp_size, meta)
+        if peer.engine_id and meta.engine_id != peer.engine_id:
+            problems.append(f"engine_id {peer.engine_id} != {meta.engine_id}")
+        if problems:
+            raise TransferError(
+                f"peer {peer} is incompatible: {'; '.join(problems)}", "incompatible"
+            )
+        try:
+            remote = self._agent.add_peer(
+                meta.agent_metadata,
+                meta.region_addrs,
+                meta.block_len,
+                meta.layout.num_blocks,
+                meta.device_id,
+            )
+        except Exception as e:
+            raise TransferError(
+                f"loading NIXL metadata of {peer} failed: {e}", "handshake"
+            ) from None
+        return PeerEntry(meta, remote)
+
+    def _fetch(self, peer: PeerRef, deadline: float) -> protocol.PeerMetadata:
+        nonce = os.urandom(16)
+        req = protocol.MetadataRequest(self._engine_id, self._compat, nonce)
+        timeout = min(HANDSHAKE_TIMEOUT_S, max(0.01, deadline - time.perf_counter()))
+        try:
+            frame = self._codec.encode(req)
+            raw = handshake.request(self._ctx, peer.host, peer.port, frame, timeout)
+            msg = self._codec.decode(raw)
+        except (handshake.HandshakeTimeout, zmq.ZMQError) as e:
+            raise TransferError(f"handshake with {peer} failed: {e}", "handshake") from None
+        except protocol.ProtocolError as e:
+            raise TransferError(f"handshake with {peer} refused: {e}", "handshake") from None
+        if isinstance(msg, protocol.Refusal):
+            raise TransferError(f"peer {peer} refused the handshake: {msg.reason}", "handshake")
+        if not isinstance(msg, protocol.PeerMetadata) or msg.nonce != nonce:
+            raise TransferError(f"peer {peer} sent a reply to another request", "handshake")
+        return msg
