@@ -7,6 +7,9 @@ ship ``nixl-cu12`` only (``nixl_cu12._api``). Everything else imports NIXL throu
 from __future__ import annotations
 
 import importlib
+import logging
+import os
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -27,13 +30,26 @@ def nixl_api() -> ModuleType:
     for name in _CANDIDATES:
         try:
             _cached = importlib.import_module(name)
-            return _cached
         except ImportError as e:
             errors.append(f"{name}: {e}")
+            continue
+        _quiet_logging()
+        return _cached
     raise NixlUnavailableError(
         "NIXL is not installed (" + "; ".join(errors) + "); install the worker extra: "
         "pip install 'disagg[worker]' (CPU: nixl-cu12, CUDA images: nixl)"
     )
+
+
+def _quiet_logging() -> None:
+    """NIXL's Python logger prints INFO to stdout, which corrupts ``--json`` output:
+    warnings and up only (unless NIXL_LOG_LEVEL asks otherwise), and to stderr."""
+    logger = logging.getLogger("nixl")
+    if not os.getenv("NIXL_LOG_LEVEL"):
+        logger.setLevel(logging.WARNING)
+    for h in logger.handlers:
+        if isinstance(h, logging.StreamHandler) and h.stream is sys.stdout:
+            h.setStream(sys.stderr)
 
 
 def make_agent(

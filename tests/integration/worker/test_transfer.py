@@ -6,6 +6,7 @@ filled by a known pattern; the decode worker runs here.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -254,3 +255,24 @@ def test_prefill_killed_mid_transfer_fails_within_deadline(prefill, clean) -> No
     prefill.call("publish", "after", [2])
     agent2.read(peer_of(prefill), "after", [2], [3])
     assert_blocks(caches2, [3], [2])
+
+
+def test_probe_reports_a_working_path(prefill, secret, monkeypatch, capsys) -> None:
+    from disagg_worker import probe
+
+    monkeypatch.setenv("DISAGG_HMAC_SECRET_PATH", str(secret))
+    argv = ["--peer", f"127.0.0.1:{prefill.port}", "--engine-id", "p0", "--json"]
+    assert probe.main([*argv, "--expect-pattern", str(SEED)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] and report["verified"] and report["engine_id"] == "p0"
+    assert report["bytes"] == 4 * LAYOUT.block_len * LAYOUT.num_regions
+    assert report["layout"]["block_size"] == LAYOUT.block_size
+
+
+def test_probe_names_the_failing_step(prefill, monkeypatch, capsys) -> None:
+    from disagg_worker import probe
+
+    monkeypatch.delenv("DISAGG_HMAC_SECRET_PATH", raising=False)
+    assert probe.main(["--peer", f"127.0.0.1:{prefill.port}", "--deadline-s", "2"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("FAILED at handshake") and "no handshake secret" in out
