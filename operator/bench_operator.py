@@ -41,7 +41,9 @@ KEYS = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="disagg bench operator", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="disagg bench operator", description="The operator against the API emulator, measured."
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--crs", type=int, default=50, help="CRs for the create→children latency")
     p.add_argument("--converge", type=int, default=200, help="CRs created at once")

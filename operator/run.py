@@ -24,7 +24,9 @@ LEVELS = ("debug", "info", "warning", "error")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="disagg operator", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="disagg operator", description="Run the operator, namespaced or cluster-wide."
+    )
     scope = p.add_mutually_exclusive_group()
     scope.add_argument(
         "--namespace",
