@@ -203,6 +203,8 @@ def build_app(proxy: Proxy) -> web.Application:
                 raise ValueError
         except ValueError:
             return _error(400, "body: must be a JSON object")
+        if body.get("stream"):
+            return _error(400, "stream: the proxy answers whole responses; send stream false")
         try:
             return web.json_response(await proxy.complete(request.path, body))
         except HopError as e:

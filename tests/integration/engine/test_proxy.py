@@ -155,6 +155,14 @@ async def test_one_deadline_covers_both_hops(stack: Any) -> None:
     assert "decode" in message and "no answer within the 0.5s deadline" in message
 
 
+async def test_streaming_is_refused_before_any_hop(stack: Any) -> None:
+    client, seen_p, _ = await stack(_prefill_ok, _decode_ok)
+    async with client.post("/v1/completions", json={"prompt": "x", "stream": True}) as resp:
+        assert resp.status == 400
+        assert (await resp.json())["error"]["message"].startswith("stream:")
+    assert not seen_p
+
+
 async def test_prefill_without_transfer_params_is_explained(stack: Any) -> None:
     client, _, _ = await stack(_decode_ok, _decode_ok)
     async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
