@@ -208,6 +208,7 @@ def _ask(run: Run, prompt: str, max_tokens: int) -> None:
     out = _get_json(url, {"prompt": prompt, "max_tokens": max_tokens}, timeout=120)
     _say(f"\nprompt:     {prompt!r}\ncompletion: {out['choices'][0]['text']!r}")
     _say(f"tokens:     {out['choices'][0].get('token_ids')}")
+    _say("            (seeded random weights: noise by design, the same as one process gives)")
     for line in _figures(out.get("disagg", {})):
         _say(line)
 
