@@ -35,6 +35,7 @@ from disagg_worker.config import WorkerConfig
 from disagg_worker.copy import alloc_staging, copy_blocks
 from disagg_worker.layout import KVLayout
 from disagg_worker.leases import LeaseTable
+from disagg_worker.nixl_compat import apply_ucx_env
 from disagg_worker.peers import (
     HANDSHAKE_TIMEOUT_S,
     PeerDirectory,
@@ -108,6 +109,7 @@ class KVTransferAgent:
         cfg = self.config
         if cfg.needs_staging:
             self._buffer = alloc_staging(self._caches)
+        apply_ucx_env(cfg.ucx_tls, cfg.ucx_env)
         self._agent = NixlAgent(
             self.agent_name, cfg.backends, cfg.memory_type, num_threads=cfg.nixl_threads
         )
