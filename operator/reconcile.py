@@ -9,8 +9,11 @@ One path for every trigger: kopf's create/update/resume handlers and child event
 that arrive during a sync into one follow-up sync (a burst of pod events costs one extra
 sync, not one each).
 
+Events: one Normal ``Reconciled`` event per sync that changed children (listing the
+actions), one Warning ``InvalidSpec`` when the problems of a spec change; none otherwise.
+
 Error policy: an invalid spec is not an error: it is reported (status Ready=False reason
-InvalidSpec, one Warning event when the problems change) and nothing is created or changed.
+InvalidSpec, and the Warning event) and nothing is created or changed.
 API failures propagate, so kopf retries create/update/resume with backoff; for child events
 the next event or the periodic resume retries.
 """
@@ -148,6 +151,9 @@ async def sync(
         desired = render(body, hmac_key=existing_key(observed) or new_key())
         outcome.actions = plan(desired, observed)
         await execute(api, outcome.actions)
+        if outcome.actions:  # what `kubectl describe` shows: one Normal event per change
+            summary = ", ".join(map(str, outcome.actions))
+            await api.event(body, type_="Normal", reason="Reconciled", message=summary)
     pods = [o for o in observed if o["kind"] == "Pod"]
     if outcome.actions:  # pods changed: count what is there now
         meta = body["metadata"]

@@ -55,6 +55,10 @@ async def quiet(emu: Emulator) -> None:
     raise AssertionError("the operator never went quiet")
 
 
+def warnings(emu: Emulator) -> list[dict]:
+    return [e for e in emu.objects_of("v1/events", NS) if e["type"] == "Warning"]
+
+
 def snapshot(emu: Emulator) -> str:
     return json.dumps({"/".join(k): v for k, v in emu.store.items()}, sort_keys=True)
 
@@ -77,6 +81,9 @@ async def test_apply_creates_children_with_expected_config(
     secret = emulator.find("v1/secrets", NS, "demo-handshake")
     assert secret is not None and len(base64.b64decode(secret["data"]["hmac"])) >= 32
     assert emulator.find("networking.k8s.io/v1/networkpolicies", NS, "demo-side-channel")
+    events = await until("an event", lambda: emulator.objects_of("v1/events", NS))
+    assert (events[0]["type"], events[0]["reason"]) == ("Normal", "Reconciled")
+    assert "create Pod/demo-prefill-0" in events[0]["message"]
     ready = await until("a status", lambda: condition(emulator, "demo"))
     assert ready["reason"] == "ReplicasNotReady"
     assert ("v1/pods", "disagg.dev/deployment") in emulator.watch_selectors  # server-side
@@ -154,7 +161,7 @@ async def test_invalid_spec_reports_and_changes_nothing(
         ),
     )
     assert ready["status"] == "False" and "spec.decode.device" in ready["message"]
-    events = await until("a Warning", lambda: emulator.objects_of("v1/events", NS))
+    events = await until("a Warning", lambda: warnings(emulator))
     assert [(e["type"], e["reason"]) for e in events] == [("Warning", "InvalidSpec")]
     assert "spec.decode.device" in events[0]["message"]
     kinds = {(c.resource, c.subresource) for c in writes(emulator)}
@@ -170,7 +177,7 @@ async def test_invalid_spec_reports_and_changes_nothing(
     mark = len(emulator.calls)
     await api(emulator, "PATCH", f"{DD_PATH}/demo", {"spec": {"prefill": {"device": "quantum"}}})
     await until("InvalidSpec", lambda: condition(emulator, "demo").get("reason") == "InvalidSpec")
-    await until("a second Warning", lambda: len(emulator.objects_of("v1/events", NS)) == 2)
+    await until("a second Warning", lambda: len(warnings(emulator)) == 2)
     assert pods(emulator) == before
     ours = {(c.verb, c.resource, c.subresource) for c in writes(emulator, mark)}
     assert ours == {

@@ -96,7 +96,10 @@ async def test_first_sync_creates_children_and_writes_status_once() -> None:
         "create Pod/demo-prefill-0",
         "create Pod/demo-decode-0",
     ]
-    assert api.writes[-1] == ("patch", "DisaggregatedDeployment", "demo", "status")
+    assert api.writes[-2:] == [
+        ("event", "Normal", "Reconciled"),
+        ("patch", "DisaggregatedDeployment", "demo", "status"),
+    ]
     assert api.body["status"]["prefill"] == {
         "desired": 1,
         "ready": 0,
