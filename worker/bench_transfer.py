@@ -119,7 +119,9 @@ def _verify(caches: list[torch.Tensor], expected: list[torch.Tensor], nblocks: i
 def _run_layout(args: argparse.Namespace, block_major: bool, progress: _Progress) -> dict[str, Any]:
     max_blocks = max(args.tokens) // LLAMA3_8B["block_size"]
     layout = KVLayout(**LLAMA3_8B, num_blocks=max_blocks, block_major=block_major)
-    env = {"nixl_threads": args.nixl_threads, "side_channel_port": 0}
+    env: dict[str, Any] = {"nixl_threads": args.nixl_threads, "side_channel_port": 0}
+    if args.ucx_tls:
+        env["ucx_tls"] = args.ucx_tls
     prefill = spawn_prefill(WorkerConfig(role="prefill", engine_id="bench-p", **env), layout)
     cases: list[dict[str, Any]] = []
     try:
@@ -271,6 +273,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--post", default="prepped", help="prepped,dynamic (comma list)")
     p.add_argument("--modes", default="merged,per_block", help="merged,per_block")
     p.add_argument("--nixl-threads", type=int, default=0, help="NIXL/UCX backend threads")
+    p.add_argument("--ucx-tls", help="UCX_TLS for both workers (default: UCX picks)")
     args = p.parse_args(argv)
     args.tokens = [int(t) for t in args.tokens.split(",") if t]
     args.post = [m for m in args.post.split(",") if m]
@@ -295,6 +298,7 @@ def main(argv: list[str]) -> int:
         result.setdefault("handshake_ms", part["handshake_ms"])
         result.setdefault("first_read_ms", part["first_read_ms"])
     result["nixl_threads"] = args.nixl_threads
+    result["ucx_tls"] = args.ucx_tls or "default"
     print(json.dumps(result, indent=2) if args.json else _table(result))
     if args.plot:
         _plot(result, args.plot)
