@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -10,6 +10,7 @@ import pytest
 kmock = pytest.importorskip("kmock", reason="integration tests need the dev extra (kmock)")
 
 from tests.integration.emulator import (  # noqa: E402
+    ApiCall,
     Emulator,
     api_calls,
     serve_project_crds,
@@ -34,6 +35,10 @@ def kubeconfig_path(emulator: Emulator, tmp_path: Path, monkeypatch: pytest.Monk
 
 
 @pytest.fixture()
-def emulator_calls(emulator: Emulator):  # type: ignore[no-untyped-def]
+def emulator_calls(emulator: Emulator) -> Callable[..., list[ApiCall]]:
     """A callable returning the API calls recorded so far, as RBAC (verb, group, resource...)."""
-    return lambda writes_only=False: api_calls(emulator, writes_only=writes_only)
+
+    def calls(writes_only: bool = False) -> list[ApiCall]:
+        return api_calls(emulator, writes_only=writes_only)
+
+    return calls
