@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,20 @@ def test_signals_stop_every_process_and_free_every_port(sig: int, code: int) -> 
     assert proc.returncode == code
     assert "stopped 3 processes" in rest
     _assert_nothing_left(seen + rest, 3)
+
+
+def test_killing_up_itself_still_takes_its_workers_down() -> None:
+    """SIGKILL gives `disagg up` no chance to clean up: the workers' parent-death signal
+    does it."""
+    proc, seen = _start_serving()
+    proc.kill()
+    proc.communicate(timeout=30)
+    pids, _ = _pids_and_ports(seen)
+    deadline = time.monotonic() + 30
+    while any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids):
+        assert time.monotonic() < deadline, f"orphans: {pids}"
+        time.sleep(0.2)
+    _assert_nothing_left(seen, 3)
 
 
 def test_a_failing_worker_stops_the_others(tmp_path: Path) -> None:
