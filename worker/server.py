@@ -34,6 +34,7 @@ from disagg_worker.serving import (
     ApiError,
     CompletionRequest,
     WorkerMetrics,
+    check_model,
     completion_body,
     parse_completion,
     remote_params,
@@ -139,6 +140,7 @@ class Worker:
         self, req: CompletionRequest, request_id: str, params: dict[str, Any]
     ) -> dict[str, Any]:
         self._require_role("decode", "do_remote_prefill")
+        check_model(self.config, params)
         peer, remote_ids, remote_req = _peer(params)
         want = self.layout.blocks_for_tokens(len(req.prompt))
         if len(remote_ids) != want:

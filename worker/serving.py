@@ -110,7 +110,25 @@ def remote_params(
         "remote_port": port,
         "remote_request_id": request_id,
         "tp_size": config.tp_size,
+        "remote_model": model_fingerprint(config),
     }
+
+
+def model_fingerprint(config: WorkerConfig) -> str:
+    """Which weights made the KV (extension field): KV from other weights is garbage even
+    when the layouts match, so decode refuses it."""
+    return f"{config.model}/seed={config.seed}"
+
+
+def check_model(config: WorkerConfig, params: dict[str, Any]) -> None:
+    theirs = params.get("remote_model")
+    if theirs is not None and theirs != model_fingerprint(config):
+        raise ApiError(
+            400,
+            f"kv_transfer_params.remote_model: the prefill ran {theirs}, this decode runs "
+            f"{model_fingerprint(config)}; give both roles the same DISAGG_MODEL and DISAGG_SEED",
+            "kv_transfer_params.remote_model",
+        )
 
 
 def completion_body(

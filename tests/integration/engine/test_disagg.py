@@ -145,6 +145,7 @@ def test_undelivered_blocks_are_freed_when_the_lease_expires(start_worker: Start
     params = out["kv_transfer_params"]
     assert params["do_remote_prefill"] is True and params["do_remote_decode"] is False
     assert len(params["remote_block_ids"]) == 3 and params["remote_engine_id"] == pre.name
+    assert params["remote_model"] == "tiny/seed=0"
     assert (params["remote_host"], params["remote_port"]) == (
         "127.0.0.1",
         pre.ready["side_channel_port"],
@@ -176,6 +177,10 @@ def test_decode_refuses_params_that_do_not_fit_the_prompt(start_worker: StartWor
     del params["remote_host"]
     status, out = post(dec.url + "/v1/completions", body)
     assert (status, out["error"]["param"]) == (400, "kv_transfer_params.remote_host")
+    params["remote_model"] = "tiny/seed=7"
+    status, out = post(dec.url + "/v1/completions", body)
+    assert (status, out["error"]["param"]) == (400, "kv_transfer_params.remote_model")
+    assert "the prefill ran tiny/seed=7, this decode runs tiny/seed=0" in out["error"]["message"]
     assert get(dec.url + "/debug/blocks")["used"] == 0
 
 
