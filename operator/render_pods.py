@@ -34,6 +34,15 @@ SPEC_HASH = "disagg.dev/spec-hash"
 ENGINE = "engine"
 SIDECAR = "routing-proxy"
 HANDSHAKE_VOLUME = "handshake"
+# The worker images' user (Dockerfile: USER 65532:65532).
+WORKER_UID = 65532
+
+# Every container: no privilege escalation, no capabilities. The derived UCX_TLS uses no
+# transport that needs CAP_SYS_PTRACE (cma) or a shared IPC namespace, so none is added.
+CONTAINER_SECURITY: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
 
 
 def sidecar_enabled(spec: DeploymentSpec, role: str) -> bool:
@@ -67,6 +76,7 @@ def pod(
         "enableServiceLinks": False,
         "containers": containers,
         "volumes": _volumes(spec, name),
+        "securityContext": pod_security(spec),
     }
     placement = {
         "nodeSelector": r.node_selector,
@@ -80,6 +90,14 @@ def pod(
     metadata = {**meta, "name": pod_name}
     metadata["annotations"] = {SPEC_HASH: spec_hash(labels, pod_spec)}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def pod_security(spec: DeploymentSpec) -> dict[str, Any]:
+    """Pod Security "restricted" for the reference engine; vLLM images may need root."""
+    security: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if spec.engine.type == "reference":
+        security.update(runAsNonRoot=True, runAsUser=WORKER_UID, runAsGroup=WORKER_UID)
+    return security
 
 
 def _volumes(spec: DeploymentSpec, name: str) -> list[dict[str, Any]]:
@@ -116,6 +134,7 @@ def engine_container(spec: DeploymentSpec, role: str) -> dict[str, Any]:
             "failureThreshold": 3,
         },
         "volumeMounts": mounts,
+        "securityContext": dict(CONTAINER_SECURITY),
     }
     if r.args:
         container["args"] = list(r.args)
@@ -145,6 +164,7 @@ def sidecar_container(spec: DeploymentSpec) -> dict[str, Any]:
         "image": sidecar.image,
         "args": args,
         "ports": [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"}],
+        "securityContext": dict(CONTAINER_SECURITY),
     }
 
 

@@ -370,3 +370,23 @@ def test_derivation_doc_is_generated_from_the_code() -> None:
         "docs/derivation.md is stale; paste the output of "
         "`python -m disagg_operator.render_derive` into its table"
     )
+
+
+def test_reference_pods_meet_pod_security_restricted() -> None:
+    objects = render(body(), hmac_key=KEY)
+    for pod in by_kind(objects, "Pod"):
+        spec = pod["spec"]
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for container in spec["containers"]:
+            security = container["securityContext"]
+            assert security["allowPrivilegeEscalation"] is False
+            assert security["capabilities"] == {"drop": ["ALL"]}
+            assert "add" not in security["capabilities"]
+
+
+def test_vllm_pods_drop_privileges_but_may_run_as_root() -> None:
+    objects = render(vllm_gpu_cpu(), hmac_key=KEY)
+    for pod in by_kind(objects, "Pod"):
+        assert "runAsNonRoot" not in pod["spec"]["securityContext"]
+        assert _engine(pod)["securityContext"]["allowPrivilegeEscalation"] is False
