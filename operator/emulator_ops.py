@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import copy
 import datetime
+import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 
@@ -104,39 +105,38 @@ def json_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
 _SET_RE = re.compile(r"^\s*(!?)([\w./-]+)\s*(?:(in|notin)\s*\(([^)]*)\))?\s*$")
 
 
-def _split_selector(selector: str) -> list[str]:
-    terms, depth, current = [], 0, ""
-    for ch in selector:
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if ch == "," and depth == 0:
-            terms.append(current)
-            current = ""
-        else:
-            current += ch
-    return [*terms, current] if current.strip() else terms
+_TERM_SPLIT = re.compile(r",(?![^(]*\))")  # commas outside "in (a,b)" lists
 
 
-def _term_matches(term: str, labels: Mapping[str, str]) -> bool:
+def _term(term: str) -> Callable[[Mapping[str, str]], bool]:
     for op in ("!=", "==", "="):
         if op in term:
             key, value = (s.strip() for s in term.split(op, 1))
-            return (labels.get(key) != value) if op == "!=" else (labels.get(key) == value)
+            if op == "!=":
+                return lambda labels: labels.get(key) != value
+            return lambda labels: labels.get(key) == value
     match = _SET_RE.match(term)
     if match is None:
         raise ValueError(f"unsupported label selector term {term!r}")
     negate, key, setop, values = match.groups()
     if setop is None:
-        return (key not in labels) if negate else (key in labels)
-    allowed = {v.strip() for v in values.split(",")}
-    inside = labels.get(key) in allowed
-    return inside if setop == "in" else (key not in labels or not inside)
+        return (lambda labels: key not in labels) if negate else (lambda labels: key in labels)
+    allowed = frozenset(v.strip() for v in values.split(","))
+    if setop == "in":
+        return lambda labels: labels.get(key) in allowed
+    return lambda labels: labels.get(key) not in allowed
+
+
+@functools.lru_cache(maxsize=256)
+def compile_selector(selector: str) -> Callable[[Mapping[str, str]], bool]:
+    """A label selector (``a=b,c!=d,e,!f,g in (x,y),h notin (z)``) as a predicate."""
+    terms = [_term(t.strip()) for t in _TERM_SPLIT.split(selector) if t.strip()]
+    return lambda labels: all(term(labels) for term in terms)
 
 
 def selector_matches(selector: str | None, labels: Mapping[str, str] | None) -> bool:
-    """Kubernetes label-selector syntax: ``a=b,c!=d,e,!f,g in (x,y),h notin (z)``."""
-    if not selector:
-        return True
-    return all(_term_matches(t.strip(), labels or {}) for t in _split_selector(selector))
+    """Whether ``labels`` match a Kubernetes label selector (empty matches everything)."""
+    return not selector or compile_selector(selector)(labels or {})
 
 
 def field_selector_matches(selector: str | None, obj: Mapping[str, Any]) -> bool:
