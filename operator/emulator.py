@@ -12,7 +12,8 @@ one that behaves like an API server where a controller can tell the difference:
 - merge, strategic (as merge), JSON (failed ``test`` → 422) and server-side apply patches
   (apply creates missing objects); PUT; generateName; status subresource kept separate;
   no-op writes change nothing and emit no event; label and name field selectors; dryRun;
-- the core group is reported as ``v1``; empty ``/openapi/v2|v3``; a posted CRD is served;
+- the core group is reported as ``v1``; empty ``/openapi/v2|v3``; a posted CRD is served,
+  and ``kubectl get`` receives a Table with the CRD's printer columns;
 - every resource request is recorded as an :class:`ops.ApiCall` in RBAC terms (see
   :func:`api_calls`), for comparing against RBAC rules and counting writes.
 
