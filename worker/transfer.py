@@ -188,6 +188,10 @@ class KVTransferAgent:
     def publish(self, request_id: str, block_ids: list[int]) -> None:
         """Stage (if needed) and hold ``block_ids`` until notified or the lease expires."""
         self._nixl()
+        if self._notif_thread is None:
+            raise RuntimeError(
+                f"publish needs DISAGG_ROLE prefill or both (this worker is {self.config.role})"
+            )
         for b in block_ids:
             if not 0 <= b < self.layout.num_blocks:
                 raise ValueError(f"block id {b} out of range [0, {self.layout.num_blocks})")
