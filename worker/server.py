@@ -19,6 +19,7 @@ Engine work runs on one thread (the engine is not re-entrant); transfers on anot
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -279,22 +280,30 @@ def _stats_fields(stats: Any) -> dict[str, float]:
     return out
 
 
+async def _completions(worker: Worker, request: web.Request) -> web.Response:
+    """POST /v1/completions: parse, run, answer JSON (errors too)."""
+    # the caller's id (the proxy sends one per request) made unique: it keys held blocks
+    given = request.headers.get("X-Request-Id")
+    request_id = f"{given}-{uuid.uuid4().hex[:8]}" if given else f"cmpl-{uuid.uuid4().hex}"
+    try:
+        req = parse_completion(await _json(request), worker.config.model)
+        body = await worker.complete(req, request_id)
+    except ApiError as e:
+        worker.metrics.request(req_kind(request), "error")
+        return e.response()
+    except ValueError as e:  # engine.check_request names the field
+        worker.metrics.request(req_kind(request), "error")
+        return ApiError(400, str(e), str(e).split(":")[0]).response()
+    except Exception as e:  # a bug: answer JSON, keep serving, leave a trace in the log
+        log.exception("request %s failed", request_id)
+        worker.metrics.request(req_kind(request), "error")
+        return ApiError(500, f"internal error: {type(e).__name__}: {e}").response()
+    worker.metrics.request(req_kind(request), "ok")
+    return web.json_response(body)
+
+
 def build_app(worker: Worker) -> web.Application:
     """Routes: POST /v1/completions, GET /health, /metrics, /debug/blocks, /v1/models."""
-
-    async def completions(request: web.Request) -> web.Response:
-        request_id = request.headers.get("X-Request-Id") or f"cmpl-{uuid.uuid4().hex}"
-        try:
-            req = parse_completion(await _json(request), worker.config.model)
-            body = await worker.complete(req, request_id)
-        except ApiError as e:
-            worker.metrics.request(req_kind(request), "error")
-            return e.response()
-        except ValueError as e:  # engine.check_request names the field
-            worker.metrics.request(req_kind(request), "error")
-            return ApiError(400, str(e), str(e).split(":")[0]).response()
-        worker.metrics.request(req_kind(request), "ok")
-        return web.json_response(body)
 
     async def health(_: web.Request) -> web.Response:
         return web.json_response(
@@ -312,7 +321,7 @@ def build_app(worker: Worker) -> web.Application:
         return web.json_response({"object": "list", "data": data})
 
     app = web.Application(client_max_size=16 * 1024 * 1024)
-    app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/completions", functools.partial(_completions, worker))
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/debug/blocks", blocks)
