@@ -61,11 +61,19 @@ class HandshakeServer:
         self._sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
         if ":" in host:
             self._sock.setsockopt(zmq.IPV6, 1)
-        if port == 0:
-            self.port = self._sock.bind_to_random_port(_url(host, 0).rsplit(":", 1)[0])
-        else:
-            self._sock.bind(_url(host, port))
-            self.port = port
+        try:
+            if port == 0:
+                self.port = self._sock.bind_to_random_port(_url(host, 0).rsplit(":", 1)[0])
+            else:
+                self._sock.bind(_url(host, port))
+                self.port = port
+        except zmq.ZMQError as e:
+            self._sock.close(linger=0)
+            self._ctx.term()
+            raise OSError(
+                f"DISAGG_SIDE_CHANNEL_PORT: cannot listen on {host}:{port} ({e}); pick a free "
+                "port (0 = any) or fix DISAGG_SIDE_CHANNEL_HOST"
+            ) from None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="kv-handshake", daemon=True)
         self.served = 0

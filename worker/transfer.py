@@ -106,6 +106,14 @@ class KVTransferAgent:
     # --- lifecycle ------------------------------------------------------------------
 
     def start(self) -> None:
+        """Bring everything up; on any failure, tear down what was started and re-raise."""
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self) -> None:
         cfg = self.config
         if cfg.needs_staging:
             self._buffer = alloc_staging(self._caches)

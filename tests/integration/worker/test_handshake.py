@@ -108,3 +108,8 @@ def test_secret_file_errors_name_the_variable(tmp_path) -> None:
         handshake.load_secret(str(tmp_path / "e"))
     with pytest.raises(ValueError, match="DISAGG_HMAC_SECRET_PATH: cannot read"):
         handshake.load_secret(str(tmp_path / "missing"))
+
+
+def test_port_in_use_names_the_setting(server) -> None:
+    with pytest.raises(OSError, match=r"DISAGG_SIDE_CHANNEL_PORT: cannot listen on 127\.0\.0\.1"):
+        handshake.HandshakeServer("127.0.0.1", server.port, lambda f: f)
