@@ -203,3 +203,21 @@ async def test_restart_makes_no_duplicates_and_no_writes(emulator: Emulator) -> 
     assert writes(emulator, mark) == []
     assert snapshot(emulator) == objects_before
     assert sorted(pods(emulator)) == ["demo-decode-0", "demo-prefill-0"]
+
+
+async def test_namespaced_operator_leaves_other_namespaces_alone(emulator: Emulator) -> None:
+    from disagg_operator.run import running
+
+    for ns in (NS, "team-b"):  # kopf finds the namespaces it serves by listing them
+        emulator.put_object(
+            "v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        )
+    other = quickstart("elsewhere")
+    other["metadata"]["namespace"] = "team-b"
+    await api(emulator, "POST", DD_PATH.replace(NS, "team-b"), other)
+    async with running(str(emulator.url).rstrip("/"), namespaces=[NS]):
+        await api(emulator, "POST", DD_PATH, quickstart())
+        await converge(emulator)
+        await quiet(emulator)
+    assert emulator.objects_of("v1/pods", "team-b") == []
+    assert not any(c.namespace == "team-b" for c in emulator.calls if c.verb != "create")
