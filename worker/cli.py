@@ -63,7 +63,7 @@ def serve_main(argv: list[str]) -> int:
     _limit_threads()
     try:
         asyncio.run(_serve(config))
-    except (ValueError, RuntimeError) as e:
+    except (ValueError, RuntimeError, OSError) as e:  # bad preset, NIXL set-up, port in use
         print(f"disagg worker serve: {e}", file=sys.stderr)
         return 1
     return 0
