@@ -26,43 +26,13 @@ import torch.nn.functional as F
 
 from disagg_worker.kvcache import PagedKVCache
 from disagg_worker.layout import KVLayout
+from disagg_worker.presets import PRESETS, ModelSpec, get_preset
+
+__all__ = ["BOS", "EOS", "PRESETS", "VOCAB_SIZE", "ModelSpec", "ReferenceEngine", "get_preset"]
 
 BOS = 256
 EOS = 257
 VOCAB_SIZE = 258
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """Shape of a reference model preset."""
-
-    name: str
-    num_layers: int
-    d_model: int
-    num_heads: int
-    num_kv_heads: int
-    ffn_dim: int
-    max_positions: int
-    rope_theta: float = 10000.0
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.num_heads
-
-
-PRESETS: dict[str, ModelSpec] = {
-    "tiny": ModelSpec("tiny", 4, 256, 8, 2, 768, 4096),
-    "small": ModelSpec("small", 8, 512, 8, 2, 1536, 4096),
-}
-
-
-def get_preset(name: str) -> ModelSpec:
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise ValueError(
-            f"DISAGG_MODEL: unknown reference model {name!r}; presets: {', '.join(PRESETS)}"
-        ) from None
 
 
 def kv_layout(spec: ModelSpec, block_size: int, num_blocks: int) -> KVLayout:
