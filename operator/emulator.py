@@ -134,6 +134,10 @@ class Emulator(kmock.KubernetesEmulator):
         }
         self._commit("v1/pods", pod, ops.merge_patch(pod, {"status": status}))
 
+    def lose_object(self, key: str, namespace: str, name: str) -> None:
+        """Remove an object with no watch event: what a client sees after a missed event."""
+        self._drop(key, self.store[(key, namespace, name)])
+
     def put_object(self, key: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Create or overwrite an object directly, without a recorded API call."""
         meta = obj.setdefault("metadata", {})

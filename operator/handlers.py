@@ -8,11 +8,13 @@ so no finalizer: owner references let the garbage collector remove the children.
 Handlers are registered on :data:`registry` (not kopf's global one) so tests and
 ``disagg operator`` pass it explicitly. Settings (kopf bookkeeping in annotations, events
 only for warnings, standalone) are applied at startup; ``memo.host`` (optional) points the
-API client at an explicit server, e.g. the emulator.
+API client at an explicit server, e.g. the emulator; ``memo.resync_seconds`` (optional)
+starts the periodic resync of :meth:`Reconciler.resync_forever`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -53,6 +55,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     configure(settings)
     memo.api = await k8s.Api.connect(memo.get("host"))
     memo.reconciler = Reconciler(memo.api)
+    if memo.get("resync_seconds"):
+        resync = memo.reconciler.resync_forever(memo.get("namespaces", ()), memo.resync_seconds)
+        memo.resync_task = asyncio.create_task(resync)
 
 
 @kopf.on.login(registry=registry)
@@ -64,6 +69,8 @@ def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
 
 @kopf.on.cleanup(registry=registry)
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    if memo.get("resync_task"):
+        memo.resync_task.cancel()
     await memo.api.close()
 
 

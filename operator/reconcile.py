@@ -24,10 +24,11 @@ import asyncio
 import base64
 import binascii
 import datetime
+import fnmatch
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -227,6 +228,10 @@ class Coalescer:
             table.pop(key, None)
 
 
+def _is_glob(pattern: str) -> bool:
+    return any(ch in pattern for ch in "*?[")
+
+
 class Reconciler:
     """Syncs deployments by (namespace, name), coalesced, timed and counted."""
 
@@ -240,6 +245,35 @@ class Reconciler:
 
     def forget(self, namespace: str, name: str) -> None:
         self._coalescer.forget((namespace, name))
+
+    async def resync_forever(self, namespaces: Sequence[str], interval: float) -> None:
+        """Every ``interval`` s, sync every deployment: the safety net for a missed event.
+
+        Costs reads only when nothing changed. (kopf timers would do this per CR, but they
+        need a finalizer; this loop does not.) ``namespaces``: exact names, or () for all;
+        glob patterns are listed cluster-wide and matched here.
+        """
+        while True:
+            await asyncio.sleep(interval)
+            scopes = [""] if not namespaces or any(_is_glob(n) for n in namespaces) else namespaces
+            for scope in scopes:
+                try:
+                    bodies = await self.api.list(API_VERSION, PLURAL, scope)
+                except Exception as e:  # keep the loop alive; the next period retries
+                    log.warning("resync could not list deployments: %s", e)
+                    continue
+                for body in bodies:
+                    meta = body["metadata"]
+                    if namespaces and not any(
+                        fnmatch.fnmatchcase(meta["namespace"], n) for n in namespaces
+                    ):
+                        continue
+                    try:
+                        await self.request(meta["namespace"], meta["name"])
+                    except Exception as e:  # one broken deployment must not stop the others
+                        log.warning(
+                            "resync of %s/%s failed: %s", meta["namespace"], meta["name"], e
+                        )
 
     async def _sync_key(self, key: Hashable) -> None:
         namespace, name = cast("tuple[str, str]", key)

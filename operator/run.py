@@ -5,7 +5,8 @@ own ports, quiet JSON logs by default. :func:`running` starts the same operator 
 caller's event loop (integration tests and ``disagg bench operator`` use it).
 
     disagg operator [--namespace NS | --all-namespaces] [--health-port 8080]
-                    [--metrics-port 9090] [--bind-address 0.0.0.0] [--log-level warning]
+                    [--metrics-port 9090] [--bind-address 0.0.0.0] [--resync-seconds 600]
+                    [--log-level warning]
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--health-port", type=int, default=8080, help="liveness: GET /healthz")
     p.add_argument("--metrics-port", type=int, default=9090, help="Prometheus: GET /metrics")
     p.add_argument(
+        "--resync-seconds",
+        type=float,
+        default=600.0,
+        help="sync every deployment this often, in case an event was missed (0: only on events)",
+    )
+    p.add_argument(
         "--bind-address", default="0.0.0.0", help="address of the health and metrics endpoints"
     )
     p.add_argument(
@@ -68,13 +75,14 @@ async def running(
     *,
     namespaces: Sequence[str] = (),
     liveness_endpoint: str | None = None,
+    resync_seconds: float = 0.0,
     ready_timeout: float = 30.0,
 ) -> AsyncIterator[asyncio.Task[None]]:
     """Run the operator in this event loop until the block exits.
 
     Yields the operator's task, which ends early on SIGINT/SIGTERM (kopf handles them)."""
     stop, ready = asyncio.Event(), asyncio.Event()
-    memo = kopf.Memo(host=host)
+    memo = kopf.Memo(host=host, namespaces=tuple(namespaces), resync_seconds=resync_seconds)
     tasks = await kopf.spawn_tasks(
         registry=handlers.registry,
         clusterwide=not namespaces,
@@ -108,7 +116,9 @@ def main(argv: list[str]) -> int:
 
     async def forever() -> None:
         liveness = f"http://{args.bind_address}:{args.health_port}/healthz"
-        async with running(namespaces=namespaces, liveness_endpoint=liveness) as operator:
+        async with running(
+            namespaces=namespaces, liveness_endpoint=liveness, resync_seconds=args.resync_seconds
+        ) as operator:
             await operator  # until SIGTERM/SIGINT
 
     with contextlib.suppress(KeyboardInterrupt):

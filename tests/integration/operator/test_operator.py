@@ -221,3 +221,13 @@ async def test_namespaced_operator_leaves_other_namespaces_alone(emulator: Emula
         await quiet(emulator)
     assert emulator.objects_of("v1/pods", "team-b") == []
     assert not any(c.namespace == "team-b" for c in emulator.calls if c.verb != "create")
+
+
+async def test_periodic_resync_heals_what_no_event_reported(emulator: Emulator) -> None:
+    from disagg_operator.run import running
+
+    async with running(str(emulator.url).rstrip("/"), resync_seconds=0.3):
+        await api(emulator, "POST", DD_PATH, quickstart())
+        await converge(emulator)
+        emulator.lose_object("v1/services", NS, "demo-decode")  # gone, and no watch event
+        await until("the Service back", lambda: emulator.find("v1/services", NS, "demo-decode"))
