@@ -97,13 +97,17 @@ class Proxy:
         if self._session is not None:
             await self._session.close()
 
-    async def complete(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def complete(
+        self, path: str, body: dict[str, Any], auth: str | None = None
+    ) -> dict[str, Any]:
+        """Both hops for one request; ``auth``: the client's Authorization, passed on."""
         deadline = time.monotonic() + self.timeout_s
-        request_id = f"cmpl-{uuid.uuid4().hex}"
-        first = {**body, "max_tokens": 1, "stream": False, "kv_transfer_params": PREFILL_PARAMS}
-        first.pop("max_completion_tokens", None)
+        headers = {"X-Request-Id": f"cmpl-{uuid.uuid4().hex}"}  # the same id on both hops
+        if auth:
+            headers["Authorization"] = auth
+        first = prefill_body(body)
         t0 = time.perf_counter()
-        p, pre = await self._hop("prefill", self.prefill, path, first, request_id, deadline)
+        p, pre = await self._hop("prefill", self.prefill, path, first, headers, deadline)
         t1 = time.perf_counter()
         params = pre.get("kv_transfer_params")
         if not isinstance(params, dict):
@@ -115,7 +119,7 @@ class Proxy:
         if self.after_prefill is not None:
             await self.after_prefill(params)
         second = {**body, "kv_transfer_params": params}
-        d, out = await self._hop("decode", self.decode, path, second, request_id, deadline)
+        d, out = await self._hop("decode", self.decode, path, second, headers, deadline)
         t2 = time.perf_counter()
         ms = 1000.0
         figures = out.get("disagg")
@@ -138,25 +142,24 @@ class Proxy:
         pool: Pool,
         path: str,
         body: dict[str, Any],
-        request_id: str,
+        headers: dict[str, str],
         deadline: float,
     ) -> tuple[Backend, dict[str, Any]]:
         backend = pool.pick()
         backend.inflight += 1
         try:
-            return backend, await self._post(role, backend.url + path, body, request_id, deadline)
+            return backend, await self._post(role, backend.url + path, body, headers, deadline)
         finally:
             backend.inflight -= 1
 
     async def _post(
-        self, role: str, url: str, body: dict[str, Any], request_id: str, deadline: float
+        self, role: str, url: str, body: dict[str, Any], headers: dict[str, str], deadline: float
     ) -> dict[str, Any]:
         assert self._session is not None, "Proxy.start() first"
         left = deadline - time.monotonic()
         where = f"{role} {url}"
         if left <= 0:
             raise HopError(504, f"{where}: not tried, the {self.timeout_s:g}s deadline passed")
-        headers = {"X-Request-Id": request_id}
         try:
             async with self._session.post(
                 url, json=body, headers=headers, timeout=aiohttp.ClientTimeout(total=left)
@@ -174,6 +177,17 @@ class Proxy:
         if status >= 400 or not isinstance(data, dict):
             raise HopError(_relay_status(status), f"{where} answered {status}: {_message(data)}")
         return data
+
+
+def prefill_body(body: dict[str, Any]) -> dict[str, Any]:
+    """The client's request as a prefill gets it (vLLM's toy proxy does the same): one
+    token, no streaming, and no minimum lengths, which a one-token request cannot honour."""
+    first = {**body, "max_tokens": 1, "stream": False, "kv_transfer_params": PREFILL_PARAMS}
+    if "max_completion_tokens" in first:
+        first["max_completion_tokens"] = 1
+    for key in ("stream_options", "min_tokens", "min_completion_tokens"):
+        first.pop(key, None)
+    return first
 
 
 def _relay_status(status: int) -> int:
@@ -206,7 +220,8 @@ def build_app(proxy: Proxy) -> web.Application:
         if body.get("stream"):
             return _error(400, "stream: the proxy answers whole responses; send stream false")
         try:
-            return web.json_response(await proxy.complete(request.path, body))
+            auth = request.headers.get("Authorization")
+            return web.json_response(await proxy.complete(request.path, body, auth))
         except HopError as e:
             return _error(e.status, str(e))
 

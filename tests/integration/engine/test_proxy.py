@@ -31,7 +31,13 @@ VLLM_PARAMS = {
 def _stub(seen: list[dict[str, Any]], answer: Callable[[dict[str, Any]], Any]) -> web.Application:
     async def handler(request: web.Request) -> web.Response:
         body = await request.json()
-        seen.append({"body": body, "request_id": request.headers.get("X-Request-Id")})
+        seen.append(
+            {
+                "body": body,
+                "request_id": request.headers.get("X-Request-Id"),
+                "auth": request.headers.get("Authorization"),
+            }
+        )
         result = answer(body)
         if asyncio.iscoroutine(result):
             result = await result
@@ -88,12 +94,13 @@ async def stack() -> AsyncIterator[Callable[..., Any]]:
 
 async def test_proxy_sends_vllm_fields_to_both_hops(stack: Any) -> None:
     client, seen_p, seen_d = await stack(_prefill_ok, _decode_ok)
-    body = {"model": "m", "prompt": "hi", "max_tokens": 9, "temperature": 0}
-    async with client.post("/v1/completions", json=body) as resp:
+    body = {"model": "m", "prompt": "hi", "max_tokens": 9, "min_tokens": 2, "temperature": 0}
+    auth = {"Authorization": "Bearer k"}
+    async with client.post("/v1/completions", json=body, headers=auth) as resp:
         assert resp.status == 200
         out = await resp.json()
     pre, dec = seen_p[0]["body"], seen_d[0]["body"]
-    assert pre["max_tokens"] == 1 and pre["stream"] is False
+    assert pre["max_tokens"] == 1 and pre["stream"] is False and "min_tokens" not in pre
     assert pre["kv_transfer_params"] == {
         "do_remote_decode": True,
         "do_remote_prefill": False,
@@ -104,6 +111,7 @@ async def test_proxy_sends_vllm_fields_to_both_hops(stack: Any) -> None:
     }
     assert dec == {**body, "kv_transfer_params": VLLM_PARAMS}
     assert seen_p[0]["request_id"] == seen_d[0]["request_id"]
+    assert seen_p[0]["auth"] == seen_d[0]["auth"] == "Bearer k"
     assert out["choices"][0]["text"] == "abc"
     assert out["disagg"]["proxy"]["total_ms"] >= out["disagg"]["proxy"]["decode_hop_ms"]
 
