@@ -294,7 +294,10 @@ def _run(args: argparse.Namespace, tmp: Path, run: Run) -> int:
     _say(f"rendered {len(pods)} pods from {args.file}; starting them as local processes")
     dropped = sorted({d for p in pods for d in p.dropped})
     if dropped:
-        _say(f"  dropped cluster-only {', '.join(dropped)}: UCX picks local transports")
+        _say(
+            f"  dropped cluster-only {', '.join(dropped)}: "
+            "UCX picks local transports (shared memory, CMA)"
+        )
     _start_workers(pods, tmp, run)
     _start_proxy(args.port, tmp, run)
     _say(f"\nendpoint: {run.proxy_url}/v1/completions")
