@@ -98,10 +98,9 @@ class Api:
         if content_type:
             headers["Content-Type"] = content_type
         if self._cfg is not None:
-            # kubernetes>=36 keeps bearer tokens under "BearerToken"; both refresh if needed
-            token = self._cfg.get_api_key_with_prefix(
-                "BearerToken"
-            ) or self._cfg.get_api_key_with_prefix("authorization")
+            # "BearerToken" since kubernetes 36, "authorization" before; the call refreshes
+            # an expiring service-account or exec-plugin token first
+            token = self._cfg.get_api_key_with_prefix("BearerToken", alias="authorization")
             if token:
                 headers["Authorization"] = token
         return headers
