@@ -10,6 +10,7 @@ import asyncio
 import base64
 import json
 
+import yaml
 from prometheus_client import REGISTRY
 
 from disagg_worker.config import WorkerConfig
@@ -18,6 +19,7 @@ from tests.integration.operator.conftest import (
     DD,
     DD_PATH,
     NS,
+    ROOT,
     api,
     condition,
     pods,
@@ -231,3 +233,19 @@ async def test_periodic_resync_heals_what_no_event_reported(emulator: Emulator) 
         await converge(emulator)
         emulator.lose_object("v1/services", NS, "demo-decode")  # gone, and no watch event
         await until("the Service back", lambda: emulator.find("v1/services", NS, "demo-decode"))
+
+
+async def test_llmd_example_gets_a_pool_that_goes_when_disabled(
+    emulator: Emulator, operator: asyncio.Task[None]
+) -> None:
+    body = yaml.safe_load((ROOT / "examples" / "llm-d.yaml").read_text())
+    body["metadata"]["namespace"] = NS
+    await api(emulator, "POST", DD_PATH, body)
+    pool_key = "inference.networking.x-k8s.io/v1alpha2/inferencepools"
+    pool = await until("an InferencePool", lambda: emulator.find(pool_key, NS, "qwen"))
+    assert pool["spec"]["extensionRef"]["name"] == "qwen-epp"
+    await until("3 pods", lambda: len(pods(emulator, "qwen")) == 3)
+    disable = {"spec": {"llmd": {"inferencePool": {"enabled": False}}}}
+    await api(emulator, "PATCH", f"{DD_PATH}/qwen", disable)
+    await until("the pool gone", lambda: emulator.find(pool_key, NS, "qwen") is None)
+    assert len(pods(emulator, "qwen")) == 3
