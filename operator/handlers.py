@@ -22,17 +22,12 @@ import kopf
 
 from disagg_operator import k8s
 from disagg_operator.models import GROUP, KIND, PLURAL, VERSION
-from disagg_operator.reconcile import Reconciler
+from disagg_operator.reconcile import CHILD_KINDS, Reconciler
 from disagg_operator.render import LABEL_DEPLOYMENT
 
 registry = kopf.OperatorRegistry()
 PREFIX = "disagg.dev"
-CHILDREN = (
-    ("v1", "pods"),
-    ("v1", "services"),
-    ("v1", "secrets"),
-    ("networking.k8s.io/v1", "networkpolicies"),
-)
+CHILDREN = CHILD_KINDS  # watched for events; InferencePools only change with the CR
 log = logging.getLogger("disagg.operator")
 
 
