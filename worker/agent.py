@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 
-from disagg_worker.nixl_compat import make_agent, nixl_api
-from disagg_worker.plan import TransferPlan
+from disagg_worker.nixl_compat import backend_params, make_agent, nixl_api
+from disagg_worker.plan import IndexArray, TransferPlan
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,9 @@ class NixlAgent:
         self.name = name
         self.backends = list(backends)
         self.memory_type = memory_type
+        self.threads = num_threads
         try:
-            self._nixl = make_agent(name, self.backends, num_threads=num_threads)
+            self._nixl = make_agent(name, threads=num_threads)
         except Exception as e:
             raise AgentError(
                 f"DISAGG_BACKENDS: creating the NIXL agent with {self.backends} failed: "
@@ -78,11 +80,10 @@ class NixlAgent:
 
     def verify_backends(self) -> None:
         """Each requested backend instantiated and supports the buffer's memory type."""
-        loaded = dict(self._nixl.backends)
         plugins = list(self._nixl.get_plugin_list())
         for b in self.backends:
-            if b not in loaded:
-                self._try_create(b, plugins)
+            if b not in self._nixl.backends:
+                self._create(b, plugins)
             mems = [m.removesuffix("_SEG") for m in self._nixl.get_backend_mem_types(b)]
             if self.memory_type not in mems:
                 raise AgentError(
@@ -91,10 +92,9 @@ class NixlAgent:
                     "backend or change DISAGG_KV_BUFFER_DEVICE"
                 )
 
-    def _try_create(self, backend: str, plugins: list[str]) -> None:
-        # NIXL skipped it with only a warning; retry once to get the real error
+    def _create(self, backend: str, plugins: list[str]) -> None:
         try:
-            self._nixl.create_backend(backend, {})
+            self._nixl.create_backend(backend, backend_params(backend, self.threads))
         except Exception as e:
             raise AgentError(
                 f"DISAGG_BACKENDS: NIXL backend {backend!r} did not load "
@@ -168,16 +168,27 @@ class NixlAgent:
     # --- transfers ------------------------------------------------------------------
 
     def post_read(
-        self, peer: RemotePeer, plan: TransferPlan, notif: bytes, *, mode: PostMode, merge: bool
+        self,
+        peer: RemotePeer,
+        plan: TransferPlan,
+        notif: bytes,
+        *,
+        mode: PostMode,
+        merge: bool,
+        part: tuple[IndexArray, IndexArray] | None = None,
     ) -> tuple[Any, str]:
-        """Create and post a READ; returns (handle, first state "DONE"/"PROC"/"ERR")."""
+        """Create and post a READ; returns (handle, first state "DONE"/"PROC"/"ERR").
+
+        ``part``: (local, remote) index arrays, a slice of the plan's (prepped mode only).
+        """
         if mode == "prepped":
+            local_idx, remote_idx = part or (plan.local_indices(), plan.remote_indices())
             handle = self._nixl.make_prepped_xfer(
                 "READ",
                 self._local,
-                plan.local_indices(),
+                local_idx,
                 peer.dlist,
-                plan.remote_indices(),
+                remote_idx,
                 notif,
                 skip_desc_merge=not merge,
             )
@@ -192,6 +203,22 @@ class NixlAgent:
         with self._lock:
             self._handles.add(handle)
         return handle, self._nixl.transfer(handle)
+
+    def wait(self, handle: Any, state: str, deadline: float) -> str:
+        """Poll until DONE/ERR or ``deadline`` (perf_counter); "PROC" means it was missed.
+        Spins briefly, then backs off to 1 ms sleeps; an exception while polling is ERR."""
+        delay = 0.0
+        while state == "PROC":
+            if time.perf_counter() >= deadline:
+                return "PROC"
+            time.sleep(delay)
+            delay = min(0.001, delay * 2 or 0.00002)
+            try:
+                state = self.state(handle)
+            except Exception as e:
+                log.debug("check_xfer_state: %s", e)
+                return "ERR"
+        return state
 
     def state(self, handle: Any) -> str:
         return str(self._nixl.check_xfer_state(handle))

@@ -16,7 +16,17 @@ from collections.abc import Sequence
 
 import torch
 
+from disagg_worker.layout import KVLayout
 from disagg_worker.plan import block_runs
+
+TORCH_DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float8_e4m3fn": torch.float8_e4m3fn,
+    "uint8": torch.uint8,
+}
+
 
 # Above this many runs per region a gather/scatter beats a Python loop of slice copies.
 _MAX_SLICE_RUNS = 8
@@ -58,3 +68,17 @@ def copy_blocks(
             d.index_copy_(0, di, s.index_select(0, si).to(d.device, non_blocking=True))
     if any(t.is_cuda for t in (*src, *dst)):
         torch.cuda.synchronize()
+
+
+def check_caches(device: str, layout: KVLayout, caches: Sequence[torch.Tensor]) -> None:
+    """The tensors match the layout: count, shape, dtype, device (errors name them)."""
+    if len(caches) != layout.num_regions:
+        raise ValueError(f"caches: {len(caches)} tensors, layout has {layout.num_regions} regions")
+    shape, dtype = layout.region_shape(), TORCH_DTYPES[layout.dtype]
+    for i, t in enumerate(caches):
+        if tuple(t.shape) != shape or t.dtype != dtype:
+            raise ValueError(
+                f"caches[{i}]: {tuple(t.shape)} {t.dtype}, layout wants {shape} {dtype}"
+            )
+        if t.device.type != device:
+            raise ValueError(f"caches[{i}] is on {t.device.type}, DISAGG_DEVICE is {device}")

@@ -68,19 +68,33 @@ def apply_ucx_env(ucx_tls: str | None, ucx_env: dict[str, str]) -> None:
         os.environ["UCX_TLS"] = ucx_tls
 
 
-def make_agent(
-    name: str, backends: list[str], *, num_threads: int = 0, telemetry: bool = True
-) -> Any:
-    """A ``nixl_agent`` with our settings: no NIXL listen thread (metadata travels over our
-    own side channel), strict thread sync (the notification thread and concurrent reads
-    share the agent), per-transfer telemetry on."""
+def make_agent(name: str, *, threads: int = 0, telemetry: bool = True) -> Any:
+    """A ``nixl_agent`` with no backend yet (see :func:`backend_params`): no NIXL listen
+    thread (metadata travels over our own side channel), per-transfer telemetry on.
+
+    Thread sync: STRICT (one lock around every call) for a single-threaded data path, which
+    is safe with our notification thread; RW when ``threads`` > 1, so that reads posted
+    from several threads run in parallel while metadata changes stay exclusive.
+    """
     api = nixl_api()
+    sync = api.nixl_thread_sync_t
     config = api.nixl_agent_config(
         enable_prog_thread=True,
         enable_listen_thread=False,
         capture_telemetry=telemetry,
-        num_threads=num_threads,
-        backends=list(backends),
-        sync_mode=api.nixl_thread_sync_t.NIXL_THREAD_SYNC_STRICT,
+        backends=[],
+        sync_mode=sync.NIXL_THREAD_SYNC_RW if threads > 1 else sync.NIXL_THREAD_SYNC_STRICT,
     )
     return api.nixl_agent(name, config)
+
+
+def backend_params(backend: str, threads: int) -> dict[str, str]:
+    """Init parameters giving ``backend`` ``threads`` workers. (NIXL's own config passes
+    ``num_threads`` to UCX, which NIXL 1.5's UCX plugin does not list; its knob is
+    ``num_workers``.)"""
+    if threads <= 1:
+        return {}
+    key = {"UCX": "num_workers", "GDS_MT": "thread_count", "UCCL": "num_cpus"}.get(
+        backend, "num_threads"
+    )
+    return {key: str(threads)}

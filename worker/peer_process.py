@@ -42,7 +42,7 @@ def fill(caches: list[torch.Tensor], layout: KVLayout, seed: int = 0) -> None:
 
 
 def alloc(layout: KVLayout, device: str = "cpu") -> list[torch.Tensor]:
-    from disagg_worker.transfer import TORCH_DTYPES
+    from disagg_worker.copy import TORCH_DTYPES
 
     dtype = TORCH_DTYPES[layout.dtype]
     return [

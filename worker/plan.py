@@ -15,6 +15,7 @@ adjacent in memory on both sides and NIXL can coalesce them.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 Desc = tuple[int, int, int]  # (address, length, device id), NIXL's transfer descriptor
+IndexArray = npt.NDArray[np.int32]
 
 
 class PlanError(ValueError):
@@ -108,14 +110,14 @@ class TransferPlan:
             for r in self.runs
         ]
 
-    def local_indices(self) -> npt.NDArray[np.int32]:
+    def local_indices(self) -> IndexArray:
         """Indices into the prepared per-block local list (region · num_blocks + block)."""
         return self._indices(self.local_num_blocks, local=True)
 
-    def remote_indices(self) -> npt.NDArray[np.int32]:
+    def remote_indices(self) -> IndexArray:
         return self._indices(self.remote_num_blocks, local=False)
 
-    def _indices(self, num_blocks: int, *, local: bool) -> npt.NDArray[np.int32]:
+    def _indices(self, num_blocks: int, *, local: bool) -> IndexArray:
         starts = np.array([r.local if local else r.remote for r in self.runs], dtype=np.int64)
         counts = np.array([r.count for r in self.runs], dtype=np.int64)
         # block ids of all runs, in run order: start repeated count times + offset in run
@@ -123,6 +125,18 @@ class TransferPlan:
         blocks = np.repeat(starts, counts) + offsets
         regions = np.arange(self.num_regions, dtype=np.int64)[:, None] * num_blocks
         return (regions + blocks[None, :]).reshape(-1).astype(np.int32)
+
+
+def split_indices(
+    local: IndexArray, remote: IndexArray, parts: int
+) -> list[tuple[IndexArray, IndexArray]]:
+    """Cut the paired index arrays into at most ``parts`` nearly equal, non-empty slices
+    (to post one READ per worker thread; NIXL still coalesces inside each slice)."""
+    if len(local) != len(remote):
+        raise PlanError(f"{len(local)} local indices but {len(remote)} remote indices")
+    n = max(1, min(parts, len(local)))
+    bounds = [len(local) * i // n for i in range(n + 1)]
+    return [(local[a:b], remote[a:b]) for a, b in itertools.pairwise(bounds) if b > a]
 
 
 def plan_read(

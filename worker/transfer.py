@@ -23,7 +23,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,7 @@ import torch
 from disagg_worker import handshake, protocol
 from disagg_worker.agent import NixlAgent, PostMode
 from disagg_worker.config import WorkerConfig
-from disagg_worker.copy import alloc_staging, copy_blocks
+from disagg_worker.copy import alloc_staging, check_caches, copy_blocks
 from disagg_worker.layout import KVLayout
 from disagg_worker.leases import LeaseTable
 from disagg_worker.nixl_compat import apply_ucx_env
@@ -43,7 +44,7 @@ from disagg_worker.peers import (
     PeerRef,
     TransferError,
 )
-from disagg_worker.plan import PlanError, TransferPlan, plan_read
+from disagg_worker.plan import IndexArray, PlanError, TransferPlan, plan_read, split_indices
 from disagg_worker.telemetry import TransferTelemetry
 
 log = logging.getLogger(__name__)
@@ -51,13 +52,8 @@ log = logging.getLogger(__name__)
 ReleaseCallback = Callable[[str, list[int], str], None]
 NOTIF_PREFIX = b"r:"  # decode's READ notification: b"r:" + request id (utf-8)
 DEFAULT_POST_MODE: PostMode = "prepped"
-TORCH_DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "float8_e4m3fn": torch.float8_e4m3fn,
-    "uint8": torch.uint8,
-}
+# with DISAGG_NIXL_THREADS > 1, reads at least this large are split across that many threads
+PARALLEL_MIN_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -85,7 +81,7 @@ class KVTransferAgent:
         on_release: ReleaseCallback | None = None,
         post_mode: PostMode = DEFAULT_POST_MODE,
     ) -> None:
-        _check_caches(config, layout, caches)
+        check_caches(config.device, layout, caches)
         self.config, self.layout, self.post_mode = config, layout, post_mode
         self._caches = list(caches)
         self._buffer: list[torch.Tensor] = self._caches
@@ -101,6 +97,7 @@ class KVTransferAgent:
         self._leases = LeaseTable()
         self._stop = threading.Event()
         self._notif_thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self._closed = False
 
     # --- lifecycle ------------------------------------------------------------------
@@ -122,6 +119,8 @@ class KVTransferAgent:
             self.agent_name, cfg.backends, cfg.memory_type, num_threads=cfg.nixl_threads
         )
         self._agent.register(self._buffer, self.layout.block_len, self.layout.num_blocks)
+        if cfg.nixl_threads > 1:
+            self._pool = ThreadPoolExecutor(cfg.nixl_threads, thread_name_prefix="kv-read")
         self._peers = PeerDirectory(
             self._agent,
             self._codec,
@@ -149,6 +148,8 @@ class KVTransferAgent:
         self._stop.set()
         if self._notif_thread is not None:
             self._notif_thread.join(timeout=2)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)  # parts in flight end by their deadline
         if self._agent is not None:
             self._agent.close()
         if self._server is not None:
@@ -336,63 +337,72 @@ class KVTransferAgent:
         deadline: float,
         merge: bool,
     ) -> tuple[float, float, int]:
+        """Post the READ (split across worker threads when large), wait, release; then
+        notify prefill (on the READ itself when it is one part, else once all are done)."""
         agent = self._nixl()
+        notif = NOTIF_PREFIX + rid.encode()
+        parts: list[tuple[IndexArray, IndexArray] | None] = [None]
+        big = plan.bytes >= PARALLEL_MIN_BYTES
+        if self._pool is not None and self.post_mode == "prepped" and big:
+            local, remote = plan.local_indices(), plan.remote_indices()
+            parts = list(split_indices(local, remote, agent.threads))
         t0 = time.perf_counter()
-        try:
-            handle, state = agent.post_read(
-                entry.remote, plan, NOTIF_PREFIX + rid.encode(), mode=self.post_mode, merge=merge
-            )
-        except Exception as e:  # e.g. NIXL_ERR_REMOTE_DISCONNECT: the peer died or restarted
-            self._directory().forget(peer, entry, remove=True)
-            raise TransferError(
-                f"posting READ of request {rid} from {peer} failed: {type(e).__name__}: {e}; "
-                "peer forgotten",
-                "nixl_error",
-            ) from None
-        t1 = time.perf_counter()
-        state = _wait(agent, handle, state, deadline)
+        if len(parts) == 1:
+            results = [self._run_part(entry, plan, parts[0], notif, deadline, merge)]
+        else:
+            pool = self._pool
+            assert pool is not None
+            futures = [
+                pool.submit(self._run_part, entry, plan, part, b"", deadline, merge)
+                for part in parts
+            ]
+            results = [f.result() for f in futures]
         t2 = time.perf_counter()
-        if state == "DONE":
-            ndesc = agent.descriptor_count(handle, plan.descriptors)
-            agent.release(handle)
-            return (t1 - t0) * 1000, (t2 - t1) * 1000, ndesc
-        released = agent.release(handle)
+        post_s = max(r[2] for r in results)
+        states = {r[1] for r in results}
+        if states == {"DONE"}:
+            ndesc = sum(agent.descriptor_count(r[0], plan.descriptors) for r in results)
+            for r in results:
+                agent.release(r[0])
+            if len(parts) > 1:
+                agent.send_notif(entry.remote.name, notif)
+            return post_s * 1000, (t2 - t0 - post_s) * 1000, ndesc
+        released = all([agent.release(r[0]) for r in results if r[0] is not None])
         self._directory().forget(peer, entry, remove=released)
-        if state == "PROC":
+        if "POST" in states:
+            cause = next(r[3] for r in results if r[1] == "POST")
+            raise TransferError(
+                f"posting READ of request {rid} from {peer} failed: {cause}; peer forgotten",
+                "nixl_error",
+            )
+        if "PROC" in states:
             raise TransferError(
                 f"READ of request {rid} from {peer} missed its deadline "
                 f"({(t2 - t0) * 1000:.0f} ms); peer forgotten",
                 "deadline",
             )
         raise TransferError(
-            f"READ of request {rid} from {peer} failed: NIXL state {state}", "nixl_error"
+            f"READ of request {rid} from {peer} failed: NIXL state ERR; peer forgotten",
+            "nixl_error",
         )
 
-
-def _wait(agent: NixlAgent, handle: Any, state: str, deadline: float) -> str:
-    """Poll until DONE/ERR or the deadline; spins briefly, then backs off to 1 ms sleeps."""
-    delay = 0.0
-    while state == "PROC":
-        if time.perf_counter() >= deadline:
-            return "PROC"
-        time.sleep(delay)
-        delay = min(0.001, delay * 2 or 0.00002)
+    def _run_part(
+        self,
+        entry: PeerEntry,
+        plan: TransferPlan,
+        part: tuple[IndexArray, IndexArray] | None,
+        notif: bytes,
+        deadline: float,
+        merge: bool,
+    ) -> tuple[Any, str, float, str]:
+        """(handle or None, final state or "POST" if posting raised, post seconds, error)."""
+        agent = self._nixl()
+        t0 = time.perf_counter()
         try:
-            state = agent.state(handle)
-        except Exception as e:
-            log.debug("check_xfer_state: %s", e)
-            return "ERR"
-    return state
-
-
-def _check_caches(config: WorkerConfig, layout: KVLayout, caches: Sequence[torch.Tensor]) -> None:
-    if len(caches) != layout.num_regions:
-        raise ValueError(f"caches: {len(caches)} tensors, layout has {layout.num_regions} regions")
-    shape, dtype = layout.region_shape(), TORCH_DTYPES[layout.dtype]
-    for i, t in enumerate(caches):
-        if tuple(t.shape) != shape or t.dtype != dtype:
-            raise ValueError(
-                f"caches[{i}]: {tuple(t.shape)} {t.dtype}, layout wants {shape} {dtype}"
+            handle, state = agent.post_read(
+                entry.remote, plan, notif, mode=self.post_mode, merge=merge, part=part
             )
-        if t.device.type != config.device:
-            raise ValueError(f"caches[{i}] is on {t.device.type}, DISAGG_DEVICE is {config.device}")
+        except Exception as e:  # e.g. NIXL_ERR_REMOTE_DISCONNECT: the peer died or restarted
+            return None, "POST", time.perf_counter() - t0, f"{type(e).__name__}: {e}"
+        post_s = time.perf_counter() - t0
+        return handle, agent.wait(handle, state, deadline), post_s, ""

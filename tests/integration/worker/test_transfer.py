@@ -276,3 +276,21 @@ def test_probe_names_the_failing_step(prefill, monkeypatch, capsys) -> None:
     assert probe.main(["--peer", f"127.0.0.1:{prefill.port}", "--deadline-s", "2"]) == 1
     out = capsys.readouterr().out
     assert out.startswith("FAILED at handshake") and "no handshake secret" in out
+
+
+def test_reads_split_across_worker_threads_are_exact_and_notify_once(
+    prefill, secret, monkeypatch
+) -> None:
+    from disagg_worker import transfer
+
+    monkeypatch.setattr(transfer, "PARALLEL_MIN_BYTES", 0)  # split even this small read
+    caches = alloc(LAYOUT)
+    cfg = decode_config(secret, engine_id="d-mt", nixl_threads=2)
+    remote, local = [1, 2, 3, 4, 9, 17], [20, 21, 22, 23, 2, 6]
+    with KVTransferAgent(cfg, LAYOUT, caches) as agent:
+        prefill.call("publish", "mt", remote)
+        stats = agent.read(peer_of(prefill), "mt", remote, local)
+    assert_blocks(caches, local, remote)
+    # two halves of the region-major index list, each coalesced by NIXL on its own
+    assert stats.descriptors >= 3 * LAYOUT.num_regions
+    assert wait_event(prefill, "mt") == (remote, "notified")

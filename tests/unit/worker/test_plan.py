@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from disagg_worker.plan import PlanError, Run, block_runs, plan_read
+from disagg_worker.plan import PlanError, Run, block_runs, plan_read, split_indices
 
 
 def _plan(local, remote, *, regions=2, merge=True, nl=16, nr=16):
@@ -93,3 +94,13 @@ def test_merged_and_per_block_plans_move_the_same_block_pairs(pairs) -> None:
         return sorted((a + i * 100) for a, n, _ in descs for i in range(n // 100))
 
     assert covered(merged.local_descs([0, 10_000])) == covered(single.local_descs([0, 10_000]))
+
+
+def test_split_indices_keeps_pairs_and_order() -> None:
+    plan = _plan([0, 1, 2, 3, 4], [5, 6, 7, 8, 9])
+    local, remote = plan.local_indices(), plan.remote_indices()
+    parts = split_indices(local, remote, 3)
+    assert [len(a) for a, _ in parts] == [3, 3, 4]
+    assert np.concatenate([a for a, _ in parts]).tolist() == local.tolist()
+    assert np.concatenate([b for _, b in parts]).tolist() == remote.tolist()
+    assert len(split_indices(local[:2], remote[:2], 8)) == 2  # never an empty part
