@@ -3,7 +3,7 @@
 # mapped to disagg_operator / disagg_worker by setuptools package-dir, which mypy cannot
 # follow, so a link farm under build/ gives mypy the import names.
 set -euo pipefail
-bin=${1:-.venv/bin}
+bin=$(cd "${1:-.venv/bin}" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
 farm=$root/build/typecheck
 rm -rf "$farm" && mkdir -p "$farm"
