@@ -30,6 +30,7 @@ from disagg_worker.plan import IndexArray, TransferPlan
 log = logging.getLogger(__name__)
 
 PostMode = Literal["prepped", "dynamic"]
+_WARM_BYTES = 256  # per region, read at handshake to set the connection up
 
 
 class AgentError(RuntimeError):
@@ -122,6 +123,11 @@ class NixlAgent:
         self.device_id = _tensor_device_id(regions[0])
         self.region_addrs = [t.data_ptr() for t in regions]
         self._reg = self._nixl.register_memory(list(regions))
+        each = min(block_len, _WARM_BYTES)
+        self._scratch = torch.empty(
+            each * len(regions), dtype=torch.uint8, device=regions[0].device
+        )
+        self._scratch_reg = self._nixl.register_memory(self._scratch)
         self._local = self._nixl.prep_xfer_dlist(
             "NIXL_INIT_AGENT",
             _block_descs(self.region_addrs, block_len, num_blocks, self.device_id),
@@ -151,13 +157,35 @@ class NixlAgent:
                 self.memory_type,
             )
             self._nixl.make_connection(name)
+            peer = RemotePeer(name, list(region_addrs), block_len, num_blocks, device_id, dlist)
+            self._warm_up(peer)
         except Exception:
             self._nixl.remove_remote_agent(name)
             raise
-        peer = RemotePeer(name, list(region_addrs), block_len, num_blocks, device_id, dlist)
         with self._lock:
             self._peers[name] = peer
         return peer
+
+    def _warm_up(self, peer: RemotePeer, timeout_s: float = 2.0) -> None:
+        """READ a few bytes of every remote region into a scratch buffer: connection
+        wire-up and remote keys are paid here, at handshake, not by the first request.
+        It also proves the path works before a real request depends on it."""
+        each = min(peer.block_len, _WARM_BYTES)
+        base = self._scratch.data_ptr()
+        local = [(base + i * each, each, self.device_id) for i in range(len(peer.region_addrs))]
+        remote = [(a, each, peer.device_id) for a in peer.region_addrs]
+        handle = self._nixl.initialize_xfer(
+            "READ",
+            self._nixl.get_xfer_descs(local, self.memory_type),
+            self._nixl.get_xfer_descs(remote, self.memory_type),
+            peer.name,
+        )
+        try:
+            state = self.wait(handle, self._nixl.transfer(handle), time.perf_counter() + timeout_s)
+        finally:
+            _quietly(handle.release, "release warm-up handle")
+        if state != "DONE":
+            raise AgentError(f"warm-up READ from {peer.name} ended {state}")
 
     def remove_peer(self, peer: RemotePeer) -> None:
         with self._lock:
@@ -260,6 +288,7 @@ class NixlAgent:
             _quietly(lambda n=p.name: self._nixl.remove_remote_agent(n), "remove remote agent")
         if self._reg is not None:
             _quietly(lambda: self._nixl.deregister_memory(self._reg), "deregister memory")
+            _quietly(lambda: self._nixl.deregister_memory(self._scratch_reg), "deregister scratch")
             self._reg = None
 
 

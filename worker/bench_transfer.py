@@ -232,8 +232,11 @@ def _table(result: dict[str, Any]) -> str:
             f"{c['post_ms']:>8.2f}"
         )
     lines.append(
-        f"handshake {result['handshake_ms']:.1f} ms; first read (connection set-up) "
-        f"{result['first_read_ms']:.1f} ms; every transferred byte verified"
+        "; ".join(
+            f"{name}: handshake {h['handshake_ms']:.1f} ms, first read {h['first_read_ms']:.1f} ms"
+            for name, h in result["handshakes"].items()
+        )
+        + "; every transferred byte verified"
     )
     return "\n".join(lines)
 
@@ -298,8 +301,13 @@ def main(argv: list[str]) -> int:
     for bm in majors:
         part = _run_layout(args, bm, progress)
         result["cases"] += part["cases"]
+        name = "block_major" if bm else "layer_major"
         result.setdefault("handshake_ms", part["handshake_ms"])
         result.setdefault("first_read_ms", part["first_read_ms"])
+        result.setdefault("handshakes", {})[name] = {
+            "handshake_ms": part["handshake_ms"],
+            "first_read_ms": part["first_read_ms"],
+        }
     result["nixl_threads"] = args.nixl_threads
     result["ucx_tls"] = args.ucx_tls or "default"
     print(json.dumps(result, indent=2) if args.json else _table(result))
