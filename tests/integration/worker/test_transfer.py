@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from disagg_worker import handshake, protocol
 from disagg_worker.agent import AgentError
@@ -294,3 +296,34 @@ def test_reads_split_across_worker_threads_are_exact_and_notify_once(
     # two halves of the region-major index list, each coalesced by NIXL on its own
     assert stats.descriptors >= 3 * LAYOUT.num_regions
     assert wait_event(prefill, "mt") == (remote, "notified")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.binary(max_size=4096))
+def test_hostile_frames_get_refusals_from_the_prefill_listener(prefill, secret, data) -> None:
+    import zmq
+
+    key = handshake.load_secret(str(secret))
+    good = protocol.Codec(key).encode(protocol.MetadataRequest("d", "", b"n"))
+    ctx = zmq.Context()
+    try:
+        for frame in (data, good[: len(good) // 2], good + b"\x00" + data):
+            reply = handshake.request(ctx, "127.0.0.1", prefill.port, frame, 5.0)
+            assert isinstance(protocol.Codec(key).decode(reply), protocol.Refusal)
+    finally:
+        ctx.term()
+
+
+def test_oversized_frame_is_dropped_and_the_prefill_keeps_serving(prefill, secret) -> None:
+    import zmq
+
+    key = handshake.load_secret(str(secret))
+    good = protocol.Codec(key).encode(protocol.MetadataRequest("d", "", b"n"))
+    ctx = zmq.Context()
+    try:
+        with pytest.raises(handshake.HandshakeTimeout):  # dropped at the transport
+            handshake.request(ctx, "127.0.0.1", prefill.port, b"\x00" * (2 << 20), 0.5)
+        reply = handshake.request(ctx, "127.0.0.1", prefill.port, good, 5.0)
+        assert isinstance(protocol.Codec(key).decode(reply), protocol.PeerMetadata)
+    finally:
+        ctx.term()
