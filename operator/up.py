@@ -222,7 +222,7 @@ def _figures(d: dict[str, Any]) -> Iterator[str]:
         rate = f" ({nbytes / wire / 1e3:.0f} MB/s)" if wire else ""
         yield (
             f"transfer:   NIXL READ {int(nbytes)} bytes in {int(d.get('transfer_descriptors', 0))}"
-            f" descriptor(s): {wire:.2f} ms on the wire{rate}, {d['transfer_ms']:.2f} ms in all"
+            f" descriptor(s): {wire:.3f} ms on the wire{rate}, {d['transfer_ms']:.2f} ms in all"
         )
         if d.get("transfer_handshake_ms"):
             yield (
