@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Callable
 from typing import Union
 
 import msgspec
@@ -204,3 +205,27 @@ class Codec:
             raise AuthError("peer frame carries no HMAC; configure the same handshake secret")
         if not hmac.compare_digest(env.mac, self._mac(env.version, env.body)):
             raise AuthError("HMAC mismatch: the peer uses a different handshake secret")
+
+
+def answer(
+    codec: Codec, frame: bytes, metadata: Callable[[bytes], PeerMetadata]
+) -> tuple[bytes | None, bool]:
+    """Prefill's reply to one side-channel frame: ``(reply, refused)``.
+
+    A valid MetadataRequest gets ``metadata(nonce)``; anything else a Refusal saying why
+    (signed with our secret, so a peer with another secret learns only that it is refused).
+    """
+    try:
+        msg = codec.decode(frame)
+    except ProtocolError as e:
+        return _refusal(codec, str(e)), True
+    if not isinstance(msg, MetadataRequest):
+        return _refusal(codec, f"unexpected {type(msg).__name__}; send a MetadataRequest"), True
+    return codec.encode(metadata(msg.nonce)), False
+
+
+def _refusal(codec: Codec, reason: str) -> bytes | None:
+    try:
+        return codec.encode(Refusal(reason[:500]))
+    except ProtocolError:
+        return None

@@ -238,21 +238,10 @@ class KVTransferAgent:
 
     def _on_frame(self, frame: bytes) -> bytes | None:
         """Side-channel handler: metadata for a valid request, a Refusal otherwise."""
-        try:
-            msg = self._codec.decode(frame)
-        except protocol.ProtocolError as e:
+        reply, refused = protocol.answer(self._codec, frame, self._metadata)
+        if refused:
             self.telemetry.refused.inc()
-            return self._refusal(str(e))
-        if not isinstance(msg, protocol.MetadataRequest):
-            self.telemetry.refused.inc()
-            return self._refusal(f"unexpected {type(msg).__name__}; send a MetadataRequest")
-        return self._codec.encode(self._metadata(msg.nonce))
-
-    def _refusal(self, reason: str) -> bytes | None:
-        try:
-            return self._codec.encode(protocol.Refusal(reason[:500]))
-        except protocol.ProtocolError:
-            return None
+        return reply
 
     def _metadata(self, nonce: bytes) -> protocol.PeerMetadata:
         agent, cfg = self._nixl(), self.config
@@ -290,6 +279,9 @@ class KVTransferAgent:
         try:
             entry, hs_ms = self._peer(peer, deadline)
             plan = self._plan(entry, remote_block_ids, local_block_ids, merge)
+            if plan.num_blocks == 0:  # nothing to move (e.g. all cached): just free prefill's hold
+                self._notify(peer, entry, request_id)
+                return TransferStats(0, 0, hs_ms, 0.0, 0.0, (time.perf_counter() - t0) * 1000)
             post_ms, xfer_ms, ndesc = self._execute(peer, entry, plan, request_id, deadline, merge)
             if self._buffer is not self._caches:
                 copy_blocks(self._buffer, self._caches, local_block_ids)
@@ -365,7 +357,7 @@ class KVTransferAgent:
             for r in results:
                 agent.release(r[0])
             if len(parts) > 1:
-                agent.send_notif(entry.remote.name, notif)
+                self._notify(peer, entry, rid)
             return post_s * 1000, (t2 - t0 - post_s) * 1000, ndesc
         released = all([agent.release(r[0]) for r in results if r[0] is not None])
         self._directory().forget(peer, entry, remove=released)
@@ -385,6 +377,13 @@ class KVTransferAgent:
             f"READ of request {rid} from {peer} failed: NIXL state ERR; peer forgotten",
             "nixl_error",
         )
+
+    def _notify(self, peer: PeerRef, entry: PeerEntry, rid: str) -> None:
+        try:
+            self._nixl().send_notif(entry.remote.name, NOTIF_PREFIX + rid.encode())
+        except Exception as e:
+            self._directory().forget(peer, entry, remove=True)
+            raise TransferError(f"notifying {peer} for {rid} failed: {e}", "nixl_error") from None
 
     def _run_part(
         self,

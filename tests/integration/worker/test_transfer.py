@@ -327,3 +327,12 @@ def test_oversized_frame_is_dropped_and_the_prefill_keeps_serving(prefill, secre
         assert isinstance(protocol.Codec(key).decode(reply), protocol.PeerMetadata)
     finally:
         ctx.term()
+
+
+def test_empty_block_list_moves_nothing_and_still_frees(prefill, clean) -> None:
+    agent, caches = clean
+    prefill.call("publish", "empty", [])
+    stats = agent.read(peer_of(prefill), "empty", [], [])
+    assert (stats.bytes, stats.descriptors) == (0, 0)
+    assert_blocks(caches, [], [])
+    assert wait_event(prefill, "empty") == ([], "notified")

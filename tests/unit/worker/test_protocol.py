@@ -151,3 +151,21 @@ def test_inconsistent_geometry_is_named() -> None:
     bad = meta()
     bad = msgspec.structs.replace(bad, layout=LayoutInfo(0, 1, 1, 1, 1, "bfloat16", "NHD", True))
     assert protocol.mismatches(LAYOUT, "DRAM", 1, bad)[0].startswith("layout invalid")
+
+
+def test_answer_serves_metadata_for_requests_and_refuses_the_rest() -> None:
+    codec = Codec(b"k")
+
+    def metadata(nonce: bytes) -> PeerMetadata:
+        return meta(nonce=nonce)
+
+    reply, refused = protocol.answer(
+        codec, codec.encode(MetadataRequest("d", "", b"abc")), metadata
+    )
+    assert not refused and codec.decode(reply or b"") == meta(nonce=b"abc")
+    reply, refused = protocol.answer(codec, codec.encode(meta()), metadata)
+    assert refused and codec.decode(reply or b"") == Refusal(
+        "unexpected PeerMetadata; send a MetadataRequest"
+    )
+    reply, refused = protocol.answer(codec, b"junk", metadata)
+    assert refused and isinstance(codec.decode(reply or b""), Refusal)
