@@ -72,6 +72,10 @@ def make_agent(name: str, *, threads: int = 0, telemetry: bool = True) -> Any:
     """A ``nixl_agent`` with no backend yet (see :func:`backend_params`): no NIXL listen
     thread (metadata travels over our own side channel), per-transfer telemetry on.
 
+    No NIXL progress thread either: the Python API starts it with a zero delay, so it
+    spins (measured: half a core per idle worker). UCX is progressed by the calls we make
+    anyway: decode polls its transfers, prefill polls notifications every 2 ms.
+
     Thread sync: STRICT (one lock around every call) for a single-threaded data path, which
     is safe with our notification thread; RW when ``threads`` > 1, so that reads posted
     from several threads run in parallel while metadata changes stay exclusive.
@@ -79,7 +83,7 @@ def make_agent(name: str, *, threads: int = 0, telemetry: bool = True) -> Any:
     api = nixl_api()
     sync = api.nixl_thread_sync_t
     config = api.nixl_agent_config(
-        enable_prog_thread=True,
+        enable_prog_thread=False,
         enable_listen_thread=False,
         capture_telemetry=telemetry,
         backends=[],
