@@ -234,13 +234,13 @@ class NixlAgent:
 
     def wait(self, handle: Any, state: str, deadline: float) -> str:
         """Poll until DONE/ERR or ``deadline`` (perf_counter); "PROC" means it was missed.
-        Spins briefly, then backs off to 1 ms sleeps; an exception while polling is ERR."""
+        Spins briefly, then backs off to 0.2 ms sleeps; an exception while polling is ERR."""
         delay = 0.0
         while state == "PROC":
             if time.perf_counter() >= deadline:
                 return "PROC"
             time.sleep(delay)
-            delay = min(0.001, delay * 2 or 0.00002)
+            delay = min(0.0002, delay * 2 or 0.00002)
             try:
                 state = self.state(handle)
             except Exception as e:

@@ -211,7 +211,7 @@ class KVTransferAgent:
         self.telemetry.held.set(len(self._leases))
 
     def _notif_loop(self) -> None:
-        while not self._stop.wait(0.002):
+        while not self._stop.wait(0.0005 if len(self._leases) else 0.002):
             try:
                 notifs = self._nixl().notifications()
             except Exception as e:  # keep serving; a broken agent shows up in reads
