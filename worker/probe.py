@@ -60,7 +60,6 @@ def probe(
     from disagg_worker.transfer import KVTransferAgent, PeerRef, TransferError
 
     report: dict[str, Any] = {"peer": f"{host}:{port}", "ok": False, "step": "handshake"}
-    t0 = time.perf_counter()
     try:
         theirs = _peer_layout(cfg, host, port, deadline)
     except (handshake.HandshakeTimeout, protocol.ProtocolError, RuntimeError, ValueError) as e:
@@ -68,14 +67,15 @@ def probe(
     n = max(1, min(blocks, theirs.num_blocks))
     layout = theirs.model_copy(update={"num_blocks": n})
     report["layout"] = theirs.model_dump(mode="json")
-    report["step"] = "transfer"
     caches = alloc(layout, cfg.device)
     try:
         with KVTransferAgent(cfg, layout, caches) as agent:
             peer = PeerRef(host, port, engine_id)
+            t0 = time.perf_counter()  # NIXL handshake incl. warm-up READ, as decode pays it
             meta = agent.peer_info(peer, timeout_s=deadline)
             report["handshake_ms"] = round((time.perf_counter() - t0) * 1000, 2)
             report.update(engine_id=meta.engine_id, memory_type=meta.memory_type)
+            report["step"] = "transfer"
             rid = f"probe-{uuid.uuid4().hex[:8]}"
             ids = list(range(n))
             stats = agent.read(peer, rid, ids, ids, deadline_s=deadline)
