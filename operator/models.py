@@ -90,6 +90,11 @@ BACKENDS_UNIQUE_RULE = (
     "self.backends.all(b, self.backends.exists_one(c, c == b))",
     "spec.kvTransfer.backends lists a backend twice; list each NIXL backend once",
 )
+LEASE_RULE = (
+    "self.blockLeaseSeconds > self.transferDeadlineSeconds",
+    "spec.kvTransfer.blockLeaseSeconds must exceed spec.kvTransfer.transferDeadlineSeconds: "
+    "prefill would free blocks a decode may still be reading; raise the lease",
+)
 SIDECAR_IMAGE_RULE = (
     "!self.enabled || (has(self.image) && size(self.image) > 0)",
     "spec.llmd.routingSidecar.image is required when the routing sidecar is enabled",
@@ -104,6 +109,7 @@ CEL_RULES = (
     TP_DIVIDES_RULE,
     REFERENCE_TP_RULE,
     BACKENDS_UNIQUE_RULE,
+    LEASE_RULE,
     SIDECAR_IMAGE_RULE,
     SIDECAR_NEEDS_LLMD_RULE,
 )
@@ -196,7 +202,7 @@ class RoleSpec(_Model):
 class KVTransfer(_Model):
     """How the KV cache moves from prefill to decode."""
 
-    model_config = ConfigDict(json_schema_extra=_rules(BACKENDS_UNIQUE_RULE))
+    model_config = ConfigDict(json_schema_extra=_rules(BACKENDS_UNIQUE_RULE, LEASE_RULE))
 
     connector: Literal["NixlConnector"] = Field(
         default="NixlConnector", description="KV connector; NixlConnector only"

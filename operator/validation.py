@@ -95,7 +95,8 @@ def check(dd: DisaggregatedDeployment) -> list[Problem]:
     problems += _devices(spec)
     if any(p.field.endswith(".device") for p in problems):
         return problems  # later checks need known devices
-    for check_fn in (_backends, _tensor_parallel, _resources, _reference, _llmd, _ports):
+    checks = (_backends, _lease, _tensor_parallel, _resources, _reference, _llmd, _ports)
+    for check_fn in checks:
         problems += check_fn(spec)
     return problems
 
@@ -146,6 +147,17 @@ def _backends(spec: DeploymentSpec) -> Iterator[Problem]:
             platforms.check_backends(list(backends), render_derive.buffer_device(spec, role))
         except ValueError as e:
             yield Problem("spec.kvTransfer.backends", f"{role}: {e}")
+
+
+def _lease(spec: DeploymentSpec) -> Iterator[Problem]:
+    kv = spec.kv_transfer
+    if kv.block_lease_seconds <= kv.transfer_deadline_seconds:
+        yield Problem(
+            "spec.kvTransfer.blockLeaseSeconds",
+            f"{kv.block_lease_seconds:g} must exceed transferDeadlineSeconds "
+            f"{kv.transfer_deadline_seconds:g}, or prefill frees blocks a decode may still "
+            "be reading; raise the lease",
+        )
 
 
 def _tensor_parallel(spec: DeploymentSpec) -> Iterator[Problem]:

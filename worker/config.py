@@ -96,6 +96,12 @@ class WorkerConfig(BaseModel):
             platforms.check_backends(self.backends, self.buffer_device)
         except ValueError as e:
             raise ValueError(f"DISAGG_BACKENDS: {e}") from None
+        if self.block_lease_s <= self.transfer_deadline_s:
+            raise ValueError(
+                f"DISAGG_BLOCK_LEASE_S: {self.block_lease_s:g} must exceed "
+                f"DISAGG_TRANSFER_DEADLINE_S {self.transfer_deadline_s:g}, or prefill frees "
+                "blocks a decode may still be reading; raise the lease"
+            )
         if self.tp_rank >= self.tp_size:
             raise ValueError(
                 f"DISAGG_TP_RANK: {self.tp_rank} must be below DISAGG_TP_SIZE {self.tp_size}"

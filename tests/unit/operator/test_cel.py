@@ -83,6 +83,11 @@ BAD = [
     ),
     (body(decode=role(tensorParallelSize=2)), models.REFERENCE_TP_RULE[0]),
     (body(kvTransfer={"backends": ["UCX", "UCX"]}), models.BACKENDS_UNIQUE_RULE[0]),
+    (body(kvTransfer={"blockLeaseSeconds": 5}), models.LEASE_RULE[0]),
+    (
+        body(kvTransfer={"transferDeadlineSeconds": 30, "blockLeaseSeconds": 30}),
+        models.LEASE_RULE[0],
+    ),
     (
         body(llmd={"enabled": True, "routingSidecar": {"enabled": True}}),
         models.SIDECAR_IMAGE_RULE[0],

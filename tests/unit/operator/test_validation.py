@@ -64,6 +64,13 @@ def test_gds_is_fine_for_vram_buffers() -> None:
     )
 
 
+def test_lease_shorter_than_the_deadline() -> None:
+    problem = _only(body(kvTransfer={"transferDeadlineSeconds": 20, "blockLeaseSeconds": 15}))
+    assert problem.field == "spec.kvTransfer.blockLeaseSeconds"
+    assert "must exceed transferDeadlineSeconds 20" in problem.message
+    assert "raise the lease" in problem.message
+
+
 def test_prefill_tp_above_decode_tp() -> None:
     p = _only(
         body(engine="vllm", prefill=role(tensorParallelSize=4), decode=role(tensorParallelSize=2))

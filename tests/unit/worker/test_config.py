@@ -34,6 +34,10 @@ def test_cpu_worker_registers_dram_without_staging() -> None:
         ({"DISAGG_BACKENDS": "GDS"}, "DISAGG_BACKENDS: NIXL backend 'GDS' cannot move DRAM"),
         ({"DISAGG_TYPO": "1"}, "DISAGG_TYPO: unknown setting"),
         ({"DISAGG_TP_RANK": "2"}, "DISAGG_TP_RANK: 2 must be below DISAGG_TP_SIZE 1"),
+        (
+            {"DISAGG_BLOCK_LEASE_S": "5", "DISAGG_TRANSFER_DEADLINE_S": "10"},
+            "DISAGG_BLOCK_LEASE_S: 5 must exceed DISAGG_TRANSFER_DEADLINE_S 10",
+        ),
     ],
 )
 def test_invalid_settings_name_the_variable(env: dict[str, str], message: str) -> None:
