@@ -138,7 +138,7 @@ def test_disaggregated_equals_aggregated_on_cuda(tmp_path: Path) -> None:
 
 
 def test_undelivered_blocks_are_freed_when_the_lease_expires(start_worker: StartWorker) -> None:
-    pre = start_worker("prefill", block_lease_s=1.0, num_blocks=16)
+    pre = start_worker("prefill", block_lease_s=1.0, transfer_deadline_s=0.5, num_blocks=16)
     body = {"prompt": [BOS] * 40, "max_tokens": 8, "kv_transfer_params": {"do_remote_decode": True}}
     status, out = post(pre.url + "/v1/completions", body)
     assert status == 200
