@@ -61,6 +61,7 @@ def serve_main(argv: list[str]) -> int:
         '"msg": "%(message)s"}',
     )
     _limit_threads()
+    _keep_buffers_on_heap()
     try:
         asyncio.run(_serve(config))
     except (ValueError, RuntimeError, OSError) as e:  # bad preset, NIXL set-up, port in use
@@ -75,6 +76,27 @@ def _limit_threads() -> None:
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+
+
+def _keep_buffers_on_heap() -> None:
+    """Serve per-step temporaries (MBs at long contexts) from the heap, not mmap.
+
+    glibc mmaps allocations above a threshold that only rises after such a block is freed,
+    so a decode worker, which never runs a long prompt chunk itself, would mmap, fault in
+    and munmap its attention buffers on every step: measured 30% slower decode steps at
+    2048 tokens than in an aggregated worker. A fixed threshold keeps them on the heap.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(m_mmap_threshold, 32 << 20)  # glibc's maximum on 64-bit
+        libc.mallopt(m_trim_threshold, 256 << 20)
+    except (OSError, AttributeError):  # not glibc: its allocator has its own policy
+        pass
 
 
 async def _serve(config: WorkerConfig) -> None:
