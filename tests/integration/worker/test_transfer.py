@@ -45,6 +45,7 @@ def prefill(secret: Path) -> Iterator[PrefillProcess]:
         engine_id="p0",
         side_channel_port=0,
         block_lease_s=LEASE_S,
+        transfer_deadline_s=1.0,  # the lease must outlast a read's deadline
         hmac_secret_path=str(secret),
     )
     proc = spawn_prefill(cfg, LAYOUT, seed=SEED)
