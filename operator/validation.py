@@ -28,6 +28,7 @@ from disagg_operator.models import (
     DisaggregatedDeployment,
 )
 from disagg_worker import platforms
+from disagg_worker.presets import PRESETS
 
 # Devices the reference engine (torch, in the worker) runs on.
 REFERENCE_DEVICES = ("cpu", "cuda")
@@ -208,6 +209,12 @@ def _resources(spec: DeploymentSpec) -> Iterator[Problem]:
 def _reference(spec: DeploymentSpec) -> Iterator[Problem]:
     if spec.engine.type != "reference":
         return
+    if spec.model not in PRESETS:
+        yield Problem(
+            "spec.model",
+            f"the reference engine has no model {spec.model!r}; use one of its presets: "
+            f"{', '.join(sorted(PRESETS))} (or engine vllm for real models)",
+        )
     for role in ROLES:
         r = spec.role(role)
         if r.tensor_parallel_size != 1:

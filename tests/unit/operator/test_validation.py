@@ -64,6 +64,14 @@ def test_gds_is_fine_for_vram_buffers() -> None:
     )
 
 
+def test_reference_model_must_be_a_preset() -> None:
+    obj = body()
+    obj["spec"]["model"] = "huge"
+    problem = _only(obj)
+    assert problem.field == "spec.model"
+    assert "no model 'huge'" in problem.message and "tiny" in problem.message
+
+
 def test_lease_shorter_than_the_deadline() -> None:
     problem = _only(body(kvTransfer={"transferDeadlineSeconds": 20, "blockLeaseSeconds": 15}))
     assert problem.field == "spec.kvTransfer.blockLeaseSeconds"
