@@ -1,4 +1,4 @@
-"""Lease table: hold, pop once, expire by the time passed in."""
+"""Lease table: hold, pop once, expire by the time passed in, claim atomically."""
 
 from __future__ import annotations
 
@@ -29,3 +29,58 @@ def test_duplicate_request_is_refused() -> None:
     t.hold("a", [1], expires=1.0)
     with pytest.raises(ValueError, match="already published"):
         t.hold("a", [2], expires=1.0)
+
+
+def test_claim_extends_a_live_lease_to_cover_the_read() -> None:
+    t = LeaseTable()
+    t.hold("a", [1, 2, 3], expires=10.0)
+    res = t.claim("a", [1, 2, 3], now=9.0, until=14.0)
+    assert (res.held, res.reason, res.expires) == (True, "", 14.0)
+    assert t.expiry("a") == 14.0
+    assert t.expire(13.9) == []  # the old expiry no longer frees it
+    assert t.expire(14.0) == [("a", [1, 2, 3])]
+
+
+def test_claim_never_shortens_a_lease() -> None:
+    t = LeaseTable()
+    t.hold("a", [1], expires=30.0)
+    assert t.claim("a", [1], now=1.0, until=5.0).expires == 30.0
+    assert t.expiry("a") == 30.0
+
+
+def test_claim_of_a_subset_is_held_and_of_other_blocks_is_not() -> None:
+    t = LeaseTable()
+    t.hold("a", [4, 5, 6], expires=10.0)
+    assert t.claim("a", [5, 6], now=1.0, until=2.0).held
+    res = t.claim("a", [6, 7], now=1.0, until=2.0)
+    assert (res.held, res.reason, res.held_ids) == (False, "blocks_differ", (4, 5, 6))
+    assert t.expiry("a") == 10.0
+
+
+def test_claim_after_expiry_says_expired_even_before_the_sweep() -> None:
+    t = LeaseTable()
+    t.hold("a", [1], expires=5.0)
+    res = t.claim("a", [1], now=5.0, until=9.0)
+    assert (res.held, res.reason, res.expires) == (False, "expired", 5.0)
+    assert t.expiry("a") == 5.0  # not extended: the sweep releases it
+    assert t.expire(5.0) == [("a", [1])]
+    res = t.claim("a", [1], now=6.0, until=9.0)
+    assert (res.held, res.reason, res.expires) == (False, "expired", 5.0)
+
+
+def test_claim_of_released_and_unknown_requests() -> None:
+    t = LeaseTable()
+    t.hold("a", [1], expires=5.0)
+    t.pop("a")
+    assert t.claim("a", [1], now=1.0, until=2.0).reason == "released"
+    assert t.claim("nobody", [1], now=1.0, until=2.0).reason == "unknown"
+
+
+def test_ended_requests_are_remembered_up_to_a_bound() -> None:
+    t = LeaseTable(ended_memory=2)
+    for rid in "abc":
+        t.hold(rid, [1], expires=1.0)
+    t.expire(1.0)
+    assert [t.claim(r, [1], 2.0, 3.0).reason for r in "abc"] == ["unknown", "expired", "expired"]
+    t.hold("b", [1], expires=9.0)  # an id published again is live again
+    assert t.claim("b", [1], 2.0, 3.0).held
