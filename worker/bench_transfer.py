@@ -4,7 +4,8 @@ Benchmark script (effectful). A prefill worker process and a decode worker (this
 on 127.0.0.1 move a Llama-3-8B-like KV cache (32 layers, 8 KV heads, head dim 128, bf16,
 16-token blocks = 128 KiB per token). For each request size, layout (block-major: 1 region;
 layer-major: 64 regions, vLLM's), post mode and descriptor mode (merged runs vs one
-descriptor per block per region) it times ``KVTransferAgent.read`` and verifies every byte.
+descriptor per block per region) it times ``KVTransferAgent.read`` (the claim round trip
+included, and reported apart as ``claim_ms``) and verifies every byte.
 In the same run, for the same bytes, it measures two limits: a single-thread memmove inside
 this process, and ``process_vm_readv`` from the prefill process (the kernel copy UCX's CMA
 transport does). ``ratio`` = gbps / limit_gbps.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import itertools
 import json
 import statistics
 import sys
@@ -30,6 +32,7 @@ from disagg_worker.transfer import KVTransferAgent, PeerRef
 
 LLAMA3_8B = {"num_layers": 32, "num_kv_heads": 8, "head_dim": 128, "block_size": 16}
 MODES = {"merged": True, "per_block": False}
+_RIDS = itertools.count()
 
 
 class _IOVec(ctypes.Structure):
@@ -136,7 +139,8 @@ def _run_layout(args: argparse.Namespace, block_major: bool, progress: _Progress
                 t0 = time.perf_counter()
                 meta = agent.peer_info(peer)
                 handshake_ms = (time.perf_counter() - t0) * 1000
-                first = agent.read(peer, "warm", [0], [0]).total_ms
+                prefill.call("publish", f"warm-{post}", [0])
+                first = agent.read(peer, f"warm-{post}", [0], [0]).total_ms
                 ctx = {
                     "caches": caches,
                     "expected": expected,
@@ -144,6 +148,7 @@ def _run_layout(args: argparse.Namespace, block_major: bool, progress: _Progress
                     "peer": peer,
                     "remote_addrs": meta.region_addrs,
                     "pid": prefill.process.pid,
+                    "prefill": prefill,
                 }
                 for tokens in args.tokens:
                     for mode in args.modes:
@@ -166,21 +171,25 @@ def _measure(
     caches, expected, layout = ctx["caches"], ctx["expected"], ctx["layout"]
     ids, n = list(range(nb)), nb * layout.block_len
     spans = _spans(caches, ctx["remote_addrs"], n)
-    mem, vm, ms, post, ndesc = [], [], [], [], 0
-    for i in range(repeat):
+    mem, vm, ms, post, claim, ndesc = [], [], [], [], [], 0
+    for _ in range(repeat):
         mem += _timed(lambda: _memcpy(caches, expected, n), 1)
         _zero(caches, nb)
         vm += _timed(lambda: vm_readv(ctx["pid"], spans), 1)
         _verify(caches, expected, nb)
         _zero(caches, nb)
-        stats = agent.read(ctx["peer"], f"b{i}", ids, ids, merge=merge)
+        rid = f"b{next(_RIDS)}"
+        ctx["prefill"].call("publish", rid, ids)  # decode claims it before the READ
+        stats = agent.read(ctx["peer"], rid, ids, ids, merge=merge)
         ms.append(stats.total_ms)
         post.append(stats.post_ms)
+        claim.append(stats.claim_ms)
         ndesc = stats.descriptors
         _verify(caches, expected, nb)
     return {
         "ms": ms,
         "post_ms": statistics.median(post),
+        "claim_ms": statistics.median(claim),
         "memcpy_ms": statistics.median(mem),
         "limit_ms": statistics.median(vm),
         "descriptors": ndesc,
@@ -214,6 +223,7 @@ def _case(
         "p50_ms": round(_pct(m["ms"], 0.5), 3),
         "p99_ms": round(_pct(m["ms"], 0.99), 3),
         "post_ms": round(m["post_ms"], 3),
+        "claim_ms": round(m["claim_ms"], 3),
     }
 
 
@@ -221,7 +231,7 @@ def _table(result: dict[str, Any]) -> str:
     head = (
         f"{'layout':<12}{'post':<9}{'tokens':>7}{'MiB':>7}  {'mode':<10}{'desc':>7}"
         f"{'GB/s':>8}{'memcpy':>8}{'limit':>8}{'ratio':>7}{'p50 ms':>9}{'p99 ms':>9}"
-        f"{'post ms':>8}"
+        f"{'post ms':>8}{'claim ms':>9}"
     )
     lines = [head, "-" * len(head)]
     for c in result["cases"]:
@@ -229,7 +239,7 @@ def _table(result: dict[str, Any]) -> str:
             f"{c['layout']:<12}{c['post']:<9}{c['tokens']:>7}{c['bytes'] / 2**20:>7.0f}  "
             f"{c['mode']:<10}{c['descriptors']:>7}{c['gbps']:>8.2f}{c['memcpy_gbps']:>8.2f}"
             f"{c['limit_gbps']:>8.2f}{c['ratio']:>7.2f}{c['p50_ms']:>9.2f}{c['p99_ms']:>9.2f}"
-            f"{c['post_ms']:>8.2f}"
+            f"{c['post_ms']:>8.2f}{c['claim_ms']:>9.2f}"
         )
     lines.append(
         "; ".join(

@@ -3,7 +3,9 @@
 Effectful layer (zmq side channel + NIXL remote agents). One handshake per peer, guarded
 by a per-peer lock so concurrent reads do not handshake twice; a peer is refused by name
 on version, layout, memory type, TP size, engine id or HMAC mismatch, and forgotten when a
-transfer suggests it died or restarted, so the next request handshakes afresh.
+transfer suggests it died or restarted, so the next request handshakes afresh. Before each
+READ, :meth:`PeerDirectory.claim` asks the peer (one side-channel round trip) whether it
+still holds the request's blocks; when it does not, the READ is never posted.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ class PeerRef:
 class TransferError(RuntimeError):
     """A request's transfer failed; the message names the cause and the peer.
 
-    ``reason`` is the failure counter's label: handshake, incompatible, plan, nixl_error,
-    deadline, closed.
+    ``reason`` is the failure counter's label: handshake, incompatible, plan, claim,
+    expired, not_held, nixl_error, deadline, closed.
     """
 
     def __init__(self, message: str, reason: str = "error") -> None:
@@ -146,3 +148,65 @@ class PeerDirectory:
         if not isinstance(msg, protocol.PeerMetadata) or msg.nonce != nonce:
             raise TransferError(f"peer {peer} sent a reply to another request", "handshake")
         return msg
+
+    def claim(
+        self, peer: PeerRef, entry: PeerEntry, rid: str, block_ids: list[int], deadline: float
+    ) -> float:
+        """Claim ``block_ids`` of ``rid`` from the peer before reading them: the peer extends
+        its lease to cover ``deadline``. Returns the round trip (ms); TransferError if the
+        peer does not hold them (see :func:`claim_refused`) or does not answer."""
+        t0 = time.perf_counter()
+        left = deadline - t0
+        if left <= 0:
+            raise TransferError(
+                f"request {rid} from {peer}: deadline passed before the claim", "deadline"
+            )
+        nonce = os.urandom(16)
+        req = protocol.Claim(rid, block_ids, min(left, protocol.MAX_CLAIM_DEADLINE_S), nonce)
+        try:
+            frame = self._codec.encode(req)
+            raw = handshake.request(
+                self._ctx, peer.host, peer.port, frame, min(HANDSHAKE_TIMEOUT_S, left)
+            )
+            msg = self._codec.decode(raw)
+        except (handshake.HandshakeTimeout, zmq.ZMQError) as e:
+            self.forget(peer, entry, remove=True)  # it may have died or restarted
+            raise TransferError(
+                f"claiming request {rid} from {peer} failed: {e}; peer forgotten", "claim"
+            ) from None
+        except protocol.ProtocolError as e:
+            raise TransferError(f"claim of request {rid} to {peer} failed: {e}", "claim") from None
+        if isinstance(msg, protocol.Refusal):
+            raise TransferError(f"peer {peer} refused the claim of {rid}: {msg.reason}", "claim")
+        if not isinstance(msg, protocol.ClaimAnswer) or (msg.nonce, msg.request_id) != (nonce, rid):
+            raise TransferError(f"peer {peer} sent an answer to another claim than {rid}", "claim")
+        if not msg.held:
+            raise claim_refused(peer, msg, block_ids)
+        return (time.perf_counter() - t0) * 1000
+
+
+def claim_refused(peer: PeerRef, ans: protocol.ClaimAnswer, wanted: list[int]) -> TransferError:
+    """The error for a claim the peer answered "not held": what happened and what to do."""
+    head = f"request {ans.request_id} from {peer}: nothing was read, "
+    if ans.reason == "expired":
+        return TransferError(
+            f"{head}the prefill's lease ran out {-ans.expires_in_s:.2f} s before decode "
+            "arrived (its blocks may already hold other data); raise blockLeaseSeconds "
+            "(DISAGG_BLOCK_LEASE_S on prefill) or investigate the delay between prefill "
+            "and decode",
+            "expired",
+        )
+    if ans.reason == "released":
+        why = "the prefill already released its blocks after an earlier read of it"
+    elif ans.reason == "blocks_differ":
+        why = f"the prefill holds blocks {_ids(ans.held_ids)} for it, not {_ids(wanted)}"
+    else:
+        why = (
+            "the prefill holds no such request (never published there, or its lease ran "
+            "out long ago); check remote_host/remote_port, or raise blockLeaseSeconds"
+        )
+    return TransferError(head + why, "not_held")
+
+
+def _ids(ids: list[int]) -> str:
+    return str(ids) if len(ids) <= 16 else f"{ids[:16]} … ({len(ids)} blocks)"

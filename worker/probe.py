@@ -7,7 +7,9 @@ and how fast. Prints one line of text, or a JSON object with ``--json``; exit st
 the path works, 1 when it does not (the error says which step failed and why).
 
 Reading blocks from a live prefill worker is harmless: it only reads, and the worker
-ignores the notification of a request id it never published.
+ignores the notification of a request id it never published. Nothing is published for
+the probe, so it reads without a claim (``read(claim=False)``): it checks the path, not
+the blocks' content.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def probe(
             report["step"] = "transfer"
             rid = f"probe-{uuid.uuid4().hex[:8]}"
             ids = list(range(n))
-            stats = agent.read(peer, rid, ids, ids, deadline_s=deadline)
+            stats = agent.read(peer, rid, ids, ids, deadline_s=deadline, claim=False)
     except (TransferError, RuntimeError, ValueError) as e:
         return {**report, "error": str(e)}
     report.update(

@@ -15,6 +15,9 @@ registered buffer, and the tensor-parallel size. num_blocks may differ between p
 
 History:
 - 1: first version (meta request/reply with nonce echo, refusal message).
+- 2: Claim / ClaimAnswer: before each READ decode asks whether prefill still holds the
+  blocks (and prefill extends the lease to cover the read), so a READ never starts on
+  blocks whose lease ran out. A version-1 prefill cannot answer claims: refused by version.
 """
 
 from __future__ import annotations
@@ -22,14 +25,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Callable
-from typing import Union
+from typing import Annotated, Literal, Union
 
 import msgspec
 
 from disagg_worker.layout import KVLayout
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 MAX_FRAME_BYTES = 1 << 20  # agent metadata is a few KiB; anything near 1 MiB is hostile
+MAX_CLAIM_DEADLINE_S = 3600.0  # a claim may pin blocks this long at most
+MAX_REQUEST_ID = 512  # characters
 
 
 class ProtocolError(ValueError):
@@ -104,7 +109,39 @@ class Refusal(msgspec.Struct, frozen=True, tag="refused"):
     reason: str
 
 
-Message = Union[MetadataRequest, PeerMetadata, Refusal]  # noqa: UP007 (msgspec needs it)
+class Claim(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="claim"):
+    """Decode → prefill, before posting a READ: do you still hold these blocks for me?
+
+    ``deadline_s`` is the time decode's read may still take; a held lease is extended to
+    cover it. ``nonce`` is echoed to bind the answer.
+    """
+
+    request_id: Annotated[str, msgspec.Meta(max_length=MAX_REQUEST_ID)]
+    block_ids: list[Annotated[int, msgspec.Meta(ge=0)]]
+    deadline_s: Annotated[float, msgspec.Meta(ge=0, le=MAX_CLAIM_DEADLINE_S)]
+    nonce: bytes
+
+
+ClaimReason = Literal["", "expired", "released", "unknown", "blocks_differ"]
+
+
+class ClaimAnswer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="claim_answer"):
+    """Prefill → decode: ``held`` (lease now runs ``expires_in_s`` more) or not and why.
+
+    ``reason`` when not held: ``expired`` (the lease ran out ``-expires_in_s`` seconds
+    ago), ``released`` (already read and freed), ``unknown`` (never published here, or
+    ended long ago), ``blocks_differ`` (``held_ids`` are the published ones).
+    """
+
+    request_id: str
+    held: bool
+    reason: ClaimReason
+    expires_in_s: float
+    held_ids: list[int]
+    nonce: bytes
+
+
+Message = Union[MetadataRequest, PeerMetadata, Refusal, Claim, ClaimAnswer]  # noqa: UP007
 
 
 class _Envelope(msgspec.Struct, array_like=True):
@@ -208,20 +245,26 @@ class Codec:
 
 
 def answer(
-    codec: Codec, frame: bytes, metadata: Callable[[bytes], PeerMetadata]
+    codec: Codec,
+    frame: bytes,
+    metadata: Callable[[bytes], PeerMetadata],
+    claim: Callable[[Claim], ClaimAnswer],
 ) -> tuple[bytes | None, bool]:
     """Prefill's reply to one side-channel frame: ``(reply, refused)``.
 
-    A valid MetadataRequest gets ``metadata(nonce)``; anything else a Refusal saying why
-    (signed with our secret, so a peer with another secret learns only that it is refused).
+    A valid MetadataRequest gets ``metadata(nonce)``, a valid Claim ``claim(msg)``;
+    anything else a Refusal saying why (signed with our secret, so a peer with another
+    secret learns only that it is refused).
     """
     try:
         msg = codec.decode(frame)
     except ProtocolError as e:
         return _refusal(codec, str(e)), True
-    if not isinstance(msg, MetadataRequest):
-        return _refusal(codec, f"unexpected {type(msg).__name__}; send a MetadataRequest"), True
-    return codec.encode(metadata(msg.nonce)), False
+    if isinstance(msg, MetadataRequest):
+        return codec.encode(metadata(msg.nonce)), False
+    if isinstance(msg, Claim):
+        return codec.encode(claim(msg)), False
+    return _refusal(codec, f"unexpected {type(msg).__name__}; send a MetadataRequest"), True
 
 
 def _refusal(codec: Codec, reason: str) -> bytes | None:

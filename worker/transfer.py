@@ -5,12 +5,13 @@ Effectful layer, composing the pure planner (:mod:`plan`), the wire contract
 copies (:mod:`copy`).
 
 Prefill: :meth:`KVTransferAgent.publish` stages the blocks (device→host when the buffer is
-on the host) and holds them until decode's notification arrives (attached to the READ, so
-it is delivered only once the bytes have moved) or the lease expires; either way
-``on_release(request_id, block_ids, reason)`` runs on the notification thread.
+on the host) and holds them (:mod:`holder`) until decode's notification arrives (attached
+to the READ, so it is delivered only once the bytes have moved) or the lease expires.
 
 Decode: :meth:`KVTransferAgent.read` handshakes once per peer (cached; refused on version,
-layout or HMAC mismatch), posts one READ, waits for it with a deadline, copies host→device
+layout or HMAC mismatch), claims the blocks (prefill confirms it still holds them and
+extends the lease over the read, or the request fails with reason ``expired``/``not_held``
+and nothing is read), posts one READ, waits for it with a deadline, copies host→device
 when staging, and returns :class:`TransferStats`. Error policy: every failure ends the
 request with a :class:`TransferError` naming the cause and the peer, releases the transfer
 handle, and forgets the peer when the failure could mean it died or restarted (ERR state,
@@ -19,11 +20,9 @@ deadline), so the next request handshakes afresh and the worker stays healthy.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -34,8 +33,8 @@ from disagg_worker import handshake, protocol
 from disagg_worker.agent import NixlAgent, PostMode
 from disagg_worker.config import WorkerConfig
 from disagg_worker.copy import alloc_staging, check_caches, copy_blocks
+from disagg_worker.holder import NOTIF_PREFIX, BlockHolder, ReleaseCallback
 from disagg_worker.layout import KVLayout
-from disagg_worker.leases import LeaseTable
 from disagg_worker.nixl_compat import apply_ucx_env
 from disagg_worker.peers import (
     HANDSHAKE_TIMEOUT_S,
@@ -47,10 +46,6 @@ from disagg_worker.peers import (
 from disagg_worker.plan import IndexArray, PlanError, TransferPlan, plan_read, split_indices
 from disagg_worker.telemetry import TransferTelemetry
 
-log = logging.getLogger(__name__)
-
-ReleaseCallback = Callable[[str, list[int], str], None]
-NOTIF_PREFIX = b"r:"  # decode's READ notification: b"r:" + request id (utf-8)
 DEFAULT_POST_MODE: PostMode = "prepped"
 # with DISAGG_NIXL_THREADS > 1, reads at least this large are split across that many threads
 PARALLEL_MIN_BYTES = 8 << 20
@@ -64,6 +59,7 @@ class TransferStats:
     post_ms: float
     transfer_ms: float
     total_ms: float
+    claim_ms: float = 0.0  # the claim round trip (0.0 when nothing was claimed)
 
 
 __all__ = ["KVTransferAgent", "PeerRef", "TransferError", "TransferStats"]
@@ -94,9 +90,7 @@ class KVTransferAgent:
         self._server: handshake.HandshakeServer | None = None
         self._peers: PeerDirectory | None = None
         self._lock = threading.Lock()
-        self._leases = LeaseTable()
-        self._stop = threading.Event()
-        self._notif_thread: threading.Thread | None = None
+        self._holder: BlockHolder | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._closed = False
 
@@ -130,14 +124,12 @@ class KVTransferAgent:
             engine_id=cfg.engine_id,
         )
         if cfg.role in ("prefill", "both"):
+            self._holder = BlockHolder(self._agent.notifications, self.telemetry, self._on_release)
             self._server = handshake.HandshakeServer(
                 cfg.side_channel_host, cfg.side_channel_port, self._on_frame
             )
             self._server.start()
-            self._notif_thread = threading.Thread(
-                target=self._notif_loop, name="kv-notifs", daemon=True
-            )
-            self._notif_thread.start()
+            self._holder.start()
 
     def close(self) -> None:
         """Threads → transfer handles → dlists → remote agents → deregistration → sockets."""
@@ -145,9 +137,8 @@ class KVTransferAgent:
             if self._closed:
                 return
             self._closed = True
-        self._stop.set()
-        if self._notif_thread is not None:
-            self._notif_thread.join(timeout=2)
+        if self._holder is not None:
+            self._holder.stop()
         if self._pool is not None:
             self._pool.shutdown(wait=True)  # parts in flight end by their deadline
         if self._agent is not None:
@@ -197,7 +188,7 @@ class KVTransferAgent:
     def publish(self, request_id: str, block_ids: list[int]) -> None:
         """Stage (if needed) and hold ``block_ids`` until notified or the lease expires."""
         self._nixl()
-        if self._notif_thread is None:
+        if self._holder is None:
             raise RuntimeError(
                 f"publish needs DISAGG_ROLE prefill or both (this worker is {self.config.role})"
             )
@@ -206,39 +197,12 @@ class KVTransferAgent:
                 raise ValueError(f"block id {b} out of range [0, {self.layout.num_blocks})")
         if self._buffer is not self._caches:
             copy_blocks(self._caches, self._buffer, block_ids)
-        expires = time.monotonic() + self.config.block_lease_s
-        self._leases.hold(request_id, list(block_ids), expires)
-        self.telemetry.held.set(len(self._leases))
-
-    def _notif_loop(self) -> None:
-        while not self._stop.wait(0.0005 if len(self._leases) else 0.002):
-            try:
-                notifs = self._nixl().notifications()
-            except Exception as e:  # keep serving; a broken agent shows up in reads
-                log.debug("notification poll: %s", e)
-                notifs = {}
-            for msgs in notifs.values():
-                for m in msgs:
-                    if m.startswith(NOTIF_PREFIX):
-                        rid = m[len(NOTIF_PREFIX) :].decode("utf-8", "replace")
-                        self._release(rid, self._leases.pop(rid), "notified")
-            for rid, ids in self._leases.expire(time.monotonic()):
-                self._release(rid, ids, "lease_expired")
-
-    def _release(self, request_id: str, block_ids: list[int] | None, reason: str) -> None:
-        if block_ids is None:  # lease already expired, or a probe's read
-            return
-        self.telemetry.record_release(reason)
-        self.telemetry.held.set(len(self._leases))
-        if self._on_release is not None:
-            try:
-                self._on_release(request_id, block_ids, reason)
-            except Exception:
-                log.exception("on_release(%s) failed", request_id)
+        self._holder.hold(request_id, block_ids, self.config.block_lease_s)
 
     def _on_frame(self, frame: bytes) -> bytes | None:
-        """Side-channel handler: metadata for a valid request, a Refusal otherwise."""
-        reply, refused = protocol.answer(self._codec, frame, self._metadata)
+        """Side-channel handler: metadata or a claim's answer; a Refusal for anything else."""
+        assert self._holder is not None  # the listener runs only beside a holder
+        reply, refused = protocol.answer(self._codec, frame, self._metadata, self._holder.claim)
         if refused:
             self.telemetry.refused.inc()
         return reply
@@ -272,16 +236,26 @@ class KVTransferAgent:
         *,
         deadline_s: float | None = None,
         merge: bool = True,
+        claim: bool = True,
     ) -> TransferStats:
-        """READ remote blocks into local blocks; blocking, thread-safe, never hangs."""
+        """READ remote blocks into local blocks; blocking, thread-safe, never hangs.
+
+        ``claim=False`` skips the claim: only for reads of blocks nobody published (the
+        probe), whose content does not matter."""
         t0 = time.perf_counter()
         deadline = t0 + (deadline_s if deadline_s is not None else self.config.transfer_deadline_s)
         try:
             entry, hs_ms = self._peer(peer, deadline)
             plan = self._plan(entry, remote_block_ids, local_block_ids, merge)
-            if plan.num_blocks == 0:  # nothing to move (e.g. all cached): just free prefill's hold
+            if plan.num_blocks == 0:  # nothing to move (e.g. all cached): just free prefill's
+                # hold; no claim, since no bytes can be read wrong (a late notify is ignored)
                 self._notify(peer, entry, request_id)
                 return TransferStats(0, 0, hs_ms, 0.0, 0.0, (time.perf_counter() - t0) * 1000)
+            claim_ms = 0.0
+            if claim:  # before the READ: prefill confirms and extends the lease, or we stop
+                claim_ms = self._directory().claim(
+                    peer, entry, request_id, remote_block_ids, deadline
+                )
             post_ms, xfer_ms, ndesc = self._execute(peer, entry, plan, request_id, deadline, merge)
             if self._buffer is not self._caches:
                 copy_blocks(self._buffer, self._caches, local_block_ids)
@@ -292,7 +266,7 @@ class KVTransferAgent:
         self.telemetry.record_transfer(
             nbytes=plan.bytes, descriptors=ndesc, post_ms=post_ms, transfer_ms=xfer_ms
         )
-        return TransferStats(plan.bytes, ndesc, hs_ms, post_ms, xfer_ms, total)
+        return TransferStats(plan.bytes, ndesc, hs_ms, post_ms, xfer_ms, total, claim_ms)
 
     def peer_info(
         self, peer: PeerRef, *, timeout_s: float = HANDSHAKE_TIMEOUT_S

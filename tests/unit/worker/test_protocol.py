@@ -13,6 +13,8 @@ from disagg_worker import protocol
 from disagg_worker.layout import KVLayout
 from disagg_worker.protocol import (
     AuthError,
+    Claim,
+    ClaimAnswer,
     Codec,
     FrameError,
     LayoutInfo,
@@ -135,7 +137,7 @@ def test_mismatches_are_named() -> None:
     theirs = LAYOUT.model_copy(update={"block_size": 32, "dtype": "float16"})
     remote = meta(theirs, memory_type="VRAM", tp_size=2, protocol_version=7)
     assert protocol.mismatches(LAYOUT, "DRAM", 1, remote) == [
-        "protocol_version 1 != 7",
+        f"protocol_version {protocol.PROTOCOL_VERSION} != 7",
         "block_size 16 != 32",
         "dtype bfloat16 != float16",
         "memory_type DRAM != VRAM",
@@ -153,6 +155,10 @@ def test_inconsistent_geometry_is_named() -> None:
     assert protocol.mismatches(LAYOUT, "DRAM", 1, bad)[0].startswith("layout invalid")
 
 
+def no_claims(msg: Claim) -> ClaimAnswer:
+    raise AssertionError("no claim expected")
+
+
 def test_answer_serves_metadata_for_requests_and_refuses_the_rest() -> None:
     codec = Codec(b"k")
 
@@ -160,12 +166,56 @@ def test_answer_serves_metadata_for_requests_and_refuses_the_rest() -> None:
         return meta(nonce=nonce)
 
     reply, refused = protocol.answer(
-        codec, codec.encode(MetadataRequest("d", "", b"abc")), metadata
+        codec, codec.encode(MetadataRequest("d", "", b"abc")), metadata, no_claims
     )
     assert not refused and codec.decode(reply or b"") == meta(nonce=b"abc")
-    reply, refused = protocol.answer(codec, codec.encode(meta()), metadata)
+    reply, refused = protocol.answer(codec, codec.encode(meta()), metadata, no_claims)
     assert refused and codec.decode(reply or b"") == Refusal(
         "unexpected PeerMetadata; send a MetadataRequest"
     )
-    reply, refused = protocol.answer(codec, b"junk", metadata)
+    reply, refused = protocol.answer(codec, b"junk", metadata, no_claims)
     assert refused and isinstance(codec.decode(reply or b""), Refusal)
+
+
+def test_answer_hands_claims_to_the_claim_callback() -> None:
+    codec = Codec(b"k")
+
+    def claim(msg: Claim) -> ClaimAnswer:
+        return ClaimAnswer(msg.request_id, False, "expired", -0.5, [], msg.nonce)
+
+    frame = codec.encode(Claim("r1", [3, 4], 2.0, b"n"))
+    reply, refused = protocol.answer(codec, frame, lambda n: meta(nonce=n), claim)
+    assert not refused
+    assert codec.decode(reply or b"") == ClaimAnswer("r1", False, "expired", -0.5, [], b"n")
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ({"request_id": "r", "block_ids": [-1], "deadline_s": 1.0}, "Expected `int` >= 0"),
+        ({"request_id": "r", "block_ids": [1], "deadline_s": 1e9}, "Expected `float` <="),
+        ({"request_id": "r", "block_ids": [1], "deadline_s": -1.0}, "Expected `float` >= 0"),
+        ({"request_id": "r" * 600, "block_ids": [], "deadline_s": 1.0}, "length <= 512"),
+        ({"request_id": "r", "block_ids": "1", "deadline_s": 1.0}, "Expected `array`"),
+        ({"request_id": "r", "block_ids": [], "deadline_s": 1.0, "x": 1}, "unknown field"),
+    ],
+)
+def test_malformed_claims_are_refused_before_they_reach_the_lease_table(
+    body: dict[str, object], why: str
+) -> None:
+    codec = Codec(b"k")
+    raw = msgspec.msgpack.encode({"type": "claim", "nonce": b"n", **body})
+    env = protocol._Envelope(protocol.PROTOCOL_VERSION, raw, codec._mac(codec.version, raw))
+    frame = msgspec.msgpack.encode(env)
+    with pytest.raises(FrameError, match=why):
+        codec.decode(frame)
+    reply, refused = protocol.answer(codec, frame, lambda n: meta(nonce=n), no_claims)
+    assert refused and isinstance(codec.decode(reply or b""), Refusal)
+
+
+def test_claims_carry_the_hmac_like_handshake_frames() -> None:
+    frame = Codec(b"right").encode(Claim("r1", [1], 1.0, b"n"))
+    with pytest.raises(AuthError, match="HMAC mismatch"):
+        Codec(b"wrong").decode(frame)
+    with pytest.raises(AuthError, match="no handshake secret"):
+        Codec(None).decode(frame)

@@ -15,7 +15,7 @@ from disagg_worker.agent import RemotePeer
 from disagg_worker.config import WorkerConfig
 from disagg_worker.layout import KVLayout
 from disagg_worker.peer_process import alloc
-from disagg_worker.peers import PeerEntry, PeerRef, TransferError
+from disagg_worker.peers import PeerEntry, PeerRef, TransferError, claim_refused
 from disagg_worker.transfer import KVTransferAgent
 
 LAYOUT = KVLayout(num_layers=1, num_kv_heads=1, head_dim=8, block_size=4, num_blocks=8)
@@ -31,8 +31,10 @@ class FakeNixl:
     post_raises: Exception | None = None
     threads: int = 0
     released: list[Any] = field(default_factory=list)
+    posted: int = 0
 
     def post_read(self, *args: Any, **kw: Any) -> tuple[Any, str]:
+        self.posted += 1
         if self.post_raises is not None:
             raise self.post_raises
         return object(), self.first
@@ -54,6 +56,16 @@ class FakeNixl:
 @dataclass
 class FakeDirectory:
     forgotten: list[tuple[PeerRef, bool]] = field(default_factory=list)
+    claims: list[tuple[str, list[int]]] = field(default_factory=list)
+    answer: protocol.ClaimAnswer | None = None  # a "not held" answer to every claim
+
+    def claim(
+        self, peer: PeerRef, entry: PeerEntry, rid: str, ids: list[int], deadline: float
+    ) -> float:
+        self.claims.append((rid, ids))
+        if self.answer is not None:
+            raise claim_refused(peer, self.answer, ids)
+        return 0.1
 
     def get(self, peer: PeerRef, deadline: float) -> tuple[PeerEntry, float]:
         meta = protocol.PeerMetadata(
@@ -107,3 +119,50 @@ def test_fake_nixl_done_releases_the_handle_and_counts_bytes() -> None:
     assert stats.bytes == 3 * LAYOUT.block_len and stats.descriptors == 2
     assert len(fake.released) == 1 and directory.forgotten == []
     assert agent.stats()["transfers"] == 1
+
+
+def test_reads_claim_the_remote_blocks_first() -> None:
+    agent, directory = agent_with(FakeNixl(first="DONE", final="DONE"))
+    stats = agent.read(PEER, "r1", [0, 1, 5], [2, 3, 4])
+    assert directory.claims == [("r1", [0, 1, 5])] and stats.claim_ms == 0.1
+    agent.read(PEER, "probe", [0], [0], claim=False)
+    assert len(directory.claims) == 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "message", "reason"),
+    [
+        (
+            protocol.ClaimAnswer("r1", False, "expired", -0.25, [], b""),
+            r"request r1 from 127.0.0.1:1 \(p0\): nothing was read, the prefill's lease ran "
+            r"out 0.25 s before decode arrived .* raise blockLeaseSeconds",
+            "expired",
+        ),
+        (
+            protocol.ClaimAnswer("r1", False, "unknown", 0.0, [], b""),
+            "the prefill holds no such request",
+            "not_held",
+        ),
+        (
+            protocol.ClaimAnswer("r1", False, "blocks_differ", 3.0, [6, 7], b""),
+            r"holds blocks \[6, 7\] for it, not \[0, 1\]",
+            "not_held",
+        ),
+        (
+            protocol.ClaimAnswer("r1", False, "released", 0.0, [], b""),
+            "already released its blocks",
+            "not_held",
+        ),
+    ],
+)
+def test_a_refused_claim_reads_nothing_and_counts_the_failure(
+    answer: protocol.ClaimAnswer, message: str, reason: str
+) -> None:
+    fake = FakeNixl(first="DONE", final="DONE")
+    agent, directory = agent_with(fake)
+    directory.answer = answer
+    with pytest.raises(TransferError, match=message) as err:
+        agent.read(PEER, "r1", [0, 1], [2, 3])
+    assert err.value.reason == reason
+    assert fake.posted == 0 and fake.released == [] and directory.forgotten == []
+    assert agent.stats()[f"failures_{reason}"] == 1 and agent.stats()["transfers"] == 0
