@@ -185,17 +185,23 @@ def test_wrong_or_missing_secret_is_refused(prefill, tmp_path) -> None:
             a.read(peer_of(prefill), "x", [0], [0])
 
 
-def test_other_protocol_version_is_refused(prefill, secret) -> None:
-    key = handshake.load_secret(str(secret))
-    frame = protocol.Codec(key, version=2).encode(protocol.MetadataRequest("d", "", b"n"))
+def side_channel(p: PrefillProcess, frame: bytes, key: bytes | None) -> protocol.Message:
+    """One raw request/reply on the prefill's side channel, decoded with ``key``."""
     import zmq
 
     ctx = zmq.Context()
     try:
-        raw = handshake.request(ctx, "127.0.0.1", prefill.port, frame, 5.0)
+        raw = handshake.request(ctx, "127.0.0.1", p.port, frame, 5.0)
     finally:
         ctx.term()
-    assert protocol.Codec(key).decode(raw) == protocol.Refusal("protocol_version 1 != 2")
+    return protocol.Codec(key).decode(raw)
+
+
+def test_other_protocol_version_is_refused(prefill, secret) -> None:
+    key = handshake.load_secret(str(secret))
+    v = protocol.PROTOCOL_VERSION
+    frame = protocol.Codec(key, version=v + 1).encode(protocol.MetadataRequest("d", "", b"n"))
+    assert side_channel(prefill, frame, key) == protocol.Refusal(f"protocol_version {v} != {v + 1}")
 
 
 def test_engine_id_mismatch_is_refused(prefill, clean) -> None:
@@ -229,6 +235,7 @@ def test_prefill_killed_mid_transfer_fails_within_deadline(prefill, clean) -> No
     try:
         with KVTransferAgent(decode_config(None, engine_id="d-k"), BIG, caches) as agent:
             peer = PeerRef("127.0.0.1", victim.port)
+            victim.call("publish", "warm", [0])
             agent.read(peer, "warm", [0], [0])  # handshake + connection, then the real one
             ids = list(range(BIG.num_blocks))
             victim.call("publish", "big", ids)
@@ -337,3 +344,79 @@ def test_empty_block_list_moves_nothing_and_still_frees(prefill, clean) -> None:
     assert (stats.bytes, stats.descriptors) == (0, 0)
     assert_blocks(caches, [], [])
     assert wait_event(prefill, "empty") == ([], "notified")
+
+
+# --- claims: decode asks prefill, before its READ, whether the blocks are still held ----
+
+
+def test_read_after_the_lease_ran_out_reads_nothing_and_says_why(prefill, clean) -> None:
+    agent, caches = clean
+    prefill.call("publish", "late", [14, 15])
+    assert wait_event(prefill, "late") == ([14, 15], "lease_expired")  # LEASE_S passed
+    t0 = time.monotonic()
+    with pytest.raises(TransferError) as err:
+        agent.read(peer_of(prefill), "late", [14, 15], [0, 1], deadline_s=2.0)
+    assert time.monotonic() - t0 < 2.0
+    assert err.value.reason == "expired"
+    message = str(err.value)
+    assert f"request late from 127.0.0.1:{prefill.port} (p0): nothing was read" in message
+    assert "lease ran out" in message and "raise blockLeaseSeconds" in message
+    assert_blocks(caches, [], [])  # not a byte landed
+    assert agent.stats()["failures_expired"] >= 1
+    # the prefill keeps serving: the next request is read and freed as usual
+    prefill.call("publish", "on-time", [14, 15])
+    agent.read(peer_of(prefill), "on-time", [14, 15], [0, 1])
+    assert_blocks(caches, [0, 1], [14, 15])
+    assert wait_event(prefill, "on-time") == ([14, 15], "notified")
+
+
+def test_reading_a_request_twice_is_refused_the_second_time(prefill, clean) -> None:
+    agent, _ = clean
+    prefill.call("publish", "twice", [16])
+    agent.read(peer_of(prefill), "twice", [16], [16])
+    wait_event(prefill, "twice")
+    with pytest.raises(TransferError, match="already released its blocks") as err:
+        agent.read(peer_of(prefill), "twice", [16], [16])
+    assert err.value.reason == "not_held"
+    with pytest.raises(TransferError, match="holds no such request"):
+        agent.read(peer_of(prefill), "never-published", [16], [16])
+
+
+def test_a_claim_extends_the_lease_over_the_read(prefill, secret, clean) -> None:
+    agent, caches = clean
+    key = handshake.load_secret(str(secret))
+    codec = protocol.Codec(key)
+    prefill.call("publish", "slow", [24, 25])
+    answer = side_channel(prefill, codec.encode(protocol.Claim("slow", [24], 3.0, b"n1")), key)
+    assert isinstance(answer, protocol.ClaimAnswer) and answer.held, answer
+    assert answer.expires_in_s >= 3.0  # was LEASE_S; now the claimed deadline plus a margin
+    time.sleep(LEASE_S + 0.3)  # past the lease as published: still held
+    assert all(rid != "slow" for rid, _, _ in prefill.call("events"))
+    agent.read(peer_of(prefill), "slow", [24, 25], [3, 4])
+    assert_blocks(caches, [3, 4], [24, 25])
+    assert wait_event(prefill, "slow") == ([24, 25], "notified")
+
+
+def test_claims_with_a_wrong_hmac_or_for_strangers_do_not_disturb_the_listener(
+    prefill, secret, tmp_path
+) -> None:
+    key = handshake.load_secret(str(secret))
+    forged = protocol.Codec(b"guess").encode(protocol.Claim("x", [1], 600.0, b"n"))
+    assert side_channel(prefill, forged, key) == protocol.Refusal(
+        "HMAC mismatch: the peer uses a different handshake secret"
+    )
+    unsigned = protocol.Codec(None).encode(protocol.Claim("x", [1], 600.0, b"n"))
+    assert isinstance(side_channel(prefill, unsigned, key), protocol.Refusal)
+    stranger = protocol.Codec(key).encode(protocol.Claim("nobody", [1], 1.0, b"n2"))
+    assert side_channel(prefill, stranger, key) == protocol.ClaimAnswer(
+        "nobody", False, "unknown", 0.0, [], b"n2"
+    )
+    # a decode worker with the wrong secret never gets as far as a claim or a READ
+    wrong = tmp_path / "wrong"
+    wrong.write_bytes(b"guess")
+    with (
+        KVTransferAgent(decode_config(wrong, engine_id="d-w"), LAYOUT, alloc(LAYOUT)) as a,
+        pytest.raises(TransferError, match="HMAC mismatch"),
+    ):
+        a.read(peer_of(prefill), "x", [0], [0])
+    assert prefill.call("stats")["handshake_refused"] >= 3
