@@ -134,12 +134,27 @@ def test_killing_up_itself_still_takes_its_workers_down() -> None:
 
 
 def test_a_failing_worker_stops_the_others(tmp_path: Path) -> None:
-    manifest = tmp_path / "bad.yaml"
-    manifest.write_text(QUICKSTART.read_text().replace("model: tiny", "model: huge"))
+    # A valid manifest whose decode pod gets a worker setting the worker refuses at start.
+    manifest = tmp_path / "bad-worker.yaml"
+    bad_env = "    env: [{name: DISAGG_NUM_BLOCKS, value: '0'}]\n"
+    text = QUICKSTART.read_text()
+    head, decode = text.split("  decode:\n")
+    manifest.write_text(head + "  decode:\n" + bad_env + decode)
     done = subprocess.run(
         [*UP, str(manifest), "--port", "0"], capture_output=True, text=True, timeout=240
     )
     assert done.returncode == 1
-    assert "DISAGG_MODEL: unknown reference model 'huge'" in done.stderr
+    assert "DISAGG_NUM_BLOCKS: Input should be greater than 0" in done.stderr
     assert "exited with code" in done.stderr
     _assert_nothing_left(done.stdout, 2)
+
+
+def test_an_invalid_manifest_starts_nothing(tmp_path: Path) -> None:
+    manifest = tmp_path / "bad.yaml"
+    manifest.write_text(QUICKSTART.read_text().replace("model: tiny", "model: huge"))
+    done = subprocess.run(
+        [*UP, str(manifest), "--port", "0"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert "spec.model: the reference engine has no model 'huge'" in done.stderr
+    assert "starting" not in done.stdout.lower()
