@@ -124,23 +124,76 @@ class HandshakeServer:
         self._ctx.term()
 
 
-def request(ctx: zmq.Context, host: str, port: int, frame: bytes, timeout_s: float) -> bytes:
-    """Send one frame and wait for one reply; HandshakeTimeout after ``timeout_s``."""
+def _req_socket(ctx: zmq.Context, host: str, port: int) -> zmq.Socket:
     sock = ctx.socket(zmq.REQ)
-    ms = max(1, int(timeout_s * 1000))
     sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.RCVTIMEO, ms)
-    sock.setsockopt(zmq.SNDTIMEO, ms)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 64)
     if ":" in host:
         sock.setsockopt(zmq.IPV6, 1)
+    sock.connect(_url(host, port))
+    return sock
+
+
+def _exchange(sock: zmq.Socket, frame: bytes, timeout_s: float, where: str) -> bytes:
+    ms = max(1, int(timeout_s * 1000))
+    sock.setsockopt(zmq.RCVTIMEO, ms)
+    sock.setsockopt(zmq.SNDTIMEO, ms)
     try:
-        sock.connect(_url(host, port))
         sock.send(frame)
         return sock.recv()
     except zmq.Again:
         raise HandshakeTimeout(
-            f"no handshake reply from {host}:{port} within {timeout_s:.1f} s"
+            f"no handshake reply from {where} within {timeout_s:.1f} s"
         ) from None
+
+
+def request(ctx: zmq.Context, host: str, port: int, frame: bytes, timeout_s: float) -> bytes:
+    """Send one frame and wait for one reply; HandshakeTimeout after ``timeout_s``."""
+    sock = _req_socket(ctx, host, port)
+    try:
+        return _exchange(sock, frame, timeout_s, f"{host}:{port}")
     finally:
         sock.close(linger=0)
+
+
+class Channel:
+    """Kept-open REQ sockets to one peer, for requests made on every transfer (claims).
+
+    A fresh connection costs a TCP and ZMTP handshake per request; here each concurrent
+    caller takes an idle socket (or opens one) and returns it after a clean reply. A
+    socket whose request failed or timed out is closed (a REQ socket is stuck after a
+    missing reply). Thread-safe; :meth:`close` before terminating the context.
+    """
+
+    def __init__(self, ctx: zmq.Context, host: str, port: int) -> None:
+        self._ctx, self._host, self._port = ctx, host, port
+        self._lock = threading.Lock()
+        self._idle: list[zmq.Socket] = []
+        self._closed = False
+
+    def request(self, frame: bytes, timeout_s: float) -> bytes:
+        with self._lock:
+            if self._closed:
+                raise zmq.ZMQError(zmq.ETERM, "side channel closed")
+            sock = self._idle.pop() if self._idle else None
+        if sock is None:
+            sock = _req_socket(self._ctx, self._host, self._port)
+        ok = False
+        try:
+            reply = _exchange(sock, frame, timeout_s, f"{self._host}:{self._port}")
+            ok = True
+            return reply
+        finally:
+            with self._lock:
+                keep = ok and not self._closed
+                if keep:
+                    self._idle.append(sock)
+            if not keep:
+                sock.close(linger=0)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for sock in idle:
+            sock.close(linger=0)

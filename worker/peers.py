@@ -76,6 +76,7 @@ class PeerDirectory:
         self._lock = threading.Lock()
         self._peers: dict[tuple[str, int], PeerEntry] = {}
         self._locks: dict[tuple[str, int], threading.Lock] = {}
+        self._channels: dict[tuple[str, int], handshake.Channel] = {}
 
     def get(self, peer: PeerRef, deadline: float) -> tuple[PeerEntry, float]:
         """(entry, handshake ms — 0.0 when cached)."""
@@ -106,6 +107,9 @@ class PeerDirectory:
         """Close the side-channel client sockets (remote agents go with the NIXL agent)."""
         with self._lock:
             self._peers.clear()
+            channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            channel.close()
         self._ctx.term()
 
     def _handshake(self, peer: PeerRef, deadline: float) -> PeerEntry:
@@ -165,9 +169,7 @@ class PeerDirectory:
         req = protocol.Claim(rid, block_ids, min(left, protocol.MAX_CLAIM_DEADLINE_S), nonce)
         try:
             frame = self._codec.encode(req)
-            raw = handshake.request(
-                self._ctx, peer.host, peer.port, frame, min(HANDSHAKE_TIMEOUT_S, left)
-            )
+            raw = self._channel(peer).request(frame, min(HANDSHAKE_TIMEOUT_S, left))
             msg = self._codec.decode(raw)
         except (handshake.HandshakeTimeout, zmq.ZMQError) as e:
             self.forget(peer, entry, remove=True)  # it may have died or restarted
@@ -183,6 +185,13 @@ class PeerDirectory:
         if not msg.held:
             raise claim_refused(peer, msg, block_ids)
         return (time.perf_counter() - t0) * 1000
+
+    def _channel(self, peer: PeerRef) -> handshake.Channel:
+        key = (peer.host, peer.port)
+        with self._lock:
+            if key not in self._channels:
+                self._channels[key] = handshake.Channel(self._ctx, peer.host, peer.port)
+            return self._channels[key]
 
 
 def claim_refused(peer: PeerRef, ans: protocol.ClaimAnswer, wanted: list[int]) -> TransferError:

@@ -113,3 +113,22 @@ def test_secret_file_errors_name_the_variable(tmp_path) -> None:
 def test_port_in_use_names_the_setting(server) -> None:
     with pytest.raises(OSError, match=r"DISAGG_SIDE_CHANNEL_PORT: cannot listen on 127\.0\.0\.1"):
         handshake.HandshakeServer("127.0.0.1", server.port, lambda f: f)
+
+
+def test_channel_keeps_its_socket_between_requests_and_replaces_a_stuck_one(server, ctx) -> None:
+    codec = Codec(SECRET)
+    channel = handshake.Channel(ctx, "127.0.0.1", server.port)
+    try:
+        for name in ("a", "b", "c"):
+            frame = codec.encode(MetadataRequest(name, "", b"n"))
+            assert codec.decode(channel.request(frame, 5.0)) == Refusal(f"echo {name}")
+        assert len(channel._idle) == 1  # one connection served all three
+        silent = handshake.Channel(ctx, "127.0.0.1", 1)  # nothing listens: no reply
+        with pytest.raises(handshake.HandshakeTimeout):
+            silent.request(b"x", 0.05)
+        assert silent._idle == []  # the stuck REQ socket was closed, not kept
+        silent.close()
+    finally:
+        channel.close()
+    with pytest.raises(zmq.ZMQError):
+        channel.request(b"x", 1.0)
