@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
@@ -42,20 +44,19 @@ def test_contracts_kept_on_this_tree(tmp_path: Path) -> None:
     assert "broken" in result.stdout and "0 broken" in result.stdout
 
 
-def test_pure_module_importing_zmq_breaks_the_contract(tmp_path: Path) -> None:
-    tree = _copy_tree(tmp_path)
-    config = tree / "disagg_worker" / "config.py"
-    config.write_text(config.read_text() + "\nimport zmq  # violation under test\n")
-    result = _lint(tree)
+@pytest.mark.parametrize(
+    ("module", "violation", "broken"),
+    [
+        ("config.py", "import zmq", "Pure modules import no I/O libraries BROKEN"),
+        ("layout.py", "import disagg_operator.cli", "Worker does not import the operator BROKEN"),
+    ],
+)
+def test_a_violation_breaks_its_contract(
+    tmp_path: Path, module: str, violation: str, broken: str
+) -> None:
+    source = _copy_tree(tmp_path) / "disagg_worker" / module
+    source.write_text(source.read_text() + f"\n{violation}  # violation under test\n")
+    result = _lint(tmp_path)
     assert result.returncode != 0
-    assert "Pure modules import no I/O libraries BROKEN" in result.stdout
-    assert "disagg_worker.config -> zmq" in result.stdout
-
-
-def test_worker_importing_operator_breaks_the_contract(tmp_path: Path) -> None:
-    tree = _copy_tree(tmp_path)
-    layout = tree / "disagg_worker" / "layout.py"
-    layout.write_text(layout.read_text() + "\nimport disagg_operator.cli  # violation\n")
-    result = _lint(tree)
-    assert result.returncode != 0
-    assert "Worker does not import the operator BROKEN" in result.stdout
+    assert broken in result.stdout
+    assert f"disagg_worker.{module.removesuffix('.py')} -> {violation.split()[1]}" in result.stdout
