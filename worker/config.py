@@ -77,6 +77,14 @@ class WorkerConfig(BaseModel):
             return [b.strip() for b in value.split(",") if b.strip()]
         return value
 
+    @field_validator("ucx_env")
+    @classmethod
+    def _ucx_names_only(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not key.startswith("UCX_"):
+                raise ValueError(f"key {key!r} is not a UCX setting; use UCX_* names only")
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> WorkerConfig:
         try:
@@ -123,11 +131,6 @@ class WorkerConfig(BaseModel):
     @property
     def memory_type(self) -> str:
         return platforms.memory_type(self.buffer_device)
-
-    @property
-    def effective_ucx_tls(self) -> str | None:
-        """UCX_TLS to export: the override, else None (UCX picks its own)."""
-        return self.ucx_tls
 
     @property
     def advertised_host(self) -> str:

@@ -56,13 +56,9 @@ def apply_ucx_env(ucx_tls: str | None, ucx_env: dict[str, str]) -> None:
     """Export UCX settings before the UCX backend is created (UCX reads them then).
 
     Process-wide by nature: a worker process runs one agent. Unset values leave whatever
-    the pod env already says (the operator renders UCX_TLS there).
+    the pod env already says (the operator renders UCX_TLS there). ``ucx_env`` holds UCX_*
+    names only: WorkerConfig refuses any other key when the worker starts.
     """
-    for key in ucx_env:
-        if not key.startswith("UCX_"):
-            raise ValueError(
-                f"DISAGG_UCX_ENV: key {key!r} is not a UCX setting; use UCX_* names only"
-            )
     os.environ.update(ucx_env)
     if ucx_tls:
         os.environ["UCX_TLS"] = ucx_tls

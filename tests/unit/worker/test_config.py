@@ -33,6 +33,10 @@ def test_cpu_worker_registers_dram_without_staging() -> None:
         ({"DISAGG_DEVICE": "npu"}, "DISAGG_DEVICE: unknown device 'npu'"),
         ({"DISAGG_BACKENDS": "GDS"}, "DISAGG_BACKENDS: NIXL backend 'GDS' cannot move DRAM"),
         ({"DISAGG_TYPO": "1"}, "DISAGG_TYPO: unknown setting"),
+        (
+            {"DISAGG_UCX_ENV": '{"PATH": "/tmp"}'},
+            "^DISAGG_UCX_ENV: key 'PATH' is not a UCX setting; use UCX_\\* names only$",
+        ),
         ({"DISAGG_TP_RANK": "2"}, "DISAGG_TP_RANK: 2 must be below DISAGG_TP_SIZE 1"),
         (
             {"DISAGG_BLOCK_LEASE_S": "5", "DISAGG_TRANSFER_DEADLINE_S": "10"},
