@@ -23,7 +23,7 @@ import kopf
 from disagg_operator import k8s
 from disagg_operator.models import GROUP, KIND, PLURAL, VERSION
 from disagg_operator.reconcile import CHILD_KINDS, Reconciler
-from disagg_operator.render import LABEL_DEPLOYMENT
+from disagg_operator.render.objects import LABEL_DEPLOYMENT
 
 registry = kopf.OperatorRegistry()
 PREFIX = "disagg.dev"

@@ -36,8 +36,8 @@ from disagg_operator import metrics
 from disagg_operator import status as status_mod
 from disagg_operator.models import API_VERSION, PLURAL
 from disagg_operator.plan import Action, plan
-from disagg_operator.render import INFERENCE_POOL_API, LABEL_DEPLOYMENT, render
-from disagg_operator.render_derive import HMAC_KEY
+from disagg_operator.render.derive import HMAC_KEY
+from disagg_operator.render.objects import INFERENCE_POOL_API, LABEL_DEPLOYMENT, render
 from disagg_operator.validation import Problem, parse
 
 log = logging.getLogger("disagg.operator")

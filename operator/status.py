@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from disagg_operator.models import ROLES, DeploymentSpec
-from disagg_operator.render_pods import SPEC_HASH
+from disagg_operator.render.pods import SPEC_HASH
 from disagg_operator.validation import Problem
 
 READY = "Ready"

@@ -19,7 +19,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from disagg_operator import render_derive
 from disagg_operator.models import (
     ENGINE_BEHIND_SIDECAR_PORT,
     HTTP_PORT,
@@ -27,8 +26,9 @@ from disagg_operator.models import (
     DeploymentSpec,
     DisaggregatedDeployment,
 )
+from disagg_operator.render import derive as render_derive
 from disagg_worker import platforms
-from disagg_worker.presets import PRESETS
+from disagg_worker.engine.presets import PRESETS
 
 # Devices the reference engine (torch, in the worker) runs on.
 REFERENCE_DEVICES = ("cpu", "cuda")

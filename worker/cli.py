@@ -3,7 +3,7 @@
 I/O shell. ``serve`` reads :class:`WorkerConfig` from ``DISAGG_*`` env (what the operator
 renders into the pod) with flags on top, starts the engine and transfer agent, serves HTTP
 until SIGTERM, then closes the agent. ``probe`` is the transfer-path self-check
-(``disagg_worker.probe``), imported only when asked for.
+(``disagg_worker.transfer.probe``), imported only when asked for.
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ def _keep_buffers_on_heap() -> None:
 
 
 async def _serve(config: WorkerConfig) -> None:
-    from disagg_worker.localrun import serve
-    from disagg_worker.server import Worker, build_app
+    from disagg_worker.serve.localrun import serve
+    from disagg_worker.serve.server import Worker, build_app
 
     worker = Worker(config)
     worker.start()
@@ -128,9 +128,9 @@ def main(argv: list[str]) -> int:
         return serve_main(rest)
     if command == "probe":
         try:
-            probe = importlib.import_module("disagg_worker.probe")
+            probe = importlib.import_module("disagg_worker.transfer.probe")
         except ModuleNotFoundError as e:
-            if e.name != "disagg_worker.probe":
+            if e.name != "disagg_worker.transfer.probe":
                 raise
             print("disagg worker probe: not part of this build", file=sys.stderr)
             return 2

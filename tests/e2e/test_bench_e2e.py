@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from disagg_worker.bench_e2e import KEYS, table
+from disagg_worker.bench.e2e import KEYS, table
 
 
 def test_bench_reports_every_case_with_the_documented_keys() -> None:

@@ -17,8 +17,8 @@ import psutil
 import pytest
 import yaml
 
-from disagg_operator.render import render
-from disagg_operator.up import UpError, local_pods
+from disagg_operator.local.up import UpError, local_pods
+from disagg_operator.render.objects import render
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart-cpu.yaml"

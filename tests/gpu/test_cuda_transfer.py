@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from disagg_worker.config import WorkerConfig
-from disagg_worker.copy import alloc_staging, copy_blocks
-from disagg_worker.layout import KVLayout
-from disagg_worker.peer_process import PrefillProcess, alloc, pattern, spawn_prefill, words
-from disagg_worker.transfer import KVTransferAgent, PeerRef, TransferError
+from disagg_worker.transfer.copy import alloc_staging, copy_blocks
+from disagg_worker.transfer.engine import KVTransferAgent, PeerRef, TransferError
+from disagg_worker.transfer.layout import KVLayout
+from disagg_worker.transfer.peer_process import PrefillProcess, alloc, pattern, spawn_prefill, words
 
 pytestmark = [
     pytest.mark.gpu,

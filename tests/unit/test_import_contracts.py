@@ -47,16 +47,31 @@ def test_contracts_kept_on_this_tree(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("module", "violation", "broken"),
     [
-        ("config.py", "import zmq", "Pure modules import no I/O libraries BROKEN"),
-        ("layout.py", "import disagg_operator.cli", "Worker does not import the operator BROKEN"),
+        ("disagg_worker/config.py", "import zmq", "Pure modules import no I/O libraries BROKEN"),
+        (
+            "disagg_worker/transfer/layout.py",
+            "import disagg_operator.cli",
+            "Worker does not import the operator BROKEN",
+        ),
+        (
+            "disagg_worker/transfer/plan.py",
+            "import disagg_worker.serve.proxy",
+            "Worker subsystems are layered BROKEN",
+        ),
+        (
+            "disagg_operator/reconcile.py",
+            "import disagg_operator.emulator.server",
+            "The operator's reconcile path imports no test or local tooling BROKEN",
+        ),
     ],
 )
 def test_a_violation_breaks_its_contract(
     tmp_path: Path, module: str, violation: str, broken: str
 ) -> None:
-    source = _copy_tree(tmp_path) / "disagg_worker" / module
+    source = _copy_tree(tmp_path) / module
     source.write_text(source.read_text() + f"\n{violation}  # violation under test\n")
     result = _lint(tmp_path)
     assert result.returncode != 0
     assert broken in result.stdout
-    assert f"disagg_worker.{module.removesuffix('.py')} -> {violation.split()[1]}" in result.stdout
+    importer = module.removesuffix(".py").replace("/", ".")
+    assert f"{importer} -> {violation.split()[1]}" in result.stdout

@@ -17,8 +17,8 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from disagg_worker.engine import BOS
-from disagg_worker.proxy import Proxy, build_app
+from disagg_worker.engine.model import BOS
+from disagg_worker.serve.proxy import Proxy, build_app
 from tests.integration.engine.conftest import (
     StartWorker,
     Workers,

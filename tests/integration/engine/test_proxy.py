@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from disagg_worker.proxy import Pool, Proxy, build_app
+from disagg_worker.serve.proxy import Pool, Proxy, build_app
 
 VLLM_PARAMS = {
     "do_remote_prefill": True,

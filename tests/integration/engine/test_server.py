@@ -8,9 +8,9 @@ import socket
 
 import pytest
 
-from disagg_worker.engine import ReferenceEngine, decode, encode, get_preset, kv_layout
-from disagg_worker.kvcache import PagedKVCache
-from disagg_worker.localrun import ChildError
+from disagg_worker.engine.kvcache import PagedKVCache
+from disagg_worker.engine.model import ReferenceEngine, decode, encode, get_preset, kv_layout
+from disagg_worker.serve.localrun import ChildError
 from tests.integration.engine.conftest import StartWorker, get, metric, post
 
 

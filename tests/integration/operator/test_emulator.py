@@ -1,7 +1,7 @@
 """The API emulator behaves like an API server where kopf, kubectl and the operator care.
 
 Each test speaks real HTTP to the emulator and checks one of the kmock 0.8 gaps fixed by
-:mod:`disagg_operator.emulator`.
+:mod:`disagg_operator.emulator.server`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from disagg_worker import bench_transfer
+from disagg_worker.bench import transfer as bench_transfer
 
 
 def test_bench_prints_the_documented_json_and_a_chart(

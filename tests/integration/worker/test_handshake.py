@@ -10,8 +10,8 @@ import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from disagg_worker import handshake
-from disagg_worker.protocol import Codec, MetadataRequest, ProtocolError, Refusal
+from disagg_worker.transfer import handshake
+from disagg_worker.transfer.protocol import Codec, MetadataRequest, ProtocolError, Refusal
 
 SECRET = b"shared"
 

@@ -1,6 +1,6 @@
 """Two real processes on 127.0.0.1 moving KV blocks through NIXL/UCX; every byte verified.
 
-The prefill worker runs in a spawned child (:mod:`disagg_worker.peer_process`) with a cache
+The prefill worker runs in a spawned child (:mod:`disagg_worker.transfer.peer_process`) with a cache
 filled by a known pattern; the decode worker runs here.
 """
 
@@ -17,12 +17,12 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from disagg_worker import handshake, protocol
-from disagg_worker.agent import AgentError
 from disagg_worker.config import WorkerConfig
-from disagg_worker.layout import KVLayout
-from disagg_worker.peer_process import PrefillProcess, alloc, pattern, spawn_prefill, words
-from disagg_worker.transfer import KVTransferAgent, PeerRef, TransferError
+from disagg_worker.transfer import handshake, protocol
+from disagg_worker.transfer.engine import KVTransferAgent, PeerRef, TransferError
+from disagg_worker.transfer.layout import KVLayout
+from disagg_worker.transfer.nixl_agent import AgentError
+from disagg_worker.transfer.peer_process import PrefillProcess, alloc, pattern, spawn_prefill, words
 
 LAYOUT = KVLayout(
     num_layers=2, num_kv_heads=2, head_dim=16, block_size=4, num_blocks=32, block_major=False
@@ -268,7 +268,7 @@ def test_prefill_killed_mid_transfer_fails_within_deadline(prefill, clean) -> No
 
 
 def test_probe_reports_a_working_path(prefill, secret, monkeypatch, capsys) -> None:
-    from disagg_worker import probe
+    from disagg_worker.transfer import probe
 
     monkeypatch.setenv("DISAGG_HMAC_SECRET_PATH", str(secret))
     argv = ["--peer", f"127.0.0.1:{prefill.port}", "--engine-id", "p0", "--json"]
@@ -280,7 +280,7 @@ def test_probe_reports_a_working_path(prefill, secret, monkeypatch, capsys) -> N
 
 
 def test_probe_names_the_failing_step(prefill, monkeypatch, capsys) -> None:
-    from disagg_worker import probe
+    from disagg_worker.transfer import probe
 
     monkeypatch.delenv("DISAGG_HMAC_SECRET_PATH", raising=False)
     assert probe.main(["--peer", f"127.0.0.1:{prefill.port}", "--deadline-s", "2"]) == 1
@@ -291,7 +291,7 @@ def test_probe_names_the_failing_step(prefill, monkeypatch, capsys) -> None:
 def test_reads_split_across_worker_threads_are_exact_and_notify_once(
     prefill, secret, monkeypatch
 ) -> None:
-    from disagg_worker import transfer
+    from disagg_worker.transfer import engine as transfer
 
     monkeypatch.setattr(transfer, "PARALLEL_MIN_BYTES", 0)  # split even this small read
     caches = alloc(LAYOUT)

@@ -9,7 +9,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from disagg_operator import render_cli, validation
+from disagg_operator import validation
+from disagg_operator.render import cli as render_cli
 
 from .builders import EXAMPLES, ROOT, by_kind, example
 

@@ -9,9 +9,10 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from disagg_operator import render_derive, render_pods
 from disagg_operator.models import DeploymentSpec
-from disagg_operator.render import SPEC_HASH, render
+from disagg_operator.render import derive as render_derive
+from disagg_operator.render import pods as render_pods
+from disagg_operator.render.objects import SPEC_HASH, render
 from disagg_worker.config import WorkerConfig
 
 from .builders import GPU, ROOT, body, by_kind, env_of, role, vllm_gpu_cpu
@@ -368,7 +369,7 @@ def test_derivation_doc_is_generated_from_the_code() -> None:
     doc = (ROOT / "docs" / "derivation.md").read_text()
     assert render_derive.derivation_table() in doc, (
         "docs/derivation.md is stale; paste the output of "
-        "`python -m disagg_operator.render_derive` into its table"
+        "`python -m disagg_operator.render.derive` into its table"
     )
 
 

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from disagg_operator import status, validation
-from disagg_operator.render import SPEC_HASH, render
+from disagg_operator.render.objects import SPEC_HASH, render
 
 from .builders import body, by_kind, role
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from disagg_operator import render, validation
+from disagg_operator import validation
+from disagg_operator.render import objects as render
 from disagg_operator.validation import Problem
 from disagg_worker import platforms
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from disagg_worker.copy import alloc_staging, copy_blocks, needs_copy
+from disagg_worker.transfer.copy import alloc_staging, copy_blocks, needs_copy
 
 
 def regions(n: int = 2, blocks: int = 40) -> list[torch.Tensor]:

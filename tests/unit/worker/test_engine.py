@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from disagg_worker.engine import (
+from disagg_worker.engine.kvcache import BlockAllocator, PagedKVCache
+from disagg_worker.engine.model import (
     BOS,
     EOS,
     PRESETS,
@@ -16,7 +17,6 @@ from disagg_worker.engine import (
     get_preset,
     kv_layout,
 )
-from disagg_worker.kvcache import BlockAllocator, PagedKVCache
 
 torch.set_num_threads(1)  # tiny shapes: threads only add contention on shared cores
 SPEC = get_preset("tiny")

@@ -7,8 +7,8 @@ import threading
 import pytest
 import torch
 
-from disagg_worker.kvcache import BlockAllocator, CacheFullError, PagedKVCache
-from disagg_worker.layout import KVLayout
+from disagg_worker.engine.kvcache import BlockAllocator, CacheFullError, PagedKVCache
+from disagg_worker.transfer.layout import KVLayout
 
 
 def _layout(num_blocks: int = 8, block_size: int = 4) -> KVLayout:

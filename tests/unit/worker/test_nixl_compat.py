@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from disagg_worker.nixl_compat import apply_ucx_env, nixl_api
+from disagg_worker.transfer.nixl_compat import apply_ucx_env, nixl_api
 
 
 def test_ucx_settings_are_exported(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from disagg_worker import protocol
-from disagg_worker.layout import KVLayout
-from disagg_worker.protocol import (
+from disagg_worker.transfer import protocol
+from disagg_worker.transfer.layout import KVLayout
+from disagg_worker.transfer.protocol import (
     AuthError,
     Claim,
     ClaimAnswer,

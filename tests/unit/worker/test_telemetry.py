@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from disagg_worker.telemetry import TransferTelemetry
+from disagg_worker.transfer.telemetry import TransferTelemetry
 
 
 def test_transfers_failures_and_releases_are_counted() -> None:

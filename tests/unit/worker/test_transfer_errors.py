@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from disagg_worker import protocol
-from disagg_worker.agent import RemotePeer
 from disagg_worker.config import WorkerConfig
-from disagg_worker.layout import KVLayout
-from disagg_worker.peer_process import alloc
-from disagg_worker.peers import PeerEntry, PeerRef, TransferError, claim_refused
-from disagg_worker.transfer import KVTransferAgent
+from disagg_worker.transfer import protocol
+from disagg_worker.transfer.engine import KVTransferAgent
+from disagg_worker.transfer.layout import KVLayout
+from disagg_worker.transfer.nixl_agent import RemotePeer
+from disagg_worker.transfer.peer_process import alloc
+from disagg_worker.transfer.peers import PeerEntry, PeerRef, TransferError, claim_refused
 
 LAYOUT = KVLayout(num_layers=1, num_kv_heads=1, head_dim=8, block_size=4, num_blocks=8)
 PEER = PeerRef("127.0.0.1", 1, "p0")

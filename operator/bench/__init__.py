@@ -1,0 +1,1 @@
+"""Operator benchmarks and the ``disagg bench`` dispatcher."""

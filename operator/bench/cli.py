@@ -1,0 +1,33 @@
+"""`disagg bench transfer|e2e|operator`: a dispatcher over the benchmark scripts.
+
+CLI layer. Each benchmark is imported only when asked for, so the operator image runs
+`disagg bench operator` without torch or NIXL installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHES = {
+    "transfer": ("disagg_worker.bench.transfer", "NIXL block transfer between two processes"),
+    "e2e": ("disagg_worker.bench.e2e", "TTFT and decode throughput, aggregated vs P/D"),
+    "operator": ("disagg_operator.bench.operator", "reconcile latency against the emulator"),
+}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in {"-h", "--help"}:
+        print("usage: disagg bench {transfer,e2e,operator} [options]\n")
+        for name, (_, text) in BENCHES.items():
+            print(f"  {name:9} {text}")
+        return 0 if argv else 2
+    entry = BENCHES.get(argv[0])
+    if entry is None:
+        print(
+            f"disagg bench: unknown benchmark {argv[0]!r}; one of {', '.join(BENCHES)}",
+            file=sys.stderr,
+        )
+        return 2
+    result: int = importlib.import_module(entry[0]).main(argv[1:])
+    return result

@@ -1,0 +1,278 @@
+"""``disagg bench operator``: the operator against the API emulator, measured.
+
+Benchmark script (dev extra: kmock, psutil). Starts the emulator and the real operator in
+this process, plays the kubelet (pods turn Ready as soon as they exist), and measures:
+
+1. create → all children present, per CR, over ``--crs`` CRs created one after another
+   (p50/p99 seconds);
+2. API writes per minute during ``--steady-seconds`` of steady state (target 0);
+3. time for ``--converge`` CRs created at once to converge (every child present, every
+   CR Ready=True), added on top of the first ones;
+4. peak RSS of this process (operator + emulator + client: an upper bound for the
+   operator alone; the baseline before the operator started is reported too).
+
+Prints a table, or JSON with ``--json`` (keys create_to_children_p50_s,
+create_to_children_p99_s, steady_writes_per_min, converge_200_s, rss_mb, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import logging
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from disagg_operator.models import API_VERSION, KIND, PLURAL
+
+NS = "bench"
+DD_KEY = f"{API_VERSION}/{PLURAL}"
+KEYS = {
+    "Pod": "v1/pods",
+    "Service": "v1/services",
+    "Secret": "v1/secrets",
+    "NetworkPolicy": "networking.k8s.io/v1/networkpolicies",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="disagg bench operator", description="The operator against the API emulator, measured."
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--crs", type=int, default=50, help="CRs for the create→children latency")
+    p.add_argument("--converge", type=int, default=200, help="CRs created at once")
+    p.add_argument("--steady-seconds", type=float, default=60.0, help="steady-state window")
+    p.add_argument("--timeout", type=float, default=600.0, help="give up on a phase after this")
+    return p
+
+
+def body(name: str) -> dict[str, Any]:
+    role = {
+        "replicas": 1,
+        "device": "cpu",
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+    }
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "model": "tiny",
+            "engine": {"type": "reference", "image": "worker:bench"},
+            "prefill": dict(role),
+            "decode": dict(role),
+        },
+    }
+
+
+def expected(name: str) -> list[tuple[str, str]]:
+    """(emulator key, name) of every child the operator should create for CR ``name``."""
+    from disagg_operator.render.objects import render
+
+    children = render(
+        {**body(name), "metadata": {"name": name, "namespace": NS, "uid": "u"}}, hmac_key="k"
+    )
+    return [(KEYS[o["kind"]], o["metadata"]["name"]) for o in children]
+
+
+class Bench:
+    """The emulator, its HTTP client side, the simulated kubelet and the RSS sampler."""
+
+    def __init__(self, emulator: Any, progress: Callable[[str], None]) -> None:
+        import psutil
+
+        self.emu, self.progress = emulator, progress
+        self.proc = psutil.Process()
+        self.rss_peak = self.proc.memory_info().rss
+
+    def present(self, name: str, children: list[tuple[str, str]]) -> bool:
+        return all(self.emu.find(key, NS, child) for key, child in children)
+
+    def ready(self, name: str) -> bool:
+        conditions = ((self.emu.find(DD_KEY, NS, name) or {}).get("status") or {}).get(
+            "conditions"
+        ) or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    async def kubelet(self) -> None:
+        """Mark every new pod Ready, and sample RSS, until cancelled."""
+        done: set[str] = set()
+        while True:
+            for pod in self.emu.objects_of("v1/pods", NS):
+                if pod["metadata"]["uid"] not in done:
+                    done.add(pod["metadata"]["uid"])
+                    self.emu.set_pod_ready(NS, pod["metadata"]["name"])
+            self.rss_peak = max(self.rss_peak, self.proc.memory_info().rss)
+            await asyncio.sleep(0.02)
+
+    async def create(self, http: Any, name: str) -> None:
+        path = f"/apis/{API_VERSION}/namespaces/{NS}/{PLURAL}"
+        async with http.post(path, json=body(name)) as resp:
+            assert resp.status == 201, await resp.text()
+
+    async def until(
+        self, what: str, check: Callable[[], bool], timeout: float, every: float = 0.005
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"gave up waiting for {what}")
+            await asyncio.sleep(every)
+
+    def writes(self) -> int:
+        return sum(1 for c in self.emu.calls if c.verb in {"create", "patch", "update", "delete"})
+
+
+async def latency(bench: Bench, http: Any, count: int, timeout: float) -> list[float]:
+    samples = []
+    for i in range(count):
+        name, started = f"lat-{i}", time.monotonic()
+        children = expected(name)
+        await bench.create(http, name)
+        await bench.until(
+            f"children of {name}", functools.partial(bench.present, name, children), timeout
+        )
+        samples.append(time.monotonic() - started)
+        bench.progress(f"create→children {i + 1}/{count}: {samples[-1] * 1000:.0f} ms")
+    names = [f"lat-{i}" for i in range(count)]
+    await bench.until("all Ready", lambda: all(bench.ready(n) for n in names), timeout)
+    return samples
+
+
+async def steady(bench: Bench, seconds: float, timeout: float) -> float:
+    """Writes per minute once nothing changes (after writes stop for 2 s)."""
+    quiet_since, last = time.monotonic(), bench.writes()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() - quiet_since < 2.0 and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        if bench.writes() != last:
+            quiet_since, last = time.monotonic(), bench.writes()
+    start, began = bench.writes(), time.monotonic()
+    while time.monotonic() - began < seconds:
+        bench.progress(
+            f"steady state: {time.monotonic() - began:.0f}/{seconds:.0f} s, "
+            f"{bench.writes() - start} writes"
+        )
+        await asyncio.sleep(min(1.0, seconds))
+    return (bench.writes() - start) * 60.0 / seconds
+
+
+async def converge(bench: Bench, http: Any, count: int, timeout: float) -> float:
+    names = [f"conv-{i}" for i in range(count)]
+    children = {n: expected(n) for n in names}
+    started = time.monotonic()
+    gate = asyncio.Semaphore(16)
+
+    async def one(name: str) -> None:
+        async with gate:
+            await bench.create(http, name)
+
+    await asyncio.gather(*(one(n) for n in names))
+
+    def done() -> bool:
+        ok = sum(1 for n in names if bench.present(n, children[n]) and bench.ready(n))
+        bench.progress(f"converging: {ok}/{count} Ready")
+        return ok == count
+
+    # checking 200 CRs costs CPU the operator shares: look every 50 ms, not every 5 ms
+    await bench.until(f"{count} CRs to converge", done, timeout, every=0.05)
+    return time.monotonic() - started
+
+
+async def settle(bench: Bench, limit: float = 30.0) -> None:
+    """Wait (up to ``limit`` s) until the API sees no call for half a second."""
+    seen, deadline = -1, time.monotonic() + limit
+    while len(bench.emu.calls) != seen and time.monotonic() < deadline:
+        seen = len(bench.emu.calls)
+        await asyncio.sleep(0.5)
+
+
+async def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[str, Any]:
+    import aiohttp
+    import kmock
+
+    from disagg_operator.emulator.server import Emulator
+    from disagg_operator.run import configure_logging, running
+
+    configure_logging("warning")
+    logging.getLogger("kopf").setLevel(logging.ERROR)  # shutdown notes would garble the table
+    async with Emulator() as emu, kmock.Server(emu):
+        emu.register(DD_KEY, KIND, subresources=("status",), shortnames=("dd",))
+        bench = Bench(emu, progress)
+        baseline = bench.rss_peak
+        host = str(emu.url).rstrip("/")
+        kubelet = asyncio.create_task(bench.kubelet())
+        try:
+            async with running(host), aiohttp.ClientSession(host) as http:
+                samples = await latency(bench, http, args.crs, args.timeout)
+                per_min = await steady(bench, args.steady_seconds, args.timeout)
+                converge_s = await converge(bench, http, args.converge, args.timeout)
+                await settle(bench)  # let in-flight syncs finish before stopping kopf
+        finally:
+            kubelet.cancel()
+    samples.sort()
+    return {
+        "create_to_children_p50_s": round(statistics.median(samples), 4),
+        "create_to_children_p99_s": round(
+            samples[min(len(samples) - 1, int(0.99 * len(samples)))], 4
+        ),
+        "steady_writes_per_min": round(per_min, 2),
+        "converge_200_s": round(converge_s, 3),
+        "rss_mb": round(bench.rss_peak / 2**20, 1),
+        "rss_baseline_mb": round(baseline / 2**20, 1),
+        "crs": args.crs,
+        "converge_crs": args.converge,
+        "steady_seconds": args.steady_seconds,
+        "api_calls": len(emu.calls),
+    }
+
+
+TARGETS = {
+    "create_to_children_p50_s": ("<=", 1.0),
+    "steady_writes_per_min": ("<=", 0.0),
+    "converge_200_s": ("<=", 60.0),
+    "rss_mb": ("<=", 250.0),
+}
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = [f"{'figure':28} {'value':>10}  target"]
+    for key, value in result.items():
+        target = TARGETS.get(key)
+        mark = ""
+        if target is not None:
+            mark = f"{target[0]} {target[1]:g}  " + ("ok" if value <= target[1] else "MISSED")
+        lines.append(f"{key:28} {value:>10}  {mark}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    tty = sys.stderr.isatty()
+    last = [0.0]
+
+    def progress(text: str) -> None:
+        if tty:
+            print(f"\r\033[K{text}", end="", file=sys.stderr, flush=True)
+        elif time.monotonic() - last[0] > 2.0:
+            last[0] = time.monotonic()
+            print(text, file=sys.stderr, flush=True)
+
+    try:
+        result = asyncio.run(run(args, progress))
+    except TimeoutError as e:
+        print(
+            f"\ndisagg bench operator: {e} (raise --timeout or lower --crs/--converge)",
+            file=sys.stderr,
+        )
+        return 1
+    if tty:
+        print(file=sys.stderr)
+    print(json.dumps(result, indent=2) if args.json else table(result))
+    return 0

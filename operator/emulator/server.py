@@ -1,0 +1,410 @@
+"""A Kubernetes API emulator for tests and benchmarks: kmock 0.8 with its gaps fixed.
+
+Dev/bench tool (needs the ``dev`` extra: kmock). Real HTTP on 127.0.0.1, so kopf, the
+``kubernetes`` client, kubectl and Helm talk to it as to an API server. kmock provides the
+HTTP server, request recording and discovery; this subclass replaces its object store with
+one that behaves like an API server where a controller can tell the difference:
+
+- every object gets uid, resourceVersion (one global counter), creationTimestamp, generation;
+  generation bumps on changes outside metadata/status;
+- watches replay from the requested resourceVersion (nothing lost between list and watch),
+  else send a snapshot; lists carry kind/apiVersion/resourceVersion;
+- merge, strategic (as merge), JSON (failed ``test`` → 422) and server-side apply patches
+  (apply creates missing objects); PUT; generateName; status subresource kept separate;
+  no-op writes change nothing and emit no event; label and name field selectors; dryRun;
+- the core group is reported as ``v1``; empty ``/openapi/v2|v3``; a posted CRD is served,
+  and ``kubectl get`` receives a Table with the CRD's printer columns;
+- every resource request is recorded as an :class:`ops.ApiCall` in RBAC terms (see
+  :func:`api_calls`), for comparing against RBAC rules and counting writes.
+
+Never emulated: garbage collection by owner references, controllers/kubelet (tests mark pods
+Ready with :meth:`Emulator.set_pod_ready`), admission and schema validation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import json
+import secrets
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import aiohttp.web
+import attrs
+import kmock
+from kmock._internal import rendering
+
+from disagg_operator.emulator import ops
+from disagg_operator.emulator.watch import Req, stream
+
+_CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
+_OPENAPI_V2_PROTO = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+_LOG_LIMIT = 100_000  # watch-replay history per resource; older resourceVersions get 410
+
+
+@attrs.define(kw_only=True)
+class Emulator(kmock.KubernetesEmulator):
+    """kmock's emulator with an API-server-like store; see the module docstring."""
+
+    store: dict[tuple[str, str, str], dict[str, Any]] = attrs.field(factory=dict, init=False)
+    calls: list[ops.ApiCall] = attrs.field(factory=list, init=False)
+    columns: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
+    watch_selectors: list[tuple[str, str]] = attrs.field(factory=list, init=False)
+    # store by resource: lists and watches touch one resource, not the whole store
+    _index: dict[str, dict[tuple[str, str], dict[str, Any]]] = attrs.field(
+        factory=lambda: collections.defaultdict(dict), init=False
+    )
+    _rv: int = attrs.field(default=0, init=False)
+    _log: dict[str, collections.deque[tuple[int, dict[str, Any]]]] = attrs.field(
+        factory=lambda: collections.defaultdict(lambda: collections.deque(maxlen=_LOG_LIMIT)),
+        init=False,
+    )
+    _watchers: dict[str, set[asyncio.Queue[dict[str, Any]]]] = attrs.field(
+        factory=lambda: collections.defaultdict(set), init=False
+    )
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        for key, (kind, namespaced, subresources, shortnames) in ops.BUILTIN_KINDS.items():
+            self.register(
+                key, kind, namespaced=namespaced, subresources=subresources, shortnames=shortnames
+            )
+
+    # ---------------------------------------------------------------- registration
+    def register(
+        self,
+        key: str,
+        kind: str,
+        *,
+        namespaced: bool = True,
+        subresources: Iterable[str] = (),
+        shortnames: Iterable[str] = (),
+        categories: Iterable[str] = (),
+        singular: str | None = None,
+    ) -> None:
+        """Serve resource ``group/version/plural`` (``v1/plural`` for core) with all verbs."""
+        self.resources[key] = kmock.ResourceInfo(
+            kind=kind,
+            namespaced=namespaced,
+            singular=singular or kind.lower(),
+            verbs=set(ops.ALL_VERBS),
+            subresources=set(subresources),
+            shortnames=set(shortnames),
+            categories=set(categories),
+        )
+
+    def register_crd(self, crd: dict[str, Any]) -> None:
+        """Serve every version of a CustomResourceDefinition body."""
+        spec, names = crd["spec"], crd["spec"]["names"]
+        for version in spec.get("versions", []):
+            if not version.get("served", True):
+                continue
+            key = f"{spec['group']}/{version['name']}/{names['plural']}"
+            self.columns[key] = version.get("additionalPrinterColumns", [])
+            self.register(
+                key,
+                names["kind"],
+                namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+                subresources=version.get("subresources", {}).keys(),
+                shortnames=names.get("shortNames", ()),
+                categories=names.get("categories", ()),
+                singular=names.get("singular"),
+            )
+
+    # ---------------------------------------------------------------- test helpers
+    def objects_of(self, key: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Live objects of resource ``key`` (e.g. ``v1/pods``), sorted by namespace/name."""
+        objs = self._index[key]
+        return [objs[k] for k in sorted(objs) if namespace is None or k[0] == namespace]
+
+    def find(self, key: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.store.get((key, namespace, name))
+
+    def set_pod_ready(self, namespace: str, name: str, ready: bool = True) -> None:
+        """Play the kubelet: mark a pod Running and Ready (or not), with a pod IP."""
+        pod = self.store[("v1/pods", namespace, name)]
+        flag = "True" if ready else "False"
+        status = {
+            "phase": "Running",
+            "podIP": f"10.0.0.{len(self.store) % 250 + 1}",
+            "conditions": [{"type": "Ready", "status": flag, "lastTransitionTime": ops.now()}],
+        }
+        self._commit("v1/pods", pod, ops.merge_patch(pod, {"status": status}))
+
+    def lose_object(self, key: str, namespace: str, name: str) -> None:
+        """Remove an object with no watch event: what a client sees after a missed event."""
+        self._drop(key, self.store[(key, namespace, name)])
+
+    def put_object(self, key: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or overwrite an object directly, without a recorded API call."""
+        meta = obj.setdefault("metadata", {})
+        old = self.store.get((key, meta.get("namespace", ""), meta["name"]))
+        if old is None:
+            return self._insert(key, obj)
+        return self._commit(key, old, obj)
+
+    # ---------------------------------------------------------------- store primitives
+    def _put(self, key: str, obj: dict[str, Any]) -> None:
+        ns, name = obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+        self.store[(key, ns, name)] = self._index[key][(ns, name)] = obj
+
+    def _drop(self, key: str, obj: dict[str, Any]) -> None:
+        ns, name = obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+        del self.store[(key, ns, name)], self._index[key][(ns, name)]
+
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    def _emit(self, key: str, kind: str, obj: dict[str, Any]) -> None:
+        event = {"type": kind, "object": obj}
+        self._log[key].append((int(obj["metadata"]["resourceVersion"]), event))
+        for queue in self._watchers[key]:
+            queue.put_nowait(event)
+
+    def _insert(self, key: str, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        meta.update(uid=str(uuid.uuid4()), creationTimestamp=ops.now(), generation=1)
+        meta["resourceVersion"] = self._next_rv()
+        meta.pop("deletionTimestamp", None)
+        self._put(key, obj)
+        if key == _CRDS:
+            self.register_crd(obj)
+        self._emit(key, "ADDED", obj)
+        return obj
+
+    def _commit(self, key: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+        """Store ``new`` in place of ``old``; a no-op keeps the resourceVersion, emits nothing."""
+        keep = ("uid", "creationTimestamp", "name", "namespace", "generation", "resourceVersion")
+        meta = new.setdefault("metadata", {})
+        for field in keep:
+            if field in old["metadata"]:
+                meta[field] = old["metadata"][field]
+            else:
+                meta.pop(field, None)
+        if new == old:
+            return old
+        if ops.spec_changed(old, new):
+            meta["generation"] = old["metadata"].get("generation", 1) + 1
+        meta["resourceVersion"] = self._next_rv()
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self._drop(key, new)
+            self._emit(key, "DELETED", new)
+            return new
+        self._put(key, new)
+        self._emit(key, "MODIFIED", new)
+        return new
+
+    def _remove(self, key: str, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        if meta.get("finalizers"):
+            if meta.get("deletionTimestamp"):
+                return obj
+            return self._commit(
+                key, obj, ops.merge_patch(obj, {"metadata": {"deletionTimestamp": ops.now()}})
+            )
+        self._drop(key, obj)
+        gone = {**obj, "metadata": {**meta, "resourceVersion": self._next_rv()}}
+        self._emit(key, "DELETED", gone)
+        return gone
+
+    def _select(self, key: str, namespace: str, params: Any) -> Iterator[dict[str, Any]]:
+        objs = self._index[key]
+        for ns, name in sorted(objs):
+            if (not namespace or ns == namespace) and self._matches(objs[ns, name], params):
+                yield objs[ns, name]
+
+    @staticmethod
+    def _matches(obj: dict[str, Any], params: Any) -> bool:
+        labels = obj.get("metadata", {}).get("labels")
+        return ops.selector_matches(params.get("labelSelector"), labels) and (
+            ops.field_selector_matches(params.get("fieldSelector"), obj)
+        )
+
+    # ---------------------------------------------------------------- discovery fixes
+    async def _serve_version(self, request: rendering.Request) -> rendering.Payload:
+        payload: dict[str, Any] = await super()._serve_version(request)  # type: ignore[assignment]
+        if payload.get("groupVersion") == "/v1":
+            payload["groupVersion"] = "v1"
+        for entry in payload.get("resources", []):
+            if "/" in entry["name"]:  # subresources have no short names or categories
+                entry["shortNames"], entry["categories"] = [], []
+        return payload
+
+    async def _serve_server_version(self, request: rendering.Request) -> rendering.Payload:
+        return {"major": "1", "minor": "31", "gitVersion": "v1.31.0", "platform": "linux/amd64"}
+
+    # ---------------------------------------------------------------- request dispatch
+    async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        """Resource URLs are served here; discovery and anything else by kmock."""
+        if raw.path.startswith("/openapi/"):
+            # No schemas: kubectl reads an empty v2 protobuf document as "nothing to check".
+            if raw.path == "/openapi/v2":
+                return aiohttp.web.Response(body=b"", content_type=_OPENAPI_V2_PROTO)
+            return aiohttp.web.json_response({"paths": {}})
+        where = ops.parse_path(raw.path)
+        if where is None:
+            return await super().__call__(raw)
+        req = Req(
+            raw, where, dict(raw.query), raw.headers.get("Content-Type", ""), await raw.read()
+        )
+        call = ops.api_call(raw.method, where, req.params)
+        self.calls.append(call)
+        try:
+            info = self._info(where.key)
+            if call.verb == "watch":
+                return await self._watch(req)
+            body = self._dispatch(req, call, info)
+        except ops.ApiError as e:
+            return aiohttp.web.json_response(e.body, status=e.code)
+        code = 201 if call.verb == "create" and not req.params.get("dryRun") else 200
+        return aiohttp.web.json_response(body, status=code)
+
+    def _info(self, key: str) -> kmock.ResourceInfo:
+        info = self.resources.get(key) if key in self.resources else None
+        if not isinstance(info, kmock.ResourceInfo):
+            raise ops.ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({key})"
+            )
+        return info
+
+    def _dispatch(self, req: Req, call: ops.ApiCall, info: kmock.ResourceInfo) -> dict[str, Any]:
+        key, ns = req.where.key, req.where.namespace if info.namespaced else ""
+        if call.verb in {"list", "deletecollection"}:
+            items = list(self._select(key, ns, req.params))
+            if call.verb == "deletecollection":
+                items = [self._remove(key, o) for o in items]
+            if "as=Table" in req.raw.headers.get("Accept", "") and self.columns.get(key):
+                return ops.table(items, self.columns[key], str(self._rv))
+            return {
+                "kind": f"{info.kind}List",
+                "apiVersion": key.rsplit("/", 1)[0],
+                "metadata": {"resourceVersion": str(self._rv)},
+                "items": items,
+            }
+        if call.verb == "create":
+            return self._create(key, info, ns, req.payload(), req.params)
+        current = self.store.get((key, ns, call.name))
+        if call.verb == "patch" and current is None and "apply-patch" in req.ctype:
+            return self._create(key, info, ns, req.payload(), req.params)
+        if current is None:
+            raise ops.ApiError(
+                404,
+                "NotFound",
+                f'{call.resource} "{call.name}" not found',
+                name=call.name,
+                kind=call.resource,
+            )
+        if call.verb == "get":
+            if "as=Table" in req.raw.headers.get("Accept", "") and self.columns.get(key):
+                return ops.table([current], self.columns[key], str(self._rv))
+            return current
+        if call.verb == "delete":
+            return current if req.params.get("dryRun") else self._remove(key, current)
+        new = ops.updated(req.raw.method, req.ctype, req.payload(), current)
+        return self._write(key, info, current, new, req)
+
+    # ---------------------------------------------------------------- verbs
+    def _create(
+        self, key: str, info: kmock.ResourceInfo, ns: str, body: Any, params: dict[str, str]
+    ) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise ops.ApiError(400, "BadRequest", "the request body must be an object")
+        obj = json.loads(json.dumps(body))
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + secrets.token_hex(3)[:5]
+        if not meta.get("name"):
+            raise ops.ApiError(
+                422, "Invalid", "metadata.name: Required value: name or generateName is required"
+            )
+        if ns and meta.get("namespace", ns) != ns:
+            raise ops.ApiError(
+                400,
+                "BadRequest",
+                "the namespace of the object does not match the namespace of the request",
+            )
+        if ns:
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        if (key, ns, meta["name"]) in self.store:
+            raise ops.ApiError(
+                409,
+                "AlreadyExists",
+                f'{key.rsplit("/", 1)[-1]} "{meta["name"]}" already exists',
+                name=meta["name"],
+            )
+        obj.setdefault("kind", info.kind)
+        obj.setdefault("apiVersion", key.rsplit("/", 1)[0])
+        if "status" in info.subresources:
+            obj.pop("status", None)
+        return obj if params.get("dryRun") else self._insert(key, obj)
+
+    def _write(
+        self,
+        key: str,
+        info: kmock.ResourceInfo,
+        current: dict[str, Any],
+        new: dict[str, Any],
+        req: Req,
+    ) -> dict[str, Any]:
+        if "status" in info.subresources:
+            if req.where.subresource == "status":
+                new = {**current, "status": new.get("status")}
+                if new["status"] is None:
+                    new.pop("status")
+            else:
+                new = {k: v for k, v in new.items() if k != "status"}
+                if "status" in current:
+                    new["status"] = current["status"]
+        if req.params.get("dryRun"):
+            return new
+        return self._commit(key, current, new)
+
+    async def _watch(self, req: Req) -> aiohttp.web.StreamResponse:
+        self.watch_selectors.append((req.where.key, req.params.get("labelSelector", "")))
+        key, since = req.where.key, req.params.get("resourceVersion")
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        # Snapshot/replay and subscription happen with no await in between: nothing is lost.
+        if since and since != "0":
+            log = self._log[key]
+            if log and log[0][0] > int(since) + 1 and len(log) == log.maxlen:
+                backlog = [{"type": "ERROR", "object": ops.status_body(410, "Expired", "too old")}]
+            else:
+                backlog = [ev for rv, ev in log if rv > int(since)]
+        else:
+            backlog = [
+                {"type": "ADDED", "object": o}
+                for o in self._select(key, req.where.namespace, req.params)
+            ]
+        self._watchers[key].add(queue)
+        try:
+            return await stream(
+                req.raw,
+                queue,
+                backlog,
+                functools.partial(self._wanted, req),
+                float(req.params.get("timeoutSeconds") or 0) or None,
+            )
+        finally:
+            self._watchers[key].discard(queue)
+
+    def _wanted(self, req: Req, event: dict[str, Any]) -> bool:
+        meta = event["object"].get("metadata", {})
+        ns, name = req.where.namespace, req.where.name
+        if (ns and meta.get("namespace") != ns) or (name and meta.get("name") != name):
+            return False
+        return event["type"] == "ERROR" or self._matches(event["object"], req.params)
+
+
+def api_calls(emulator: Emulator, *, writes_only: bool = False) -> list[ops.ApiCall]:
+    """Every resource request the emulator served so far (optionally only the writes)."""
+    return [c for c in emulator.calls if not writes_only or c.verb in ops.WRITE_VERBS]
+
+
+kubeconfig = ops.kubeconfig
+ApiCall = ops.ApiCall

@@ -1,0 +1,169 @@
+"""Render: a DisaggregatedDeployment body → every child object it should own.
+
+Pure layer, the operator's builder (and ``disagg render``/``disagg up``'s). Public API::
+
+    render(body: dict, *, hmac_key: str) -> list[dict]
+
+returns, in a stable order: the handshake Secret ``<name>-handshake`` (key ``hmac``), a
+headless Service per role with replicas (``<name>-prefill``, ``<name>-decode``), the
+NetworkPolicy ``<name>-side-channel``, the Pods ``<name>-<role>-<i>``, and with llm-d an
+InferencePool ``<name>``. Every object carries the deployment's labels, its namespace and
+an ownerReference to the CR (controller, blockOwnerDeletion), so deleting the CR deletes
+them (no finalizer). Invalid specs raise :class:`validation.InvalidSpec`.
+
+The Secret's key is an argument: the I/O layer reads the existing key or generates one,
+so render itself is deterministic. A role with ``replicas: 0`` is removed: no pods and no
+Service.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from typing import Any
+
+from disagg_operator.models import (
+    API_VERSION,
+    HTTP_PORT,
+    KIND,
+    ROLES,
+    DeploymentSpec,
+    DisaggregatedDeployment,
+)
+from disagg_operator.render import pods as render_pods
+from disagg_operator.render.derive import HMAC_KEY
+from disagg_operator.validation import InvalidSpec, parse
+
+LABEL_DEPLOYMENT = "disagg.dev/deployment"
+LABEL_ROLE = "disagg.dev/role"
+LABEL_LLMD_ROLE = "llm-d.ai/role"
+SPEC_HASH = render_pods.SPEC_HASH
+INFERENCE_POOL_API = "inference.networking.x-k8s.io/v1alpha2"
+
+
+def labels(name: str, role: str | None = None) -> dict[str, str]:
+    """Labels of every child of deployment ``name`` (plus the role labels for ``role``)."""
+    out = {
+        "app.kubernetes.io/name": "disagg",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/managed-by": "disagg-operator",
+        LABEL_DEPLOYMENT: name,
+    }
+    if role is not None:
+        out.update({LABEL_ROLE: role, LABEL_LLMD_ROLE: role})
+    return out
+
+
+def selector(name: str, role: str | None = None) -> dict[str, str]:
+    """Label selector of the deployment's pods (of one role when given)."""
+    out = {LABEL_DEPLOYMENT: name}
+    if role is not None:
+        out[LABEL_ROLE] = role
+    return out
+
+
+def render(body: dict[str, Any], *, hmac_key: str) -> list[dict[str, Any]]:
+    """Every desired child of ``body`` as a plain Kubernetes object dict, stable order."""
+    dd, problems = parse(body)
+    if dd is None or problems:
+        raise InvalidSpec(problems)
+    return render_model(dd, uid=str(body.get("metadata", {}).get("uid") or ""), hmac_key=hmac_key)
+
+
+def render_model(dd: DisaggregatedDeployment, *, uid: str, hmac_key: str) -> list[dict[str, Any]]:
+    """Render an already validated deployment."""
+    name, spec = dd.metadata.name, dd.spec
+    owner = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+    def meta(obj_name: str, role: str | None = None) -> dict[str, Any]:
+        return {
+            "name": obj_name,
+            "namespace": dd.metadata.namespace,
+            "labels": labels(name, role),
+            "ownerReferences": [dict(owner)],
+        }
+
+    roles = [role for role in ROLES if spec.role(role).replicas > 0]
+    objects = [_secret(meta(f"{name}-handshake"), hmac_key)]
+    objects += [_service(spec, role, meta(f"{name}-{role}", role)) for role in roles]
+    objects.append(_network_policy(spec, name, meta(f"{name}-side-channel")))
+    for role in roles:
+        for i in range(spec.role(role).replicas):
+            pod_meta = meta("", role)
+            objects.append(render_pods.pod(spec, role, i, name=name, meta=pod_meta))
+    if spec.llmd.enabled and spec.llmd.inference_pool.enabled:
+        objects.append(_inference_pool(spec, name, meta(name)))
+    return copy.deepcopy(objects)  # no shared sub-dicts: callers may mutate freely
+
+
+def _secret(meta: dict[str, Any], hmac_key: str) -> dict[str, Any]:
+    data = {HMAC_KEY: base64.b64encode(hmac_key.encode()).decode()}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "data": data}
+
+
+def _service(spec: DeploymentSpec, role: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """Headless: peers and routers address pods directly (pod DNS via the subdomain)."""
+    port = spec.kv_transfer.side_channel_port
+    ports = [
+        {"name": "http", "port": HTTP_PORT, "targetPort": HTTP_PORT, "protocol": "TCP"},
+        {"name": "side-channel", "port": port, "targetPort": port, "protocol": "TCP"},
+    ]
+    name = meta["labels"][LABEL_DEPLOYMENT]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {"clusterIP": "None", "selector": selector(name, role), "ports": ports},
+    }
+
+
+def _network_policy(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """Side channel (and KV data) only from this deployment's pods; serving port from all.
+
+    Pods of the deployment reach each other on every port, not just the side-channel
+    ports: UCX's tcp transport moves the KV on ephemeral ports it picks itself, so a list
+    of handshake ports would break transfers where policies are enforced. Everyone else
+    reaches the serving port only.
+    """
+    peers = [{"podSelector": {"matchLabels": selector(name)}}]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": meta,
+        "spec": {
+            "podSelector": {"matchLabels": selector(name)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": peers},
+                {"ports": [{"protocol": "TCP", "port": HTTP_PORT}]},
+            ],
+        },
+    }
+
+
+def _inference_pool(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """Gateway API Inference Extension pool over both roles (the EPP tells them apart by
+    the llm-d.ai/role label); the EPP itself is deployed with llm-d's charts."""
+    ref = spec.llmd.inference_pool.extension_ref
+    return {
+        "apiVersion": INFERENCE_POOL_API,
+        "kind": "InferencePool",
+        "metadata": meta,
+        "spec": {
+            "selector": selector(name),
+            "targetPortNumber": HTTP_PORT,
+            "extensionRef": {"name": ref.name if ref else f"{name}-epp"},
+        },
+    }
+
+
+def pods(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Pods among rendered objects."""
+    return [o for o in objects if o["kind"] == "Pod"]

@@ -1,0 +1,1 @@
+"""Worker benchmarks: scripts that print figures (JSON and a table), never tests."""

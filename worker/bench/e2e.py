@@ -1,0 +1,193 @@
+"""`disagg bench e2e`: time to first token and decode throughput, aggregated vs
+disaggregated, with the disaggregated time broken down hop by hop.
+
+Benchmark script (I/O: starts worker processes, talks HTTP). Aggregated: one
+``role: both`` worker. Disaggregated: proxy → prefill worker → NIXL READ → decode worker,
+all on 127.0.0.1. Every figure is a median over ``--repeat`` requests after one warm-up
+request per path (the first transfer pays the NIXL connection set-up).
+
+- ``ttft_*_ms``: client-side wall time of a ``max_tokens: 1`` request.
+- ``decode_tps_*``: generated tokens per second of the decode steps after the first token,
+  as the serving worker measures them (``--gen-tokens`` tokens, EOS ignored).
+- breakdown of ``ttft_disagg_ms``: prefill hop (proxy → prefill → proxy, containing the
+  prefill compute), transfer (decode's NIXL READ, handshake included when not warm), decode
+  first step (decode recomputes the last prompt token for its logits, as vLLM does), and
+  the rest (HTTP, JSON, proxy, scheduling).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from disagg_worker.engine.model import BOS, get_preset
+from disagg_worker.serve.localrun import Child, disagg_argv, start_child, stop_children, wait_ready
+
+KEYS = (
+    "prompt_tokens",
+    "ttft_agg_ms",
+    "ttft_disagg_ms",
+    "overhead_ms",
+    "transfer_ms",
+    "decode_tps_agg",
+    "decode_tps_disagg",
+)
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _post(url: str, body: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    data = json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    start = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=300) as resp:
+        out = json.load(resp)
+    return (time.perf_counter() - start) * 1000.0, out
+
+
+def _prompt(n: int) -> list[int]:
+    return [BOS] + [(i * 37 + 11) % 256 for i in range(n - 1)]
+
+
+def start_stack(log_dir: Path, env: dict[str, str], children: list[Child]) -> tuple[str, str]:
+    """Start the aggregated worker and the P/D stack; return (agg URL, proxy URL)."""
+    urls = {}
+    for role in ("both", "prefill", "decode"):
+        worker_env = {**env, "DISAGG_ROLE": role, "DISAGG_ENGINE_ID": f"bench-{role}"}
+        child = start_child(role, disagg_argv("worker", "serve"), worker_env, log_dir)
+        children.append(child)
+    for child in children:
+        urls[child.name] = f"http://127.0.0.1:{wait_ready(child, 120)['http_port']}"
+    argv = disagg_argv("proxy", "--port", "0", "--prefill", urls["prefill"])
+    proxy = start_child("proxy", [*argv, "--decode", urls["decode"]], env, log_dir)
+    children.append(proxy)
+    proxy_url = f"http://127.0.0.1:{wait_ready(proxy, 60)['http_port']}"
+    return urls["both"] + "/v1/completions", proxy_url + "/v1/completions"
+
+
+def measure(agg: str, pd: str, prompt_tokens: int, repeat: int, gen: int) -> dict[str, Any]:
+    """One case: medians of TTFT, the disaggregated breakdown, decode throughput."""
+    prompt = _prompt(prompt_tokens)
+    first = {"prompt": prompt, "max_tokens": 1, "ignore_eos": True}
+    long = {"prompt": prompt, "max_tokens": gen, "ignore_eos": True}
+    _post(agg, first), _post(pd, first)  # warm-up
+    rows: dict[str, list[float]] = {}
+    for i in range(repeat):
+        _progress(f"  {prompt_tokens} tokens: request {i + 1}/{repeat}")
+        t_agg, _ = _post(agg, first)
+        t_pd, out = _post(pd, first)
+        d = out["disagg"]
+        hop = d["proxy"]["prefill_hop_ms"]
+        for key, value in (
+            ("ttft_agg_ms", t_agg),
+            ("ttft_disagg_ms", t_pd),
+            ("prefill_hop_ms", hop),
+            ("prefill_compute_ms", d["prefill"]["prompt_ms"] + d["prefill"]["first_step_ms"]),
+            ("transfer_ms", d["transfer_ms"]),
+            ("decode_first_step_ms", d["first_step_ms"]),
+            ("rest_ms", t_pd - hop - d["transfer_ms"] - d["first_step_ms"]),
+            ("transfer_bytes", d.get("transfer_bytes", 0.0)),
+            ("decode_tps_agg", _tps(_post(agg, long)[1], gen)),
+            ("decode_tps_disagg", _tps(_post(pd, long)[1], gen)),
+        ):
+            rows.setdefault(key, []).append(value)
+    case: dict[str, Any] = {"prompt_tokens": prompt_tokens}
+    case.update({k: round(statistics.median(v), 3) for k, v in rows.items()})
+    case["overhead_ms"] = round(case["ttft_disagg_ms"] - case["ttft_agg_ms"], 3)
+    return case
+
+
+def idle_cpu(children: list[Child], seconds: float = 2.0) -> dict[str, float]:
+    """CPU cores each idle process burns (user+sys over a quiet window): the background
+    cost, e.g. transfer progress threads, that the engine competes with on shared cores."""
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def cpu(pid: int) -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks
+
+    before = {c.name: cpu(c.proc.pid) for c in children}
+    time.sleep(seconds)
+    return {c.name: round((cpu(c.proc.pid) - before[c.name]) / seconds, 3) for c in children}
+
+
+def _tps(out: dict[str, Any], gen: int) -> float:
+    steps = len(out["choices"][0]["token_ids"]) - 1
+    return steps / (out["disagg"]["decode_ms"] / 1000.0) if steps > 0 else 0.0
+
+
+def table(cases: list[dict[str, Any]]) -> str:
+    cols = [
+        ("prompt", "prompt_tokens", "{:>6}"),
+        ("ttft agg", "ttft_agg_ms", "{:>9.1f}"),
+        ("ttft P/D", "ttft_disagg_ms", "{:>9.1f}"),
+        ("overhead", "overhead_ms", "{:>9.1f}"),
+        ("prefill hop", "prefill_hop_ms", "{:>11.1f}"),
+        ("transfer", "transfer_ms", "{:>9.2f}"),
+        ("dec 1st", "decode_first_step_ms", "{:>8.1f}"),
+        ("rest", "rest_ms", "{:>7.1f}"),
+        ("tok/s agg", "decode_tps_agg", "{:>10.0f}"),
+        ("tok/s P/D", "decode_tps_disagg", "{:>10.0f}"),
+    ]
+    head = "  ".join(f"{name:>{len(fmt.format(0))}}" for name, _, fmt in cols)
+    lines = [head, "-" * len(head)]
+    for case in cases:
+        lines.append("  ".join(fmt.format(case[key]) for _, key, fmt in cols))
+    lines.append(
+        "times in ms, medians. rest = HTTP + JSON + proxy + queueing; dec 1st = decode "
+        "recomputing the last prompt token (vLLM does the same)."
+    )
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="disagg bench e2e", description=__doc__.split("\n")[0])
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--prompts", default="128,512,2048", help="prompt lengths in tokens")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--gen-tokens", type=int, default=32, help="tokens per throughput request")
+    p.add_argument("--model", default="tiny", help="reference model preset")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    lengths = [int(x) for x in args.prompts.split(",") if x.strip()]
+    spec = get_preset(args.model)
+    longest = max(lengths) + args.gen_tokens
+    if longest > spec.max_positions:
+        print(f"--prompts: {longest} positions exceed {spec.max_positions}", file=sys.stderr)
+        return 2
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DISAGG_")}
+    env.update(
+        DISAGG_MODEL=args.model,
+        DISAGG_NUM_BLOCKS=str(2 * (-(-longest // 16)) + 8),
+        DISAGG_HTTP_PORT="0",
+        DISAGG_SIDE_CHANNEL_PORT="0",
+    )
+    children: list[Child] = []
+    with tempfile.TemporaryDirectory(prefix="disagg-bench-") as tmp:
+        try:
+            _progress("starting aggregated worker, prefill, decode and proxy ...")
+            agg, pd = start_stack(Path(tmp), env, children)
+            idle = idle_cpu(children)
+            cases = [measure(agg, pd, n, args.repeat, args.gen_tokens) for n in lengths]
+        finally:
+            stop_children(children)
+    result = {"model": args.model, "repeat": args.repeat, "idle_cpu_cores": idle, "cases": cases}
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(table(cases))
+        print("idle CPU (cores) per process: " + ", ".join(f"{k} {v}" for k, v in idle.items()))
+    return 0

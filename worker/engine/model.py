@@ -1,0 +1,229 @@
+"""Reference engine: a tiny seeded decoder-only transformer over the paged KV cache.
+
+Compute layer (torch, no I/O). Byte-level vocabulary (256 bytes + BOS + EOS), RMSNorm,
+rotary positions, grouped-query attention, SwiGLU MLP; weights drawn from
+``torch.Generator().manual_seed(seed)`` (nothing downloaded); greedy decoding; float32.
+
+One function, :meth:`ReferenceEngine.forward`, computes every token, whether a prompt chunk
+or a decode step, and always attends over K/V *read back from the paged cache*, so a
+decode that continues from transferred blocks sees exactly the bytes an in-process decode
+would. The first generated token is always produced by a one-token step on the last
+prompt token (the prompt chunk covers tokens ``0..n-2``), which is what a disaggregated
+decode must do anyway (it recomputes the last prompt token to get logits, as vLLM does).
+With that, prefill+decode in two processes equals one process token for token, without
+relying on a matmul giving the same bits for different batch sizes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from disagg_worker.engine.kvcache import PagedKVCache
+from disagg_worker.engine.presets import PRESETS, ModelSpec, get_preset
+from disagg_worker.transfer.layout import KVLayout
+
+__all__ = ["BOS", "EOS", "PRESETS", "VOCAB_SIZE", "ModelSpec", "ReferenceEngine", "get_preset"]
+
+BOS = 256
+EOS = 257
+VOCAB_SIZE = 258
+
+
+def kv_layout(spec: ModelSpec, block_size: int, num_blocks: int) -> KVLayout:
+    """The block-major float32 layout this model's cache (and its transfers) use."""
+    return KVLayout(
+        num_layers=spec.num_layers,
+        num_kv_heads=spec.num_kv_heads,
+        head_dim=spec.head_dim,
+        block_size=block_size,
+        num_blocks=num_blocks,
+        dtype="float32",
+        block_major=True,
+    )
+
+
+def encode(text: str) -> list[int]:
+    """Byte-level tokens of ``text``, BOS first."""
+    return [BOS, *text.encode("utf-8")]
+
+
+def decode(tokens: Sequence[int]) -> str:
+    """Text of the byte tokens (specials dropped, invalid UTF-8 replaced)."""
+    return bytes(t for t in tokens if t < 256).decode("utf-8", errors="replace")
+
+
+@dataclass
+class Generation:
+    """Output tokens and where the time went (milliseconds)."""
+
+    tokens: list[int]
+    finish_reason: str
+    prompt_ms: float = 0.0
+    first_step_ms: float = 0.0
+    decode_ms: float = 0.0
+
+
+class ReferenceEngine:
+    """Weights plus the paged cache they write into."""
+
+    def __init__(self, spec: ModelSpec, cache: PagedKVCache, seed: int = 0) -> None:
+        layout = cache.layout
+        if (layout.num_layers, layout.num_kv_heads, layout.head_dim) != (
+            spec.num_layers,
+            spec.num_kv_heads,
+            spec.head_dim,
+        ):
+            raise ValueError(f"cache layout does not fit model {spec.name!r}")
+        self.spec = spec
+        self.cache = cache
+        self.device = cache.tensor.device
+        self.w = _init_weights(spec, seed, self.device)
+        self.cos, self.sin = _rope_tables(spec, self.device)
+
+    def blocks_needed(self, prompt_len: int, max_tokens: int) -> int:
+        """Blocks a request needs: the prompt plus every generated token but the last."""
+        return self.cache.layout.blocks_for_tokens(prompt_len + max(max_tokens - 1, 0))
+
+    def check_request(self, prompt: Sequence[int], max_tokens: int) -> None:
+        """Raise ValueError naming the field when a request cannot run."""
+        if not prompt:
+            raise ValueError("prompt: must hold at least one token")
+        bad = [t for t in prompt if not 0 <= t < VOCAB_SIZE]
+        if bad:
+            raise ValueError(f"prompt: token ids must be in [0, {VOCAB_SIZE}), got {bad[:3]}")
+        if max_tokens < 1:
+            raise ValueError("max_tokens: must be at least 1")
+        total = len(prompt) + max_tokens
+        if total > self.spec.max_positions:
+            raise ValueError(
+                f"max_tokens: prompt ({len(prompt)}) + max_tokens ({max_tokens}) exceeds "
+                f"the model's {self.spec.max_positions} positions; shorten either"
+            )
+
+    @torch.inference_mode()
+    def forward(self, tokens: Sequence[int], start: int, table: Sequence[int]) -> torch.Tensor:
+        """Run tokens at positions ``start..``, write their K/V, return the last logits."""
+        s, n = self.spec, len(tokens)
+        ids = torch.tensor(list(tokens), dtype=torch.long, device=self.device)
+        x = self.w["embed"][ids]
+        cos, sin = self.cos[start : start + n], self.sin[start : start + n]
+        for i in range(s.num_layers):
+            p = f"l{i}."
+            h = _rms(x, self.w[p + "attn_norm"])
+            q = (h @ self.w[p + "wq"].T).view(n, s.num_heads, s.head_dim)
+            k = (h @ self.w[p + "wk"].T).view(n, s.num_kv_heads, s.head_dim)
+            v = (h @ self.w[p + "wv"].T).view(n, s.num_kv_heads, s.head_dim)
+            q, k = _rope(q, cos, sin), _rope(k, cos, sin)
+            self.cache.write(i, table, start, k, v)
+            keys, values = self.cache.read(i, table, start + n)
+            attn = _attention(q, keys, values, start)
+            x = x + attn.reshape(n, s.d_model) @ self.w[p + "wo"].T
+            h = _rms(x, self.w[p + "mlp_norm"])
+            gate = F.silu(h @ self.w[p + "w1"].T) * (h @ self.w[p + "w3"].T)
+            x = x + gate @ self.w[p + "w2"].T
+        last = _rms(x[-1:], self.w["final_norm"])
+        return (last @ self.w["lm_head"].T)[0]
+
+    def step(self, token: int, pos: int, table: Sequence[int]) -> int:
+        """One greedy decode step for ``token`` at position ``pos``."""
+        return int(torch.argmax(self.forward([token], pos, table)).item())
+
+    def generate(
+        self,
+        prompt: Sequence[int],
+        table: Sequence[int],
+        max_tokens: int,
+        *,
+        ignore_eos: bool = False,
+        prompt_cached: bool = False,
+    ) -> Generation:
+        """Greedy generation; ``prompt_cached``: K/V of ``prompt[:-1]`` already in blocks."""
+        t0 = time.perf_counter()
+        if not prompt_cached and len(prompt) > 1:
+            self.forward(prompt[:-1], 0, table)
+        t1 = time.perf_counter()
+        token = self.step(prompt[-1], len(prompt) - 1, table)
+        t2 = time.perf_counter()
+        out = [token]
+        reason = "length"
+        while True:
+            if token == EOS and not ignore_eos:
+                reason = "stop"
+                break
+            if len(out) >= max_tokens:
+                break
+            token = self.step(token, len(prompt) + len(out) - 1, table)
+            out.append(token)
+        t3 = time.perf_counter()
+        ms = 1000.0
+        return Generation(out, reason, (t1 - t0) * ms, (t2 - t1) * ms, (t3 - t2) * ms)
+
+
+def _init_weights(spec: ModelSpec, seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    kv_dim = spec.num_kv_heads * spec.head_dim
+
+    def normal(rows: int, cols: int) -> torch.Tensor:
+        return torch.randn(rows, cols, generator=gen, dtype=torch.float32) / math.sqrt(cols)
+
+    w: dict[str, torch.Tensor] = {"embed": normal(VOCAB_SIZE, spec.d_model) * 8.0}
+    for i in range(spec.num_layers):
+        p = f"l{i}."
+        w[p + "attn_norm"] = torch.ones(spec.d_model)
+        w[p + "wq"] = normal(spec.d_model, spec.d_model)
+        w[p + "wk"] = normal(kv_dim, spec.d_model)
+        w[p + "wv"] = normal(kv_dim, spec.d_model)
+        w[p + "wo"] = normal(spec.d_model, spec.d_model)
+        w[p + "mlp_norm"] = torch.ones(spec.d_model)
+        w[p + "w1"] = normal(spec.ffn_dim, spec.d_model)
+        w[p + "w3"] = normal(spec.ffn_dim, spec.d_model)
+        w[p + "w2"] = normal(spec.d_model, spec.ffn_dim)
+    w["final_norm"] = torch.ones(spec.d_model)
+    w["lm_head"] = normal(VOCAB_SIZE, spec.d_model)
+    return {k: v.to(device) for k, v in w.items()}
+
+
+def _rope_tables(spec: ModelSpec, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    half = spec.head_dim // 2
+    inv = 1.0 / (spec.rope_theta ** (torch.arange(half, dtype=torch.float64) / half))
+    angles = torch.arange(spec.max_positions, dtype=torch.float64)[:, None] * inv[None, :]
+    return angles.cos().float().to(device), angles.sin().float().to(device)
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    a, b = x.chunk(2, dim=-1)
+    c, s = cos[:, None, :], sin[:, None, :]
+    return torch.cat((a * c - b * s, a * s + b * c), dim=-1)
+
+
+def _rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
+
+
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) -> torch.Tensor:
+    """Causal GQA: query ``i`` (position ``start+i``) sees keys at positions ``<= start+i``.
+
+    A one-token step sees every key; a chunk from position 0 is plain causal (the fused
+    kernel); only a chunk after cached tokens needs an explicit mask.
+    """
+    groups = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    mask = None
+    causal = q.shape[0] > 1 and start == 0
+    if q.shape[0] > 1 and start > 0:
+        qpos = torch.arange(start, start + q.shape[0], device=q.device)[:, None]
+        mask = torch.arange(k.shape[0], device=q.device)[None, :] <= qpos
+    out = F.scaled_dot_product_attention(
+        q.transpose(0, 1).unsqueeze(0),
+        k.transpose(0, 1).unsqueeze(0),
+        v.transpose(0, 1).unsqueeze(0),
+        attn_mask=mask,
+        is_causal=causal,
+    )
+    return out[0].transpose(0, 1)

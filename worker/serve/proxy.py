@@ -1,0 +1,275 @@
+"""`disagg proxy`: the P/D proxy — each completion goes to a prefill worker, then to a
+decode worker with the ``kv_transfer_params`` the prefill returned.
+
+I/O layer (aiohttp server and client; no torch). Speaks vLLM's convention only, so it fronts
+real ``vllm serve`` instances with the NixlConnector as well as the reference worker:
+
+1. prefill: the client's body with ``max_tokens: 1``, ``stream: false`` and
+   ``kv_transfer_params: {do_remote_decode: true, do_remote_prefill: false, remote_*: null}``;
+2. decode: the client's body with the prefill response's ``kv_transfer_params``;
+3. answer: the decode response, plus ``disagg.proxy`` (hop times, which workers) and
+   ``disagg.prefill`` (the prefill's own figures) when the workers report them.
+
+Both hops share one deadline (``--timeout-s``). Any failure answers a JSON error that names
+the hop, the worker and the cause (connection refused, timeout, or the worker's message).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+POLICIES = ("round-robin", "least-loaded")
+PREFILL_PARAMS = {
+    "do_remote_decode": True,
+    "do_remote_prefill": False,
+    "remote_engine_id": None,
+    "remote_block_ids": None,
+    "remote_host": None,
+    "remote_port": None,
+}
+
+
+class HopError(Exception):
+    """A hop failed; ``status`` is what the proxy answers."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Backend:
+    url: str
+    inflight: int = 0
+
+
+class Pool:
+    """Workers of one role and the policy that picks among them."""
+
+    def __init__(self, urls: Sequence[str], policy: str) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
+        if not urls:
+            raise ValueError("a pool needs at least one worker URL")
+        self.backends = [Backend(u.rstrip("/")) for u in urls]
+        self.policy = policy
+        self._turn = itertools.cycle(range(len(self.backends)))
+
+    def pick(self) -> Backend:
+        start = next(self._turn)
+        order = self.backends[start:] + self.backends[:start]
+        if self.policy == "least-loaded":
+            return min(order, key=lambda b: b.inflight)  # ties: round-robin order
+        return order[0]
+
+
+class Proxy:
+    """Two pools, one client session, and the two-hop request flow."""
+
+    def __init__(
+        self,
+        prefill: Sequence[str],
+        decode: Sequence[str],
+        policy: str = "round-robin",
+        timeout_s: float = 60.0,
+        after_prefill: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+    ) -> None:
+        self.prefill = Pool(prefill, policy)
+        self.decode = Pool(decode, policy)
+        self.timeout_s = timeout_s
+        self.after_prefill = after_prefill  # a test seam: act between the two hops
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self, _: web.Application | None = None) -> None:
+        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+    async def close(self, _: web.Application | None = None) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def complete(
+        self, path: str, body: dict[str, Any], auth: str | None = None
+    ) -> dict[str, Any]:
+        """Both hops for one request; ``auth``: the client's Authorization, passed on."""
+        deadline = time.monotonic() + self.timeout_s
+        headers = {"X-Request-Id": f"cmpl-{uuid.uuid4().hex}"}  # the same id on both hops
+        if auth:
+            headers["Authorization"] = auth
+        first = prefill_body(body)
+        t0 = time.perf_counter()
+        p, pre = await self._hop("prefill", self.prefill, path, first, headers, deadline)
+        t1 = time.perf_counter()
+        params = pre.get("kv_transfer_params")
+        if not isinstance(params, dict):
+            raise HopError(
+                502,
+                f"prefill {p.url} returned no kv_transfer_params; is it a prefill worker "
+                "(vLLM: --kv-transfer-config with kv_role kv_producer or kv_both)?",
+            )
+        if self.after_prefill is not None:
+            await self.after_prefill(params)
+        second = {**body, "kv_transfer_params": params}
+        d, out = await self._hop("decode", self.decode, path, second, headers, deadline)
+        t2 = time.perf_counter()
+        ms = 1000.0
+        figures = out.get("disagg")
+        if not isinstance(figures, dict):
+            figures = out["disagg"] = {}
+        figures["proxy"] = {
+            "prefill_url": p.url,
+            "decode_url": d.url,
+            "prefill_hop_ms": (t1 - t0) * ms,
+            "decode_hop_ms": (t2 - t1) * ms,
+            "total_ms": (t2 - t0) * ms,
+        }
+        if isinstance(pre.get("disagg"), dict):
+            figures["prefill"] = pre["disagg"]
+        return out
+
+    async def _hop(
+        self,
+        role: str,
+        pool: Pool,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        deadline: float,
+    ) -> tuple[Backend, dict[str, Any]]:
+        backend = pool.pick()
+        backend.inflight += 1
+        try:
+            return backend, await self._post(role, backend.url + path, body, headers, deadline)
+        finally:
+            backend.inflight -= 1
+
+    async def _post(
+        self, role: str, url: str, body: dict[str, Any], headers: dict[str, str], deadline: float
+    ) -> dict[str, Any]:
+        assert self._session is not None, "Proxy.start() first"
+        left = deadline - time.monotonic()
+        where = f"{role} {url}"
+        if left <= 0:
+            raise HopError(504, f"{where}: not tried, the {self.timeout_s:g}s deadline passed")
+        try:
+            async with self._session.post(
+                url, json=body, headers=headers, timeout=aiohttp.ClientTimeout(total=left)
+            ) as resp:
+                data = await resp.json(content_type=None)
+                status = resp.status
+        except asyncio.TimeoutError:
+            raise HopError(
+                504, f"{where}: no answer within the {self.timeout_s:g}s deadline"
+            ) from None
+        except aiohttp.ClientConnectorError as e:
+            raise HopError(502, f"{where}: cannot connect ({e.os_error or e})") from None
+        except (aiohttp.ClientError, ValueError) as e:
+            raise HopError(502, f"{where}: {type(e).__name__}: {e}") from None
+        if status >= 400 or not isinstance(data, dict):
+            raise HopError(_relay_status(status), f"{where} answered {status}: {_message(data)}")
+        return data
+
+
+def prefill_body(body: dict[str, Any]) -> dict[str, Any]:
+    """The client's request as a prefill gets it (vLLM's toy proxy does the same): one
+    token, no streaming, and no minimum lengths, which a one-token request cannot honour."""
+    first = {**body, "max_tokens": 1, "stream": False, "kv_transfer_params": PREFILL_PARAMS}
+    if "max_completion_tokens" in first:
+        first["max_completion_tokens"] = 1
+    for key in ("stream_options", "min_tokens", "min_completion_tokens"):
+        first.pop(key, None)
+    return first
+
+
+def _relay_status(status: int) -> int:
+    """Client errors pass through; a worker's server-side failure is a bad gateway here."""
+    if status == 504:
+        return 504
+    return status if 400 <= status < 500 else 502
+
+
+def _message(data: Any) -> str:
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict) and "message" in err:
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+        if "message" in data:  # vLLM's ErrorResponse shape
+            return str(data["message"])
+    return str(data)[:300]
+
+
+def build_app(proxy: Proxy) -> web.Application:
+    async def completions(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+            if not isinstance(body, dict):
+                raise ValueError
+        except ValueError:
+            return _error(400, "body: must be a JSON object")
+        if body.get("stream"):
+            return _error(400, "stream: the proxy answers whole responses; send stream false")
+        try:
+            auth = request.headers.get("Authorization")
+            return web.json_response(await proxy.complete(request.path, body, auth))
+        except HopError as e:
+            return _error(e.status, str(e))
+
+    async def health(_: web.Request) -> web.Response:
+        pools = {
+            name: [{"url": b.url, "inflight": b.inflight} for b in pool.backends]
+            for name, pool in (("prefill", proxy.prefill), ("decode", proxy.decode))
+        }
+        return web.json_response({"status": "ok", "policy": proxy.prefill.policy, **pools})
+
+    app = web.Application(client_max_size=16 * 1024 * 1024)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/chat/completions", completions)
+    app.router.add_get("/health", health)
+    app.on_startup.append(proxy.start)
+    app.on_cleanup.append(proxy.close)
+    return app
+
+
+def _error(status: int, message: str) -> web.Response:
+    kind = "invalid_request_error" if status < 500 else "proxy_error"
+    body = {"error": {"message": message, "type": kind, "code": status}}
+    return web.json_response(body, status=status)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="disagg proxy",
+        description="P/D proxy: each completion goes to a prefill worker, then to a decode "
+        "worker with the returned kv_transfer_params (vLLM's convention).",
+    )
+    p.add_argument("--prefill", nargs="+", required=True, metavar="URL")
+    p.add_argument("--decode", nargs="+", required=True, metavar="URL")
+    p.add_argument("--policy", choices=POLICIES, default="round-robin")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080, help="0: any free port")
+    p.add_argument("--timeout-s", type=float, default=60.0, help="deadline for both hops")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    from disagg_worker.serve.localrun import serve
+
+    proxy = Proxy(args.prefill, args.decode, args.policy, args.timeout_s)
+
+    async def ready(_: int) -> dict[str, Any]:
+        return {"role": "proxy", "prefill": args.prefill, "decode": args.decode}
+
+    asyncio.run(serve(build_app(proxy), args.host, args.port, ready))
+    return 0

@@ -1,0 +1,387 @@
+"""KV transfer engine: the decode-initiated READ of a prefill worker's KV blocks.
+
+Effectful layer, composing the pure planner (:mod:`plan`), the wire contract
+(:mod:`protocol`), the side channel (:mod:`handshake`), NIXL (:mod:`agent`) and staging
+copies (:mod:`copy`).
+
+Prefill: :meth:`KVTransferAgent.publish` stages the blocks (device→host when the buffer is
+on the host) and holds them (:mod:`holder`) until decode's notification arrives (attached
+to the READ, so it is delivered only once the bytes have moved) or the lease expires.
+
+Decode: :meth:`KVTransferAgent.read` handshakes once per peer (cached; refused on version,
+layout or HMAC mismatch), claims the blocks (prefill confirms it still holds them and
+extends the lease over the read, or the request fails with reason ``expired``/``not_held``
+and nothing is read), posts one READ, waits for it with a deadline, copies host→device
+when staging, and returns :class:`TransferStats`. Error policy: every failure ends the
+request with a :class:`TransferError` naming the cause and the peer, releases the transfer
+handle, and forgets the peer when the failure could mean it died or restarted (ERR state,
+deadline), so the next request handshakes afresh and the worker stays healthy.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from disagg_worker.config import WorkerConfig
+from disagg_worker.transfer import handshake, protocol
+from disagg_worker.transfer.copy import alloc_staging, check_caches, copy_blocks
+from disagg_worker.transfer.holder import NOTIF_PREFIX, BlockHolder, ReleaseCallback
+from disagg_worker.transfer.layout import KVLayout
+from disagg_worker.transfer.nixl_agent import NixlAgent, PostMode
+from disagg_worker.transfer.nixl_compat import apply_ucx_env
+from disagg_worker.transfer.peers import (
+    HANDSHAKE_TIMEOUT_S,
+    PeerDirectory,
+    PeerEntry,
+    PeerRef,
+    TransferError,
+)
+from disagg_worker.transfer.plan import (
+    IndexArray,
+    PlanError,
+    TransferPlan,
+    plan_read,
+    split_indices,
+)
+from disagg_worker.transfer.telemetry import TransferTelemetry
+
+DEFAULT_POST_MODE: PostMode = "prepped"
+# with DISAGG_NIXL_THREADS > 1, reads at least this large are split across that many threads
+PARALLEL_MIN_BYTES = 8 << 20
+
+
+@dataclass(frozen=True)
+class TransferStats:
+    bytes: int
+    descriptors: int
+    handshake_ms: float  # 0.0 when the peer was cached
+    post_ms: float
+    transfer_ms: float
+    total_ms: float
+    claim_ms: float = 0.0  # the claim round trip (0.0 when nothing was claimed)
+
+
+__all__ = ["KVTransferAgent", "PeerRef", "TransferError", "TransferStats"]
+
+
+class KVTransferAgent:
+    """One worker's NIXL KV transfer engine (see module docstring)."""
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        layout: KVLayout,
+        caches: list[torch.Tensor],
+        *,
+        on_release: ReleaseCallback | None = None,
+        post_mode: PostMode = DEFAULT_POST_MODE,
+    ) -> None:
+        check_caches(config.device, layout, caches)
+        self.config, self.layout, self.post_mode = config, layout, post_mode
+        self._caches = list(caches)
+        self._buffer: list[torch.Tensor] = self._caches
+        self._on_release = on_release
+        self.telemetry = TransferTelemetry()
+        self._codec = protocol.Codec(handshake.load_secret(config.hmac_secret_path))
+        self._compat = protocol.compat_hash(layout, config.memory_type, config.tp_size)
+        self.agent_name = f"{config.engine_id or config.role}-{uuid.uuid4().hex[:8]}"
+        self._agent: NixlAgent | None = None
+        self._server: handshake.HandshakeServer | None = None
+        self._peers: PeerDirectory | None = None
+        self._lock = threading.Lock()
+        self._holder: BlockHolder | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Bring everything up; on any failure, tear down what was started and re-raise."""
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self) -> None:
+        cfg = self.config
+        if cfg.needs_staging:
+            self._buffer = alloc_staging(self._caches)
+        apply_ucx_env(cfg.ucx_tls, cfg.ucx_env)
+        self._agent = NixlAgent(
+            self.agent_name, cfg.backends, cfg.memory_type, num_threads=cfg.nixl_threads
+        )
+        self._agent.register(self._buffer, self.layout.block_len, self.layout.num_blocks)
+        if cfg.nixl_threads > 1:
+            self._pool = ThreadPoolExecutor(cfg.nixl_threads, thread_name_prefix="kv-read")
+        self._peers = PeerDirectory(
+            self._agent,
+            self._codec,
+            layout=self.layout,
+            memory_type=cfg.memory_type,
+            tp_size=cfg.tp_size,
+            engine_id=cfg.engine_id,
+        )
+        if cfg.role in ("prefill", "both"):
+            self._holder = BlockHolder(self._agent.notifications, self.telemetry, self._on_release)
+            self._server = handshake.HandshakeServer(
+                cfg.side_channel_host, cfg.side_channel_port, self._on_frame
+            )
+            self._server.start()
+            self._holder.start()
+
+    def close(self) -> None:
+        """Threads → transfer handles → dlists → remote agents → deregistration → sockets."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._holder is not None:
+            self._holder.stop()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)  # parts in flight end by their deadline
+        if self._agent is not None:
+            self._agent.close()
+        if self._server is not None:
+            self._server.close()
+        if self._peers is not None:
+            self._peers.close()
+
+    def __enter__(self) -> KVTransferAgent:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def side_channel_port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("no side channel: start() a prefill or both-role agent first")
+        return self._server.port
+
+    def stats(self) -> dict[str, float]:
+        return self.telemetry.snapshot()
+
+    def metrics_text(self) -> bytes:
+        return self.telemetry.metrics_text()
+
+    def _nixl(self) -> NixlAgent:
+        if self._agent is None or self._closed:
+            raise TransferError("transfer agent is not running (start() it first)", "closed")
+        return self._agent
+
+    def _directory(self) -> PeerDirectory:
+        if self._peers is None or self._closed:
+            raise TransferError("transfer agent is not running (start() it first)", "closed")
+        return self._peers
+
+    def _peer(self, peer: PeerRef, deadline: float) -> tuple[PeerEntry, float]:
+        entry, ms = self._directory().get(peer, deadline)
+        if ms:
+            self.telemetry.record_handshake(ms)
+        return entry, ms
+
+    # --- prefill side ---------------------------------------------------------------
+
+    def publish(self, request_id: str, block_ids: list[int]) -> None:
+        """Stage (if needed) and hold ``block_ids`` until notified or the lease expires."""
+        self._nixl()
+        if self._holder is None:
+            raise RuntimeError(
+                f"publish needs DISAGG_ROLE prefill or both (this worker is {self.config.role})"
+            )
+        for b in block_ids:
+            if not 0 <= b < self.layout.num_blocks:
+                raise ValueError(f"block id {b} out of range [0, {self.layout.num_blocks})")
+        if self._buffer is not self._caches:
+            copy_blocks(self._caches, self._buffer, block_ids)
+        self._holder.hold(request_id, block_ids, self.config.block_lease_s)
+
+    def _on_frame(self, frame: bytes) -> bytes | None:
+        """Side-channel handler: metadata or a claim's answer; a Refusal for anything else."""
+        assert self._holder is not None  # the listener runs only beside a holder
+        reply, refused = protocol.answer(self._codec, frame, self._metadata, self._holder.claim)
+        if refused:
+            self.telemetry.refused.inc()
+        return reply
+
+    def _metadata(self, nonce: bytes) -> protocol.PeerMetadata:
+        agent, cfg = self._nixl(), self.config
+        return protocol.PeerMetadata(
+            engine_id=cfg.engine_id,
+            agent_name=agent.name,
+            agent_metadata=agent.metadata(),
+            region_addrs=list(agent.region_addrs),
+            block_len=self.layout.block_len,
+            device_id=agent.device_id,
+            layout=protocol.LayoutInfo.of(self.layout),
+            memory_type=cfg.memory_type,
+            tp_size=cfg.tp_size,
+            tp_rank=cfg.tp_rank,
+            protocol_version=protocol.PROTOCOL_VERSION,
+            compat_hash=self._compat,
+            nonce=nonce,
+        )
+
+    # --- decode side ----------------------------------------------------------------
+
+    def read(
+        self,
+        peer: PeerRef,
+        request_id: str,
+        remote_block_ids: list[int],
+        local_block_ids: list[int],
+        *,
+        deadline_s: float | None = None,
+        merge: bool = True,
+        claim: bool = True,
+    ) -> TransferStats:
+        """READ remote blocks into local blocks; blocking, thread-safe, never hangs.
+
+        ``claim=False`` skips the claim: only for reads of blocks nobody published (the
+        probe), whose content does not matter."""
+        t0 = time.perf_counter()
+        deadline = t0 + (deadline_s if deadline_s is not None else self.config.transfer_deadline_s)
+        try:
+            entry, hs_ms = self._peer(peer, deadline)
+            plan = self._plan(entry, remote_block_ids, local_block_ids, merge)
+            if plan.num_blocks == 0:  # nothing to move (e.g. all cached): just free prefill's
+                # hold; no claim, since no bytes can be read wrong (a late notify is ignored)
+                self._notify(peer, entry, request_id)
+                return TransferStats(0, 0, hs_ms, 0.0, 0.0, (time.perf_counter() - t0) * 1000)
+            claim_ms = 0.0
+            if claim:  # before the READ: prefill confirms and extends the lease, or we stop
+                claim_ms = self._directory().claim(
+                    peer, entry, request_id, remote_block_ids, deadline
+                )
+            post_ms, xfer_ms, ndesc = self._execute(peer, entry, plan, request_id, deadline, merge)
+            if self._buffer is not self._caches:
+                copy_blocks(self._buffer, self._caches, local_block_ids)
+        except TransferError as e:
+            self.telemetry.record_failure(e.reason)
+            raise
+        total = (time.perf_counter() - t0) * 1000
+        self.telemetry.record_transfer(
+            nbytes=plan.bytes, descriptors=ndesc, post_ms=post_ms, transfer_ms=xfer_ms
+        )
+        return TransferStats(plan.bytes, ndesc, hs_ms, post_ms, xfer_ms, total, claim_ms)
+
+    def peer_info(
+        self, peer: PeerRef, *, timeout_s: float = HANDSHAKE_TIMEOUT_S
+    ) -> protocol.PeerMetadata:
+        """The peer's handshake metadata (handshaking now if it is not cached)."""
+        try:
+            return self._peer(peer, time.perf_counter() + timeout_s)[0].meta
+        except TransferError as e:
+            self.telemetry.record_failure(e.reason)
+            raise
+
+    def _plan(
+        self, entry: PeerEntry, remote_ids: list[int], local_ids: list[int], merge: bool
+    ) -> TransferPlan:
+        try:
+            return plan_read(
+                num_regions=self.layout.num_regions,
+                block_len=self.layout.block_len,
+                local_num_blocks=self.layout.num_blocks,
+                remote_num_blocks=entry.remote.num_blocks,
+                local_ids=local_ids,
+                remote_ids=remote_ids,
+                merge=merge,
+            )
+        except PlanError as e:
+            raise TransferError(f"bad block ids for {entry.meta.engine_id}: {e}", "plan") from None
+
+    def _execute(
+        self,
+        peer: PeerRef,
+        entry: PeerEntry,
+        plan: TransferPlan,
+        rid: str,
+        deadline: float,
+        merge: bool,
+    ) -> tuple[float, float, int]:
+        """Post the READ (split across worker threads when large), wait, release; then
+        notify prefill (on the READ itself when it is one part, else once all are done)."""
+        agent = self._nixl()
+        notif = NOTIF_PREFIX + rid.encode()
+        parts: list[tuple[IndexArray, IndexArray] | None] = [None]
+        big = plan.bytes >= PARALLEL_MIN_BYTES
+        if self._pool is not None and self.post_mode == "prepped" and big:
+            local, remote = plan.local_indices(), plan.remote_indices()
+            parts = list(split_indices(local, remote, agent.threads))
+        t0 = time.perf_counter()
+        if len(parts) == 1:
+            results = [self._run_part(entry, plan, parts[0], notif, deadline, merge)]
+        else:
+            pool = self._pool
+            assert pool is not None
+            futures = [
+                pool.submit(self._run_part, entry, plan, part, b"", deadline, merge)
+                for part in parts
+            ]
+            results = [f.result() for f in futures]
+        t2 = time.perf_counter()
+        post_s = max(r[2] for r in results)
+        states = {r[1] for r in results}
+        if states == {"DONE"}:
+            ndesc = sum(agent.descriptor_count(r[0], plan.descriptors) for r in results)
+            for r in results:
+                agent.release(r[0])
+            if len(parts) > 1:
+                self._notify(peer, entry, rid)
+            return post_s * 1000, (t2 - t0 - post_s) * 1000, ndesc
+        released = all([agent.release(r[0]) for r in results if r[0] is not None])
+        self._directory().forget(peer, entry, remove=released)
+        if "POST" in states:
+            cause = next(r[3] for r in results if r[1] == "POST")
+            raise TransferError(
+                f"posting READ of request {rid} from {peer} failed: {cause}; peer forgotten",
+                "nixl_error",
+            )
+        if "PROC" in states:
+            raise TransferError(
+                f"READ of request {rid} from {peer} missed its deadline "
+                f"({(t2 - t0) * 1000:.0f} ms); peer forgotten",
+                "deadline",
+            )
+        raise TransferError(
+            f"READ of request {rid} from {peer} failed: NIXL state ERR; peer forgotten",
+            "nixl_error",
+        )
+
+    def _notify(self, peer: PeerRef, entry: PeerEntry, rid: str) -> None:
+        try:
+            self._nixl().send_notif(entry.remote.name, NOTIF_PREFIX + rid.encode())
+        except Exception as e:
+            self._directory().forget(peer, entry, remove=True)
+            raise TransferError(f"notifying {peer} for {rid} failed: {e}", "nixl_error") from None
+
+    def _run_part(
+        self,
+        entry: PeerEntry,
+        plan: TransferPlan,
+        part: tuple[IndexArray, IndexArray] | None,
+        notif: bytes,
+        deadline: float,
+        merge: bool,
+    ) -> tuple[Any, str, float, str]:
+        """(handle or None, final state or "POST" if posting raised, post seconds, error)."""
+        agent = self._nixl()
+        t0 = time.perf_counter()
+        try:
+            handle, state = agent.post_read(
+                entry.remote, plan, notif, mode=self.post_mode, merge=merge, part=part
+            )
+        except Exception as e:  # e.g. NIXL_ERR_REMOTE_DISCONNECT: the peer died or restarted
+            return None, "POST", time.perf_counter() - t0, f"{type(e).__name__}: {e}"
+        post_s = time.perf_counter() - t0
+        return handle, agent.wait(handle, state, deadline), post_s, ""

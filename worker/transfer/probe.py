@@ -1,0 +1,142 @@
+"""`disagg worker probe`: a transfer-path self-check against a prefill worker.
+
+CLI layer. Takes this pod's ``DISAGG_*`` settings (backends, UCX, HMAC secret, device) as a
+decode worker, fetches the peer's metadata, adopts its layout (with a small cache of its
+own), READs a few blocks through NIXL and reports: reachable, compatible, transfer works,
+and how fast. Prints one line of text, or a JSON object with ``--json``; exit status 0 when
+the path works, 1 when it does not (the error says which step failed and why).
+
+Reading blocks from a live prefill worker is harmless: it only reads, and the worker
+ignores the notification of a request id it never published. Nothing is published for
+the probe, so it reads without a claim (``read(claim=False)``): it checks the path, not
+the blocks' content.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import uuid
+from typing import Any
+
+import msgspec
+
+from disagg_worker.config import ConfigError, WorkerConfig
+from disagg_worker.transfer import handshake, protocol
+from disagg_worker.transfer.layout import KVLayout
+
+
+def _peer_layout(cfg: WorkerConfig, host: str, port: int, timeout: float) -> KVLayout:
+    """Fetch the peer's metadata over the side channel (no NIXL) and return its layout."""
+    import zmq
+
+    codec = protocol.Codec(handshake.load_secret(cfg.hmac_secret_path))
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    try:
+        req = protocol.MetadataRequest(cfg.engine_id or "probe", "", os.urandom(16))
+        msg = codec.decode(handshake.request(ctx, host, port, codec.encode(req), timeout))
+    finally:
+        ctx.term()
+    if isinstance(msg, protocol.Refusal):
+        raise RuntimeError(f"peer refused the handshake: {msg.reason}")
+    if not isinstance(msg, protocol.PeerMetadata):
+        raise RuntimeError(f"peer answered {type(msg).__name__}, not its metadata")
+    return KVLayout.model_validate(msgspec.structs.asdict(msg.layout))
+
+
+def probe(
+    cfg: WorkerConfig,
+    host: str,
+    port: int,
+    *,
+    engine_id: str,
+    blocks: int,
+    deadline: float,
+    expect_seed: int | None = None,
+) -> dict[str, Any]:
+    """Run the check; returns the report (``ok`` False with ``step`` and ``error``)."""
+    from disagg_worker.transfer.engine import KVTransferAgent, PeerRef, TransferError
+    from disagg_worker.transfer.peer_process import alloc, pattern, words
+
+    report: dict[str, Any] = {"peer": f"{host}:{port}", "ok": False, "step": "handshake"}
+    try:
+        theirs = _peer_layout(cfg, host, port, deadline)
+    except (handshake.HandshakeTimeout, protocol.ProtocolError, RuntimeError, ValueError) as e:
+        return {**report, "error": str(e)}
+    n = max(1, min(blocks, theirs.num_blocks))
+    layout = theirs.model_copy(update={"num_blocks": n})
+    report["layout"] = theirs.model_dump(mode="json")
+    caches = alloc(layout, cfg.device)
+    try:
+        with KVTransferAgent(cfg, layout, caches) as agent:
+            peer = PeerRef(host, port, engine_id)
+            t0 = time.perf_counter()  # NIXL handshake incl. warm-up READ, as decode pays it
+            meta = agent.peer_info(peer, timeout_s=deadline)
+            report["handshake_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+            report.update(engine_id=meta.engine_id, memory_type=meta.memory_type)
+            report["step"] = "transfer"
+            rid = f"probe-{uuid.uuid4().hex[:8]}"
+            ids = list(range(n))
+            stats = agent.read(peer, rid, ids, ids, deadline_s=deadline, claim=False)
+    except (TransferError, RuntimeError, ValueError) as e:
+        return {**report, "error": str(e)}
+    report.update(
+        ok=True,
+        step="done",
+        bytes=stats.bytes,
+        descriptors=stats.descriptors,
+        transfer_ms=round(stats.total_ms, 3),
+        gbps=round(stats.bytes / max(stats.total_ms, 1e-6) / 1e6, 3),
+    )
+    if expect_seed is not None:
+        good = all(
+            bool((words(t)[b].cpu() == pattern(r, b, layout.block_len, expect_seed)).all())
+            for r, t in enumerate(caches)
+            for b in ids
+        )
+        report.update(ok=good, step="done" if good else "verify", verified=good)
+        if not good:
+            report["error"] = "bytes read differ from the expected pattern"
+    return report
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="disagg worker probe", description=__doc__.split("\n")[0])
+    p.add_argument("--peer", required=True, metavar="HOST:PORT", help="prefill side channel")
+    p.add_argument("--engine-id", default="", help="expected engine id of the peer")
+    p.add_argument("--blocks", type=int, default=4, help="blocks to read (default 4)")
+    p.add_argument("--deadline-s", type=float, default=10.0)
+    p.add_argument("--expect-pattern", type=int, metavar="SEED", help=argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    host, _, port = args.peer.rpartition(":")
+    if not host or not port.isdigit():
+        p.error("--peer takes HOST:PORT, e.g. 10.0.0.7:5600")
+    try:
+        cfg = WorkerConfig.from_env(os.environ, {"role": "decode"})
+    except ConfigError as e:
+        print(f"disagg worker probe: {e}", file=sys.stderr)
+        return 2
+    report = probe(
+        cfg,
+        host.strip("[]"),
+        int(port),
+        engine_id=args.engine_id,
+        blocks=args.blocks,
+        deadline=args.deadline_s,
+        expect_seed=args.expect_pattern,
+    )
+    if args.json:
+        print(json.dumps(report))
+    elif report["ok"]:
+        print(
+            f"ok: {report['peer']} ({report.get('engine_id')}) handshake "
+            f"{report['handshake_ms']} ms, read {report['bytes']} B in "
+            f"{report['transfer_ms']} ms ({report['gbps']} GB/s)"
+        )
+    else:
+        print(f"FAILED at {report['step']}: {report['peer']}: {report['error']}")
+    return 0 if report["ok"] else 1

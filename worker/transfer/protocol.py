@@ -1,0 +1,274 @@
+"""Handshake wire protocol: typed messages, versioning, compatibility hash, HMAC framing.
+
+Pure layer (msgspec + stdlib only; never pickle). One file holds the whole contract
+between a decode worker and the prefill worker it reads KV blocks from.
+
+Frame = msgpack array ``[version, body, mac]``. The outer envelope never changes shape, so
+a peer on another protocol version is refused by name instead of failing to decode.
+``body`` is one tagged message; ``mac`` is HMAC-SHA256 over ``version || body`` with the
+shared secret, or empty when no secret is configured. Frames above ``max_frame`` bytes are
+refused before decoding.
+
+Compatibility hash inputs: protocol version, :meth:`KVLayout.compat_hash` (layers, KV
+heads, head dim, block size, dtype, NHD/HND, block-major), the NIXL memory type of the
+registered buffer, and the tensor-parallel size. num_blocks may differ between peers.
+
+History:
+- 1: first version (meta request/reply with nonce echo, refusal message).
+- 2: Claim / ClaimAnswer: before each READ decode asks whether prefill still holds the
+  blocks (and prefill extends the lease to cover the read), so a READ never starts on
+  blocks whose lease ran out. A version-1 prefill cannot answer claims: refused by version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Callable
+from typing import Annotated, Literal, Union
+
+import msgspec
+
+from disagg_worker.transfer.layout import KVLayout
+
+PROTOCOL_VERSION = 2
+MAX_FRAME_BYTES = 1 << 20  # agent metadata is a few KiB; anything near 1 MiB is hostile
+MAX_CLAIM_DEADLINE_S = 3600.0  # a claim may pin blocks this long at most
+MAX_REQUEST_ID = 512  # characters
+
+
+class ProtocolError(ValueError):
+    """A frame that cannot be accepted; the message says why."""
+
+
+class FrameError(ProtocolError):
+    """Malformed, truncated or oversized frame."""
+
+
+class AuthError(ProtocolError):
+    """HMAC missing, unexpected or wrong."""
+
+
+class VersionError(ProtocolError):
+    """The peer speaks another protocol version."""
+
+
+class LayoutInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+    block_size: int
+    num_blocks: int
+    dtype: str
+    layout: str
+    block_major: bool
+
+    @classmethod
+    def of(cls, layout: KVLayout) -> LayoutInfo:
+        return cls(
+            num_layers=layout.num_layers,
+            num_kv_heads=layout.num_kv_heads,
+            head_dim=layout.head_dim,
+            block_size=layout.block_size,
+            num_blocks=layout.num_blocks,
+            dtype=layout.dtype,
+            layout=layout.layout,
+            block_major=layout.block_major,
+        )
+
+
+class MetadataRequest(msgspec.Struct, frozen=True, tag="get_meta"):
+    """Decode → prefill: send me your metadata. ``nonce`` is echoed to bind the reply."""
+
+    engine_id: str
+    compat_hash: str
+    nonce: bytes
+
+
+class PeerMetadata(msgspec.Struct, frozen=True, tag="meta"):
+    """Prefill → decode: everything needed to READ its KV blocks."""
+
+    engine_id: str
+    agent_name: str
+    agent_metadata: bytes  # opaque NIXL blob, handed to add_remote_agent as bytes
+    region_addrs: list[int]
+    block_len: int
+    device_id: int
+    layout: LayoutInfo
+    memory_type: str
+    tp_size: int
+    tp_rank: int
+    protocol_version: int
+    compat_hash: str
+    nonce: bytes
+
+
+class Refusal(msgspec.Struct, frozen=True, tag="refused"):
+    """Either side: the request was refused; ``reason`` is for humans."""
+
+    reason: str
+
+
+class Claim(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="claim"):
+    """Decode → prefill, before posting a READ: do you still hold these blocks for me?
+
+    ``deadline_s`` is the time decode's read may still take; a held lease is extended to
+    cover it. ``nonce`` is echoed to bind the answer.
+    """
+
+    request_id: Annotated[str, msgspec.Meta(max_length=MAX_REQUEST_ID)]
+    block_ids: list[Annotated[int, msgspec.Meta(ge=0)]]
+    deadline_s: Annotated[float, msgspec.Meta(ge=0, le=MAX_CLAIM_DEADLINE_S)]
+    nonce: bytes
+
+
+ClaimReason = Literal["", "expired", "released", "unknown", "blocks_differ"]
+
+
+class ClaimAnswer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="claim_answer"):
+    """Prefill → decode: ``held`` (lease now runs ``expires_in_s`` more) or not and why.
+
+    ``reason`` when not held: ``expired`` (the lease ran out ``-expires_in_s`` seconds
+    ago), ``released`` (already read and freed), ``unknown`` (never published here, or
+    ended long ago), ``blocks_differ`` (``held_ids`` are the published ones).
+    """
+
+    request_id: str
+    held: bool
+    reason: ClaimReason
+    expires_in_s: float
+    held_ids: list[int]
+    nonce: bytes
+
+
+Message = Union[MetadataRequest, PeerMetadata, Refusal, Claim, ClaimAnswer]  # noqa: UP007
+
+
+class _Envelope(msgspec.Struct, array_like=True):
+    version: int
+    body: bytes
+    mac: bytes
+
+
+def compat_hash(layout: KVLayout, memory_type: str, tp_size: int) -> str:
+    """Hash of everything that must match between peers (inputs listed in the docstring)."""
+    blob = f"{PROTOCOL_VERSION}|{layout.compat_hash()}|{memory_type}|{tp_size}".encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def mismatches(layout: KVLayout, memory_type: str, tp_size: int, remote: PeerMetadata) -> list[str]:
+    """Why ``remote`` cannot be read into a local cache, by name (``block_size 16 != 32``)."""
+    problems: list[str] = []
+    if remote.protocol_version != PROTOCOL_VERSION:
+        problems.append(f"protocol_version {PROTOCOL_VERSION} != {remote.protocol_version}")
+    try:
+        theirs = KVLayout.model_validate(msgspec.structs.asdict(remote.layout))
+    except ValueError as e:
+        return [*problems, f"layout invalid: {e}"]
+    problems += layout.mismatches(theirs)
+    if memory_type != remote.memory_type:
+        problems.append(f"memory_type {memory_type} != {remote.memory_type}")
+    if tp_size != remote.tp_size:
+        problems.append(f"tp_size {tp_size} != {remote.tp_size}")
+    if not problems:
+        problems += _geometry_problems(theirs, remote)
+    return problems
+
+
+def _geometry_problems(theirs: KVLayout, remote: PeerMetadata) -> list[str]:
+    problems = []
+    if len(remote.region_addrs) != theirs.num_regions:
+        problems.append(f"regions {len(remote.region_addrs)} != {theirs.num_regions}")
+    if remote.block_len != theirs.block_len:
+        problems.append(f"block_len {remote.block_len} != {theirs.block_len}")
+    if any(a <= 0 for a in remote.region_addrs):
+        problems.append("region address not positive")
+    return problems
+
+
+class Codec:
+    """Encodes and decodes frames; holds the shared secret (or None)."""
+
+    def __init__(
+        self,
+        secret: bytes | None = None,
+        *,
+        max_frame: int = MAX_FRAME_BYTES,
+        version: int = PROTOCOL_VERSION,
+    ):
+        self._secret = secret or None
+        self.version = version
+        self._max = max_frame
+        self._enc = msgspec.msgpack.Encoder()
+        self._env = msgspec.msgpack.Decoder(_Envelope)
+        self._msg = msgspec.msgpack.Decoder(Message)
+
+    def _mac(self, version: int, body: bytes) -> bytes:
+        if self._secret is None:
+            return b""
+        data = version.to_bytes(4, "big") + body
+        return hmac.new(self._secret, data, hashlib.sha256).digest()
+
+    def encode(self, msg: Message) -> bytes:
+        version = self.version
+        body = self._enc.encode(msg)
+        frame = self._enc.encode(_Envelope(version, body, self._mac(version, body)))
+        if len(frame) > self._max:
+            raise FrameError(f"frame of {len(frame)} bytes exceeds the {self._max}-byte limit")
+        return frame
+
+    def decode(self, frame: bytes) -> Message:
+        """Raise FrameError / VersionError / AuthError; never anything else."""
+        if len(frame) > self._max:
+            raise FrameError(f"frame of {len(frame)} bytes exceeds the {self._max}-byte limit")
+        try:
+            env = self._env.decode(frame)
+        except (msgspec.DecodeError, ValueError) as e:
+            raise FrameError(f"malformed frame: {e}") from None
+        if env.version != self.version:
+            raise VersionError(f"protocol_version {self.version} != {env.version}")
+        self._check_mac(env)
+        try:
+            return self._msg.decode(env.body)
+        except (msgspec.DecodeError, ValueError) as e:
+            raise FrameError(f"malformed message: {e}") from None
+
+    def _check_mac(self, env: _Envelope) -> None:
+        if self._secret is None:
+            if env.mac:
+                raise AuthError("peer signs its frames but no handshake secret is configured")
+            return
+        if not env.mac:
+            raise AuthError("peer frame carries no HMAC; configure the same handshake secret")
+        if not hmac.compare_digest(env.mac, self._mac(env.version, env.body)):
+            raise AuthError("HMAC mismatch: the peer uses a different handshake secret")
+
+
+def answer(
+    codec: Codec,
+    frame: bytes,
+    metadata: Callable[[bytes], PeerMetadata],
+    claim: Callable[[Claim], ClaimAnswer],
+) -> tuple[bytes | None, bool]:
+    """Prefill's reply to one side-channel frame: ``(reply, refused)``.
+
+    A valid MetadataRequest gets ``metadata(nonce)``, a valid Claim ``claim(msg)``;
+    anything else a Refusal saying why (signed with our secret, so a peer with another
+    secret learns only that it is refused).
+    """
+    try:
+        msg = codec.decode(frame)
+    except ProtocolError as e:
+        return _refusal(codec, str(e)), True
+    if isinstance(msg, MetadataRequest):
+        return codec.encode(metadata(msg.nonce)), False
+    if isinstance(msg, Claim):
+        return codec.encode(claim(msg)), False
+    return _refusal(codec, f"unexpected {type(msg).__name__}; send a MetadataRequest"), True
+
+
+def _refusal(codec: Codec, reason: str) -> bytes | None:
+    try:
+        return codec.encode(Refusal(reason[:500]))
+    except ProtocolError:
+        return None
