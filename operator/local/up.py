@@ -1,12 +1,12 @@
 """`disagg up FILE`: run a DisaggregatedDeployment on this machine, no cluster needed.
 
 CLI layer. The manifest goes through the operator's own :func:`render` — the very pods a
-cluster would get — and each reference-engine pod's container command runs as a local
-process with that pod's env, adapted for one host (:func:`local_pods`): field refs become
-the pod name and 127.0.0.1, listen hosts 127.0.0.1, ports 0 (each worker announces the port
-it bound), the handshake Secret a private temp file, and cluster-only ``UCX_TLS`` is
-dropped so UCX picks local transports (shared memory / CMA). Then a P/D proxy starts in
-front. Ctrl-C, SIGTERM, a dying worker or any error stops every process group.
+cluster would get — and each pod's engine command runs as a local process with that pod's
+env, adapted for one host by :mod:`disagg_operator.local.pods` (which lists every change,
+and this command prints them). Both engines run: the reference engine (``disagg worker
+serve``) and real vLLM (``vllm serve``, with the ``vllm`` extra installed). Then the P/D
+proxy starts in front. Ctrl-C, SIGTERM, a dying process or any error stops every process
+group.
 """
 
 from __future__ import annotations
@@ -22,12 +22,21 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 import yaml
 
+from disagg_operator.local import vllm
+from disagg_operator.local.pods import (
+    LOCAL,
+    LocalPod,
+    UpError,
+    local_pods,
+    share_cores,
+    vllm_pod_count,
+)
 from disagg_worker.serve.localrun import (
     Child,
     ChildError,
@@ -36,80 +45,10 @@ from disagg_worker.serve.localrun import (
     stop_children,
     wait_ready,
 )
+from disagg_worker.vllm import metrics
 
-ROLE_LABEL = "disagg.dev/role"
-LOCAL = "127.0.0.1"
-CLUSTER_ONLY = ("UCX_TLS", "DISAGG_UCX_TLS")
-FIELD_REFS = {"metadata.name": None, "status.podIP": LOCAL, "status.hostIP": LOCAL}
-LOCAL_ENV = {
-    "DISAGG_HTTP_HOST": LOCAL,
-    "DISAGG_SIDE_CHANNEL_HOST": LOCAL,
-    "DISAGG_ADVERTISE_HOST": LOCAL,
-    "DISAGG_HTTP_PORT": "0",
-    "DISAGG_SIDE_CHANNEL_PORT": "0",
-}
-
-
-class UpError(RuntimeError):
-    """Something stops the local run; the message says what and what to do."""
-
-
-@dataclass(frozen=True)
-class LocalPod:
-    """A rendered pod as a local process: its argv and env, and what was left out."""
-
-    name: str
-    role: str
-    argv: list[str]
-    env: dict[str, str]
-    dropped: list[str]
-
-
-def local_pods(objects: list[dict[str, Any]], secret_path: str) -> list[LocalPod]:
-    """Rendered objects → one local process per prefill/decode pod (pure)."""
-    out = []
-    for pod in objects:
-        role = pod.get("metadata", {}).get("labels", {}).get(ROLE_LABEL)
-        if pod.get("kind") != "Pod" or role not in ("prefill", "decode"):
-            continue
-        out.append(_local_pod(pod, role, secret_path))
-    if not {p.role for p in out} >= {"prefill", "decode"}:
-        raise UpError("the manifest renders no prefill and decode pods to run")
-    return out
-
-
-def _local_pod(pod: dict[str, Any], role: str, secret_path: str) -> LocalPod:
-    name = pod["metadata"]["name"]
-    container = next(
-        (c for c in pod["spec"]["containers"] if c["name"] == "engine"),
-        pod["spec"]["containers"][0],
-    )
-    command = [*container.get("command", []), *container.get("args", [])]
-    if command[:3] != ["disagg", "worker", "serve"]:
-        raise UpError(
-            f"pod {name}: runs {' '.join(command[:3]) or 'its image entrypoint'!r}, not the "
-            "reference engine; disagg up runs spec.engine.type: reference only (use "
-            "kubectl apply for vLLM)"
-        )
-    env: dict[str, str] = {}
-    dropped = []
-    for item in container.get("env", []):
-        key = item["name"]
-        if key in CLUSTER_ONLY:
-            dropped.append(f"{key}={item.get('value', '')}")
-        elif "value" in item:
-            env[key] = str(item["value"])
-        else:
-            path = item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
-            if path not in FIELD_REFS:
-                raise UpError(
-                    f"pod {name}: env {key} comes from {item['valueFrom']}; "
-                    "disagg up resolves only metadata.name and status.podIP"
-                )
-            env[key] = FIELD_REFS[path] or name
-    env.update(LOCAL_ENV)
-    env["DISAGG_HMAC_SECRET_PATH"] = secret_path
-    return LocalPod(name, role, disagg_argv(*command[1:]), env, dropped)
+__all__ = ["UpError", "local_pods", "main"]
+VLLM_START_S = 600.0  # engine start on a busy 2-core host: ~30 s alone, minutes under load
 
 
 def _load(path: str) -> dict[str, Any]:
@@ -165,27 +104,40 @@ class Run:
     children: list[Child]
     workers: dict[str, list[str]]
     proxy_url: str = ""
+    engine: str = "reference"
+    logs: dict[str, Path] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)  # worker URL → pod name
 
 
 def _start_workers(pods: list[LocalPod], log_dir: Path, run: Run) -> None:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("DISAGG_", "UCX_TLS"))}
     for pod in pods:
-        child = start_child(pod.name, pod.argv, {**base, **pod.env}, log_dir)
+        quiet = pod.engine == "vllm"  # vLLM logs to stdout: keep it out of the ready pipe
+        child = start_child(pod.name, pod.argv, {**base, **pod.env}, log_dir, stdout_to_log=quiet)
         run.children.append(child)
+        run.logs[pod.name] = child.log_path
         _say(f"  started {pod.role} {pod.name} (pid {child.proc.pid})")
+        for note in pod.adapted:
+            _say(f"          {note}")
     for pod, child in zip(pods, run.children, strict=True):
-        info = wait_ready(child, timeout_s=120)
-        url = f"http://{LOCAL}:{info['http_port']}"
+        if pod.engine == "vllm":
+            url = f"http://{LOCAL}:{pod.http_port}"
+            took = vllm.wait_healthy(child, url, VLLM_START_S, _say)
+            _say(f"  ready   {pod.role} {pod.name}: {url} (vLLM, started in {took:.0f} s)")
+        else:
+            info = wait_ready(child, timeout_s=120)
+            url = f"http://{LOCAL}:{info['http_port']}"
+            side = info.get("side_channel_port")
+            _say(
+                f"  ready   {pod.role} {pod.name}: {url}"
+                + (f", side channel {LOCAL}:{side}" if side else "")
+            )
+            health = _get_json(url + "/health")
+            if health.get("status") != "ok":
+                raise UpError(f"{url}/health: {health}")
         run.workers.setdefault(pod.role, []).append(url)
-        side = info.get("side_channel_port")
-        _say(
-            f"  ready   {pod.role} {pod.name}: {url}"
-            + (f", side channel {LOCAL}:{side}" if side else "")
-        )
-    for url in (u for urls in run.workers.values() for u in urls):
-        health = _get_json(url + "/health")
-        if health.get("status") != "ok":
-            raise UpError(f"{url}/health: {health}")
+        run.names[url] = pod.name
+        run.engine = pod.engine
 
 
 def _start_proxy(port: int, log_dir: Path, run: Run) -> None:
@@ -199,6 +151,9 @@ def _start_proxy(port: int, log_dir: Path, run: Run) -> None:
 
 
 def _ask(run: Run, prompt: str, max_tokens: int) -> None:
+    if run.engine == "vllm":
+        _ask_vllm(run, prompt, max_tokens)
+        return
     url = run.proxy_url + "/v1/completions"
     warm = _get_json(url, {"prompt": "", "max_tokens": 1}, timeout=120).get("disagg", {})
     _say(
@@ -211,6 +166,51 @@ def _ask(run: Run, prompt: str, max_tokens: int) -> None:
     _say("            (seeded random weights: noise by design, the same as one process gives)")
     for line in _figures(out.get("disagg", {})):
         _say(line)
+
+
+def _tails(run: Run, message: str) -> str:
+    """The last log lines of every worker the error message names."""
+    out = []
+    for url, name in run.names.items():
+        if url in message and name in run.logs:
+            child = next(c for c in run.children if c.name == name)
+            out.append(
+                f"\n--- last lines of {name}'s log ({child.log_path}):\n{child.log_tail(25)}"
+            )
+    return "".join(out)
+
+
+def _ask_vllm(run: Run, prompt: str, max_tokens: int) -> None:
+    """One greedy request through the proxy; vLLM's own transfer figures from decode's log."""
+    url = run.proxy_url + "/v1/completions"
+    body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
+    t0 = time.perf_counter()
+    _get_json(url, {**body, "max_tokens": 1}, timeout=300)
+    _say(f"\nwarm-up request: {1e3 * (time.perf_counter() - t0):.0f} ms (first NIXL handshake)")
+    decode_log = run.logs[run.names[run.workers["decode"][0]]]
+    since = vllm.log_size(decode_log)
+    t0 = time.perf_counter()
+    out = _get_json(url, {**body, "return_token_ids": True}, timeout=300)
+    took = 1e3 * (time.perf_counter() - t0)
+    choice = out["choices"][0]
+    _say(f"\nprompt:     {prompt!r}\ncompletion: {choice['text']!r}")
+    _say(f"tokens:     {choice.get('token_ids')}")
+    _say("            (tiny seeded random Llama: noise by design, the same as aggregated vLLM)")
+    proxy = out.get("disagg", {}).get("proxy", {})
+    _say(
+        f"request:    {took:.0f} ms through the proxy (prefill hop "
+        f"{proxy.get('prefill_hop_ms', 0):.0f} ms, "
+        f"decode hop {proxy.get('decode_hop_ms', 0):.0f} ms)"
+    )
+    _say("transfer:   waiting for vLLM's stats interval (up to 15 s) ...")
+    f = vllm.transfer_figures(decode_log, since, wait_s=15.0)
+    count = int(f[metrics.COUNT])
+    _say(
+        f"transfer:   vLLM (decode) reports {count} NIXL transfer(s), "
+        f"{f['Avg MB per transfer'] * 1e3:.0f} kB in {f['Avg number of descriptors']:.0f} "
+        f"descriptors, {f['Avg xfer time (ms)']:.3f} ms each, "
+        f"{int(f[metrics.FAILED])} failed"
+    )
 
 
 def _figures(d: dict[str, Any]) -> Iterator[str]:
@@ -253,14 +253,24 @@ def _watch(run: Run) -> None:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="disagg up",
-        description="Run a DisaggregatedDeployment (reference engine) on this machine: the "
-        "operator's rendered pods as local processes with real NIXL transfers, behind a "
-        "P/D proxy. Ctrl-C stops everything.",
+        description="Run a DisaggregatedDeployment on this machine: the operator's rendered "
+        "pods (reference engine or vLLM) as local processes with real NIXL transfers, behind "
+        "a P/D proxy. Ctrl-C stops everything.",
     )
     p.add_argument("file", help="manifest with one DisaggregatedDeployment")
     p.add_argument("--prompt", help="send one request, print the result, then stop")
     p.add_argument("--max-tokens", type=int, default=16)
     p.add_argument("--port", type=int, default=8080, help="proxy port (0: any free port)")
+    p.add_argument(
+        "--log-dir",
+        help="keep each process's log here (default: a temp folder, removed at exit; the "
+        "failing process's last lines are printed either way)",
+    )
+    p.add_argument(
+        "--model",
+        help="run with this local model instead of spec.model (e.g. a directory written by "
+        "`disagg model tiny-llama DIR`); the pods are rendered with it",
+    )
     return p
 
 
@@ -271,7 +281,9 @@ def main(argv: list[str]) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="disagg-up-") as tmp:
             try:
-                return _run(args, Path(tmp), run)
+                logs = Path(args.log_dir) if args.log_dir else Path(tmp)
+                logs.mkdir(parents=True, exist_ok=True)
+                return _run(args, Path(tmp), logs, run)
             finally:
                 stop_children(run.children)
                 if run.children:
@@ -285,12 +297,24 @@ def main(argv: list[str]) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _run(args: argparse.Namespace, tmp: Path, run: Run) -> int:
+def _run(args: argparse.Namespace, tmp: Path, logs: Path, run: Run) -> int:
     key = secrets.token_hex(32)
     secret = tmp / "hmac"
     secret.write_text(key)
     secret.chmod(0o600)
-    pods = local_pods(_render(_load(args.file), key), str(secret))
+    body = _load(args.file)
+    if args.model:
+        model = Path(args.model).resolve()
+        if not model.is_dir():
+            raise UpError(f"--model {args.model}: no such directory")
+        _say(f"spec.model {body.get('spec', {}).get('model')!r} → {model} (--model)")
+        body.setdefault("spec", {})["model"] = str(model)
+    objects = _render(body, key)
+    engines = vllm_pod_count(objects)
+    cores = share_cores(engines, vllm.host_cores())
+    if engines > len(vllm.host_cores()):
+        _say(f"  only {len(vllm.host_cores())} cores for {engines} vLLM engines: cores are shared")
+    pods = local_pods(objects, str(secret), ports=vllm.free_ports(), cores=cores)
     _say(f"rendered {len(pods)} pods from {args.file}; starting them as local processes")
     dropped = sorted({d for p in pods for d in p.dropped})
     if dropped:
@@ -298,11 +322,14 @@ def _run(args: argparse.Namespace, tmp: Path, run: Run) -> int:
             f"  dropped cluster-only {', '.join(dropped)}: "
             "UCX picks local transports (shared memory, CMA)"
         )
-    _start_workers(pods, tmp, run)
-    _start_proxy(args.port, tmp, run)
+    _start_workers(pods, logs, run)
+    _start_proxy(args.port, logs, run)
     _say(f"\nendpoint: {run.proxy_url}/v1/completions")
     if args.prompt is not None:
-        _ask(run, args.prompt, args.max_tokens)
+        try:
+            _ask(run, args.prompt, args.max_tokens)
+        except UpError as e:
+            raise UpError(f"{e}{_tails(run, str(e))}") from None
         return 0
     _say(
         f'try: curl -s {run.proxy_url}/v1/completions -d \'{{"prompt": "Hello", '

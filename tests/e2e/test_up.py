@@ -48,10 +48,10 @@ def test_rendered_pods_become_local_processes() -> None:
         assert "UCX_TLS" not in pod.env and pod.dropped == ["UCX_TLS=tcp,self"]
 
 
-def test_pods_that_do_not_run_the_reference_engine_are_refused() -> None:
+def test_pods_that_run_neither_engine_are_refused() -> None:
     objects = _rendered()
-    objects[-1]["spec"]["containers"][0]["command"] = ["vllm", "serve", "m"]
-    with pytest.raises(UpError, match="runs 'vllm serve m', not the reference engine"):
+    objects[-1]["spec"]["containers"][0]["command"] = ["python", "serve.py"]
+    with pytest.raises(UpError, match=r"runs 'python serve\.py'; disagg up runs the reference"):
         local_pods(objects, "/s")
     with pytest.raises(UpError, match="renders no prefill and decode pods"):
         local_pods([o for o in objects if o["kind"] != "Pod"], "/s")

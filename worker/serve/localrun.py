@@ -72,15 +72,23 @@ class ChildError(RuntimeError):
     """A child process exited or never became ready; the message holds its log tail."""
 
 
-def start_child(name: str, argv: Sequence[str], env: Mapping[str, str], log_dir: Path) -> Child:
+def start_child(
+    name: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    log_dir: Path,
+    *,
+    stdout_to_log: bool = False,
+) -> Child:
     """Start ``argv`` in a new session (own process group); stdout is a pipe for the ready
-    line, stderr goes to ``log_dir/name.log``."""
+    line (or, with ``stdout_to_log``, for programs that print no ready line, the log too),
+    stderr goes to ``log_dir/name.log``."""
     log_path = log_dir / f"{name}.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             list(argv),
             env=dict(env),
-            stdout=subprocess.PIPE,
+            stdout=log if stdout_to_log else subprocess.PIPE,
             stderr=log,
             stdin=subprocess.DEVNULL,
             start_new_session=True,

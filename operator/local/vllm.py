@@ -1,0 +1,91 @@
+"""Real vLLM engines in a local run: free ports, cores per engine, readiness, and the
+transfer figures vLLM itself logs.
+
+I/O layer of ``disagg up`` (sockets, HTTP, log files). vLLM prints no ready line and
+cannot bind port 0 and say which port it got, so ports are picked free here, and
+readiness is its ``/health`` answering 200 (after ~30 s of engine start on this kind of
+host), with a progress line while it loads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from disagg_operator.local.pods import LOCAL, UpError
+from disagg_worker.serve.localrun import Child, ChildError
+from disagg_worker.vllm import metrics
+
+PROGRESS_S = 15.0
+
+
+def free_ports() -> Iterator[int]:
+    """Ports free on 127.0.0.1 right now (the OS picks; each is released before use)."""
+    while True:
+        with socket.socket() as s:
+            s.bind((LOCAL, 0))
+            yield int(s.getsockname()[1])
+
+
+def host_cores() -> list[int]:
+    """The cores this process may run on (its affinity mask), as a node would offer them."""
+    return sorted(os.sched_getaffinity(0))
+
+
+def wait_healthy(child: Child, url: str, timeout_s: float, say: Callable[[str], None]) -> float:
+    """Block until ``url/health`` answers 200; the seconds it took. Raises ChildError
+    with the log tail when the process dies or the timeout passes."""
+    t0 = time.monotonic()
+    next_note = t0 + PROGRESS_S
+    while True:
+        if child.proc.poll() is not None:
+            raise ChildError(
+                f"{child.name} exited with code {child.proc.returncode} while starting; "
+                f"last log lines:\n{child.log_tail(30)}"
+            )
+        with (
+            contextlib.suppress(urllib.error.URLError, OSError),
+            urllib.request.urlopen(url + "/health", timeout=2) as resp,
+        ):
+            if resp.status == 200:
+                return time.monotonic() - t0
+        now = time.monotonic()
+        if now - t0 > timeout_s:
+            raise ChildError(
+                f"{child.name} not healthy after {timeout_s:.0f}s; log:\n{child.log_tail(30)}"
+            )
+        if now >= next_note:
+            say(f"  ...     {child.name}: vLLM still loading ({now - t0:.0f} s)")
+            next_note = now + PROGRESS_S
+        time.sleep(0.5)
+
+
+def log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def transfer_figures(log: Path, since: int, wait_s: float) -> dict[str, float]:
+    """vLLM's own transfer figures logged after byte offset ``since`` of ``log``: waits up
+    to ``wait_s`` for the stats interval that covers the request to be written."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with open(log, "rb") as f:
+                f.seek(since)
+                lines = f.read().decode(errors="replace").splitlines()
+        except OSError as e:
+            raise UpError(f"cannot read {log}: {e}") from None
+        figures = metrics.summarize(lines)
+        done = figures[metrics.COUNT] + figures[metrics.FAILED] + figures[metrics.EXPIRED]
+        if done or time.monotonic() > deadline:
+            return figures
+        time.sleep(0.5)

@@ -1,0 +1,91 @@
+"""Rendered vLLM pods → local processes: what changes for one host, and nothing else."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from disagg_operator.local.pods import UpError, local_pods, share_cores, vllm_pod_count
+from disagg_operator.render.objects import render
+
+ROOT = Path(__file__).resolve().parents[3]
+VLLM_CPU = ROOT / "examples" / "vllm-cpu.yaml"
+
+
+def _rendered(path: Path = VLLM_CPU) -> list[dict[str, Any]]:
+    body = yaml.safe_load(path.read_text())
+    body["metadata"].update(namespace="default", uid="u")
+    return render(body, hmac_key="k")
+
+
+def _engine(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    pod = next(o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"] == name)
+    container: dict[str, Any] = pod["spec"]["containers"][0]
+    return container
+
+
+def test_vllm_pods_keep_their_rendered_flags_and_env() -> None:
+    objects = _rendered()
+    pods = local_pods(objects, "/s", ports=itertools.count(9000), cores=[[0], [1]])
+    assert [(p.role, p.engine) for p in pods] == [("prefill", "vllm"), ("decode", "vllm")]
+    for pod, cores in zip(pods, ("0", "1"), strict=True):
+        container = _engine(objects, pod.name)
+        rendered = container["command"] + container.get("args", [])
+        assert pod.argv[:3] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
+        assert pod.argv[3:5] == ["--model", rendered[2]]
+        # every rendered flag but the port travels unchanged, the KV config included
+        flags = rendered[3:]
+        i = flags.index("--port")
+        kept = flags[:i] + flags[i + 2 :]
+        assert pod.argv[-len(kept) :] == kept
+        kv = json.loads(kept[kept.index("--kv-transfer-config") + 1])
+        assert kv["kv_buffer_device"] == "cpu"
+        assert pod.argv[pod.argv.index("--port") + 1] == str(pod.http_port)
+        assert pod.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == "127.0.0.1"
+        assert pod.env["VLLM_CPU_OMP_THREADS_BIND"] == cores
+        assert pod.env["OMP_NUM_THREADS"] == "1"
+        assert "UCX_TLS" not in pod.env and pod.dropped
+        assert any("core(s) " + cores in note for note in pod.adapted)
+    ports = [pods[0].http_port, pods[1].http_port]
+    ports += [int(p.env["VLLM_NIXL_SIDE_CHANNEL_PORT"]) for p in pods]
+    assert len(set(ports)) == 4  # nothing shared between the two engines
+
+
+def test_vllm_pods_need_concrete_ports() -> None:
+    with pytest.raises(UpError, match="vLLM needs concrete ports"):
+        local_pods(_rendered(), "/s")
+
+
+def test_without_cores_the_rendered_binding_stays() -> None:
+    objects = _rendered()
+    pods = local_pods(objects, "/s", ports=itertools.count(9000))
+    for pod in pods:
+        env = {e["name"]: e.get("value") for e in _engine(objects, pod.name)["env"]}
+        assert pod.env["VLLM_CPU_OMP_THREADS_BIND"] == env["VLLM_CPU_OMP_THREADS_BIND"]
+
+
+def test_vllm_pod_count() -> None:
+    assert vllm_pod_count(_rendered()) == 2
+    assert vllm_pod_count(_rendered(ROOT / "examples" / "quickstart-cpu.yaml")) == 0
+
+
+@pytest.mark.parametrize(
+    ("count", "cores", "expected"),
+    [
+        (2, [0, 1], [[0], [1]]),
+        (2, [0, 1, 2, 3], [[0, 1], [2, 3]]),
+        (2, [4, 5, 6], [[4], [5]]),
+        (3, [0, 1], [[0], [1], [0]]),
+        (0, [0, 1], []),
+    ],
+)
+def test_share_cores_is_disjoint_when_it_can_be(
+    count: int, cores: list[int], expected: list[list[int]]
+) -> None:
+    assert share_cores(count, cores) == expected
