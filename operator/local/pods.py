@@ -147,7 +147,6 @@ def _vllm_pod(
     if cores:
         listed = ",".join(map(str, cores))
         env[VLLM_BIND] = listed
-        env[VLLM_OMP_THREADS] = str(len(cores))
         env.pop(VLLM_RESERVED, None)
         adapted.append(f"OpenMP bound to core(s) {listed}")
     return LocalPod(name, role, "vllm", argv, env, dropped, http_port, adapted)

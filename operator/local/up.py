@@ -123,7 +123,13 @@ def _start_workers(pods: list[LocalPod], log_dir: Path, run: Run) -> None:
         if pod.engine == "vllm":
             url = f"http://{LOCAL}:{pod.http_port}"
             took = vllm.wait_healthy(child, url, VLLM_START_S, _say)
-            _say(f"  ready   {pod.role} {pod.name}: {url} (vLLM, started in {took:.0f} s)")
+            # vLLM CPU on AMX hosts dies (SIGILL) when an engine's first forward pass is a
+            # decode step over transferred KV; one local request first avoids it.
+            warm = vllm.warm_up(url)
+            _say(
+                f"  ready   {pod.role} {pod.name}: {url} (vLLM, started in {took:.0f} s; "
+                f"warm-up request {warm:.0f} ms)"
+            )
         else:
             info = wait_ready(child, timeout_s=120)
             url = f"http://{LOCAL}:{info['http_port']}"

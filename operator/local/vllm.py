@@ -10,6 +10,7 @@ host), with a progress line while it loads.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import time
@@ -64,6 +65,26 @@ def wait_healthy(child: Child, url: str, timeout_s: float, say: Callable[[str], 
             say(f"  ...     {child.name}: vLLM still loading ({now - t0:.0f} s)")
             next_note = now + PROGRESS_S
         time.sleep(0.5)
+
+
+def warm_up(url: str) -> float:
+    """One plain (aggregated) completion straight to the engine; milliseconds it took.
+
+    vLLM's CPU attention uses AMX tiles for bf16 on hosts that have them; when an engine's
+    first forward pass is a decode step over KV read from prefill, its worker dies with
+    SIGILL (measured with vLLM 0.32 on this host kind). Any ordinary request first avoids
+    it (docs/vllm.md)."""
+    body = json.dumps({"prompt": "warm-up", "max_tokens": 2, "temperature": 0}).encode()
+    req = urllib.request.Request(
+        url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
+    )
+    t0 = time.perf_counter()
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            resp.read()
+    except (urllib.error.URLError, OSError) as e:
+        raise UpError(f"{url}: warm-up request failed: {e}") from None
+    return 1e3 * (time.perf_counter() - t0)
 
 
 def log_size(path: Path) -> int:
