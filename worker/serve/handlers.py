@@ -74,9 +74,11 @@ async def _stream(
     """Run the request, sending each token as the engine thread reports it."""
     loop = asyncio.get_running_loop()
     tokens: asyncio.Queue[int | None] = asyncio.Queue()
-    task = asyncio.ensure_future(
-        worker.run(req, rid, lambda t: loop.call_soon_threadsafe(tokens.put_nowait, t))
-    )
+
+    def on_token(token: int) -> None:  # the engine thread
+        loop.call_soon_threadsafe(tokens.put_nowait, token)
+
+    task = asyncio.ensure_future(worker.run(req, rid, on_token))
     # tokens are queued from the engine thread before its result: None comes last
     task.add_done_callback(lambda _: tokens.put_nowait(None))
     token = await tokens.get()
