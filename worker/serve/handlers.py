@@ -88,27 +88,50 @@ async def _stream(
                "X-Request-Id": rid}  # fmt: skip
     resp = web.StreamResponse(headers=headers)
     await resp.prepare(request)
-    text = codecs.getincrementaldecoder("utf-8")(errors="replace")  # UTF-8 split over tokens
-    created, sent = int(time.time()), 0
-    while token is not None:
-        piece = text.decode(bytes([token]) if token < 256 else b"")
-        await _send(resp, chunk(req, rid, created, piece, [token], None, first=sent == 0))
-        sent += 1
-        token = await tokens.get()
     try:
+        await _events(resp, req, rid, token, tokens)
         out = task.result()
-    except Exception as e:
+    except ConnectionResetError:  # the client left: generation runs out, frees its blocks
+        task.add_done_callback(_retrieve)
+        log.info("request %s: client left the stream", rid)
+        return resp
+    except Exception as e:  # the engine failed mid-stream: the status line is gone
         worker.metrics.request(kind, "error")
         await _send(resp, _api_error(e, rid).body())
     else:
         worker.metrics.request(kind, "ok")
-        tail = text.decode(b"", final=True)
-        await _send(resp, chunk(req, rid, created, tail, [], out.gen.finish_reason))
+        await _send(resp, chunk(req, rid, int(time.time()), "", [], out.gen.finish_reason))
         if req.include_usage:
-            await _send(resp, usage_chunk(req, rid, created, sent))
+            await _send(resp, usage_chunk(req, rid, int(time.time()), len(out.gen.tokens)))
     await resp.write(DONE)
     await resp.write_eof()
     return resp
+
+
+async def _events(
+    resp: web.StreamResponse,
+    req: CompletionRequest,
+    rid: str,
+    token: int | None,
+    tokens: asyncio.Queue[int | None],
+) -> None:
+    """A chunk per token until the end marker (None), UTF-8 decoded across chunks."""
+    text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    created, first = int(time.time()), True
+    while token is not None:
+        piece = text.decode(bytes([token]) if token < 256 else b"")
+        await _send(resp, chunk(req, rid, created, piece, [token], None, first=first))
+        first = False
+        token = await tokens.get()
+    tail = text.decode(b"", final=True)
+    if tail:  # a sequence cut short at the end: its replacement character
+        await _send(resp, chunk(req, rid, created, tail, [], None))
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Consume an abandoned stream's outcome so a late error is logged, not lost."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("abandoned stream failed: %s", task.exception())
 
 
 async def _send(resp: web.StreamResponse, event: dict[str, Any]) -> None:

@@ -114,6 +114,13 @@ def parse_request(
     params = data.get("kv_transfer_params")
     if params is not None and not isinstance(params, dict):
         raise ApiError(400, "kv_transfer_params: must be an object", "kv_transfer_params")
+    stream = _bool(data, "stream")
+    if stream and isinstance(params, dict) and params.get("do_remote_decode"):
+        raise ApiError(
+            400,
+            "stream: a prefill answers kv_transfer_params in one whole response; send false",
+            "stream",
+        )
     text_or_ids = chat_prompt(data.get("messages")) if chat else data.get("prompt")
     return CompletionRequest(
         model=model,
@@ -122,7 +129,7 @@ def parse_request(
         ignore_eos=bool(data.get("ignore_eos", False)),
         kv_transfer_params=params,
         min_tokens=min_tokens,
-        stream=_bool(data, "stream"),
+        stream=stream,
         include_usage=_include_usage(data.get("stream_options")),
         chat=chat,
     )

@@ -14,7 +14,14 @@ import pytest
 from disagg_worker.engine.kvcache import PagedKVCache
 from disagg_worker.engine.model import ReferenceEngine, decode, encode, get_preset, kv_layout
 from disagg_worker.serve.localrun import ChildError
-from tests.integration.engine.conftest import StartWorker, get, metric, post, stream
+from tests.integration.engine.conftest import (
+    StartWorker,
+    get,
+    metric,
+    post,
+    stream,
+    wait_until,
+)
 
 
 def test_completion_matches_the_engine_in_process(start_worker: StartWorker) -> None:
@@ -155,3 +162,19 @@ def test_unknown_route_and_wrong_method_answer_json(start_worker: StartWorker) -
         assert e.code == 405
         out = json.load(e)
     assert out["error"]["message"].startswith("GET /v1/completions: method not allowed; use POST")
+
+
+def test_a_client_leaving_mid_stream_leaves_the_worker_serving(start_worker: StartWorker) -> None:
+    worker = start_worker("both", num_blocks=32)
+    body = {"prompt": "x", "max_tokens": 300, "ignore_eos": True, "stream": True}
+    req = urllib.request.Request(
+        worker.url + "/v1/completions", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        assert resp.readline().startswith(b"data: ")
+    wait_until(lambda: get(worker.url + "/debug/blocks")["used"] == 0, 60, "blocks freed")
+    status, out = post(worker.url + "/v1/completions", {"prompt": "x", "max_tokens": 2})
+    assert status == 200 and len(out["choices"][0]["token_ids"]) <= 2
+    log = worker.log_path.read_text()
+    assert "Traceback" not in log and "never retrieved" not in log, log[-2000:]

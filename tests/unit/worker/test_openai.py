@@ -50,6 +50,11 @@ def test_completion_fields_parsed() -> None:
         ({"prompt": "x", "stream_options": 1}, "stream_options", "stream_options: must be"),
         ({"prompt": "x", "messages": []}, "messages", "messages: not supported"),
         ({"prompt": "x", "model": "gpt"}, "model", "model: 'gpt' is not served here"),
+        (
+            {"prompt": "x", "stream": True, "kv_transfer_params": {"do_remote_decode": True}},
+            "stream",
+            "stream: a prefill answers kv_transfer_params",
+        ),
     ],
 )
 def test_completion_refusals_name_the_field(body: object, param: str, start: str) -> None:
