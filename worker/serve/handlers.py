@@ -91,9 +91,12 @@ async def _stream(
     try:
         await _events(resp, req, rid, token, tokens)
         out = task.result()
-    except ConnectionResetError:  # the client left: generation runs out, frees its blocks
+    except (ConnectionResetError, asyncio.CancelledError) as e:
+        # the client left: generation runs out and frees its blocks
         task.add_done_callback(_retrieve)
         log.info("request %s: client left the stream", rid)
+        if isinstance(e, asyncio.CancelledError):  # aiohttp cancelled this handler
+            raise
         return resp
     except Exception as e:  # the engine failed mid-stream: the status line is gone
         worker.metrics.request(kind, "error")

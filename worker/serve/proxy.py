@@ -151,6 +151,9 @@ class Proxy:
             resp = await self._open(url, {**body, "kv_transfer_params": params}, headers, deadline)
             try:
                 return await _relay_stream(request, resp, f"decode {url}", headers)
+            except BaseException:  # cancelled when the client left: decode must stop too
+                resp.close()
+                raise
             finally:
                 resp.release()
         finally:
@@ -274,6 +277,9 @@ async def _relay_stream(
     try:
         async for data in resp.content.iter_any():
             await out.write(data)
+    except ConnectionResetError:  # the client left: drop decode's connection, it stops
+        resp.close()
+        return out
     except (aiohttp.ClientError, asyncio.TimeoutError) as e:
         # the status line is gone: the failure can only be an event, then the end
         cause = "no data within the read timeout" if isinstance(e, asyncio.TimeoutError) else e

@@ -69,6 +69,7 @@ def _decode_ok(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
 @pytest.fixture
 async def stack() -> AsyncIterator[Callable[..., Any]]:
     servers: list[TestServer] = []
+    runners: list[web.AppRunner] = []
     sessions: list[aiohttp.ClientSession] = []
 
     async def make(prefill: Any, decode: Any, **kw: Any) -> tuple[Any, list[Any], list[Any]]:
@@ -82,15 +83,22 @@ async def stack() -> AsyncIterator[Callable[..., Any]]:
             srv = await _serve(_stub(seen, answer))
             servers.append(srv)
             urls.append(str(srv.make_url("")))
-        proxy_srv = await _serve(build_app(Proxy([urls[0]], [urls[1]], **kw)))
-        servers.append(proxy_srv)
-        session = aiohttp.ClientSession(base_url=str(proxy_srv.make_url("")))
+        # served as `disagg proxy` serves it (TestServer would cancel handlers whose client
+        # leaves; aiohttp's runner, by default, does not)
+        runner = web.AppRunner(build_app(Proxy([urls[0]], [urls[1]], **kw)))
+        await runner.setup()
+        runners.append(runner)
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        port = runner.addresses[0][1]
+        session = aiohttp.ClientSession(base_url=f"http://127.0.0.1:{port}")
         sessions.append(session)
         return session, seen_p, seen_d
 
     yield make
     for s in sessions:
         await s.close()
+    for runner in runners:
+        await runner.cleanup()
     for srv in servers:
         await srv.close()
 
@@ -201,6 +209,36 @@ async def test_stream_passes_decode_chunks_through_as_they_come(stack: Any) -> N
     pre, dec = seen_p[0]["body"], seen_d[0]["body"]
     assert pre["stream"] is False and "stream_options" not in pre
     assert dec["stream"] is True and dec["stream_options"] == {"include_usage": True}
+
+
+async def test_a_client_leaving_mid_stream_closes_the_decode_hop(
+    stack: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    upstream_closed = asyncio.Event()
+
+    def decode_streams(body: dict[str, Any]) -> Any:
+        async def write(request: web.Request) -> web.StreamResponse:
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            try:  # 10 s of events unless the proxy drops the connection
+                for _ in range(200):
+                    await resp.write(b'data: {"choices": [{"text": "a"}]}\n\n')
+                    await asyncio.sleep(0.05)
+            except (ConnectionResetError, asyncio.CancelledError):
+                upstream_closed.set()
+                raise
+            return resp
+
+        return write
+
+    client, _, _ = await stack(_prefill_ok, decode_streams)
+    async with client.post("/v1/completions", json={"prompt": "x", "stream": True}) as resp:
+        assert (await resp.content.readline()).startswith(b"data: ")
+        resp.close()
+    await asyncio.wait_for(upstream_closed.wait(), 3)
+    async with client.get("/health") as resp:
+        assert (await resp.json())["decode"][0]["inflight"] == 0
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
 
 
 async def test_stream_error_before_the_first_chunk_is_json(stack: Any) -> None:
