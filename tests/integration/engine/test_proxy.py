@@ -5,6 +5,7 @@ every failure names its hop."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -239,6 +240,29 @@ async def test_a_client_leaving_mid_stream_closes_the_decode_hop(
     async with client.get("/health") as resp:
         assert (await resp.json())["decode"][0]["inflight"] == 0
     assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+
+
+async def test_decode_dying_mid_stream_ends_it_with_an_error_event(stack: Any) -> None:
+    def decode_dies(body: dict[str, Any]) -> Any:
+        async def write(request: web.Request) -> web.StreamResponse:
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await resp.write(b'data: {"choices": [{"text": "a"}]}\n\n')
+            await asyncio.sleep(0.2)  # the first chunk reaches the client on its own
+            assert request.transport is not None
+            request.transport.close()  # the worker is gone mid-answer
+            return resp
+
+        return write
+
+    client, _, _ = await stack(_prefill_ok, decode_dies)
+    async with client.post("/v1/completions", json={"prompt": "x", "stream": True}) as resp:
+        assert resp.status == 200
+        lines = [line.decode().strip() async for line in resp.content if line.strip()]
+    assert lines[0] == 'data: {"choices": [{"text": "a"}]}' and lines[-1] == "data: [DONE]"
+    error = json.loads(lines[1][len("data: ") :])["error"]
+    assert error["code"] == 502 and "decode http://127.0.0.1:" in error["message"]
+    assert "stream broken" in error["message"]
 
 
 async def test_stream_error_before_the_first_chunk_is_json(stack: Any) -> None:
