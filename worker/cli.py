@@ -100,8 +100,9 @@ def _keep_buffers_on_heap() -> None:
 
 
 async def _serve(config: WorkerConfig) -> None:
+    from disagg_worker.serve.handlers import build_app
     from disagg_worker.serve.localrun import serve
-    from disagg_worker.serve.server import Worker, build_app
+    from disagg_worker.serve.server import Worker
 
     worker = Worker(config)
     worker.start()

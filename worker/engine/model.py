@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -130,9 +130,14 @@ class ReferenceEngine:
         last = _rms(x[-1:], self.w["final_norm"])
         return (last @ self.w["lm_head"].T)[0]
 
-    def step(self, token: int, pos: int, table: Sequence[int]) -> int:
-        """One greedy decode step for ``token`` at position ``pos``."""
-        return int(torch.argmax(self.forward([token], pos, table)).item())
+    @torch.inference_mode()
+    def step(self, token: int, pos: int, table: Sequence[int], *, ban_eos: bool = False) -> int:
+        """One greedy decode step for ``token`` at position ``pos``; ``ban_eos`` masks EOS
+        (vLLM's ``min_tokens`` does the same)."""
+        logits = self.forward([token], pos, table)
+        if ban_eos:
+            logits[EOS] = float("-inf")
+        return int(torch.argmax(logits).item())
 
     def generate(
         self,
@@ -142,15 +147,21 @@ class ReferenceEngine:
         *,
         ignore_eos: bool = False,
         prompt_cached: bool = False,
+        min_tokens: int = 0,
+        on_token: Callable[[int], None] | None = None,
     ) -> Generation:
-        """Greedy generation; ``prompt_cached``: K/V of ``prompt[:-1]`` already in blocks."""
+        """Greedy generation; ``prompt_cached``: K/V of ``prompt[:-1]`` already in blocks;
+        ``min_tokens``: EOS masked until that many are out; ``on_token``: called with each
+        token as it is made (streaming)."""
         t0 = time.perf_counter()
         if not prompt_cached and len(prompt) > 1:
             self.forward(prompt[:-1], 0, table)
         t1 = time.perf_counter()
-        token = self.step(prompt[-1], len(prompt) - 1, table)
+        token = self.step(prompt[-1], len(prompt) - 1, table, ban_eos=min_tokens > 0)
         t2 = time.perf_counter()
         out = [token]
+        if on_token is not None:
+            on_token(token)
         reason = "length"
         while True:
             if token == EOS and not ignore_eos:
@@ -158,8 +169,11 @@ class ReferenceEngine:
                 break
             if len(out) >= max_tokens:
                 break
-            token = self.step(token, len(prompt) + len(out) - 1, table)
+            pos = len(prompt) + len(out) - 1
+            token = self.step(token, pos, table, ban_eos=len(out) < min_tokens)
             out.append(token)
+            if on_token is not None:
+                on_token(token)
         t3 = time.perf_counter()
         ms = 1000.0
         return Generation(out, reason, (t1 - t0) * ms, (t2 - t1) * ms, (t3 - t2) * ms)

@@ -1,17 +1,24 @@
-"""`disagg proxy`: the P/D proxy — each completion goes to a prefill worker, then to a
-decode worker with the ``kv_transfer_params`` the prefill returned.
+"""`disagg proxy`: the P/D proxy — each completion or chat completion goes to a prefill
+worker, then to a decode worker with the ``kv_transfer_params`` the prefill returned.
 
 I/O layer (aiohttp server and client; no torch). Speaks vLLM's convention only, so it fronts
 real ``vllm serve`` instances with the NixlConnector as well as the reference worker:
 
-1. prefill: the client's body with ``max_tokens: 1``, ``stream: false`` and
+1. prefill: the client's body with ``max_tokens: 1`` (and ``max_completion_tokens: 1`` when
+   sent), ``stream: false`` and
    ``kv_transfer_params: {do_remote_decode: true, do_remote_prefill: false, remote_*: null}``;
-2. decode: the client's body with the prefill response's ``kv_transfer_params``;
+2. decode: the client's body (``stream`` and ``stream_options`` as sent) with the prefill
+   response's ``kv_transfer_params``;
 3. answer: the decode response, plus ``disagg.proxy`` (hop times, which workers) and
-   ``disagg.prefill`` (the prefill's own figures) when the workers report them.
+   ``disagg.prefill`` (the prefill's own figures) when the workers report them; a stream is
+   passed through chunk by chunk as decode writes it.
 
-Both hops share one deadline (``--timeout-s``). Any failure answers a JSON error that names
-the hop, the worker and the cause (connection refused, timeout, or the worker's message).
+Both hops carry one X-Request-Id (the client's when it is a safe token) and share one
+deadline (``--timeout-s``; in a stream, up to decode's first byte, then per read). What a
+split cannot do (``n`` > 1, ``best_of`` > 1, beam search, a client's ``kv_transfer_params``)
+is refused before any hop. Any failure answers a JSON error that names the hop, the worker
+and the cause: a worker's 4xx/503/504 keeps its status, other worker failures and invalid
+answers are 502, the deadline 504.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,6 +35,9 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+
+from disagg_worker.serve.openai import proxy_refusal, request_id
+from disagg_worker.serve.routes import json_route_errors
 
 POLICIES = ("round-robin", "least-loaded")
 PREFILL_PARAMS = {
@@ -98,26 +109,14 @@ class Proxy:
             await self._session.close()
 
     async def complete(
-        self, path: str, body: dict[str, Any], auth: str | None = None
+        self, path: str, body: dict[str, Any], headers: dict[str, str]
     ) -> dict[str, Any]:
-        """Both hops for one request; ``auth``: the client's Authorization, passed on."""
+        """Both hops for one request; ``headers`` (request id, the client's Authorization)
+        go to both."""
         deadline = time.monotonic() + self.timeout_s
-        headers = {"X-Request-Id": f"cmpl-{uuid.uuid4().hex}"}  # the same id on both hops
-        if auth:
-            headers["Authorization"] = auth
-        first = prefill_body(body)
         t0 = time.perf_counter()
-        p, pre = await self._hop("prefill", self.prefill, path, first, headers, deadline)
+        p, pre, params = await self._prefill(path, body, headers, deadline)
         t1 = time.perf_counter()
-        params = pre.get("kv_transfer_params")
-        if not isinstance(params, dict):
-            raise HopError(
-                502,
-                f"prefill {p.url} returned no kv_transfer_params; is it a prefill worker "
-                "(vLLM: --kv-transfer-config with kv_role kv_producer or kv_both)?",
-            )
-        if self.after_prefill is not None:
-            await self.after_prefill(params)
         second = {**body, "kv_transfer_params": params}
         d, out = await self._hop("decode", self.decode, path, second, headers, deadline)
         t2 = time.perf_counter()
@@ -135,6 +134,78 @@ class Proxy:
         if isinstance(pre.get("disagg"), dict):
             figures["prefill"] = pre["disagg"]
         return out
+
+    async def stream(
+        self, request: web.Request, path: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> web.StreamResponse:
+        """Prefill as for :meth:`complete`, then decode's event stream, passed through as it
+        comes. An error before decode's first byte is raised (answered as JSON); after it,
+        it ends the stream with an ``{"error": ...}`` event."""
+        assert self._session is not None, "Proxy.start() first"
+        deadline = time.monotonic() + self.timeout_s
+        _, _, params = await self._prefill(path, body, headers, deadline)
+        backend = self.decode.pick()
+        backend.inflight += 1
+        try:
+            url = backend.url + path
+            resp = await self._open(url, {**body, "kv_transfer_params": params}, headers, deadline)
+            try:
+                return await _relay_stream(request, resp, f"decode {url}", headers)
+            except BaseException:  # cancelled when the client left: decode must stop too
+                resp.close()
+                raise
+            finally:
+                resp.release()
+        finally:
+            backend.inflight -= 1
+
+    async def _open(
+        self, url: str, body: dict[str, Any], headers: dict[str, str], deadline: float
+    ) -> aiohttp.ClientResponse:
+        """POST a streaming hop: the deadline bounds the answer's head, ``--timeout-s``
+        each later read. A 4xx/5xx is raised as the hop's error."""
+        assert self._session is not None
+        where, left = f"decode {url}", deadline - time.monotonic()
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=self.timeout_s)
+        try:
+            post = self._session.post(url, json=body, headers=headers, timeout=timeout)
+            resp = await asyncio.wait_for(post, max(left, 0.001))
+        except asyncio.TimeoutError:
+            raise HopError(
+                504, f"{where}: no answer within the {self.timeout_s:g}s deadline"
+            ) from None
+        except aiohttp.ClientConnectorError as e:
+            raise HopError(502, f"{where}: cannot connect ({e.os_error or e})") from None
+        except aiohttp.ClientError as e:
+            raise HopError(502, f"{where}: {type(e).__name__}: {e}") from None
+        if resp.status >= 400:
+            try:
+                data: Any = await resp.json(content_type=None)
+            except (aiohttp.ClientError, ValueError):
+                data = f"(an unreadable {resp.content_type} body)"
+            finally:
+                resp.release()
+            raise HopError(
+                _relay_status(resp.status), f"{where} answered {resp.status}: {_message(data)}"
+            )
+        return resp
+
+    async def _prefill(
+        self, path: str, body: dict[str, Any], headers: dict[str, str], deadline: float
+    ) -> tuple[Backend, dict[str, Any], dict[str, Any]]:
+        """The prefill hop: the worker, its answer and the kv_transfer_params for decode."""
+        first = prefill_body(body)
+        p, pre = await self._hop("prefill", self.prefill, path, first, headers, deadline)
+        params = pre.get("kv_transfer_params")
+        if not isinstance(params, dict):
+            raise HopError(
+                502,
+                f"prefill {p.url} returned no kv_transfer_params; is it a prefill worker "
+                "(vLLM: --kv-transfer-config with kv_role kv_producer or kv_both)?",
+            )
+        if self.after_prefill is not None:
+            await self.after_prefill(params)
+        return p, pre, params
 
     async def _hop(
         self,
@@ -190,11 +261,41 @@ def prefill_body(body: dict[str, Any]) -> dict[str, Any]:
     return first
 
 
+async def _relay_stream(
+    request: web.Request, resp: aiohttp.ClientResponse, where: str, headers: dict[str, str]
+) -> web.StreamResponse:
+    """Copy decode's event stream to the client as the bytes arrive (no re-framing: the
+    worker's ``data:`` lines and ``[DONE]`` pass unchanged)."""
+    out = web.StreamResponse(
+        headers={
+            "Content-Type": resp.headers.get("Content-Type", "text/event-stream"),
+            "Cache-Control": "no-cache",
+            "X-Request-Id": headers["X-Request-Id"],
+        }
+    )
+    await out.prepare(request)
+    try:
+        async for data in resp.content.iter_any():
+            await out.write(data)
+    except ConnectionResetError:  # the client left: drop decode's connection, it stops
+        resp.close()
+        return out
+    except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+        # the status line is gone: the failure can only be an event, then the end
+        cause = "no data within the read timeout" if isinstance(e, asyncio.TimeoutError) else e
+        event = {"error": {"message": f"{where}: stream broken: {cause}", "type": "proxy_error",
+                           "code": 502}}  # fmt: skip
+        await out.write(b"data: " + json.dumps(event).encode() + b"\n\ndata: [DONE]\n\n")
+    await out.write_eof()
+    return out
+
+
 def _relay_status(status: int) -> int:
-    """Client errors pass through; a worker's server-side failure is a bad gateway here."""
-    if status == 504:
-        return 504
-    return status if 400 <= status < 500 else 502
+    """Client errors, a full worker (503) and a worker's own timeout (504) keep their
+    status; any other server-side failure of a worker is a bad gateway here."""
+    if status in (503, 504) or 400 <= status < 500:
+        return status
+    return 502
 
 
 def _message(data: Any) -> str:
@@ -210,20 +311,29 @@ def _message(data: Any) -> str:
 
 
 def build_app(proxy: Proxy) -> web.Application:
-    async def completions(request: web.Request) -> web.Response:
+    """POST /v1/completions, /v1/chat/completions; GET /health. Others: JSON 404/405."""
+
+    async def generate(request: web.Request) -> web.StreamResponse:
+        rid = request_id(request.headers.get("X-Request-Id"), lambda: f"cmpl-{uuid.uuid4().hex}")
+        headers = {"X-Request-Id": rid}  # the same id on both hops and in the answer
+        if "Authorization" in request.headers:
+            headers["Authorization"] = request.headers["Authorization"]
         try:
             body = await request.json()
             if not isinstance(body, dict):
                 raise ValueError
         except ValueError:
-            return _error(400, "body: must be a JSON object")
-        if body.get("stream"):
-            return _error(400, "stream: the proxy answers whole responses; send stream false")
+            return _error(400, "body: must be a JSON object", rid)
+        refused = proxy_refusal(body)
+        if refused:
+            return _error(400, refused, rid)
         try:
-            auth = request.headers.get("Authorization")
-            return web.json_response(await proxy.complete(request.path, body, auth))
+            if body.get("stream"):
+                return await proxy.stream(request, request.path, body, headers)
+            out = await proxy.complete(request.path, body, headers)
         except HopError as e:
-            return _error(e.status, str(e))
+            return _error(e.status, str(e), rid)
+        return web.json_response(out, headers={"X-Request-Id": rid})
 
     async def health(_: web.Request) -> web.Response:
         pools = {
@@ -232,19 +342,19 @@ def build_app(proxy: Proxy) -> web.Application:
         }
         return web.json_response({"status": "ok", "policy": proxy.prefill.policy, **pools})
 
-    app = web.Application(client_max_size=16 * 1024 * 1024)
-    app.router.add_post("/v1/completions", completions)
-    app.router.add_post("/v1/chat/completions", completions)
+    app = web.Application(client_max_size=16 * 1024 * 1024, middlewares=[json_route_errors(_error)])
+    app.router.add_post("/v1/completions", generate)
+    app.router.add_post("/v1/chat/completions", generate)
     app.router.add_get("/health", health)
     app.on_startup.append(proxy.start)
     app.on_cleanup.append(proxy.close)
     return app
 
 
-def _error(status: int, message: str) -> web.Response:
+def _error(status: int, message: str, rid: str | None = None) -> web.Response:
     kind = "invalid_request_error" if status < 500 else "proxy_error"
     body = {"error": {"message": message, "type": kind, "code": status}}
-    return web.json_response(body, status=status)
+    return web.json_response(body, status=status, headers={"X-Request-Id": rid} if rid else None)
 
 
 def _parser() -> argparse.ArgumentParser:

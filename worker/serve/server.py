@@ -1,5 +1,6 @@
-"""Worker HTTP server (`disagg worker serve`): the reference engine behind an OpenAI-style
-``/v1/completions`` subset with vLLM's ``kv_transfer_params`` convention.
+"""The worker behind `disagg worker serve`: the reference engine, its KV cache and the
+transfer agent, serving vLLM's ``kv_transfer_params`` convention (routes:
+:mod:`serve.handlers`).
 
 I/O layer. Three kinds of request, told apart by ``kv_transfer_params``:
 
@@ -19,29 +20,30 @@ Engine work runs on one thread (the engine is not re-entrant); transfers on anot
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
-import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
-
-from aiohttp import web
 
 from disagg_worker.config import WorkerConfig
 from disagg_worker.engine.kvcache import BlockAllocator, CacheFullError, PagedKVCache
-from disagg_worker.engine.model import ReferenceEngine, get_preset, kv_layout
-from disagg_worker.serve.api import (
-    ApiError,
-    CompletionRequest,
-    WorkerMetrics,
-    check_model,
-    completion_body,
-    parse_completion,
-    remote_params,
-)
+from disagg_worker.engine.model import Generation, ReferenceEngine, get_preset, kv_layout
+from disagg_worker.serve.api import WorkerMetrics, check_model, remote_params
+from disagg_worker.serve.openai import ApiError, CompletionRequest
 
 log = logging.getLogger("disagg.worker")
+OnToken = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one request produced: the tokens, a prefill's answer to decode, the timings."""
+
+    gen: Generation
+    kv_transfer_params: dict[str, Any] | None
+    timings: dict[str, float]
 
 
 class Worker:
@@ -105,28 +107,39 @@ class Worker:
 
     # --- the three request kinds ------------------------------------------------------
 
-    async def complete(self, req: CompletionRequest, request_id: str) -> dict[str, Any]:
+    async def run(
+        self, req: CompletionRequest, request_id: str, on_token: OnToken | None = None
+    ) -> Outcome:
+        """One request of any kind; ``on_token`` sees each token as it is made."""
         self.engine.check_request(req.prompt, req.max_tokens)
         params = req.kv_transfer_params or {}
         if params.get("do_remote_decode"):
-            return await self._prefill(req, request_id)
+            return await self._prefill(req, request_id, on_token)
         if params.get("do_remote_prefill"):
-            return await self._decode(req, request_id, params)
+            return await self._decode(req, request_id, params, on_token)
         table = self._allocate(self.engine.blocks_needed(len(req.prompt), req.max_tokens))
         try:
             gen = await self._compute_call(
-                self.engine.generate, req.prompt, table, req.max_tokens, ignore_eos=req.ignore_eos
+                self.engine.generate,
+                req.prompt,
+                table,
+                req.max_tokens,
+                ignore_eos=req.ignore_eos,
+                min_tokens=req.min_tokens,
+                on_token=on_token,
             )
         finally:
             self.allocator.free(table)
-        return completion_body(req, request_id, gen, self.config, None, timings=_timings(gen))
+        return Outcome(gen, None, _timings(gen))
 
-    async def _prefill(self, req: CompletionRequest, request_id: str) -> dict[str, Any]:
+    async def _prefill(
+        self, req: CompletionRequest, request_id: str, on_token: OnToken | None
+    ) -> Outcome:
         self._require_role("prefill", "do_remote_decode")
         table = self._allocate(self.layout.blocks_for_tokens(len(req.prompt)))
         try:
             gen = await self._compute_call(
-                self.engine.generate, req.prompt, table, 1, ignore_eos=True
+                self.engine.generate, req.prompt, table, 1, ignore_eos=True, on_token=on_token
             )
             self.held[request_id] = table
             self.agent.publish(request_id, table)
@@ -135,11 +148,15 @@ class Worker:
             self.allocator.free(table)
             raise
         params = remote_params(self.config, self.side_channel_port, request_id, table)
-        return completion_body(req, request_id, gen, self.config, params, timings=_timings(gen))
+        return Outcome(gen, params, _timings(gen))
 
     async def _decode(
-        self, req: CompletionRequest, request_id: str, params: dict[str, Any]
-    ) -> dict[str, Any]:
+        self,
+        req: CompletionRequest,
+        request_id: str,
+        params: dict[str, Any],
+        on_token: OnToken | None,
+    ) -> Outcome:
         self._require_role("decode", "do_remote_prefill")
         check_model(self.config, params)
         peer, remote_ids, remote_req = _peer(params)
@@ -162,6 +179,8 @@ class Worker:
                 req.max_tokens,
                 ignore_eos=req.ignore_eos,
                 prompt_cached=True,
+                min_tokens=req.min_tokens,
+                on_token=on_token,
             )
         except _InFlight as e:  # the read thread still owns the blocks; it frees them
             raise e.error from None
@@ -170,7 +189,7 @@ class Worker:
             raise
         self.allocator.free(table)
         timings = {**_timings(gen), "transfer_ms": transfer_ms, **_stats_fields(stats)}
-        return completion_body(req, request_id, gen, self.config, None, timings=timings)
+        return Outcome(gen, None, timings)
 
     async def _read(
         self, peer: Any, remote_req: str, remote_ids: list[int], table: list[int]
@@ -278,70 +297,3 @@ def _stats_fields(stats: Any) -> dict[str, float]:
         if isinstance(value, (int, float)):
             out[key] = float(value)
     return out
-
-
-async def _completions(worker: Worker, request: web.Request) -> web.Response:
-    """POST /v1/completions: parse, run, answer JSON (errors too)."""
-    # the caller's id (the proxy sends one per request) made unique: it keys held blocks
-    given = request.headers.get("X-Request-Id")
-    request_id = f"{given}-{uuid.uuid4().hex[:8]}" if given else f"cmpl-{uuid.uuid4().hex}"
-    try:
-        req = parse_completion(await _json(request), worker.config.model)
-        body = await worker.complete(req, request_id)
-    except ApiError as e:
-        worker.metrics.request(req_kind(request), "error")
-        return e.response()
-    except ValueError as e:  # engine.check_request names the field
-        worker.metrics.request(req_kind(request), "error")
-        return ApiError(400, str(e), str(e).split(":")[0]).response()
-    except Exception as e:  # a bug: answer JSON, keep serving, leave a trace in the log
-        log.exception("request %s failed", request_id)
-        worker.metrics.request(req_kind(request), "error")
-        return ApiError(500, f"internal error: {type(e).__name__}: {e}").response()
-    worker.metrics.request(req_kind(request), "ok")
-    return web.json_response(body)
-
-
-def build_app(worker: Worker) -> web.Application:
-    """Routes: POST /v1/completions, GET /health, /metrics, /debug/blocks, /v1/models."""
-
-    async def health(_: web.Request) -> web.Response:
-        return web.json_response(
-            {"status": "ok", "role": worker.config.role, "engine_id": worker.config.engine_id}
-        )
-
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=worker.metrics_text(), content_type="text/plain")
-
-    async def blocks(_: web.Request) -> web.Response:
-        return web.json_response(worker.block_report())
-
-    async def models(_: web.Request) -> web.Response:
-        data = [{"id": worker.config.model, "object": "model", "owned_by": "disagg"}]
-        return web.json_response({"object": "list", "data": data})
-
-    app = web.Application(client_max_size=16 * 1024 * 1024)
-    app.router.add_post("/v1/completions", functools.partial(_completions, worker))
-    app.router.add_get("/health", health)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/debug/blocks", blocks)
-    app.router.add_get("/v1/models", models)
-    return app
-
-
-def req_kind(request: web.Request) -> str:
-    return str(request.get("disagg_kind", "completion"))
-
-
-async def _json(request: web.Request) -> Any:
-    try:
-        data = await request.json()
-    except ValueError:
-        raise ApiError(400, "body: not valid JSON") from None
-    params = data.get("kv_transfer_params") if isinstance(data, dict) else None
-    if isinstance(params, dict):
-        if params.get("do_remote_decode"):
-            request["disagg_kind"] = "prefill"
-        elif params.get("do_remote_prefill"):
-            request["disagg_kind"] = "decode"
-    return data

@@ -30,6 +30,27 @@ def post(url: str, body: dict[str, Any], timeout: float = 120) -> tuple[int, dic
         return e.code, json.load(e)
 
 
+def stream(url: str, body: dict[str, Any], timeout: float = 120) -> tuple[int, list[Any], Any]:
+    """POST with ``stream: true``; (status, the SSE events' data decoded, headers). An error
+    answered before the stream starts gives its JSON body as the one event."""
+    data = json.dumps({**body, "stream": True}).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            assert resp.headers["Content-Type"].startswith("text/event-stream")
+            events: list[Any] = []
+            for raw in resp:
+                line = raw.decode().rstrip("\n")
+                if line.startswith("data: "):
+                    payload = line[len("data: ") :]
+                    events.append(payload if payload == "[DONE]" else json.loads(payload))
+                else:
+                    assert line == "", line
+            return resp.status, events, resp.headers
+    except urllib.error.HTTPError as e:
+        return e.code, [json.load(e)], e.headers
+
+
 def get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=30) as resp:
         raw = resp.read().decode()

@@ -25,6 +25,7 @@ from tests.integration.engine.conftest import (
     get,
     metric,
     post,
+    stream,
     wait_until,
 )
 
@@ -122,6 +123,36 @@ def test_concurrent_requests_stay_exact(cpu_stack: Stack) -> None:
     assert {out["disagg"]["engine_id"] for _, out in together} == {
         d.name for d in cpu_stack.decodes
     }
+    _all_released(cpu_stack)
+
+
+def test_streamed_and_chat_answers_through_the_proxy_equal_aggregated(cpu_stack: Stack) -> None:
+    """Through the real proxy: a streamed completion concatenates, token for token, to the
+    aggregated worker's whole answer; a chat completion (whole and streamed) too."""
+    rng = random.Random(9)
+    body = {"prompt": _prompt(40, rng), "max_tokens": 9, "ignore_eos": True}
+    _, alone = post(cpu_stack.agg.url + "/v1/completions", body)
+    status, events, headers = stream(cpu_stack.proxy, {**body, "stream_options": {
+        "include_usage": True}}, )  # fmt: skip
+    assert status == 200 and events[-1] == "[DONE]", events
+    assert events[-2]["usage"]["completion_tokens"] == 9
+    chunks = [e["choices"][0] for e in events[:-2]]
+    assert all(c["finish_reason"] is None for c in chunks[:-1])
+    assert chunks[-1]["finish_reason"] == "length"
+    assert [t for c in chunks for t in c["token_ids"] or []] == alone["choices"][0]["token_ids"]
+    assert "".join(c["text"] for c in chunks) == alone["choices"][0]["text"]
+    assert headers["X-Request-Id"].startswith("cmpl-")
+
+    chat_url = cpu_stack.proxy.replace("/v1/completions", "/v1/chat/completions")
+    chat = {"messages": [{"role": "user", "content": "hello"}], "max_completion_tokens": 6,
+            "ignore_eos": True}  # fmt: skip
+    _, agg = post(cpu_stack.agg.url + "/v1/chat/completions", chat)
+    status, pd = post(chat_url, chat)
+    assert status == 200 and pd["disagg"]["role"] == "decode"
+    assert pd["choices"][0]["message"] == agg["choices"][0]["message"]
+    status, events, _ = stream(chat_url, chat)
+    deltas = [e["choices"][0]["delta"].get("content", "") for e in events[:-1]]
+    assert status == 200 and "".join(deltas) == agg["choices"][0]["message"]["content"]
     _all_released(cpu_stack)
 
 

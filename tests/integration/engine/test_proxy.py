@@ -5,6 +5,7 @@ every failure names its hop."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -41,11 +42,14 @@ def _stub(seen: list[dict[str, Any]], answer: Callable[[dict[str, Any]], Any]) -
         result = answer(body)
         if asyncio.iscoroutine(result):
             result = await result
+        if callable(result):  # a streaming answer writes its own response
+            return await result(request)  # type: ignore[no-any-return]
         status, data = result
         return web.json_response(data, status=status)
 
     app = web.Application()
     app.router.add_post("/v1/completions", handler)
+    app.router.add_post("/v1/chat/completions", handler)
     return app
 
 
@@ -66,6 +70,7 @@ def _decode_ok(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
 @pytest.fixture
 async def stack() -> AsyncIterator[Callable[..., Any]]:
     servers: list[TestServer] = []
+    runners: list[web.AppRunner] = []
     sessions: list[aiohttp.ClientSession] = []
 
     async def make(prefill: Any, decode: Any, **kw: Any) -> tuple[Any, list[Any], list[Any]]:
@@ -79,15 +84,22 @@ async def stack() -> AsyncIterator[Callable[..., Any]]:
             srv = await _serve(_stub(seen, answer))
             servers.append(srv)
             urls.append(str(srv.make_url("")))
-        proxy_srv = await _serve(build_app(Proxy([urls[0]], [urls[1]], **kw)))
-        servers.append(proxy_srv)
-        session = aiohttp.ClientSession(base_url=str(proxy_srv.make_url("")))
+        # served as `disagg proxy` serves it (TestServer would cancel handlers whose client
+        # leaves; aiohttp's runner, by default, does not)
+        runner = web.AppRunner(build_app(Proxy([urls[0]], [urls[1]], **kw)))
+        await runner.setup()
+        runners.append(runner)
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        port = runner.addresses[0][1]
+        session = aiohttp.ClientSession(base_url=f"http://127.0.0.1:{port}")
         sessions.append(session)
         return session, seen_p, seen_d
 
     yield make
     for s in sessions:
         await s.close()
+    for runner in runners:
+        await runner.cleanup()
     for srv in servers:
         await srv.close()
 
@@ -163,12 +175,167 @@ async def test_one_deadline_covers_both_hops(stack: Any) -> None:
     assert "decode" in message and "no answer within the 0.5s deadline" in message
 
 
-async def test_streaming_is_refused_before_any_hop(stack: Any) -> None:
-    client, seen_p, _ = await stack(_prefill_ok, _decode_ok)
+async def test_stream_passes_decode_chunks_through_as_they_come(stack: Any) -> None:
+    """Decode writes its second chunk only after the client has read the first: a proxy
+    that buffered the stream would deadlock here (and time out)."""
+    first_read = asyncio.Event()
+
+    def decode_streams(body: dict[str, Any]) -> Any:
+        async def write(request: web.Request) -> web.StreamResponse:
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await resp.write(b'data: {"choices": [{"text": "a"}]}\n\n')
+            await asyncio.wait_for(first_read.wait(), 5)
+            await resp.write(b'data: {"choices": [{"text": "b"}]}\n\ndata: [DONE]\n\n')
+            return resp
+
+        return write
+
+    client, seen_p, seen_d = await stack(_prefill_ok, decode_streams)
+    body = {"prompt": "x", "stream": True, "stream_options": {"include_usage": True}}
+    lines = []
+    async with client.post("/v1/completions", json=body) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        async for raw in resp.content:
+            line = raw.decode().strip()
+            if line:
+                lines.append(line)
+                first_read.set()
+    assert lines == [
+        'data: {"choices": [{"text": "a"}]}',
+        'data: {"choices": [{"text": "b"}]}',
+        "data: [DONE]",
+    ]
+    pre, dec = seen_p[0]["body"], seen_d[0]["body"]
+    assert pre["stream"] is False and "stream_options" not in pre
+    assert dec["stream"] is True and dec["stream_options"] == {"include_usage": True}
+
+
+async def test_a_client_leaving_mid_stream_closes_the_decode_hop(
+    stack: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    upstream_closed = asyncio.Event()
+
+    def decode_streams(body: dict[str, Any]) -> Any:
+        async def write(request: web.Request) -> web.StreamResponse:
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            try:  # 10 s of events unless the proxy drops the connection
+                for _ in range(200):
+                    await resp.write(b'data: {"choices": [{"text": "a"}]}\n\n')
+                    await asyncio.sleep(0.05)
+            except (ConnectionResetError, asyncio.CancelledError):
+                upstream_closed.set()
+                raise
+            return resp
+
+        return write
+
+    client, _, _ = await stack(_prefill_ok, decode_streams)
     async with client.post("/v1/completions", json={"prompt": "x", "stream": True}) as resp:
-        assert resp.status == 400
-        assert (await resp.json())["error"]["message"].startswith("stream:")
+        assert (await resp.content.readline()).startswith(b"data: ")
+        resp.close()
+    await asyncio.wait_for(upstream_closed.wait(), 3)
+    async with client.get("/health") as resp:
+        assert (await resp.json())["decode"][0]["inflight"] == 0
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+
+
+async def test_decode_dying_mid_stream_ends_it_with_an_error_event(stack: Any) -> None:
+    def decode_dies(body: dict[str, Any]) -> Any:
+        async def write(request: web.Request) -> web.StreamResponse:
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await resp.write(b'data: {"choices": [{"text": "a"}]}\n\n')
+            await asyncio.sleep(0.2)  # the first chunk reaches the client on its own
+            assert request.transport is not None
+            request.transport.close()  # the worker is gone mid-answer
+            return resp
+
+        return write
+
+    client, _, _ = await stack(_prefill_ok, decode_dies)
+    async with client.post("/v1/completions", json={"prompt": "x", "stream": True}) as resp:
+        assert resp.status == 200
+        lines = [line.decode().strip() async for line in resp.content if line.strip()]
+    assert lines[0] == 'data: {"choices": [{"text": "a"}]}' and lines[-1] == "data: [DONE]"
+    error = json.loads(lines[1][len("data: ") :])["error"]
+    assert error["code"] == 502 and "decode http://127.0.0.1:" in error["message"]
+    assert "stream broken" in error["message"]
+
+
+async def test_stream_error_before_the_first_chunk_is_json(stack: Any) -> None:
+    def refuse(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 400, {"error": {"message": "max_tokens: must be at least 1"}}
+
+    client, _, _ = await stack(_prefill_ok, refuse)
+    async with client.post("/v1/completions", json={"prompt": "x", "stream": True}) as resp:
+        assert resp.status == 400 and resp.content_type == "application/json"
+        message = (await resp.json())["error"]["message"]
+    assert "decode http://127.0.0.1:" in message and message.endswith("must be at least 1")
+
+
+async def test_chat_goes_through_both_hops(stack: Any) -> None:
+    client, seen_p, seen_d = await stack(_prefill_ok, _decode_ok)
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 5}
+    async with client.post("/v1/chat/completions", json=body) as resp:
+        assert resp.status == 200
+        assert (await resp.json())["choices"][0]["text"] == "abc"
+    pre = seen_p[0]["body"]
+    assert pre["max_tokens"] == 1 and pre["max_completion_tokens"] == 1
+    assert pre["kv_transfer_params"]["do_remote_decode"] is True
+    assert seen_d[0]["body"] == {**body, "kv_transfer_params": VLLM_PARAMS}
+
+
+async def test_request_id_is_the_clients_when_safe_and_returned(stack: Any) -> None:
+    client, seen_p, seen_d = await stack(_prefill_ok, _decode_ok)
+    for given, kept in (("job-7.a:1", True), ("bad id!", False), ("x" * 129, False)):
+        headers = {"X-Request-Id": given}
+        async with client.post("/v1/completions", json={"prompt": "x"}, headers=headers) as r:
+            assert r.status == 200
+            answered = r.headers["X-Request-Id"]
+        assert seen_p[-1]["request_id"] == seen_d[-1]["request_id"] == answered
+        assert (answered == given) is kept
+    async with client.post("/v1/completions", json={"prompt": "x", "n": 2}) as r:
+        assert r.status == 400 and r.headers["X-Request-Id"].startswith("cmpl-")
+
+
+async def test_split_incompatible_fields_are_refused_before_any_hop(stack: Any) -> None:
+    client, seen_p, _ = await stack(_prefill_ok, _decode_ok)
+    for extra, field in (
+        ({"n": 2}, "n"),
+        ({"best_of": 2}, "best_of"),
+        ({"use_beam_search": True}, "use_beam_search"),
+        ({"kv_transfer_params": {"do_remote_decode": True}}, "kv_transfer_params"),
+    ):
+        async with client.post("/v1/completions", json={"prompt": "x", **extra}) as resp:
+            assert resp.status == 400
+            assert (await resp.json())["error"]["message"].startswith(f"{field}: ")
     assert not seen_p
+
+
+async def test_unknown_route_and_wrong_method_are_json(stack: Any) -> None:
+    client, _, _ = await stack(_prefill_ok, _decode_ok)
+    async with client.post("/v1/embeddings", json={}) as resp:
+        assert resp.status == 404
+        error = (await resp.json())["error"]
+    assert error["code"] == 404 and error["type"] == "invalid_request_error"
+    assert error["message"].startswith("/v1/embeddings: no such route")
+    assert "POST /v1/completions" in error["message"] and "GET /health" in error["message"]
+    async with client.get("/v1/completions") as resp:
+        assert resp.status == 405
+        message = (await resp.json())["error"]["message"]
+    assert message.startswith("GET /v1/completions: method not allowed; use POST")
+
+
+async def test_a_full_decode_cache_stays_503(stack: Any) -> None:
+    def full(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 503, {"error": {"message": "KV cache full: need 7 blocks"}}
+
+    client, _, _ = await stack(_prefill_ok, full)
+    async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
+        assert resp.status == 503
 
 
 async def test_prefill_without_transfer_params_is_explained(stack: Any) -> None:

@@ -122,6 +122,10 @@ def test_generation_stops_at_eos_unless_told_not_to() -> None:
     assert stopped.tokens == [EOS] and stopped.finish_reason == "stop"
     kept = engine.generate(prompt, [0], 5, ignore_eos=True)
     assert len(kept.tokens) == 5 and kept.finish_reason == "length"
+    seen: list[int] = []
+    held = engine.generate(prompt, [0], 5, min_tokens=3, on_token=seen.append)
+    assert held.tokens[0] == first and EOS not in held.tokens[:3]  # EOS masked, not skipped
+    assert seen == held.tokens
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,104 @@
+"""The OpenAI/vLLM request contract: fields honoured or refused by name, the chat
+template, request ids, and what the proxy refuses across a P/D split."""
+
+from __future__ import annotations
+
+import pytest
+
+from disagg_worker.serve.openai import (
+    ApiError,
+    chat_prompt,
+    parse_request,
+    proxy_refusal,
+    request_id,
+)
+
+
+def _encode(text: str) -> list[int]:
+    return [256, *text.encode()]
+
+
+def _parse(body: object, chat: bool = False) -> object:
+    return parse_request(body, "tiny", chat=chat, encode=_encode)
+
+
+def _error(body: object, chat: bool = False) -> ApiError:
+    with pytest.raises(ApiError) as info:
+        _parse(body, chat)
+    return info.value
+
+
+def test_completion_fields_parsed() -> None:
+    req = parse_request(
+        {"prompt": "hi", "max_completion_tokens": 5, "min_tokens": 2, "stream": True,
+         "stream_options": {"include_usage": True}, "temperature": 0, "seed": 1},
+        "tiny", chat=False, encode=_encode,
+    )  # fmt: skip
+    assert req.prompt == [256, 104, 105]
+    assert (req.max_tokens, req.min_tokens, req.stream, req.include_usage) == (5, 2, True, True)
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "start"),
+    [
+        ({"prompt": "x", "top_p": 0.5}, "top_p", "top_p: not supported by the reference worker"),
+        ({"prompt": "x", "logprobs": 2}, "logprobs", "logprobs: not supported"),
+        ({"prompt": "x", "temperature": 0.7}, "temperature", "temperature: the reference"),
+        ({"prompt": "x", "min_tokens": -1}, "min_tokens", "min_tokens: must be an integer"),
+        ({"prompt": "x", "min_tokens": 9, "max_tokens": 3}, "min_tokens", "min_tokens: 9 exceeds"),
+        ({"prompt": "x", "stream": "yes"}, "stream", "stream: must be true or false"),
+        ({"prompt": "x", "stream_options": 1}, "stream_options", "stream_options: must be"),
+        ({"prompt": "x", "messages": []}, "messages", "messages: not supported"),
+        ({"prompt": "x", "model": "gpt"}, "model", "model: 'gpt' is not served here"),
+        (
+            {"prompt": "x", "stream": True, "kv_transfer_params": {"do_remote_decode": True}},
+            "stream",
+            "stream: a prefill answers kv_transfer_params",
+        ),
+    ],
+)
+def test_completion_refusals_name_the_field(body: object, param: str, start: str) -> None:
+    err = _error(body)
+    assert err.param == param and err.message.startswith(start), err.message
+
+
+def test_chat_template_and_validation() -> None:
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    assert chat_prompt(messages) == "system: be brief\nuser: hi\nassistant: "
+    req = parse_request({"messages": messages}, "tiny", chat=True, encode=_encode)
+    assert req.prompt == _encode("system: be brief\nuser: hi\nassistant: ") and req.chat
+    cases = [
+        ({"messages": "hi"}, "messages", "messages: must be a non-empty list"),
+        ({"messages": [{"role": "user"}]}, "messages[0].content", "messages[0].content: must"),
+        ({"messages": [{"role": 1, "content": "x"}]}, "messages[0].role", "messages[0].role:"),
+        ({"messages": [{"role": "user", "content": "x", "name": "a"}]}, "messages[0].name", ""),
+        ({"messages": messages, "prompt": "x"}, "prompt", "prompt: not supported"),
+    ]
+    for body, param, start in cases:
+        err = _error(body, chat=True)
+        assert err.param == param and err.message.startswith(start), err.message
+
+
+@pytest.mark.parametrize(
+    ("body", "start"),
+    [
+        ({"n": 2}, "n: "),
+        ({"best_of": 3}, "best_of: "),
+        ({"use_beam_search": True}, "use_beam_search: "),
+        ({"kv_transfer_params": {}}, "kv_transfer_params: the proxy sets this field"),
+    ],
+)
+def test_proxy_refuses_what_a_split_cannot_do(body: dict[str, object], start: str) -> None:
+    message = proxy_refusal({"prompt": "x", **body})
+    assert message is not None and message.startswith(start) and "; " in message
+
+
+def test_proxy_accepts_single_sequence_requests() -> None:
+    assert proxy_refusal({"prompt": "x", "n": 1, "best_of": 1, "use_beam_search": False}) is None
+
+
+def test_request_id_honours_safe_client_ids_only() -> None:
+    assert request_id("abc-1.2:3_x", lambda: "gen") == "abc-1.2:3_x"
+    for bad in (None, "", "a b", "x" * 129, "id\r\nX-Evil: 1", "ü"):
+        assert request_id(bad, lambda: "gen") == "gen"
+    assert request_id("x" * 128, lambda: "gen") == "x" * 128

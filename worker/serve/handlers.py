@@ -1,0 +1,203 @@
+"""The worker's HTTP routes: ``/v1/completions`` and ``/v1/chat/completions`` (whole or
+streamed), ``/health``, ``/metrics``, ``/debug/blocks``, ``/v1/models``.
+
+I/O layer (aiohttp). A stream is server-sent events, one chunk per token as the engine makes
+it, then a chunk with ``finish_reason``, the usage chunk when asked, and ``data: [DONE]``.
+An error before the first token is a JSON answer with its status; one after it (rare: the
+engine fails mid-generation) is an ``{"error": ...}`` event, then ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import functools
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from disagg_worker.engine.model import decode, encode
+from disagg_worker.serve.api import json_error
+from disagg_worker.serve.openai import (
+    ApiError,
+    CompletionRequest,
+    chunk,
+    parse_request,
+    request_id,
+    response_body,
+    usage_chunk,
+)
+from disagg_worker.serve.routes import json_route_errors
+from disagg_worker.serve.server import Outcome, Worker
+
+log = logging.getLogger("disagg.worker")
+DONE = b"data: [DONE]\n\n"
+
+
+async def _generate(worker: Worker, chat: bool, request: web.Request) -> web.StreamResponse:
+    """POST /v1/completions and /v1/chat/completions: parse, run, answer (errors as JSON)."""
+    # the caller's id (the proxy sends one per request) made unique: it keys held blocks
+    given = request_id(request.headers.get("X-Request-Id"), lambda: "")
+    rid = f"{given}-{uuid.uuid4().hex[:8]}" if given else f"cmpl-{uuid.uuid4().hex}"
+    kind = "completion"
+    try:
+        data = await _json(request)
+        kind = _kind(data)
+        req = parse_request(data, worker.config.model, chat=chat, encode=encode)
+        if req.stream:
+            return await _stream(worker, request, req, rid, kind)
+        out = await worker.run(req, rid)
+    except Exception as e:
+        worker.metrics.request(kind, "error")
+        return json_error(_api_error(e, rid), rid)
+    worker.metrics.request(kind, "ok")
+    return web.json_response(_whole(worker, req, rid, out), headers={"X-Request-Id": rid})
+
+
+def _whole(worker: Worker, req: CompletionRequest, rid: str, out: Outcome) -> dict[str, Any]:
+    gen = out.gen
+    body = response_body(req, rid, int(time.time()), decode(gen.tokens), gen.tokens,
+                         gen.finish_reason)  # fmt: skip
+    body["kv_transfer_params"] = out.kv_transfer_params
+    body["disagg"] = {"engine_id": worker.config.engine_id, "role": worker.config.role,
+                      **out.timings}  # fmt: skip
+    return body
+
+
+async def _stream(
+    worker: Worker, request: web.Request, req: CompletionRequest, rid: str, kind: str
+) -> web.StreamResponse:
+    """Run the request, sending each token as the engine thread reports it."""
+    loop = asyncio.get_running_loop()
+    tokens: asyncio.Queue[int | None] = asyncio.Queue()
+
+    def on_token(token: int) -> None:  # the engine thread
+        loop.call_soon_threadsafe(tokens.put_nowait, token)
+
+    task = asyncio.ensure_future(worker.run(req, rid, on_token))
+    # tokens are queued from the engine thread before its result: None comes last
+    task.add_done_callback(lambda _: tokens.put_nowait(None))
+    token = await tokens.get()
+    if token is None:
+        task.result()  # the error before any token: the caller answers it as JSON
+    headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+               "X-Request-Id": rid}  # fmt: skip
+    resp = web.StreamResponse(headers=headers)
+    await resp.prepare(request)
+    try:
+        await _events(resp, req, rid, token, tokens)
+        out = task.result()
+    except (ConnectionResetError, asyncio.CancelledError) as e:
+        # the client left: generation runs out and frees its blocks
+        task.add_done_callback(_retrieve)
+        log.info("request %s: client left the stream", rid)
+        if isinstance(e, asyncio.CancelledError):  # aiohttp cancelled this handler
+            raise
+        return resp
+    except Exception as e:  # the engine failed mid-stream: the status line is gone
+        worker.metrics.request(kind, "error")
+        await _send(resp, _api_error(e, rid).body())
+    else:
+        worker.metrics.request(kind, "ok")
+        await _send(resp, chunk(req, rid, int(time.time()), "", [], out.gen.finish_reason))
+        if req.include_usage:
+            await _send(resp, usage_chunk(req, rid, int(time.time()), len(out.gen.tokens)))
+    await resp.write(DONE)
+    await resp.write_eof()
+    return resp
+
+
+async def _events(
+    resp: web.StreamResponse,
+    req: CompletionRequest,
+    rid: str,
+    token: int | None,
+    tokens: asyncio.Queue[int | None],
+) -> None:
+    """A chunk per token until the end marker (None), UTF-8 decoded across chunks."""
+    text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    created, first = int(time.time()), True
+    while token is not None:
+        piece = text.decode(bytes([token]) if token < 256 else b"")
+        await _send(resp, chunk(req, rid, created, piece, [token], None, first=first))
+        first = False
+        token = await tokens.get()
+    tail = text.decode(b"", final=True)
+    if tail:  # a sequence cut short at the end: its replacement character
+        await _send(resp, chunk(req, rid, created, tail, [], None))
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Consume an abandoned stream's outcome so a late error is logged, not lost."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("abandoned stream failed: %s", task.exception())
+
+
+async def _send(resp: web.StreamResponse, event: dict[str, Any]) -> None:
+    await resp.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+
+
+def _api_error(error: Exception, rid: str) -> ApiError:
+    if isinstance(error, ApiError):
+        return error
+    if isinstance(error, ValueError):  # engine.check_request names the field
+        return ApiError(400, str(error), str(error).split(":")[0])
+    # a bug: answer JSON, keep serving, leave a trace in the log
+    log.error("request %s failed", rid, exc_info=error)
+    return ApiError(500, f"internal error: {type(error).__name__}: {error}")
+
+
+def build_app(worker: Worker) -> web.Application:
+    """Routes: POST /v1/completions, /v1/chat/completions; GET /health, /metrics,
+    /debug/blocks, /v1/models. Others answer JSON 404/405."""
+
+    async def health(_: web.Request) -> web.Response:
+        return web.json_response(
+            {"status": "ok", "role": worker.config.role, "engine_id": worker.config.engine_id}
+        )
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=worker.metrics_text(), content_type="text/plain")
+
+    async def blocks(_: web.Request) -> web.Response:
+        return web.json_response(worker.block_report())
+
+    async def models(_: web.Request) -> web.Response:
+        data = [{"id": worker.config.model, "object": "model", "owned_by": "disagg"}]
+        return web.json_response({"object": "list", "data": data})
+
+    def route_error(status: int, message: str) -> web.Response:
+        return json_error(ApiError(status, message))
+
+    app = web.Application(
+        client_max_size=16 * 1024 * 1024, middlewares=[json_route_errors(route_error)]
+    )
+    app.router.add_post("/v1/completions", functools.partial(_generate, worker, False))
+    app.router.add_post("/v1/chat/completions", functools.partial(_generate, worker, True))
+    app.router.add_get("/health", health)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/debug/blocks", blocks)
+    app.router.add_get("/v1/models", models)
+    return app
+
+
+async def _json(request: web.Request) -> Any:
+    try:
+        return await request.json()
+    except ValueError:
+        raise ApiError(400, "body: not valid JSON") from None
+
+
+def _kind(data: Any) -> str:
+    """The metrics label: prefill, decode or a whole completion."""
+    params = data.get("kv_transfer_params") if isinstance(data, dict) else None
+    if isinstance(params, dict):
+        if params.get("do_remote_decode"):
+            return "prefill"
+        if params.get("do_remote_prefill"):
+            return "decode"
+    return "completion"

@@ -1,0 +1,304 @@
+"""The OpenAI/vLLM request contract, in one place: which body fields the reference worker
+honours (everything else is refused by name), the chat template, request ids, what the
+P/D proxy refuses, and the response and stream-chunk shapes.
+
+Pure layer (no I/O, no torch: the proxy imports it too). The worker passes its tokenizer in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# Every body field the reference worker accepts, and what it does with it. One table: the
+# parser, the refusal messages and docs/local-run.md all follow it.
+HONOURED: dict[str, str] = {
+    "model": "must be the served preset (default)",
+    "prompt": "/v1/completions: a string (bytes, BOS first) or a list of token ids",
+    "messages": "/v1/chat/completions: [{role, content: str}], rendered by CHAT_TEMPLATE",
+    "max_tokens": "tokens to generate (default 16)",
+    "max_completion_tokens": "the same; wins over max_tokens",
+    "min_tokens": "EOS is masked until this many tokens are out",
+    "ignore_eos": "keep generating past EOS",
+    "temperature": "0 or null only: the engine is greedy",
+    "seed": "accepted; greedy output does not depend on it",
+    "stream": "server-sent events, one chunk per token, then [DONE]",
+    "stream_options": "{include_usage: bool}",
+    "kv_transfer_params": "vLLM's P/D convention (do_remote_decode / do_remote_prefill)",
+    "user": "accepted and ignored (an opaque client tag)",
+}
+CHAT_ONLY = frozenset({"messages"})
+COMPLETION_ONLY = frozenset({"prompt"})
+CHAT_TEMPLATE = "each message as '<role>: <content>\\n', then 'assistant: '"
+
+# What cannot work across a P/D split: one prefill hands one sequence's KV to one decode.
+# Field → (refused?, why; what to do).
+SPLIT_REFUSALS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "n": (
+        lambda v: v not in (None, 1),
+        "more than one completion per request cannot be split across prefill and decode; "
+        "send n 1 and repeat the request",
+    ),
+    "best_of": (
+        lambda v: v not in (None, 1),
+        "the proxy hands one sequence from prefill to decode; send best_of 1 or omit it",
+    ),
+    "use_beam_search": (
+        lambda v: bool(v),
+        "beams cannot be split across prefill and decode; omit it or send false",
+    ),
+    "kv_transfer_params": (
+        lambda v: True,
+        "the proxy sets this field on both hops; omit it, or send it to a worker directly",
+    ),
+}
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+class ApiError(Exception):
+    """An error answered as JSON: ``{"error": {"message", "type", "param", "code"}}``."""
+
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+
+    def body(self) -> dict[str, Any]:
+        kind = "invalid_request_error" if self.status < 500 else "server_error"
+        if self.status in (502, 504):
+            kind = "kv_transfer_error"
+        error = {"message": self.message, "type": kind, "param": self.param, "code": self.status}
+        return {"error": error}
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    """The subset of a completion or chat request the reference engine honours."""
+
+    model: str
+    prompt: list[int]
+    max_tokens: int
+    ignore_eos: bool
+    kv_transfer_params: dict[str, Any] | None
+    min_tokens: int = 0
+    stream: bool = False
+    include_usage: bool = False
+    chat: bool = False
+
+
+def parse_request(
+    data: Any, served_model: str, *, chat: bool, encode: Callable[[str], list[int]]
+) -> CompletionRequest:
+    """Validate a body; errors name the field and what to send instead."""
+    if not isinstance(data, dict):
+        raise ApiError(400, "body: must be a JSON object")
+    _refuse_unknown(data, chat)
+    model = data.get("model", served_model)
+    if model != served_model:
+        raise ApiError(404, f"model: {model!r} is not served here; use {served_model!r}", "model")
+    if data.get("temperature") not in (None, 0, 0.0):
+        raise ApiError(
+            400, "temperature: the reference engine is greedy; send 0 or omit it", "temperature"
+        )
+    max_tokens = _int(data, "max_completion_tokens", _int(data, "max_tokens", 16))
+    min_tokens = _int(data, "min_tokens", 0)
+    if min_tokens < 0:
+        raise ApiError(400, "min_tokens: must be an integer >= 0", "min_tokens")
+    if min_tokens > max_tokens:
+        raise ApiError(
+            400, f"min_tokens: {min_tokens} exceeds max_tokens {max_tokens}", "min_tokens"
+        )
+    params = data.get("kv_transfer_params")
+    if params is not None and not isinstance(params, dict):
+        raise ApiError(400, "kv_transfer_params: must be an object", "kv_transfer_params")
+    stream = _bool(data, "stream")
+    if stream and isinstance(params, dict) and params.get("do_remote_decode"):
+        raise ApiError(
+            400,
+            "stream: a prefill answers kv_transfer_params in one whole response; send false",
+            "stream",
+        )
+    text_or_ids = chat_prompt(data.get("messages")) if chat else data.get("prompt")
+    return CompletionRequest(
+        model=model,
+        prompt=_prompt_tokens(text_or_ids, encode),
+        max_tokens=max_tokens,
+        ignore_eos=bool(data.get("ignore_eos", False)),
+        kv_transfer_params=params,
+        min_tokens=min_tokens,
+        stream=stream,
+        include_usage=_include_usage(data.get("stream_options")),
+        chat=chat,
+    )
+
+
+def _refuse_unknown(data: dict[str, Any], chat: bool) -> None:
+    other = COMPLETION_ONLY if chat else CHAT_ONLY
+    for key in data:
+        if key not in HONOURED or key in other:
+            route = "/v1/chat/completions" if chat else "/v1/completions"
+            raise ApiError(
+                400,
+                f"{key}: not supported by the reference worker on {route}; remove it "
+                f"(supported: {', '.join(k for k in HONOURED if k not in other)})",
+                key,
+            )
+
+
+def _int(data: dict[str, Any], key: str, default: int) -> int:
+    value = data.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ApiError(400, f"{key}: must be an integer", key)
+    return value
+
+
+def _bool(data: dict[str, Any], key: str) -> bool:
+    value = data.get(key, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ApiError(400, f"{key}: must be true or false", key)
+    return value
+
+
+def _include_usage(options: Any) -> bool:
+    if options is None:
+        return False
+    if not isinstance(options, dict) or set(options) - {"include_usage"}:
+        raise ApiError(
+            400, "stream_options: must be an object with only include_usage", "stream_options"
+        )
+    return bool(options.get("include_usage", False))
+
+
+def chat_prompt(messages: Any) -> str:
+    """The fixed chat template: each message as ``<role>: <content>\\n``, then
+    ``assistant: `` for the answer. No model-specific tokens: the weights are random."""
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "messages: must be a non-empty list of {role, content}", "messages")
+    parts = []
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise ApiError(400, f"{where}: must be an object {{role, content}}", where)
+        for key in message:
+            if key not in ("role", "content"):
+                raise ApiError(
+                    400, f"{where}.{key}: not supported; send role and content", f"{where}.{key}"
+                )
+        for key in ("role", "content"):
+            if not isinstance(message.get(key), str):
+                raise ApiError(400, f"{where}.{key}: must be a string", f"{where}.{key}")
+        parts.append(f"{message['role']}: {message['content']}\n")
+    return "".join(parts) + "assistant: "
+
+
+def _prompt_tokens(prompt: Any, encode: Callable[[str], list[int]]) -> list[int]:
+    """A string, a token id list, or a one-item list of either."""
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        return encode(prompt)
+    if isinstance(prompt, list) and all(
+        isinstance(t, int) and not isinstance(t, bool) for t in prompt
+    ):
+        return list(prompt)
+    raise ApiError(400, "prompt: must be a string or a list of token ids", "prompt")
+
+
+def proxy_refusal(body: dict[str, Any]) -> str | None:
+    """The message for the first field a P/D split cannot honour, or None."""
+    for key, (refused, remedy) in SPLIT_REFUSALS.items():
+        if key in body and refused(body[key]):
+            return f"{key}: {remedy}"
+    return None
+
+
+def request_id(given: str | None, make: Callable[[], str]) -> str:
+    """The client's X-Request-Id when it is a bounded safe token, else ``make()``."""
+    if given is not None and _REQUEST_ID.fullmatch(given):
+        return given
+    return make()
+
+
+# --- response shapes ------------------------------------------------------------------
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def response_body(
+    req: CompletionRequest,
+    request_id: str,
+    created: int,
+    text: str,
+    tokens: Sequence[int],
+    finish_reason: str,
+) -> dict[str, Any]:
+    """A whole answer: ``text_completion`` or ``chat.completion``."""
+    if req.chat:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": finish_reason,
+        }
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+    choice["token_ids"] = list(tokens)
+    return {
+        "id": request_id,
+        "object": "chat.completion" if req.chat else "text_completion",
+        "created": created,
+        "model": req.model,
+        "choices": [choice],
+        "usage": usage(len(req.prompt), len(tokens)),
+    }
+
+
+def chunk(
+    req: CompletionRequest,
+    request_id: str,
+    created: int,
+    text: str,
+    tokens: Sequence[int],
+    finish_reason: str | None,
+    *,
+    first: bool = False,
+) -> dict[str, Any]:
+    """One stream event: ``text_completion`` or ``chat.completion.chunk`` (with ``delta``)."""
+    choice: dict[str, Any] = {"index": 0}
+    if req.chat:
+        delta: dict[str, Any] = {"role": "assistant"} if first else {}
+        if text or first:
+            delta["content"] = text
+        choice["delta"] = delta
+    else:
+        choice["text"] = text
+        choice["logprobs"] = None
+    choice["token_ids"] = list(tokens) or None
+    choice["finish_reason"] = finish_reason
+    return {
+        "id": request_id,
+        "object": "chat.completion.chunk" if req.chat else "text_completion",
+        "created": created,
+        "model": req.model,
+        "choices": [choice],
+    }
+
+
+def usage_chunk(req: CompletionRequest, request_id: str, created: int, n: int) -> dict[str, Any]:
+    """The last event before ``[DONE]`` when ``stream_options.include_usage`` is set."""
+    event = chunk(req, request_id, created, "", [], None)
+    event["choices"] = []
+    event["usage"] = usage(len(req.prompt), n)
+    return event
