@@ -35,7 +35,6 @@ REFERENCE_ENV = {
 VLLM_SERVER = "vllm.entrypoints.openai.api_server"
 VLLM_BIND = "VLLM_CPU_OMP_THREADS_BIND"
 VLLM_RESERVED = "VLLM_CPU_NUM_OF_RESERVED_CPU"
-VLLM_OMP_THREADS = "OMP_NUM_THREADS"
 
 
 class UpError(RuntimeError):

@@ -12,81 +12,31 @@ group.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import secrets
 import signal
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-import yaml
-
 from disagg_operator.local import vllm
 from disagg_operator.local.pods import (
-    LOCAL,
-    LocalPod,
     UpError,
     local_pods,
-    share_cores,
-    vllm_pod_count,
 )
+from disagg_operator.local.stack import Run, get_json, launch
 from disagg_worker.serve.localrun import (
-    Child,
     ChildError,
-    disagg_argv,
-    start_child,
     stop_children,
-    wait_ready,
 )
 from disagg_worker.vllm import metrics
 
 __all__ = ["UpError", "local_pods", "main"]
-VLLM_START_S = 600.0  # engine start on a busy 2-core host: ~30 s alone, minutes under load
-
-
-def _load(path: str) -> dict[str, Any]:
-    try:
-        docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
-    except (OSError, yaml.YAMLError) as e:
-        raise UpError(f"{path}: {e}") from None
-    found = [d for d in docs if isinstance(d, dict) and d.get("kind") == "DisaggregatedDeployment"]
-    if len(found) != 1:
-        raise UpError(f"{path}: expected one DisaggregatedDeployment, found {len(found)}")
-    body = dict(found[0])
-    body["metadata"] = {"namespace": "default", "uid": "local", **body.get("metadata", {})}
-    return body
-
-
-def _render(body: dict[str, Any], hmac_key: str) -> list[dict[str, Any]]:
-    from disagg_operator.render.objects import render
-    from disagg_operator.validation import InvalidSpec
-
-    try:
-        return render(body, hmac_key=hmac_key)
-    except InvalidSpec as e:
-        raise UpError("invalid manifest:\n  " + "\n  ".join(map(str, e.problems))) from None
 
 
 def _say(message: str) -> None:
     print(message, flush=True)
-
-
-def _get_json(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return json.load(resp)
-    except urllib.error.HTTPError as e:
-        detail = json.load(e).get("error", {}).get("message", e.reason)
-        raise UpError(f"{url} answered {e.code}: {detail}") from None
 
 
 class _Stop(Exception):
@@ -97,76 +47,17 @@ def _on_sigterm(signum: int, frame: Any) -> NoReturn:
     raise _Stop
 
 
-@dataclass
-class Run:
-    """The processes of one local run and their endpoints."""
-
-    children: list[Child]
-    workers: dict[str, list[str]]
-    proxy_url: str = ""
-    engine: str = "reference"
-    logs: dict[str, Path] = field(default_factory=dict)
-    names: dict[str, str] = field(default_factory=dict)  # worker URL → pod name
-
-
-def _start_workers(pods: list[LocalPod], log_dir: Path, run: Run) -> None:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("DISAGG_", "UCX_TLS"))}
-    for pod in pods:
-        quiet = pod.engine == "vllm"  # vLLM logs to stdout: keep it out of the ready pipe
-        child = start_child(pod.name, pod.argv, {**base, **pod.env}, log_dir, stdout_to_log=quiet)
-        run.children.append(child)
-        run.logs[pod.name] = child.log_path
-        _say(f"  started {pod.role} {pod.name} (pid {child.proc.pid})")
-        for note in pod.adapted:
-            _say(f"          {note}")
-    for pod, child in zip(pods, run.children, strict=True):
-        if pod.engine == "vllm":
-            url = f"http://{LOCAL}:{pod.http_port}"
-            took = vllm.wait_healthy(child, url, VLLM_START_S, _say)
-            # vLLM CPU on AMX hosts dies (SIGILL) when an engine's first forward pass is a
-            # decode step over transferred KV; one local request first avoids it.
-            warm = vllm.warm_up(url)
-            _say(
-                f"  ready   {pod.role} {pod.name}: {url} (vLLM, started in {took:.0f} s; "
-                f"warm-up request {warm:.0f} ms)"
-            )
-        else:
-            info = wait_ready(child, timeout_s=120)
-            url = f"http://{LOCAL}:{info['http_port']}"
-            side = info.get("side_channel_port")
-            _say(
-                f"  ready   {pod.role} {pod.name}: {url}"
-                + (f", side channel {LOCAL}:{side}" if side else "")
-            )
-            health = _get_json(url + "/health")
-            if health.get("status") != "ok":
-                raise UpError(f"{url}/health: {health}")
-        run.workers.setdefault(pod.role, []).append(url)
-        run.names[url] = pod.name
-        run.engine = pod.engine
-
-
-def _start_proxy(port: int, log_dir: Path, run: Run) -> None:
-    argv = disagg_argv("proxy", "--port", str(port), "--prefill", *run.workers["prefill"])
-    argv += ["--decode", *run.workers["decode"]]
-    child = start_child("proxy", argv, dict(os.environ), log_dir)
-    run.children.append(child)
-    info = wait_ready(child, timeout_s=60)
-    run.proxy_url = f"http://{LOCAL}:{info['http_port']}"
-    _say(f"  ready   proxy (pid {child.proc.pid}): {run.proxy_url}")
-
-
 def _ask(run: Run, prompt: str, max_tokens: int) -> None:
     if run.engine == "vllm":
         _ask_vllm(run, prompt, max_tokens)
         return
     url = run.proxy_url + "/v1/completions"
-    warm = _get_json(url, {"prompt": "", "max_tokens": 1}, timeout=120).get("disagg", {})
+    warm = get_json(url, {"prompt": "", "max_tokens": 1}, timeout=120).get("disagg", {})
     _say(
         f"\nwarm-up request: first handshake and NIXL connection took "
         f"{warm.get('transfer_ms', 0):.1f} ms (paid once per prefill/decode pair)"
     )
-    out = _get_json(url, {"prompt": prompt, "max_tokens": max_tokens}, timeout=120)
+    out = get_json(url, {"prompt": prompt, "max_tokens": max_tokens}, timeout=120)
     _say(f"\nprompt:     {prompt!r}\ncompletion: {out['choices'][0]['text']!r}")
     _say(f"tokens:     {out['choices'][0].get('token_ids')}")
     _say("            (seeded random weights: noise by design, the same as one process gives)")
@@ -191,12 +82,12 @@ def _ask_vllm(run: Run, prompt: str, max_tokens: int) -> None:
     url = run.proxy_url + "/v1/completions"
     body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
     t0 = time.perf_counter()
-    _get_json(url, {**body, "max_tokens": 1}, timeout=300)
+    get_json(url, {**body, "max_tokens": 1}, timeout=300)
     _say(f"\nwarm-up request: {1e3 * (time.perf_counter() - t0):.0f} ms (first NIXL handshake)")
     decode_log = run.logs[run.names[run.workers["decode"][0]]]
     since = vllm.log_size(decode_log)
     t0 = time.perf_counter()
-    out = _get_json(url, {**body, "return_token_ids": True}, timeout=300)
+    out = get_json(url, {**body, "return_token_ids": True}, timeout=300)
     took = 1e3 * (time.perf_counter() - t0)
     choice = out["choices"][0]
     _say(f"\nprompt:     {prompt!r}\ncompletion: {choice['text']!r}")
@@ -304,32 +195,7 @@ def main(argv: list[str]) -> int:
 
 
 def _run(args: argparse.Namespace, tmp: Path, logs: Path, run: Run) -> int:
-    key = secrets.token_hex(32)
-    secret = tmp / "hmac"
-    secret.write_text(key)
-    secret.chmod(0o600)
-    body = _load(args.file)
-    if args.model:
-        model = Path(args.model).resolve()
-        if not model.is_dir():
-            raise UpError(f"--model {args.model}: no such directory")
-        _say(f"spec.model {body.get('spec', {}).get('model')!r} → {model} (--model)")
-        body.setdefault("spec", {})["model"] = str(model)
-    objects = _render(body, key)
-    engines = vllm_pod_count(objects)
-    cores = share_cores(engines, vllm.host_cores())
-    if engines > len(vllm.host_cores()):
-        _say(f"  only {len(vllm.host_cores())} cores for {engines} vLLM engines: cores are shared")
-    pods = local_pods(objects, str(secret), ports=vllm.free_ports(), cores=cores)
-    _say(f"rendered {len(pods)} pods from {args.file}; starting them as local processes")
-    dropped = sorted({d for p in pods for d in p.dropped})
-    if dropped:
-        _say(
-            f"  dropped cluster-only {', '.join(dropped)}: "
-            "UCX picks local transports (shared memory, CMA)"
-        )
-    _start_workers(pods, logs, run)
-    _start_proxy(args.port, logs, run)
+    launch(Path(args.file), tmp, logs, run, port=args.port, model=args.model, say=_say)
     _say(f"\nendpoint: {run.proxy_url}/v1/completions")
     if args.prompt is not None:
         try:

@@ -94,9 +94,9 @@ def log_size(path: Path) -> int:
         return 0
 
 
-def transfer_figures(log: Path, since: int, wait_s: float) -> dict[str, float]:
+def transfer_figures(log: Path, since: int, wait_s: float, expect: int = 1) -> dict[str, float]:
     """vLLM's own transfer figures logged after byte offset ``since`` of ``log``: waits up
-    to ``wait_s`` for the stats interval that covers the request to be written."""
+    to ``wait_s`` for the stats intervals that cover ``expect`` transfers to be written."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -107,6 +107,6 @@ def transfer_figures(log: Path, since: int, wait_s: float) -> dict[str, float]:
             raise UpError(f"cannot read {log}: {e}") from None
         figures = metrics.summarize(lines)
         done = figures[metrics.COUNT] + figures[metrics.FAILED] + figures[metrics.EXPIRED]
-        if done or time.monotonic() > deadline:
+        if done >= expect or time.monotonic() > deadline:
             return figures
         time.sleep(0.5)

@@ -109,7 +109,12 @@ def write(out: Path) -> dict[str, Any]:
     tokenizer.save_pretrained(str(out))
     torch.manual_seed(SEED)
     config = LlamaConfig(
-        **SHAPE,
+        hidden_size=SHAPE["hidden_size"],
+        intermediate_size=SHAPE["intermediate_size"],
+        num_hidden_layers=SHAPE["num_hidden_layers"],
+        num_attention_heads=SHAPE["num_attention_heads"],
+        num_key_value_heads=SHAPE["num_key_value_heads"],
+        max_position_embeddings=SHAPE["max_position_embeddings"],
         vocab_size=VOCAB_SIZE,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,

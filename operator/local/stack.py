@@ -1,0 +1,169 @@
+"""Start a rendered deployment's pods and the P/D proxy as local processes.
+
+I/O layer shared by ``disagg up``, the vLLM benchmark and the vLLM contract tests: load
+and render a manifest with the operator's code, adapt the pods for one host
+(:mod:`disagg_operator.local.pods`), start them, wait until each serves, then start the
+proxy in front. Every started process is recorded in :class:`Run` as soon as it exists, so
+the caller's cleanup (:func:`~disagg_worker.serve.localrun.stop_children`) stops it
+whatever fails later.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from disagg_operator.local import vllm
+from disagg_operator.local.pods import (
+    LOCAL,
+    LocalPod,
+    UpError,
+    local_pods,
+    share_cores,
+    vllm_pod_count,
+)
+from disagg_worker.serve.localrun import Child, disagg_argv, start_child, wait_ready
+
+VLLM_START_S = 600.0  # engine start on a busy 2-core host: ~30 s alone, minutes under load
+Say = Callable[[str], None]
+
+
+@dataclass
+class Run:
+    """The processes of one local run and their endpoints."""
+
+    children: list[Child]
+    workers: dict[str, list[str]]
+    proxy_url: str = ""
+    engine: str = "reference"
+    logs: dict[str, Path] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)  # worker URL → pod name
+
+
+def load(path: str) -> dict[str, Any]:
+    try:
+        docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
+    except (OSError, yaml.YAMLError) as e:
+        raise UpError(f"{path}: {e}") from None
+    found = [d for d in docs if isinstance(d, dict) and d.get("kind") == "DisaggregatedDeployment"]
+    if len(found) != 1:
+        raise UpError(f"{path}: expected one DisaggregatedDeployment, found {len(found)}")
+    body = dict(found[0])
+    body["metadata"] = {"namespace": "default", "uid": "local", **body.get("metadata", {})}
+    return body
+
+
+def render_manifest(body: dict[str, Any], hmac_key: str) -> list[dict[str, Any]]:
+    from disagg_operator.render.objects import render
+    from disagg_operator.validation import InvalidSpec
+
+    try:
+        return render(body, hmac_key=hmac_key)
+    except InvalidSpec as e:
+        raise UpError("invalid manifest:\n  " + "\n  ".join(map(str, e.problems))) from None
+
+
+def get_json(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.load(resp)
+    except urllib.error.HTTPError as e:
+        detail = json.load(e).get("error", {}).get("message", e.reason)
+        raise UpError(f"{url} answered {e.code}: {detail}") from None
+
+
+def launch(
+    manifest: Path,
+    tmp: Path,
+    logs: Path,
+    run: Run,
+    *,
+    port: int = 0,
+    model: str | None = None,
+    say: Say = print,
+) -> None:
+    """Render ``manifest`` and start its pods and a proxy on ``port`` into ``run``."""
+    key = secrets.token_hex(32)
+    secret = tmp / "hmac"
+    secret.write_text(key)
+    secret.chmod(0o600)
+    body = load(str(manifest))
+    if model:
+        local = Path(model).resolve()
+        if not local.is_dir():
+            raise UpError(f"--model {model}: no such directory")
+        say(f"spec.model {body.get('spec', {}).get('model')!r} → {local} (--model)")
+        body.setdefault("spec", {})["model"] = str(local)
+    objects = render_manifest(body, key)
+    engines = vllm_pod_count(objects)
+    cores = share_cores(engines, vllm.host_cores())
+    if engines > len(vllm.host_cores()):
+        say(f"  only {len(vllm.host_cores())} cores for {engines} vLLM engines: cores are shared")
+    pods = local_pods(objects, str(secret), ports=vllm.free_ports(), cores=cores)
+    say(f"rendered {len(pods)} pods from {manifest}; starting them as local processes")
+    dropped = sorted({d for p in pods for d in p.dropped})
+    if dropped:
+        say(
+            f"  dropped cluster-only {', '.join(dropped)}: "
+            "UCX picks local transports (shared memory, CMA)"
+        )
+    start_workers(pods, logs, run, say)
+    start_proxy(port, logs, run, say)
+
+
+def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DISAGG_", "UCX_TLS"))}
+    for pod in pods:
+        quiet = pod.engine == "vllm"  # vLLM logs to stdout: keep it out of the ready pipe
+        child = start_child(pod.name, pod.argv, {**base, **pod.env}, log_dir, stdout_to_log=quiet)
+        run.children.append(child)
+        run.logs[pod.name] = child.log_path
+        say(f"  started {pod.role} {pod.name} (pid {child.proc.pid})")
+        for note in pod.adapted:
+            say(f"          {note}")
+    for pod, child in zip(pods, run.children, strict=True):
+        if pod.engine == "vllm":
+            url = f"http://{LOCAL}:{pod.http_port}"
+            took = vllm.wait_healthy(child, url, VLLM_START_S, say)
+            # vLLM CPU on AMX hosts dies (SIGILL) when an engine's first forward pass is a
+            # decode step over transferred KV; one local request first avoids it.
+            warm = vllm.warm_up(url)
+            say(
+                f"  ready   {pod.role} {pod.name}: {url} (vLLM, started in {took:.0f} s; "
+                f"warm-up request {warm:.0f} ms)"
+            )
+        else:
+            info = wait_ready(child, timeout_s=120)
+            url = f"http://{LOCAL}:{info['http_port']}"
+            side = info.get("side_channel_port")
+            say(
+                f"  ready   {pod.role} {pod.name}: {url}"
+                + (f", side channel {LOCAL}:{side}" if side else "")
+            )
+            health = get_json(url + "/health")
+            if health.get("status") != "ok":
+                raise UpError(f"{url}/health: {health}")
+        run.workers.setdefault(pod.role, []).append(url)
+        run.names[url] = pod.name
+        run.engine = pod.engine
+
+
+def start_proxy(port: int, log_dir: Path, run: Run, say: Say) -> None:
+    argv = disagg_argv("proxy", "--port", str(port), "--prefill", *run.workers["prefill"])
+    argv += ["--decode", *run.workers["decode"]]
+    child = start_child("proxy", argv, dict(os.environ), log_dir)
+    run.children.append(child)
+    info = wait_ready(child, timeout_s=60)
+    run.proxy_url = f"http://{LOCAL}:{info['http_port']}"
+    say(f"  ready   proxy (pid {child.proc.pid}): {run.proxy_url}")

@@ -1,0 +1,163 @@
+"""Fixtures of the vLLM contract suite: vLLM's own CLI parser, and real vLLM engines.
+
+Every test here is marked ``vllm`` and needs the ``vllm`` extra (``make test-vllm``
+installs it). vLLM is imported lazily, so collecting this folder in the default run
+(where the marker deselects it) never imports vLLM.
+
+The engines are started once per session and shared: each vLLM engine takes ~30 s to
+start and ~3 GB of memory on this kind of host. Order: the aggregated engine runs alone
+first (the reference tokens), is stopped, then the rendered P/D pair starts behind the
+proxy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from disagg_operator.local import vllm as local_vllm
+from disagg_operator.local.pods import local_pods
+from disagg_operator.local.stack import Run, launch, render_manifest, start_workers
+from disagg_worker.serve.localrun import stop_children
+
+ROOT = Path(__file__).resolve().parents[2]
+VLLM_CPU = ROOT / "examples" / "vllm-cpu.yaml"
+# Where vLLM keeps `vllm serve`'s parser, newest first (it moved in 0.29 and 0.33).
+PARSER_MODULES = (
+    "vllm.entrypoints.common.cli_args",
+    "vllm.entrypoints.launchers.cli_args",
+    "vllm.entrypoints.openai.cli_args",
+)
+PROMPT_LENGTHS = (16, 40, 64, 100, 150, 230, 320, 400)
+MAX_TOKENS = 16
+
+
+@dataclass
+class ServeParser:
+    """vLLM's own `vllm serve` parsing: argv → (namespace, AsyncEngineArgs)."""
+
+    def parse(self, argv: list[str]) -> tuple[Any, Any]:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+        module = next(m for m in map(_try_import, PARSER_MODULES) if m is not None)
+        if argv[:2] == ["vllm", "serve"]:
+            argv = argv[2:]
+        parser = module.make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+        args = parser.parse_args(argv)
+        if getattr(args, "model_tag", None) is not None:  # what `vllm serve MODEL` does
+            args.model = args.model_tag
+        module.validate_parsed_serve_args(args)
+        return args, AsyncEngineArgs.from_cli_args(args)
+
+
+def _try_import(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+@pytest.fixture(scope="session")
+def serve_parser() -> ServeParser:
+    return ServeParser()
+
+
+def prompts() -> list[list[int]]:
+    """Token-id prompts of 16 to 400 tokens (BOS first; ids clear of the special tokens)."""
+    return [[0] + [4 + (i * 37 + n * 11) % 1020 for i in range(n - 1)] for n in PROMPT_LENGTHS]
+
+
+def post(url: str, body: dict[str, Any], timeout: float = 300) -> dict[str, Any]:
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        out: dict[str, Any] = json.load(resp)
+    return out
+
+
+def greedy(url: str, prompt: list[int]) -> list[int]:
+    body = {"prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0, "return_token_ids": True}
+    ids: list[int] = post(url + "/v1/completions", body)["choices"][0]["token_ids"]
+    return ids
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from disagg_worker.vllm import checkpoint
+
+    out = tmp_path_factory.mktemp("models") / "tiny-llama"
+    checkpoint.write(out)
+    return out
+
+
+def _manifest(model: Path) -> dict[str, Any]:
+    body: dict[str, Any] = yaml.safe_load(VLLM_CPU.read_text())
+    body["metadata"].update(namespace="default", uid="local")
+    body["spec"]["model"] = str(model)
+    return body
+
+
+@pytest.fixture(scope="session")
+def aggregated_tokens(
+    tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory
+) -> list[list[int]]:
+    """Greedy tokens of an aggregated vLLM: the rendered decode pod without its KV
+    connector, run alone, then stopped."""
+    objects = render_manifest(_manifest(tiny_llama), "k")
+    for obj in objects:
+        if obj["kind"] == "Pod" and obj["metadata"]["labels"]["disagg.dev/role"] == "decode":
+            command = obj["spec"]["containers"][0]["command"]
+            at = command.index("--kv-transfer-config")
+            del command[at : at + 2]
+    pods = [p for p in local_pods(objects, "/unused", ports=local_vllm.free_ports())]
+    aggregated = next(p for p in pods if p.role == "decode")
+    logs = tmp_path_factory.mktemp("aggregated")
+    run = Run([], {})
+    try:
+        start_workers([aggregated], logs, run, print)
+        url = run.workers["decode"][0]
+        return [greedy(url, p) for p in prompts()]
+    finally:
+        stop_children(run.children)
+
+
+@dataclass
+class Stack:
+    run: Run
+    logs: Path
+
+    @property
+    def proxy(self) -> str:
+        return self.run.proxy_url
+
+    def url(self, role: str) -> str:
+        return self.run.workers[role][0]
+
+    def log(self, role: str) -> Path:
+        return self.run.logs[self.run.names[self.url(role)]]
+
+
+@pytest.fixture(scope="session")
+def pd_stack(
+    aggregated_tokens: list[list[int]], tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """examples/vllm-cpu.yaml as `disagg up` runs it: rendered pods, proxy in front."""
+    tmp = tmp_path_factory.mktemp("pd")
+    path = tmp / "vllm-cpu.yaml"
+    path.write_text(yaml.safe_dump(_manifest(tiny_llama)))
+    run = Run([], {})
+    try:
+        launch(path, tmp, tmp, run, port=0, say=print)
+        yield Stack(run, tmp)
+    finally:
+        stop_children(run.children)

@@ -1,0 +1,124 @@
+"""Real vLLM prefill → NIXL (cpu buffer) → real vLLM decode, from the operator's rendered
+pods (examples/vllm-cpu.yaml) behind the disagg proxy, judged against aggregated vLLM.
+
+The last test kills the prefill engine: keep it last in this file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+from disagg_operator.local import vllm as local_vllm
+from disagg_worker.vllm import metrics
+
+from .conftest import MAX_TOKENS, Stack, greedy, post, prompts
+
+pytestmark = pytest.mark.vllm
+
+PREFILL_PARAMS = {
+    "do_remote_decode": True,
+    "do_remote_prefill": False,
+    "remote_engine_id": None,
+    "remote_block_ids": None,
+    "remote_host": None,
+    "remote_port": None,
+}
+
+
+def test_pd_tokens_equal_aggregated_vllm(
+    pd_stack: Stack, aggregated_tokens: list[list[int]]
+) -> None:
+    since = local_vllm.log_size(pd_stack.log("decode"))
+    got = [greedy(pd_stack.proxy, p) for p in prompts()]
+    for n, (mine, theirs) in enumerate(zip(got, aggregated_tokens, strict=True)):
+        assert mine == theirs, f"prompt {n} ({len(prompts()[n])} tokens) differs"
+    # The KV really moved: decode's own metrics count one NIXL transfer per prompt, none
+    # failed (a decode that silently recomputed would give the same tokens).
+    figures = local_vllm.transfer_figures(
+        pd_stack.log("decode"), since, wait_s=30.0, expect=len(got)
+    )
+    assert figures[metrics.COUNT] >= len(got)
+    assert figures[metrics.FAILED] == 0
+
+
+def test_stream_through_the_proxy_equals_the_whole_answer(pd_stack: Stack) -> None:
+    prompt = [0] + [5 + (i * 13) % 1000 for i in range(57)]
+    whole = greedy(pd_stack.proxy, prompt)
+    body = {"prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0, "stream": True}
+    body["return_token_ids"] = True
+    req = urllib.request.Request(
+        pd_stack.proxy + "/v1/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    streamed: list[int] = []
+    chunks = 0
+    with urllib.request.urlopen(req, timeout=300) as resp:
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        for raw in resp:
+            line = raw.decode().strip()
+            if line.startswith("data: ") and line != "data: [DONE]":
+                choice = json.loads(line[6:])["choices"]
+                if choice:
+                    streamed += choice[0].get("token_ids") or []
+                    chunks += 1
+    assert streamed == whole
+    assert chunks > 1
+
+
+def test_chat_through_the_proxy(pd_stack: Stack) -> None:
+    body = {
+        "messages": [{"role": "user", "content": "Where do rivers flow?"}],
+        "max_tokens": 8,
+        "temperature": 0,
+    }
+    out = post(pd_stack.proxy + "/v1/chat/completions", body)
+    message = out["choices"][0]["message"]
+    assert message["role"] == "assistant" and isinstance(message["content"], str)
+    assert out["usage"]["completion_tokens"] == 8
+
+
+def test_unknown_route_is_a_json_404(pd_stack: Stack) -> None:
+    with pytest.raises(urllib.error.HTTPError) as e:
+        post(pd_stack.proxy + "/v1/nothing", {})
+    assert e.value.code == 404
+    assert "error" in json.load(e.value)
+
+
+def _status(url: str, body: dict[str, Any], timeout: float) -> tuple[int, float]:
+    t0 = time.monotonic()
+    try:
+        post(url, body, timeout=timeout)
+        return 200, time.monotonic() - t0
+    except urllib.error.HTTPError as e:
+        return e.code, time.monotonic() - t0
+
+
+def test_prefill_killed_between_the_hops_fails_fast_and_decode_survives(
+    pd_stack: Stack,
+) -> None:
+    prompt = [0] + [9 + (i * 29) % 1000 for i in range(99)]
+    first = post(
+        pd_stack.url("prefill") + "/v1/completions",
+        {"prompt": prompt, "max_tokens": 1, "temperature": 0, "kv_transfer_params": PREFILL_PARAMS},
+    )
+    params = first["kv_transfer_params"]
+    assert params["remote_block_ids"], first
+    prefill = next(c for c in pd_stack.run.children if c.name.startswith("vllm-cpu-prefill"))
+    os.killpg(prefill.proc.pid, signal.SIGKILL)
+    prefill.proc.wait(30)
+    body = {"prompt": prompt, "max_tokens": 4, "temperature": 0, "kv_transfer_params": params}
+    status, took = _status(pd_stack.url("decode") + "/v1/completions", body, timeout=60)
+    # kv_load_failure_policy fail (vLLM's default since 0.17): an error, quickly.
+    assert status >= 500, "decode answered a request whose KV it could not read"
+    assert took < 15.0
+    healthy, _ = _status(pd_stack.url("decode") + "/v1/completions", {"prompt": [0, 5, 6]}, 60)
+    assert healthy == 200
