@@ -13,6 +13,7 @@ BENCHES = {
     "transfer": ("disagg_worker.bench.transfer", "NIXL block transfer between two processes"),
     "e2e": ("disagg_worker.bench.e2e", "TTFT and decode throughput, aggregated vs P/D"),
     "operator": ("disagg_operator.bench.operator", "reconcile latency against the emulator"),
+    "e2e-vllm": ("disagg_operator.bench.e2e_vllm", "e2e --engine vllm: real vLLM, agg vs P/D"),
 }
 
 
@@ -22,6 +23,9 @@ def main(argv: list[str]) -> int:
         for name, (_, text) in BENCHES.items():
             print(f"  {name:9} {text}")
         return 0 if argv else 2
+    if argv[0] == "e2e" and any(a in ("--engine", "--engine=vllm") for a in argv[1:]):
+        # real vLLM: the operator's rendered pods (operator/local), not the worker's engine
+        argv = ["e2e-vllm", *argv[1:]]
     entry = BENCHES.get(argv[0])
     if entry is None:
         print(

@@ -61,12 +61,13 @@ def local_pods(
     *,
     ports: Iterator[int] | None = None,
     cores: Sequence[Sequence[int]] = (),
+    pair: bool = True,
 ) -> list[LocalPod]:
     """Rendered objects → one local process per prefill/decode pod.
 
     ``ports`` yields free ports for engines that cannot bind port 0 and announce it
     (vLLM); ``cores[i]`` is the core list of the i-th vLLM pod (empty: leave the rendered
-    binding alone).
+    binding alone). ``pair``: the objects must hold both roles (a P/D deployment).
     """
     out: list[LocalPod] = []
     vllm_index = 0
@@ -90,7 +91,7 @@ def local_pods(
                 f"pod {name}: runs {shown!r}; disagg up runs the reference engine "
                 "(disagg worker serve) and vLLM (vllm serve) only"
             )
-    if not {p.role for p in out} >= {"prefill", "decode"}:
+    if pair and not {p.role for p in out} >= {"prefill", "decode"}:
         raise UpError("the manifest renders no prefill and decode pods to run")
     return out
 

@@ -25,6 +25,7 @@ import yaml
 from disagg_operator.local import vllm
 from disagg_operator.local.pods import (
     LOCAL,
+    ROLE_LABEL,
     LocalPod,
     UpError,
     local_pods,
@@ -83,6 +84,38 @@ def get_json(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0)
         raise UpError(f"{url} answered {e.code}: {detail}") from None
 
 
+def with_model(body: dict[str, Any], model: str | None, say: Say) -> dict[str, Any]:
+    """``body`` with spec.model replaced by the local directory ``model`` (if given)."""
+    if not model:
+        return body
+    local = Path(model).resolve()
+    if not local.is_dir():
+        raise UpError(f"--model {model}: no such directory")
+    say(f"spec.model {body.get('spec', {}).get('model')!r} → {local} (--model)")
+    return {**body, "spec": {**body.get("spec", {}), "model": str(local)}}
+
+
+def start_aggregated(
+    manifest: Path, logs: Path, run: Run, *, model: str | None = None, say: Say = print
+) -> str:
+    """Start the manifest's decode pod without its KV connector: the aggregated engine a
+    P/D deployment is judged against (same image, model, flags and CPU settings). Returns
+    its URL (also ``run.workers["decode"]``)."""
+    objects = render_manifest(with_model(load(str(manifest)), model, say), "unused")
+    decode = next(
+        o for o in objects if o["kind"] == "Pod" and o["metadata"]["labels"][ROLE_LABEL] == "decode"
+    )
+    command = decode["spec"]["containers"][0]["command"]
+    if "--kv-transfer-config" in command:
+        at = command.index("--kv-transfer-config")
+        del command[at : at + 2]
+    # the cores the decode engine gets in the P/D run: a like-for-like engine
+    cores = share_cores(vllm_pod_count(objects), vllm.host_cores())[-1:]
+    pods = local_pods([decode], "/unused", ports=vllm.free_ports(), cores=cores, pair=False)
+    start_workers(pods, logs, run, say)
+    return run.workers["decode"][0]
+
+
 def launch(
     manifest: Path,
     tmp: Path,
@@ -98,13 +131,7 @@ def launch(
     secret = tmp / "hmac"
     secret.write_text(key)
     secret.chmod(0o600)
-    body = load(str(manifest))
-    if model:
-        local = Path(model).resolve()
-        if not local.is_dir():
-            raise UpError(f"--model {model}: no such directory")
-        say(f"spec.model {body.get('spec', {}).get('model')!r} → {local} (--model)")
-        body.setdefault("spec", {})["model"] = str(local)
+    body = with_model(load(str(manifest)), model, say)
     objects = render_manifest(body, key)
     engines = vllm_pod_count(objects)
     cores = share_cores(engines, vllm.host_cores())

@@ -23,9 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from disagg_operator.local import vllm as local_vllm
-from disagg_operator.local.pods import local_pods
-from disagg_operator.local.stack import Run, launch, render_manifest, start_workers
+from disagg_operator.local.stack import Run, launch, start_aggregated
 from disagg_worker.serve.localrun import stop_children
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,21 +109,12 @@ def _manifest(model: Path) -> dict[str, Any]:
 def aggregated_tokens(
     tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> list[list[int]]:
-    """Greedy tokens of an aggregated vLLM: the rendered decode pod without its KV
-    connector, run alone, then stopped."""
-    objects = render_manifest(_manifest(tiny_llama), "k")
-    for obj in objects:
-        if obj["kind"] == "Pod" and obj["metadata"]["labels"]["disagg.dev/role"] == "decode":
-            command = obj["spec"]["containers"][0]["command"]
-            at = command.index("--kv-transfer-config")
-            del command[at : at + 2]
-    pods = [p for p in local_pods(objects, "/unused", ports=local_vllm.free_ports())]
-    aggregated = next(p for p in pods if p.role == "decode")
+    """Greedy tokens of an aggregated vLLM (the rendered decode pod without its KV
+    connector), run alone, then stopped."""
     logs = tmp_path_factory.mktemp("aggregated")
     run = Run([], {})
     try:
-        start_workers([aggregated], logs, run, print)
-        url = run.workers["decode"][0]
+        url = start_aggregated(VLLM_CPU, logs, run, model=str(tiny_llama))
         return [greedy(url, p) for p in prompts()]
     finally:
         stop_children(run.children)

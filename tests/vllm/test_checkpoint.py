@@ -1,4 +1,4 @@
-"""`disagg model tiny-llama DIR`: the same bytes every run, a Llama checkpoint with a chat template."""
+"""`disagg model tiny-llama DIR`: the same bytes every run; a Llama with a chat template."""
 
 from __future__ import annotations
 

@@ -1,0 +1,207 @@
+"""`disagg bench e2e --engine vllm`: real vLLM, aggregated vs prefill → NIXL → decode.
+
+Benchmark script (I/O: starts vLLM engines, talks HTTP). Both sides run the operator's
+rendered pods for examples/vllm-cpu.yaml as ``disagg up`` runs them (each engine on its own
+core): the aggregated engine is the decode pod without its KV connector, run alone first
+on the decode engine's core; then the P/D pair behind the disagg proxy. Every request uses
+a fresh prompt (no prefix-cache hits on either side), greedy.
+
+- ``ttft_*_ms``: client wall time of a ``max_tokens: 1`` request (P/D: through the proxy,
+  both hops).
+- ``decode_tps_*``: (gen - 1) / (time of a gen-token request - ttft), client side: vLLM
+  reports no per-request decode time.
+- ``transfer_ms``: vLLM's own "Avg xfer time" from decode's KV-transfer metrics over the
+  case's requests; ``transfer_count`` how many it counted.
+- ``tokens_match``: the gen-token greedy answers of both sides are equal, token for token,
+  for every request of the case.
+- breakdown of ``ttft_disagg_ms``: prefill hop and decode hop as the proxy times them; the
+  rest is the client ↔ proxy HTTP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from disagg_operator.local import vllm
+from disagg_operator.local.stack import Run, launch, start_aggregated
+from disagg_worker.serve.localrun import stop_children
+from disagg_worker.vllm import metrics
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFEST = ROOT / "examples" / "vllm-cpu.yaml"
+VOCAB = 1020  # tiny-llama's ordinary token ids: 4 .. 1023
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _post(url: str, body: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    data = json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    start = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=300) as resp:
+        out: dict[str, Any] = json.load(resp)
+    return (time.perf_counter() - start) * 1000.0, out
+
+
+def prompt(tokens: int, case: int, i: int) -> list[int]:
+    """A prompt no other request shares a first block with (BOS, then distinct ids)."""
+    return [0] + [4 + (case * 7919 + i * 104729 + j * 37) % VOCAB for j in range(tokens - 1)]
+
+
+def _requests(
+    url: str, lengths: list[int], repeat: int, gen: int, tag: str
+) -> dict[int, list[dict[str, Any]]]:
+    """Per prompt length: ``repeat`` times (ttft request, gen-token request) on fresh prompts."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for case, n in enumerate(lengths):
+        _post(url, {"prompt": prompt(n, case, 999), "max_tokens": 1})  # warm-up
+        for i in range(repeat):
+            _progress(f"  {tag} {n} tokens: {i + 1}/{repeat}")
+            p = prompt(n, case, i)
+            ttft, first = _post(url, {"prompt": p, "max_tokens": 1, "temperature": 0})
+            q = prompt(n, case, repeat + i)
+            body = {"prompt": q, "max_tokens": gen, "temperature": 0, "ignore_eos": True}
+            full_ms, full = _post(url, {**body, "return_token_ids": True})
+            out.setdefault(n, []).append(
+                {
+                    "ttft": ttft,
+                    "full": full_ms,
+                    "tokens": full["choices"][0]["token_ids"],
+                    "proxy": first.get("disagg", {}).get("proxy", {}),
+                }
+            )
+    return out
+
+
+def _phase(
+    start: Callable[[Run, Path], str], lengths: list[int], args: argparse.Namespace, tag: str
+) -> tuple[dict[int, list[dict[str, Any]]], dict[int, dict[str, float]]]:
+    """Start engines, run the requests, read vLLM's transfer figures per case, stop."""
+    run = Run([], {})
+    figures: dict[int, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix=f"disagg-bench-{tag.replace('/', '')}-") as tmp:
+        try:
+            url = start(run, Path(tmp))
+            results: dict[int, list[dict[str, Any]]] = {}
+            for n in lengths:
+                log = run.logs[run.names[run.workers["decode"][0]]]
+                since = vllm.log_size(log)
+                results.update(_requests(url, [n], args.repeat, args.gen_tokens, tag))
+                if tag == "P/D":
+                    expect = 2 * args.repeat + 1
+                    figures[n] = vllm.transfer_figures(log, since, wait_s=25.0, expect=expect)
+        finally:
+            stop_children(run.children)
+    return results, figures
+
+
+def _median(rows: list[dict[str, Any]], key: str) -> float:
+    return float(statistics.median(r[key] for r in rows))
+
+
+def _tps(rows: list[dict[str, Any]], gen: int) -> float:
+    return float(statistics.median((gen - 1) / ((r["full"] - r["ttft"]) / 1e3) for r in rows))
+
+
+def cases(
+    agg: dict[int, list[dict[str, Any]]],
+    pd: dict[int, list[dict[str, Any]]],
+    figures: dict[int, dict[str, float]],
+    gen: int,
+) -> list[dict[str, Any]]:
+    out = []
+    for n in agg:
+        a, d, f = agg[n], pd[n], figures.get(n, {})
+        prefill_hop = statistics.median(r["proxy"].get("prefill_hop_ms", 0.0) for r in d)
+        decode_hop = statistics.median(r["proxy"].get("decode_hop_ms", 0.0) for r in d)
+        ttft_agg, ttft_pd = _median(a, "ttft"), _median(d, "ttft")
+        out.append(
+            {
+                "prompt_tokens": n,
+                "ttft_agg_ms": round(ttft_agg, 2),
+                "ttft_disagg_ms": round(ttft_pd, 2),
+                "overhead_ms": round(ttft_pd - ttft_agg, 2),
+                "prefill_hop_ms": round(prefill_hop, 2),
+                "decode_hop_ms": round(decode_hop, 2),
+                "transfer_ms": round(f.get("Avg xfer time (ms)", 0.0), 3),
+                "transfer_count": int(f.get(metrics.COUNT, 0)),
+                "transfer_failed": int(f.get(metrics.FAILED, 0)),
+                "transfer_kb": round(f.get("Avg MB per transfer", 0.0) * 1e3, 1),
+                "transfer_descriptors": round(f.get("Avg number of descriptors", 0.0), 1),
+                "decode_tps_agg": round(_tps(a, gen), 1),
+                "decode_tps_disagg": round(_tps(d, gen), 1),
+                "tokens_match": all(x["tokens"] == y["tokens"] for x, y in zip(a, d, strict=True)),
+            }
+        )
+    return out
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    cols = [
+        ("prompt", "prompt_tokens", "{:>6}"),
+        ("ttft agg", "ttft_agg_ms", "{:>9.1f}"),
+        ("ttft P/D", "ttft_disagg_ms", "{:>9.1f}"),
+        ("overhead", "overhead_ms", "{:>9.1f}"),
+        ("prefill hop", "prefill_hop_ms", "{:>11.1f}"),
+        ("decode hop", "decode_hop_ms", "{:>10.1f}"),
+        ("transfer", "transfer_ms", "{:>9.3f}"),
+        ("xfers", "transfer_count", "{:>6}"),
+        ("kB", "transfer_kb", "{:>7.0f}"),
+        ("tok/s agg", "decode_tps_agg", "{:>10.1f}"),
+        ("tok/s P/D", "decode_tps_disagg", "{:>10.1f}"),
+        ("match", "tokens_match", "{!s:>6}"),
+    ]
+    head = "  ".join(
+        f"{name:>{len(fmt.format(0) if 'match' not in name else '  True')}}"
+        for name, _, fmt in cols
+    )
+    lines = [head, "-" * len(head)]
+    lines += ["  ".join(fmt.format(r[key]) for _, key, fmt in cols) for r in rows]
+    lines.append(
+        "times in ms, medians. transfer = vLLM's own average NIXL READ time (decode's KV "
+        "Transfer metrics); decode hop = decode engine incl. its READ and its first step."
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="disagg bench e2e --engine vllm", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--engine", choices=["vllm"], default="vllm")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--prompts", default="16,128,512", help="prompt lengths in tokens")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--gen-tokens", type=int, default=32, help="tokens per throughput request")
+    p.add_argument("--model", required=True, help="local model dir (disagg model tiny-llama DIR)")
+    p.add_argument("--manifest", default=str(MANIFEST))
+    args = p.parse_args(argv)
+    lengths = [int(x) for x in args.prompts.split(",") if x.strip()]
+    manifest = Path(args.manifest)
+
+    def aggregated(run: Run, logs: Path) -> str:
+        return start_aggregated(manifest, logs, run, model=args.model, say=_progress)
+
+    def disaggregated(run: Run, logs: Path) -> str:
+        launch(manifest, logs, logs, run, model=args.model, say=_progress)
+        return run.proxy_url + "/v1/completions"
+
+    _progress("aggregated vLLM (the decode pod without its KV connector) ...")
+    agg, _ = _phase(lambda r, t: aggregated(r, t) + "/v1/completions", lengths, args, "agg")
+    _progress("P/D: prefill and decode vLLM behind the disagg proxy ...")
+    pd, figures = _phase(disaggregated, lengths, args, "P/D")
+    rows = cases(agg, pd, figures, args.gen_tokens)
+    result = {"engine": "vllm", "manifest": str(manifest), "repeat": args.repeat, "cases": rows}
+    print(json.dumps(result, indent=2) if args.json else table(rows))
+    return 0
