@@ -21,6 +21,7 @@ import hashlib
 import json
 from typing import Any
 
+from disagg_operator.engines import vllm
 from disagg_operator.models import (
     ENGINE_BEHIND_SIDECAR_PORT,
     HTTP_PORT,
@@ -31,6 +32,9 @@ from disagg_operator.render import derive
 from disagg_worker.config import WorkerConfig
 
 SPEC_HASH = "disagg.dev/spec-hash"
+# Which vLLM version render assumed and the profile it used (unknown: no version found).
+VLLM_VERSION = "disagg.dev/vllm-version"
+VLLM_PROFILE = "disagg.dev/vllm-profile"
 ENGINE = "engine"
 SIDECAR = "routing-proxy"
 HANDSHAKE_VOLUME = "handshake"
@@ -88,8 +92,16 @@ def pod(
     pod_spec.update({k: v for k, v in placement.items() if v})
     labels = meta["labels"]
     metadata = {**meta, "name": pod_name}
-    metadata["annotations"] = {SPEC_HASH: spec_hash(labels, pod_spec)}
+    metadata["annotations"] = {SPEC_HASH: spec_hash(labels, pod_spec), **_engine_notes(spec)}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def _engine_notes(spec: DeploymentSpec) -> dict[str, str]:
+    if spec.engine.type != "vllm":
+        return {}
+    found = derive.resolution(spec)
+    version = vllm.format_version(found.version) if found.version else "unknown"
+    return {VLLM_VERSION: version, VLLM_PROFILE: found.profile.label}
 
 
 def pod_security(spec: DeploymentSpec) -> dict[str, Any]:
@@ -214,14 +226,12 @@ def _vllm_command(spec: DeploymentSpec, role: str, port: int) -> list[str]:
 def _vllm_env(spec: DeploymentSpec, role: str) -> list[dict[str, Any]]:
     r = spec.role(role)
     env = [
-        _field_ref("VLLM_NIXL_SIDE_CHANNEL_HOST", "status.podIP"),
-        {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(spec.kv_transfer.side_channel_port)},
+        _field_ref(vllm.SIDE_CHANNEL_HOST, "status.podIP"),
+        {"name": vllm.SIDE_CHANNEL_PORT, "value": str(spec.kv_transfer.side_channel_port)},
         {"name": "UCX_TLS", "value": derive.ucx_tls(spec, role)},
     ]
-    if role == "prefill":
-        lease = str(max(1, round(spec.kv_transfer.block_lease_seconds)))
-        env.append({"name": "VLLM_NIXL_ABORT_REQUEST_TIMEOUT", "value": lease})
-    env += [{"name": k, "value": v} for k, v in derive.cpu_engine_env(r).items()]
+    derived = {**derive.lease_env(spec, role), **derive.cpu_engine_env(r, derive.profile(spec))}
+    env += [{"name": k, "value": v} for k, v in derived.items()]
     return env
 
 
