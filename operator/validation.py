@@ -367,8 +367,16 @@ def _vllm_buffers(spec: DeploymentSpec, p: vllm.Profile) -> Iterator[Problem]:
     for role in ROLES:
         r = spec.role(role)
         allowed = p.supported_buffers(r.device)
-        if allowed is None:
+        if allowed is None and vllm.NEWEST.supported_buffers(r.device) is None:
             continue  # out-of-tree platform: its own table (checked in _devices)
+        if allowed is None:
+            since = next(x for x in vllm.PROFILES if x.supported_buffers(r.device) is not None)
+            yield Problem(
+                f"spec.{role}.device",
+                f"vLLM {p.label} has no NixlConnector support for device {r.device!r}; use "
+                f"vLLM >= {vllm.format_version(since.since)} or set spec.engine.version",
+            )
+            continue
         buffer = render_derive.buffer_device(spec, role)
         if buffer not in allowed:
             where = "kvBufferDevice" if r.kv_buffer_device else "device"
