@@ -101,7 +101,7 @@ def test_every_row_renders_what_its_version_reads(version: str) -> None:
     else:
         assert vllm.ABORT_TIMEOUT not in p_env and extra["kv_lease_duration"] == 40
         assert _kv(decode)["kv_connector_extra_config"]["kv_lease_duration"] == 40
-    mixed = prefill["image"] and obj["spec"]["decode"]["device"] != "cuda"
+    mixed = obj["spec"]["decode"]["device"] != obj["spec"]["prefill"]["device"]
     compat = p.handshake_compat_key is not None and mixed
     assert ("enforce_handshake_compat" in extra) == compat
     assert ("kv_load_failure_policy" in _kv(prefill)) == bool(p.failure_policy_default)
@@ -110,13 +110,8 @@ def test_every_row_renders_what_its_version_reads(version: str) -> None:
     # every vLLM env the operator renders is one this version reads
     rendered = {e["name"] for c in roles.values() for e in c["env"] if e["name"].startswith("VLLM")}
     assert rendered <= p.env_names
-    assert (
-        prefill["image"]
-        and by_kind(render(obj, hmac_key=KEY), "Pod")[0]["metadata"]["annotations"][
-            "disagg.dev/vllm-profile"
-        ]
-        == p.label
-    )
+    pod = by_kind(render(obj, hmac_key=KEY), "Pod")[0]
+    assert pod["metadata"]["annotations"]["disagg.dev/vllm-profile"] == p.label
 
 
 @pytest.mark.parametrize("version", VERSIONS)
