@@ -320,12 +320,12 @@ def _overrides(spec: DeploymentSpec) -> Iterator[Problem]:
                 use = DERIVED_FLAGS[flag].replace("<role>", role)
                 yield Problem(f"spec.{role}.args[{i}]", f"{flag} is derived; set {use}")
         for i, env in enumerate(r.env or []):
-            use = _TO.get(env.name)
+            target = _TO.get(env.name)
             if env.name.startswith("DISAGG_") and spec.engine.type == "reference":
-                use = "the spec field it comes from (docs/derivation.md)"
-            if use is not None:
-                use = use.replace("<role>", role)
-                yield Problem(f"spec.{role}.env[{i}]", f"{env.name} is derived; set {use}")
+                target = "the spec field it comes from (docs/derivation.md)"
+            if target is not None:
+                target = target.replace("<role>", role)
+                yield Problem(f"spec.{role}.env[{i}]", f"{env.name} is derived; set {target}")
     extra = spec.kv_transfer.kv_connector_extra_config or {}
     fields = {
         "backends": "spec.kvTransfer.backends",

@@ -59,12 +59,10 @@ _QUANTITY = re.compile(r"^([0-9.]+(?:[eE][-+]?[0-9]+)?)([A-Za-z]*)$")
 
 def resolution(spec: DeploymentSpec) -> vllm.Resolution:
     """The vLLM version this deployment runs and its profile (engine.version, else tags)."""
-    images = tuple(
-        (f"spec.{r}.image", spec.role(r).image)
-        if spec.role(r).image
-        else ("spec.engine.image", spec.engine.image)
-        for r in ROLES
-    )
+    images: list[tuple[str, str]] = []
+    for r in ROLES:
+        own = spec.role(r).image
+        images.append((f"spec.{r}.image", own) if own else ("spec.engine.image", spec.engine.image))
     return vllm.resolve(spec.engine.version, tuple(dict.fromkeys(images)))
 
 
