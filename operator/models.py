@@ -7,7 +7,8 @@ server prunes them anyway; ``disagg render`` runs without one).
 
 Public names: GROUP, VERSION, KIND, PLURAL, SINGULAR, SHORT_NAMES, API_VERSION, ROLES,
 :class:`DisaggregatedDeployment`, :class:`DeploymentSpec`, :class:`RoleSpec`,
-:class:`KVTransfer`, :class:`Engine`, :class:`Llmd`, :class:`DeploymentStatus`.
+:class:`KVTransfer`, :class:`Engine`, :class:`ModelConfig`, :class:`Llmd`,
+:class:`DeploymentStatus`.
 
 Cross-field rules that CEL can express are attached as ``x-kubernetes-validations`` (see
 :data:`CEL_RULES`); :mod:`disagg_operator.validation` checks the same and more without an

@@ -8,9 +8,11 @@ Pure layer, part of render. :func:`pod` builds the whole Pod for role ``role`` i
   API (DISAGG_ENGINE_ID = pod name, DISAGG_ADVERTISE_HOST = pod IP) and UCX_TLS. The local
   runner (``disagg up``) reads exactly this command and env.
 - ``vllm``: ``vllm serve <model>`` with ``--kv-transfer-config`` JSON, the NIXL side-channel
-  env and, on CPU pools, the CPU-engine env.
+  env and, on CPU pools, the CPU-engine env, in the form the deployment's vLLM version
+  reads (its profile, :func:`derive.resolution`, named in the pod's annotations).
 
-User ``env`` entries replace derived ones of the same name; user ``args`` are appended.
+User ``env`` and ``args`` are appended; validation refuses names and flags that collide
+with derived ones.
 The spec-hash annotation is a hash of the pod's labels and spec, so any change to either
 makes the I/O layer replace the pod.
 """
