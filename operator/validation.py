@@ -28,6 +28,7 @@ from disagg_operator.models import (
     DisaggregatedDeployment,
 )
 from disagg_operator.render import derive as render_derive
+from disagg_operator.render import pods as render_pods
 from disagg_worker import platforms
 from disagg_worker.engine.presets import PRESETS
 
@@ -319,9 +320,14 @@ def _overrides(spec: DeploymentSpec) -> Iterator[Problem]:
             if spec.engine.type == "vllm" and flag in DERIVED_FLAGS:
                 use = DERIVED_FLAGS[flag].replace("<role>", role)
                 yield Problem(f"spec.{role}.args[{i}]", f"{flag} is derived; set {use}")
+        reference = (
+            render_pods.reference_env_names(spec, role)
+            if spec.engine.type == "reference"
+            else frozenset()
+        )
         for i, env in enumerate(r.env or []):
             target = _TO.get(env.name)
-            if env.name.startswith("DISAGG_") and spec.engine.type == "reference":
+            if env.name in reference and target is None:
                 target = "the spec field it comes from (docs/derivation.md)"
             if target is not None:
                 target = target.replace("<role>", role)

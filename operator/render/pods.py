@@ -203,6 +203,13 @@ def worker_config(spec: DeploymentSpec, role: str, port: int = HTTP_PORT) -> Wor
     )
 
 
+def reference_env_names(spec: DeploymentSpec, role: str) -> frozenset[str]:
+    """Env names render sets for the reference engine (whatever their values)."""
+    config = worker_config(spec, role)
+    fields = {*config.model_fields_set, "engine_id", "advertise_host"}
+    return frozenset({*(WorkerConfig.env_name(f) for f in fields), "UCX_TLS"})
+
+
 def _field_ref(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 

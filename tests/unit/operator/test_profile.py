@@ -208,6 +208,7 @@ def test_derived_flags_are_refused(arg: str, field_to_use: str) -> None:
         ("OMP_NUM_THREADS", "vllm", "resources"),
         ("VLLM_NIXL_ABORT_REQUEST_TIMEOUT", "vllm", "blockLeaseSeconds"),
         ("DISAGG_BLOCK_LEASE_S", "reference", "spec field"),
+        ("DISAGG_ROLE", "reference", "spec field"),
     ],
 )
 def test_derived_env_is_refused(name: str, engine: str, field_to_use: str) -> None:
@@ -218,6 +219,12 @@ def test_derived_env_is_refused(name: str, engine: str, field_to_use: str) -> No
     ]
     (problem,) = validation.parse(obj)[1]
     assert problem.field == "spec.decode.env[1]" and field_to_use in problem.message
+
+
+def test_reference_engine_knobs_without_a_spec_field_pass() -> None:
+    obj = body()
+    obj["spec"]["decode"]["env"] = [{"name": "DISAGG_NUM_BLOCKS", "value": "64"}]
+    assert validation.parse(obj)[1] == []
 
 
 def test_extra_config_passthrough_and_its_refused_keys() -> None:
