@@ -184,29 +184,32 @@ def sidecar_container(spec: DeploymentSpec) -> dict[str, Any]:
 
 def worker_config(spec: DeploymentSpec, role: str, port: int = HTTP_PORT) -> WorkerConfig:
     """The reference engine's WorkerConfig for ``role`` (pod-specific fields left unset)."""
+    return WorkerConfig(**_worker_fields(spec, role, port))
+
+
+def _worker_fields(spec: DeploymentSpec, role: str, port: int) -> dict[str, Any]:
     r, kv = spec.role(role), spec.kv_transfer
-    return WorkerConfig(
-        role="prefill" if role == "prefill" else "decode",
-        device=r.device,
-        peer_device=spec.peer(role).device,
-        kv_buffer_device=derive.buffer_device(spec, role),
-        backends=list(kv.backends),
-        side_channel_host="0.0.0.0",
-        side_channel_port=kv.side_channel_port,
-        http_host="0.0.0.0",
-        http_port=port,
-        transfer_deadline_s=kv.transfer_deadline_seconds,
-        block_lease_s=kv.block_lease_seconds,
-        hmac_secret_path=derive.HMAC_PATH,
-        tp_size=r.tensor_parallel_size,
-        model=spec.model,
-    )
+    return {
+        "role": "prefill" if role == "prefill" else "decode",
+        "device": r.device,
+        "peer_device": spec.peer(role).device,
+        "kv_buffer_device": derive.buffer_device(spec, role),
+        "backends": list(kv.backends),
+        "side_channel_host": "0.0.0.0",
+        "side_channel_port": kv.side_channel_port,
+        "http_host": "0.0.0.0",
+        "http_port": port,
+        "transfer_deadline_s": kv.transfer_deadline_seconds,
+        "block_lease_s": kv.block_lease_seconds,
+        "hmac_secret_path": derive.HMAC_PATH,
+        "tp_size": r.tensor_parallel_size,
+        "model": spec.model,
+    }
 
 
 def reference_env_names(spec: DeploymentSpec, role: str) -> frozenset[str]:
     """Env names render sets for the reference engine (whatever their values)."""
-    config = worker_config(spec, role)
-    fields = {*config.model_fields_set, "engine_id", "advertise_host"}
+    fields = {*_worker_fields(spec, role, HTTP_PORT), "engine_id", "advertise_host"}
     return frozenset({*(WorkerConfig.env_name(f) for f in fields), "UCX_TLS"})
 
 
