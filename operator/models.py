@@ -7,7 +7,8 @@ server prunes them anyway; ``disagg render`` runs without one).
 
 Public names: GROUP, VERSION, KIND, PLURAL, SINGULAR, SHORT_NAMES, API_VERSION, ROLES,
 :class:`DisaggregatedDeployment`, :class:`DeploymentSpec`, :class:`RoleSpec`,
-:class:`KVTransfer`, :class:`Engine`, :class:`Llmd`, :class:`DeploymentStatus`.
+:class:`KVTransfer`, :class:`Engine`, :class:`ModelConfig`, :class:`Llmd`,
+:class:`DeploymentStatus`.
 
 Cross-field rules that CEL can express are attached as ``x-kubernetes-validations`` (see
 :data:`CEL_RULES`); :mod:`disagg_operator.validation` checks the same and more without an
@@ -72,19 +73,41 @@ def _rules(*rules: tuple[str, str]) -> dict[str, Any]:
 # Each is also checked by validation.py, so `disagg render` and the operator reject the
 # same manifests an API server would.
 TP_RULE = (
-    "self.prefill.tensorParallelSize <= self.decode.tensorParallelSize",
-    "spec.prefill.tensorParallelSize must not exceed spec.decode.tensorParallelSize: "
-    "decode reads each prefill rank's KV; lower prefill TP or raise decode TP",
+    "self.prefill.tensorParallelSize <= self.decode.tensorParallelSize || "
+    "(has(self.modelConfig) && has(self.modelConfig.numKeyValueHeads))",
+    "spec.prefill.tensorParallelSize exceeds spec.decode.tensorParallelSize: lower prefill "
+    "TP, raise decode TP, or set spec.modelConfig.numKeyValueHeads so the operator can "
+    "check the pair against vLLM (>= 0.14 serves it when prefill KV is not replicated)",
 )
 TP_DIVIDES_RULE = (
-    "self.prefill.tensorParallelSize > self.decode.tensorParallelSize || "
+    "self.prefill.tensorParallelSize > self.decode.tensorParallelSize ? "
+    "self.prefill.tensorParallelSize % self.decode.tensorParallelSize == 0 : "
     "self.decode.tensorParallelSize % self.prefill.tensorParallelSize == 0",
-    "spec.decode.tensorParallelSize must be a multiple of spec.prefill.tensorParallelSize",
+    "spec.decode.tensorParallelSize and spec.prefill.tensorParallelSize must divide: "
+    "the larger must be a multiple of the smaller",
 )
 REFERENCE_TP_RULE = (
     "self.engine.type != 'reference' || "
     "(self.prefill.tensorParallelSize == 1 && self.decode.tensorParallelSize == 1)",
     "the reference engine runs tensorParallelSize 1 only; set it to 1 or use engine vllm",
+)
+VLLM_CPU_PREFILL_RULE = (
+    "self.engine.type != 'vllm' || self.prefill.device != 'cpu' || ("
+    "has(self.prefill.resources) && has(self.prefill.resources.limits) && "
+    "'memory' in self.prefill.resources.limits && ("
+    "'cpu' in self.prefill.resources.limits || "
+    "(has(self.prefill.resources.requests) && 'cpu' in self.prefill.resources.requests)))",
+    "spec.prefill.resources: a vLLM CPU pool needs limits.memory and a cpu limit or "
+    "request; its KV cache size and thread count derive from them",
+)
+VLLM_CPU_DECODE_RULE = (
+    "self.engine.type != 'vllm' || self.decode.device != 'cpu' || ("
+    "has(self.decode.resources) && has(self.decode.resources.limits) && "
+    "'memory' in self.decode.resources.limits && ("
+    "'cpu' in self.decode.resources.limits || "
+    "(has(self.decode.resources.requests) && 'cpu' in self.decode.resources.requests)))",
+    "spec.decode.resources: a vLLM CPU pool needs limits.memory and a cpu limit or "
+    "request; its KV cache size and thread count derive from them",
 )
 BACKENDS_UNIQUE_RULE = (
     "self.backends.all(b, self.backends.exists_one(c, c == b))",
@@ -108,6 +131,8 @@ CEL_RULES = (
     TP_RULE,
     TP_DIVIDES_RULE,
     REFERENCE_TP_RULE,
+    VLLM_CPU_PREFILL_RULE,
+    VLLM_CPU_DECODE_RULE,
     BACKENDS_UNIQUE_RULE,
     LEASE_RULE,
     SIDECAR_IMAGE_RULE,
@@ -123,6 +148,25 @@ class Engine(_Model):
         "the built-in worker engine (`disagg worker serve`; cpu or cuda, TP 1)"
     )
     image: str = Field(min_length=1, description="container image of the engine")
+    version: str | None = Field(
+        default=None,
+        pattern=r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?([.+_-][0-9A-Za-z.+_-]*)?$",
+        description='vLLM version the images run, e.g. "0.32.0"; read from the image tag '
+        "when omitted (an untagged or `latest` image assumes the newest profile and says so "
+        "in the EngineVersionKnown condition). Picks the contract profile "
+        "(docs/derivation.md)",
+    )
+
+
+class ModelConfig(_Model):
+    """Facts about the model that decide which P/D pairs vLLM can serve."""
+
+    num_key_value_heads: int | None = Field(
+        default=None,
+        ge=1,
+        description="the model's total KV heads (config.json num_key_value_heads); lets "
+        "prefill TP exceed decode TP where vLLM allows it (prefill KV not replicated)",
+    )
 
 
 class Toleration(_Model):
@@ -153,7 +197,8 @@ class Resources(_Model):
 
 
 class EnvVar(_Model):
-    """An extra environment variable; it overrides a derived one of the same name."""
+    """An extra environment variable; names the operator derives are refused (use the
+    spec field that sets them)."""
 
     name: str = Field(min_length=1, description="variable name")
     value: str | None = Field(default=None, description="literal value")
@@ -192,10 +237,14 @@ class RoleSpec(_Model):
     )
     image: str | None = Field(default=None, description="image override for this role")
     args: list[str] | None = Field(
-        default=None, description="extra engine arguments, appended to the derived ones"
+        default=None,
+        description="extra engine arguments, appended to the derived ones (flags the "
+        "operator derives, e.g. --port or --kv-transfer-config, are refused)",
     )
     env: list[EnvVar] | None = Field(
-        default=None, description="extra env; overrides a derived variable of the same name"
+        default=None,
+        description="extra env (names the operator derives, e.g. UCX_TLS or VLLM_CPU_*, "
+        "are refused: set the spec field instead)",
     )
 
 
@@ -217,7 +266,8 @@ class KVTransfer(_Model):
         default=5600,
         ge=1024,
         le=65535,
-        description="NIXL handshake port (rank r of a TP group listens on port + r)",
+        description="NIXL handshake port (vLLM >= 0.11.1: one listener per engine on this "
+        "port; 0.11.0: rank r of a TP group listens on port + r)",
     )
     ucx_tls: str | None = Field(
         default=None,
@@ -230,7 +280,19 @@ class KVTransfer(_Model):
     block_lease_seconds: float = Field(
         default=30.0,
         gt=0,
-        description="prefill frees KV blocks no decode has read after this",
+        description="prefill frees KV blocks no decode has read after this (vLLM: the "
+        "abort timeout env before 0.22, kv_lease_duration from 0.22)",
+    )
+    kv_load_failure_policy: Literal["fail", "recompute"] | None = Field(
+        default=None,
+        description="vLLM >= 0.13 kv_load_failure_policy: fail the request or recompute "
+        "the prefill locally when a KV load fails; vLLM's default when omitted",
+    )
+    kv_connector_extra_config: FreeForm | None = Field(
+        default=None,
+        description="extra keys merged into kv_connector_extra_config (vLLM reads them "
+        "unchecked); keys the operator derives (backends, kv_lease_duration, "
+        "enforce_handshake_compat) are refused",
     )
 
 
@@ -278,13 +340,27 @@ class Llmd(_Model):
 class DeploymentSpec(_Model):
     """Desired state: a model served by a prefill pool and a decode pool."""
 
-    model_config = ConfigDict(json_schema_extra=_rules(TP_RULE, TP_DIVIDES_RULE, REFERENCE_TP_RULE))
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            TP_RULE,
+            TP_DIVIDES_RULE,
+            REFERENCE_TP_RULE,
+            VLLM_CPU_PREFILL_RULE,
+            VLLM_CPU_DECODE_RULE,
+        )
+    )
 
     model: str = Field(
         min_length=1,
         description="model to serve (vllm: a Hugging Face id or path; reference: a preset)",
     )
     engine: Engine = Field(description="serving engine and its image")
+    model_spec: ModelConfig = Field(
+        default_factory=ModelConfig,
+        alias="modelConfig",
+        description="facts about the model (KV heads) for P/D pair checks",
+        **_EMPTY,
+    )
     prefill: RoleSpec = Field(description="the prefill pool (produces KV)")
     decode: RoleSpec = Field(description="the decode pool (reads KV from prefill)")
     kv_transfer: KVTransfer = Field(

@@ -26,6 +26,13 @@ Conditions (metav1.Condition shape, observedGeneration on each)::
                                            or cannot be scheduled (message names them)
                  True    InvalidSpec       the spec has problems
                  False   AsExpected        no pod is failing
+    EngineVersionKnown                     engine vllm only: which contract profile render
+                                           used (engines.vllm; message names version, source)
+                 True    VersionResolved   spec.engine.version or the image tags name it
+                 True    TooOld            below the oldest profile (the spec is invalid)
+                 False   UnknownEngineVersion  no version found: the newest profile is
+                                           assumed; set spec.engine.version or tag images
+                 False   NewerThanProfiles newer than the newest checked release
 
 ``phase`` (printer column only) is derived: Invalid, Degraded, Ready or Progressing.
 """
@@ -37,6 +44,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from disagg_operator.models import ROLES, DeploymentSpec
+from disagg_operator.render.derive import resolution
 from disagg_operator.render.pods import SPEC_HASH
 from disagg_operator.validation import Problem
 
@@ -44,6 +52,8 @@ READY = "Ready"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 CONDITION_TYPES = (READY, PROGRESSING, DEGRADED)
+# Present only for engine vllm, after the three above.
+ENGINE_VERSION_KNOWN = "EngineVersionKnown"
 # Every reason each condition type can carry (the table in the module docstring).
 REASONS: dict[str, frozenset[str]] = {
     READY: frozenset({"AllReplicasReady", "ReplicasNotReady", "InvalidSpec"}),
@@ -51,6 +61,9 @@ REASONS: dict[str, frozenset[str]] = {
         {"RollingOut", "PodsStarting", "ScalingDown", "RolloutComplete", "InvalidSpec"}
     ),
     DEGRADED: frozenset({"PodsFailing", "InvalidSpec", "AsExpected"}),
+    ENGINE_VERSION_KNOWN: frozenset(
+        {"VersionResolved", "TooOld", "UnknownEngineVersion", "NewerThanProfiles"}
+    ),
 }
 
 LABEL_ROLE = "disagg.dev/role"
@@ -92,12 +105,23 @@ def compute(
         _condition(kind, status, reason, message, generation, previous, now)
         for kind, (status, reason, message) in zip(CONDITION_TYPES, wanted, strict=True)
     ]
+    engine = engine_version(spec)
+    if engine is not None:
+        conditions.append(_condition(ENGINE_VERSION_KNOWN, *engine, generation, previous, now))
     return {
         "observedGeneration": generation,
         **roles,
         "conditions": conditions,
         "phase": _phase(conditions),
     }
+
+
+def engine_version(spec: DeploymentSpec | None) -> tuple[str, str, str] | None:
+    """(status, reason, message) of EngineVersionKnown; None when not engine vllm."""
+    if spec is None or spec.engine.type != "vllm":
+        return None
+    found = resolution(spec)
+    return ("True" if found.known else "False", found.reason, found.message)
 
 
 def _role(desired: int, ready: int, updated: int) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from disagg_operator.engines import vllm
 from disagg_operator.models import (
     ENGINE_BEHIND_SIDECAR_PORT,
     HTTP_PORT,
@@ -27,6 +28,7 @@ from disagg_operator.models import (
     DisaggregatedDeployment,
 )
 from disagg_operator.render import derive as render_derive
+from disagg_operator.render import pods as render_pods
 from disagg_worker import platforms
 from disagg_worker.engine.presets import PRESETS
 
@@ -96,9 +98,13 @@ def check(dd: DisaggregatedDeployment) -> list[Problem]:
     problems += _devices(spec)
     if any(p.field.endswith(".device") for p in problems):
         return problems  # later checks need known devices
-    checks = (_backends, _lease, _tensor_parallel, _resources, _reference, _llmd, _ports)
+    checks = (_backends, _lease, _resources, _reference, _llmd, _ports, _overrides)
     for check_fn in checks:
         problems += check_fn(spec)
+    if spec.engine.type == "vllm":
+        problems += _vllm(spec)
+    else:
+        problems += _tensor_parallel(spec, None)
     return problems
 
 
@@ -131,11 +137,12 @@ def _devices(spec: DeploymentSpec) -> Iterator[Problem]:
                 "(or register an out-of-tree platform with the worker)",
             )
             continue
-        if r.kv_buffer_device is not None and r.kv_buffer_device not in platform.buffer_devices:
+        allowed = platform.buffer_devices
+        if r.kv_buffer_device is not None and r.kv_buffer_device not in allowed:
             yield Problem(
                 f"spec.{role}.kvBufferDevice",
                 f"{r.kv_buffer_device!r} is not supported on device {r.device!r}; use one of "
-                f"{', '.join(platform.buffer_devices)} or omit it to derive it",
+                f"{', '.join(allowed)} or omit it to derive it",
             )
 
 
@@ -161,18 +168,44 @@ def _lease(spec: DeploymentSpec) -> Iterator[Problem]:
         )
 
 
-def _tensor_parallel(spec: DeploymentSpec) -> Iterator[Problem]:
-    p, d = spec.prefill.tensor_parallel_size, spec.decode.tensor_parallel_size
-    if p > d:
+def _tensor_parallel(spec: DeploymentSpec, p: vllm.Profile | None) -> Iterator[Problem]:
+    """Decode TP a multiple of prefill TP; prefill TP above decode TP only where ``p``
+    serves it: vLLM >= 0.14, prefill TP a multiple of decode TP and prefill's KV heads
+    not replicated (TP < heads up to 0.19, TP <= heads from 0.20)."""
+    pt, dt = spec.prefill.tensor_parallel_size, spec.decode.tensor_parallel_size
+    heads = spec.model_spec.num_key_value_heads
+    field = "spec.prefill.tensorParallelSize"
+    if pt <= dt:
+        if dt % pt:
+            yield Problem(
+                "spec.decode.tensorParallelSize",
+                f"{dt} is not a multiple of spec.prefill.tensorParallelSize {pt}; "
+                f"use {pt * (dt // pt + 1)}",
+            )
+        return
+    if p is None or heads is None:
+        more = "" if p is None else " (or set spec.modelConfig.numKeyValueHeads to allow more)"
         yield Problem(
-            "spec.prefill.tensorParallelSize",
-            f"{p} exceeds spec.decode.tensorParallelSize {d}; decode reads each prefill "
-            "rank's KV, so lower prefill TP or raise decode TP",
+            field,
+            f"{pt} exceeds spec.decode.tensorParallelSize {dt}; lower prefill TP or raise "
+            f"decode TP{more}",
         )
-    elif d % p:
+    elif not p.prefill_tp_above_decode:
         yield Problem(
-            "spec.decode.tensorParallelSize",
-            f"{d} is not a multiple of spec.prefill.tensorParallelSize {p}; use {p * (d // p + 1)}",
+            field,
+            f"{pt} exceeds spec.decode.tensorParallelSize {dt}, which vLLM "
+            f"{p.label} cannot serve; use vLLM >= "
+            f"{vllm.first_version('prefill_tp_above_decode')} or prefill TP <= decode TP",
+        )
+    elif pt % dt:
+        yield Problem(field, f"{pt} is not a multiple of spec.decode.tensorParallelSize {dt}")
+    elif pt > heads or (pt == heads and p.replicated_at_equal_heads):
+        limit = "below" if p.replicated_at_equal_heads else "at most"
+        yield Problem(
+            field,
+            f"{pt} replicates prefill's KV heads (numKeyValueHeads {heads}) and exceeds "
+            f"decode TP {dt}; vLLM {p.label} needs prefill TP {limit} the KV heads here: "
+            "lower prefill TP or raise decode TP",
         )
 
 
@@ -256,3 +289,144 @@ def _ports(spec: DeploymentSpec) -> Iterator[Problem]:
                 "choose another port (default 5600)",
             )
             return
+
+
+# Flags and env the operator derives → the spec field that sets them instead.
+DERIVED_FLAGS = {
+    "--port": "the serving port is fixed (8000, 8200 behind the routing sidecar)",
+    "--kv-transfer-config": "spec.kvTransfer (kvConnectorExtraConfig for extra keys)",
+    "--tensor-parallel-size": "spec.<role>.tensorParallelSize",
+    "-tp": "spec.<role>.tensorParallelSize",
+    "--model": "spec.model",
+}
+_TO = {
+    vllm.SIDE_CHANNEL_HOST: "nothing: it is the pod IP",
+    vllm.SIDE_CHANNEL_PORT: "spec.kvTransfer.sideChannelPort",
+    vllm.ABORT_TIMEOUT: "spec.kvTransfer.blockLeaseSeconds",
+    "UCX_TLS": "spec.kvTransfer.ucxTls",
+    vllm.CPU_OMP_THREADS_BIND: "nothing: nobind keeps pods off each other's cores",
+    render_derive.OMP_NUM_THREADS: "spec.<role>.resources (cpu)",
+    vllm.CPU_RESERVED: "spec.<role>.resources (cpu)",
+    vllm.CPU_KVCACHE_SPACE: "spec.<role>.resources.limits.memory",
+}
+
+
+def _overrides(spec: DeploymentSpec) -> Iterator[Problem]:
+    """Args and env that would fight a derived value: refused, naming the spec field."""
+    for role in ROLES:
+        r = spec.role(role)
+        for i, arg in enumerate(r.args or []):
+            flag = arg.split("=", 1)[0]
+            if spec.engine.type == "vllm" and flag in DERIVED_FLAGS:
+                use = DERIVED_FLAGS[flag].replace("<role>", role)
+                yield Problem(f"spec.{role}.args[{i}]", f"{flag} is derived; set {use}")
+        reference = (
+            render_pods.reference_env_names(spec, role)
+            if spec.engine.type == "reference"
+            else frozenset()
+        )
+        for i, env in enumerate(r.env or []):
+            target = _TO.get(env.name)
+            if env.name in reference and target is None:
+                target = "the spec field it comes from (docs/derivation.md)"
+            if target is not None:
+                target = target.replace("<role>", role)
+                yield Problem(f"spec.{role}.env[{i}]", f"{env.name} is derived; set {target}")
+    extra = spec.kv_transfer.kv_connector_extra_config or {}
+    fields = {
+        "backends": "spec.kvTransfer.backends",
+        "kv_lease_duration": "spec.kvTransfer.blockLeaseSeconds",
+        "enforce_handshake_compat": "nothing: it is false exactly when the devices differ",
+    }
+    for key in vllm.DERIVED_EXTRA_KEYS:
+        if key in extra:
+            yield Problem(
+                f"spec.kvTransfer.kvConnectorExtraConfig.{key}",
+                f"derived by the operator; remove it and set {fields[key]}",
+            )
+
+
+def _vllm(spec: DeploymentSpec) -> Iterator[Problem]:
+    """What the deployment's vLLM version (its profile) can run."""
+    found = render_derive.resolution(spec)
+    if found.problem is not None:
+        yield Problem(*found.problem)
+    p = found.profile
+    yield from _tensor_parallel(spec, p)
+    yield from _vllm_buffers(spec, p)
+    yield from _vllm_cpu(spec, p)
+    kv = spec.kv_transfer
+    if kv.kv_load_failure_policy and p.failure_policy_default is None:
+        yield Problem(
+            "spec.kvTransfer.kvLoadFailurePolicy",
+            f"vLLM {p.label} has no kv_load_failure_policy; remove it or use vLLM >= "
+            f"{vllm.first_version('failure_policy_default')}",
+        )
+    if p.lease.kind == "extra" and render_derive.lease_seconds(spec) < p.lease.minimum:
+        yield Problem(
+            "spec.kvTransfer.blockLeaseSeconds",
+            f"vLLM {p.label} heartbeats every lease // 6 s; set at least {p.lease.minimum}",
+        )
+
+
+def _vllm_buffers(spec: DeploymentSpec, p: vllm.Profile) -> Iterator[Problem]:
+    for role in ROLES:
+        r = spec.role(role)
+        allowed = p.supported_buffers(r.device)
+        if allowed is None and vllm.NEWEST.supported_buffers(r.device) is None:
+            continue  # out-of-tree platform: its own table (checked in _devices)
+        if allowed is None:
+            since = next(x for x in vllm.PROFILES if x.supported_buffers(r.device) is not None)
+            yield Problem(
+                f"spec.{role}.device",
+                f"vLLM {p.label} has no NixlConnector support for device {r.device!r}; use "
+                f"vLLM >= {vllm.format_version(since.since)} or set spec.engine.version",
+            )
+            continue
+        buffer = render_derive.buffer_device(spec, role)
+        if buffer not in allowed:
+            where = "kvBufferDevice" if r.kv_buffer_device else "device"
+            yield Problem(
+                f"spec.{role}.{where}",
+                f"kv_buffer_device {buffer!r} on device {r.device!r} is not supported by "
+                f"vLLM {p.label} (it allows {', '.join(allowed) or 'none'}); use a newer "
+                "vLLM image or set spec.engine.version (docs/derivation.md lists versions)",
+            )
+    if not render_derive.mixed_attention(spec):
+        return
+    if spec.decode.device != "cpu":
+        yield Problem(
+            "spec.decode.device",
+            f"prefill {spec.prefill.device!r} and decode {spec.decode.device!r} run different "
+            "attention layouts and vLLM repacks a remote layout only on a CPU decode; use "
+            "one device for both pools or a cpu decode",
+        )
+    elif not p.cpu_decode_repacks:
+        yield Problem(
+            "spec.engine",
+            f"a cpu decode reading a {spec.prefill.device} prefill needs vLLM >= "
+            f"{vllm.first_version('cpu_decode_repacks')} (CPU decode repacks the KV layout); "
+            f"vLLM {p.label} cannot; use a newer image or set spec.engine.version",
+        )
+
+
+def _vllm_cpu(spec: DeploymentSpec, p: vllm.Profile) -> Iterator[Problem]:
+    for role in ROLES:
+        r = spec.role(role)
+        if r.device != "cpu":
+            continue
+        cpus, memory = render_derive.cpu_limits(r)
+        need = render_derive.cpu_min_memory_gib(r.tensor_parallel_size)
+        if cpus is None or memory is None:
+            yield Problem(
+                f"spec.{role}.resources",
+                "a vLLM CPU pool needs limits.memory and a cpu limit or request; its KV "
+                "cache size and thread count derive from them",
+            )
+        elif memory < need * 1024**3:
+            yield Problem(
+                f"spec.{role}.resources.limits.memory",
+                f"{memory / 1024**3:.2g} GiB cannot hold vLLM's CPU runtime "
+                f"(~{render_derive.CPU_RUNTIME_GIB} GiB per rank) and 1 GiB of KV cache; "
+                f"set at least {need}Gi",
+            )

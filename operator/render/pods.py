@@ -8,9 +8,11 @@ Pure layer, part of render. :func:`pod` builds the whole Pod for role ``role`` i
   API (DISAGG_ENGINE_ID = pod name, DISAGG_ADVERTISE_HOST = pod IP) and UCX_TLS. The local
   runner (``disagg up``) reads exactly this command and env.
 - ``vllm``: ``vllm serve <model>`` with ``--kv-transfer-config`` JSON, the NIXL side-channel
-  env and, on CPU pools, the CPU-engine env.
+  env and, on CPU pools, the CPU-engine env, in the form the deployment's vLLM version
+  reads (its profile, :func:`derive.resolution`, named in the pod's annotations).
 
-User ``env`` entries replace derived ones of the same name; user ``args`` are appended.
+User ``env`` and ``args`` are appended; validation refuses names and flags that collide
+with derived ones.
 The spec-hash annotation is a hash of the pod's labels and spec, so any change to either
 makes the I/O layer replace the pod.
 """
@@ -21,6 +23,7 @@ import hashlib
 import json
 from typing import Any
 
+from disagg_operator.engines import vllm
 from disagg_operator.models import (
     ENGINE_BEHIND_SIDECAR_PORT,
     HTTP_PORT,
@@ -31,6 +34,9 @@ from disagg_operator.render import derive
 from disagg_worker.config import WorkerConfig
 
 SPEC_HASH = "disagg.dev/spec-hash"
+# Which vLLM version render assumed and the profile it used (unknown: no version found).
+VLLM_VERSION = "disagg.dev/vllm-version"
+VLLM_PROFILE = "disagg.dev/vllm-profile"
 ENGINE = "engine"
 SIDECAR = "routing-proxy"
 HANDSHAKE_VOLUME = "handshake"
@@ -88,8 +94,16 @@ def pod(
     pod_spec.update({k: v for k, v in placement.items() if v})
     labels = meta["labels"]
     metadata = {**meta, "name": pod_name}
-    metadata["annotations"] = {SPEC_HASH: spec_hash(labels, pod_spec)}
+    metadata["annotations"] = {SPEC_HASH: spec_hash(labels, pod_spec), **_engine_notes(spec)}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def _engine_notes(spec: DeploymentSpec) -> dict[str, str]:
+    if spec.engine.type != "vllm":
+        return {}
+    found = derive.resolution(spec)
+    version = vllm.format_version(found.version) if found.version else "unknown"
+    return {VLLM_VERSION: version, VLLM_PROFILE: found.profile.label}
 
 
 def pod_security(spec: DeploymentSpec) -> dict[str, Any]:
@@ -170,23 +184,33 @@ def sidecar_container(spec: DeploymentSpec) -> dict[str, Any]:
 
 def worker_config(spec: DeploymentSpec, role: str, port: int = HTTP_PORT) -> WorkerConfig:
     """The reference engine's WorkerConfig for ``role`` (pod-specific fields left unset)."""
+    return WorkerConfig(**_worker_fields(spec, role, port))
+
+
+def _worker_fields(spec: DeploymentSpec, role: str, port: int) -> dict[str, Any]:
     r, kv = spec.role(role), spec.kv_transfer
-    return WorkerConfig(
-        role="prefill" if role == "prefill" else "decode",
-        device=r.device,
-        peer_device=spec.peer(role).device,
-        kv_buffer_device=derive.buffer_device(spec, role),
-        backends=list(kv.backends),
-        side_channel_host="0.0.0.0",
-        side_channel_port=kv.side_channel_port,
-        http_host="0.0.0.0",
-        http_port=port,
-        transfer_deadline_s=kv.transfer_deadline_seconds,
-        block_lease_s=kv.block_lease_seconds,
-        hmac_secret_path=derive.HMAC_PATH,
-        tp_size=r.tensor_parallel_size,
-        model=spec.model,
-    )
+    return {
+        "role": "prefill" if role == "prefill" else "decode",
+        "device": r.device,
+        "peer_device": spec.peer(role).device,
+        "kv_buffer_device": derive.buffer_device(spec, role),
+        "backends": list(kv.backends),
+        "side_channel_host": "0.0.0.0",
+        "side_channel_port": kv.side_channel_port,
+        "http_host": "0.0.0.0",
+        "http_port": port,
+        "transfer_deadline_s": kv.transfer_deadline_seconds,
+        "block_lease_s": kv.block_lease_seconds,
+        "hmac_secret_path": derive.HMAC_PATH,
+        "tp_size": r.tensor_parallel_size,
+        "model": spec.model,
+    }
+
+
+def reference_env_names(spec: DeploymentSpec, role: str) -> frozenset[str]:
+    """Env names render sets for the reference engine (whatever their values)."""
+    fields = {*_worker_fields(spec, role, HTTP_PORT), "engine_id", "advertise_host"}
+    return frozenset({*(WorkerConfig.env_name(f) for f in fields), "UCX_TLS"})
 
 
 def _field_ref(name: str, path: str) -> dict[str, Any]:
@@ -214,14 +238,12 @@ def _vllm_command(spec: DeploymentSpec, role: str, port: int) -> list[str]:
 def _vllm_env(spec: DeploymentSpec, role: str) -> list[dict[str, Any]]:
     r = spec.role(role)
     env = [
-        _field_ref("VLLM_NIXL_SIDE_CHANNEL_HOST", "status.podIP"),
-        {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(spec.kv_transfer.side_channel_port)},
+        _field_ref(vllm.SIDE_CHANNEL_HOST, "status.podIP"),
+        {"name": vllm.SIDE_CHANNEL_PORT, "value": str(spec.kv_transfer.side_channel_port)},
         {"name": "UCX_TLS", "value": derive.ucx_tls(spec, role)},
     ]
-    if role == "prefill":
-        lease = str(max(1, round(spec.kv_transfer.block_lease_seconds)))
-        env.append({"name": "VLLM_NIXL_ABORT_REQUEST_TIMEOUT", "value": lease})
-    env += [{"name": k, "value": v} for k, v in derive.cpu_engine_env(r).items()]
+    derived = {**derive.lease_env(spec, role), **derive.cpu_engine_env(r, derive.profile(spec))}
+    env += [{"name": k, "value": v} for k, v in derived.items()]
     return env
 
 

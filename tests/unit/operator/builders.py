@@ -11,6 +11,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 GPU = {"limits": {"nvidia.com/gpu": 1}}
+# What a vLLM CPU pool must declare (its threads and KV cache derive from it).
+CPU_POOL = {"limits": {"cpu": "8", "memory": "16Gi"}}
 
 
 def role(device: str = "cpu", replicas: int = 1, **extra: Any) -> dict[str, Any]:
@@ -27,7 +29,17 @@ def body(
     generation: int = 1,
     **spec: Any,
 ) -> dict[str, Any]:
-    """A valid body (two CPU pods, reference engine) unless the arguments say otherwise."""
+    """A valid body (two CPU pods, reference engine) unless the arguments say otherwise.
+
+    vLLM CPU pools without resources get :data:`CPU_POOL` (pass resources={} for none).
+    """
+    roles = [prefill if prefill is not None else role(), decode if decode is not None else role()]
+    if engine == "vllm":
+        for r in roles:
+            if r.get("device", "cpu") == "cpu" and "resources" not in r:
+                r["resources"] = copy.deepcopy(CPU_POOL)
+            elif r.get("resources") == {}:
+                del r["resources"]
     return {
         "apiVersion": "disagg.dev/v1alpha1",
         "kind": "DisaggregatedDeployment",
@@ -35,8 +47,8 @@ def body(
         "spec": {
             "model": "tiny" if engine == "reference" else "Qwen/Qwen3-0.6B",
             "engine": {"type": engine, "image": f"example.com/{engine}:1"},
-            "prefill": prefill if prefill is not None else role(),
-            "decode": decode if decode is not None else role(),
+            "prefill": roles[0],
+            "decode": roles[1],
             **spec,
         },
     }

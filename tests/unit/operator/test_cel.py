@@ -62,6 +62,16 @@ def test_examples_satisfy_every_rule(path: Any) -> None:
 GOOD = [
     body(),
     body(engine="vllm", prefill=role(tensorParallelSize=2), decode=role(tensorParallelSize=4)),
+    body(
+        engine="vllm",
+        prefill=role(tensorParallelSize=4),
+        decode=role(tensorParallelSize=2),
+        modelConfig={"numKeyValueHeads": 8},
+    ),
+    body(
+        engine="vllm",
+        decode=role(resources={"requests": {"cpu": "2"}, "limits": {"memory": "8Gi"}}),
+    ),
     body(llmd={"enabled": True, "routingSidecar": {"enabled": True, "image": "x:1"}}),
     body(kvTransfer={"backends": ["UCX", "LIBFABRIC"]}),
 ]
@@ -82,6 +92,11 @@ BAD = [
         models.TP_DIVIDES_RULE[0],
     ),
     (body(decode=role(tensorParallelSize=2)), models.REFERENCE_TP_RULE[0]),
+    (body(engine="vllm", prefill=role(resources={})), models.VLLM_CPU_PREFILL_RULE[0]),
+    (
+        body(engine="vllm", decode=role(resources={"limits": {"cpu": "2"}})),
+        models.VLLM_CPU_DECODE_RULE[0],
+    ),
     (body(kvTransfer={"backends": ["UCX", "UCX"]}), models.BACKENDS_UNIQUE_RULE[0]),
     (body(kvTransfer={"blockLeaseSeconds": 5}), models.LEASE_RULE[0]),
     (

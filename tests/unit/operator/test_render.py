@@ -9,6 +9,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from disagg_operator.engines import vllm
 from disagg_operator.models import DeploymentSpec
 from disagg_operator.render import derive as render_derive
 from disagg_operator.render import pods as render_pods
@@ -169,11 +170,16 @@ def test_vllm_heterogeneous_gpu_prefill_cpu_decode() -> None:
     )
     assert prefill["command"][:3] == ["vllm", "serve", "Qwen/Qwen3-0.6B"]
     assert prefill["command"][3:7] == ["--port", "8000", "--tensor-parallel-size", "1"]
+    # untagged image: the newest profile (lease in extra config, compat off across devices)
     assert _kv_config(prefill) == {
         "kv_connector": "NixlConnector",
         "kv_role": "kv_producer",
         "kv_buffer_device": "cpu",
-        "kv_connector_extra_config": {"backends": ["UCX"]},
+        "kv_connector_extra_config": {
+            "backends": ["UCX"],
+            "kv_lease_duration": 30,
+            "enforce_handshake_compat": False,
+        },
     }
     assert _kv_config(decode)["kv_role"] == "kv_consumer"
     assert _kv_config(decode)["kv_buffer_device"] == "cpu"
@@ -182,9 +188,11 @@ def test_vllm_heterogeneous_gpu_prefill_cpu_decode() -> None:
     assert p_env["VLLM_NIXL_SIDE_CHANNEL_PORT"] == "5600"
     assert p_env["UCX_TLS"] == "rc,ud,tcp,cuda_copy,self" and d_env["UCX_TLS"] == "tcp,self"
     assert not any(k.startswith("VLLM_CPU_") for k in p_env)
-    assert d_env["VLLM_CPU_KVCACHE_SPACE"] == "8"  # half of 16Gi
-    assert d_env["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
-    assert d_env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
+    assert "VLLM_NIXL_ABORT_REQUEST_TIMEOUT" not in p_env  # vLLM >= 0.22 ignores it
+    assert d_env["VLLM_CPU_KVCACHE_SPACE"] == "9"  # floor((16 - 3) * 0.75)
+    assert d_env["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
+    assert d_env["OMP_NUM_THREADS"] == "7"  # 8 CPUs less the NIXL progress core
+    assert d_env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "2"  # vLLM >= 0.20: 2 x TP for P/D
     assert prefill["resources"]["limits"]["nvidia.com/gpu"] == 1
 
 
@@ -196,32 +204,51 @@ def test_vllm_gpu_to_gpu_uses_device_memory() -> None:
 
 def test_cpu_engine_env_follows_the_pod_size() -> None:
     small = DeploymentSpec.model_validate(
-        body(decode=role(resources={"limits": {"cpu": "1", "memory": "1Gi"}}))["spec"]
+        body(decode=role(resources={"limits": {"cpu": "1", "memory": "4Gi"}}))["spec"]
     ).decode
-    assert render_derive.cpu_engine_env(small) == {
-        "VLLM_CPU_OMP_THREADS_BIND": "auto",
+    assert render_derive.cpu_engine_env(small, vllm.NEWEST) == {
+        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+        "OMP_NUM_THREADS": "1",
+        "VLLM_CPU_NUM_OF_RESERVED_CPU": "2",
         "VLLM_CPU_KVCACHE_SPACE": "1",
     }
+    old = vllm.profile_for((0, 13, 0))
+    assert render_derive.cpu_engine_env(small, old)["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
+
+
+def test_cpu_engine_env_splits_threads_and_memory_per_rank() -> None:
+    tp2 = DeploymentSpec.model_validate(
+        body(
+            decode=role(tensorParallelSize=2, resources={"limits": {"cpu": "9", "memory": "22Gi"}})
+        )["spec"]
+    ).decode
+    env = render_derive.cpu_engine_env(tp2, vllm.NEWEST)
+    assert env["OMP_NUM_THREADS"] == "4"  # (9 - 1) // 2
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "6"  # floor((22 - 2 * 3) * 0.75 / 2)
+    assert env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "4"
 
 
 def test_tensor_parallel_side_channel_ports() -> None:
     gpu4 = role("cuda", tensorParallelSize=4, resources={"limits": {"nvidia.com/gpu": 4}})
-    objects = render(body(engine="vllm", prefill=gpu4, decode=gpu4), hmac_key=KEY)
-    ports = [p["containerPort"] for p in _engine(_pod(objects, "demo-prefill-0"))["ports"]]
-    assert ports == [8000, 5600, 5601, 5602, 5603]
-    assert "--tensor-parallel-size" in _engine(_pod(objects, "demo-prefill-0"))["command"]
-
-
-def test_user_env_overrides_and_args_append() -> None:
-    obj = vllm_gpu_cpu()
-    obj["spec"]["decode"]["env"] = [
-        {"name": "UCX_TLS", "value": "tcp"},
-        {"name": "EXTRA", "value": "1"},
+    obj = body(engine="vllm", prefill=gpu4, decode=gpu4)
+    ports = [
+        p["containerPort"]
+        for p in _engine(_pod(render(obj, hmac_key=KEY), "demo-prefill-0"))["ports"]
     ]
+    assert ports == [8000, 5600]  # one listener per engine from vLLM 0.11.1
+    obj["spec"]["engine"]["version"] = "0.11.0"
+    pod = _pod(render(obj, hmac_key=KEY), "demo-prefill-0")
+    ports = [p["containerPort"] for p in _engine(pod)["ports"]]
+    assert ports == [8000, 5600, 5601, 5602, 5603]  # 0.11.0: a listener per TP rank
+    assert "--tensor-parallel-size" in _engine(pod)["command"]
+
+
+def test_user_env_and_args_append() -> None:
+    obj = vllm_gpu_cpu()
+    obj["spec"]["decode"]["env"] = [{"name": "EXTRA", "value": "1"}]
     obj["spec"]["decode"]["args"] = ["--max-model-len", "4096"]
     engine = _engine(_pod(render(obj, hmac_key=KEY), "demo-decode-0"))
     names = [e["name"] for e in engine["env"]]
-    assert names.count("UCX_TLS") == 1 and env_of(engine)["UCX_TLS"] == "tcp"
     assert names[-1] == "EXTRA" and engine["args"] == ["--max-model-len", "4096"]
 
 
@@ -336,9 +363,14 @@ VARIANTS = {
         prefill=role("cuda", tensorParallelSize=2, resources={"limits": {"nvidia.com/gpu": 2}}),
         decode=role("cuda", tensorParallelSize=4, resources={"limits": {"nvidia.com/gpu": 4}}),
     ),
-    "xpu-tpu": body(
+    "xpu-cpu": body(
         engine="vllm",
         prefill=role("xpu", resources={"limits": {"gpu.intel.com/i915": 1}}),
+        decode=role("cpu"),
+    ),
+    "tpu-tpu": body(
+        engine="vllm",
+        prefill=role("tpu", resources={"limits": {"google.com/tpu": 4}}),
         decode=role("tpu", resources={"limits": {"google.com/tpu": 4}}),
     ),
     "env-from-secret": body(

@@ -178,14 +178,28 @@ def test_name_must_be_a_dns_label(name: str) -> None:
 
 
 def test_side_channel_port_clashing_with_the_serving_port() -> None:
-    p = _only(
-        body(
-            engine="vllm",
-            prefill=role(tensorParallelSize=2),
-            decode=role(tensorParallelSize=2),
-            kvTransfer={"sideChannelPort": 7999},
+    p = _only(body(engine="vllm", kvTransfer={"sideChannelPort": 8000}))
+    assert p.field == "spec.kvTransfer.sideChannelPort" and "8000" in p.message
+    # one listener per engine from 0.11.1: TP adds no ports
+    tp2 = {"tensorParallelSize": 2}
+    assert (
+        _problems(
+            body(
+                engine="vllm",
+                prefill=role(**tp2),
+                decode=role(**tp2),
+                kvTransfer={"sideChannelPort": 7999},
+            )
         )
+        == []
     )
+
+
+def test_side_channel_ports_per_tp_rank_on_0_11_0() -> None:
+    gpu2 = role("cuda", tensorParallelSize=2, resources={"limits": {"nvidia.com/gpu": 2}})
+    obj = body(engine="vllm", prefill=gpu2, decode=gpu2, kvTransfer={"sideChannelPort": 7999})
+    obj["spec"]["engine"]["version"] = "0.11.0"
+    p = _only(obj)
     assert p.field == "spec.kvTransfer.sideChannelPort" and "8000" in p.message
 
 

