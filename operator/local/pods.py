@@ -34,7 +34,7 @@ REFERENCE_ENV = {
 }
 VLLM_SERVER = "vllm.entrypoints.openai.api_server"
 VLLM_BIND = "VLLM_CPU_OMP_THREADS_BIND"
-VLLM_RESERVED = "VLLM_CPU_NUM_OF_RESERVED_CPU"
+VLLM_RENDERED_CPU = ("VLLM_CPU_NUM_OF_RESERVED_CPU", "OMP_NUM_THREADS")
 
 
 class UpError(RuntimeError):
@@ -147,7 +147,8 @@ def _vllm_pod(
     if cores:
         listed = ",".join(map(str, cores))
         env[VLLM_BIND] = listed
-        env.pop(VLLM_RESERVED, None)
+        for key in VLLM_RENDERED_CPU:  # the binding list says it all
+            env.pop(key, None)
         adapted.append(f"OpenMP bound to core(s) {listed}")
     return LocalPod(name, role, "vllm", argv, env, dropped, http_port, adapted)
 
@@ -183,7 +184,11 @@ def vllm_pod_count(objects: list[dict[str, Any]]) -> int:
 def share_cores(count: int, available: Sequence[int]) -> list[list[int]]:
     """Split the host's cores into ``count`` disjoint lists, as a node's CPU manager would
     give each pod its own; with fewer cores than engines, cores are reused round-robin
-    (and the caller says so)."""
+    (and the caller says so).
+
+    vLLM's NIXL worker also pins its busy-polling progress thread to the highest core of
+    each NUMA node, whatever the engine's binding says: on a 2-core host that is the
+    decode engine's core (docs/vllm.md has the measured cost)."""
     if count <= 0 or not available:
         return []
     cpus = sorted(available)

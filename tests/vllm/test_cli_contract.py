@@ -39,7 +39,9 @@ def _bodies() -> dict[str, dict[str, Any]]:
         for path in sorted((ROOT / "examples").glob("*.yaml"))
         if yaml.safe_load(path.read_text())["spec"]["engine"]["type"] == "vllm"
     }
-    bodies["decode-tp2"] = _variant(decode={"tensorParallelSize": 2})
+    bodies["decode-tp2"] = _variant(
+        decode={"tensorParallelSize": 2, "resources": {"limits": {"cpu": "4", "memory": "12Gi"}}}
+    )
     bodies["gpu-gpu"] = _variant(
         prefill={"device": "cuda", "resources": copy.deepcopy(GPU), "kvBufferDevice": "cuda"},
         decode={"device": "cuda", "resources": copy.deepcopy(GPU), "kvBufferDevice": "cuda"},

@@ -32,9 +32,9 @@ def _engine(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
 
 def test_vllm_pods_keep_their_rendered_flags_and_env() -> None:
     objects = _rendered()
-    pods = local_pods(objects, "/s", ports=itertools.count(9000), cores=[[0], [1]])
+    pods = local_pods(objects, "/s", ports=itertools.count(9000), cores=[[0], [2, 3]])
     assert [(p.role, p.engine) for p in pods] == [("prefill", "vllm"), ("decode", "vllm")]
-    for pod, cores in zip(pods, ("0", "1"), strict=True):
+    for pod, cores in zip(pods, ("0", "2,3"), strict=True):
         container = _engine(objects, pod.name)
         rendered = container["command"] + container.get("args", [])
         assert pod.argv[:3] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
