@@ -23,35 +23,20 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from disagg_operator.local import vllm
 from disagg_operator.local.stack import Run, launch, start_aggregated
+from disagg_worker.bench.e2e import progress, timed_post
 from disagg_worker.serve.localrun import stop_children
 from disagg_worker.vllm import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "examples" / "vllm-cpu.yaml"
 VOCAB = 1020  # tiny-llama's ordinary token ids: 4 .. 1023
-
-
-def _progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def _post(url: str, body: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-    data = json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    start = time.perf_counter()
-    with urllib.request.urlopen(req, timeout=300) as resp:
-        out: dict[str, Any] = json.load(resp)
-    return (time.perf_counter() - start) * 1000.0, out
 
 
 def prompt(tokens: int, case: int, i: int) -> list[int]:
@@ -65,14 +50,14 @@ def _requests(
     """Per prompt length: ``repeat`` times (ttft request, gen-token request) on fresh prompts."""
     out: dict[int, list[dict[str, Any]]] = {}
     for case, n in enumerate(lengths):
-        _post(url, {"prompt": prompt(n, case, 999), "max_tokens": 1})  # warm-up
+        timed_post(url, {"prompt": prompt(n, case, 999), "max_tokens": 1})  # warm-up
         for i in range(repeat):
-            _progress(f"  {tag} {n} tokens: {i + 1}/{repeat}")
+            progress(f"  {tag} {n} tokens: {i + 1}/{repeat}")
             p = prompt(n, case, i)
-            ttft, first = _post(url, {"prompt": p, "max_tokens": 1, "temperature": 0})
+            ttft, first = timed_post(url, {"prompt": p, "max_tokens": 1, "temperature": 0})
             q = prompt(n, case, repeat + i)
             body = {"prompt": q, "max_tokens": gen, "temperature": 0, "ignore_eos": True}
-            full_ms, full = _post(url, {**body, "return_token_ids": True})
+            full_ms, full = timed_post(url, {**body, "return_token_ids": True})
             out.setdefault(n, []).append(
                 {
                     "ttft": ttft,
@@ -191,15 +176,15 @@ def main(argv: list[str]) -> int:
     manifest = Path(args.manifest)
 
     def aggregated(run: Run, logs: Path) -> str:
-        return start_aggregated(manifest, logs, run, model=args.model, say=_progress)
+        return start_aggregated(manifest, logs, run, model=args.model, say=progress)
 
     def disaggregated(run: Run, logs: Path) -> str:
-        launch(manifest, logs, logs, run, model=args.model, say=_progress)
+        launch(manifest, logs, logs, run, model=args.model, say=progress)
         return run.proxy_url + "/v1/completions"
 
-    _progress("aggregated vLLM (the decode pod without its KV connector) ...")
+    progress("aggregated vLLM (the decode pod without its KV connector) ...")
     agg, _ = _phase(lambda r, t: aggregated(r, t) + "/v1/completions", lengths, args, "agg")
-    _progress("P/D: prefill and decode vLLM behind the disagg proxy ...")
+    progress("P/D: prefill and decode vLLM behind the disagg proxy ...")
     pd, figures = _phase(disaggregated, lengths, args, "P/D")
     rows = cases(agg, pd, figures, args.gen_tokens)
     result = {"engine": "vllm", "manifest": str(manifest), "repeat": args.repeat, "cases": rows}

@@ -17,20 +17,12 @@ from typing import Any
 import pytest
 
 from disagg_operator.local import vllm as local_vllm
+from disagg_worker.serve.proxy import PREFILL_PARAMS
 from disagg_worker.vllm import metrics
 
 from .conftest import MAX_TOKENS, Stack, greedy, post, prompts
 
 pytestmark = pytest.mark.vllm
-
-PREFILL_PARAMS = {
-    "do_remote_decode": True,
-    "do_remote_prefill": False,
-    "remote_engine_id": None,
-    "remote_block_ids": None,
-    "remote_host": None,
-    "remote_port": None,
-}
 
 
 def test_pd_tokens_equal_aggregated_vllm(

@@ -42,11 +42,13 @@ KEYS = (
 )
 
 
-def _progress(message: str) -> None:
+def progress(message: str) -> None:
+    """A progress line on stderr (stdout carries the figures)."""
     print(message, file=sys.stderr, flush=True)
 
 
-def _post(url: str, body: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+def timed_post(url: str, body: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    """POST JSON; (client wall time in ms, the JSON answer)."""
     data = json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     start = time.perf_counter()
@@ -80,12 +82,12 @@ def measure(agg: str, pd: str, prompt_tokens: int, repeat: int, gen: int) -> dic
     prompt = _prompt(prompt_tokens)
     first = {"prompt": prompt, "max_tokens": 1, "ignore_eos": True}
     long = {"prompt": prompt, "max_tokens": gen, "ignore_eos": True}
-    _post(agg, first), _post(pd, first)  # warm-up
+    timed_post(agg, first), timed_post(pd, first)  # warm-up
     rows: dict[str, list[float]] = {}
     for i in range(repeat):
-        _progress(f"  {prompt_tokens} tokens: request {i + 1}/{repeat}")
-        t_agg, _ = _post(agg, first)
-        t_pd, out = _post(pd, first)
+        progress(f"  {prompt_tokens} tokens: request {i + 1}/{repeat}")
+        t_agg, _ = timed_post(agg, first)
+        t_pd, out = timed_post(pd, first)
         d = out["disagg"]
         hop = d["proxy"]["prefill_hop_ms"]
         for key, value in (
@@ -97,8 +99,8 @@ def measure(agg: str, pd: str, prompt_tokens: int, repeat: int, gen: int) -> dic
             ("decode_first_step_ms", d["first_step_ms"]),
             ("rest_ms", t_pd - hop - d["transfer_ms"] - d["first_step_ms"]),
             ("transfer_bytes", d.get("transfer_bytes", 0.0)),
-            ("decode_tps_agg", _tps(_post(agg, long)[1], gen)),
-            ("decode_tps_disagg", _tps(_post(pd, long)[1], gen)),
+            ("decode_tps_agg", _tps(timed_post(agg, long)[1], gen)),
+            ("decode_tps_disagg", _tps(timed_post(pd, long)[1], gen)),
         ):
             rows.setdefault(key, []).append(value)
     case: dict[str, Any] = {"prompt_tokens": prompt_tokens}
@@ -178,7 +180,7 @@ def main(argv: list[str]) -> int:
     children: list[Child] = []
     with tempfile.TemporaryDirectory(prefix="disagg-bench-") as tmp:
         try:
-            _progress("starting aggregated worker, prefill, decode and proxy ...")
+            progress("starting aggregated worker, prefill, decode and proxy ...")
             agg, pd = start_stack(Path(tmp), env, children)
             idle = idle_cpu(children)
             cases = [measure(agg, pd, n, args.repeat, args.gen_tokens) for n in lengths]

@@ -50,6 +50,16 @@ PREFILL_PARAMS = {
 }
 
 
+def hop_failure(where: str, timeout_s: float, error: Exception) -> HopError:
+    """What the proxy answers when a hop's HTTP call fails: 504 for the deadline, 502 for
+    a worker that cannot be reached or answers something that is not JSON."""
+    if isinstance(error, asyncio.TimeoutError):
+        return HopError(504, f"{where}: no answer within the {timeout_s:g}s deadline")
+    if isinstance(error, aiohttp.ClientConnectorError):
+        return HopError(502, f"{where}: cannot connect ({error.os_error or error})")
+    return HopError(502, f"{where}: {type(error).__name__}: {error}")
+
+
 class HopError(Exception):
     """A hop failed; ``status`` is what the proxy answers."""
 
@@ -170,14 +180,8 @@ class Proxy:
         try:
             post = self._session.post(url, json=body, headers=headers, timeout=timeout)
             resp = await asyncio.wait_for(post, max(left, 0.001))
-        except asyncio.TimeoutError:
-            raise HopError(
-                504, f"{where}: no answer within the {self.timeout_s:g}s deadline"
-            ) from None
-        except aiohttp.ClientConnectorError as e:
-            raise HopError(502, f"{where}: cannot connect ({e.os_error or e})") from None
-        except aiohttp.ClientError as e:
-            raise HopError(502, f"{where}: {type(e).__name__}: {e}") from None
+        except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
+            raise hop_failure(where, self.timeout_s, e) from None
         if resp.status >= 400:
             try:
                 data: Any = await resp.json(content_type=None)
@@ -237,14 +241,8 @@ class Proxy:
             ) as resp:
                 data = await resp.json(content_type=None)
                 status = resp.status
-        except asyncio.TimeoutError:
-            raise HopError(
-                504, f"{where}: no answer within the {self.timeout_s:g}s deadline"
-            ) from None
-        except aiohttp.ClientConnectorError as e:
-            raise HopError(502, f"{where}: cannot connect ({e.os_error or e})") from None
-        except (aiohttp.ClientError, ValueError) as e:
-            raise HopError(502, f"{where}: {type(e).__name__}: {e}") from None
+        except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
+            raise hop_failure(where, self.timeout_s, e) from None
         if status >= 400 or not isinstance(data, dict):
             raise HopError(_relay_status(status), f"{where} answered {status}: {_message(data)}")
         return data
