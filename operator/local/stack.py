@@ -147,6 +147,9 @@ def launch(
         )
     start_workers(pods, logs, run, say)
     start_proxy(port, logs, run, say)
+    if run.engine == "vllm":
+        took = vllm.warm_pd(run.proxy_url, say)
+        say(f"  warm    P/D path: {took:.0f} ms (first NIXL handshake and connection)")
 
 
 def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> None:

@@ -81,9 +81,6 @@ def _ask_vllm(run: Run, prompt: str, max_tokens: int) -> None:
     """One greedy request through the proxy; vLLM's own transfer figures from decode's log."""
     url = run.proxy_url + "/v1/completions"
     body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
-    t0 = time.perf_counter()
-    get_json(url, {**body, "max_tokens": 1}, timeout=300)
-    _say(f"\nwarm-up request: {1e3 * (time.perf_counter() - t0):.0f} ms (first NIXL handshake)")
     decode_log = run.logs[run.names[run.workers["decode"][0]]]
     since = vllm.log_size(decode_log)
     t0 = time.perf_counter()

@@ -87,6 +87,38 @@ def warm_up(url: str) -> float:
     return 1e3 * (time.perf_counter() - t0)
 
 
+def warm_pd(proxy: str, say: Callable[[str], None], attempts: int = 4) -> float:
+    """One P/D request through the proxy, so the first NIXL handshake and connection are
+    paid before any real request; milliseconds it took.
+
+    vLLM gives a side-channel handshake 5 s (a zmq receive timeout) and fails the request
+    when it runs out, which happens on a loaded 2-core host: the handshake then finishes in
+    the background and the next request succeeds. So a failed attempt is retried, and
+    said."""
+    body = json.dumps({"prompt": "warm-up", "max_tokens": 2, "temperature": 0}).encode()
+    for attempt in range(1, attempts + 1):
+        req = urllib.request.Request(
+            proxy + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
+        )
+        t0 = time.perf_counter()
+        try:
+            with urllib.request.urlopen(req, timeout=120) as resp:
+                resp.read()
+            return 1e3 * (time.perf_counter() - t0)
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode(errors="replace")[:300]
+            if attempt == attempts:
+                raise UpError(f"P/D warm-up failed {attempts} times; last: {detail}") from None
+            say(
+                f"  P/D warm-up attempt {attempt} failed ({e.code}: first NIXL handshake "
+                "under load?); retrying"
+            )
+            time.sleep(1.0)
+        except (urllib.error.URLError, OSError) as e:
+            raise UpError(f"{proxy}: P/D warm-up request failed: {e}") from None
+    raise AssertionError("unreachable")
+
+
 def log_size(path: Path) -> int:
     try:
         return path.stat().st_size

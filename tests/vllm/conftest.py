@@ -136,11 +136,12 @@ class Stack:
         return self.run.logs[self.run.names[self.url(role)]]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def pd_stack(
     aggregated_tokens: list[list[int]], tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    """examples/vllm-cpu.yaml as `disagg up` runs it: rendered pods, proxy in front."""
+    """examples/vllm-cpu.yaml as `disagg up` runs it: rendered pods, proxy in front.
+    Module-scoped: stopped before any other module starts engines of its own."""
     tmp = tmp_path_factory.mktemp("pd")
     path = tmp / "vllm-cpu.yaml"
     path.write_text(yaml.safe_dump(_manifest(tiny_llama)))

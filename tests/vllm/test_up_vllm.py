@@ -1,0 +1,46 @@
+"""`disagg up examples/vllm-cpu.yaml --model DIR --prompt ...` (what `make up-vllm` runs):
+the whole command, as a user runs it, leaves nothing behind."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.vllm
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_up_answers_through_real_vllm_and_reports_vllms_transfers(tiny_llama: Path) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "disagg_operator.cli",
+        "up",
+        str(ROOT / "examples" / "vllm-cpu.yaml"),
+    ]
+    cmd += ["--model", str(tiny_llama), "--prompt", "Rivers flow to the sea", "--port", "0"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    text = out.stdout
+    assert "vllm serve → python -m vllm.entrypoints.openai.api_server" in text
+    assert re.search(r"ready   decode vllm-cpu-decode-0: http://127\.0\.0\.1:\d+ \(vLLM", text)
+    assert re.search(r"completion: '.+'", text)
+    tokens = re.search(r"tokens:     \[([0-9, ]+)\]", text)
+    assert tokens and len(tokens.group(1).split(",")) == 16
+    transfers = re.search(r"vLLM \(decode\) reports (\d+) NIXL transfer\(s\).*, (\d+) failed", text)
+    assert transfers, text[-2000:]
+    assert int(transfers.group(1)) >= 1 and transfers.group(2) == "0"
+    assert "stopped 3 processes" in text
+    leftovers = [
+        p.info["pid"]
+        for p in psutil.process_iter(["pid", "cmdline"])
+        if "vllm.entrypoints.openai.api_server" in " ".join(p.info["cmdline"] or [])
+        and str(tiny_llama) in " ".join(p.info["cmdline"] or [])
+    ]
+    assert leftovers == []
