@@ -46,13 +46,10 @@ def test_repository_paths_named_in_docs_exist(name):
 
 def test_security_doc_ucx_table_matches_the_platform_table():
     text = (ROOT / "docs" / "security.md").read_text()
-    rows = dict(re.findall(r"^\| (cpu|cuda)\b[^|]*\| `([^`]+)` \|", text, re.M))
-    assert rows == {
-        "cpu": platforms.get_platform("cpu").ucx_tls,
-        "cuda": platforms.get_platform("cuda").ucx_tls,
-    }
-    for name in ("xpu", "tpu"):
-        assert platforms.get_platform(name).ucx_tls == rows["cpu"]
-    for transport in ("cma", "cuda_ipc", "sm", "posix", "sysv"):
+    rows = dict(re.findall(r"^\| (cpu|cuda|rocm|xpu)\b[^|]*\| `([^`]+)` \|", text, re.M))
+    assert rows == {name: platforms.get_platform(name).ucx_tls for name in rows}
+    assert set(rows) == {"cpu", "cuda", "rocm", "xpu"}
+    assert platforms.get_platform("tpu").ucx_tls == rows["cpu"]
+    for transport in ("cma", "cuda_ipc", "rocm_ipc", "ze_ipc", "sm", "posix", "sysv"):
         for platform in platforms.platforms().values():
             assert transport not in platform.ucx_tls.split(","), (platform.name, transport)
