@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import yaml
 
 from disagg_worker import platforms
 from tests.unit.chart.chartkit import ROOT
@@ -53,3 +54,15 @@ def test_security_doc_ucx_table_matches_the_platform_table():
     for transport in ("cma", "cuda_ipc", "rocm_ipc", "ze_ipc", "sm", "posix", "sysv"):
         for platform in platforms.platforms().values():
             assert transport not in platform.ucx_tls.split(","), (platform.name, transport)
+
+
+def test_install_doc_platforms_example_loads_and_passes_the_schema(chart):
+    from disagg_worker import platform_file
+
+    text = (ROOT / "docs" / "install.md").read_text()
+    block = re.search(r"```yaml\n(platforms:\n.*?)```", text, re.S)
+    assert block, "docs/install.md lost its platforms example"
+    values = yaml.safe_load(block.group(1))
+    chart.validate_schema(values)
+    names = [p.name for p in platform_file.from_document(values["platforms"])]
+    assert names == ["hpu", "rocm"]
