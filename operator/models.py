@@ -214,8 +214,8 @@ class RoleSpec(_Model):
     device: str = Field(
         default="cpu",
         pattern=r"^[a-z][a-z0-9_-]*$",
-        description="accelerator of this pool: cpu, cuda, xpu, tpu or a registered "
-        "out-of-tree platform (checked by the operator, not by an enum)",
+        description="accelerator of this pool: cpu, cuda, rocm, xpu, tpu or a platform "
+        "declared in the operator's platforms file (checked by the operator, not by an enum)",
     )
     kv_buffer_device: str | None = Field(
         default=None,

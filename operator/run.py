@@ -6,7 +6,7 @@ caller's event loop (integration tests and ``disagg bench operator`` use it).
 
     disagg operator [--namespace NS | --all-namespaces] [--health-port 8080]
                     [--metrics-port 9090] [--bind-address 0.0.0.0] [--resync-seconds 600]
-                    [--log-level warning]
+                    [--log-level warning] [--platforms-file PATH]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import kopf
 
-from disagg_operator import handlers, metrics
+from disagg_operator import handlers, metrics, platform_config
 
 LEVELS = ("debug", "info", "warning", "error")
 
@@ -59,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         default="warning",
         help="operator log level (JSON lines on stderr); kopf itself stays at warning unless debug",
     )
+    platform_config.add_argument(p)
     return p
 
 
@@ -110,7 +111,13 @@ async def running(
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    # Before logging, metrics or kopf: a bad platforms file stops the start (exit 2).
+    registered = platform_config.register_file(args.platforms_file, "disagg operator")
+    if registered is None:
+        return 2
     configure_logging(args.log_level)
+    if registered:
+        logging.getLogger("disagg").info("registered platforms: %s", ", ".join(registered))
     metrics.serve(args.metrics_port, args.bind_address)
     namespaces = [] if args.all_namespaces else args.namespace
 

@@ -134,7 +134,7 @@ def _devices(spec: DeploymentSpec) -> Iterator[Problem]:
             yield Problem(
                 f"spec.{role}.device",
                 f"unknown device {r.device!r}; use one of {', '.join(known)} "
-                "(or register an out-of-tree platform with the worker)",
+                "(or declare it in the operator's platforms file: docs/install.md)",
             )
             continue
         allowed = platform.buffer_devices
@@ -152,7 +152,9 @@ def _backends(spec: DeploymentSpec) -> Iterator[Problem]:
         yield Problem("spec.kvTransfer.backends", "lists a backend twice; list each once")
     for role in ROLES:
         try:
-            platforms.check_backends(list(backends), render_derive.buffer_device(spec, role))
+            platforms.check_backends(
+                list(backends), render_derive.buffer_device(spec, role), spec.role(role).device
+            )
         except ValueError as e:
             yield Problem("spec.kvTransfer.backends", f"{role}: {e}")
 
@@ -212,7 +214,7 @@ def _tensor_parallel(spec: DeploymentSpec, p: vllm.Profile | None) -> Iterator[P
 def _resources(spec: DeploymentSpec) -> Iterator[Problem]:
     for role in ROLES:
         r = spec.role(role)
-        resource = platforms.get_platform(r.device).gpu_resource
+        resource = platforms.get_platform(r.device).accelerator_resource
         limits = (r.resources.limits if r.resources else None) or {}
         for where in ("limits", "requests"):
             source = getattr(r.resources, where, None) or {}
@@ -372,11 +374,13 @@ def _vllm(spec: DeploymentSpec) -> Iterator[Problem]:
 def _vllm_buffers(spec: DeploymentSpec, p: vllm.Profile) -> Iterator[Problem]:
     for role in ROLES:
         r = spec.role(role)
-        allowed = p.supported_buffers(r.device)
-        if allowed is None and vllm.NEWEST.supported_buffers(r.device) is None:
+        # vLLM's table is keyed by its device type: rocm pools run as "cuda" there.
+        engine_device = platforms.get_platform(r.device).vllm_device
+        allowed = p.supported_buffers(engine_device)
+        if allowed is None and vllm.NEWEST.supported_buffers(engine_device) is None:
             continue  # out-of-tree platform: its own table (checked in _devices)
         if allowed is None:
-            since = next(x for x in vllm.PROFILES if x.supported_buffers(r.device) is not None)
+            since = next(x for x in vllm.PROFILES if x.supported_buffers(engine_device) is not None)
             yield Problem(
                 f"spec.{role}.device",
                 f"vLLM {p.label} has no NixlConnector support for device {r.device!r}; use "

@@ -101,7 +101,7 @@ class WorkerConfig(BaseModel):
         except ValueError as e:
             raise ValueError(f"DISAGG_KV_BUFFER_DEVICE: {e}") from None
         try:
-            platforms.check_backends(self.backends, self.buffer_device)
+            platforms.check_backends(self.backends, self.buffer_device, self.device)
         except ValueError as e:
             raise ValueError(f"DISAGG_BACKENDS: {e}") from None
         if self.block_lease_s <= self.transfer_deadline_s:

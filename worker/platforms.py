@@ -4,8 +4,9 @@ Pure layer (no torch, no NIXL). The operator's admission checks and the worker's
 checks both read this one table, so a pair the operator accepts is a pair the worker runs.
 
 The table follows vLLM's NixlConnector (``_NIXL_SUPPORTED_DEVICE``): the first buffer device
-of each platform is its native one. Out-of-tree platforms register themselves with
-:func:`register_platform`, as upstream lets out-of-tree platforms extend its table.
+of each platform is its native one. Out-of-tree platforms are registered with
+:func:`register_platform`, as upstream lets out-of-tree platforms extend its table; the
+operator registers those a platforms file declares (:mod:`disagg_worker.platform_file`).
 """
 
 from __future__ import annotations
@@ -22,20 +23,40 @@ class Platform:
     """One accelerator kind.
 
     ``buffer_devices``: supported kv_buffer_device values, native first.
-    ``gpu_resource``: the extended resource a pod must request to get the device
+    ``accelerator_resource``: the extended resource a pod must request to get the device
     (None for cpu). ``ucx_tls``: transports derived for pods on this platform when the
     user gives no override; chosen so that no transport needs CAP_SYS_PTRACE (no ``cma``)
-    or a shared IPC namespace between pods (no ``cuda_ipc``/``sm``).
+    or a shared IPC namespace between pods (no ``cuda_ipc``/``sm``/``ze_ipc``), with the
+    platform's UCX copy transport so UCX can move device memory. ``backends``: the NIXL
+    backends usable on this platform (empty: every backend that moves the buffer's memory
+    type). ``engine_device``: the device type vLLM reports on this platform
+    (``current_platform.device_type``), the key of vLLM's buffer table; None: ``name``.
+    ``note``: why the entry is what it is (printed in docs/derivation.md).
+
+    rocm: vLLM runs AMD GPUs as device type "cuda" (``RocmPlatform.device_type``, with
+    ``current_platform.is_rocm()`` for the differences) and NixlConnector checks
+    kv_buffer_device against its "cuda" row, so rocm pools take the values cuda and cpu;
+    what differs from cuda is the resource (amd.com/gpu) and UCX's ROCm copy transport.
+    xpu: UCX moves Level Zero device memory with its ze_copy transport (UCX built with
+    Level Zero support); without it UCX_TLS could only move host memory.
     """
 
     name: str
     buffer_devices: tuple[str, ...]
-    gpu_resource: str | None
+    accelerator_resource: str | None
     ucx_tls: str
+    backends: tuple[str, ...] = ()
+    engine_device: str | None = None
+    note: str = ""
 
     @property
     def native_buffer(self) -> str:
         return self.buffer_devices[0]
+
+    @property
+    def vllm_device(self) -> str:
+        """The key of this platform's row in vLLM's NixlConnector device table."""
+        return self.engine_device or self.name
 
 
 _PLATFORMS: dict[str, Platform] = {}
@@ -48,12 +69,35 @@ def register_platform(platform: Platform) -> None:
     _PLATFORMS[platform.name] = platform
 
 
-for _p in (
+BUILTIN: tuple[Platform, ...] = (
     Platform("cpu", ("cpu",), None, "tcp,self"),
-    Platform("cuda", ("cuda", "cpu"), "nvidia.com/gpu", "rc,ud,tcp,cuda_copy,self"),
-    Platform("xpu", ("xpu", "cpu"), "gpu.intel.com/i915", "tcp,self"),
-    Platform("tpu", ("cpu",), "google.com/tpu", "tcp,self"),
-):
+    Platform(
+        "cuda",
+        ("cuda", "cpu"),
+        "nvidia.com/gpu",
+        "rc,ud,tcp,cuda_copy,self",
+        note="cuda_copy moves GPU memory",
+    ),
+    Platform(
+        "rocm",
+        ("cuda", "cpu"),
+        "amd.com/gpu",
+        "rc,ud,tcp,rocm_copy,self",
+        engine_device="cuda",
+        note="rocm_copy moves AMD GPU memory",
+    ),
+    Platform(
+        "xpu",
+        ("xpu", "cpu"),
+        "gpu.intel.com/i915",
+        "rc,ud,tcp,ze_copy,self",
+        note="ze_copy (UCX's Level Zero copy transport) moves xpu memory",
+    ),
+    Platform("tpu", ("cpu",), "google.com/tpu", "tcp,self", note="KV staged in host memory"),
+)
+BUILTIN_NAMES = frozenset(p.name for p in BUILTIN)
+
+for _p in BUILTIN:
     register_platform(_p)
 
 
@@ -111,12 +155,19 @@ BACKEND_MEMORY: dict[str, frozenset[str]] = {
 }
 
 
-def check_backends(backends: list[str], buffer_device: str) -> None:
-    """Raise ValueError if a backend is unknown or cannot move this buffer's memory type."""
+def check_backends(backends: list[str], buffer_device: str, device: str | None = None) -> None:
+    """Raise ValueError if a backend is unknown, cannot move this buffer's memory type, or
+    is not among those ``device``'s platform lists."""
     if not backends:
         raise ValueError("backends must name at least one NIXL backend, e.g. [UCX]")
     needed = memory_type(buffer_device)
+    usable = get_platform(device).backends if device is not None else ()
     for name in backends:
+        if usable and name not in usable:
+            raise ValueError(
+                f"NIXL backend {name!r} is not usable on device {device!r}; "
+                f"use one of: {', '.join(usable)}"
+            )
         kinds = BACKEND_MEMORY.get(name)
         if kinds is None:
             raise ValueError(

@@ -3,7 +3,8 @@
 CLI layer over :func:`disagg_operator.render.objects.render` (the operator's own builder). No
 cluster is contacted: the owner uid is a fixed placeholder and the handshake Secret holds a
 placeholder key; the output says so in its first comment. Invalid manifests exit 1 and
-print their problems to stderr, one per line, ``field: message``.
+print their problems to stderr, one per line, ``field: message``. ``--platforms-file``
+registers the same extra platforms the operator is started with (exit 2 when invalid).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from disagg_operator import models
+from disagg_operator import models, platform_config
 from disagg_operator.render.objects import render
 from disagg_operator.validation import InvalidSpec, Problem
 
@@ -75,7 +76,10 @@ def main(argv: list[str]) -> int:
         help="manifest (YAML, multi-document allowed; - for stdin)",
     )
     parser.add_argument("-n", "--namespace", help="namespace (default: the manifest's)")
+    platform_config.add_argument(parser)
     args = parser.parse_args(argv)
+    if platform_config.register_file(args.platforms_file, "disagg render") is None:
+        return 2
     try:
         docs = [doc for path in args.filename for doc in _documents(path)]
     except (OSError, yaml.YAMLError) as e:

@@ -215,11 +215,22 @@ def derivation_rows() -> list[tuple[str, str, str, str]]:
     """(value, inputs, result, reason) for every derived value."""
     rows = _buffer_rows()
     for name, p in sorted(platforms.platforms().items()):
-        rows.append(
-            ("UCX_TLS", f"device {name}", p.ucx_tls, "unless kvTransfer.ucxTls; no cma/sm/cuda_ipc")
-        )
-        if p.gpu_resource:
-            rows.append(("required limit", f"device {name}", p.gpu_resource, "gets the device"))
+        why = "unless kvTransfer.ucxTls; no cma/sm/*_ipc" + (f"; {p.note}" if p.note else "")
+        rows.append(("UCX_TLS", f"device {name}", p.ucx_tls, why))
+        if p.accelerator_resource:
+            rows.append(
+                ("required limit", f"device {name}", p.accelerator_resource, "gets the device")
+            )
+        if p.vllm_device != name:
+            rows.append(
+                (
+                    "vLLM device type",
+                    f"device {name}",
+                    p.vllm_device,
+                    "what vLLM reports there; NixlConnector checks kv_buffer_device "
+                    "against that row of its table",
+                )
+            )
     lease, compat = vllm.NEWEST.lease, vllm.NEWEST.handshake_compat_key
     since_extra = vllm.format_version(next(p.since for p in vllm.PROFILES if p.lease == lease))
     old_lease = vllm.PROFILES[0].lease.name

@@ -106,7 +106,10 @@ def test_buffer_device_is_one_vllm_supports(body: Any, pod: Any) -> None:
     device = body["spec"][pod["metadata"]["labels"]["disagg.dev/role"]]["device"]
     argv = _argv(pod)
     buffer = json.loads(argv[argv.index("--kv-transfer-config") + 1])["kv_buffer_device"]
-    assert buffer in utils._NIXL_SUPPORTED_DEVICE.get(device, ()), (
+    from disagg_worker import platforms
+
+    row = platforms.get_platform(device).vllm_device  # rocm runs as vLLM's cuda
+    assert buffer in utils._NIXL_SUPPORTED_DEVICE.get(row, ()), (
         f"vLLM's NixlConnector has no {buffer} buffer on {device}"
     )
 
@@ -122,3 +125,8 @@ def test_the_platform_table_matches_vllms() -> None:
         assert ours.get(device) == set(buffers), (
             f"{device}: ours {ours.get(device)}, vLLM {buffers}"
         )
+    # Platforms vLLM runs under another device type (rocm as cuda) take that row.
+    for name, platform in platforms.platforms().items():
+        row = utils._NIXL_SUPPORTED_DEVICE.get(platform.vllm_device)
+        if row is not None:
+            assert set(platform.buffer_devices) == set(row), (name, platform.vllm_device)

@@ -107,3 +107,61 @@ async def test_rendered_operator_container_serves_probes_metrics_and_reconciles(
             proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(proc.wait(), 30)
     assert proc.returncode == 0, log.read_text()[-2000:]
+
+
+HPU = {
+    "name": "hpu",
+    "bufferDevices": ["hpu", "cpu"],
+    "acceleratorResource": "habana.ai/gaudi",
+    "ucxTls": "rc,tcp,self",
+}
+
+
+def _mount_platforms(values: dict[str, Any], container: dict[str, Any], into: Path) -> list[str]:
+    """The container's args with its platforms ConfigMap 'mounted' under ``into``."""
+    objs = parse(render_files(load(), values))
+    config = next(o for o in objs if o["kind"] == "ConfigMap")
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "platforms")
+    for key, text in config["data"].items():
+        (into / key).write_text(text)
+    return [a.replace(mount["mountPath"], str(into)) for a in container["args"]]
+
+
+async def test_platforms_from_values_let_the_operator_run_an_hpu_pool(
+    emulator: Emulator, kubeconfig_path: Path, tmp_path: Path
+) -> None:
+    values: dict[str, Any] = {
+        "health": {"port": _free_port()},
+        "metrics": {"port": _free_port()},
+        "platforms": [HPU],
+    }
+    args = _mount_platforms(values, _container(values), tmp_path)
+    disagg = str(Path(sys.executable).with_name("disagg"))
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig_path)}
+    log = tmp_path / "operator.log"
+    with log.open("wb") as sink:
+        proc = await asyncio.create_subprocess_exec(disagg, "operator", *args, env=env, stderr=sink)
+    try:
+        body = yaml.safe_load((ROOT / "examples" / "heterogeneous-gpu-cpu.yaml").read_text())
+        body["metadata"] = {"name": "gaudi", "namespace": NS}
+        body["spec"]["prefill"] = {
+            "device": "hpu",
+            "resources": {"limits": {"habana.ai/gaudi": 1, "memory": "24Gi"}},
+        }
+        emulator.put_object(DD, body)
+
+        async def prefill_pod() -> Any:
+            if proc.returncode is not None:
+                raise AssertionError(f"operator exited {proc.returncode}: {log.read_text()}")
+            pods = emulator.objects_of("v1/pods", NS)
+            return next((p for p in pods if "prefill" in p["metadata"]["name"]), None)
+
+        pod = await _until("the operator created the hpu prefill pod", prefill_pod)
+        container = pod["spec"]["containers"][0]
+        assert container["resources"]["limits"]["habana.ai/gaudi"] == 1
+        assert {"name": "UCX_TLS", "value": "rc,tcp,self"} in container["env"]
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), 30)
+    assert proc.returncode == 0, log.read_text()[-2000:]

@@ -57,6 +57,17 @@ FULL_VALUES: dict[str, Any] = {
     "priorityClassName": "system-cluster-critical",
     "podAnnotations": {"note": "x"},
     "podLabels": {"team": "ml"},
+    "platforms": [
+        {
+            "name": "hpu",
+            "bufferDevices": ["hpu", "cpu"],
+            "acceleratorResource": "habana.ai/gaudi",
+            "ucxTls": "tcp,self",
+            "backends": ["UCX"],
+            "engineDevice": "hpu",
+            "overrides": False,
+        }
+    ],
     "extraArgs": ["--log-level=error"],
 }
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import yaml
 
 from disagg_worker import platforms
 from tests.unit.chart.chartkit import ROOT
@@ -46,13 +47,22 @@ def test_repository_paths_named_in_docs_exist(name):
 
 def test_security_doc_ucx_table_matches_the_platform_table():
     text = (ROOT / "docs" / "security.md").read_text()
-    rows = dict(re.findall(r"^\| (cpu|cuda)\b[^|]*\| `([^`]+)` \|", text, re.M))
-    assert rows == {
-        "cpu": platforms.get_platform("cpu").ucx_tls,
-        "cuda": platforms.get_platform("cuda").ucx_tls,
-    }
-    for name in ("xpu", "tpu"):
-        assert platforms.get_platform(name).ucx_tls == rows["cpu"]
-    for transport in ("cma", "cuda_ipc", "sm", "posix", "sysv"):
+    rows = dict(re.findall(r"^\| (cpu|cuda|rocm|xpu)\b[^|]*\| `([^`]+)` \|", text, re.M))
+    assert rows == {name: platforms.get_platform(name).ucx_tls for name in rows}
+    assert set(rows) == {"cpu", "cuda", "rocm", "xpu"}
+    assert platforms.get_platform("tpu").ucx_tls == rows["cpu"]
+    for transport in ("cma", "cuda_ipc", "rocm_ipc", "ze_ipc", "sm", "posix", "sysv"):
         for platform in platforms.platforms().values():
             assert transport not in platform.ucx_tls.split(","), (platform.name, transport)
+
+
+def test_install_doc_platforms_example_loads_and_passes_the_schema(chart):
+    from disagg_worker import platform_file
+
+    text = (ROOT / "docs" / "install.md").read_text()
+    block = re.search(r"```yaml\n(platforms:\n.*?)```", text, re.S)
+    assert block, "docs/install.md lost its platforms example"
+    values = yaml.safe_load(block.group(1))
+    chart.validate_schema(values)
+    names = [p.name for p in platform_file.from_document(values["platforms"])]
+    assert names == ["hpu", "rocm"]

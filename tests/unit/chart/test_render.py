@@ -210,3 +210,41 @@ def test_operator_cli_accepts_the_rendered_arguments(render, name):
     assert args.all_namespaces is not bool(values.get("watchNamespaces"))
     assert args.health_port == values.get("health", {}).get("port", 8080)
     assert args.metrics_port == values.get("metrics", {}).get("port", 9090)
+
+
+HPU = {"name": "hpu", "bufferDevices": ["hpu", "cpu"], "acceleratorResource": "habana.ai/gaudi"}
+PLATFORMS_FILE = "--platforms-file=/etc/disagg/platforms/platforms.yaml"
+
+
+def test_platforms_render_a_mounted_configmap_and_the_flag(render):
+    from disagg_worker import platform_file
+
+    objs = render({"platforms": [HPU]})
+    config = one(objs, "ConfigMap")
+    assert config["metadata"]["name"] == "disagg-platforms"
+    assert config["metadata"]["namespace"] == NAMESPACE
+    (hpu,) = platform_file.parse(config["data"]["platforms.yaml"])
+    assert hpu.name == "hpu" and hpu.accelerator_resource == "habana.ai/gaudi"
+    pod = one(objs, "Deployment")["spec"]["template"]
+    container = _container(objs)
+    assert PLATFORMS_FILE in container["args"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "platforms")
+    assert mount == {"name": "platforms", "mountPath": "/etc/disagg/platforms", "readOnly": True}
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "platforms")
+    assert volume["configMap"]["name"] == "disagg-platforms"
+    # The operator reads the file once at start: another table must replace its pod.
+    key = "disagg.dev/platforms-checksum"
+    changed = one(render({"platforms": [{**HPU, "ucxTls": "rc,tcp,self"}]}), "Deployment")
+    assert (
+        changed["spec"]["template"]["metadata"]["annotations"][key]
+        != (pod["metadata"]["annotations"][key])
+    )
+
+
+def test_no_platforms_no_configmap_volume_or_flag(render):
+    objs = render()
+    assert "ConfigMap" not in kinds(objs)
+    pod = one(objs, "Deployment")["spec"]["template"]
+    assert not any(a.startswith("--platforms-file") for a in _container(objs)["args"])
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["tmp"]
+    assert "annotations" not in pod["metadata"]

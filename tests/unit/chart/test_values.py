@@ -53,6 +53,9 @@ def test_full_values_cover_every_key():
         ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
         ({"metrics": {"serviceMonitor": {"interval": "soon"}}}, "/metrics/serviceMonitor/interval"),
         ({"watchNamespace": "a"}, "watchNamespace"),
+        ({"platforms": [{"name": "hpu", "bufferDevices": []}]}, "/platforms/0/bufferDevices"),
+        ({"platforms": [{"name": "Gaudi", "bufferDevices": ["hpu"]}]}, "/platforms/0/name"),
+        ({"platforms": [{"name": "hpu", "bufferDevices": ["hpu"], "colour": 1}]}, "colour"),
     ],
 )
 def test_schema_refuses_bad_values_naming_the_key(chart, values, path):

@@ -34,7 +34,7 @@ def test_valid_bodies_have_no_problems() -> None:
 def test_unknown_device_lists_the_known_ones() -> None:
     p = _only(body(prefill=role("gpu")))
     assert p.field == "spec.prefill.device"
-    assert "'gpu'" in p.message and "cpu, cuda, tpu, xpu" in p.message
+    assert "'gpu'" in p.message and "cpu, cuda, rocm, tpu, xpu" in p.message
 
 
 def test_out_of_tree_platform_is_accepted_once_registered(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -43,6 +43,38 @@ def test_out_of_tree_platform_is_accepted_once_registered(monkeypatch: pytest.Mo
     assert _only(obj).field == "spec.prefill.device"
     monkeypatch.setitem(platforms._PLATFORMS, "hpu", hpu)
     assert _problems(obj) == []
+
+
+AMD = {"limits": {"amd.com/gpu": 1}}
+
+
+def test_rocm_pool_needs_amd_gpus_not_nvidia_ones() -> None:
+    p = _only(body(engine="vllm", prefill=role("rocm", resources=GPU)))
+    assert p.field == "spec.prefill.resources.limits"
+    assert "resources.limits['amd.com/gpu']: 1" in p.message
+    assert _problems(body(engine="vllm", prefill=role("rocm", resources=AMD))) == []
+
+
+def test_rocm_buffers_are_checked_against_vllms_cuda_row() -> None:
+    # vLLM runs ROCm as device type cuda: a host buffer needs vLLM >= 0.11.1, as on cuda.
+    old = {"type": "vllm", "image": "example.com/vllm:1", "version": "0.11.0"}
+    obj = body(engine="vllm", prefill=role("rocm", resources=AMD, kvBufferDevice="cpu"))
+    obj["spec"]["engine"] = old
+    p = next(p for p in _problems(obj) if p.field == "spec.prefill.kvBufferDevice")
+    assert "0.11.0" in p.message and "(it allows cuda)" in p.message
+
+
+def test_backend_outside_the_platforms_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    hpu = platforms.Platform("hpu", ("hpu", "cpu"), "habana.ai/gaudi", "tcp,self", ("UCX",))
+    monkeypatch.setitem(platforms._PLATFORMS, "hpu", hpu)
+    obj = body(
+        engine="vllm",
+        prefill=role("hpu", resources={"limits": {"habana.ai/gaudi": 1}}),
+        kvTransfer={"backends": ["LIBFABRIC"]},
+    )
+    p = _only(obj)
+    assert p.field == "spec.kvTransfer.backends"
+    assert "'LIBFABRIC' is not usable on device 'hpu'" in p.message and "UCX" in p.message
 
 
 def test_buffer_device_outside_the_platform_table() -> None:
@@ -95,7 +127,7 @@ def test_decode_tp_not_a_multiple() -> None:
     assert p.field == "spec.decode.tensorParallelSize" and "use 4" in p.message
 
 
-def test_gpu_role_without_the_gpu_resource() -> None:
+def test_gpu_role_without_the_accelerator_resource() -> None:
     p = _only(body(engine="vllm", prefill=role("cuda")))
     assert p.field == "spec.prefill.resources.limits"
     assert "resources.limits['nvidia.com/gpu']: 1" in p.message
