@@ -171,6 +171,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--gen-tokens", type=int, default=32, help="tokens per throughput request")
     p.add_argument("--model", required=True, help="local model dir (disagg model tiny-llama DIR)")
     p.add_argument("--manifest", default=str(MANIFEST))
+    p.add_argument(
+        "--keep-cpu-binding",
+        action="store_true",
+        help="P/D engines keep the rendered CPU binding (nobind) instead of a core each",
+    )
     args = p.parse_args(argv)
     lengths = [int(x) for x in args.prompts.split(",") if x.strip()]
     manifest = Path(args.manifest)
@@ -179,7 +184,15 @@ def main(argv: list[str]) -> int:
         return start_aggregated(manifest, logs, run, model=args.model, say=progress)
 
     def disaggregated(run: Run, logs: Path) -> str:
-        launch(manifest, logs, logs, run, model=args.model, say=progress)
+        launch(
+            manifest,
+            logs,
+            logs,
+            run,
+            model=args.model,
+            keep_cpu_binding=args.keep_cpu_binding,
+            say=progress,
+        )
         return run.proxy_url + "/v1/completions"
 
     progress("aggregated vLLM (the decode pod without its KV connector) ...")
@@ -187,6 +200,12 @@ def main(argv: list[str]) -> int:
     progress("P/D: prefill and decode vLLM behind the disagg proxy ...")
     pd, figures = _phase(disaggregated, lengths, args, "P/D")
     rows = cases(agg, pd, figures, args.gen_tokens)
-    result = {"engine": "vllm", "manifest": str(manifest), "repeat": args.repeat, "cases": rows}
+    result = {
+        "engine": "vllm",
+        "manifest": str(manifest),
+        "repeat": args.repeat,
+        "cpu_binding": "rendered" if args.keep_cpu_binding else "a core per engine",
+        "cases": rows,
+    }
     print(json.dumps(result, indent=2) if args.json else table(rows))
     return 0

@@ -124,9 +124,13 @@ def launch(
     *,
     port: int = 0,
     model: str | None = None,
+    keep_cpu_binding: bool = False,
     say: Say = print,
 ) -> None:
-    """Render ``manifest`` and start its pods and a proxy on ``port`` into ``run``."""
+    """Render ``manifest`` and start its pods and a proxy on ``port`` into ``run``.
+
+    ``keep_cpu_binding``: run vLLM with the rendered CPU settings (``nobind``, as on a
+    shared node) instead of one core list per engine."""
     key = secrets.token_hex(32)
     secret = tmp / "hmac"
     secret.write_text(key)
@@ -134,8 +138,10 @@ def launch(
     body = with_model(load(str(manifest)), model, say)
     objects = render_manifest(body, key)
     engines = vllm_pod_count(objects)
-    cores = share_cores(engines, vllm.host_cores())
-    if engines > len(vllm.host_cores()):
+    cores = [] if keep_cpu_binding else share_cores(engines, vllm.host_cores())
+    if keep_cpu_binding and engines:
+        say("  vLLM CPU binding as rendered (--keep-cpu-binding): engines share this host's cores")
+    if cores and engines > len(vllm.host_cores()):
         say(f"  only {len(vllm.host_cores())} cores for {engines} vLLM engines: cores are shared")
     pods = local_pods(objects, str(secret), ports=vllm.free_ports(), cores=cores)
     say(f"rendered {len(pods)} pods from {manifest}; starting them as local processes")

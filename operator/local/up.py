@@ -156,6 +156,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=16)
     p.add_argument("--port", type=int, default=8080, help="proxy port (0: any free port)")
     p.add_argument(
+        "--keep-cpu-binding",
+        action="store_true",
+        help="vLLM: keep the rendered CPU binding (nobind + OMP_NUM_THREADS, what pods on a "
+        "shared node run) instead of giving each engine its own cores on this host",
+    )
+    p.add_argument(
         "--log-dir",
         help="keep each process's log here (default: a temp folder, removed at exit; the "
         "failing process's last lines are printed either way)",
@@ -192,7 +198,16 @@ def main(argv: list[str]) -> int:
 
 
 def _run(args: argparse.Namespace, tmp: Path, logs: Path, run: Run) -> int:
-    launch(Path(args.file), tmp, logs, run, port=args.port, model=args.model, say=_say)
+    launch(
+        Path(args.file),
+        tmp,
+        logs,
+        run,
+        port=args.port,
+        model=args.model,
+        keep_cpu_binding=args.keep_cpu_binding,
+        say=_say,
+    )
     _say(f"\nendpoint: {run.proxy_url}/v1/completions")
     if args.prompt is not None:
         try:

@@ -16,7 +16,14 @@ pytestmark = pytest.mark.vllm
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_up_answers_through_real_vllm_and_reports_vllms_transfers(tiny_llama: Path) -> None:
+@pytest.mark.parametrize(
+    "binding", [[], ["--keep-cpu-binding"]], ids=["a-core-per-engine", "rendered-nobind"]
+)
+def test_up_answers_through_real_vllm_and_reports_vllms_transfers(
+    tiny_llama: Path, binding: list[str]
+) -> None:
+    """Both CPU settings work end to end: the local one (a core per engine) and the one
+    pods on a shared node get (``nobind``, OMP_NUM_THREADS = CPUs - 1)."""
     cmd = [
         sys.executable,
         "-m",
@@ -25,6 +32,7 @@ def test_up_answers_through_real_vllm_and_reports_vllms_transfers(tiny_llama: Pa
         str(ROOT / "examples" / "vllm-cpu.yaml"),
     ]
     cmd += ["--model", str(tiny_llama), "--prompt", "Rivers flow to the sea", "--port", "0"]
+    cmd += binding
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     text = out.stdout
