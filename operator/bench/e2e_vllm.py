@@ -8,8 +8,8 @@ a fresh prompt (no prefix-cache hits on either side), greedy.
 
 - ``ttft_*_ms``: client wall time of a ``max_tokens: 1`` request (P/D: through the proxy,
   both hops).
-- ``decode_tps_*``: (gen - 1) / (time of a gen-token request - ttft), client side: vLLM
-  reports no per-request decode time.
+- ``decode_tps_*``: (gen - 1) / (last chunk - first token's chunk) of one streamed
+  gen-token request, client side: vLLM reports no per-request decode time.
 - ``transfer_ms``: vLLM's own "Avg xfer time" from decode's KV-transfer metrics over the
   case's requests; ``transfer_count`` how many it counted.
 - ``tokens_match``: the gen-token greedy answers of both sides are equal, token for token,
@@ -24,6 +24,8 @@ import argparse
 import json
 import statistics
 import tempfile
+import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,26 @@ def prompt(tokens: int, case: int, i: int) -> list[int]:
     return [0] + [4 + (case * 7919 + i * 104729 + j * 37) % VOCAB for j in range(tokens - 1)]
 
 
+def _stream(url: str, body: dict[str, Any]) -> tuple[float, float, list[int]]:
+    """A streamed request: (ms to the first token's chunk, ms to the end, token ids)."""
+    data = json.dumps({**body, "stream": True}).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    start = time.perf_counter()
+    first = 0.0
+    tokens: list[int] = []
+    with urllib.request.urlopen(req, timeout=300) as resp:
+        for raw in resp:
+            line = raw.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            choices = json.loads(line[6:]).get("choices") or [{}]
+            ids = choices[0].get("token_ids") or []
+            if ids and not tokens:
+                first = (time.perf_counter() - start) * 1000.0
+            tokens += ids
+    return first, (time.perf_counter() - start) * 1000.0, tokens
+
+
 def _requests(
     url: str, lengths: list[int], repeat: int, gen: int, tag: str
 ) -> dict[int, list[dict[str, Any]]]:
@@ -57,12 +79,13 @@ def _requests(
             ttft, first = timed_post(url, {"prompt": p, "max_tokens": 1, "temperature": 0})
             q = prompt(n, case, repeat + i)
             body = {"prompt": q, "max_tokens": gen, "temperature": 0, "ignore_eos": True}
-            full_ms, full = timed_post(url, {**body, "return_token_ids": True})
+            first_ms, full_ms, tokens = _stream(url, {**body, "return_token_ids": True})
             out.setdefault(n, []).append(
                 {
                     "ttft": ttft,
+                    "first": first_ms,
                     "full": full_ms,
-                    "tokens": full["choices"][0]["token_ids"],
+                    "tokens": tokens,
                     "proxy": first.get("disagg", {}).get("proxy", {}),
                 }
             )
@@ -96,7 +119,8 @@ def _median(rows: list[dict[str, Any]], key: str) -> float:
 
 
 def _tps(rows: list[dict[str, Any]], gen: int) -> float:
-    return float(statistics.median((gen - 1) / ((r["full"] - r["ttft"]) / 1e3) for r in rows))
+    """Tokens per second after the first, within each streamed request."""
+    return float(statistics.median((gen - 1) / ((r["full"] - r["first"]) / 1e3) for r in rows))
 
 
 def cases(
