@@ -22,7 +22,7 @@ from disagg_worker.vllm import metrics
 
 from .conftest import MAX_TOKENS, Stack, greedy, post, prompts
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 
 
 def test_pd_tokens_equal_aggregated_vllm(

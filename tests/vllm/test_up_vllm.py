@@ -16,6 +16,22 @@ pytestmark = pytest.mark.vllm
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _run(cmd: list[str], timeout_s: float) -> tuple[int, str, str]:
+    """Run ``cmd``; past the timeout, kill it and every process under it (vLLM engines
+    included) and fail with what it printed so far."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        for p in [*tree, psutil.Process(proc.pid)]:
+            p.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"disagg up still running after {timeout_s:.0f} s:\n{out[-3000:]}{err[-2000:]}")
+    return proc.returncode, out, err
+
+
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize(
     "binding", [[], ["--keep-cpu-binding"]], ids=["a-core-per-engine", "rendered-nobind"]
 )
@@ -33,9 +49,8 @@ def test_up_answers_through_real_vllm_and_reports_vllms_transfers(
     ]
     cmd += ["--model", str(tiny_llama), "--prompt", "Rivers flow to the sea", "--port", "0"]
     cmd += binding
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    text = out.stdout
+    code, text, err = _run(cmd, timeout_s=600)
+    assert code == 0, text[-3000:] + err[-3000:]
     assert "vllm serve → python -m vllm.entrypoints.openai.api_server" in text
     assert re.search(r"ready   decode vllm-cpu-decode-0: http://127\.0\.0\.1:\d+ \(vLLM", text)
     assert re.search(r"completion: '.+'", text)
