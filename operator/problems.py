@@ -1,22 +1,14 @@
-"""What is wrong with a spec: :class:`Problem` (field path and fix) and :class:`InvalidSpec`.
+"""What is wrong with a spec: :class:`Problem` (field path and fix, shared with the
+worker's own input checks) and :class:`InvalidSpec`.
 
 Pure layer, shared by validation and the checks of each engine's contract.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from disagg_worker.problems import Problem
 
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a spec: where (camelCase path) and what to do."""
-
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
+__all__ = ["InvalidSpec", "Problem"]
 
 
 class InvalidSpec(ValueError):

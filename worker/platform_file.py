@@ -21,12 +21,12 @@ Memory types follow the buffer device: ``cpu`` registers as DRAM, any other as V
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from disagg_worker.platforms import BACKEND_MEMORY, BUILTIN_NAMES, Platform
+from disagg_worker.problems import Problem
 
 ROOT = "platforms"
 DEFAULT_UCX_TLS = "tcp,self"
@@ -48,15 +48,6 @@ _RESOURCE = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9.
 UNSAFE_TLS = frozenset(
     {"all", "cma", "sm", "shm", "posix", "sysv", "xpmem", "knem", "cuda_ipc", "rocm_ipc", "ze_ipc"}
 )
-
-
-@dataclass(frozen=True)
-class Problem:
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
 
 
 class PlatformFileError(ValueError):

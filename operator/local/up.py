@@ -105,6 +105,7 @@ def _ask_vllm(run: Run, prompt: str, max_tokens: int) -> None:
         f"descriptors, {f['Avg xfer time (ms)']:.3f} ms each, "
         f"{int(f[metrics.FAILED])} failed"
     )
+    _say("            (vLLM's 10 s stats interval: the warm-up's transfers may be counted too)")
 
 
 def _figures(d: dict[str, Any]) -> Iterator[str]:

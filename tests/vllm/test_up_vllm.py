@@ -58,7 +58,10 @@ def test_up_answers_through_real_vllm_and_reports_vllms_transfers(
     assert tokens and len(tokens.group(1).split(",")) == 16
     transfers = re.search(r"vLLM \(decode\) reports (\d+) NIXL transfer\(s\).*, (\d+) failed", text)
     assert transfers, text[-2000:]
-    assert int(transfers.group(1)) >= 1 and transfers.group(2) == "0"
+    # vLLM logs its figures per 10 s interval, so the window can also hold the warm-up's
+    # transfers, including a first handshake that timed out and was retried (and said).
+    retried = text.count("P/D warm-up attempt")
+    assert int(transfers.group(1)) >= 1 and int(transfers.group(2)) <= retried
     assert "stopped 3 processes" in text
     leftovers = [
         p.info["pid"]
