@@ -4,8 +4,8 @@ Pure layer: frozen data and version parsing, no spec models. Render
 (:mod:`disagg_operator.render.derive`), validation, status, docs/derivation.md and the
 contract tests all read :data:`PROFILES`; no other module spells a vLLM setting name.
 
-Sources: vLLM's own Python source per release tag (0.11.0 to 0.33.0), file:line in the
-contract report behind this table; facts that change between versions are one field each.
+Sources: vLLM's own Python source of every release from 0.11.0 to 0.33.0 (the files of
+each release's wheel), read per fact; facts that change between versions are one field each.
 A row holds from its ``since`` version up to the next row's; versions above the newest row
 use the newest row (reported by the ``EngineVersionKnown`` condition), versions below the
 oldest row are refused.
