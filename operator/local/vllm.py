@@ -67,13 +67,9 @@ def wait_healthy(child: Child, url: str, timeout_s: float, say: Callable[[str], 
         time.sleep(0.5)
 
 
-def warm_up(url: str) -> float:
-    """One plain (aggregated) completion straight to the engine; milliseconds it took.
-
-    vLLM's CPU attention uses AMX tiles for bf16 on hosts that have them; when an engine's
-    first forward pass is a decode step over KV read from prefill, its worker dies with
-    SIGILL (measured with vLLM 0.32 on this host kind). Any ordinary request first avoids
-    it (docs/vllm.md)."""
+def _warm_request(url: str) -> float:
+    """One small greedy completion to ``url``; milliseconds it took. HTTPError (the engine
+    or proxy answered an error) propagates; no answer at all is an UpError."""
     body = json.dumps({"prompt": "warm-up", "max_tokens": 2, "temperature": 0}).encode()
     req = urllib.request.Request(
         url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
@@ -82,9 +78,24 @@ def warm_up(url: str) -> float:
     try:
         with urllib.request.urlopen(req, timeout=120) as resp:
             resp.read()
+    except urllib.error.HTTPError:
+        raise
     except (urllib.error.URLError, OSError) as e:
         raise UpError(f"{url}: warm-up request failed: {e}") from None
     return 1e3 * (time.perf_counter() - t0)
+
+
+def warm_up(url: str) -> float:
+    """One plain (aggregated) completion straight to the engine; milliseconds it took.
+
+    vLLM's CPU attention uses AMX tiles for bf16 on hosts that have them; when an engine's
+    first forward pass is a decode step over KV read from prefill, its worker dies with
+    SIGILL (measured with vLLM 0.32 on this host kind). Any ordinary request first avoids
+    it (docs/vllm.md)."""
+    try:
+        return _warm_request(url)
+    except urllib.error.HTTPError as e:
+        raise UpError(f"{url}: warm-up request answered {e.code}") from None
 
 
 def warm_pd(proxy: str, say: Callable[[str], None], attempts: int = 4) -> float:
@@ -95,16 +106,9 @@ def warm_pd(proxy: str, say: Callable[[str], None], attempts: int = 4) -> float:
     when it runs out, which happens on a loaded 2-core host: the handshake then finishes in
     the background and the next request succeeds. So a failed attempt is retried, and
     said."""
-    body = json.dumps({"prompt": "warm-up", "max_tokens": 2, "temperature": 0}).encode()
     for attempt in range(1, attempts + 1):
-        req = urllib.request.Request(
-            proxy + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
-        )
-        t0 = time.perf_counter()
         try:
-            with urllib.request.urlopen(req, timeout=120) as resp:
-                resp.read()
-            return 1e3 * (time.perf_counter() - t0)
+            return _warm_request(proxy)
         except urllib.error.HTTPError as e:
             detail = e.read().decode(errors="replace")[:300]
             if attempt == attempts:
@@ -114,8 +118,6 @@ def warm_pd(proxy: str, say: Callable[[str], None], attempts: int = 4) -> float:
                 "under load?); retrying"
             )
             time.sleep(1.0)
-        except (urllib.error.URLError, OSError) as e:
-            raise UpError(f"{proxy}: P/D warm-up request failed: {e}") from None
     raise AssertionError("unreachable")
 
 
