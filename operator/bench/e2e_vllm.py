@@ -32,7 +32,7 @@ from typing import Any
 
 from disagg_operator.local import vllm
 from disagg_operator.local.stack import Run, launch, start_aggregated
-from disagg_worker.bench.e2e import progress, timed_post
+from disagg_worker.bench.e2e import format_columns, progress, timed_post
 from disagg_worker.serve.localrun import stop_children
 from disagg_worker.vllm import metrics
 
@@ -171,17 +171,12 @@ def table(rows: list[dict[str, Any]]) -> str:
         ("tok/s P/D", "decode_tps_disagg", "{:>10.1f}"),
         ("match", "tokens_match", "{!s:>6}"),
     ]
-    head = "  ".join(
-        f"{name:>{len(fmt.format(0) if 'match' not in name else '  True')}}"
-        for name, _, fmt in cols
-    )
-    lines = [head, "-" * len(head)]
-    lines += ["  ".join(fmt.format(r[key]) for _, key, fmt in cols) for r in rows]
-    lines.append(
+    return format_columns(
+        cols,
+        rows,
         "times in ms, medians. transfer = vLLM's own average NIXL READ time (decode's KV "
-        "Transfer metrics); decode hop = decode engine incl. its READ and its first step."
+        "Transfer metrics); decode hop = decode engine incl. its READ and its first step.",
     )
-    return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:

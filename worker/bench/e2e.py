@@ -141,14 +141,21 @@ def table(cases: list[dict[str, Any]]) -> str:
         ("tok/s agg", "decode_tps_agg", "{:>10.0f}"),
         ("tok/s P/D", "decode_tps_disagg", "{:>10.0f}"),
     ]
+    return format_columns(
+        cols,
+        cases,
+        "times in ms, medians. rest = HTTP + JSON + proxy + queueing; dec 1st = decode "
+        "recomputing the last prompt token (vLLM does the same).",
+    )
+
+
+def format_columns(cols: list[tuple[str, str, str]], rows: list[dict[str, Any]], note: str) -> str:
+    """A right-aligned table: ``cols`` are (heading, key, format), one line per row, then
+    ``note``; each column is as wide as its format renders a value."""
     head = "  ".join(f"{name:>{len(fmt.format(0))}}" for name, _, fmt in cols)
     lines = [head, "-" * len(head)]
-    for case in cases:
-        lines.append("  ".join(fmt.format(case[key]) for _, key, fmt in cols))
-    lines.append(
-        "times in ms, medians. rest = HTTP + JSON + proxy + queueing; dec 1st = decode "
-        "recomputing the last prompt token (vLLM does the same)."
-    )
+    lines += ["  ".join(fmt.format(row[key]) for _, key, fmt in cols) for row in rows]
+    lines.append(note)
     return "\n".join(lines)
 
 

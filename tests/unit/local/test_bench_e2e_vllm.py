@@ -1,0 +1,56 @@
+"""`disagg bench e2e --engine vllm`: the figures computed from the measured requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from disagg_operator.bench.e2e_vllm import cases, prompt, table
+
+GEN = 5
+
+
+def _row(ttft: float, first: float, full: float, tokens: list[int], **proxy: float) -> Any:
+    return {"ttft": ttft, "first": first, "full": full, "tokens": tokens, "proxy": proxy}
+
+
+def test_medians_breakdown_and_throughput_within_a_stream() -> None:
+    agg = {16: [_row(10, 12, 112, [1, 2, 3]), _row(30, 10, 60, [4, 5, 6]), _row(20, 5, 45, [7])]}
+    pd = {
+        16: [
+            _row(50, 60, 260, [1, 2, 3], prefill_hop_ms=20, decode_hop_ms=25),
+            _row(70, 40, 140, [4, 5, 6], prefill_hop_ms=30, decode_hop_ms=35),
+            _row(60, 10, 110, [7], prefill_hop_ms=40, decode_hop_ms=45),
+        ]
+    }
+    figures = {16: {"Avg xfer time (ms)": 1.5, "Num successful transfers": 7.0}}
+    (case,) = cases(agg, pd, figures, GEN)
+    assert case["ttft_agg_ms"] == 20 and case["ttft_disagg_ms"] == 60
+    assert case["overhead_ms"] == 40
+    assert case["prefill_hop_ms"] == 30 and case["decode_hop_ms"] == 35
+    assert case["transfer_ms"] == 1.5 and case["transfer_count"] == 7
+    # (GEN - 1) tokens between the first and the last chunk of each stream, median
+    assert case["decode_tps_agg"] == pytest.approx(80.0)  # median of 40, 80, 100
+    assert case["decode_tps_disagg"] == pytest.approx(40.0)  # median of 20, 40, 40
+    assert case["tokens_match"] is True
+
+
+def test_one_differing_answer_is_no_match() -> None:
+    agg = {16: [_row(1, 1, 2, [1, 2]), _row(1, 1, 2, [3, 4])]}
+    pd = {16: [_row(1, 1, 2, [1, 2]), _row(1, 1, 2, [3, 5])]}
+    assert cases(agg, pd, {}, GEN)[0]["tokens_match"] is False
+
+
+def test_every_request_gets_its_own_first_block() -> None:
+    firsts = {tuple(prompt(128, case, i)[:17]) for case in range(3) for i in range(11)}
+    assert len(firsts) == 33
+    assert all(4 <= t < 1024 for t in prompt(512, 2, 7)[1:])
+
+
+def test_table_has_a_column_per_figure() -> None:
+    agg = {16: [_row(1, 1, 2, [1])]}
+    pd = {16: [_row(2, 1, 2, [1], prefill_hop_ms=1, decode_hop_ms=1)]}
+    lines = table(cases(agg, pd, {}, GEN)).splitlines()
+    assert lines[0].split()[-1] == "match" and lines[2].split()[-1] == "True"
+    assert len(lines[0]) == len(lines[1]) == len(lines[2])
