@@ -255,14 +255,9 @@ def response_body(
     else:
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
     choice["token_ids"] = list(tokens)
-    return {
-        "id": request_id,
-        "object": "chat.completion" if req.chat else "text_completion",
-        "created": created,
-        "model": req.model,
-        "choices": [choice],
-        "usage": usage(len(req.prompt), len(tokens)),
-    }
+    body = _envelope(req, request_id, created, "chat.completion", [choice])
+    body["usage"] = usage(len(req.prompt), len(tokens))
+    return body
 
 
 def chunk(
@@ -287,18 +282,25 @@ def chunk(
         choice["logprobs"] = None
     choice["token_ids"] = list(tokens) or None
     choice["finish_reason"] = finish_reason
-    return {
-        "id": request_id,
-        "object": "chat.completion.chunk" if req.chat else "text_completion",
-        "created": created,
-        "model": req.model,
-        "choices": [choice],
-    }
+    return _envelope(req, request_id, created, "chat.completion.chunk", [choice])
 
 
 def usage_chunk(req: CompletionRequest, request_id: str, created: int, n: int) -> dict[str, Any]:
     """The last event before ``[DONE]`` when ``stream_options.include_usage`` is set."""
-    event = chunk(req, request_id, created, "", [], None)
-    event["choices"] = []
+    event = _envelope(req, request_id, created, "chat.completion.chunk", [])
     event["usage"] = usage(len(req.prompt), n)
     return event
+
+
+def _envelope(
+    req: CompletionRequest, request_id: str, created: int, chat_object: str, choices: list[Any]
+) -> dict[str, Any]:
+    """The fields every answer and event shares; ``object`` is ``chat_object`` for chat,
+    ``text_completion`` otherwise."""
+    return {
+        "id": request_id,
+        "object": chat_object if req.chat else "text_completion",
+        "created": created,
+        "model": req.model,
+        "choices": choices,
+    }
