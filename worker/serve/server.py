@@ -119,18 +119,30 @@ class Worker:
             return await self._decode(req, request_id, params, on_token)
         table = self._allocate(self.engine.blocks_needed(len(req.prompt), req.max_tokens))
         try:
-            gen = await self._compute_call(
-                self.engine.generate,
-                req.prompt,
-                table,
-                req.max_tokens,
-                ignore_eos=req.ignore_eos,
-                min_tokens=req.min_tokens,
-                on_token=on_token,
-            )
+            gen = await self._generate(req, table, on_token)
         finally:
             self.allocator.free(table)
         return Outcome(gen, None, _timings(gen))
+
+    async def _generate(
+        self,
+        req: CompletionRequest,
+        table: list[int],
+        on_token: OnToken | None,
+        prompt_cached: bool = False,
+    ) -> Any:
+        """The request's whole generation over ``table`` (aggregated, or decode after its
+        READ put the prompt's KV there: ``prompt_cached``)."""
+        return await self._compute_call(
+            self.engine.generate,
+            req.prompt,
+            table,
+            req.max_tokens,
+            ignore_eos=req.ignore_eos,
+            prompt_cached=prompt_cached,
+            min_tokens=req.min_tokens,
+            on_token=on_token,
+        )
 
     async def _prefill(
         self, req: CompletionRequest, request_id: str, on_token: OnToken | None
@@ -172,16 +184,7 @@ class Worker:
         table = self._allocate(self.engine.blocks_needed(len(req.prompt), req.max_tokens))
         try:
             stats, transfer_ms = await self._read(peer, remote_req, remote_ids, table)
-            gen = await self._compute_call(
-                self.engine.generate,
-                req.prompt,
-                table,
-                req.max_tokens,
-                ignore_eos=req.ignore_eos,
-                prompt_cached=True,
-                min_tokens=req.min_tokens,
-                on_token=on_token,
-            )
+            gen = await self._generate(req, table, on_token, prompt_cached=True)
         except _InFlight as e:  # the read thread still owns the blocks; it frees them
             raise e.error from None
         except BaseException:
