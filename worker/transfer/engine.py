@@ -191,8 +191,9 @@ class KVTransferAgent:
 
     # --- prefill side ---------------------------------------------------------------
 
-    def publish(self, request_id: str, block_ids: list[int]) -> None:
-        """Stage (if needed) and hold ``block_ids`` until notified or the lease expires."""
+    def publish(self, request_id: str, block_ids: list[int], prompt_digest: str = "") -> None:
+        """Stage (if needed) and hold ``block_ids`` until notified or the lease expires;
+        a claim naming another ``prompt_digest`` is refused."""
         self._nixl()
         if self._holder is None:
             raise RuntimeError(
@@ -203,7 +204,13 @@ class KVTransferAgent:
                 raise ValueError(f"block id {b} out of range [0, {self.layout.num_blocks})")
         if self._buffer is not self._caches:
             copy_blocks(self._caches, self._buffer, block_ids)
-        self._holder.hold(request_id, block_ids, self.config.block_lease_s)
+        self._holder.hold(request_id, block_ids, self.config.block_lease_s, prompt_digest)
+
+    def release(self, request_id: str) -> bool:
+        """Free a published hold now (its decode failed); False when none is held."""
+        if self._holder is None:
+            return False
+        return self._holder.release(request_id)
 
     def _on_frame(self, frame: bytes) -> bytes | None:
         """Side-channel handler: metadata or a claim's answer; a Refusal for anything else."""
@@ -243,13 +250,17 @@ class KVTransferAgent:
         deadline_s: float | None = None,
         merge: bool = True,
         claim: bool = True,
+        prompt_digest: str = "",
     ) -> TransferStats:
         """READ remote blocks into local blocks; blocking, thread-safe, never hangs.
 
+        ``prompt_digest``: :func:`protocol.prompt_digest` of the prompt decode continues;
+        the prefill refuses the claim when it computed the blocks for another prompt.
         ``claim=False`` skips the claim: only for reads of blocks nobody published (the
         probe), whose content does not matter."""
         t0 = time.perf_counter()
         deadline = t0 + (deadline_s if deadline_s is not None else self.config.transfer_deadline_s)
+        entry: PeerEntry | None = None
         try:
             entry, hs_ms = self._peer(peer, deadline)
             plan = self._plan(entry, remote_block_ids, local_block_ids, merge)
@@ -260,7 +271,7 @@ class KVTransferAgent:
             claim_ms = 0.0
             if claim:  # before the READ: prefill confirms and extends the lease, or we stop
                 claim_ms = self._directory().claim(
-                    peer, entry, request_id, remote_block_ids, deadline
+                    peer, entry, request_id, remote_block_ids, deadline, prompt_digest
                 )
             post_ms, xfer_ms, ndesc = self._execute(peer, entry, plan, request_id, deadline, merge)
             if self._buffer is not self._caches:
@@ -268,6 +279,9 @@ class KVTransferAgent:
         except TransferError as e:
             self.telemetry.record_failure(e.reason)
             raise
+        finally:
+            if entry is not None:
+                self._directory().done(entry)
         total = (time.perf_counter() - t0) * 1000
         self.telemetry.record_transfer(
             nbytes=plan.bytes, descriptors=ndesc, post_ms=post_ms, transfer_ms=xfer_ms
@@ -279,10 +293,12 @@ class KVTransferAgent:
     ) -> protocol.PeerMetadata:
         """The peer's handshake metadata (handshaking now if it is not cached)."""
         try:
-            return self._peer(peer, time.perf_counter() + timeout_s)[0].meta
+            entry = self._peer(peer, time.perf_counter() + timeout_s)[0]
         except TransferError as e:
             self.telemetry.record_failure(e.reason)
             raise
+        self._directory().done(entry)
+        return entry.meta
 
     def _plan(
         self, entry: PeerEntry, remote_ids: list[int], local_ids: list[int], merge: bool

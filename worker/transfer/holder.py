@@ -5,7 +5,8 @@ Effectful layer (a daemon thread polls NIXL notifications; the decisions are the
 claim (over the side channel, before it posts its READ) is answered from the table and
 extends a held lease to cover the read; the READ's notification, or the lease running
 out, releases the blocks: ``on_release(request_id, block_ids, reason)`` runs on the
-notification thread with reason ``notified`` or ``lease_expired``.
+notification thread with reason ``notified`` or ``lease_expired``, or on the caller's with
+``aborted`` (:meth:`BlockHolder.release`: the decode hop failed).
 """
 
 from __future__ import annotations
@@ -48,15 +49,22 @@ class BlockHolder:
         if self._thread.is_alive():
             self._thread.join(timeout=2)
 
-    def hold(self, request_id: str, block_ids: list[int], lease_s: float) -> None:
-        self.leases.hold(request_id, list(block_ids), time.monotonic() + lease_s)
+    def hold(self, request_id: str, block_ids: list[int], lease_s: float, digest: str = "") -> None:
+        self.leases.hold(request_id, list(block_ids), time.monotonic() + lease_s, digest)
         self._telemetry.held.set(len(self.leases))
+
+    def release(self, request_id: str) -> bool:
+        """Free a hold now (decode failed or the client left; told by the proxy). False
+        when nothing is held under that id (already read, expired or never published)."""
+        ids = self.leases.pop(request_id)
+        self._release(request_id, ids, "aborted")
+        return ids is not None
 
     def claim(self, msg: protocol.Claim) -> protocol.ClaimAnswer:
         """Answer decode's claim atomically from the lease table."""
         now = time.monotonic()
         until = now + msg.deadline_s + CLAIM_MARGIN_S
-        res = self.leases.claim(msg.request_id, msg.block_ids, now, until)
+        res = self.leases.claim(msg.request_id, msg.block_ids, now, until, msg.prompt_digest)
         if not res.held:
             log.info("claim of %s refused: %s", msg.request_id, res.reason)
         left = round(res.expires - now, 3) if res.expires else 0.0

@@ -4,10 +4,12 @@ Pure layer (stdlib only; time is passed in). Thread-safe: the request path holds
 side-channel thread claims, and the notification thread pops or expires.
 
 A claim is decode asking, before it posts its READ, whether the blocks are still held for
-it. It is answered atomically under the table's lock: either the lease is live, covers
-every block decode names, and is extended to ``until`` (so it cannot expire during the
-read), or the answer says why not. Recently ended requests are remembered (a bounded
-number) so that a late claim learns "expired" or "released" rather than "unknown".
+it. It is answered atomically under the table's lock: either the lease is live, decode
+names the published blocks in their order (all of them, or the tail when it holds a prefix
+already), the prompt digest matches the one the blocks were computed for, and the lease is
+extended to ``until`` (so it cannot expire during the read), or the answer says why not.
+Recently ended requests are remembered (a bounded number) so that a late claim learns
+"expired" or "released" rather than "unknown".
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 ENDED_MEMORY = 4096  # recently ended request ids remembered for claim answers
-ClaimReason = Literal["", "expired", "released", "unknown", "blocks_differ"]
+ClaimReason = Literal["", "expired", "released", "unknown", "blocks_differ", "prompt_differs"]
 
 
 @dataclass(frozen=True)
 class ClaimResult:
-    """``reason``: "" when held; else expired, released, unknown or blocks_differ.
+    """``reason``: "" when held; else expired, released, unknown, blocks_differ or
+    prompt_differs.
 
     ``expires``: the (extended) expiry when held, when the lease ran out when expired,
     else 0.0. ``held_ids``: the published block ids when they differ from the claim's.
@@ -36,11 +39,11 @@ class ClaimResult:
 
 
 class LeaseTable:
-    """request id → (block ids, expiry time)."""
+    """request id → (block ids, expiry time, prompt digest)."""
 
     def __init__(self, ended_memory: int = ENDED_MEMORY) -> None:
         self._lock = threading.Lock()
-        self._held: dict[str, tuple[list[int], float]] = {}
+        self._held: dict[str, tuple[list[int], float, str]] = {}
         self._ended: OrderedDict[str, tuple[ClaimReason, float]] = OrderedDict()
         self._ended_memory = ended_memory
 
@@ -48,11 +51,11 @@ class LeaseTable:
         with self._lock:
             return len(self._held)
 
-    def hold(self, request_id: str, block_ids: list[int], expires: float) -> None:
+    def hold(self, request_id: str, block_ids: list[int], expires: float, digest: str = "") -> None:
         with self._lock:
             if request_id in self._held:
                 raise ValueError(f"request {request_id!r} is already published")
-            self._held[request_id] = (list(block_ids), expires)
+            self._held[request_id] = (list(block_ids), expires, digest)
             self._ended.pop(request_id, None)
 
     def expiry(self, request_id: str) -> float | None:
@@ -70,16 +73,19 @@ class LeaseTable:
     def expire(self, now: float) -> list[tuple[str, list[int]]]:
         """Remove and return every lease whose expiry is at or before ``now``."""
         with self._lock:
-            gone = [(rid, exp) for rid, (_, exp) in self._held.items() if exp <= now]
+            gone = [(rid, exp) for rid, (_, exp, _) in self._held.items() if exp <= now]
             for rid, exp in gone:
                 self._remember(rid, "expired", exp)
             return [(rid, self._held.pop(rid)[0]) for rid, _ in gone]
 
-    def claim(self, request_id: str, block_ids: list[int], now: float, until: float) -> ClaimResult:
+    def claim(
+        self, request_id: str, block_ids: list[int], now: float, until: float, digest: str = ""
+    ) -> ClaimResult:
         """Held (expiry extended to at least ``until``) or not, and why; see the docstring.
 
-        Decode may claim a subset of the published blocks (it may hold a prefix already);
-        a lease due at ``now`` is expired even if the sweep has not removed it yet.
+        Decode may claim the tail of the published blocks (it may hold a prefix already),
+        never another order; ``digest`` "" skips the prompt check. A lease due at ``now``
+        is expired even if the sweep has not removed it yet.
         """
         with self._lock:
             item = self._held.get(request_id)
@@ -88,13 +94,15 @@ class LeaseTable:
                 if ended is None:
                     return ClaimResult(False, "unknown")
                 return ClaimResult(False, ended[0], ended[1])
-            ids, expires = item
+            ids, expires, held_digest = item
             if expires <= now:  # the notification thread's sweep releases it
                 return ClaimResult(False, "expired", expires)
-            if not set(block_ids) <= set(ids):
+            if not block_ids or list(block_ids) != ids[len(ids) - len(block_ids) :]:
                 return ClaimResult(False, "blocks_differ", expires, tuple(ids))
+            if digest and held_digest and digest != held_digest:
+                return ClaimResult(False, "prompt_differs", expires)
             expires = max(expires, until)
-            self._held[request_id] = (ids, expires)
+            self._held[request_id] = (ids, expires, held_digest)
             return ClaimResult(True, "", expires)
 
     def _remember(self, request_id: str, reason: ClaimReason, at: float) -> None:

@@ -6,14 +6,25 @@ on version, layout, memory type, TP size, engine id or HMAC mismatch, and forgot
 transfer suggests it died or restarted, so the next request handshakes afresh. Before each
 READ, :meth:`PeerDirectory.claim` asks the peer (one side-channel round trip) whether it
 still holds the request's blocks; when it does not, the READ is never posted.
+
+Isolation: a dead or hung peer costs only the requests that name it. A TCP connect comes
+first, so a refused connection fails at once instead of after the handshake timeout; a
+failed handshake backs the peer off (1 s, doubling to 30 s) and requests naming it meanwhile
+fail at once; waiting for another request's handshake is bounded by the request's deadline.
+Peers never share a lock. Incarnations: a prefill names its NIXL agent (new at every start)
+in ``kv_transfer_params.remote_incarnation``; a request naming another incarnation than the
+cached one re-handshakes (the pod restarted at the same address) and is not held back by
+the old incarnation's back-off. A forgotten peer's NIXL remote agent is unloaded only once
+no request is using it (transfer handles towards it may still be alive).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import zmq
 
@@ -22,15 +33,19 @@ from disagg_worker.transfer.layout import KVLayout
 from disagg_worker.transfer.nixl_agent import NixlAgent, RemotePeer
 
 HANDSHAKE_TIMEOUT_S = 5.0
+BACKOFF_FIRST_S = 1.0  # after a failed handshake; doubled per further failure
+BACKOFF_MAX_S = 30.0
 
 
 @dataclass(frozen=True)
 class PeerRef:
-    """Where a prefill worker's side channel listens; engine_id checked when given."""
+    """Where a prefill worker's side channel listens; engine_id checked when given, and
+    ``incarnation`` (the prefill's NIXL agent name, new at every start) when given."""
 
     host: str
     port: int
     engine_id: str = ""
+    incarnation: str = ""
 
     def __str__(self) -> str:
         name = f" ({self.engine_id})" if self.engine_id else ""
@@ -40,8 +55,9 @@ class PeerRef:
 class TransferError(RuntimeError):
     """A request's transfer failed; the message names the cause and the peer.
 
-    ``reason`` is the failure counter's label: handshake, incompatible, plan, claim,
-    expired, not_held, nixl_error, deadline, closed.
+    ``reason`` is the failure counter's label: handshake, unreachable, backoff,
+    incompatible, plan, claim, expired, not_held, prompt_differs, nixl_error, deadline,
+    closed.
     """
 
     def __init__(self, message: str, reason: str = "error") -> None:
@@ -51,8 +67,28 @@ class TransferError(RuntimeError):
 
 @dataclass
 class PeerEntry:
+    """A loaded peer; ``users`` counts the requests holding it (see :meth:`done`)."""
+
     meta: protocol.PeerMetadata
     remote: RemotePeer
+    users: int = 0
+    retired: bool = False  # forgotten: unload the remote agent when the last user is done
+    removable: bool = True  # False when a transfer handle towards it could not be released
+
+
+@dataclass
+class Backoff:
+    """A peer whose handshake failed: requests naming ``incarnation`` fail until ``until``."""
+
+    incarnation: str
+    until: float
+    failures: int
+    cause: str = field(default="")
+
+
+def backoff_delay(failures: int) -> float:
+    """Seconds to leave a peer alone after its ``failures``-th failed handshake in a row."""
+    return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2.0 ** max(failures - 1, 0))
 
 
 class PeerDirectory:
@@ -77,31 +113,89 @@ class PeerDirectory:
         self._peers: dict[tuple[str, int], PeerEntry] = {}
         self._locks: dict[tuple[str, int], threading.Lock] = {}
         self._channels: dict[tuple[str, int], handshake.Channel] = {}
+        self._backoff: dict[tuple[str, int], Backoff] = {}
 
     def get(self, peer: PeerRef, deadline: float) -> tuple[PeerEntry, float]:
-        """(entry, handshake ms — 0.0 when cached)."""
+        """(entry, handshake ms — 0.0 when cached); the caller calls :meth:`done` after."""
         key = (peer.host, peer.port)
+        self._check_backoff(peer)
         with self._lock:
             lock = self._locks.setdefault(key, threading.Lock())
-        with lock:
+        if not lock.acquire(timeout=max(0.0, deadline - time.perf_counter())):
+            raise TransferError(
+                f"request deadline passed while another request handshook with {peer}",
+                "deadline",
+            )
+        try:
             entry = self._peers.get(key)
-            if entry is not None and peer.engine_id in ("", entry.meta.engine_id):
-                return entry, 0.0
-            if entry is not None:  # another engine answers there now (restarted pod)
+            if entry is not None and _matches(peer, entry):
+                return self._use(entry), 0.0
+            self._check_backoff(peer)  # the handshake we waited for may just have failed
+            if entry is not None:  # another engine or incarnation answers there now
                 self.forget(peer, entry, remove=True)
             t0 = time.perf_counter()
-            entry = self._handshake(peer, deadline)
+            entry = self._handshake_or_back_off(peer, deadline)
             self._peers[key] = entry
-        return entry, (time.perf_counter() - t0) * 1000
+            return self._use(entry), (time.perf_counter() - t0) * 1000
+        finally:
+            lock.release()
+
+    def _use(self, entry: PeerEntry) -> PeerEntry:
+        with self._lock:
+            entry.users += 1
+        return entry
+
+    def done(self, entry: PeerEntry) -> None:
+        """A request is finished with ``entry``: a retired peer is unloaded by its last user."""
+        with self._lock:
+            entry.users -= 1
+            unload = entry.retired and entry.users == 0 and entry.removable
+        if unload:
+            self._agent.remove_peer(entry.remote)
 
     def forget(self, peer: PeerRef, entry: PeerEntry, *, remove: bool) -> None:
-        """Drop the cached entry; ``remove`` also unloads the NIXL remote agent (only safe
-        once no transfer handle towards it is alive)."""
+        """Drop the cached entry, so the next request handshakes afresh. Its NIXL remote
+        agent is unloaded once no request uses it, and only when ``remove`` (a transfer
+        handle that could not be released keeps it loaded)."""
         with self._lock:
             if self._peers.get((peer.host, peer.port)) is entry:
                 del self._peers[(peer.host, peer.port)]
-        if remove:
+            first = not entry.retired
+            entry.retired = True
+            entry.removable = entry.removable and remove
+            unload = first and entry.users == 0 and entry.removable
+        if unload:
             self._agent.remove_peer(entry.remote)
+
+    def _check_backoff(self, peer: PeerRef) -> None:
+        with self._lock:
+            off = self._backoff.get((peer.host, peer.port))
+        if off is None or off.incarnation != peer.incarnation:
+            return
+        left = off.until - time.monotonic()
+        if left > 0:
+            raise TransferError(
+                f"prefill {peer} failed {off.failures} handshake(s) in a row (last: "
+                f"{off.cause}); backing off for {left:.1f} s more",
+                "backoff",
+            )
+
+    def _handshake_or_back_off(self, peer: PeerRef, deadline: float) -> PeerEntry:
+        key = (peer.host, peer.port)
+        try:
+            entry = self._handshake(peer, deadline)
+        except TransferError as e:
+            if e.reason in ("handshake", "unreachable"):
+                with self._lock:
+                    old = self._backoff.get(key)
+                    same = old is not None and old.incarnation == peer.incarnation
+                    failures = old.failures + 1 if same and old is not None else 1
+                    until = time.monotonic() + backoff_delay(failures)
+                    self._backoff[key] = Backoff(peer.incarnation, until, failures, str(e))
+            raise
+        with self._lock:
+            self._backoff.pop(key, None)
+        return entry
 
     def close(self) -> None:
         """Close the side-channel client sockets (remote agents go with the NIXL agent)."""
@@ -117,6 +211,9 @@ class PeerDirectory:
         problems = protocol.mismatches(self._layout, self._memory_type, self._tp_size, meta)
         if peer.engine_id and meta.engine_id != peer.engine_id:
             problems.append(f"engine_id {peer.engine_id} != {meta.engine_id}")
+        if peer.incarnation and meta.agent_name != peer.incarnation:
+            # restarted again since it answered this request: its blocks are gone
+            problems.append(f"incarnation {peer.incarnation} != {meta.agent_name}")
         if problems:
             raise TransferError(
                 f"peer {peer} is incompatible: {'; '.join(problems)}", "incompatible"
@@ -139,6 +236,7 @@ class PeerDirectory:
         nonce = os.urandom(16)
         req = protocol.MetadataRequest(self._engine_id, self._compat, nonce)
         timeout = min(HANDSHAKE_TIMEOUT_S, max(0.01, deadline - time.perf_counter()))
+        _reachable(peer, timeout)
         try:
             frame = self._codec.encode(req)
             raw = handshake.request(self._ctx, peer.host, peer.port, frame, timeout)
@@ -154,7 +252,13 @@ class PeerDirectory:
         return msg
 
     def claim(
-        self, peer: PeerRef, entry: PeerEntry, rid: str, block_ids: list[int], deadline: float
+        self,
+        peer: PeerRef,
+        entry: PeerEntry,
+        rid: str,
+        block_ids: list[int],
+        deadline: float,
+        digest: str = "",
     ) -> float:
         """Claim ``block_ids`` of ``rid`` from the peer before reading them: the peer extends
         its lease to cover ``deadline``. Returns the round trip (ms); TransferError if the
@@ -166,7 +270,8 @@ class PeerDirectory:
                 f"request {rid} from {peer}: deadline passed before the claim", "deadline"
             )
         nonce = os.urandom(16)
-        req = protocol.Claim(rid, block_ids, min(left, protocol.MAX_CLAIM_DEADLINE_S), nonce)
+        wait = min(left, protocol.MAX_CLAIM_DEADLINE_S)
+        req = protocol.Claim(rid, block_ids, wait, nonce, digest)
         try:
             frame = self._codec.encode(req)
             raw = self._channel(peer).request(frame, min(HANDSHAKE_TIMEOUT_S, left))
@@ -194,6 +299,22 @@ class PeerDirectory:
             return self._channels[key]
 
 
+def _matches(peer: PeerRef, entry: PeerEntry) -> bool:
+    """Whether a cached entry answers for ``peer`` (same engine and incarnation)."""
+    meta = entry.meta
+    return peer.engine_id in ("", meta.engine_id) and peer.incarnation in ("", meta.agent_name)
+
+
+def _reachable(peer: PeerRef, timeout_s: float) -> None:
+    """A plain TCP connect first: zmq would queue the handshake and wait out its timeout
+    on a refused port; this fails at once (refused) or within ``timeout_s`` (unreachable)."""
+    try:
+        socket.create_connection((peer.host, peer.port), timeout=timeout_s).close()
+    except OSError as e:
+        what = "refused the connection" if isinstance(e, ConnectionRefusedError) else str(e)
+        raise TransferError(f"prefill {peer} unreachable: {what}", "unreachable") from None
+
+
 def claim_refused(peer: PeerRef, ans: protocol.ClaimAnswer, wanted: list[int]) -> TransferError:
     """The error for a claim the peer answered "not held": what happened and what to do."""
     head = f"request {ans.request_id} from {peer}: nothing was read, "
@@ -204,6 +325,12 @@ def claim_refused(peer: PeerRef, ans: protocol.ClaimAnswer, wanted: list[int]) -
             "(DISAGG_BLOCK_LEASE_S on prefill) or investigate the delay between prefill "
             "and decode",
             "expired",
+        )
+    if ans.reason == "prompt_differs":
+        return TransferError(
+            f"{head}the prefill computed these blocks for another prompt; send decode the "
+            "prompt the prefill was given, with the kv_transfer_params it returned",
+            "prompt_differs",
         )
     if ans.reason == "released":
         why = "the prefill already released its blocks after an earlier read of it"

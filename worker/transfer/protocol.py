@@ -18,6 +18,10 @@ History:
 - 2: Claim / ClaimAnswer: before each READ decode asks whether prefill still holds the
   blocks (and prefill extends the lease to cover the read), so a READ never starts on
   blocks whose lease ran out. A version-1 prefill cannot answer claims: refused by version.
+- 3: a Claim names its blocks in order (an ordered suffix of the published list, never a
+  reordering) and carries the digest of the prompt decode continues
+  (:func:`prompt_digest`); prefill refuses a claim for KV it computed for another prompt
+  (``prompt_differs``). A version-2 peer is refused by version.
 """
 
 from __future__ import annotations
@@ -31,10 +35,11 @@ import msgspec
 
 from disagg_worker.transfer.layout import KVLayout
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 MAX_FRAME_BYTES = 1 << 20  # agent metadata is a few KiB; anything near 1 MiB is hostile
 MAX_CLAIM_DEADLINE_S = 3600.0  # a claim may pin blocks this long at most
 MAX_REQUEST_ID = 512  # characters
+DIGEST_CHARS = 32  # hex characters of a prompt digest (128 bits)
 
 
 class ProtocolError(ValueError):
@@ -113,16 +118,19 @@ class Claim(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="claim"
     """Decode → prefill, before posting a READ: do you still hold these blocks for me?
 
     ``deadline_s`` is the time decode's read may still take; a held lease is extended to
-    cover it. ``nonce`` is echoed to bind the answer.
+    cover it. ``block_ids`` in the order decode reads them; ``prompt_digest`` is
+    :func:`prompt_digest` of decode's prompt ("" when decode does not know its tokens).
+    ``nonce`` is echoed to bind the answer.
     """
 
     request_id: Annotated[str, msgspec.Meta(max_length=MAX_REQUEST_ID)]
     block_ids: list[Annotated[int, msgspec.Meta(ge=0)]]
     deadline_s: Annotated[float, msgspec.Meta(ge=0, le=MAX_CLAIM_DEADLINE_S)]
     nonce: bytes
+    prompt_digest: Annotated[str, msgspec.Meta(max_length=DIGEST_CHARS)] = ""
 
 
-ClaimReason = Literal["", "expired", "released", "unknown", "blocks_differ"]
+ClaimReason = Literal["", "expired", "released", "unknown", "blocks_differ", "prompt_differs"]
 
 
 class ClaimAnswer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="claim_answer"):
@@ -130,7 +138,8 @@ class ClaimAnswer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="
 
     ``reason`` when not held: ``expired`` (the lease ran out ``-expires_in_s`` seconds
     ago), ``released`` (already read and freed), ``unknown`` (never published here, or
-    ended long ago), ``blocks_differ`` (``held_ids`` are the published ones).
+    ended long ago), ``blocks_differ`` (``held_ids`` are the published ones, in order),
+    ``prompt_differs`` (the blocks hold another prompt's KV).
     """
 
     request_id: str
@@ -148,6 +157,13 @@ class _Envelope(msgspec.Struct, array_like=True):
     version: int
     body: bytes
     mac: bytes
+
+
+def prompt_digest(tokens: list[int]) -> str:
+    """What binds KV blocks to the prompt they were computed for: a hash of its token ids
+    (decode refuses KV whose digest is not its own prompt's)."""
+    data = b"".join(int(t).to_bytes(4, "little", signed=True) for t in tokens)
+    return hashlib.sha256(data).hexdigest()[:DIGEST_CHARS]
 
 
 def compat_hash(layout: KVLayout, memory_type: str, tp_size: int) -> str:

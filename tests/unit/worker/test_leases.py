@@ -48,13 +48,27 @@ def test_claim_never_shortens_a_lease() -> None:
     assert t.expiry("a") == 30.0
 
 
-def test_claim_of_a_subset_is_held_and_of_other_blocks_is_not() -> None:
+def test_claim_of_the_ordered_tail_is_held_and_of_anything_else_is_not() -> None:
+    """Decode names the published blocks in order (all, or the tail when it holds a prefix
+    already); a reordering would put KV at the wrong positions, so it is refused."""
     t = LeaseTable()
     t.hold("a", [4, 5, 6], expires=10.0)
+    assert t.claim("a", [4, 5, 6], now=1.0, until=2.0).held
     assert t.claim("a", [5, 6], now=1.0, until=2.0).held
-    res = t.claim("a", [6, 7], now=1.0, until=2.0)
-    assert (res.held, res.reason, res.held_ids) == (False, "blocks_differ", (4, 5, 6))
-    assert t.expiry("a") == 10.0
+    for wrong in ([6, 7], [6, 5], [4, 6, 5], [4, 5], [5], [], [4, 5, 6, 6]):
+        res = t.claim("a", wrong, now=1.0, until=2.0)
+        assert (res.held, res.reason, res.held_ids) == (False, "blocks_differ", (4, 5, 6)), wrong
+    assert t.expiry("a") == 10.0  # held claims never shorten it; refused ones never extend it
+
+
+def test_claim_for_another_prompt_is_refused() -> None:
+    t = LeaseTable()
+    t.hold("a", [1, 2], expires=10.0, digest="d-mine")
+    res = t.claim("a", [1, 2], now=1.0, until=20.0, digest="d-other")
+    assert (res.held, res.reason) == (False, "prompt_differs")
+    assert t.expiry("a") == 10.0  # a refused claim does not extend the lease
+    assert t.claim("a", [1, 2], now=1.0, until=20.0, digest="d-mine").held
+    assert t.claim("a", [1, 2], now=1.0, until=20.0).held  # no digest: not checked
 
 
 def test_claim_after_expiry_says_expired_even_before_the_sweep() -> None:

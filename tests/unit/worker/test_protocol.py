@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from disagg_worker.transfer import protocol
 from disagg_worker.transfer.layout import KVLayout
 from disagg_worker.transfer.protocol import (
+    DIGEST_CHARS,
     AuthError,
     Claim,
     ClaimAnswer,
@@ -23,6 +24,7 @@ from disagg_worker.transfer.protocol import (
     ProtocolError,
     Refusal,
     VersionError,
+    prompt_digest,
 )
 
 LAYOUT = KVLayout(num_layers=2, num_kv_heads=2, head_dim=8, block_size=16, num_blocks=8)
@@ -219,3 +221,10 @@ def test_claims_carry_the_hmac_like_handshake_frames() -> None:
         Codec(b"wrong").decode(frame)
     with pytest.raises(AuthError, match="no handshake secret"):
         Codec(None).decode(frame)
+
+
+def test_prompt_digest_binds_the_exact_token_ids() -> None:
+    base = prompt_digest([1, 2, 3])
+    assert len(base) == DIGEST_CHARS and base == prompt_digest([1, 2, 3])
+    others = {prompt_digest(t) for t in ([1, 2], [1, 2, 3, 0], [3, 2, 1], [1, 2, 4], [258])}
+    assert base not in others and len(others) == 5

@@ -58,9 +58,16 @@ class FakeDirectory:
     forgotten: list[tuple[PeerRef, bool]] = field(default_factory=list)
     claims: list[tuple[str, list[int]]] = field(default_factory=list)
     answer: protocol.ClaimAnswer | None = None  # a "not held" answer to every claim
+    finished: int = 0  # requests that said they are done with their entry
 
     def claim(
-        self, peer: PeerRef, entry: PeerEntry, rid: str, ids: list[int], deadline: float
+        self,
+        peer: PeerRef,
+        entry: PeerEntry,
+        rid: str,
+        ids: list[int],
+        deadline: float,
+        digest: str = "",
     ) -> float:
         self.claims.append((rid, ids))
         if self.answer is not None:
@@ -76,6 +83,9 @@ class FakeDirectory:
 
     def forget(self, peer: PeerRef, entry: PeerEntry, *, remove: bool) -> None:
         self.forgotten.append((peer, remove))
+
+    def done(self, entry: PeerEntry) -> None:
+        self.finished += 1
 
 
 def agent_with(fake: FakeNixl) -> tuple[KVTransferAgent, FakeDirectory]:
@@ -108,6 +118,7 @@ def test_fake_nixl_failures_release_forget_and_count(
         agent.read(PEER, "r1", [0, 1], [2, 3], deadline_s=0.2)
     assert time.perf_counter() - t0 < 2.0
     assert directory.forgotten == [(PEER, True)]
+    assert directory.finished == 1  # the entry is handed back on the failure path too
     assert len(fake.released) == (0 if fake.post_raises else 1)
     assert agent.stats()[f"failures_{reason}"] == 1
 
