@@ -56,6 +56,12 @@ class WorkerConfig(BaseModel):
     http_port: int = Field(default=8000, ge=0, le=65535, description="0: any free port")
     transfer_deadline_s: float = Field(default=10.0, gt=0, description="max time per transfer")
     block_lease_s: float = Field(default=30.0, gt=0, description="prefill holds blocks this long")
+    max_queued: int = Field(
+        default=64, ge=0, description="requests that may wait for free KV blocks; more get 503"
+    )
+    queue_timeout_s: float = Field(
+        default=20.0, gt=0, description="a request waits this long for KV blocks, then 503"
+    )
     nixl_threads: int = Field(default=0, ge=0, description="NIXL backend worker threads")
     ucx_tls: str | None = Field(default=None, description="UCX_TLS override")
     ucx_env: dict[str, str] = Field(default_factory=dict, description="extra UCX_* settings")

@@ -12,7 +12,7 @@ prefill's blocks from its own thread when decode's notification or the lease arr
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
@@ -24,13 +24,15 @@ class CacheFullError(RuntimeError):
 
 
 class BlockAllocator:
-    """Free-list of block ids; lowest ids first so tables stay mostly contiguous."""
+    """Free-list of block ids; lowest ids first so tables stay mostly contiguous.
+    ``on_free`` (any thread, outside the lock) hears of every :meth:`free`."""
 
     def __init__(self, num_blocks: int) -> None:
         self.num_blocks = num_blocks
         self._free: list[int] = list(range(num_blocks - 1, -1, -1))
         self._used: set[int] = set()
         self._lock = threading.Lock()
+        self.on_free: Callable[[], None] | None = None
 
     def allocate(self, count: int) -> list[int]:
         with self._lock:
@@ -53,6 +55,8 @@ class BlockAllocator:
             self._used.difference_update(ids)
             self._free.extend(ids)
             self._free.sort(reverse=True)
+        if self.on_free is not None:
+            self.on_free()
 
     @property
     def num_free(self) -> int:

@@ -23,8 +23,12 @@ if TYPE_CHECKING:
 
 
 def json_error(error: ApiError, request_id: str | None = None) -> web.Response:
-    headers = {"X-Request-Id": request_id} if request_id else None
-    return web.json_response(error.body(), status=error.status, headers=headers)
+    """The error as JSON; a 503 that says when to come back carries Retry-After."""
+    headers = {"X-Request-Id": request_id} if request_id else {}
+    retry = getattr(error, "retry_after_s", None)
+    if retry is not None:
+        headers["Retry-After"] = str(retry)
+    return web.json_response(error.body(), status=error.status, headers=headers or None)
 
 
 def remote_params(

@@ -23,6 +23,7 @@ from aiohttp import web
 from disagg_worker.engine.model import decode, encode
 from disagg_worker.serve.api import json_error
 from disagg_worker.serve.openai import (
+    RELEASE_PATH,
     ApiError,
     CompletionRequest,
     chunk,
@@ -151,9 +152,32 @@ def _api_error(error: Exception, rid: str) -> ApiError:
     return ApiError(500, f"internal error: {type(error).__name__}: {error}")
 
 
+async def _release(worker: Worker, request: web.Request) -> web.Response:
+    """POST /v1/kv/release ``{"kv_transfer_params": <what this prefill answered>}``: the
+    decode hop failed or its client left, so free the blocks now rather than at the lease's
+    end. 200 ``{"released": bool}`` (false: already read, expired or never held here)."""
+    try:
+        data = await _json(request)
+        params = data.get("kv_transfer_params") if isinstance(data, dict) else None
+        rid = params.get("remote_request_id") if isinstance(params, dict) else None
+        if not isinstance(rid, str) or not rid:
+            raise ApiError(
+                400,
+                "kv_transfer_params.remote_request_id: required; send the kv_transfer_params "
+                "this prefill answered",
+                "kv_transfer_params.remote_request_id",
+            )
+    except ApiError as e:
+        return json_error(e)
+    released = worker.release(rid)
+    if released:
+        log.info("request %s: blocks released early (its decode failed)", rid)
+    return web.json_response({"released": released})
+
+
 def build_app(worker: Worker) -> web.Application:
-    """Routes: POST /v1/completions, /v1/chat/completions; GET /health, /metrics,
-    /debug/blocks, /v1/models. Others answer JSON 404/405."""
+    """Routes: POST /v1/completions, /v1/chat/completions, /v1/kv/release; GET /health,
+    /metrics, /debug/blocks, /v1/models. Others answer JSON 404/405."""
 
     async def health(_: web.Request) -> web.Response:
         return web.json_response(
@@ -165,6 +189,9 @@ def build_app(worker: Worker) -> web.Application:
 
     async def blocks(_: web.Request) -> web.Response:
         return web.json_response(worker.block_report())
+
+    async def release(request: web.Request) -> web.Response:
+        return await _release(worker, request)
 
     async def models(_: web.Request) -> web.Response:
         data = [{"id": worker.config.model, "object": "model", "owned_by": "disagg"}]
@@ -181,6 +208,7 @@ def build_app(worker: Worker) -> web.Application:
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/debug/blocks", blocks)
+    app.router.add_post(RELEASE_PATH, release)
     app.router.add_get("/v1/models", models)
     return app
 

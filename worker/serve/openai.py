@@ -30,6 +30,8 @@ HONOURED: dict[str, str] = {
     "user": "accepted and ignored (an opaque client tag)",
 }
 CHAT_ONLY = frozenset({"messages"})
+# a prefill's route to free a hold whose decode failed (the proxy posts the params back)
+RELEASE_PATH = "/v1/kv/release"
 COMPLETION_ONLY = frozenset({"prompt"})
 CHAT_TEMPLATE = "each message as '<role>: <content>\\n', then 'assistant: '"
 

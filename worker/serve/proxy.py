@@ -19,6 +19,12 @@ split cannot do (``n`` > 1, ``best_of`` > 1, beam search, a client's ``kv_transf
 is refused before any hop. Any failure answers a JSON error that names the hop, the worker
 and the cause: a worker's 4xx/503/504 keeps its status, other worker failures and invalid
 answers are 502, the deadline 504.
+
+Faults: a hop whose worker is full (503) or cannot be reached is tried once on each other
+worker of its pool; when none takes it, a 503 goes to the client with the worker's
+``Retry-After``. When the decode hop fails (or the client leaves before it ends), the proxy
+posts the prefill's ``kv_transfer_params`` back to it (``POST /v1/kv/release``, best effort:
+vLLM answers 404 and keeps its lease) so the blocks are freed now, not when the lease ends.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -36,10 +43,12 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from disagg_worker.serve.openai import proxy_refusal, request_id
+from disagg_worker.serve.openai import RELEASE_PATH, proxy_refusal, request_id
 from disagg_worker.serve.routes import json_route_errors
 
+log = logging.getLogger("disagg.proxy")
 POLICIES = ("round-robin", "least-loaded")
+RELEASE_TIMEOUT_S = 2.0
 PREFILL_PARAMS = {
     "do_remote_decode": True,
     "do_remote_prefill": False,
@@ -56,16 +65,23 @@ def hop_failure(where: str, timeout_s: float, error: Exception) -> HopError:
     if isinstance(error, asyncio.TimeoutError):
         return HopError(504, f"{where}: no answer within the {timeout_s:g}s deadline")
     if isinstance(error, aiohttp.ClientConnectorError):
-        return HopError(502, f"{where}: cannot connect ({error.os_error or error})")
+        cause = f"{where}: cannot connect ({error.os_error or error})"
+        return HopError(502, cause, retryable=True)
     return HopError(502, f"{where}: {type(error).__name__}: {error}")
 
 
 class HopError(Exception):
-    """A hop failed; ``status`` is what the proxy answers."""
+    """A hop failed; ``status`` is what the proxy answers. ``retryable``: another worker
+    of the pool may take it (this one is full or unreachable); ``retry_after``: the
+    worker's Retry-After."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(
+        self, status: int, message: str, *, retryable: bool = False, retry_after: str = ""
+    ) -> None:
         super().__init__(message)
         self.status = status
+        self.retryable = retryable or status == 503
+        self.retry_after = retry_after
 
 
 @dataclass
@@ -93,6 +109,12 @@ class Pool:
             return min(order, key=lambda b: b.inflight)  # ties: round-robin order
         return order[0]
 
+    def candidates(self) -> list[Backend]:
+        """The policy's pick, then every other worker (where a full or unreachable
+        worker's request goes next)."""
+        first = self.pick()
+        return [first, *(b for b in self.backends if b is not first)]
+
 
 class Proxy:
     """Two pools, one client session, and the two-hop request flow."""
@@ -110,13 +132,37 @@ class Proxy:
         self.timeout_s = timeout_s
         self.after_prefill = after_prefill  # a test seam: act between the two hops
         self._session: aiohttp.ClientSession | None = None
+        self._releases: set[asyncio.Task[None]] = set()
 
     async def start(self, _: web.Application | None = None) -> None:
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
 
     async def close(self, _: web.Application | None = None) -> None:
+        if self._releases:
+            await asyncio.wait(self._releases, timeout=RELEASE_TIMEOUT_S)
         if self._session is not None:
             await self._session.close()
+
+    def release_later(
+        self, prefill: Backend, params: dict[str, Any], headers: dict[str, str]
+    ) -> None:
+        """The decode hop failed: tell the prefill to free the blocks (in the background,
+        best effort; the lease stays the backstop)."""
+        task = asyncio.ensure_future(self._release(prefill.url, params, headers))
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
+    async def _release(self, url: str, params: dict[str, Any], headers: dict[str, str]) -> None:
+        assert self._session is not None
+        timeout = aiohttp.ClientTimeout(total=RELEASE_TIMEOUT_S)
+        body = {"kv_transfer_params": params}
+        try:
+            async with self._session.post(
+                url + RELEASE_PATH, json=body, headers=headers, timeout=timeout
+            ) as resp:
+                await resp.read()
+        except (asyncio.TimeoutError, aiohttp.ClientError) as e:
+            log.debug("release at %s failed: %s", url, e)
 
     async def complete(
         self, path: str, body: dict[str, Any], headers: dict[str, str]
@@ -128,7 +174,11 @@ class Proxy:
         p, pre, params = await self._prefill(path, body, headers, deadline)
         t1 = time.perf_counter()
         second = {**body, "kv_transfer_params": params}
-        d, out = await self._hop("decode", self.decode, path, second, headers, deadline)
+        try:
+            d, out = await self._hop("decode", self.decode, path, second, headers, deadline)
+        except BaseException:  # failed, or the client left: the prefill's blocks go now
+            self.release_later(p, params, headers)
+            raise
         t2 = time.perf_counter()
         ms = 1000.0
         figures = out.get("disagg")
@@ -153,21 +203,37 @@ class Proxy:
         it ends the stream with an ``{"error": ...}`` event."""
         assert self._session is not None, "Proxy.start() first"
         deadline = time.monotonic() + self.timeout_s
-        _, _, params = await self._prefill(path, body, headers, deadline)
-        backend = self.decode.pick()
+        p, _, params = await self._prefill(path, body, headers, deadline)
+        second = {**body, "kv_transfer_params": params}
+        try:
+            backend, resp = await self._open_decode(path, second, headers, deadline)
+        except BaseException:
+            self.release_later(p, params, headers)
+            raise
         backend.inflight += 1
         try:
-            url = backend.url + path
-            resp = await self._open(url, {**body, "kv_transfer_params": params}, headers, deadline)
-            try:
-                return await _relay_stream(request, resp, f"decode {url}", headers)
-            except BaseException:  # cancelled when the client left: decode must stop too
-                resp.close()
-                raise
-            finally:
-                resp.release()
+            return await _relay_stream(request, resp, f"decode {backend.url + path}", headers)
+        except BaseException:  # cancelled when the client left: decode must stop too
+            resp.close()
+            raise
         finally:
+            resp.release()
             backend.inflight -= 1
+
+    async def _open_decode(
+        self, path: str, body: dict[str, Any], headers: dict[str, str], deadline: float
+    ) -> tuple[Backend, aiohttp.ClientResponse]:
+        """The streaming decode hop, on the next decode worker when one is full or down."""
+        for i, backend in enumerate(candidates := self.decode.candidates()):
+            backend.inflight += 1
+            try:
+                return backend, await self._open(backend.url + path, body, headers, deadline)
+            except HopError as e:
+                if not e.retryable or i == len(candidates) - 1:
+                    raise
+            finally:
+                backend.inflight -= 1
+        raise AssertionError("a pool has at least one worker")
 
     async def _open(
         self, url: str, body: dict[str, Any], headers: dict[str, str], deadline: float
@@ -190,7 +256,9 @@ class Proxy:
             finally:
                 resp.release()
             raise HopError(
-                _relay_status(resp.status), f"{where} answered {resp.status}: {_message(data)}"
+                _relay_status(resp.status),
+                f"{where} answered {resp.status}: {_message(data)}",
+                retry_after=resp.headers.get("Retry-After", ""),
             )
         return resp
 
@@ -220,12 +288,17 @@ class Proxy:
         headers: dict[str, str],
         deadline: float,
     ) -> tuple[Backend, dict[str, Any]]:
-        backend = pool.pick()
-        backend.inflight += 1
-        try:
-            return backend, await self._post(role, backend.url + path, body, headers, deadline)
-        finally:
-            backend.inflight -= 1
+        """POST to the pool's pick; when it is full or unreachable, to each other worker."""
+        for i, backend in enumerate(candidates := pool.candidates()):
+            backend.inflight += 1
+            try:
+                return backend, await self._post(role, backend.url + path, body, headers, deadline)
+            except HopError as e:
+                if not e.retryable or i == len(candidates) - 1:
+                    raise
+            finally:
+                backend.inflight -= 1
+        raise AssertionError("a pool has at least one worker")
 
     async def _post(
         self, role: str, url: str, body: dict[str, Any], headers: dict[str, str], deadline: float
@@ -240,11 +313,12 @@ class Proxy:
                 url, json=body, headers=headers, timeout=aiohttp.ClientTimeout(total=left)
             ) as resp:
                 data = await resp.json(content_type=None)
-                status = resp.status
+                status, retry_after = resp.status, resp.headers.get("Retry-After", "")
         except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
             raise hop_failure(where, self.timeout_s, e) from None
         if status >= 400 or not isinstance(data, dict):
-            raise HopError(_relay_status(status), f"{where} answered {status}: {_message(data)}")
+            message = f"{where} answered {status}: {_message(data)}"
+            raise HopError(_relay_status(status), message, retry_after=retry_after)
         return data
 
 
@@ -330,7 +404,10 @@ def build_app(proxy: Proxy) -> web.Application:
                 return await proxy.stream(request, request.path, body, headers)
             out = await proxy.complete(request.path, body, headers)
         except HopError as e:
-            return _error(e.status, str(e), rid)
+            response = _error(e.status, str(e), rid)
+            if e.status == 503:  # no worker had room: say when to come back
+                response.headers["Retry-After"] = e.retry_after or "1"
+            return response
         return web.json_response(out, headers={"X-Request-Id": rid})
 
     async def health(_: web.Request) -> web.Response:

@@ -14,7 +14,14 @@ I/O layer. Three kinds of request, told apart by ``kv_transfer_params``:
 - ``{"do_remote_prefill": true, ...}`` (decode role): READ the blocks from the prefill
   worker with NIXL, recompute the last prompt token and continue generation.
 
-Engine work runs on one thread (the engine is not re-entrant); transfers on another pool.
+Engine work runs on one thread (the engine is not re-entrant); transfers on a pool wide
+enough that reads from different prefills never queue behind each other (a dead prefill
+costs only the requests that name it: :mod:`transfer.peers`). Blocks are reserved when a
+request's turn comes (:mod:`serve.admission`): a prefill when the engine takes it, so
+requests queued behind the engine hold nothing; a full cache makes a request wait in a
+bounded queue, then 503 with Retry-After. Prefill's answer binds its blocks to the prompt
+(``prompt_digest``) and to this process (``remote_incarnation``: a decode re-handshakes
+with a restarted prefill); :meth:`Worker.release` frees a hold whose decode failed.
 """
 
 from __future__ import annotations
@@ -28,13 +35,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from disagg_worker.config import WorkerConfig
-from disagg_worker.engine.kvcache import BlockAllocator, CacheFullError, PagedKVCache
+from disagg_worker.engine.kvcache import BlockAllocator, PagedKVCache
 from disagg_worker.engine.model import Generation, ReferenceEngine, get_preset, kv_layout
+from disagg_worker.serve.admission import Admission
 from disagg_worker.serve.api import WorkerMetrics, check_model, remote_params
 from disagg_worker.serve.openai import ApiError, CompletionRequest
+from disagg_worker.transfer.protocol import prompt_digest
 
 log = logging.getLogger("disagg.worker")
 OnToken = Callable[[int], None]
+# transfer threads: each read waits on one peer; 64 keep reads from one hung prefill (held
+# to their deadline) from delaying reads from the healthy ones
+TRANSFER_THREADS = 64
 
 
 @dataclass(frozen=True)
@@ -56,11 +68,16 @@ class Worker:
         self.cache = PagedKVCache(self.layout, config.device)
         self.engine = ReferenceEngine(spec, self.cache, config.seed)
         self.allocator = BlockAllocator(config.num_blocks)
+        self.admission = Admission(
+            self.allocator, max_waiting=config.max_queued, wait_s=config.queue_timeout_s
+        )
         self.held: dict[str, list[int]] = {}
         self.metrics = WorkerMetrics(self)
         self.agent: Any = None
         self._compute = ThreadPoolExecutor(1, thread_name_prefix="engine")
-        self._io = ThreadPoolExecutor(4, thread_name_prefix="transfer")
+        self._io = ThreadPoolExecutor(TRANSFER_THREADS, thread_name_prefix="transfer")
+        self._prefill_turn = asyncio.Lock()
+        self._turn_waiting = 0
 
     def start(self) -> None:
         if self.config.role == "both":
@@ -86,9 +103,22 @@ class Worker:
         self.allocator.free(block_ids)
 
     def block_report(self) -> dict[str, Any]:
-        """Blocks used and free, and the block sets held for a decode, by request id."""
+        """Blocks used and free, the block sets held for a decode (by request id), and the
+        requests waiting for blocks."""
         held = {k: len(v) for k, v in list(self.held.items())}
-        return {"used": self.allocator.num_used, "free": self.allocator.num_free, "held": held}
+        return {
+            "used": self.allocator.num_used,
+            "free": self.allocator.num_free,
+            "held": held,
+            "waiting": self.admission.waiting + self._turn_waiting,
+        }
+
+    def release(self, request_id: str) -> bool:
+        """Free the blocks held for ``request_id`` now: its decode failed or its client
+        left (the proxy says so). False when nothing is held under that id."""
+        if self.agent is None or self.config.role != "prefill":
+            return False
+        return bool(self.agent.release(request_id))
 
     @property
     def side_channel_port(self) -> int | None:
@@ -117,7 +147,9 @@ class Worker:
             return await self._prefill(req, request_id, on_token)
         if params.get("do_remote_prefill"):
             return await self._decode(req, request_id, params, on_token)
-        table = self._allocate(self.engine.blocks_needed(len(req.prompt), req.max_tokens))
+        table = await self.admission.allocate(
+            self.engine.blocks_needed(len(req.prompt), req.max_tokens)
+        )
         try:
             gen = await self._generate(req, table, on_token)
         finally:
@@ -148,19 +180,37 @@ class Worker:
         self, req: CompletionRequest, request_id: str, on_token: OnToken | None
     ) -> Outcome:
         self._require_role("prefill", "do_remote_decode")
-        table = self._allocate(self.layout.blocks_for_tokens(len(req.prompt)))
+        digest = prompt_digest(req.prompt)
+        # the engine's turn first, then the blocks: requests queued behind the engine hold
+        # none (a cache reserved by a queue would fail everyone)
+        await self._take_turn()
         try:
-            gen = await self._compute_call(
-                self.engine.generate, req.prompt, table, 1, ignore_eos=True, on_token=on_token
-            )
-            self.held[request_id] = table
-            self.agent.publish(request_id, table)
-        except BaseException:
-            self.held.pop(request_id, None)
-            self.allocator.free(table)
-            raise
+            table = await self.admission.allocate(self.layout.blocks_for_tokens(len(req.prompt)))
+            try:
+                gen = await self._compute_call(
+                    self.engine.generate, req.prompt, table, 1, ignore_eos=True, on_token=on_token
+                )
+                self.held[request_id] = table
+                self.agent.publish(request_id, table, digest)
+            except BaseException:
+                self.held.pop(request_id, None)
+                self.allocator.free(table)
+                raise
+        finally:
+            self._prefill_turn.release()
         params = remote_params(self.config, self.side_channel_port, request_id, table)
+        params["remote_incarnation"] = self.agent.agent_name
+        params["prompt_digest"] = digest
         return Outcome(gen, params, _timings(gen))
+
+    async def _take_turn(self) -> None:
+        """Wait for the prefill engine; the wait counts against the waiting room's bound."""
+        self.admission.check_room(self._turn_waiting)
+        self._turn_waiting += 1
+        try:
+            await self._prefill_turn.acquire()
+        finally:
+            self._turn_waiting -= 1
 
     async def _decode(
         self,
@@ -181,11 +231,17 @@ class Worker:
                 "prompt as prefill",
                 "kv_transfer_params.remote_block_ids",
             )
-        table = self._allocate(self.engine.blocks_needed(len(req.prompt), req.max_tokens))
+        digest = prompt_digest(req.prompt)
+        _check_digest(params, digest)
+        table = await self.admission.allocate(
+            self.engine.blocks_needed(len(req.prompt), req.max_tokens)
+        )
         try:
-            stats, transfer_ms = await self._read(peer, remote_req, remote_ids, table)
+            stats, transfer_ms = await self._read(peer, remote_req, remote_ids, table, digest)
             gen = await self._generate(req, table, on_token, prompt_cached=True)
         except _InFlight as e:  # the read thread still owns the blocks; it frees them
+            if e.error is None:  # cancelled: the client left
+                raise asyncio.CancelledError from None
             raise e.error from None
         except BaseException:
             self.allocator.free(table)
@@ -195,9 +251,10 @@ class Worker:
         return Outcome(gen, None, timings)
 
     async def _read(
-        self, peer: Any, remote_req: str, remote_ids: list[int], table: list[int]
+        self, peer: Any, remote_req: str, remote_ids: list[int], table: list[int], digest: str
     ) -> tuple[Any, float]:
-        """READ the prefill's blocks into the head of ``table``; map failures to 502/504."""
+        """READ the prefill's blocks into the head of ``table``; map failures to HTTP
+        (a prompt mismatch 400, a deadline 504, anything else 502)."""
         from disagg_worker.transfer.engine import TransferError
 
         deadline = self.config.transfer_deadline_s
@@ -206,17 +263,21 @@ class Worker:
         start = time.perf_counter()
         future = loop.run_in_executor(
             self._io,
-            lambda: self.agent.read(peer, remote_req, remote_ids, local_ids, deadline_s=deadline),
+            lambda: self.agent.read(
+                peer, remote_req, remote_ids, local_ids, deadline_s=deadline, prompt_digest=digest
+            ),
         )
         try:
             # The agent enforces the deadline itself; this outer bound only guards a hang.
             stats = await asyncio.wait_for(asyncio.shield(future), deadline + 5.0)
         except TransferError as e:
-            status = 504 if _is_timeout(e) else 502
-            raise ApiError(status, f"KV transfer from {_where(peer)} failed: {e}") from e
-        except asyncio.TimeoutError:
-            # A READ may still land in these blocks: free them only when the thread is done.
+            raise _transfer_error(e, peer) from e
+        except (asyncio.TimeoutError, asyncio.CancelledError) as e:
+            # A READ may still land in these blocks (its thread runs on when we stop
+            # waiting, or when the client leaves): free them only when the thread is done.
             future.add_done_callback(lambda _: self.allocator.free(table))
+            if isinstance(e, asyncio.CancelledError):
+                raise _InFlight(None) from e
             err = ApiError(504, f"KV transfer from {_where(peer)} exceeded {deadline}s")
             raise _InFlight(err) from None
         return stats, (time.perf_counter() - start) * 1000.0
@@ -230,23 +291,35 @@ class Worker:
                 f"kv_transfer_params.{flag}",
             )
 
-    def _allocate(self, count: int) -> list[int]:
-        try:
-            return self.allocator.allocate(count)
-        except CacheFullError as e:
-            raise ApiError(503, str(e)) from None
-
 
 class _InFlight(Exception):
-    """A transfer was abandoned while its thread still runs; carries the answer to give."""
+    """A transfer was abandoned while its thread still runs; carries the answer to give
+    (None: the request was cancelled)."""
 
-    def __init__(self, error: ApiError) -> None:
-        super().__init__(error.message)
+    def __init__(self, error: ApiError | None) -> None:
+        super().__init__(error.message if error else "cancelled")
         self.error = error
 
 
-def _is_timeout(error: Exception) -> bool:
-    return getattr(error, "reason", "") == "deadline"
+def _transfer_error(error: Any, peer: Any) -> ApiError:
+    """A failed READ as HTTP: KV of another prompt is the client's error (400), the
+    deadline 504, any other failure of the prefill or the path 502."""
+    message = f"KV transfer from {_where(peer)} failed: {error}"
+    if error.reason == "prompt_differs":
+        return ApiError(400, message, "prompt")
+    return ApiError(504 if error.reason == "deadline" else 502, message)
+
+
+def _check_digest(params: dict[str, Any], digest: str) -> None:
+    """The prefill's ``prompt_digest`` (when sent) must be this prompt's."""
+    theirs = params.get("prompt_digest")
+    if theirs is not None and theirs != digest:
+        raise ApiError(
+            400,
+            "kv_transfer_params.prompt_digest: the prefill computed this KV for another "
+            "prompt; send decode the prompt the prefill was given",
+            "kv_transfer_params.prompt_digest",
+        )
 
 
 def _peer(params: dict[str, Any]) -> tuple[Any, list[int], str]:
@@ -268,7 +341,10 @@ def _peer(params: dict[str, Any]) -> tuple[Any, list[int], str]:
     if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
         raise ApiError(400, "kv_transfer_params.remote_block_ids: must be a list of integers")
     peer = PeerRef(
-        str(params["remote_host"]), int(params["remote_port"]), params["remote_engine_id"]
+        str(params["remote_host"]),
+        int(params["remote_port"]),
+        params["remote_engine_id"],
+        str(params.get("remote_incarnation") or ""),
     )
     return peer, ids, str(params.get("remote_request_id") or params["remote_engine_id"])
 

@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from disagg_worker.serve.openai import RELEASE_PATH
 from disagg_worker.serve.proxy import Pool, Proxy, build_app
 
 VLLM_PARAMS = {
@@ -34,11 +35,14 @@ def _stub(seen: list[dict[str, Any]], answer: Callable[[dict[str, Any]], Any]) -
         body = await request.json()
         seen.append(
             {
+                "path": request.path,
                 "body": body,
                 "request_id": request.headers.get("X-Request-Id"),
                 "auth": request.headers.get("Authorization"),
             }
         )
+        if request.path == RELEASE_PATH:  # our prefill's early release; vLLM has none
+            return web.json_response({"released": True})
         result = answer(body)
         if asyncio.iscoroutine(result):
             result = await result
@@ -50,6 +54,7 @@ def _stub(seen: list[dict[str, Any]], answer: Callable[[dict[str, Any]], Any]) -
     app = web.Application()
     app.router.add_post("/v1/completions", handler)
     app.router.add_post("/v1/chat/completions", handler)
+    app.router.add_post(RELEASE_PATH, handler)
     return app
 
 
@@ -74,19 +79,22 @@ async def stack() -> AsyncIterator[Callable[..., Any]]:
     sessions: list[aiohttp.ClientSession] = []
 
     async def make(prefill: Any, decode: Any, **kw: Any) -> tuple[Any, list[Any], list[Any]]:
+        """Stub workers answering with ``prefill`` / ``decode`` (a list: one stub each, in
+        the pool's order; a string: a URL nobody listens on) behind a real proxy."""
         seen_p: list[dict[str, Any]] = []
         seen_d: list[dict[str, Any]] = []
-        urls = []
-        for seen, answer in ((seen_p, prefill), (seen_d, decode)):
-            if isinstance(answer, str):  # a URL nobody listens on
-                urls.append(answer)
-                continue
-            srv = await _serve(_stub(seen, answer))
-            servers.append(srv)
-            urls.append(str(srv.make_url("")))
+        pools: list[list[str]] = [[], []]
+        for urls, seen, answers in ((pools[0], seen_p, prefill), (pools[1], seen_d, decode)):
+            for answer in answers if isinstance(answers, list) else [answers]:
+                if isinstance(answer, str):
+                    urls.append(answer)
+                    continue
+                srv = await _serve(_stub(seen, answer))
+                servers.append(srv)
+                urls.append(str(srv.make_url("")))
         # served as `disagg proxy` serves it (TestServer would cancel handlers whose client
         # leaves; aiohttp's runner, by default, does not)
-        runner = web.AppRunner(build_app(Proxy([urls[0]], [urls[1]], **kw)))
+        runner = web.AppRunner(build_app(Proxy(pools[0], pools[1], **kw)))
         await runner.setup()
         runners.append(runner)
         await web.TCPSite(runner, "127.0.0.1", 0).start()
@@ -336,6 +344,64 @@ async def test_a_full_decode_cache_stays_503(stack: Any) -> None:
     client, _, _ = await stack(_prefill_ok, full)
     async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
         assert resp.status == 503
+
+
+def _full(retry_after: str) -> Any:
+    def answer(body: dict[str, Any]) -> Any:
+        async def write(request: web.Request) -> web.Response:
+            error = {"error": {"message": "KV cache busy: 64 requests already wait"}}
+            return web.json_response(error, status=503, headers={"Retry-After": retry_after})
+
+        return write
+
+    return answer
+
+
+async def test_a_full_prefill_sends_the_request_to_the_next_one(stack: Any) -> None:
+    client, seen_p, seen_d = await stack([_full("3"), _prefill_ok], _decode_ok)
+    async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
+        assert resp.status == 200, await resp.text()
+    assert len(seen_p) == 2 and len(seen_d) == 1  # tried the full one, then the other
+
+
+async def test_a_down_decode_sends_the_request_to_the_next_one(stack: Any) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    client, seen_p, seen_d = await stack(_prefill_ok, [dead, _decode_ok], policy="round-robin")
+    for _ in range(2):  # whichever the policy picks first
+        async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
+            assert resp.status == 200, await resp.text()
+    assert len(seen_d) == 2 and all(s["path"] != RELEASE_PATH for s in seen_p)
+
+
+async def test_no_worker_with_room_is_a_503_with_retry_after_never_a_502(stack: Any) -> None:
+    client, _, seen_d = await stack([_full("7"), _full("7")], _decode_ok)
+    async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
+        assert resp.status == 503
+        assert resp.headers["Retry-After"] == "7"
+        assert "KV cache busy" in (await resp.json())["error"]["message"]
+    assert not seen_d
+
+
+async def test_a_failed_decode_hop_tells_the_prefill_to_release(stack: Any) -> None:
+    """The prefill gets its own kv_transfer_params back at /v1/kv/release, for whole and
+    streamed requests alike, so the blocks are freed now instead of at the lease's end."""
+
+    def decode_fails(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 500, {"error": {"message": "engine died"}}
+
+    client, seen_p, _ = await stack(_prefill_ok, decode_fails)
+    for stream in (False, True):
+        async with client.post("/v1/completions", json={"prompt": "x", "stream": stream}) as r:
+            assert r.status == 502
+    for _ in range(50):  # the release is sent in the background
+        releases = [s for s in seen_p if s["path"] == RELEASE_PATH]
+        if len(releases) == 2:
+            break
+        await asyncio.sleep(0.02)
+    assert [r["body"] for r in releases] == [{"kv_transfer_params": VLLM_PARAMS}] * 2
+    assert releases[0]["request_id"] == seen_p[0]["request_id"]
 
 
 async def test_prefill_without_transfer_params_is_explained(stack: Any) -> None:

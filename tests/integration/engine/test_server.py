@@ -44,7 +44,7 @@ def test_token_id_prompts_and_blocks_are_returned(start_worker: StartWorker) -> 
     body = {"prompt": [256, *range(40)], "max_tokens": 3, "ignore_eos": True}
     status, out = post(worker.url + "/v1/completions", body)
     assert status == 200 and len(out["choices"][0]["token_ids"]) == 3
-    assert get(worker.url + "/debug/blocks") == {"used": 0, "free": 8, "held": {}}
+    assert get(worker.url + "/debug/blocks") == {"used": 0, "free": 8, "held": {}, "waiting": 0}
     page = get(worker.url + "/metrics")
     assert metric(page, 'disagg_requests_total{kind="completion",outcome="ok"}') == 1
     assert metric(page, "disagg_kv_blocks_free") == 8
@@ -58,7 +58,12 @@ def test_errors_name_the_field_and_the_fix(start_worker: StartWorker) -> None:
         ({"prompt": "x", "top_p": 0.9}, 400, "top_p", "top_p: not supported by the reference"),
         ({"prompt": "x", "n": 2}, 400, "n", "n: not supported by the reference worker"),
         ({"prompt": "x", "model": "gpt"}, 404, "model", "model: 'gpt' is not served here"),
-        ({"prompt": [1] * 100, "max_tokens": 1}, 503, None, "KV cache full: need 7 blocks"),
+        (
+            {"prompt": [1] * 100, "max_tokens": 1},
+            400,
+            "prompt",
+            "prompt: the request needs 7 KV blocks and this cache has 4",
+        ),
         (
             {"prompt": "x", "kv_transfer_params": {"do_remote_decode": True}},
             400,
