@@ -161,8 +161,7 @@ def launch(
 def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> None:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("DISAGG_", "UCX_TLS"))}
     for pod in pods:
-        quiet = pod.engine == "vllm"  # vLLM logs to stdout: keep it out of the ready pipe
-        child = start_child(pod.name, pod.argv, {**base, **pod.env}, log_dir, stdout_to_log=quiet)
+        child = start_child(pod.name, pod.argv, {**base, **pod.env}, log_dir)
         run.children.append(child)
         run.logs[pod.name] = child.log_path
         say(f"  started {pod.role} {pod.name} (pid {child.proc.pid})")
