@@ -5,7 +5,8 @@ only makes sense in a cluster, and every such change is listed in
 :attr:`LocalPod.adapted` so ``disagg up`` can say it:
 
 - field refs: the pod name and 127.0.0.1 for the pod IP;
-- listen addresses and ports: 127.0.0.1, and ports this host has free (``ports``);
+- listen addresses and ports: 127.0.0.1, and ports this host has free (``ports``); a
+  reference worker binds port 0, and :func:`pin_ports` keeps what it bound for restarts;
 - cluster-only ``UCX_TLS`` is dropped, so UCX picks local transports (shared memory, CMA);
 - reference engine: the handshake Secret becomes a private temp file;
 - vLLM: ``vllm serve MODEL`` runs as ``python -m vllm.entrypoints.openai.api_server
@@ -94,6 +95,17 @@ def local_pods(
     if pair and not {p.role for p in out} >= {"prefill", "decode"}:
         raise UpError("the manifest renders no prefill and decode pods to run")
     return out
+
+
+def pin_ports(env: dict[str, str], ready: dict[str, Any]) -> dict[str, str]:
+    """A reference worker's env with the ports it announced (``ready``) in place of 0: the
+    same process started again binds the same address, as a restarted container keeps its
+    pod's IP and ports, so the proxy's URL list and the side channel prefill advertises in
+    its answers stay valid."""
+    pinned = {**env, "DISAGG_HTTP_PORT": str(ready["http_port"])}
+    if ready.get("side_channel_port"):
+        pinned["DISAGG_SIDE_CHANNEL_PORT"] = str(ready["side_channel_port"])
+    return pinned
 
 
 def _need(ports: Iterator[int] | None, name: str) -> Iterator[int]:

@@ -5,7 +5,9 @@ and render a manifest with the operator's code, adapt the pods for one host
 (:mod:`disagg_operator.local.pods`), start them, wait until each serves, then start the
 proxy in front. Every started process is recorded in :class:`Run` as soon as it exists, so
 the caller's cleanup (:func:`~disagg_worker.serve.localrun.stop_children`) stops it
-whatever fails later.
+whatever fails later. Once a process announces the ports it bound, its command is pinned
+to them, so a restart (:mod:`disagg_operator.local.supervise`) comes back at the same
+address.
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ from disagg_operator.local.pods import (
     LocalPod,
     UpError,
     local_pods,
+    pin_ports,
     share_cores,
     vllm_pod_count,
 )
 from disagg_worker.serve.localrun import Child, disagg_argv, start_child, wait_ready
 
+PROXY = "proxy"  # the proxy's process name (pods keep theirs)
 VLLM_START_S = 600.0  # engine start on a busy 2-core host: ~30 s alone, minutes under load
 Say = Callable[[str], None]
 
@@ -161,8 +165,7 @@ def launch(
 def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> None:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("DISAGG_", "UCX_TLS"))}
     for pod in pods:
-        quiet = pod.engine == "vllm"  # vLLM logs to stdout: keep it out of the ready pipe
-        child = start_child(pod.name, pod.argv, {**base, **pod.env}, log_dir, stdout_to_log=quiet)
+        child = start_child(pod.name, pod.argv, {**base, **pod.env}, log_dir)
         run.children.append(child)
         run.logs[pod.name] = child.log_path
         say(f"  started {pod.role} {pod.name} (pid {child.proc.pid})")
@@ -181,6 +184,7 @@ def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> No
             )
         else:
             info = wait_ready(child, timeout_s=120)
+            child.env = pin_ports(child.env, info)  # a restart keeps the address
             url = f"http://{LOCAL}:{info['http_port']}"
             side = info.get("side_channel_port")
             say(
@@ -196,10 +200,14 @@ def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> No
 
 
 def start_proxy(port: int, log_dir: Path, run: Run, say: Say) -> None:
-    argv = disagg_argv("proxy", "--port", str(port), "--prefill", *run.workers["prefill"])
-    argv += ["--decode", *run.workers["decode"]]
-    child = start_child("proxy", argv, dict(os.environ), log_dir)
+    child = start_child(PROXY, _proxy_argv(port, run), dict(os.environ), log_dir)
     run.children.append(child)
     info = wait_ready(child, timeout_s=60)
+    child.argv = _proxy_argv(info["http_port"], run)  # a restart keeps the address
     run.proxy_url = f"http://{LOCAL}:{info['http_port']}"
     say(f"  ready   proxy (pid {child.proc.pid}): {run.proxy_url}")
+
+
+def _proxy_argv(port: int, run: Run) -> list[str]:
+    argv = disagg_argv("proxy", "--port", str(port), "--prefill", *run.workers["prefill"])
+    return [*argv, "--decode", *run.workers["decode"]]

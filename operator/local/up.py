@@ -5,8 +5,9 @@ cluster would get — and each pod's engine command runs as a local process with
 env, adapted for one host by :mod:`disagg_operator.local.pods` (which lists every change,
 and this command prints them). Both engines run: the reference engine (``disagg worker
 serve``) and real vLLM (``vllm serve``, with the ``vllm`` extra installed). Then the P/D
-proxy starts in front. Ctrl-C, SIGTERM, a dying process or any error stops every process
-group.
+proxy starts in front. A process that dies once all serve is restarted at its address
+with back-off (:mod:`disagg_operator.local.supervise`) while the others serve on; Ctrl-C,
+SIGTERM, or any error while starting stops every process group.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from disagg_operator.local.pods import (
     local_pods,
 )
 from disagg_operator.local.stack import Run, get_json, launch
+from disagg_operator.local.supervise import supervise
 from disagg_worker.serve.localrun import (
     ChildError,
     stop_children,
@@ -134,17 +136,6 @@ def _figures(d: dict[str, Any]) -> Iterator[str]:
     )
 
 
-def _watch(run: Run) -> None:
-    """Until a signal: stop if any process dies."""
-    while True:
-        for child in run.children:
-            if child.proc.poll() is not None:
-                raise ChildError(
-                    f"{child.name} exited with code {child.proc.returncode}:\n{child.log_tail()}"
-                )
-        time.sleep(0.5)
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="disagg up",
@@ -220,5 +211,4 @@ def _run(args: argparse.Namespace, tmp: Path, logs: Path, run: Run) -> int:
         f'try: curl -s {run.proxy_url}/v1/completions -d \'{{"prompt": "Hello", '
         '"max_tokens": 16}\'\nCtrl-C stops everything'
     )
-    _watch(run)
-    return 0
+    supervise(run, _say).watch()

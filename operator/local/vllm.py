@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from disagg_operator.local.pods import LOCAL, UpError
-from disagg_worker.serve.localrun import Child, ChildError
+from disagg_worker.serve.localrun import Child, ChildError, exit_text
 from disagg_worker.vllm import metrics
 
 PROGRESS_S = 15.0
@@ -39,6 +39,16 @@ def host_cores() -> list[int]:
     return sorted(os.sched_getaffinity(0))
 
 
+def healthy(url: str) -> bool:
+    """Whether ``url/health`` answers 200 now (2 s at most)."""
+    with (
+        contextlib.suppress(urllib.error.URLError, OSError),
+        urllib.request.urlopen(url + "/health", timeout=2) as resp,
+    ):
+        return bool(resp.status == 200)
+    return False
+
+
 def wait_healthy(child: Child, url: str, timeout_s: float, say: Callable[[str], None]) -> float:
     """Block until ``url/health`` answers 200; the seconds it took. Raises ChildError
     with the log tail when the process dies or the timeout passes."""
@@ -47,15 +57,11 @@ def wait_healthy(child: Child, url: str, timeout_s: float, say: Callable[[str], 
     while True:
         if child.proc.poll() is not None:
             raise ChildError(
-                f"{child.name} exited with code {child.proc.returncode} while starting; "
+                f"{child.name} {exit_text(child.proc.returncode)} while starting; "
                 f"last log lines:\n{child.log_tail(30)}"
             )
-        with (
-            contextlib.suppress(urllib.error.URLError, OSError),
-            urllib.request.urlopen(url + "/health", timeout=2) as resp,
-        ):
-            if resp.status == 200:
-                return time.monotonic() - t0
+        if healthy(url):
+            return time.monotonic() - t0
         now = time.monotonic()
         if now - t0 > timeout_s:
             raise ChildError(

@@ -1,15 +1,23 @@
-"""`disagg up`: the operator's rendered pods run as local processes behind the proxy, and
-every way of stopping (done, Ctrl-C, SIGTERM, a failing worker) leaves no process and no
-port behind."""
+"""`disagg up`: the operator's rendered pods run as local processes behind the proxy; a
+process that dies is restarted at its address while the others serve on; and every way of
+stopping (done, Ctrl-C, SIGTERM, a worker failing at start) leaves no process and no port
+behind."""
 
 from __future__ import annotations
 
+import json
+import os
+import queue
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +166,113 @@ def test_an_invalid_manifest_starts_nothing(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "spec.model: the reference engine has no model 'huge'" in done.stderr
     assert "starting" not in done.stdout.lower()
+
+
+def _found(pattern: str, text: str) -> str:
+    found = re.search(pattern, text)
+    assert found, f"no {pattern!r} in:\n{text}"
+    return found[1]
+
+
+def _lines(stream: Any) -> queue.Queue[str | None]:
+    """The lines of ``stream`` as they come (None at its end), read by a thread so waits
+    can time out."""
+    out: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            out.put(line)
+        out.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    return out
+
+
+def _until(lines: queue.Queue[str | None], pattern: str, timeout_s: float, seen: list[str]) -> str:
+    """Read ``lines`` (kept in ``seen``) until one matches ``pattern``; that line."""
+    deadline = time.monotonic() + timeout_s
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        seen.append(line)
+        if re.search(pattern, line):
+            return line
+    pytest.fail(f"no line matching {pattern!r} in {timeout_s:.0f} s:\n{''.join(seen)}")
+
+
+def _rest(lines: queue.Queue[str | None], seen: list[str]) -> None:
+    """Read ``lines`` to their end (the process has exited) into ``seen``."""
+    while (line := lines.get(timeout=30)) is not None:
+        seen.append(line)
+
+
+def _complete(proxy: str) -> tuple[int, dict[str, Any]]:
+    body = json.dumps({"prompt": "Hello", "max_tokens": 2}).encode()
+    req = urllib.request.Request(proxy + "/v1/completions", data=body)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+
+def _serving_again(proxy: str, timeout_s: float) -> Iterator[int]:
+    """Statuses of requests through the proxy, one every 0.5 s, until one succeeds."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status, _ = _complete(proxy)
+        yield status
+        if status == 200:
+            return
+        time.sleep(0.5)
+
+
+def test_killed_processes_are_restarted_at_their_address_while_the_rest_serves() -> None:
+    """While the prefill is down the proxy answers 502 naming it and decode serves on; it
+    comes back on the same port, and requests through the proxy succeed again. (The first
+    one after the restart may still fail: decode's cached handshake with the dead process
+    fails its READ, and is dropped by that failure.) A killed proxy comes back on its port."""
+    proc, head = _start_serving()
+    assert proc.stdout is not None
+    lines, seen = _lines(proc.stdout), [head]
+    try:
+        proxy = _found(r"endpoint: (\S+)/v1/completions", head)
+        pid = int(_found(r"started prefill \S+ \(pid (\d+)\)", head))
+        prefill = _found(r"ready   prefill \S+: (http://\S+),", head)
+        decode = _found(r"ready   decode \S+: (http://\S+)", head)
+        assert _complete(proxy)[0] == 200
+        os.kill(pid, signal.SIGKILL)
+        # back-off: at least a second before the new process starts
+        status, answer = _complete(proxy)
+        assert status == 502, answer
+        assert "prefill" in answer["error"]["message"], answer
+        with urllib.request.urlopen(decode + "/health", timeout=5) as resp:
+            assert resp.status == 200  # the others serve on
+        restart = _until(lines, r"^restart ", 10, seen)
+        assert re.match(
+            r"restart name=quickstart-prefill-0 role=prefill exit=SIGKILL served_s=\S+ "
+            r"attempt=1 delay_s=1 log=\S+quickstart-prefill-0\.log$",
+            restart,
+        ), restart
+        tail = _until(lines, r"^    \| ", 5, seen)  # the log's last lines follow
+        assert '"event": "ready"' in tail, tail
+        _until(lines, rf"ready again prefill quickstart-prefill-0: {prefill} ", 30, seen)
+        statuses = list(_serving_again(proxy, 20))
+        assert statuses[-1] == 200, statuses
+        # the proxy too comes back at its address
+        os.kill(int(_found(r"ready   proxy \(pid (\d+)\)", head)), signal.SIGKILL)
+        _until(lines, r"^restart name=proxy role=proxy exit=SIGKILL .* delay_s=1 ", 10, seen)
+        _until(lines, rf"ready again proxy: {proxy} ", 30, seen)
+        assert _complete(proxy)[0] == 200
+        assert proc.poll() is None, "".join(seen)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+    _rest(lines, seen)
+    assert proc.returncode == 130
+    assert "stopped 3 processes" in seen[-1], "".join(seen)
+    _assert_nothing_left("".join(seen), 5)  # the three first processes and two restarted ones

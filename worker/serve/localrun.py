@@ -3,8 +3,9 @@ benchmark: serve an aiohttp app until a signal, announce readiness on one JSON l
 run child processes in their own process groups so stopping them leaves no orphans.
 
 I/O layer. A served app binds its port (0: any free one) and then prints
-``{"event": "ready", ...}`` with the bound ports on stdout; parents read that line instead
-of guessing free ports, so there is no pick-then-bind race.
+``{"event": "ready", ...}`` with the bound ports on stdout; a child's stdout and stderr go
+to its log file, where the parent reads that line instead of guessing free ports, so there
+is no pick-then-bind race.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from aiohttp import web
 
 READY_EVENT = "ready"
+TAIL_BYTES = 64 << 10  # enough for any tail shown; a vLLM log grows to megabytes
 
 
 async def serve(
@@ -53,48 +55,66 @@ async def serve(
 
 @dataclass
 class Child:
-    """One started process: its name, the ready line it printed, its log file."""
+    """One supervised process, like a pod's container: its name, command, env and log file
+    stay; :func:`spawn` replaces ``proc`` (a restart), so whoever holds the Child always
+    sees the live process. ``log_start`` is where this process's output begins in the log
+    (a restart appends, so the previous process's last lines stay readable)."""
 
     name: str
-    proc: subprocess.Popen[bytes]
+    argv: list[str]
+    env: dict[str, str]
     log_path: Path
+    proc: subprocess.Popen[bytes] = field(init=False)
+    log_start: int = 0
     ready: dict[str, Any] = field(default_factory=dict)
 
     def log_tail(self, lines: int = 20) -> str:
+        """The last ``lines`` lines the current (or just ended) process wrote."""
         try:
-            text = self.log_path.read_text(errors="replace")
+            with open(self.log_path, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                start = max(self.log_start, size - TAIL_BYTES)
+                f.seek(start)
+                text = f.read().decode(errors="replace")
         except OSError:
             return ""
-        return "\n".join(text.splitlines()[-lines:])
+        kept = text.splitlines()
+        if start > self.log_start and kept:
+            kept = kept[1:]  # the first line was cut
+        return "\n".join(kept[-lines:])
 
 
 class ChildError(RuntimeError):
     """A child process exited or never became ready; the message holds its log tail."""
 
 
-def start_child(
-    name: str,
-    argv: Sequence[str],
-    env: Mapping[str, str],
-    log_dir: Path,
-    *,
-    stdout_to_log: bool = False,
-) -> Child:
-    """Start ``argv`` in a new session (own process group); stdout is a pipe for the ready
-    line (or, with ``stdout_to_log``, for programs that print no ready line, the log too),
-    stderr goes to ``log_dir/name.log``."""
-    log_path = log_dir / f"{name}.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            list(argv),
-            env=dict(env),
-            stdout=log if stdout_to_log else subprocess.PIPE,
+def start_child(name: str, argv: Sequence[str], env: Mapping[str, str], log_dir: Path) -> Child:
+    """Start ``argv`` as a new :class:`Child` logging to ``log_dir/name.log`` (see spawn)."""
+    child = Child(name, list(argv), dict(env), log_dir / f"{name}.log")
+    child.log_path.write_bytes(b"")
+    spawn(child)
+    return child
+
+
+def spawn(child: Child) -> None:
+    """Start ``child``'s command (again) in a new session (own process group), stdout and
+    stderr appended to its log, as a container runtime keeps both streams.
+
+    Both go to the file, never a pipe: a pipe nobody reads after the ready line fills up and
+    blocks the process, and what it held never reaches the log. Python runs unbuffered, as
+    in the images (Dockerfile), so a killed process loses no written line."""
+    with open(child.log_path, "ab") as log:
+        child.log_start = log.tell()
+        child.ready = {}
+        child.proc = subprocess.Popen(
+            child.argv,
+            env={"PYTHONUNBUFFERED": "1", **child.env},
+            stdout=log,
             stderr=log,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )
-    return Child(name, proc, log_path)
 
 
 def _die_with_parent() -> None:
@@ -107,35 +127,62 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def ready_line(child: Child) -> dict[str, Any] | None:
+    """The ready line the current process wrote to its log, if it has (non-blocking)."""
+    try:
+        with open(child.log_path, "rb") as f:
+            f.seek(child.log_start)
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            data = json.loads(line)
+            if isinstance(data, dict) and data.get("event") == READY_EVENT:
+                child.ready = data
+                return data
+    return None
+
+
 def wait_ready(child: Child, timeout_s: float) -> dict[str, Any]:
-    """Block until the child prints its ready line; raise ChildError if it dies or hangs."""
-    assert child.proc.stdout is not None
+    """Block until the child logs its ready line; raise ChildError if it dies or hangs."""
     deadline = time.monotonic() + timeout_s
-    stream: IO[bytes] = child.proc.stdout
-    os.set_blocking(stream.fileno(), False)
-    buf = b""
     while time.monotonic() < deadline:
-        chunk = stream.read() or b""
-        buf += chunk
-        for line in buf.splitlines():
-            with contextlib.suppress(ValueError):
-                data = json.loads(line)
-                if isinstance(data, dict) and data.get("event") == READY_EVENT:
-                    child.ready = data
-                    return data
+        data = ready_line(child)
+        if data is not None:
+            return data
         if child.proc.poll() is not None:
             raise ChildError(
-                f"{child.name} exited with code {child.proc.returncode} before it was "
-                f"ready; last log lines:\n{child.log_tail()}"
+                f"{child.name} {exit_text(child.proc.returncode)} before it was ready; "
+                f"last log lines:\n{child.log_tail()}"
             )
         time.sleep(0.05)
     raise ChildError(f"{child.name} not ready after {timeout_s:.0f}s; log:\n{child.log_tail()}")
 
 
-def stop_children(children: Sequence[Child], grace_s: float = 5.0) -> None:
-    """SIGTERM every child's process group, wait up to ``grace_s``, then SIGKILL the rest."""
+def exit_status(returncode: int) -> str:
+    """``SIGKILL`` for a process a signal ended, else its exit code."""
+    if returncode < 0:
+        with contextlib.suppress(ValueError):
+            return signal.Signals(-returncode).name
+        return f"signal {-returncode}"
+    return str(returncode)
+
+
+def exit_text(returncode: int) -> str:
+    """How a process ended: "was killed by SIGKILL", "exited with code 1"."""
+    if returncode < 0:
+        return f"was killed by {exit_status(returncode)}"
+    return f"exited with code {returncode}"
+
+
+def stop_children(
+    children: Sequence[Child], grace_s: float = 5.0, sig: signal.Signals = signal.SIGTERM
+) -> None:
+    """Send ``sig`` to every child's process group, wait up to ``grace_s``, then SIGKILL
+    the rest."""
     for child in children:
-        _signal_group(child.proc, signal.SIGTERM)
+        _signal_group(child.proc, sig)
     deadline = time.monotonic() + grace_s
     for child in children:
         try:
@@ -145,8 +192,6 @@ def stop_children(children: Sequence[Child], grace_s: float = 5.0) -> None:
             child.proc.wait()
         # members of the group that outlived the leader
         _signal_group(child.proc, signal.SIGKILL)
-        if child.proc.stdout is not None:
-            child.proc.stdout.close()
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:

@@ -1,4 +1,5 @@
-"""Rendered vLLM pods → local processes: what changes for one host, and nothing else."""
+"""Rendered pods → local processes: what changes for one host (vLLM pods most), and nothing
+else."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from disagg_operator.local.pods import UpError, local_pods, share_cores, vllm_pod_count
+from disagg_operator.local.pods import UpError, local_pods, pin_ports, share_cores, vllm_pod_count
 from disagg_operator.render.objects import render
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -88,3 +89,19 @@ def test_share_cores_is_disjoint_when_it_can_be(
     count: int, cores: list[int], expected: list[list[int]]
 ) -> None:
     assert share_cores(count, cores) == expected
+
+
+def test_a_reference_worker_is_pinned_to_the_ports_it_announced() -> None:
+    """A restart binds what the first process bound: the proxy's URLs and the side channel
+    prefill advertised stay valid."""
+    env = {"DISAGG_HTTP_PORT": "0", "DISAGG_SIDE_CHANNEL_PORT": "0", "DISAGG_ROLE": "prefill"}
+    ready = {"event": "ready", "http_port": 8123, "side_channel_port": 5611}
+    assert pin_ports(env, ready) == {
+        "DISAGG_HTTP_PORT": "8123",
+        "DISAGG_SIDE_CHANNEL_PORT": "5611",
+        "DISAGG_ROLE": "prefill",
+    }
+    assert env["DISAGG_HTTP_PORT"] == "0"  # a new env, the old one untouched
+    # decode listens on no side channel (its ready line says None)
+    decode = pin_ports(env, {"http_port": 8124, "side_channel_port": None})
+    assert decode["DISAGG_HTTP_PORT"] == "8124" and decode["DISAGG_SIDE_CHANNEL_PORT"] == "0"
