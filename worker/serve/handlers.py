@@ -31,7 +31,7 @@ from disagg_worker.serve.openai import (
     response_body,
     usage_chunk,
 )
-from disagg_worker.serve.routes import json_route_errors
+from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
 from disagg_worker.serve.server import Outcome, Worker
 
 log = logging.getLogger("disagg.worker")
@@ -45,7 +45,7 @@ async def _generate(worker: Worker, chat: bool, request: web.Request) -> web.Str
     rid = f"{given}-{uuid.uuid4().hex[:8]}" if given else f"cmpl-{uuid.uuid4().hex}"
     kind = "completion"
     try:
-        data = await _json(request)
+        data = await read_json(request)
         kind = _kind(data)
         req = parse_request(data, worker.config.model, chat=chat, encode=encode)
         if req.stream:
@@ -174,7 +174,7 @@ def build_app(worker: Worker) -> web.Application:
         return json_error(ApiError(status, message))
 
     app = web.Application(
-        client_max_size=16 * 1024 * 1024, middlewares=[json_route_errors(route_error)]
+        client_max_size=CLIENT_MAX_SIZE, middlewares=[json_route_errors(route_error)]
     )
     app.router.add_post("/v1/completions", functools.partial(_generate, worker, False))
     app.router.add_post("/v1/chat/completions", functools.partial(_generate, worker, True))
@@ -183,13 +183,6 @@ def build_app(worker: Worker) -> web.Application:
     app.router.add_get("/debug/blocks", blocks)
     app.router.add_get("/v1/models", models)
     return app
-
-
-async def _json(request: web.Request) -> Any:
-    try:
-        return await request.json()
-    except ValueError:
-        raise ApiError(400, "body: not valid JSON") from None
 
 
 def _kind(data: Any) -> str:

@@ -1,16 +1,20 @@
-"""The OpenAI/vLLM request contract, in one place: which body fields the reference worker
-honours (everything else is refused by name), the chat template, request ids, what the
-P/D proxy refuses, and the response and stream-chunk shapes.
+"""The OpenAI/vLLM request contract, in one place: a body within its limits, which body
+fields the reference worker honours (everything else is refused by name), the chat
+template, request ids, what the P/D proxy refuses, and the response and stream-chunk
+shapes.
 
 Pure layer (no I/O, no torch: the proxy imports it too). The worker passes its tokenizer in.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from disagg_worker.serve.limits import MAX_BODY_BYTES, MAX_JSON_DEPTH, MIB, nested_deeper
 
 # Every body field the reference worker accepts, and what it does with it. One table: the
 # parser, the refusal messages and docs/local-run.md all follow it.
@@ -74,6 +78,36 @@ class ApiError(Exception):
         return {"error": error}
 
 
+def too_large(size: int | None) -> ApiError:
+    """413 for a body over MAX_BODY_BYTES (``size`` None: a chunked body, length unknown)."""
+    what = f"{size} bytes is " if size is not None else ""
+    return ApiError(
+        413,
+        f"body: {what}over the {MAX_BODY_BYTES // MIB} MiB limit ({MAX_BODY_BYTES} bytes); "
+        "shorten the prompt, or split the work across requests",
+        "body",
+    )
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object nested at most MAX_JSON_DEPTH deep; 400 naming
+    ``body`` otherwise."""
+    deep = ApiError(
+        400, f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels; flatten it", "body"
+    )
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except RecursionError:  # deeper than the parser's stack: far past the bound
+        raise deep from None
+    except ValueError:  # malformed, or not UTF-8
+        raise ApiError(400, "body: not valid JSON; send one UTF-8 JSON object", "body") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "body: must be a JSON object", "body")
+    if nested_deeper(data, MAX_JSON_DEPTH):
+        raise deep
+    return data
+
+
 @dataclass(frozen=True)
 class CompletionRequest:
     """The subset of a completion or chat request the reference engine honours."""
@@ -94,7 +128,7 @@ def parse_request(
 ) -> CompletionRequest:
     """Validate a body; errors name the field and what to send instead."""
     if not isinstance(data, dict):
-        raise ApiError(400, "body: must be a JSON object")
+        raise ApiError(400, "body: must be a JSON object", "body")
     _refuse_unknown(data, chat)
     model = data.get("model", served_model)
     if model != served_model:

@@ -36,8 +36,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from disagg_worker.serve.openai import proxy_refusal, request_id
-from disagg_worker.serve.routes import json_route_errors
+from disagg_worker.serve.openai import ApiError, proxy_refusal, request_id
+from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
 
 POLICIES = ("round-robin", "least-loaded")
 PREFILL_PARAMS = {
@@ -317,11 +317,9 @@ def build_app(proxy: Proxy) -> web.Application:
         if "Authorization" in request.headers:
             headers["Authorization"] = request.headers["Authorization"]
         try:
-            body = await request.json()
-            if not isinstance(body, dict):
-                raise ValueError
-        except ValueError:
-            return _error(400, "body: must be a JSON object", rid)
+            body = await read_json(request)
+        except ApiError as e:
+            return _error(e.status, e.message, rid, e.param)
         refused = proxy_refusal(body)
         if refused:
             return _error(400, refused, rid)
@@ -340,7 +338,7 @@ def build_app(proxy: Proxy) -> web.Application:
         }
         return web.json_response({"status": "ok", "policy": proxy.prefill.policy, **pools})
 
-    app = web.Application(client_max_size=16 * 1024 * 1024, middlewares=[json_route_errors(_error)])
+    app = web.Application(client_max_size=CLIENT_MAX_SIZE, middlewares=[json_route_errors(_error)])
     app.router.add_post("/v1/completions", generate)
     app.router.add_post("/v1/chat/completions", generate)
     app.router.add_get("/health", health)
@@ -349,9 +347,11 @@ def build_app(proxy: Proxy) -> web.Application:
     return app
 
 
-def _error(status: int, message: str, rid: str | None = None) -> web.Response:
+def _error(
+    status: int, message: str, rid: str | None = None, param: str | None = None
+) -> web.Response:
     kind = "invalid_request_error" if status < 500 else "proxy_error"
-    body = {"error": {"message": message, "type": kind, "code": status}}
+    body = {"error": {"message": message, "type": kind, "param": param, "code": status}}
     return web.json_response(body, status=status, headers={"X-Request-Id": rid} if rid else None)
 
 

@@ -8,9 +8,11 @@ import pytest
 from disagg_worker.serve.openai import (
     ApiError,
     chat_prompt,
+    parse_body,
     parse_request,
     proxy_refusal,
     request_id,
+    too_large,
 )
 
 
@@ -102,3 +104,27 @@ def test_request_id_honours_safe_client_ids_only() -> None:
     for bad in (None, "", "a b", "x" * 129, "id\r\nX-Evil: 1", "ü"):
         assert request_id(bad, lambda: "gen") == "gen"
     assert request_id("x" * 128, lambda: "gen") == "x" * 128
+
+
+def test_a_body_is_one_json_object_nested_within_the_bound() -> None:
+    assert parse_body(b'{"prompt": [1, 2]}') == {"prompt": [1, 2]}
+    cases = [
+        (b"[1]", "body: must be a JSON object"),
+        (b'{"prompt": ', "body: not valid JSON"),
+        (b'{"prompt": "\xff"}', "body: not valid JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "body: JSON nested deeper than 64 levels"),
+        (b'{"a": ' + b"[" * 64 + b"]" * 64 + b"}", "body: JSON nested deeper than 64 levels"),
+    ]
+    for raw, start in cases:
+        with pytest.raises(ApiError) as info:
+            parse_body(raw)
+        err = info.value
+        assert (err.status, err.param) == (400, "body") and err.message.startswith(start), err
+    assert parse_body(b'{"a": ' + b"[" * 63 + b"]" * 63 + b"}")
+
+
+def test_a_body_over_the_limit_is_413_saying_what_to_do() -> None:
+    err = too_large(5 * 1024 * 1024)
+    assert (err.status, err.param) == (413, "body")
+    assert err.message.startswith("body: 5242880 bytes is over the 4 MiB limit (4194304 bytes)")
+    assert too_large(None).message.startswith("body: over the 4 MiB limit (4194304 bytes); ")

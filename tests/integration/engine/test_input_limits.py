@@ -1,0 +1,139 @@
+"""Hostile input against real processes: the worker and the P/D proxy answer an oversized
+body with 413, and a body that is not a JSON object or nests too deep with 400 naming
+``body``. None of it is a 500, and none of it leaves a traceback in a log."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.integration.engine.conftest import Workers
+
+MIB = 1024 * 1024
+LIMIT = 4 * MIB  # the documented body limit (docs/local-run.md)
+# An error answer: a message of at most 1,000 characters, a short param, the envelope.
+ERROR_BYTES = 1500
+LONG = 100_000  # characters in a long client-supplied value
+
+
+@dataclass
+class Servers:
+    group: Workers
+    agg: str  # a role "both" worker's /v1/completions
+    decode: str  # a role "decode" worker's
+    proxy: str  # the proxy's, in front of the two
+
+    def __post_init__(self) -> None:
+        self._seen: dict[str, int] = {}
+
+    def traceback(self) -> str | None:
+        """The first log with a traceback since the last call, and its tail."""
+        for child in self.group.children:
+            log = child.log_path.read_text()
+            if "Traceback" in log[self._seen.get(child.name, 0) :]:
+                self._seen = {c.name: len(c.log_path.read_text()) for c in self.group.children}
+                return f"{child.name}: {log[-3000:]}"
+        return None
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    group = Workers(tmp_path_factory.mktemp("limits"))
+    try:
+        agg, dec = group.spawn("both"), group.spawn("decode", transfer_deadline_s=1)
+        group.ready(agg, dec)
+        proxy = group.proxy([agg.url], [dec.url])  # type: ignore[attr-defined]
+        path = "/v1/completions"
+        yield Servers(group, agg.url + path, dec.url + path, proxy + path)  # type: ignore[attr-defined]
+    finally:
+        group.stop()
+
+
+def post_raw(url: str, data: bytes) -> tuple[int, bytes]:
+    """POST bytes as JSON; (status, the answer's raw body), errors included."""
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def refused(
+    servers: Servers, target: str, data: bytes | dict[str, Any], status: int
+) -> dict[str, Any]:
+    """POST to ``target``, expect a bounded JSON error with ``status`` and no traceback in
+    any log; return the answer's ``error`` object."""
+    raw = data if isinstance(data, bytes) else json.dumps(data).encode()
+    got, body = post_raw(getattr(servers, target), raw)
+    assert servers.traceback() is None
+    assert got == status, body[:500]
+    assert len(body) <= ERROR_BYTES, f"{len(body)}-byte error: {body[:300]!r}"
+    error = json.loads(body)["error"]
+    assert set(error) == {"message", "type", "param", "code"}, error
+    assert error["code"] == status and error["type"] == "invalid_request_error", error
+    return error  # type: ignore[no-any-return]
+
+
+def _body_of(size: int) -> bytes:
+    """A completion body of exactly ``size`` bytes (the prompt pads it)."""
+    shell = b'{"prompt": ""}'
+    return shell[:-2] + b"a" * (size - len(shell)) + shell[-2:]
+
+
+TARGETS = ("agg", "proxy")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("size", [LIMIT + 1, 17 * MIB])
+def test_a_body_over_the_limit_is_413_naming_it(servers: Servers, target: str, size: int) -> None:
+    error = refused(servers, target, _body_of(size), 413)
+    assert error["param"] == "body"
+    assert error["message"].startswith(f"body: {size} bytes is over the 4 MiB limit"), error
+    assert "shorten the prompt" in error["message"]  # what to do
+
+
+def test_a_body_at_the_limit_is_read(servers: Servers) -> None:
+    # read and parsed: the engine refuses a prompt this long, naming it
+    error = refused(servers, "agg", _body_of(LIMIT), 400)
+    assert error["param"] == "max_tokens" and "positions" in error["message"], error
+
+
+NESTED = [
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, id="lists-100k"),
+    pytest.param(b'{"a":' * 100_000 + b"1" + b"}" * 100_000, id="objects-100k"),
+    pytest.param(b'{"prompt": "x", "user": ' + b"[" * 100 + b"]" * 100 + b"}", id="field-100"),
+]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("raw", NESTED)
+def test_json_nested_too_deep_is_400_naming_the_body(
+    servers: Servers, target: str, raw: bytes
+) -> None:
+    error = refused(servers, target, raw, 400)
+    assert error["param"] == "body"
+    assert error["message"].startswith("body: JSON nested deeper than "), error
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    ("raw", "start"),
+    [
+        (b"[1, 2]", "body: must be a JSON object"),
+        (b'"x"', "body: must be a JSON object"),
+        (b'{"prompt": ', "body: not valid JSON"),
+        (b"\xff\xfe", "body: not valid JSON"),
+    ],
+)
+def test_a_body_that_is_not_an_object_is_400(
+    servers: Servers, target: str, raw: bytes, start: str
+) -> None:
+    error = refused(servers, target, raw, 400)
+    assert error["param"] == "body" and error["message"].startswith(start), error

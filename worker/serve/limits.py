@@ -1,0 +1,37 @@
+"""Bounds on what a client may send the worker or the P/D proxy. docs/local-run.md lists
+them; the refusals that use them are in :mod:`serve.openai`.
+
+Pure layer (no I/O; the proxy imports it too).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MIB = 1024 * 1024
+
+# A request body's limit, worker and proxy alike (413 above it). The largest honest body
+# is a long prompt: 128k tokens as token ids is about 1 MiB of JSON ("12345, " a token),
+# as text about 0.5 MiB, so 4 MiB holds it four times over. The reference worker's model
+# takes 4,096 positions (some 20 KiB of ids); the proxy also fronts vLLM, whose contexts
+# are longer. A bound keeps one request from holding tens of MiB of memory while it parses.
+MAX_BODY_BYTES = 4 * MIB
+
+# How deep a body may nest lists and objects (400 deeper). The worker's deepest field is
+# messages[i].content (3); the proxy relays vLLM bodies whose tool and response_format
+# JSON schemas nest further. Far below Python's recursion limit, so parsing a body and
+# writing it again for a hop can never hit it.
+MAX_JSON_DEPTH = 64
+
+
+def nested_deeper(value: Any, limit: int) -> bool:
+    """Whether a parsed JSON value nests lists and objects more than ``limit`` deep (a
+    scalar is depth 0, ``{}`` 1). Iterative: the value may be deeper than the stack."""
+    todo = [(value, 1)] if isinstance(value, (list, dict)) else []
+    while todo:
+        item, depth = todo.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        todo.extend((c, depth + 1) for c in children if isinstance(c, (list, dict)))
+    return False
