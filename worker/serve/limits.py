@@ -1,11 +1,13 @@
-"""Bounds on what a client may send the worker or the P/D proxy. docs/local-run.md lists
-them; the refusals that use them are in :mod:`serve.openai`.
+"""Bounds on what a client may send the worker or the P/D proxy, and on how much of it an
+error answer may echo back. docs/local-run.md lists them; the refusals that use them are
+in :mod:`serve.openai`.
 
 Pure layer (no I/O; the proxy imports it too).
 """
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 MIB = 1024 * 1024
@@ -22,6 +24,34 @@ MAX_BODY_BYTES = 4 * MIB
 # JSON schemas nest further. Far below Python's recursion limit, so parsing a body and
 # writing it again for a hop can never hit it.
 MAX_JSON_DEPTH = 64
+
+# An error answer stays small whatever the client sent: messages and params are cut in
+# one place each side (ApiError; the proxy's answers), and a client's value is quoted by
+# a short prefix, never whole (a 100 KB request id must not come back as 100 KB).
+MESSAGE_CHARS = 1000  # an error message, whatever it quotes
+PARAM_CHARS = 128  # an error's ``param``: a field path, or a client's unknown key
+SHOWN_CHARS = 64  # a client-supplied value quoted in a message
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = SHOWN_CHARS
+
+
+def bounded(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """``text`` cut to at most ``limit`` characters, saying how long it was."""
+    if len(text) <= limit:
+        return text
+    cut = f"... ({len(text)} characters)"
+    if limit <= len(cut):
+        return text[:limit]
+    return text[: limit - len(cut)] + cut
+
+
+def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """A client-supplied value as a message quotes it: its repr, at most about ``limit``
+    characters (a long string is cut and its length given; a big list is elided)."""
+    if isinstance(value, str):
+        return repr(bounded(value, limit))
+    return bounded(_REPR.repr(value), limit)
 
 
 def nested_deeper(value: Any, limit: int) -> bool:

@@ -14,7 +14,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from disagg_worker.serve.limits import MAX_BODY_BYTES, MAX_JSON_DEPTH, MIB, nested_deeper
+from disagg_worker.serve.limits import (
+    MAX_BODY_BYTES,
+    MAX_JSON_DEPTH,
+    MIB,
+    PARAM_CHARS,
+    SHOWN_CHARS,
+    bounded,
+    nested_deeper,
+    shown,
+)
 
 # Every body field the reference worker accepts, and what it does with it. One table: the
 # parser, the refusal messages and docs/local-run.md all follow it.
@@ -62,13 +71,15 @@ _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 class ApiError(Exception):
-    """An error answered as JSON: ``{"error": {"message", "type", "param", "code"}}``."""
+    """An error answered as JSON: ``{"error": {"message", "type", "param", "code"}}``.
+    Message and param are cut to their bounds here, whatever they quote."""
 
     def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        message = bounded(message)
         super().__init__(message)
         self.status = status
         self.message = message
-        self.param = param
+        self.param = None if param is None else bounded(param, PARAM_CHARS)
 
     def body(self) -> dict[str, Any]:
         kind = "invalid_request_error" if self.status < 500 else "server_error"
@@ -132,7 +143,9 @@ def parse_request(
     _refuse_unknown(data, chat)
     model = data.get("model", served_model)
     if model != served_model:
-        raise ApiError(404, f"model: {model!r} is not served here; use {served_model!r}", "model")
+        raise ApiError(
+            404, f"model: {shown(model)} is not served here; use {served_model!r}", "model"
+        )
     if data.get("temperature") not in (None, 0, 0.0):
         raise ApiError(
             400, "temperature: the reference engine is greedy; send 0 or omit it", "temperature"
@@ -176,7 +189,8 @@ def _refuse_unknown(data: dict[str, Any], chat: bool) -> None:
             route = "/v1/chat/completions" if chat else "/v1/completions"
             raise ApiError(
                 400,
-                f"{key}: not supported by the reference worker on {route}; remove it "
+                f"{bounded(key, SHOWN_CHARS)}: not supported by the reference worker on "
+                f"{route}; remove it "
                 f"(supported: {', '.join(k for k in HONOURED if k not in other)})",
                 key,
             )

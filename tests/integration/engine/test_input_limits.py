@@ -1,6 +1,7 @@
 """Hostile input against real processes: the worker and the P/D proxy answer an oversized
 body with 413, and a body that is not a JSON object or nests too deep with 400 naming
-``body``. None of it is a 500, and none of it leaves a traceback in a log."""
+``body``; no error answer echoes more than a bounded piece of what the client sent. None
+of it is a 500, and none of it leaves a traceback in a log."""
 
 from __future__ import annotations
 
@@ -137,3 +138,20 @@ def test_a_body_that_is_not_an_object_is_400(
 ) -> None:
     error = refused(servers, target, raw, 400)
     assert error["param"] == "body" and error["message"].startswith(start), error
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    ("fields", "status", "param"),
+    [({"k" * LONG: 1}, 400, "k" * 64), ({"model": "m" * LONG}, 404, "model")],
+    ids=["long-key", "long-model"],
+)
+def test_long_client_values_are_not_echoed(
+    servers: Servers, target: str, fields: dict[str, Any], status: int, param: str
+) -> None:
+    error = refused(servers, target, {"prompt": "x", **fields}, status)
+    if target == "agg":  # the proxy relays the message only
+        assert error["param"].startswith(param) and len(error["param"]) <= 128, error
+    (value,) = [v if k == "model" else k for k, v in fields.items()]
+    assert value[:32] in error["message"] and value[:65] not in error["message"], error
+    assert f"({LONG} characters)" in error["message"], error

@@ -128,3 +128,15 @@ def test_a_body_over_the_limit_is_413_saying_what_to_do() -> None:
     assert (err.status, err.param) == (413, "body")
     assert err.message.startswith("body: 5242880 bytes is over the 4 MiB limit (4194304 bytes)")
     assert too_large(None).message.startswith("body: over the 4 MiB limit (4194304 bytes); ")
+
+
+def test_errors_never_echo_more_than_a_bound() -> None:
+    err = ApiError(400, "x" * 100_000, "p" * 1000)
+    assert len(err.message) == 1000 and err.message.endswith("... (100000 characters)")
+    assert err.param is not None and len(err.param) == 128 and str(err) == err.message
+    err = _error({"prompt": "x", "k" * 100_000: 1})
+    assert err.message.startswith("k" * 32) and "k" * 65 not in err.message
+    assert err.param is not None and err.param.startswith("k" * 64)
+    err = _error({"prompt": "x", "model": "m" * 100_000})
+    assert err.message.startswith("model: 'mmm") and "(100000 characters)" in err.message
+    assert len(err.message) < 200
