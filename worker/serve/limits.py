@@ -25,6 +25,11 @@ MAX_BODY_BYTES = 4 * MIB
 # writing it again for a hop can never hit it.
 MAX_JSON_DEPTH = 64
 
+# The reference worker's bound on max_tokens / max_completion_tokens before its engine
+# checks them with the prompt against the model's positions (4,096 in every preset): far
+# above any preset, and a number small enough to quote in that check's message.
+MAX_TOKENS = 1 << 20
+
 # An error answer stays small whatever the client sent: messages and params are cut in
 # one place each side (ApiError; the proxy's answers), and a client's value is quoted by
 # a short prefix, never whole (a 100 KB request id must not come back as 100 KB).

@@ -17,6 +17,7 @@ from typing import Any
 from disagg_worker.serve.limits import (
     MAX_BODY_BYTES,
     MAX_JSON_DEPTH,
+    MAX_TOKENS,
     MIB,
     PARAM_CHARS,
     SHOWN_CHARS,
@@ -141,28 +142,12 @@ def parse_request(
     if not isinstance(data, dict):
         raise ApiError(400, "body: must be a JSON object", "body")
     _refuse_unknown(data, chat)
-    model = data.get("model", served_model)
-    if model != served_model:
-        raise ApiError(
-            404, f"model: {shown(model)} is not served here; use {served_model!r}", "model"
-        )
-    if data.get("temperature") not in (None, 0, 0.0):
-        raise ApiError(
-            400, "temperature: the reference engine is greedy; send 0 or omit it", "temperature"
-        )
-    max_tokens = _int(data, "max_completion_tokens", _int(data, "max_tokens", 16))
-    min_tokens = _int(data, "min_tokens", 0)
-    if min_tokens < 0:
-        raise ApiError(400, "min_tokens: must be an integer >= 0", "min_tokens")
-    if min_tokens > max_tokens:
-        raise ApiError(
-            400, f"min_tokens: {min_tokens} exceeds max_tokens {max_tokens}", "min_tokens"
-        )
-    params = data.get("kv_transfer_params")
-    if params is not None and not isinstance(params, dict):
-        raise ApiError(400, "kv_transfer_params: must be an object", "kv_transfer_params")
+    model = _model(data, served_model)
+    _check_ignored(data)
+    max_tokens, min_tokens = _lengths(data)
+    params = _transfer_flags(data.get("kv_transfer_params"))
     stream = _bool(data, "stream")
-    if stream and isinstance(params, dict) and params.get("do_remote_decode"):
+    if stream and params is not None and params.get("do_remote_decode"):
         raise ApiError(
             400,
             "stream: a prefill answers kv_transfer_params in one whole response; send false",
@@ -171,9 +156,9 @@ def parse_request(
     text_or_ids = chat_prompt(data.get("messages")) if chat else data.get("prompt")
     return CompletionRequest(
         model=model,
-        prompt=_prompt_tokens(text_or_ids, encode),
+        prompt=_prompt_tokens(text_or_ids, encode, "messages" if chat else "prompt"),
         max_tokens=max_tokens,
-        ignore_eos=bool(data.get("ignore_eos", False)),
+        ignore_eos=_bool(data, "ignore_eos"),
         kv_transfer_params=params,
         min_tokens=min_tokens,
         stream=stream,
@@ -196,21 +181,73 @@ def _refuse_unknown(data: dict[str, Any], chat: bool) -> None:
             )
 
 
-def _int(data: dict[str, Any], key: str, default: int) -> int:
+def _model(data: dict[str, Any], served_model: str) -> str:
+    model = data.get("model")
+    if model is None:
+        return served_model
+    if not isinstance(model, str):
+        raise ApiError(400, f"model: must be a string; send {served_model!r} or omit it", "model")
+    if model != served_model:
+        raise ApiError(
+            404, f"model: {shown(model)} is not served here; use {served_model!r}", "model"
+        )
+    return model
+
+
+def _check_ignored(data: dict[str, Any]) -> None:
+    """Fields accepted without effect still have vLLM's types, so a body that works here
+    works against vLLM too."""
+    if data.get("temperature") not in (None, 0, 0.0):
+        raise ApiError(
+            400, "temperature: the reference engine is greedy; send 0 or omit it", "temperature"
+        )
+    _int(data, "seed", 0, -(2**63), 2**64 - 1)  # vLLM's range: a 64-bit seed
+    if data.get("user") is not None and not isinstance(data["user"], str):
+        raise ApiError(400, "user: must be a string", "user")
+
+
+def _lengths(data: dict[str, Any]) -> tuple[int, int]:
+    """max_tokens (max_completion_tokens wins) and min_tokens. The engine checks the
+    prompt and max_tokens together against its model's positions."""
+    max_tokens = _int(data, "max_tokens", 16, 1, MAX_TOKENS)
+    max_tokens = _int(data, "max_completion_tokens", max_tokens, 1, MAX_TOKENS)
+    min_tokens = _int(data, "min_tokens", 0, 0, MAX_TOKENS)
+    if min_tokens > max_tokens:
+        raise ApiError(
+            400, f"min_tokens: {min_tokens} exceeds max_tokens {max_tokens}", "min_tokens"
+        )
+    return max_tokens, min_tokens
+
+
+def _transfer_flags(params: Any) -> dict[str, Any] | None:
+    """kv_transfer_params as far as every role reads it: an object whose do_remote_*
+    flags, when present, are booleans (a decode checks the rest: :func:`transfer_params`)."""
+    if params is None:
+        return None
+    if not isinstance(params, dict):
+        raise ApiError(400, "kv_transfer_params: must be an object", "kv_transfer_params")
+    for flag in ("do_remote_decode", "do_remote_prefill"):
+        _bool(params, flag, f"kv_transfer_params.{flag}")
+    return params
+
+
+def _int(data: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
     value = data.get(key)
     if value is None:
         return default
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ApiError(400, f"{key}: must be an integer", key)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ApiError(400, f"{key}: must be an integer from {low} to {high}", key)
     return value
 
 
-def _bool(data: dict[str, Any], key: str) -> bool:
+def _bool(data: dict[str, Any], key: str, where: str | None = None) -> bool:
+    """``data[key]`` as a boolean (absent or null: false); ``where`` names it in errors."""
     value = data.get(key, False)
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise ApiError(400, f"{key}: must be true or false", key)
+        where = where or key
+        raise ApiError(400, f"{where}: must be true or false", where)
     return value
 
 
@@ -221,7 +258,7 @@ def _include_usage(options: Any) -> bool:
         raise ApiError(
             400, "stream_options: must be an object with only include_usage", "stream_options"
         )
-    return bool(options.get("include_usage", False))
+    return _bool(options, "include_usage", "stream_options.include_usage")
 
 
 def chat_prompt(messages: Any) -> str:
@@ -246,12 +283,20 @@ def chat_prompt(messages: Any) -> str:
     return "".join(parts) + "assistant: "
 
 
-def _prompt_tokens(prompt: Any, encode: Callable[[str], list[int]]) -> list[int]:
-    """A string, a token id list, or a one-item list of either."""
+def _prompt_tokens(prompt: Any, encode: Callable[[str], list[int]], field: str) -> list[int]:
+    """A string, a token id list, or a one-item list of either (``field``: where the text
+    came from, for errors)."""
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]
     if isinstance(prompt, str):
-        return encode(prompt)
+        try:
+            return encode(prompt)
+        except UnicodeEncodeError:  # JSON can carry a lone surrogate; UTF-8 cannot
+            raise ApiError(
+                400,
+                f"{field}: text with a lone surrogate (\\ud800-\\udfff); send valid text",
+                field,
+            ) from None
     if isinstance(prompt, list) and all(
         isinstance(t, int) and not isinstance(t, bool) for t in prompt
     ):

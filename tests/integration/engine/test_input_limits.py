@@ -1,7 +1,8 @@
 """Hostile input against real processes: the worker and the P/D proxy answer an oversized
-body with 413, and a body that is not a JSON object or nests too deep with 400 naming
-``body``; no error answer echoes more than a bounded piece of what the client sent. None
-of it is a 500, and none of it leaves a traceback in a log."""
+body with 413, a body that is not a JSON object or nests too deep with 400 naming
+``body``, and a field of the wrong type or range with 400 naming the field; no error
+answer echoes more than a bounded piece of what the client sent. None of it is a 500, and
+none of it leaves a traceback in a log."""
 
 from __future__ import annotations
 
@@ -138,6 +139,39 @@ def test_a_body_that_is_not_an_object_is_400(
 ) -> None:
     error = refused(servers, target, raw, 400)
     assert error["param"] == "body" and error["message"].startswith(start), error
+
+
+FIELDS = [
+    ({"max_tokens": -1}, "max_tokens"),
+    ({"max_tokens": 0}, "max_tokens"),
+    ({"max_tokens": 10**30}, "max_tokens"),
+    ({"max_tokens": True}, "max_tokens"),
+    ({"max_completion_tokens": -1}, "max_completion_tokens"),
+    ({"max_completion_tokens": 10**30}, "max_completion_tokens"),
+    ({"max_completion_tokens": "5"}, "max_completion_tokens"),
+    ({"min_tokens": True}, "min_tokens"),
+    ({"prompt": [1, -5]}, "prompt"),
+    ({"prompt": [10**30]}, "prompt"),
+    ({"prompt": [1, True]}, "prompt"),
+    ({"prompt": {}}, "prompt"),
+    ({"prompt": "\ud800"}, "prompt"),
+    ({"prompt": [[1], [2]]}, "prompt"),
+    ({"ignore_eos": "yes"}, "ignore_eos"),
+    ({"model": []}, "model"),
+    ({"seed": "x"}, "seed"),
+    ({"seed": 1.5}, "seed"),
+    ({"user": 5}, "user"),
+    ({"stream_options": {"include_usage": "yes"}}, "stream_options.include_usage"),
+    ({"kv_transfer_params": {"do_remote_decode": "no"}}, "kv_transfer_params.do_remote_decode"),
+]
+
+
+@pytest.mark.parametrize(("fields", "param"), FIELDS, ids=[f[1] for f in FIELDS])
+def test_a_field_of_the_wrong_type_or_range_is_400_naming_it(
+    servers: Servers, fields: dict[str, Any], param: str
+) -> None:
+    error = refused(servers, "agg", {"prompt": "x", "max_tokens": 2, **fields}, 400)
+    assert error["param"] == param and error["message"].startswith(f"{param}: "), error
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -7,6 +7,7 @@ import pytest
 
 from disagg_worker.serve.openai import (
     ApiError,
+    CompletionRequest,
     chat_prompt,
     parse_body,
     parse_request,
@@ -47,6 +48,27 @@ def test_completion_fields_parsed() -> None:
         ({"prompt": "x", "logprobs": 2}, "logprobs", "logprobs: not supported"),
         ({"prompt": "x", "temperature": 0.7}, "temperature", "temperature: the reference"),
         ({"prompt": "x", "min_tokens": -1}, "min_tokens", "min_tokens: must be an integer"),
+        ({"prompt": "x", "max_tokens": -1}, "max_tokens", "max_tokens: must be an integer from 1"),
+        ({"prompt": "x", "max_tokens": 10**30}, "max_tokens", "max_tokens: must be an integer"),
+        ({"prompt": "x", "max_tokens": True}, "max_tokens", "max_tokens: must be an integer"),
+        ({"prompt": "x", "max_completion_tokens": 0}, "max_completion_tokens", "max_completion"),
+        ({"prompt": "x", "ignore_eos": "yes"}, "ignore_eos", "ignore_eos: must be true or false"),
+        ({"prompt": "x", "seed": "1"}, "seed", "seed: must be an integer"),
+        ({"prompt": "x", "seed": 2**64}, "seed", "seed: must be an integer"),
+        ({"prompt": "x", "user": 5}, "user", "user: must be a string"),
+        ({"prompt": "x", "model": ["tiny"]}, "model", "model: must be a string; send 'tiny'"),
+        ({"prompt": "\ud800"}, "prompt", "prompt: text with a lone surrogate"),
+        ({"prompt": [[1], [2]]}, "prompt", "prompt: must be a string or a list of token ids"),
+        (
+            {"prompt": "x", "stream_options": {"include_usage": 1}},
+            "stream_options.include_usage",
+            "stream_options.include_usage: must be true or false",
+        ),
+        (
+            {"prompt": "x", "kv_transfer_params": {"do_remote_prefill": "yes"}},
+            "kv_transfer_params.do_remote_prefill",
+            "kv_transfer_params.do_remote_prefill: must be true or false",
+        ),
         ({"prompt": "x", "min_tokens": 9, "max_tokens": 3}, "min_tokens", "min_tokens: 9 exceeds"),
         ({"prompt": "x", "stream": "yes"}, "stream", "stream: must be true or false"),
         ({"prompt": "x", "stream_options": 1}, "stream_options", "stream_options: must be"),
@@ -64,6 +86,19 @@ def test_completion_refusals_name_the_field(body: object, param: str, start: str
     assert err.param == param and err.message.startswith(start), err.message
 
 
+def test_optional_fields_may_be_null() -> None:
+    body = {"prompt": [1, 2], "model": None, "max_tokens": None, "seed": None, "user": None,
+            "ignore_eos": None, "stream_options": {"include_usage": None}}  # fmt: skip
+    req = _parse(body)
+    assert isinstance(req, CompletionRequest)
+    assert (req.model, req.max_tokens, req.ignore_eos, req.include_usage) == (
+        "tiny",
+        16,
+        False,
+        False,
+    )
+
+
 def test_chat_template_and_validation() -> None:
     messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
     assert chat_prompt(messages) == "system: be brief\nuser: hi\nassistant: "
@@ -75,6 +110,7 @@ def test_chat_template_and_validation() -> None:
         ({"messages": [{"role": 1, "content": "x"}]}, "messages[0].role", "messages[0].role:"),
         ({"messages": [{"role": "user", "content": "x", "name": "a"}]}, "messages[0].name", ""),
         ({"messages": messages, "prompt": "x"}, "prompt", "prompt: not supported"),
+        ({"messages": [{"role": "user", "content": "\udfff"}]}, "messages", "messages: text"),
     ]
     for body, param, start in cases:
         err = _error(body, chat=True)
