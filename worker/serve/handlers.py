@@ -22,17 +22,10 @@ from aiohttp import web
 
 from disagg_worker.engine.model import decode, encode
 from disagg_worker.serve.api import json_error
-from disagg_worker.serve.openai import (
-    ApiError,
-    CompletionRequest,
-    chunk,
-    parse_request,
-    request_id,
-    response_body,
-    usage_chunk,
-)
+from disagg_worker.serve.openai import ApiError, CompletionRequest, parse_request, request_id
 from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
 from disagg_worker.serve.server import Outcome, Worker
+from disagg_worker.serve.shapes import chunk, response_body, usage_chunk
 
 log = logging.getLogger("disagg.worker")
 DONE = b"data: [DONE]\n\n"
