@@ -30,6 +30,10 @@ MAX_JSON_DEPTH = 64
 # above any preset, and a number small enough to quote in that check's message.
 MAX_TOKENS = 1 << 20
 
+# A host name (RFC 1035: 253 characters; an IPv6 literal is 45) and an engine id (a pod
+# name, a DNS name too) in kv_transfer_params.
+MAX_NAME_CHARS = 253
+
 # An error answer stays small whatever the client sent: messages and params are cut in
 # one place each side (ApiError; the proxy's answers), and a client's value is quoted by
 # a short prefix, never whole (a 100 KB request id must not come back as 100 KB).

@@ -1,12 +1,13 @@
 """Hostile input against real processes: the worker and the P/D proxy answer an oversized
 body with 413, a body that is not a JSON object or nests too deep with 400 naming
-``body``, and a field of the wrong type or range with 400 naming the field; no error
-answer echoes more than a bounded piece of what the client sent. None of it is a 500, and
-none of it leaves a traceback in a log."""
+``body``, and a field of the wrong type or range (``kv_transfer_params``' too) with 400
+naming the field; no error answer echoes more than a bounded piece of what the client
+sent. None of it is a 500, and none of it leaves a traceback in a log."""
 
 from __future__ import annotations
 
 import json
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -172,6 +173,88 @@ def test_a_field_of_the_wrong_type_or_range_is_400_naming_it(
 ) -> None:
     error = refused(servers, "agg", {"prompt": "x", "max_tokens": 2, **fields}, 400)
     assert error["param"] == param and error["message"].startswith(f"{param}: "), error
+
+
+@pytest.fixture(scope="module")
+def transfer() -> dict[str, Any]:
+    """kv_transfer_params a decode accepts, naming a prefill nobody listens as."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return {
+        "do_remote_prefill": True,
+        "do_remote_decode": False,
+        "remote_engine_id": "p0",
+        "remote_block_ids": [0],  # the 2-token prompt "x" (BOS, x) fills one block
+        "remote_host": "127.0.0.1",
+        "remote_port": port,
+        "remote_request_id": "cmpl-1-abc",
+        "tp_size": 1,
+    }
+
+
+BAD_TRANSFER = [
+    ("remote_port", [5600]),
+    ("remote_port", "5600"),
+    ("remote_port", 0),
+    ("remote_port", 65536),
+    ("remote_port", True),
+    ("remote_port", 5600.0),
+    ("remote_port", None),
+    ("remote_host", ""),
+    ("remote_host", 5),
+    ("remote_host", "h" * LONG),
+    ("remote_host", None),
+    ("remote_host", "*"),
+    ("remote_host", "a b"),
+    ("remote_engine_id", 5),
+    ("remote_engine_id", ""),
+    ("remote_engine_id", "e" * LONG),
+    ("remote_block_ids", "0"),
+    ("remote_block_ids", [-1]),
+    ("remote_block_ids", [True]),
+    ("remote_block_ids", [0.0]),
+    ("remote_block_ids", [[0]]),
+    ("remote_block_ids", list(range(100_000))),
+    ("remote_block_ids", None),
+    ("remote_request_id", "r" * LONG),
+    ("remote_request_id", "a b"),
+    ("remote_request_id", 5),
+    ("tp_size", 0),
+    ("tp_size", "1"),
+    ("tp_size", True),
+    ("remote_model", 5),
+    ("remote_model", "x" * LONG),
+    ("do_remote_prefill", "yes"),
+]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), BAD_TRANSFER, ids=[f"{k}-{str(v)[:12]}" for k, v in BAD_TRANSFER]
+)
+def test_each_transfer_param_decode_uses_is_checked_by_name(
+    servers: Servers, transfer: dict[str, Any], key: str, value: Any
+) -> None:
+    params = {**transfer, key: value}
+    if value is None:
+        del params[key]  # missing
+    body = {"prompt": "x", "max_tokens": 2, "kv_transfer_params": params}
+    error = refused(servers, "decode", body, 400)
+    param = f"kv_transfer_params.{key}"
+    assert error["param"] == param and error["message"].startswith(f"{param}: "), error
+
+
+def test_unknown_transfer_params_pass_through(servers: Servers, transfer: dict[str, Any]) -> None:
+    """vLLM adds fields; so does this project (``remote_incarnation``, ``prompt_digest``):
+    decode accepts them and goes on to the transfer, which fails (nobody listens)."""
+    extra = {"remote_incarnation": "i-1", "prompt_digest": "sha256:00", "future": {"a": [1]}}
+    params = {**transfer, **extra}
+    got, body = post_raw(
+        servers.decode,
+        json.dumps({"prompt": "x", "max_tokens": 2, "kv_transfer_params": params}).encode(),
+    )
+    assert got in (502, 504), body
+    assert json.loads(body)["error"]["message"].startswith("KV transfer from prefill p0")
 
 
 @pytest.mark.parametrize("target", TARGETS)

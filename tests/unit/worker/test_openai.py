@@ -14,6 +14,7 @@ from disagg_worker.serve.openai import (
     proxy_refusal,
     request_id,
     too_large,
+    transfer_params,
 )
 
 
@@ -176,3 +177,68 @@ def test_errors_never_echo_more_than_a_bound() -> None:
     err = _error({"prompt": "x", "model": "m" * 100_000})
     assert err.message.startswith("model: 'mmm") and "(100000 characters)" in err.message
     assert len(err.message) < 200
+
+
+PREFILL_ANSWER = {
+    "do_remote_prefill": True,
+    "do_remote_decode": False,
+    "remote_engine_id": "p0",
+    "remote_block_ids": [3, 4],
+    "remote_host": "10.0.0.7",
+    "remote_port": 5600,
+    "remote_request_id": "cmpl-1-abc",
+    "tp_size": 1,
+    "remote_model": "tiny/seed=0",
+}
+
+
+def test_transfer_params_read_what_decode_uses_and_keep_the_rest() -> None:
+    extra = {"remote_incarnation": "i-7", "prompt_digest": "sha256:00", "vllm_new": [1]}
+    got = transfer_params({**PREFILL_ANSWER, **extra}, num_blocks=8)
+    assert (got.host, got.port, got.engine_id) == ("10.0.0.7", 5600, "p0")
+    assert (got.block_ids, got.request_id) == ((3, 4), "cmpl-1-abc")
+    assert got.raw == {**PREFILL_ANSWER, **extra}  # unknown keys pass through untouched
+    bare = {k: v for k, v in PREFILL_ANSWER.items() if k not in ("remote_request_id", "tp_size")}
+    assert transfer_params(bare, 8).request_id == "p0"  # a prefill that sends no id
+    for host in ("fd00::7", "fe80::1%eth0", "p0.prefill.svc", "p_0"):
+        assert transfer_params({**PREFILL_ANSWER, "remote_host": host}, 8).host == host
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "problem"),
+    [
+        ("remote_host", None, "required with do_remote_prefill"),
+        ("remote_host", "", "must be a string of 1 to 253 characters"),
+        ("remote_host", 7, "must be a string of 1 to 253 characters"),
+        ("remote_host", "h" * 254, "must be a string of 1 to 253 characters"),
+        ("remote_host", "[::1]", "must be a host name or an IP address"),
+        ("remote_host", "tcp://x", "must be a host name or an IP address"),
+        ("remote_port", [5600], "must be an integer from 1 to 65535"),
+        ("remote_port", "5600", "must be an integer from 1 to 65535"),
+        ("remote_port", 0, "must be an integer from 1 to 65535"),
+        ("remote_port", 65536, "must be an integer from 1 to 65535"),
+        ("remote_port", True, "must be an integer from 1 to 65535"),
+        ("remote_engine_id", None, "required with do_remote_prefill"),
+        ("remote_engine_id", {"a": 1}, "must be a string of 1 to 253 characters"),
+        ("remote_block_ids", "3", "must be a list of block ids"),
+        ("remote_block_ids", [3, -1], "must be a list of integers >= 0"),
+        ("remote_block_ids", [3, False], "must be a list of integers >= 0"),
+        ("remote_block_ids", [3.0], "must be a list of integers >= 0"),
+        ("remote_block_ids", list(range(9)), "9 ids, more than this decode's 8 blocks"),
+        ("remote_request_id", "r" * 129, "must be 1 to 128 of [A-Za-z0-9._:-]"),
+        ("remote_request_id", "a\r\nb", "must be 1 to 128 of [A-Za-z0-9._:-]"),
+        ("remote_request_id", "", "must be 1 to 128 of [A-Za-z0-9._:-]"),
+        ("remote_request_id", 7, "must be 1 to 128 of [A-Za-z0-9._:-]"),
+        ("tp_size", 0, "must be an integer >= 1"),
+        ("tp_size", "2", "must be an integer >= 1"),
+        ("remote_model", ["tiny"], "must be a string"),
+    ],
+)
+def test_each_transfer_param_is_refused_by_name(key: str, value: object, problem: str) -> None:
+    params = {**PREFILL_ANSWER, key: value}
+    with pytest.raises(ApiError) as info:
+        transfer_params(params, num_blocks=8)
+    err = info.value
+    assert (err.status, err.param) == (400, f"kv_transfer_params.{key}")
+    assert err.message.startswith(f"kv_transfer_params.{key}: {problem}; pass the "), err.message
+    assert len(err.message) < 200  # names the field, never echoes the value
