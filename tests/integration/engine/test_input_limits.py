@@ -102,6 +102,21 @@ def test_a_body_over_the_limit_is_413_naming_it(servers: Servers, target: str, s
     assert "shorten the prompt" in error["message"]  # what to do
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_chunked_body_over_the_limit_is_413(servers: Servers, target: str) -> None:
+    """No Content-Length to refuse it by: the body is read up to the limit."""
+    body = _body_of(LIMIT + MIB)
+    chunks = (body[i : i + MIB] for i in range(0, len(body), MIB))
+    req = urllib.request.Request(getattr(servers, target), data=chunks)
+    req.add_header("Content-Type", "application/json")
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(req, timeout=60)
+    error = json.loads(info.value.read())["error"]
+    assert (info.value.code, error["param"]) == (413, "body"), error
+    assert error["message"].startswith("body: over the 4 MiB limit (4194304 bytes); "), error
+    assert servers.traceback() is None
+
+
 def test_a_body_at_the_limit_is_read(servers: Servers) -> None:
     # read and parsed: the engine refuses a prompt this long, naming it
     error = refused(servers, "agg", _body_of(LIMIT), 400)
