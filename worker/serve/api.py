@@ -16,6 +16,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from disagg_worker.config import WorkerConfig
+from disagg_worker.serve.limits import shown
 from disagg_worker.serve.openai import ApiError
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ def check_model(config: WorkerConfig, params: dict[str, Any]) -> None:
     if theirs is not None and theirs != model_fingerprint(config):
         raise ApiError(
             400,
-            f"kv_transfer_params.remote_model: the prefill ran {theirs}, this decode runs "
+            f"kv_transfer_params.remote_model: the prefill ran {shown(theirs)}, this decode runs "
             f"{model_fingerprint(config)}; give both roles the same DISAGG_MODEL and DISAGG_SEED",
             "kv_transfer_params.remote_model",
         )

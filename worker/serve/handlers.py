@@ -26,14 +26,12 @@ from disagg_worker.serve.openai import (
     RELEASE_PATH,
     ApiError,
     CompletionRequest,
-    chunk,
     parse_request,
     request_id,
-    response_body,
-    usage_chunk,
 )
-from disagg_worker.serve.routes import json_route_errors
+from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
 from disagg_worker.serve.server import Outcome, Worker
+from disagg_worker.serve.shapes import chunk, response_body, usage_chunk
 
 log = logging.getLogger("disagg.worker")
 DONE = b"data: [DONE]\n\n"
@@ -46,7 +44,7 @@ async def _generate(worker: Worker, chat: bool, request: web.Request) -> web.Str
     rid = f"{given}-{uuid.uuid4().hex[:8]}" if given else f"cmpl-{uuid.uuid4().hex}"
     kind = "completion"
     try:
-        data = await _json(request)
+        data = await read_json(request)
         kind = _kind(data)
         req = parse_request(data, worker.config.model, chat=chat, encode=encode)
         if req.stream:
@@ -157,8 +155,8 @@ async def _release(worker: Worker, request: web.Request) -> web.Response:
     decode hop failed or its client left, so free the blocks now rather than at the lease's
     end. 200 ``{"released": bool}`` (false: already read, expired or never held here)."""
     try:
-        data = await _json(request)
-        params = data.get("kv_transfer_params") if isinstance(data, dict) else None
+        data = await read_json(request)
+        params = data.get("kv_transfer_params")
         rid = params.get("remote_request_id") if isinstance(params, dict) else None
         if not isinstance(rid, str) or not rid:
             raise ApiError(
@@ -201,7 +199,7 @@ def build_app(worker: Worker) -> web.Application:
         return json_error(ApiError(status, message))
 
     app = web.Application(
-        client_max_size=16 * 1024 * 1024, middlewares=[json_route_errors(route_error)]
+        client_max_size=CLIENT_MAX_SIZE, middlewares=[json_route_errors(route_error)]
     )
     app.router.add_post("/v1/completions", functools.partial(_generate, worker, False))
     app.router.add_post("/v1/chat/completions", functools.partial(_generate, worker, True))
@@ -211,13 +209,6 @@ def build_app(worker: Worker) -> web.Application:
     app.router.add_post(RELEASE_PATH, release)
     app.router.add_get("/v1/models", models)
     return app
-
-
-async def _json(request: web.Request) -> Any:
-    try:
-        return await request.json()
-    except ValueError:
-        raise ApiError(400, "body: not valid JSON") from None
 
 
 def _kind(data: Any) -> str:

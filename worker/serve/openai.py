@@ -1,16 +1,31 @@
-"""The OpenAI/vLLM request contract, in one place: which body fields the reference worker
-honours (everything else is refused by name), the chat template, request ids, what the
-P/D proxy refuses, and the response and stream-chunk shapes.
+"""The OpenAI/vLLM request contract, in one place: a body within its limits, which body
+fields the reference worker honours (everything else is refused by name), the chat
+template, request ids, the ``kv_transfer_params`` a decode reads, and what the P/D proxy
+refuses (what the worker answers: :mod:`serve.shapes`).
 
 Pure layer (no I/O, no torch: the proxy imports it too). The worker passes its tokenizer in.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
+
+from disagg_worker.serve.limits import (
+    MAX_BODY_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_NAME_CHARS,
+    MAX_TOKENS,
+    MIB,
+    PARAM_CHARS,
+    SHOWN_CHARS,
+    bounded,
+    nested_deeper,
+    shown,
+)
 
 # Every body field the reference worker accepts, and what it does with it. One table: the
 # parser, the refusal messages and docs/local-run.md all follow it.
@@ -57,16 +72,20 @@ SPLIT_REFUSALS: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
 }
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+# a DNS name, IPv4, or bare IPv6 (with a %zone): what the transfer agent can dial
+_HOST = re.compile(r"[A-Za-z0-9._:%-]+")
 
 
 class ApiError(Exception):
-    """An error answered as JSON: ``{"error": {"message", "type", "param", "code"}}``."""
+    """An error answered as JSON: ``{"error": {"message", "type", "param", "code"}}``.
+    Message and param are cut to their bounds here, whatever they quote."""
 
     def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        message = bounded(message)
         super().__init__(message)
         self.status = status
         self.message = message
-        self.param = param
+        self.param = None if param is None else bounded(param, PARAM_CHARS)
 
     def body(self) -> dict[str, Any]:
         kind = "invalid_request_error" if self.status < 500 else "server_error"
@@ -74,6 +93,36 @@ class ApiError(Exception):
             kind = "kv_transfer_error"
         error = {"message": self.message, "type": kind, "param": self.param, "code": self.status}
         return {"error": error}
+
+
+def too_large(size: int | None) -> ApiError:
+    """413 for a body over MAX_BODY_BYTES (``size`` None: a chunked body, length unknown)."""
+    what = f"{size} bytes is " if size is not None else ""
+    return ApiError(
+        413,
+        f"body: {what}over the {MAX_BODY_BYTES // MIB} MiB limit ({MAX_BODY_BYTES} bytes); "
+        "shorten the prompt, or split the work across requests",
+        "body",
+    )
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object nested at most MAX_JSON_DEPTH deep; 400 naming
+    ``body`` otherwise."""
+    deep = ApiError(
+        400, f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels; flatten it", "body"
+    )
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except RecursionError:  # deeper than the parser's stack: far past the bound
+        raise deep from None
+    except ValueError:  # malformed, or not UTF-8
+        raise ApiError(400, "body: not valid JSON; send one UTF-8 JSON object", "body") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "body: must be a JSON object", "body")
+    if nested_deeper(data, MAX_JSON_DEPTH):
+        raise deep
+    return data
 
 
 @dataclass(frozen=True)
@@ -96,28 +145,14 @@ def parse_request(
 ) -> CompletionRequest:
     """Validate a body; errors name the field and what to send instead."""
     if not isinstance(data, dict):
-        raise ApiError(400, "body: must be a JSON object")
+        raise ApiError(400, "body: must be a JSON object", "body")
     _refuse_unknown(data, chat)
-    model = data.get("model", served_model)
-    if model != served_model:
-        raise ApiError(404, f"model: {model!r} is not served here; use {served_model!r}", "model")
-    if data.get("temperature") not in (None, 0, 0.0):
-        raise ApiError(
-            400, "temperature: the reference engine is greedy; send 0 or omit it", "temperature"
-        )
-    max_tokens = _int(data, "max_completion_tokens", _int(data, "max_tokens", 16))
-    min_tokens = _int(data, "min_tokens", 0)
-    if min_tokens < 0:
-        raise ApiError(400, "min_tokens: must be an integer >= 0", "min_tokens")
-    if min_tokens > max_tokens:
-        raise ApiError(
-            400, f"min_tokens: {min_tokens} exceeds max_tokens {max_tokens}", "min_tokens"
-        )
-    params = data.get("kv_transfer_params")
-    if params is not None and not isinstance(params, dict):
-        raise ApiError(400, "kv_transfer_params: must be an object", "kv_transfer_params")
+    model = _model(data, served_model)
+    _check_ignored(data)
+    max_tokens, min_tokens = _lengths(data)
+    params = _transfer_flags(data.get("kv_transfer_params"))
     stream = _bool(data, "stream")
-    if stream and isinstance(params, dict) and params.get("do_remote_decode"):
+    if stream and params is not None and params.get("do_remote_decode"):
         raise ApiError(
             400,
             "stream: a prefill answers kv_transfer_params in one whole response; send false",
@@ -126,9 +161,9 @@ def parse_request(
     text_or_ids = chat_prompt(data.get("messages")) if chat else data.get("prompt")
     return CompletionRequest(
         model=model,
-        prompt=_prompt_tokens(text_or_ids, encode),
+        prompt=_prompt_tokens(text_or_ids, encode, "messages" if chat else "prompt"),
         max_tokens=max_tokens,
-        ignore_eos=bool(data.get("ignore_eos", False)),
+        ignore_eos=_bool(data, "ignore_eos"),
         kv_transfer_params=params,
         min_tokens=min_tokens,
         stream=stream,
@@ -144,27 +179,80 @@ def _refuse_unknown(data: dict[str, Any], chat: bool) -> None:
             route = "/v1/chat/completions" if chat else "/v1/completions"
             raise ApiError(
                 400,
-                f"{key}: not supported by the reference worker on {route}; remove it "
+                f"{bounded(key, SHOWN_CHARS)}: not supported by the reference worker on "
+                f"{route}; remove it "
                 f"(supported: {', '.join(k for k in HONOURED if k not in other)})",
                 key,
             )
 
 
-def _int(data: dict[str, Any], key: str, default: int) -> int:
+def _model(data: dict[str, Any], served_model: str) -> str:
+    model = data.get("model")
+    if model is None:
+        return served_model
+    if not isinstance(model, str):
+        raise ApiError(400, f"model: must be a string; send {served_model!r} or omit it", "model")
+    if model != served_model:
+        raise ApiError(
+            404, f"model: {shown(model)} is not served here; use {served_model!r}", "model"
+        )
+    return model
+
+
+def _check_ignored(data: dict[str, Any]) -> None:
+    """Fields accepted without effect still have vLLM's types, so a body that works here
+    works against vLLM too."""
+    if data.get("temperature") not in (None, 0, 0.0):
+        raise ApiError(
+            400, "temperature: the reference engine is greedy; send 0 or omit it", "temperature"
+        )
+    _int(data, "seed", 0, -(2**63), 2**64 - 1)  # vLLM's range: a 64-bit seed
+    if data.get("user") is not None and not isinstance(data["user"], str):
+        raise ApiError(400, "user: must be a string", "user")
+
+
+def _lengths(data: dict[str, Any]) -> tuple[int, int]:
+    """max_tokens (max_completion_tokens wins) and min_tokens. The engine checks the
+    prompt and max_tokens together against its model's positions."""
+    max_tokens = _int(data, "max_tokens", 16, 1, MAX_TOKENS)
+    max_tokens = _int(data, "max_completion_tokens", max_tokens, 1, MAX_TOKENS)
+    min_tokens = _int(data, "min_tokens", 0, 0, MAX_TOKENS)
+    if min_tokens > max_tokens:
+        raise ApiError(
+            400, f"min_tokens: {min_tokens} exceeds max_tokens {max_tokens}", "min_tokens"
+        )
+    return max_tokens, min_tokens
+
+
+def _transfer_flags(params: Any) -> dict[str, Any] | None:
+    """kv_transfer_params as far as every role reads it: an object whose do_remote_*
+    flags, when present, are booleans (a decode checks the rest: :func:`transfer_params`)."""
+    if params is None:
+        return None
+    if not isinstance(params, dict):
+        raise ApiError(400, "kv_transfer_params: must be an object", "kv_transfer_params")
+    for flag in ("do_remote_decode", "do_remote_prefill"):
+        _bool(params, flag, f"kv_transfer_params.{flag}")
+    return params
+
+
+def _int(data: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
     value = data.get(key)
     if value is None:
         return default
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ApiError(400, f"{key}: must be an integer", key)
+    if not _is_int(value) or not low <= value <= high:
+        raise ApiError(400, f"{key}: must be an integer from {low} to {high}", key)
     return value
 
 
-def _bool(data: dict[str, Any], key: str) -> bool:
+def _bool(data: dict[str, Any], key: str, where: str | None = None) -> bool:
+    """``data[key]`` as a boolean (absent or null: false); ``where`` names it in errors."""
     value = data.get(key, False)
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise ApiError(400, f"{key}: must be true or false", key)
+        where = where or key
+        raise ApiError(400, f"{where}: must be true or false", where)
     return value
 
 
@@ -175,7 +263,7 @@ def _include_usage(options: Any) -> bool:
         raise ApiError(
             400, "stream_options: must be an object with only include_usage", "stream_options"
         )
-    return bool(options.get("include_usage", False))
+    return _bool(options, "include_usage", "stream_options.include_usage")
 
 
 def chat_prompt(messages: Any) -> str:
@@ -200,17 +288,102 @@ def chat_prompt(messages: Any) -> str:
     return "".join(parts) + "assistant: "
 
 
-def _prompt_tokens(prompt: Any, encode: Callable[[str], list[int]]) -> list[int]:
-    """A string, a token id list, or a one-item list of either."""
+def _prompt_tokens(prompt: Any, encode: Callable[[str], list[int]], field: str) -> list[int]:
+    """A string, a token id list, or a one-item list of either (``field``: where the text
+    came from, for errors)."""
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]
     if isinstance(prompt, str):
-        return encode(prompt)
-    if isinstance(prompt, list) and all(
-        isinstance(t, int) and not isinstance(t, bool) for t in prompt
-    ):
+        try:
+            return encode(prompt)
+        except UnicodeEncodeError:  # JSON can carry a lone surrogate; UTF-8 cannot
+            raise ApiError(
+                400,
+                f"{field}: text with a lone surrogate (\\ud800-\\udfff); send valid text",
+                field,
+            ) from None
+    if isinstance(prompt, list) and all(_is_int(t) for t in prompt):
         return list(prompt)
     raise ApiError(400, "prompt: must be a string or a list of token ids", "prompt")
+
+
+@dataclass(frozen=True)
+class TransferParams:
+    """The ``kv_transfer_params`` a decode reads, checked: where the prefill's side channel
+    listens, which of its blocks hold the prompt, the request id they are held under.
+    ``raw`` is the whole object, with the keys no check reads (vLLM adds fields, and so
+    does this project): they pass through untouched."""
+
+    host: str
+    port: int
+    engine_id: str
+    block_ids: tuple[int, ...]
+    request_id: str
+    raw: dict[str, Any]
+
+
+def transfer_params(params: dict[str, Any], num_blocks: int) -> TransferParams:
+    """Decode's view of a prefill's ``kv_transfer_params``: every field it uses checked,
+    400 naming it (``kv_transfer_params.remote_port``). ``num_blocks`` is decode's cache:
+    the remote blocks are copied into as many of its own, so no more can be asked for."""
+    for key in ("remote_engine_id", "remote_block_ids", "remote_host", "remote_port"):
+        if params.get(key) is None:
+            raise _transfer_error(key, "required with do_remote_prefill")
+    port = params["remote_port"]
+    if not _is_int(port) or not 1 <= port <= 65535:
+        raise _transfer_error("remote_port", "must be an integer from 1 to 65535")
+    engine_id = _name(params, "remote_engine_id")
+    request_id = params.get("remote_request_id")
+    if request_id is None:
+        request_id = engine_id  # prefills that send none hold blocks under the engine id
+    elif not isinstance(request_id, str) or not _REQUEST_ID.fullmatch(request_id):
+        raise _transfer_error("remote_request_id", "must be 1 to 128 of [A-Za-z0-9._:-]")
+    tp_size = params.get("tp_size")
+    if tp_size is not None and (not _is_int(tp_size) or tp_size < 1):
+        raise _transfer_error("tp_size", "must be an integer >= 1")
+    if not isinstance(params.get("remote_model", ""), str):
+        raise _transfer_error("remote_model", "must be a string")
+    ids = _block_ids(params["remote_block_ids"], num_blocks)
+    return TransferParams(_host(params), port, engine_id, ids, request_id, params)
+
+
+def _transfer_error(key: str, problem: str) -> ApiError:
+    where = f"kv_transfer_params.{key}"
+    return ApiError(
+        400, f"{where}: {problem}; pass the kv_transfer_params the prefill worker returned", where
+    )
+
+
+def _name(params: dict[str, Any], key: str) -> str:
+    """A host or an engine id: a non-empty string no longer than a DNS name."""
+    value = params[key]
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_NAME_CHARS:
+        raise _transfer_error(key, f"must be a string of 1 to {MAX_NAME_CHARS} characters")
+    return value
+
+
+def _host(params: dict[str, Any]) -> str:
+    host = _name(params, "remote_host")
+    if not _HOST.fullmatch(host):
+        raise _transfer_error("remote_host", "must be a host name or an IP address")
+    return host
+
+
+def _block_ids(ids: Any, num_blocks: int) -> tuple[int, ...]:
+    if not isinstance(ids, list):
+        raise _transfer_error("remote_block_ids", "must be a list of block ids")
+    if len(ids) > num_blocks:  # before looking at each id: the list may be long
+        raise _transfer_error(
+            "remote_block_ids", f"{len(ids)} ids, more than this decode's {num_blocks} blocks"
+        )
+    if not all(_is_int(i) and i >= 0 for i in ids):
+        raise _transfer_error("remote_block_ids", "must be a list of integers >= 0")
+    return tuple(ids)
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    """An integer, and not a bool (which Python counts as one)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def proxy_refusal(body: dict[str, Any]) -> str | None:
@@ -226,83 +399,3 @@ def request_id(given: str | None, make: Callable[[], str]) -> str:
     if given is not None and _REQUEST_ID.fullmatch(given):
         return given
     return make()
-
-
-# --- response shapes ------------------------------------------------------------------
-
-
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-    }
-
-
-def response_body(
-    req: CompletionRequest,
-    request_id: str,
-    created: int,
-    text: str,
-    tokens: Sequence[int],
-    finish_reason: str,
-) -> dict[str, Any]:
-    """A whole answer: ``text_completion`` or ``chat.completion``."""
-    if req.chat:
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "finish_reason": finish_reason,
-        }
-    else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
-    choice["token_ids"] = list(tokens)
-    body = _envelope(req, request_id, created, "chat.completion", [choice])
-    body["usage"] = usage(len(req.prompt), len(tokens))
-    return body
-
-
-def chunk(
-    req: CompletionRequest,
-    request_id: str,
-    created: int,
-    text: str,
-    tokens: Sequence[int],
-    finish_reason: str | None,
-    *,
-    first: bool = False,
-) -> dict[str, Any]:
-    """One stream event: ``text_completion`` or ``chat.completion.chunk`` (with ``delta``)."""
-    choice: dict[str, Any] = {"index": 0}
-    if req.chat:
-        delta: dict[str, Any] = {"role": "assistant"} if first else {}
-        if text or first:
-            delta["content"] = text
-        choice["delta"] = delta
-    else:
-        choice["text"] = text
-        choice["logprobs"] = None
-    choice["token_ids"] = list(tokens) or None
-    choice["finish_reason"] = finish_reason
-    return _envelope(req, request_id, created, "chat.completion.chunk", [choice])
-
-
-def usage_chunk(req: CompletionRequest, request_id: str, created: int, n: int) -> dict[str, Any]:
-    """The last event before ``[DONE]`` when ``stream_options.include_usage`` is set."""
-    event = _envelope(req, request_id, created, "chat.completion.chunk", [])
-    event["usage"] = usage(len(req.prompt), n)
-    return event
-
-
-def _envelope(
-    req: CompletionRequest, request_id: str, created: int, chat_object: str, choices: list[Any]
-) -> dict[str, Any]:
-    """The fields every answer and event shares; ``object`` is ``chat_object`` for chat,
-    ``text_completion`` otherwise."""
-    return {
-        "id": request_id,
-        "object": chat_object if req.chat else "text_completion",
-        "created": created,
-        "model": req.model,
-        "choices": choices,
-    }

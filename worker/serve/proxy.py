@@ -43,8 +43,9 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from disagg_worker.serve.openai import RELEASE_PATH, proxy_refusal, request_id
-from disagg_worker.serve.routes import json_route_errors
+from disagg_worker.serve.limits import bounded
+from disagg_worker.serve.openai import RELEASE_PATH, ApiError, proxy_refusal, request_id
+from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
 
 log = logging.getLogger("disagg.proxy")
 POLICIES = ("round-robin", "least-loaded")
@@ -355,8 +356,8 @@ async def _relay_stream(
     except (aiohttp.ClientError, asyncio.TimeoutError) as e:
         # the status line is gone: the failure can only be an event, then the end
         cause = "no data within the read timeout" if isinstance(e, asyncio.TimeoutError) else e
-        event = {"error": {"message": f"{where}: stream broken: {cause}", "type": "proxy_error",
-                           "code": 502}}  # fmt: skip
+        event = {"error": {"message": bounded(f"{where}: stream broken: {cause}"),
+                           "type": "proxy_error", "param": None, "code": 502}}  # fmt: skip
         await out.write(b"data: " + json.dumps(event).encode() + b"\n\ndata: [DONE]\n\n")
     await out.write_eof()
     return out
@@ -371,15 +372,16 @@ def _relay_status(status: int) -> int:
 
 
 def _message(data: Any) -> str:
+    """A worker's error message, in our, OpenAI's or vLLM's shape, cut to its bound."""
     if isinstance(data, dict):
         err = data.get("error")
         if isinstance(err, dict) and "message" in err:
-            return str(err["message"])
+            return bounded(str(err["message"]))
         if isinstance(err, str):
-            return err
+            return bounded(err)
         if "message" in data:  # vLLM's ErrorResponse shape
-            return str(data["message"])
-    return str(data)[:300]
+            return bounded(str(data["message"]))
+    return bounded(str(data), 300)
 
 
 def build_app(proxy: Proxy) -> web.Application:
@@ -391,11 +393,9 @@ def build_app(proxy: Proxy) -> web.Application:
         if "Authorization" in request.headers:
             headers["Authorization"] = request.headers["Authorization"]
         try:
-            body = await request.json()
-            if not isinstance(body, dict):
-                raise ValueError
-        except ValueError:
-            return _error(400, "body: must be a JSON object", rid)
+            body = await read_json(request)
+        except ApiError as e:
+            return _error(e.status, e.message, rid, e.param)
         refused = proxy_refusal(body)
         if refused:
             return _error(400, refused, rid)
@@ -417,7 +417,7 @@ def build_app(proxy: Proxy) -> web.Application:
         }
         return web.json_response({"status": "ok", "policy": proxy.prefill.policy, **pools})
 
-    app = web.Application(client_max_size=16 * 1024 * 1024, middlewares=[json_route_errors(_error)])
+    app = web.Application(client_max_size=CLIENT_MAX_SIZE, middlewares=[json_route_errors(_error)])
     app.router.add_post("/v1/completions", generate)
     app.router.add_post("/v1/chat/completions", generate)
     app.router.add_get("/health", health)
@@ -426,9 +426,12 @@ def build_app(proxy: Proxy) -> web.Application:
     return app
 
 
-def _error(status: int, message: str, rid: str | None = None) -> web.Response:
+def _error(
+    status: int, message: str, rid: str | None = None, param: str | None = None
+) -> web.Response:
     kind = "invalid_request_error" if status < 500 else "proxy_error"
-    body = {"error": {"message": message, "type": kind, "code": status}}
+    error = {"message": bounded(message), "type": kind, "param": param, "code": status}
+    body = {"error": error}
     return web.json_response(body, status=status, headers={"X-Request-Id": rid} if rid else None)
 
 

@@ -1,15 +1,24 @@
-"""JSON answers for requests no route takes: an unknown path (404, naming the routes
-served) and a known path with the wrong method (405, naming the methods it takes).
+"""What the worker and the proxy share around their routes: JSON answers for requests no
+route takes (an unknown path: 404 naming the routes served; a known path with the wrong
+method: 405 naming the methods it takes), and a request body read within its limits.
 
-I/O layer (an aiohttp middleware), shared by the worker and the proxy: an OpenAI client
-parses every error as ``{"error": {...}}``, and aiohttp's own answers are plain text.
+I/O layer (aiohttp), shared by the worker and the proxy: an OpenAI client parses every
+error as ``{"error": {...}}``, and aiohttp's own answers are plain text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
+
+from disagg_worker.serve.limits import MAX_BODY_BYTES
+from disagg_worker.serve.openai import parse_body, too_large
+
+# An application's client_max_size: aiohttp refuses a body that reaches it, so one more
+# than the limit lets a body of exactly MAX_BODY_BYTES through.
+CLIENT_MAX_SIZE = MAX_BODY_BYTES + 1
 
 ErrorResponse = Callable[[int, str], web.StreamResponse]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -40,3 +49,16 @@ def json_route_errors(error: ErrorResponse) -> Callable[..., Awaitable[web.Strea
             return error(404, f"{request.path}: no such route; this server serves {routes}")
 
     return middleware
+
+
+async def read_json(request: web.Request) -> dict[str, Any]:
+    """The body as a JSON object: ApiError 413 over MAX_BODY_BYTES, 400 naming ``body``
+    when it is not a JSON object or nests too deep (:func:`serve.openai.parse_body`)."""
+    size = request.content_length
+    if size is not None and size > MAX_BODY_BYTES:
+        raise too_large(size)  # refused unread
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:  # a chunked body: no length to check first
+        raise too_large(None) from None
+    return parse_body(raw)

@@ -39,7 +39,12 @@ from disagg_worker.engine.kvcache import BlockAllocator, PagedKVCache
 from disagg_worker.engine.model import Generation, ReferenceEngine, get_preset, kv_layout
 from disagg_worker.serve.admission import Admission
 from disagg_worker.serve.api import WorkerMetrics, check_model, remote_params
-from disagg_worker.serve.openai import ApiError, CompletionRequest
+from disagg_worker.serve.openai import (
+    ApiError,
+    CompletionRequest,
+    TransferParams,
+    transfer_params,
+)
 from disagg_worker.transfer.protocol import prompt_digest
 
 log = logging.getLogger("disagg.worker")
@@ -221,7 +226,8 @@ class Worker:
     ) -> Outcome:
         self._require_role("decode", "do_remote_prefill")
         check_model(self.config, params)
-        peer, remote_ids, remote_req = _peer(params)
+        peer, remote = _peer(params, self.config.num_blocks)
+        remote_ids = list(remote.block_ids)
         want = self.layout.blocks_for_tokens(len(req.prompt))
         if len(remote_ids) != want:
             raise ApiError(
@@ -237,7 +243,9 @@ class Worker:
             self.engine.blocks_needed(len(req.prompt), req.max_tokens)
         )
         try:
-            stats, transfer_ms = await self._read(peer, remote_req, remote_ids, table, digest)
+            stats, transfer_ms = await self._read(
+                peer, remote.request_id, remote_ids, table, digest
+            )
             gen = await self._generate(req, table, on_token, prompt_cached=True)
         except _InFlight as e:  # the read thread still owns the blocks; it frees them
             if e.error is None:  # cancelled: the client left
@@ -322,31 +330,13 @@ def _check_digest(params: dict[str, Any], digest: str) -> None:
         )
 
 
-def _peer(params: dict[str, Any]) -> tuple[Any, list[int], str]:
+def _peer(params: dict[str, Any], num_blocks: int) -> tuple[Any, TransferParams]:
+    """The prefill to READ from, and its checked kv_transfer_params."""
     from disagg_worker.transfer.engine import PeerRef
 
-    missing = [
-        k
-        for k in ("remote_engine_id", "remote_block_ids", "remote_host", "remote_port")
-        if params.get(k) in (None, "")
-    ]
-    if missing:
-        raise ApiError(
-            400,
-            f"kv_transfer_params.{missing[0]}: required with do_remote_prefill; pass the "
-            "kv_transfer_params the prefill worker returned",
-            f"kv_transfer_params.{missing[0]}",
-        )
-    ids = params["remote_block_ids"]
-    if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
-        raise ApiError(400, "kv_transfer_params.remote_block_ids: must be a list of integers")
-    peer = PeerRef(
-        str(params["remote_host"]),
-        int(params["remote_port"]),
-        params["remote_engine_id"],
-        str(params.get("remote_incarnation") or ""),
-    )
-    return peer, ids, str(params.get("remote_request_id") or params["remote_engine_id"])
+    remote = transfer_params(params, num_blocks)
+    incarnation = str(remote.raw.get("remote_incarnation") or "")
+    return PeerRef(remote.host, remote.port, remote.engine_id, incarnation), remote
 
 
 def _where(peer: Any) -> str:

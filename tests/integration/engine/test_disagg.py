@@ -211,7 +211,7 @@ def test_decode_refuses_params_that_do_not_fit_the_prompt(start_worker: StartWor
     params["remote_model"] = "tiny/seed=7"
     status, out = post(dec.url + "/v1/completions", body)
     assert (status, out["error"]["param"]) == (400, "kv_transfer_params.remote_model")
-    assert "the prefill ran tiny/seed=7, this decode runs tiny/seed=0" in out["error"]["message"]
+    assert "the prefill ran 'tiny/seed=7', this decode runs tiny/seed=0" in out["error"]["message"]
     assert get(dec.url + "/debug/blocks")["used"] == 0
 
 

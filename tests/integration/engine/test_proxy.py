@@ -171,6 +171,26 @@ async def test_bad_request_passes_through_as_client_error(stack: Any) -> None:
     assert not seen_d
 
 
+async def test_relayed_worker_messages_are_bounded(stack: Any) -> None:
+    """A worker's message (any of its shapes) is quoted cut to its bound, so the proxy's
+    answer stays small whatever a worker or a client put in it."""
+    answers = [
+        {"error": {"message": "m" * 100_000}},  # ours and OpenAI's
+        {"object": "error", "message": "m" * 100_000},  # vLLM's
+        {"error": "m" * 100_000},
+        ["m" * 100_000],  # not an error object at all
+    ]
+    for answer in answers:
+        client, _, _ = await stack(lambda body, a=answer: (400, a), _decode_ok)
+        async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
+            assert resp.status == 400
+            raw = await resp.read()
+        error = json.loads(raw)["error"]
+        assert len(raw) < 1200 and len(error["message"]) <= 1000, error
+        assert error["message"].endswith(" characters)") and "answered 400: " in error["message"]
+        assert set(error) == {"message", "type", "param", "code"}
+
+
 async def test_one_deadline_covers_both_hops(stack: Any) -> None:
     async def slow(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         await asyncio.sleep(5)
