@@ -10,9 +10,10 @@ request per path (the first transfer pays the NIXL connection set-up).
 - ``decode_tps_*``: generated tokens per second of the decode steps after the first token,
   as the serving worker measures them (``--gen-tokens`` tokens, EOS ignored).
 - breakdown of ``ttft_disagg_ms``: prefill hop (proxy → prefill → proxy, containing the
-  prefill compute), transfer (decode's NIXL READ, handshake included when not warm), decode
-  first step (decode recomputes the last prompt token for its logits, as vLLM does), and
-  the rest (HTTP, JSON, proxy, scheduling).
+  prefill compute), transfer (decode's NIXL READ with its claim alongside, handshake
+  included when not warm), decode first step (0 when the prefill sent its first token in
+  ``kv_transfer_params.first_token``; vLLM's decode recomputes the last prompt token
+  instead), and the rest (HTTP, JSON, proxy, scheduling).
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ def table(cases: list[dict[str, Any]]) -> str:
         cols,
         cases,
         "times in ms, medians. rest = HTTP + JSON + proxy + queueing; dec 1st = decode "
-        "recomputing the last prompt token (vLLM does the same).",
+        "computing the first token (0: the prefill's first_token was used).",
     )
 
 

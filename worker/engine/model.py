@@ -149,15 +149,22 @@ class ReferenceEngine:
         prompt_cached: bool = False,
         min_tokens: int = 0,
         on_token: Callable[[int], None] | None = None,
+        first_token: int | None = None,
     ) -> Generation:
         """Greedy generation; ``prompt_cached``: K/V of ``prompt[:-1]`` already in blocks;
         ``min_tokens``: EOS masked until that many are out; ``on_token``: called with each
-        token as it is made (streaming)."""
+        token as it is made (streaming). ``first_token`` (with ``prompt_cached``): the
+        K/V of the whole prompt is in the blocks and this is the token its last position
+        gives (a prefill computed both), so the first step is not run again — unless
+        ``min_tokens`` would mask it (EOS)."""
         t0 = time.perf_counter()
         if not prompt_cached and len(prompt) > 1:
             self.forward(prompt[:-1], 0, table)
         t1 = time.perf_counter()
-        token = self.step(prompt[-1], len(prompt) - 1, table, ban_eos=min_tokens > 0)
+        if prompt_cached and first_token is not None and not (min_tokens and first_token == EOS):
+            token = first_token
+        else:
+            token = self.step(prompt[-1], len(prompt) - 1, table, ban_eos=min_tokens > 0)
         t2 = time.perf_counter()
         out = [token]
         if on_token is not None:

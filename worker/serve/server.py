@@ -36,7 +36,13 @@ from typing import Any
 
 from disagg_worker.config import WorkerConfig
 from disagg_worker.engine.kvcache import BlockAllocator, PagedKVCache
-from disagg_worker.engine.model import Generation, ReferenceEngine, get_preset, kv_layout
+from disagg_worker.engine.model import (
+    VOCAB_SIZE,
+    Generation,
+    ReferenceEngine,
+    get_preset,
+    kv_layout,
+)
 from disagg_worker.serve.admission import Admission
 from disagg_worker.serve.api import WorkerMetrics, check_model, remote_params
 from disagg_worker.serve.openai import (
@@ -167,9 +173,11 @@ class Worker:
         table: list[int],
         on_token: OnToken | None,
         prompt_cached: bool = False,
+        first_token: int | None = None,
     ) -> Any:
         """The request's whole generation over ``table`` (aggregated, or decode after its
-        READ put the prompt's KV there: ``prompt_cached``)."""
+        READ put the prompt's KV there: ``prompt_cached``, with the prefill's
+        ``first_token`` when it sent one)."""
         return await self._compute_call(
             self.engine.generate,
             req.prompt,
@@ -179,6 +187,7 @@ class Worker:
             prompt_cached=prompt_cached,
             min_tokens=req.min_tokens,
             on_token=on_token,
+            first_token=first_token,
         )
 
     async def _prefill(
@@ -206,6 +215,7 @@ class Worker:
         params = remote_params(self.config, self.side_channel_port, request_id, table)
         params["remote_incarnation"] = self.agent.agent_name
         params["prompt_digest"] = digest
+        params["first_token"] = gen.tokens[0]  # decode need not compute it again
         return Outcome(gen, params, _timings(gen))
 
     async def _take_turn(self) -> None:
@@ -246,7 +256,8 @@ class Worker:
             stats, transfer_ms = await self._read(
                 peer, remote.request_id, remote_ids, table, digest
             )
-            gen = await self._generate(req, table, on_token, prompt_cached=True)
+            first = _first_token(remote.raw)
+            gen = await self._generate(req, table, on_token, prompt_cached=True, first_token=first)
         except _InFlight as e:  # the read thread still owns the blocks; it frees them
             if e.error is None:  # cancelled: the client left
                 raise asyncio.CancelledError from None
@@ -316,6 +327,21 @@ def _transfer_error(error: Any, peer: Any) -> ApiError:
     if error.reason == "prompt_differs":
         return ApiError(400, message, "prompt")
     return ApiError(504 if error.reason == "deadline" else 502, message)
+
+
+def _first_token(params: dict[str, Any]) -> int | None:
+    """The prefill's first token (sent with its prompt digest, which decode checked)."""
+    token = params.get("first_token")
+    if token is None:
+        return None  # vLLM's prefill, or an older one: decode computes it
+    if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < VOCAB_SIZE:
+        raise ApiError(
+            400,
+            f"kv_transfer_params.first_token: must be a token id in [0, {VOCAB_SIZE}); send "
+            "the kv_transfer_params the prefill returned",
+            "kv_transfer_params.first_token",
+        )
+    return token
 
 
 def _check_digest(params: dict[str, Any], digest: str) -> None:

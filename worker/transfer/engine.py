@@ -9,10 +9,15 @@ on the host) and holds them (:mod:`holder`) until decode's notification arrives 
 to the READ, so it is delivered only once the bytes have moved) or the lease expires.
 
 Decode: :meth:`KVTransferAgent.read` handshakes once per peer (cached; refused on version,
-layout or HMAC mismatch), claims the blocks (prefill confirms it still holds them and
-extends the lease over the read, or the request fails with reason ``expired``/``not_held``
-and nothing is read), posts one READ, waits for it with a deadline, copies host→device
-when staging, and returns :class:`TransferStats`. Error policy: every failure ends the
+layout or HMAC mismatch), claims the blocks while it posts the READ (prefill confirms it
+still holds them for this prompt and extends the lease over the read, or the request fails
+with reason ``expired``/``not_held``/``prompt_differs`` and what was read is discarded),
+waits for both with a deadline, notifies prefill, copies host→device when staging, and
+returns :class:`TransferStats`. The claim need not come first: a request's blocks are held
+from publish until released, never held again, so "held when the claim was answered"
+means held over the whole READ, and the lease then covers the rest; the notification that
+frees them is sent only after the answer, so it cannot overtake the claim. Claim and READ
+overlap: the request pays the longer of the two, not their sum. Error policy: every failure ends the
 request with a :class:`TransferError` naming the cause and the peer, releases the transfer
 handle, and forgets the peer when the failure could mean it died or restarted (ERR state,
 deadline), so the next request handshakes afresh and the worker stays healthy.
@@ -23,7 +28,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +61,7 @@ from disagg_worker.transfer.telemetry import TransferTelemetry
 DEFAULT_POST_MODE: PostMode = "prepped"
 # with DISAGG_NIXL_THREADS > 1, reads at least this large are split across that many threads
 PARALLEL_MIN_BYTES = 8 << 20
+CLAIM_THREADS = 16  # claims in flight beside their READs (each waits on one side channel)
 
 
 @dataclass(frozen=True)
@@ -98,6 +105,7 @@ class KVTransferAgent:
         self._lock = threading.Lock()
         self._holder: BlockHolder | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._claims: ThreadPoolExecutor | None = None  # None: claim before the READ
         self._closed = False
 
     # --- lifecycle ------------------------------------------------------------------
@@ -121,6 +129,8 @@ class KVTransferAgent:
         self._agent.register(self._buffer, self.layout.block_len, self.layout.num_blocks)
         if cfg.nixl_threads > 1:
             self._pool = ThreadPoolExecutor(cfg.nixl_threads, thread_name_prefix="kv-read")
+        if cfg.role in ("decode", "both"):
+            self._claims = ThreadPoolExecutor(CLAIM_THREADS, thread_name_prefix="kv-claim")
         self._peers = PeerDirectory(
             self._agent,
             self._codec,
@@ -147,6 +157,8 @@ class KVTransferAgent:
             self._holder.stop()
         if self._pool is not None:
             self._pool.shutdown(wait=True)  # parts in flight end by their deadline
+        if self._claims is not None:
+            self._claims.shutdown(wait=True)  # claims end by their timeout
         if self._agent is not None:
             self._agent.close()
         if self._server is not None:
@@ -268,12 +280,24 @@ class KVTransferAgent:
                 # hold; no claim, since no bytes can be read wrong (a late notify is ignored)
                 self._notify(peer, entry, request_id)
                 return TransferStats(0, 0, hs_ms, 0.0, 0.0, (time.perf_counter() - t0) * 1000)
-            claim_ms = 0.0
-            if claim:  # before the READ: prefill confirms and extends the lease, or we stop
-                claim_ms = self._directory().claim(
-                    peer, entry, request_id, remote_block_ids, deadline, prompt_digest
+            claim_ms, pending, claims = 0.0, None, self._claims
+            if claim and claims is None:  # no claim thread: claim, then READ
+                claim_ms = self._claim(peer, entry, request_id, remote_block_ids, deadline,
+                                       prompt_digest)  # fmt: skip
+            elif claim and claims is not None:
+                pending = claims.submit(
+                    self._claim, peer, entry, request_id, remote_block_ids, deadline, prompt_digest
                 )
-            post_ms, xfer_ms, ndesc = self._execute(peer, entry, plan, request_id, deadline, merge)
+            try:
+                post_ms, xfer_ms, ndesc = self._execute(
+                    peer, entry, plan, request_id, deadline, merge, notify=pending is None
+                )
+            except TransferError:
+                _settle(pending, deadline)  # its answer no longer matters
+                raise
+            if pending is not None:
+                claim_ms = _settle(pending, deadline)  # refused: the bytes read are discarded
+                self._notify(peer, entry, request_id)
             if self._buffer is not self._caches:
                 copy_blocks(self._buffer, self._caches, local_block_ids)
         except TransferError as e:
@@ -316,6 +340,17 @@ class KVTransferAgent:
         except PlanError as e:
             raise TransferError(f"bad block ids for {entry.meta.engine_id}: {e}", "plan") from None
 
+    def _claim(
+        self,
+        peer: PeerRef,
+        entry: PeerEntry,
+        rid: str,
+        block_ids: list[int],
+        deadline: float,
+        digest: str,
+    ) -> float:
+        return self._directory().claim(peer, entry, rid, block_ids, deadline, digest)
+
     def _execute(
         self,
         peer: PeerRef,
@@ -324,11 +359,14 @@ class KVTransferAgent:
         rid: str,
         deadline: float,
         merge: bool,
+        *,
+        notify: bool = True,
     ) -> tuple[float, float, int]:
-        """Post the READ (split across worker threads when large), wait, release; then
-        notify prefill (on the READ itself when it is one part, else once all are done)."""
+        """Post the READ (split across worker threads when large), wait, release; with
+        ``notify``, notify prefill (on the READ itself when it is one part, else once all
+        are done)."""
         agent = self._nixl()
-        notif = NOTIF_PREFIX + rid.encode()
+        notif = NOTIF_PREFIX + rid.encode() if notify else b""
         parts: list[tuple[IndexArray, IndexArray] | None] = [None]
         big = plan.bytes >= PARALLEL_MIN_BYTES
         if self._pool is not None and self.post_mode == "prepped" and big:
@@ -352,7 +390,7 @@ class KVTransferAgent:
             ndesc = sum(agent.descriptor_count(r[0], plan.descriptors) for r in results)
             for r in results:
                 agent.release(r[0])
-            if len(parts) > 1:
+            if len(parts) > 1 and notify:
                 self._notify(peer, entry, rid)
             return post_s * 1000, (t2 - t0 - post_s) * 1000, ndesc
         released = all([agent.release(r[0]) for r in results if r[0] is not None])
@@ -401,3 +439,14 @@ class KVTransferAgent:
             return None, "POST", time.perf_counter() - t0, f"{type(e).__name__}: {e}"
         post_s = time.perf_counter() - t0
         return handle, agent.wait(handle, state, deadline), post_s, ""
+
+
+def _settle(pending: Future[float] | None, deadline: float) -> float:
+    """The claim's round trip (ms) once it is answered; its TransferError if refused. A
+    claim bounds its own wait (the side channel's timeout), so this waits at most that."""
+    if pending is None:
+        return 0.0
+    try:
+        return pending.result(timeout=max(deadline - time.perf_counter(), 0.0) + 1.0)
+    except FutureTimeout:
+        raise TransferError("the claim got no answer before the deadline", "deadline") from None

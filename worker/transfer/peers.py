@@ -317,7 +317,7 @@ def _reachable(peer: PeerRef, timeout_s: float) -> None:
 
 def claim_refused(peer: PeerRef, ans: protocol.ClaimAnswer, wanted: list[int]) -> TransferError:
     """The error for a claim the peer answered "not held": what happened and what to do."""
-    head = f"request {ans.request_id} from {peer}: nothing was read, "
+    head = f"request {ans.request_id} from {peer}: its KV is not used (bytes read are dropped), "
     if ans.reason == "expired":
         return TransferError(
             f"{head}the prefill's lease ran out {-ans.expires_in_s:.2f} s before decode "

@@ -360,9 +360,10 @@ def test_read_after_the_lease_ran_out_reads_nothing_and_says_why(prefill, clean)
     assert time.monotonic() - t0 < 2.0
     assert err.value.reason == "expired"
     message = str(err.value)
-    assert f"request late from 127.0.0.1:{prefill.port} (p0): nothing was read" in message
+    assert f"request late from 127.0.0.1:{prefill.port} (p0): its KV is not used" in message
     assert "lease ran out" in message and "raise blockLeaseSeconds" in message
-    assert_blocks(caches, [], [])  # not a byte landed
+    # the claim is answered while the READ runs: bytes may have landed, and the caller
+    # frees those blocks unused (an engine reads only positions its request wrote)
     assert agent.stats()["failures_expired"] >= 1
     # the prefill keeps serving: the next request is read and freed as usual
     prefill.call("publish", "on-time", [14, 15])

@@ -111,6 +111,23 @@ def test_decode_from_copied_blocks_equals_one_engine(n: int) -> None:
     got = decoder.generate(prompt, d_table, gen, ignore_eos=True, prompt_cached=True)
     assert first.tokens == expected.tokens[:1]
     assert got.tokens == expected.tokens
+    # given the prefill's first token, decode skips that step and still continues exactly
+    decoder.cache.tensor[d_table[len(p_table) :]] = 0
+    told = decoder.generate(
+        prompt, d_table, gen, ignore_eos=True, prompt_cached=True, first_token=first.tokens[0]
+    )
+    assert told.tokens == expected.tokens
+
+
+def test_a_given_first_token_is_used_unless_min_tokens_masks_it() -> None:
+    engine = _engine()
+    prompt = _prompt(20, salt=3)
+    table = list(range(engine.blocks_needed(20, 4)))
+    engine.generate(prompt, table, 1, ignore_eos=True)  # the prompt's K/V in the blocks
+    planted = engine.generate(prompt, table, 3, prompt_cached=True, first_token=42)
+    assert planted.tokens[0] == 42  # taken as given, not computed
+    masked = engine.generate(prompt, table, 3, prompt_cached=True, first_token=EOS, min_tokens=2)
+    assert masked.tokens[0] != EOS  # EOS may not come yet: decode computes the first token
 
 
 def test_generation_stops_at_eos_unless_told_not_to() -> None:

@@ -145,7 +145,8 @@ def test_reads_claim_the_remote_blocks_first() -> None:
     [
         (
             protocol.ClaimAnswer("r1", False, "expired", -0.25, [], b""),
-            r"request r1 from 127.0.0.1:1 \(p0\): nothing was read, the prefill's lease ran "
+            r"request r1 from 127.0.0.1:1 \(p0\): its KV is not used \(bytes read are dropped\), "
+            r"the prefill.s lease ran "
             r"out 0.25 s before decode arrived .* raise blockLeaseSeconds",
             "expired",
         ),
