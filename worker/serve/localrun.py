@@ -34,9 +34,16 @@ async def serve(
     host: str,
     port: int,
     ready: Callable[[int], Awaitable[dict[str, Any]]],
+    *,
+    cancel_on_disconnect: bool = False,
 ) -> None:
-    """Serve ``app`` until SIGINT/SIGTERM; ``ready(bound_port)`` gives the ready line's data."""
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    """Serve ``app`` until SIGINT/SIGTERM; ``ready(bound_port)`` gives the ready line's data.
+    ``cancel_on_disconnect``: a handler whose client leaves is cancelled (the proxy: its
+    hops are plain I/O, safe to abandon; never the worker, whose engine thread would keep
+    writing into blocks the cancelled handler freed)."""
+    runner = web.AppRunner(
+        app, access_log=None, handle_signals=False, handler_cancellation=cancel_on_disconnect
+    )
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

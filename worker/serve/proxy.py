@@ -459,5 +459,8 @@ def main(argv: list[str]) -> int:
     async def ready(_: int) -> dict[str, Any]:
         return {"role": "proxy", "prefill": args.prefill, "decode": args.decode}
 
-    asyncio.run(serve(build_app(proxy), args.host, args.port, ready))
+    # a client that leaves cancels its request: the decode hop is dropped and the
+    # prefill's blocks released at once (Proxy.complete)
+    app = build_app(proxy)
+    asyncio.run(serve(app, args.host, args.port, ready, cancel_on_disconnect=True))
     return 0

@@ -92,9 +92,9 @@ async def stack() -> AsyncIterator[Callable[..., Any]]:
                 srv = await _serve(_stub(seen, answer))
                 servers.append(srv)
                 urls.append(str(srv.make_url("")))
-        # served as `disagg proxy` serves it (TestServer would cancel handlers whose client
-        # leaves; aiohttp's runner, by default, does not)
-        runner = web.AppRunner(build_app(Proxy(pools[0], pools[1], **kw)))
+        # served as `disagg proxy` serves it: a handler whose client leaves is cancelled
+        app = build_app(Proxy(pools[0], pools[1], **kw))
+        runner = web.AppRunner(app, handler_cancellation=True)
         await runner.setup()
         runners.append(runner)
         await web.TCPSite(runner, "127.0.0.1", 0).start()
@@ -422,6 +422,34 @@ async def test_a_failed_decode_hop_tells_the_prefill_to_release(stack: Any) -> N
         await asyncio.sleep(0.02)
     assert [r["body"] for r in releases] == [{"kv_transfer_params": VLLM_PARAMS}] * 2
     assert releases[0]["request_id"] == seen_p[0]["request_id"]
+
+
+async def test_a_client_leaving_during_the_decode_hop_releases_prefills_blocks(
+    stack: Any,
+) -> None:
+    decode_done = asyncio.Event()
+
+    async def slow_decode(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        try:
+            await asyncio.sleep(10)
+        finally:
+            decode_done.set()  # the proxy dropped its connection: decode's handler ends
+        return _decode_ok(body)
+
+    client, seen_p, _ = await stack(_prefill_ok, slow_decode)
+    with pytest.raises(asyncio.TimeoutError):
+        async with client.post(
+            "/v1/completions", json={"prompt": "x"}, timeout=aiohttp.ClientTimeout(total=0.5)
+        ) as resp:
+            await resp.read()
+    for _ in range(100):  # well within a second
+        if any(s["path"] == RELEASE_PATH for s in seen_p):
+            break
+        await asyncio.sleep(0.01)
+    assert [s["body"] for s in seen_p if s["path"] == RELEASE_PATH] == [
+        {"kv_transfer_params": VLLM_PARAMS}
+    ]
+    await asyncio.wait_for(decode_done.wait(), 2.0)
 
 
 async def test_prefill_without_transfer_params_is_explained(stack: Any) -> None:
