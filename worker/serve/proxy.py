@@ -38,7 +38,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 from aiohttp import web
@@ -48,6 +48,7 @@ from disagg_worker.serve.openai import RELEASE_PATH, ApiError, proxy_refusal, re
 from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
 
 log = logging.getLogger("disagg.proxy")
+T = TypeVar("T")
 POLICIES = ("round-robin", "least-loaded")
 RELEASE_TIMEOUT_S = 2.0
 PREFILL_PARAMS = {
@@ -225,16 +226,9 @@ class Proxy:
         self, path: str, body: dict[str, Any], headers: dict[str, str], deadline: float
     ) -> tuple[Backend, aiohttp.ClientResponse]:
         """The streaming decode hop, on the next decode worker when one is full or down."""
-        for i, backend in enumerate(candidates := self.decode.candidates()):
-            backend.inflight += 1
-            try:
-                return backend, await self._open(backend.url + path, body, headers, deadline)
-            except HopError as e:
-                if not e.retryable or i == len(candidates) - 1:
-                    raise
-            finally:
-                backend.inflight -= 1
-        raise AssertionError("a pool has at least one worker")
+        return await _first_taker(
+            self.decode, lambda b: self._open(b.url + path, body, headers, deadline)
+        )
 
     async def _open(
         self, url: str, body: dict[str, Any], headers: dict[str, str], deadline: float
@@ -290,16 +284,9 @@ class Proxy:
         deadline: float,
     ) -> tuple[Backend, dict[str, Any]]:
         """POST to the pool's pick; when it is full or unreachable, to each other worker."""
-        for i, backend in enumerate(candidates := pool.candidates()):
-            backend.inflight += 1
-            try:
-                return backend, await self._post(role, backend.url + path, body, headers, deadline)
-            except HopError as e:
-                if not e.retryable or i == len(candidates) - 1:
-                    raise
-            finally:
-                backend.inflight -= 1
-        raise AssertionError("a pool has at least one worker")
+        return await _first_taker(
+            pool, lambda b: self._post(role, b.url + path, body, headers, deadline)
+        )
 
     async def _post(
         self, role: str, url: str, body: dict[str, Any], headers: dict[str, str], deadline: float
@@ -321,6 +308,22 @@ class Proxy:
             message = f"{where} answered {status}: {_message(data)}"
             raise HopError(_relay_status(status), message, retry_after=retry_after)
         return data
+
+
+async def _first_taker(pool: Pool, attempt: Callable[[Backend], Awaitable[T]]) -> tuple[Backend, T]:
+    """``attempt`` on the pool's pick, then on each other worker while the failure is
+    retryable (full or unreachable); the last failure is raised."""
+    candidates = pool.candidates()
+    for i, backend in enumerate(candidates):
+        backend.inflight += 1
+        try:
+            return backend, await attempt(backend)
+        except HopError as e:
+            if not e.retryable or i == len(candidates) - 1:
+                raise
+        finally:
+            backend.inflight -= 1
+    raise AssertionError("a pool has at least one worker")
 
 
 def prefill_body(body: dict[str, Any]) -> dict[str, Any]:

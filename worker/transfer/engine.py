@@ -282,11 +282,13 @@ class KVTransferAgent:
                 return TransferStats(0, 0, hs_ms, 0.0, 0.0, (time.perf_counter() - t0) * 1000)
             claim_ms, pending, claims = 0.0, None, self._claims
             if claim and claims is None:  # no claim thread: claim, then READ
-                claim_ms = self._claim(peer, entry, request_id, remote_block_ids, deadline,
-                                       prompt_digest)  # fmt: skip
+                claim_ms = self._directory().claim(
+                    peer, entry, request_id, remote_block_ids, deadline, prompt_digest
+                )
             elif claim and claims is not None:
+                ask = self._directory().claim
                 pending = claims.submit(
-                    self._claim, peer, entry, request_id, remote_block_ids, deadline, prompt_digest
+                    ask, peer, entry, request_id, remote_block_ids, deadline, prompt_digest
                 )
             try:
                 post_ms, xfer_ms, ndesc = self._execute(
@@ -339,17 +341,6 @@ class KVTransferAgent:
             )
         except PlanError as e:
             raise TransferError(f"bad block ids for {entry.meta.engine_id}: {e}", "plan") from None
-
-    def _claim(
-        self,
-        peer: PeerRef,
-        entry: PeerEntry,
-        rid: str,
-        block_ids: list[int],
-        deadline: float,
-        digest: str,
-    ) -> float:
-        return self._directory().claim(peer, entry, rid, block_ids, deadline, digest)
 
     def _execute(
         self,
