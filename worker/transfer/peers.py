@@ -88,7 +88,7 @@ class Backoff:
 
 def backoff_delay(failures: int) -> float:
     """Seconds to leave a peer alone after its ``failures``-th failed handshake in a row."""
-    return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2.0 ** max(failures - 1, 0))
+    return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2.0 ** min(max(failures - 1, 0), 30))
 
 
 class PeerDirectory:

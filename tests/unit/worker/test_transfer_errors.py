@@ -16,7 +16,15 @@ from disagg_worker.transfer.engine import KVTransferAgent
 from disagg_worker.transfer.layout import KVLayout
 from disagg_worker.transfer.nixl_agent import RemotePeer
 from disagg_worker.transfer.peer_process import alloc
-from disagg_worker.transfer.peers import PeerEntry, PeerRef, TransferError, claim_refused
+from disagg_worker.transfer.peers import (
+    BACKOFF_FIRST_S,
+    BACKOFF_MAX_S,
+    PeerEntry,
+    PeerRef,
+    TransferError,
+    backoff_delay,
+    claim_refused,
+)
 
 LAYOUT = KVLayout(num_layers=1, num_kv_heads=1, head_dim=8, block_size=4, num_blocks=8)
 PEER = PeerRef("127.0.0.1", 1, "p0")
@@ -178,3 +186,10 @@ def test_a_refused_claim_reads_nothing_and_counts_the_failure(
     assert err.value.reason == reason
     assert fake.posted == 0 and fake.released == [] and directory.forgotten == []
     assert agent.stats()[f"failures_{reason}"] == 1 and agent.stats()["transfers"] == 0
+
+
+def test_a_failing_peer_is_backed_off_longer_each_time_up_to_a_cap() -> None:
+    delays = [backoff_delay(n) for n in range(1, 9)]
+    assert delays[:4] == [BACKOFF_FIRST_S, 2 * BACKOFF_FIRST_S, 4 * BACKOFF_FIRST_S, 8.0]
+    assert delays == sorted(delays) and max(delays) == BACKOFF_MAX_S
+    assert backoff_delay(10_000) == BACKOFF_MAX_S  # no overflow in a long outage
