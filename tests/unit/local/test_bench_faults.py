@@ -10,6 +10,7 @@ import pytest
 from disagg_operator.bench import fault_figures as ff
 from disagg_operator.bench.fault_figures import NO_ANSWER, Record
 from disagg_operator.bench.fault_requests import MAX_TOKENS, ghost_completion, prompt
+from disagg_operator.bench.faults import main
 from disagg_operator.bench.hostile_frames import KINDS, TRANSPORT_SLACK, HostileFrames
 from disagg_worker.engine.model import BOS
 from disagg_worker.transfer.protocol import (
@@ -210,3 +211,10 @@ def test_a_flood_is_seeded_and_mixes_every_kind() -> None:
     assert set(kinds(6)) == set(KINDS)
     with pytest.raises(ValueError, match="unknown hostile frame kind"):
         HostileFrames(random.Random(0), None).frame("polite")
+
+
+def test_only_names_known_phases(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--only", "load,nope"])
+    assert exc.value.code == 2
+    assert "--only: nope: phases are load,bad-peer,restart,release,fuzz" in capsys.readouterr().err
