@@ -1,4 +1,4 @@
-"""`disagg bench transfer|e2e|operator`: a dispatcher over the benchmark scripts.
+"""`disagg bench transfer|e2e|operator|faults`: a dispatcher over the benchmark scripts.
 
 CLI layer. Each benchmark is imported only when asked for, so the operator image runs
 `disagg bench operator` without torch or NIXL installed.
@@ -14,12 +14,13 @@ BENCHES = {
     "e2e": ("disagg_worker.bench.e2e", "TTFT and decode throughput, aggregated vs P/D"),
     "operator": ("disagg_operator.bench.operator", "reconcile latency against the emulator"),
     "e2e-vllm": ("disagg_operator.bench.e2e_vllm", "e2e --engine vllm: real vLLM, agg vs P/D"),
+    "faults": ("disagg_operator.bench.faults", "data path under faults and load on the quickstart"),
 }
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in {"-h", "--help"}:
-        print("usage: disagg bench {transfer,e2e,operator} [options]\n")
+        print("usage: disagg bench {transfer,e2e,operator,faults} [options]\n")
         for name, (_, text) in BENCHES.items():
             print(f"  {name:9} {text}")
         return 0 if argv else 2
