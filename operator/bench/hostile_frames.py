@@ -9,9 +9,11 @@ defences (:mod:`disagg_worker.transfer.handshake`, :mod:`disagg_worker.transfer.
 - ``truncated``: a signed envelope cut short: msgpack that ends mid-value.
 - ``wrong_hmac``: a well-formed metadata request or claim signed with another secret.
 - ``long_claim``: a correctly signed claim (a peer holding the secret, or a compromised
-  one) for an unknown request with 1k..50k block ids; one in four names a negative id.
+  one) for an unknown request with 1k..50k block ids; one in four names a negative id;
+  those over ``MAX_CLAIM_BLOCKS`` ids are refused unread.
 - ``near_limit``: a signed claim whose frame is just under ``MAX_FRAME_BYTES``: the largest
-  frame the codec decodes and checks in full.
+  frame the codec reads; it names more blocks than a claim may (``MAX_CLAIM_BLOCKS``), so it
+  is refused from the array header, before any id is decoded.
 - ``over_limit``: a signed claim 1..64 bytes over the limit: the transport takes it, the
   codec refuses it by size before decoding.
 - ``over_transport``: random bytes 64 B..128 KiB over the limit: the transport's message

@@ -36,7 +36,10 @@ import msgspec
 from disagg_worker.transfer.layout import KVLayout
 
 PROTOCOL_VERSION = 3
-MAX_FRAME_BYTES = 1 << 20  # agent metadata is a few KiB; anything near 1 MiB is hostile
+# Agent metadata is 0.5 to 8 KiB (1 to 128 regions, measured) and a claim of MAX_CLAIM_BLOCKS ids
+# at most 160 KiB: anything bigger is hostile. The transport refuses it before allocating.
+MAX_FRAME_BYTES = 256 << 10
+MAX_CLAIM_BLOCKS = 32768  # 512k tokens of 16-token blocks; a decoded id costs ~36 bytes
 MAX_CLAIM_DEADLINE_S = 3600.0  # a claim may pin blocks this long at most
 MAX_REQUEST_ID = 512  # characters
 DIGEST_CHARS = 32  # hex characters of a prompt digest (128 bits)
@@ -124,7 +127,9 @@ class Claim(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="claim"
     """
 
     request_id: Annotated[str, msgspec.Meta(max_length=MAX_REQUEST_ID)]
-    block_ids: list[Annotated[int, msgspec.Meta(ge=0)]]
+    block_ids: Annotated[
+        list[Annotated[int, msgspec.Meta(ge=0)]], msgspec.Meta(max_length=MAX_CLAIM_BLOCKS)
+    ]
     deadline_s: Annotated[float, msgspec.Meta(ge=0, le=MAX_CLAIM_DEADLINE_S)]
     nonce: bytes
     prompt_digest: Annotated[str, msgspec.Meta(max_length=DIGEST_CHARS)] = ""
