@@ -228,3 +228,23 @@ def test_prompt_digest_binds_the_exact_token_ids() -> None:
     assert len(base) == DIGEST_CHARS and base == prompt_digest([1, 2, 3])
     others = {prompt_digest(t) for t in ([1, 2], [1, 2, 3, 0], [3, 2, 1], [1, 2, 4], [258])}
     assert base not in others and len(others) == 5
+
+
+def test_a_claim_naming_too_many_blocks_is_refused_before_its_ids_are_decoded() -> None:
+    """A signed claim costs at most about its own size: more ids than a claim may name are
+    refused from the array header (each decoded id would cost ~36 bytes of objects)."""
+    import tracemalloc
+
+    big = Codec(b"k", max_frame=4 << 20)
+    ok = big.encode(Claim("r", list(range(protocol.MAX_CLAIM_BLOCKS)), 1.0, b"n"))
+    assert len(ok) <= protocol.MAX_FRAME_BYTES  # the largest claim fits a frame
+    assert len(Codec(b"k").decode(ok).block_ids) == protocol.MAX_CLAIM_BLOCKS  # type: ignore[union-attr]
+    frame = big.encode(Claim("r", list(range(1 << 20, (1 << 20) + 50_000)), 1.0, b"n"))
+    tracemalloc.start()
+    try:
+        with pytest.raises(FrameError, match="length <= 32768"):
+            big.decode(frame)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * len(frame), peak
