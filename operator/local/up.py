@@ -169,6 +169,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    # a shell starts background jobs with SIGINT ignored (inherited): Ctrl-C must still work
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     run = Run([], {})
     try:
         with tempfile.TemporaryDirectory(prefix="disagg-up-") as tmp:
@@ -187,6 +189,7 @@ def main(argv: list[str]) -> int:
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def _run(args: argparse.Namespace, tmp: Path, logs: Path, run: Run) -> int:

@@ -127,6 +127,34 @@ def test_signals_stop_every_process_and_free_every_port(sig: int, code: int) -> 
     _assert_nothing_left(seen + rest, 3)
 
 
+def test_ctrl_c_works_even_when_started_with_sigint_ignored() -> None:
+    """A shell starts background jobs with SIGINT ignored, and children inherit that:
+    `disagg up` sets its own Ctrl-C handler so SIGINT still stops the run."""
+    proc = subprocess.Popen(
+        [*UP, str(QUICKSTART), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        assert proc.stdout is not None
+        seen = "".join(_until_endpoint(proc.stdout))
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, seen + rest
+    _assert_nothing_left(seen + rest, 3)
+
+
+def _until_endpoint(lines: Iterator[str]) -> Iterator[str]:
+    for line in lines:
+        yield line
+        if line.startswith("endpoint:"):
+            return
+
+
 def test_killing_up_itself_still_takes_its_workers_down() -> None:
     """SIGKILL gives `disagg up` no chance to clean up: the workers' parent-death signal
     does it."""
@@ -271,7 +299,10 @@ def test_killed_processes_are_restarted_at_their_address_while_the_rest_serves()
         assert proc.poll() is None, "".join(seen)
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(60)
+        try:
+            proc.wait(60)
+        finally:
+            proc.kill()  # no-op once it has exited; never leave a run behind
     _rest(lines, seen)
     assert proc.returncode == 130
     assert "stopped 3 processes" in seen[-1], "".join(seen)
