@@ -73,6 +73,17 @@ def test_inferencepools_are_written_only_with_llmd(render):
     assert pool_verbs({"llmd": {"enabled": True}}) == {"list", "create", "patch", "delete"}
 
 
+def test_inferencepool_rules_name_the_group_of_each_chosen_version(render):
+    def pool_groups(values: dict[str, Any]) -> set[str]:
+        return {g[1] for g in grants(render(values), "disagg") if g[2] == "inferencepools"}
+
+    assert pool_groups({}) == {"inference.networking.k8s.io"}  # v1, the GA API
+    old = {"llmd": {"inferencePoolVersions": ["v1alpha2"]}}
+    assert pool_groups(old) == {"inference.networking.x-k8s.io"}
+    both = {"llmd": {"enabled": True, "inferencePoolVersions": ["v1", "v1alpha2"]}}
+    assert pool_groups(both) == {"inference.networking.k8s.io", "inference.networking.x-k8s.io"}
+
+
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_operator_pod_security_posture(render, name):
     objs = render(VALUE_SETS[name])
