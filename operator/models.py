@@ -29,7 +29,7 @@ VERSION = "v1alpha1"
 KIND = "DisaggregatedDeployment"
 PLURAL = "disaggregateddeployments"
 SINGULAR = "disaggregateddeployment"
-SHORT_NAMES = ["dd"]
+SHORT_NAMES = ["disagg"]  # not "dd": the Datadog Operator's DatadogAgent has it
 API_VERSION = f"{GROUP}/{VERSION}"
 
 Role = Literal["prefill", "decode"]

@@ -195,10 +195,10 @@ def test_rbac_create_false_renders_no_rbac(render):
 def test_notes_say_what_to_apply_next(chart):
     notes = render_files(chart)["disagg/templates/NOTES.txt"]
     assert "kubectl apply -f examples/quickstart-cpu.yaml" in notes
-    assert "kubectl get dd" in notes
+    assert "kubectl get disagg" in notes
     namespaced = render_files(chart, {"watchNamespaces": ["team-a"]})["disagg/templates/NOTES.txt"]
     assert "kubectl apply -n team-a -f examples/quickstart-cpu.yaml" in namespaced
-    assert "kubectl get dd -n team-a" in namespaced
+    assert "kubectl get disagg -n team-a" in namespaced
 
 
 def test_notes_point_at_files_that_exist():

@@ -17,7 +17,7 @@ def test_constants_name_the_api() -> None:
         "DisaggregatedDeployment",
     )
     assert models.PLURAL == "disaggregateddeployments"
-    assert models.SHORT_NAMES == ["dd"]
+    assert models.SHORT_NAMES == ["disagg"]
     assert models.API_VERSION == "disagg.dev/v1alpha1"
 
 
