@@ -22,12 +22,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
+from disagg_operator.engines import llmd as llmd_sidecar
+
 GROUP = "disagg.dev"
 VERSION = "v1alpha1"
 KIND = "DisaggregatedDeployment"
 PLURAL = "disaggregateddeployments"
 SINGULAR = "disaggregateddeployment"
-SHORT_NAMES = ["dd"]
+SHORT_NAMES = ["disagg"]  # not "dd": the Datadog Operator's DatadogAgent has it
 API_VERSION = f"{GROUP}/{VERSION}"
 
 Role = Literal["prefill", "decode"]
@@ -296,19 +298,48 @@ class KVTransfer(_Model):
     )
 
 
+# Gateway API Inference Extension InferencePool: spec.llmd.inferencePool.version → apiVersion.
+# v1 is the GA API (api/v1/inferencepool_types.go upstream); v1alpha2 (the x-k8s.io group,
+# deprecated, and dropped from the upstream tree) is rendered only on request.
+InferencePoolVersion = Literal["v1", "v1alpha2"]
+INFERENCE_POOL_APIS: dict[str, str] = {
+    "v1": "inference.networking.k8s.io/v1",
+    "v1alpha2": "inference.networking.x-k8s.io/v1alpha2",
+}
+EPP_PORT = 9002  # the endpoint picker's gRPC port in upstream's manifests and charts
+
+
 class ExtensionRef(_Model):
-    """The endpoint picker (EPP) Service an InferencePool hands routing decisions to."""
+    """The endpoint picker (EPP) Service an InferencePool hands routing decisions to
+    (``endpointPickerRef`` in v1, ``extensionRef`` in v1alpha2)."""
 
     name: str = Field(min_length=1, description="name of the EPP Service")
+    port: int = Field(
+        default=EPP_PORT, ge=1, le=65535, description="the EPP Service's port (its gRPC port)"
+    )
+    failure_mode: Literal["FailOpen", "FailClose"] | None = Field(
+        default=None,
+        description="what the gateway does when the EPP does not answer; the gateway's "
+        "default (FailClose) when omitted",
+    )
 
 
 class InferencePool(_Model):
     """Gateway API Inference Extension InferencePool over this deployment's pods."""
 
     enabled: bool = Field(default=True, description="render an InferencePool")
-    extension_ref: ExtensionRef | None = Field(
-        default=None, description="endpoint picker Service; default <name>-epp"
+    version: InferencePoolVersion = Field(
+        default="v1",
+        description="InferencePool API: v1 (inference.networking.k8s.io, GA) or v1alpha2 "
+        "(inference.networking.x-k8s.io, deprecated) for gateways that serve only that",
     )
+    extension_ref: ExtensionRef | None = Field(
+        default=None, description="endpoint picker Service; default <name>-epp, port 9002"
+    )
+
+    @property
+    def api_version(self) -> str:
+        return INFERENCE_POOL_APIS[self.version]
 
 
 class RoutingSidecar(_Model):
@@ -318,7 +349,9 @@ class RoutingSidecar(_Model):
 
     enabled: bool = Field(default=False, description="add the sidecar to decode pods")
     image: str | None = Field(
-        default=None, description="sidecar image, e.g. ghcr.io/llm-d/llm-d-routing-sidecar:v0.2.0"
+        default=None,
+        description=f"sidecar image, llm-d-router {llmd_sidecar.MIN_VERSION} or later, e.g. "
+        f"{llmd_sidecar.IMAGE_EXAMPLE}",
     )
     args: list[str] | None = Field(default=None, description="extra sidecar arguments")
 

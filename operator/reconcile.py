@@ -34,10 +34,10 @@ from typing import Any, Protocol, cast
 
 from disagg_operator import metrics
 from disagg_operator import status as status_mod
-from disagg_operator.models import API_VERSION, PLURAL
+from disagg_operator.models import API_VERSION, INFERENCE_POOL_APIS, PLURAL
 from disagg_operator.plan import Action, plan
 from disagg_operator.render.derive import HMAC_KEY
-from disagg_operator.render.objects import INFERENCE_POOL_API, LABEL_DEPLOYMENT, render
+from disagg_operator.render.objects import LABEL_DEPLOYMENT, render
 from disagg_operator.validation import Problem, parse
 
 log = logging.getLogger("disagg.operator")
@@ -50,10 +50,22 @@ CHILD_KINDS: tuple[tuple[str, str], ...] = (
     ("v1", "pods"),
 )
 # Owned only with llm-d: looked at only when the spec has an ``llmd`` section, so clusters
-# without the Inference Extension (and charts without its RBAC) see no calls for it. Removing
-# the whole section leaves a pool behind until the deployment is deleted; setting
-# ``llmd.enabled: false`` (or ``inferencePool.enabled: false``) removes it.
-OPTIONAL_KINDS: tuple[tuple[str, str], ...] = ((INFERENCE_POOL_API, "inferencepools"),)
+# without the Inference Extension (and charts without its RBAC) see no calls for it, and
+# only in the API version the spec renders (``llmd.inferencePool.version``), so the chart
+# grants one API group. Removing the whole section, or switching the version, leaves the
+# old pool behind until the deployment is deleted; setting ``llmd.enabled: false`` (or
+# ``inferencePool.enabled: false``) removes it.
+POOL_PLURAL = "inferencepools"
+
+
+def optional_kinds(spec: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """(apiVersion, plural) of the llm-d kinds a raw spec may own (none without ``llmd``)."""
+    llmd = spec.get("llmd")
+    if not llmd:
+        return ()
+    version = (llmd.get("inferencePool") or {}).get("version", "v1")
+    api = INFERENCE_POOL_APIS.get(version)
+    return ((api, POOL_PLURAL),) if api else ()  # unknown: invalid spec, nothing is written
 
 
 class Client(Protocol):
@@ -95,7 +107,7 @@ async def observe(api: Client, body: dict[str, Any]) -> list[dict[str, Any]]:
     """The children this deployment owns now (by label, then by owner uid)."""
     meta = body["metadata"]
     selector = f"{LABEL_DEPLOYMENT}={meta['name']}"
-    kinds = CHILD_KINDS + (OPTIONAL_KINDS if (body.get("spec") or {}).get("llmd") else ())
+    kinds = CHILD_KINDS + optional_kinds(body.get("spec") or {})
     lists = await asyncio.gather(*(api.list(v, p, meta["namespace"], selector) for v, p in kinds))
     return [obj for items in lists for obj in items if _owned(obj, meta.get("uid", ""))]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from disagg_operator.engines import vllm, vllm_checks
+from disagg_operator.engines import llmd, vllm, vllm_checks
 from disagg_operator.models import (
     ENGINE_BEHIND_SIDECAR_PORT,
     HTTP_PORT,
@@ -258,9 +258,12 @@ def _llmd(spec: DeploymentSpec) -> Iterator[Problem]:
     if sidecar.enabled and not sidecar.image:
         yield Problem(
             "spec.llmd.routingSidecar.image",
-            "required when the routing sidecar is enabled, e.g. "
-            "ghcr.io/llm-d/llm-d-routing-sidecar:v0.2.0",
+            f"required when the routing sidecar is enabled, e.g. {llmd.IMAGE_EXAMPLE}",
         )
+    for i, arg in enumerate(sidecar.args or []):
+        why = llmd.flag_problem(arg)
+        if why:
+            yield Problem(f"spec.llmd.routingSidecar.args[{i}]", why)
 
 
 def _ports(spec: DeploymentSpec) -> Iterator[Problem]:

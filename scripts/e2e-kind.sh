@@ -86,7 +86,7 @@ deploy_example() {
         kubectl get pods -l "app.kubernetes.io/instance=$DD" -o wide >&2
         die "$DD did not become Ready; operator logs: kubectl -n $SYSTEM_NS logs deploy/disagg"
     }
-    kubectl get dd "$DD"
+    kubectl get disagg "$DD"
 }
 
 start_proxy() {

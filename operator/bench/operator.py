@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from disagg_operator.models import API_VERSION, KIND, PLURAL
+from disagg_operator.models import API_VERSION, KIND, PLURAL, SHORT_NAMES
 
 NS = "bench"
 DD_KEY = f"{API_VERSION}/{PLURAL}"
@@ -203,7 +203,7 @@ async def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict
     configure_logging("warning")
     logging.getLogger("kopf").setLevel(logging.ERROR)  # shutdown notes would garble the table
     async with Emulator() as emu, kmock.Server(emu):
-        emu.register(DD_KEY, KIND, subresources=("status",), shortnames=("dd",))
+        emu.register(DD_KEY, KIND, subresources=("status",), shortnames=tuple(SHORT_NAMES))
         bench = Bench(emu, progress)
         baseline = bench.rss_peak
         host = str(emu.url).rstrip("/")

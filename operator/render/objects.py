@@ -29,6 +29,7 @@ from disagg_operator.models import (
     ROLES,
     DeploymentSpec,
     DisaggregatedDeployment,
+    ExtensionRef,
 )
 from disagg_operator.render import pods as render_pods
 from disagg_operator.render.derive import HMAC_KEY
@@ -38,7 +39,6 @@ LABEL_DEPLOYMENT = "disagg.dev/deployment"
 LABEL_ROLE = "disagg.dev/role"
 LABEL_LLMD_ROLE = "llm-d.ai/role"
 SPEC_HASH = render_pods.SPEC_HASH
-INFERENCE_POOL_API = "inference.networking.x-k8s.io/v1alpha2"
 
 
 def labels(name: str, role: str | None = None) -> dict[str, str]:
@@ -150,18 +150,29 @@ def _network_policy(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> di
 
 def _inference_pool(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> dict[str, Any]:
     """Gateway API Inference Extension pool over both roles (the EPP tells them apart by
-    the llm-d.ai/role label); the EPP itself is deployed with llm-d's charts."""
-    ref = spec.llmd.inference_pool.extension_ref
-    return {
-        "apiVersion": INFERENCE_POOL_API,
-        "kind": "InferencePool",
-        "metadata": meta,
-        "spec": {
+    the llm-d.ai/role label); the EPP itself is deployed with llm-d's charts.
+
+    v1 (inference.networking.k8s.io, api/v1/inferencepool_types.go upstream): the selector
+    is a LabelSelector (``matchLabels``), ports a list, and ``endpointPickerRef.port`` is
+    required when the referent is a Service (a CEL rule on the type). v1alpha2 (on request):
+    a plain selector map, one ``targetPortNumber`` and ``extensionRef``.
+    """
+    pool = spec.llmd.inference_pool
+    ref = pool.extension_ref or ExtensionRef(name=f"{name}-epp")
+    mode = {"failureMode": ref.failure_mode} if ref.failure_mode else {}
+    if pool.version == "v1alpha2":
+        body = {
             "selector": selector(name),
             "targetPortNumber": HTTP_PORT,
-            "extensionRef": {"name": ref.name if ref else f"{name}-epp"},
-        },
-    }
+            "extensionRef": {"name": ref.name, "portNumber": ref.port, **mode},
+        }
+    else:
+        body = {
+            "selector": {"matchLabels": selector(name)},
+            "targetPorts": [{"number": HTTP_PORT}],
+            "endpointPickerRef": {"name": ref.name, "port": {"number": ref.port}, **mode},
+        }
+    return {"apiVersion": pool.api_version, "kind": "InferencePool", "metadata": meta, "spec": body}
 
 
 def pods(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ import hashlib
 import json
 from typing import Any
 
-from disagg_operator.engines import vllm
+from disagg_operator.engines import llmd, vllm
 from disagg_operator.models import (
     ENGINE_BEHIND_SIDECAR_PORT,
     HTTP_PORT,
@@ -171,8 +171,7 @@ def _ports(spec: DeploymentSpec, role: str, port: int) -> list[dict[str, Any]]:
 def sidecar_container(spec: DeploymentSpec) -> dict[str, Any]:
     """llm-d routing sidecar: serves the pod's port, runs prefill, then the local decode."""
     sidecar = spec.llmd.routing_sidecar
-    args = [f"--port={HTTP_PORT}", f"--vllm-port={ENGINE_BEHIND_SIDECAR_PORT}"]
-    args += ["--connector=nixlv2", *(sidecar.args or [])]
+    args = [*llmd.args(HTTP_PORT, ENGINE_BEHIND_SIDECAR_PORT), *(sidecar.args or [])]
     return {
         "name": SIDECAR,
         "image": sidecar.image,

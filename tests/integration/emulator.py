@@ -15,6 +15,7 @@ import yaml
 
 from disagg_operator.emulator.ops import WRITE_VERBS
 from disagg_operator.emulator.server import ApiCall, Emulator, api_calls, kubeconfig
+from disagg_operator.models import SHORT_NAMES
 
 __all__ = [
     "WRITE_VERBS",
@@ -41,7 +42,10 @@ def serve_project_crds(emulator: Emulator, crds_dir: Path = ROOT / "crds") -> No
                 served = True
     if not served:
         emulator.register(
-            DD_KEY, "DisaggregatedDeployment", subresources=("status",), shortnames=("dd",)
+            DD_KEY,
+            "DisaggregatedDeployment",
+            subresources=("status",),
+            shortnames=tuple(SHORT_NAMES),
         )
 
 

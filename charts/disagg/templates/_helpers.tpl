@@ -59,6 +59,9 @@ calls against the API emulator and fails on any difference, in both directions.
 - InferencePools: listed on every reconcile (the operator looks for them when the spec has
   an llmd section, and the API server defaults that section into every deployment; a
   cluster without the CRD answers 404, which is fine); written only with llmd.enabled.
+  One API group per entry of llmd.inferencePoolVersions, the versions deployments render
+  (spec.llmd.inferencePool.version): v1 is inference.networking.k8s.io, v1alpha2
+  inference.networking.x-k8s.io.
 */}}
 {{- define "disagg.rules.namespaced" -}}
 - apiGroups: [disagg.dev]
@@ -82,9 +85,11 @@ calls against the API emulator and fails on any difference, in both directions.
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
-- apiGroups: [inference.networking.x-k8s.io]
+{{- range .Values.llmd.inferencePoolVersions }}
+- apiGroups: [{{ if eq . "v1alpha2" }}inference.networking.x-k8s.io{{ else }}inference.networking.k8s.io{{ end }}]
   resources: [inferencepools]
-  verbs: [list{{ if .Values.llmd.enabled }}, create, patch, delete{{ end }}]
+  verbs: [list{{ if $.Values.llmd.enabled }}, create, patch, delete{{ end }}]
+{{- end }}
 {{- end }}
 
 {{/*

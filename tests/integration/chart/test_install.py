@@ -71,7 +71,7 @@ async def test_install_all_namespaces_mode(emulator: Emulator, kubeconfig_path: 
     assert _names(emulator, "rbac.authorization.k8s.io/v1/roles") == []
     # The CRD went in from the chart's crds/, and the emulator now serves the kind.
     crd = emulator.find(CRDS, "", DD_CRD)
-    assert crd is not None and crd["spec"]["names"]["shortNames"] == ["dd"]
+    assert crd is not None and crd["spec"]["names"]["shortNames"] == ["disagg"]
     writes = [c for c in emulator.calls[before:] if c.verb in {"create", "patch", "update"}]
     assert {c.resource for c in writes} >= {"customresourcedefinitions", "deployments"}
 

@@ -6,12 +6,14 @@ every kind of write the operator's planner can make: a deployment is applied, re
 and becomes Ready; it is scaled up and down (pods created, deleted); its side-channel port
 changes (Services patched, pods replaced); someone edits its NetworkPolicy and Secret
 (drift patched back); a role is scaled to 0 (its Service deleted); it gets an invalid spec
-(status + Warning event). Then an llm-d deployment gets its InferencePool, changes it and
-drops it. The test's own writes go straight into the emulator's store (``put_object``, not
-recorded), so every recorded call is the operator's.
+(status + Warning event). Then an llm-d deployment gets its InferencePool (v1, the
+default), changes it and drops it; and one that asks for the deprecated v1alpha2 API does
+the same in that API group. The test's own writes go straight into the emulator's store
+(``put_object``, not recorded), so every recorded call is the operator's.
 
-Then, per mode (all namespaces, namespaced) and per ``llmd.enabled``, the calls are
-compared with the rules the chart renders, both ways: a call the rules do not allow is
+Then, per mode (all namespaces, namespaced), per ``llmd.enabled`` and per
+``llmd.inferencePoolVersions``, the calls are compared with the rules the chart renders,
+both ways: a call the rules do not allow is
 missing RBAC (the operator would get 403 in a cluster); a rule no call used is excess.
 """
 
@@ -31,7 +33,8 @@ from tests.unit.chart.chartkit import ROOT, Grant, grants, load, parse, render_f
 
 NS = "team-a"
 DD = "disagg.dev/v1alpha1/disaggregateddeployments"
-POOL = "inference.networking.x-k8s.io/v1alpha2/inferencepools"
+POOL = "inference.networking.k8s.io/v1/inferencepools"
+OLD_POOL = "inference.networking.x-k8s.io/v1alpha2/inferencepools"
 SA = "disagg"
 
 
@@ -90,9 +93,12 @@ def _ready(emu: Emulator, name: str) -> dict[str, Any]:
     return found[0] if found else {}
 
 
-def _pool_epp(emu: Emulator, name: str) -> str | None:
-    pool = emu.find(POOL, NS, name)
-    return pool["spec"]["extensionRef"]["name"] if pool else None
+def _pool_epp(emu: Emulator, name: str, key: str = POOL) -> str | None:
+    pool = emu.find(key, NS, name)
+    if not pool:
+        return None
+    ref = pool["spec"]["endpointPickerRef" if key == POOL else "extensionRef"]
+    return str(ref["name"])
 
 
 async def until(what: str, check: Callable[[], Any], timeout: float = 60.0) -> None:
@@ -167,8 +173,20 @@ async def _llmd_life(emu: Emulator) -> None:
     await until("InferencePool removed", lambda: _pool_epp(emu, "pool") is None)
 
 
-async def _record(emu: Emulator, namespaces: list[str]) -> tuple[list[ApiCall], list[ApiCall]]:
-    """(calls of the plain scenario, calls of plain + llm-d) made by the operator."""
+async def _v1alpha2_life(emu: Emulator) -> None:
+    llmd = {"enabled": True, "inferencePool": {"version": "v1alpha2"}}
+    emu.put_object(DD, _manifest("old", llmd=llmd))
+    await until("v1alpha2 pool", lambda: _pool_epp(emu, "old", OLD_POOL) == "old-epp")
+    new_ref = {"extensionRef": {"name": "other-epp"}}
+    _edit(emu, "old", lambda s: s["llmd"]["inferencePool"].update(new_ref))
+    await until("v1alpha2 pool changed", lambda: _pool_epp(emu, "old", OLD_POOL) == "other-epp")
+    _edit(emu, "old", lambda s: s["llmd"].update(enabled=False))
+    await until("v1alpha2 pool removed", lambda: _pool_epp(emu, "old", OLD_POOL) is None)
+    assert emu.find(POOL, NS, "old") is None  # never rendered in the other API
+
+
+async def _record(emu: Emulator, namespaces: list[str]) -> list[list[ApiCall]]:
+    """Calls the operator made by the end of each scenario: plain, + llm-d, + v1alpha2."""
     for ns in namespaces:  # kopf serves only namespaces it sees listed
         emu.put_object(
             "v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
@@ -177,7 +195,9 @@ async def _record(emu: Emulator, namespaces: list[str]) -> tuple[list[ApiCall], 
         await _plain_life(emu)
         plain = len(emu.calls)
         await _llmd_life(emu)
-    return emu.calls[:plain], list(emu.calls)
+        llmd = len(emu.calls)
+        await _v1alpha2_life(emu)
+    return [emu.calls[:plain], emu.calls[:llmd], list(emu.calls)]
 
 
 # --- comparison -------------------------------------------------------------------------
@@ -210,8 +230,13 @@ def _compare(used: set[Grant], granted: set[Grant]) -> None:
 @pytest.mark.parametrize("mode", ["all-namespaces", "namespaced"])
 async def test_chart_rbac_is_exactly_what_the_operator_uses(emulator: Emulator, mode: str) -> None:
     namespaced = mode == "namespaced"
-    plain, everything = await _record(emulator, [NS] if namespaced else [])
+    plain, llmd, everything = await _record(emulator, [NS] if namespaced else [])
     values: dict[str, Any] = {"watchNamespaces": [NS]} if namespaced else {}
-    for calls, llmd in ((plain, False), (everything, True)):
+    both = {"enabled": True, "inferencePoolVersions": ["v1", "v1alpha2"]}
+    for calls, chart_llmd in (
+        (plain, {"enabled": False}),
+        (llmd, {"enabled": True}),
+        (everything, both),
+    ):
         used = _used(calls, by_namespace=namespaced)
-        _compare(used, _granted({**values, "llmd": {"enabled": llmd}}))
+        _compare(used, _granted({**values, "llmd": chart_llmd}))

@@ -45,7 +45,7 @@ async def test_kubectl_apply_and_get(
     ):
         emulator.set_pod_ready(NS, pod)
     await until("Ready", lambda: condition(emulator, "quickstart").get("status") == "True")
-    table = await kubectl(kubeconfig_path, "get", "dd", "-n", NS)
+    table = await kubectl(kubeconfig_path, "get", "disagg", "-n", NS)
     header, row = table.splitlines()
     assert header.split() == ["NAME", "PREFILL", "DECODE", "READY", "AGE"]
     assert row.split()[:4] == ["quickstart", "1/1", "1/1", "True"]

@@ -241,9 +241,14 @@ async def test_llmd_example_gets_a_pool_that_goes_when_disabled(
     body = yaml.safe_load((ROOT / "examples" / "llm-d.yaml").read_text())
     body["metadata"]["namespace"] = NS
     await api(emulator, "POST", DD_PATH, body)
-    pool_key = "inference.networking.x-k8s.io/v1alpha2/inferencepools"
+    pool_key = "inference.networking.k8s.io/v1/inferencepools"  # the GA API, by default
     pool = await until("an InferencePool", lambda: emulator.find(pool_key, NS, "qwen"))
-    assert pool["spec"]["extensionRef"]["name"] == "qwen-epp"
+    assert pool["apiVersion"] == "inference.networking.k8s.io/v1"
+    assert pool["spec"]["selector"] == {"matchLabels": {"disagg.dev/deployment": "qwen"}}
+    assert pool["spec"]["targetPorts"] == [{"number": 8000}]
+    assert pool["spec"]["endpointPickerRef"] == {"name": "qwen-epp", "port": {"number": 9002}}
+    old_key = "inference.networking.x-k8s.io/v1alpha2/inferencepools"
+    assert emulator.find(old_key, NS, "qwen") is None
     await until("3 pods", lambda: len(pods(emulator, "qwen")) == 3)
     disable = {"spec": {"llmd": {"inferencePool": {"enabled": False}}}}
     await api(emulator, "PATCH", f"{DD_PATH}/qwen", disable)

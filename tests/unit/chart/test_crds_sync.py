@@ -34,7 +34,7 @@ def test_helm_ships_the_crd(chart):
     names = {d["metadata"]["name"] for d in docs}
     assert "disaggregateddeployments.disagg.dev" in names
     crd = next(d for d in docs if d["metadata"]["name"] == "disaggregateddeployments.disagg.dev")
-    assert crd["spec"]["names"]["shortNames"] == ["dd"]  # NOTES.txt says `kubectl get dd`
+    assert crd["spec"]["names"]["shortNames"] == ["disagg"]  # NOTES.txt: `kubectl get disagg`
 
 
 def test_chart_crd_is_valid_against_upstream_schema(chart):

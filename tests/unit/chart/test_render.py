@@ -73,6 +73,17 @@ def test_inferencepools_are_written_only_with_llmd(render):
     assert pool_verbs({"llmd": {"enabled": True}}) == {"list", "create", "patch", "delete"}
 
 
+def test_inferencepool_rules_name_the_group_of_each_chosen_version(render):
+    def pool_groups(values: dict[str, Any]) -> set[str]:
+        return {g[1] for g in grants(render(values), "disagg") if g[2] == "inferencepools"}
+
+    assert pool_groups({}) == {"inference.networking.k8s.io"}  # v1, the GA API
+    old = {"llmd": {"inferencePoolVersions": ["v1alpha2"]}}
+    assert pool_groups(old) == {"inference.networking.x-k8s.io"}
+    both = {"llmd": {"enabled": True, "inferencePoolVersions": ["v1", "v1alpha2"]}}
+    assert pool_groups(both) == {"inference.networking.k8s.io", "inference.networking.x-k8s.io"}
+
+
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_operator_pod_security_posture(render, name):
     objs = render(VALUE_SETS[name])
@@ -184,10 +195,10 @@ def test_rbac_create_false_renders_no_rbac(render):
 def test_notes_say_what_to_apply_next(chart):
     notes = render_files(chart)["disagg/templates/NOTES.txt"]
     assert "kubectl apply -f examples/quickstart-cpu.yaml" in notes
-    assert "kubectl get dd" in notes
+    assert "kubectl get disagg" in notes
     namespaced = render_files(chart, {"watchNamespaces": ["team-a"]})["disagg/templates/NOTES.txt"]
     assert "kubectl apply -n team-a -f examples/quickstart-cpu.yaml" in namespaced
-    assert "kubectl get dd -n team-a" in namespaced
+    assert "kubectl get disagg -n team-a" in namespaced
 
 
 def test_notes_point_at_files_that_exist():

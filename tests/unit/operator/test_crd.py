@@ -41,7 +41,7 @@ def test_disagg_crd_prints_the_file(capsys: pytest.CaptureFixture[str]) -> None:
 def test_names_and_subresources() -> None:
     spec = crd.build()["spec"]
     assert crd.build()["metadata"]["name"] == "disaggregateddeployments.disagg.dev"
-    assert spec["names"]["shortNames"] == ["dd"] and spec["scope"] == "Namespaced"
+    assert spec["names"]["shortNames"] == ["disagg"] and spec["scope"] == "Namespaced"
     version = spec["versions"][0]
     assert version["subresources"] == {"status": {}}
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}

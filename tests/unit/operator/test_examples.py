@@ -75,7 +75,9 @@ def test_heterogeneous_example(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_llmd_example(capsys: pytest.CaptureFixture[str]) -> None:
     objects = _render("llm-d.yaml", capsys)
-    assert by_kind(objects, "InferencePool")[0]["spec"]["extensionRef"] == {"name": "qwen-epp"}
+    pool = by_kind(objects, "InferencePool")[0]
+    assert pool["apiVersion"] == "inference.networking.k8s.io/v1"
+    assert pool["spec"]["endpointPickerRef"] == {"name": "qwen-epp", "port": {"number": 9002}}
     decode = next(p for p in by_kind(objects, "Pod") if p["metadata"]["name"] == "qwen-decode-0")
     assert [c["name"] for c in decode["spec"]["containers"]] == ["engine", "routing-proxy"]
 

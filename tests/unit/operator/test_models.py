@@ -17,7 +17,7 @@ def test_constants_name_the_api() -> None:
         "DisaggregatedDeployment",
     )
     assert models.PLURAL == "disaggregateddeployments"
-    assert models.SHORT_NAMES == ["dd"]
+    assert models.SHORT_NAMES == ["disagg"]
     assert models.API_VERSION == "disagg.dev/v1alpha1"
 
 
@@ -44,6 +44,7 @@ def test_defaults() -> None:
     assert spec.kv_transfer.side_channel_port == 5600
     assert spec.prefill.replicas == 1 and spec.prefill.kv_buffer_device is None
     assert spec.llmd.enabled is False and spec.llmd.inference_pool.enabled is True
+    assert spec.llmd.inference_pool.version == "v1"  # the GA API; v1alpha2 only on request
 
 
 def test_default_lists_are_not_shared() -> None:

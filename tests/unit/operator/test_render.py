@@ -9,7 +9,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from disagg_operator.engines import vllm
+from disagg_operator.engines import llmd, vllm
 from disagg_operator.models import DeploymentSpec
 from disagg_operator.render import derive as render_derive
 from disagg_operator.render import pods as render_pods
@@ -280,7 +280,7 @@ def test_placement_reaches_the_pod() -> None:
 
 LLMD = {
     "enabled": True,
-    "routingSidecar": {"enabled": True, "image": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.2.0"},
+    "routingSidecar": {"enabled": True, "image": llmd.IMAGE_EXAMPLE},
 }
 
 
@@ -289,26 +289,56 @@ def test_routing_sidecar_fronts_decode() -> None:
     decode = _pod(objects, "demo-decode-0")
     sidecar = decode["spec"]["containers"][1]
     assert sidecar["name"] == "routing-proxy"
-    assert sidecar["args"] == ["--port=8000", "--vllm-port=8200", "--connector=nixlv2"]
+    assert sidecar["args"] == [  # llm-d-router >= v0.10.0 pd-sidecar flags
+        "--port=8000",
+        "--model-server-port=8200",
+        "--kv-connector=nixlv2",
+        "--secure-proxy=false",
+    ]
     assert sidecar["ports"][0]["containerPort"] == 8000
     engine = _engine(decode)
     assert engine["command"][engine["command"].index("--port") + 1] == "8200"
     assert len(_pod(objects, "demo-prefill-0")["spec"]["containers"]) == 1
 
 
-def test_inference_pool_shape() -> None:
+def test_inference_pool_is_the_ga_v1_shape() -> None:
+    """inference.networking.k8s.io/v1 (gateway-api-inference-extension api/v1): selector
+    under matchLabels, a list of target ports, and an endpointPickerRef whose port is
+    required for a Service (the v1 CEL rule; v1alpha2 inferred 9002)."""
     objects = render(vllm_gpu_cpu(llmd={"enabled": True}), hmac_key=KEY)
     pool = by_kind(objects, "InferencePool")[0]
-    assert pool["apiVersion"] == "inference.networking.x-k8s.io/v1alpha2"
+    assert pool["apiVersion"] == "inference.networking.k8s.io/v1"
     assert pool["metadata"]["name"] == "demo"
+    assert pool["spec"] == {
+        "selector": {"matchLabels": {"disagg.dev/deployment": "demo"}},
+        "targetPorts": [{"number": 8000}],
+        "endpointPickerRef": {"name": "demo-epp", "port": {"number": 9002}},
+    }
+    for pod in by_kind(objects, "Pod"):  # the pool selects both roles' pods
+        assert pool["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert not by_kind(render(vllm_gpu_cpu(), hmac_key=KEY), "InferencePool")
+
+
+def test_inference_pool_endpoint_picker_port_and_failure_mode() -> None:
+    ref = {"name": "epp", "port": 9100, "failureMode": "FailOpen"}
+    llmd = {"enabled": True, "inferencePool": {"extensionRef": ref}}
+    pool = by_kind(render(vllm_gpu_cpu(llmd=llmd), hmac_key=KEY), "InferencePool")[0]
+    assert pool["spec"]["endpointPickerRef"] == {
+        "name": "epp",
+        "port": {"number": 9100},
+        "failureMode": "FailOpen",
+    }
+
+
+def test_inference_pool_v1alpha2_only_on_request() -> None:
+    llmd = {"enabled": True, "inferencePool": {"version": "v1alpha2"}}
+    pool = by_kind(render(vllm_gpu_cpu(llmd=llmd), hmac_key=KEY), "InferencePool")[0]
+    assert pool["apiVersion"] == "inference.networking.x-k8s.io/v1alpha2"
     assert pool["spec"] == {
         "selector": {"disagg.dev/deployment": "demo"},
         "targetPortNumber": 8000,
-        "extensionRef": {"name": "demo-epp"},
+        "extensionRef": {"name": "demo-epp", "portNumber": 9002},
     }
-    for pod in by_kind(objects, "Pod"):  # the pool selects both roles' pods
-        assert pool["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
-    assert not by_kind(render(vllm_gpu_cpu(), hmac_key=KEY), "InferencePool")
 
 
 def _admitted(policy: dict[str, Any], source: dict[str, str], port: int) -> bool:

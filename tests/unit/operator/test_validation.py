@@ -244,6 +244,23 @@ def test_sidecar_rules() -> None:
     )
 
 
+def test_sidecar_args_that_fight_derived_or_retired_flags_are_refused() -> None:
+    llmd = {"enabled": True, "routingSidecar": {"enabled": True, "image": "x:1"}}
+    llmd["routingSidecar"]["args"] = ["--enable-ssrf-protection=true", "--connector=nixlv2"]
+    p = _only(body(llmd=llmd))
+    assert p.field == "spec.llmd.routingSidecar.args[1]" and "--kv-connector" in p.message
+    llmd["routingSidecar"]["args"] = ["-port=9000"]
+    assert "8000" in _only(body(llmd=llmd)).message
+    llmd["routingSidecar"]["args"] = ["--secure-proxy=true"]  # an explicit choice: allowed
+    assert validation.parse(body(llmd=llmd))[1] == []
+
+
+def test_an_unknown_inference_pool_version_names_the_field_and_the_choices() -> None:
+    p = _only(body(llmd={"enabled": True, "inferencePool": {"version": "v1beta1"}}))
+    assert p.field == "spec.llmd.inferencePool.version"
+    assert "v1" in p.message and "v1alpha2" in p.message
+
+
 def test_problem_prints_as_field_colon_message() -> None:
     assert str(Problem("spec.x", "bad; fix it")) == "spec.x: bad; fix it"
 
