@@ -31,14 +31,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -46,10 +44,18 @@ from aiohttp import web
 from disagg_worker.serve.limits import bounded
 from disagg_worker.serve.openai import RELEASE_PATH, ApiError, proxy_refusal, request_id
 from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
+from disagg_worker.serve.upstream import (
+    POLICIES,
+    Backend,
+    HopError,
+    Pool,
+    first_taker,
+    hop_failure,
+    message_of,
+    relay_status,
+)
 
 log = logging.getLogger("disagg.proxy")
-T = TypeVar("T")
-POLICIES = ("round-robin", "least-loaded")
 RELEASE_TIMEOUT_S = 2.0
 PREFILL_PARAMS = {
     "do_remote_decode": True,
@@ -59,63 +65,6 @@ PREFILL_PARAMS = {
     "remote_host": None,
     "remote_port": None,
 }
-
-
-def hop_failure(where: str, timeout_s: float, error: Exception) -> HopError:
-    """What the proxy answers when a hop's HTTP call fails: 504 for the deadline, 502 for
-    a worker that cannot be reached or answers something that is not JSON."""
-    if isinstance(error, asyncio.TimeoutError):
-        return HopError(504, f"{where}: no answer within the {timeout_s:g}s deadline")
-    if isinstance(error, aiohttp.ClientConnectorError):
-        cause = f"{where}: cannot connect ({error.os_error or error})"
-        return HopError(502, cause, retryable=True)
-    return HopError(502, f"{where}: {type(error).__name__}: {error}")
-
-
-class HopError(Exception):
-    """A hop failed; ``status`` is what the proxy answers. ``retryable``: another worker
-    of the pool may take it (this one is full or unreachable); ``retry_after``: the
-    worker's Retry-After."""
-
-    def __init__(
-        self, status: int, message: str, *, retryable: bool = False, retry_after: str = ""
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retryable = retryable or status == 503
-        self.retry_after = retry_after
-
-
-@dataclass
-class Backend:
-    url: str
-    inflight: int = 0
-
-
-class Pool:
-    """Workers of one role and the policy that picks among them."""
-
-    def __init__(self, urls: Sequence[str], policy: str) -> None:
-        if policy not in POLICIES:
-            raise ValueError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
-        if not urls:
-            raise ValueError("a pool needs at least one worker URL")
-        self.backends = [Backend(u.rstrip("/")) for u in urls]
-        self.policy = policy
-        self._turn = itertools.cycle(range(len(self.backends)))
-
-    def pick(self) -> Backend:
-        start = next(self._turn)
-        order = self.backends[start:] + self.backends[:start]
-        if self.policy == "least-loaded":
-            return min(order, key=lambda b: b.inflight)  # ties: round-robin order
-        return order[0]
-
-    def candidates(self) -> list[Backend]:
-        """The policy's pick, then every other worker (where a full or unreachable
-        worker's request goes next)."""
-        first = self.pick()
-        return [first, *(b for b in self.backends if b is not first)]
 
 
 class Proxy:
@@ -226,7 +175,7 @@ class Proxy:
         self, path: str, body: dict[str, Any], headers: dict[str, str], deadline: float
     ) -> tuple[Backend, aiohttp.ClientResponse]:
         """The streaming decode hop, on the next decode worker when one is full or down."""
-        return await _first_taker(
+        return await first_taker(
             self.decode, lambda b: self._open(b.url + path, body, headers, deadline)
         )
 
@@ -251,8 +200,8 @@ class Proxy:
             finally:
                 resp.release()
             raise HopError(
-                _relay_status(resp.status),
-                f"{where} answered {resp.status}: {_message(data)}",
+                relay_status(resp.status),
+                f"{where} answered {resp.status}: {message_of(data)}",
                 retry_after=resp.headers.get("Retry-After", ""),
             )
         return resp
@@ -284,7 +233,7 @@ class Proxy:
         deadline: float,
     ) -> tuple[Backend, dict[str, Any]]:
         """POST to the pool's pick; when it is full or unreachable, to each other worker."""
-        return await _first_taker(
+        return await first_taker(
             pool, lambda b: self._post(role, b.url + path, body, headers, deadline)
         )
 
@@ -305,25 +254,9 @@ class Proxy:
         except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
             raise hop_failure(where, self.timeout_s, e) from None
         if status >= 400 or not isinstance(data, dict):
-            message = f"{where} answered {status}: {_message(data)}"
-            raise HopError(_relay_status(status), message, retry_after=retry_after)
+            message = f"{where} answered {status}: {message_of(data)}"
+            raise HopError(relay_status(status), message, retry_after=retry_after)
         return data
-
-
-async def _first_taker(pool: Pool, attempt: Callable[[Backend], Awaitable[T]]) -> tuple[Backend, T]:
-    """``attempt`` on the pool's pick, then on each other worker while the failure is
-    retryable (full or unreachable); the last failure is raised."""
-    candidates = pool.candidates()
-    for i, backend in enumerate(candidates):
-        backend.inflight += 1
-        try:
-            return backend, await attempt(backend)
-        except HopError as e:
-            if not e.retryable or i == len(candidates) - 1:
-                raise
-        finally:
-            backend.inflight -= 1
-    raise AssertionError("a pool has at least one worker")
 
 
 def prefill_body(body: dict[str, Any]) -> dict[str, Any]:
@@ -364,27 +297,6 @@ async def _relay_stream(
         await out.write(b"data: " + json.dumps(event).encode() + b"\n\ndata: [DONE]\n\n")
     await out.write_eof()
     return out
-
-
-def _relay_status(status: int) -> int:
-    """Client errors, a full worker (503) and a worker's own timeout (504) keep their
-    status; any other server-side failure of a worker is a bad gateway here."""
-    if status in (503, 504) or 400 <= status < 500:
-        return status
-    return 502
-
-
-def _message(data: Any) -> str:
-    """A worker's error message, in our, OpenAI's or vLLM's shape, cut to its bound."""
-    if isinstance(data, dict):
-        err = data.get("error")
-        if isinstance(err, dict) and "message" in err:
-            return bounded(str(err["message"]))
-        if isinstance(err, str):
-            return bounded(err)
-        if "message" in data:  # vLLM's ErrorResponse shape
-            return bounded(str(data["message"]))
-    return bounded(str(data), 300)
 
 
 def build_app(proxy: Proxy) -> web.Application:

@@ -1,0 +1,117 @@
+"""The proxy's upstream side: the workers of each role, the policy that picks one, the
+next worker that takes a request when one is full or down, and what a failed hop answers.
+
+I/O-free layer (aiohttp only for its exception types): :mod:`serve.proxy` does the HTTP.
+A hop whose worker answers 503 (full) or cannot be reached is *retryable*: the request is
+tried once on each other worker of the pool; the last failure is what the client gets. A
+worker's 4xx, 503 and 504 keep their status; any other worker failure is a 502.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import aiohttp
+
+from disagg_worker.serve.limits import bounded
+
+POLICIES = ("round-robin", "least-loaded")
+T = TypeVar("T")
+
+
+def hop_failure(where: str, timeout_s: float, error: Exception) -> HopError:
+    """What the proxy answers when a hop's HTTP call fails: 504 for the deadline, 502 for
+    a worker that cannot be reached or answers something that is not JSON."""
+    if isinstance(error, asyncio.TimeoutError):
+        return HopError(504, f"{where}: no answer within the {timeout_s:g}s deadline")
+    if isinstance(error, aiohttp.ClientConnectorError):
+        cause = f"{where}: cannot connect ({error.os_error or error})"
+        return HopError(502, cause, retryable=True)
+    return HopError(502, f"{where}: {type(error).__name__}: {error}")
+
+
+class HopError(Exception):
+    """A hop failed; ``status`` is what the proxy answers. ``retryable``: another worker
+    of the pool may take it (this one is full or unreachable); ``retry_after``: the
+    worker's Retry-After."""
+
+    def __init__(
+        self, status: int, message: str, *, retryable: bool = False, retry_after: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable or status == 503
+        self.retry_after = retry_after
+
+
+@dataclass
+class Backend:
+    url: str
+    inflight: int = 0
+
+
+class Pool:
+    """Workers of one role and the policy that picks among them."""
+
+    def __init__(self, urls: Sequence[str], policy: str) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
+        if not urls:
+            raise ValueError("a pool needs at least one worker URL")
+        self.backends = [Backend(u.rstrip("/")) for u in urls]
+        self.policy = policy
+        self._turn = itertools.cycle(range(len(self.backends)))
+
+    def pick(self) -> Backend:
+        start = next(self._turn)
+        order = self.backends[start:] + self.backends[:start]
+        if self.policy == "least-loaded":
+            return min(order, key=lambda b: b.inflight)  # ties: round-robin order
+        return order[0]
+
+    def candidates(self) -> list[Backend]:
+        """The policy's pick, then every other worker (where a full or unreachable
+        worker's request goes next)."""
+        first = self.pick()
+        return [first, *(b for b in self.backends if b is not first)]
+
+
+async def first_taker(pool: Pool, attempt: Callable[[Backend], Awaitable[T]]) -> tuple[Backend, T]:
+    """``attempt`` on the pool's pick, then on each other worker while the failure is
+    retryable (full or unreachable); the last failure is raised."""
+    candidates = pool.candidates()
+    for i, backend in enumerate(candidates):
+        backend.inflight += 1
+        try:
+            return backend, await attempt(backend)
+        except HopError as e:
+            if not e.retryable or i == len(candidates) - 1:
+                raise
+        finally:
+            backend.inflight -= 1
+    raise AssertionError("a pool has at least one worker")
+
+
+def relay_status(status: int) -> int:
+    """Client errors, a full worker (503) and a worker's own timeout (504) keep their
+    status; any other server-side failure of a worker is a bad gateway here."""
+    if status in (503, 504) or 400 <= status < 500:
+        return status
+    return 502
+
+
+def message_of(data: Any) -> str:
+    """A worker's error message, in our, OpenAI's or vLLM's shape, cut to its bound."""
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict) and "message" in err:
+            return bounded(str(err["message"]))
+        if isinstance(err, str):
+            return bounded(err)
+        if "message" in data:  # vLLM's ErrorResponse shape
+            return bounded(str(data["message"]))
+    return bounded(str(data), 300)
