@@ -126,9 +126,11 @@ def _figures(d: dict[str, Any]) -> Iterator[str]:
                 "            incl. the first handshake with this prefill: "
                 f"{d['transfer_handshake_ms']:.1f} ms"
             )
+    first = d.get("first_step_ms", 0)
+    start = f"first step {first:.1f} ms" if first else "first token as the prefill computed it"
     yield (
-        f"decode:     {d.get('engine_id')}: first step {d.get('first_step_ms', 0):.1f} ms, "
-        f"then {d.get('decode_ms', 0):.1f} ms"
+        f"decode:     {d.get('engine_id')}: {start}, then {d.get('decode_ms', 0):.1f} ms "
+        "for the rest"
     )
     yield (
         f"proxy hops: prefill {proxy.get('prefill_hop_ms', 0):.1f} ms, decode "
