@@ -127,7 +127,8 @@ def _figures(d: dict[str, Any]) -> Iterator[str]:
                 f"{d['transfer_handshake_ms']:.1f} ms"
             )
     first = d.get("first_step_ms", 0)
-    start = f"first step {first:.1f} ms" if first else "first token as the prefill computed it"
+    given = first < 0.05  # no forward pass: the prefill's first token was taken
+    start = "first token as the prefill computed it" if given else f"first step {first:.1f} ms"
     yield (
         f"decode:     {d.get('engine_id')}: {start}, then {d.get('decode_ms', 0):.1f} ms "
         "for the rest"
