@@ -20,7 +20,7 @@ from typing import Any
 
 from disagg_operator.engines import vllm
 from disagg_operator.models import ROLES, DeploymentSpec, RoleSpec
-from disagg_worker import platforms
+from disagg_worker import platforms, ucx
 
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
 OMP_NUM_THREADS = "OMP_NUM_THREADS"
@@ -338,10 +338,11 @@ def profile_table() -> str:
 
 
 def derivation_table() -> str:
-    """The markdown tables in docs/derivation.md: derived values, then vLLM profiles."""
+    """The markdown tables in docs/derivation.md: derived values, vLLM profiles, then the
+    UCX transports and their reach."""
     lines = ["| value | inputs | result | reason |", "| --- | --- | --- | --- |"]
     lines += [f"| {a} | {b} | `{c}` | {d} |" for a, b, c, d in derivation_rows()]
-    return "\n".join(lines) + "\n\n" + profile_table()
+    return "\n".join(lines) + "\n\n" + profile_table() + "\n" + ucx.markdown_table()
 
 
 if __name__ == "__main__":
