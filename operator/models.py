@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSc
 from pydantic.alias_generators import to_camel
 
 from disagg_operator.engines import llmd as llmd_sidecar
+from disagg_worker import ucx
 
 GROUP = "disagg.dev"
 VERSION = "v1alpha1"
@@ -120,6 +121,13 @@ LEASE_RULE = (
     "spec.kvTransfer.blockLeaseSeconds must exceed spec.kvTransfer.transferDeadlineSeconds: "
     "prefill would free blocks a decode may still be reading; raise the lease",
 )
+_HOST_ONLY = "|".join(ucx.host_only_names())
+UCX_REACH_RULE = (
+    f"!has(self.ucxTls) || !self.ucxTls.matches('^({_HOST_ONLY})(,({_HOST_ONLY}))*$')",
+    "spec.kvTransfer.ucxTls lists only transports that stay inside one host; add tcp, or "
+    "rc for RDMA: prefill and decode run in different pods, so shared-memory transports "
+    "cannot carry KV between them",
+)
 SIDECAR_IMAGE_RULE = (
     "!self.enabled || (has(self.image) && size(self.image) > 0)",
     "spec.llmd.routingSidecar.image is required when the routing sidecar is enabled",
@@ -137,6 +145,7 @@ CEL_RULES = (
     VLLM_CPU_DECODE_RULE,
     BACKENDS_UNIQUE_RULE,
     LEASE_RULE,
+    UCX_REACH_RULE,
     SIDECAR_IMAGE_RULE,
     SIDECAR_NEEDS_LLMD_RULE,
 )
@@ -253,7 +262,9 @@ class RoleSpec(_Model):
 class KVTransfer(_Model):
     """How the KV cache moves from prefill to decode."""
 
-    model_config = ConfigDict(json_schema_extra=_rules(BACKENDS_UNIQUE_RULE, LEASE_RULE))
+    model_config = ConfigDict(
+        json_schema_extra=_rules(BACKENDS_UNIQUE_RULE, LEASE_RULE, UCX_REACH_RULE)
+    )
 
     connector: Literal["NixlConnector"] = Field(
         default="NixlConnector", description="KV connector; NixlConnector only"
@@ -273,8 +284,11 @@ class KVTransfer(_Model):
     )
     ucx_tls: str | None = Field(
         default=None,
+        max_length=256,  # bounds the CEL reach rule's cost for the API server
         pattern=r"^\^?[a-z0-9_]+(,[a-z0-9_]+)*$",
-        description="UCX_TLS override; derived per device when omitted",
+        description="UCX_TLS override; derived per device when omitted. It must keep a "
+        "transport that crosses pods (tcp, rc, ud, dc, ...; an exclusion ^... does): "
+        "shared-memory ones alone (cma, sm, cuda_ipc, ...) are refused",
     )
     transfer_deadline_seconds: float = Field(
         default=10.0, gt=0, description="decode gives up on one KV transfer after this"

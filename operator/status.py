@@ -16,6 +16,9 @@ Conditions (metav1.Condition shape, observedGeneration on each)::
     type         status  reason            when
     Ready        True    AllReplicasReady  every desired pod exists, is updated and Ready
                  False   ReplicasNotReady  some desired pod is missing, stale or not Ready
+                 False   NoPrefill         prefill has 0 replicas while decode has some, or
+                                           decode pods are Ready and no prefill pod is:
+                                           decode cannot get KV (wins over the above)
                  False   InvalidSpec       the spec has problems (message lists them)
     Progressing  True    RollingOut        some pod runs an old pod spec or is missing
                  True    PodsStarting      all pods updated, some not Ready yet
@@ -24,6 +27,8 @@ Conditions (metav1.Condition shape, observedGeneration on each)::
                  False   InvalidSpec       nothing is created or changed until it is fixed
     Degraded     True    PodsFailing       a pod failed, crash-loops, cannot pull its image
                                            or cannot be scheduled (message names them)
+                 True    NoPrefill         spec.prefill.replicas is 0 while decode wants
+                                           pods: nothing will fix it but the spec
                  True    InvalidSpec       the spec has problems
                  False   AsExpected        no pod is failing
     EngineVersionKnown                     engine vllm only: which contract profile render
@@ -56,11 +61,11 @@ CONDITION_TYPES = (READY, PROGRESSING, DEGRADED)
 ENGINE_VERSION_KNOWN = "EngineVersionKnown"
 # Every reason each condition type can carry (the table in the module docstring).
 REASONS: dict[str, frozenset[str]] = {
-    READY: frozenset({"AllReplicasReady", "ReplicasNotReady", "InvalidSpec"}),
+    READY: frozenset({"AllReplicasReady", "ReplicasNotReady", "NoPrefill", "InvalidSpec"}),
     PROGRESSING: frozenset(
         {"RollingOut", "PodsStarting", "ScalingDown", "RolloutComplete", "InvalidSpec"}
     ),
-    DEGRADED: frozenset({"PodsFailing", "InvalidSpec", "AsExpected"}),
+    DEGRADED: frozenset({"PodsFailing", "NoPrefill", "InvalidSpec", "AsExpected"}),
     ENGINE_VERSION_KNOWN: frozenset(
         {"VersionResolved", "TooOld", "UnknownEngineVersion", "NewerThanProfiles"}
     ),
@@ -209,10 +214,6 @@ def _healthy(
     )
     stale = any(roles[r]["updated"] < roles[r]["desired"] for r in ROLES)
     starting = any(roles[r]["ready"] < roles[r]["desired"] for r in ROLES)
-    if stale or starting:
-        ready = ("False", "ReplicasNotReady", f"Not all pods are ready: {summary}.")
-    else:
-        ready = ("True", "AllReplicasReady", f"All pods are ready: {summary}.")
     if stale:
         progressing = ("True", "RollingOut", f"Creating or replacing pods: {summary}.")
     elif starting:
@@ -221,11 +222,45 @@ def _healthy(
         progressing = ("True", "ScalingDown", f"Removing {extra} pod(s) no longer desired.")
     else:
         progressing = ("False", "RolloutComplete", f"Every pod runs the current spec: {summary}.")
+    return _ready(roles, summary, stale or starting), progressing, _degraded(roles, failing)
+
+
+def _no_prefill(roles: dict[str, Any]) -> bool:
+    """Decode pods are wanted but no prefill pod is ready to produce their KV: prefill has
+    0 replicas, or decode already serves while every prefill pod is missing or unready
+    (while both roles start, ReplicasNotReady says enough)."""
+    prefill, decode = roles["prefill"], roles["decode"]
+    if decode["desired"] == 0 or prefill["ready"] > 0:
+        return False
+    return bool(prefill["desired"] == 0 or decode["ready"] > 0)
+
+
+def _ready(roles: dict[str, Any], summary: str, not_ready: bool) -> _Wanted:
+    if _no_prefill(roles):
+        return (
+            "False",
+            "NoPrefill",
+            f"No prefill pod is ready, so decode pods cannot get KV until prefill has "
+            f"ready pods: {summary}.",
+        )
+    if not_ready:
+        return ("False", "ReplicasNotReady", f"Not all pods are ready: {summary}.")
+    return ("True", "AllReplicasReady", f"All pods are ready: {summary}.")
+
+
+def _degraded(roles: dict[str, Any], failing: list[str]) -> _Wanted:
+    """Pods that will not recover by themselves, or a spec that leaves decode stranded."""
     if failing:
-        degraded = ("True", "PodsFailing", f"Pods are failing: {_listing(failing)}.")
-    else:
-        degraded = ("False", "AsExpected", "No pod is failing.")
-    return ready, progressing, degraded
+        return ("True", "PodsFailing", f"Pods are failing: {_listing(failing)}.")
+    if _no_prefill(roles) and roles["prefill"]["desired"] == 0:
+        return (
+            "True",
+            "NoPrefill",
+            f"The prefill pool has 0 replicas (spec.prefill.replicas) while decode wants "
+            f"{roles['decode']['desired']} pod(s): decode pods cannot get KV without "
+            "prefill; set spec.prefill.replicas to at least 1, or scale decode to 0 as well.",
+        )
+    return ("False", "AsExpected", "No pod is failing.")
 
 
 def _condition(

@@ -29,7 +29,7 @@ from disagg_operator.models import (
 )
 from disagg_operator.problems import InvalidSpec, Problem
 from disagg_operator.render import derive as render_derive
-from disagg_worker import platforms
+from disagg_worker import platforms, ucx
 from disagg_worker.engine.presets import PRESETS
 
 __all__ = ["REFERENCE_DEVICES", "InvalidSpec", "Problem", "check", "parse"]
@@ -81,7 +81,16 @@ def check(dd: DisaggregatedDeployment) -> list[Problem]:
     problems += _devices(spec)
     if any(p.field.endswith(".device") for p in problems):
         return problems  # later checks need known devices
-    checks = (_backends, _lease, _resources, _reference, _llmd, _ports, vllm_checks.overrides)
+    checks = (
+        _backends,
+        _lease,
+        _ucx_reach,
+        _resources,
+        _reference,
+        _llmd,
+        _ports,
+        vllm_checks.overrides,
+    )
     for check_fn in checks:
         problems += check_fn(spec)
     if spec.engine.type == "vllm":
@@ -150,6 +159,17 @@ def _lease(spec: DeploymentSpec) -> Iterator[Problem]:
             f"{kv.block_lease_seconds:g} must exceed transferDeadlineSeconds "
             f"{kv.transfer_deadline_seconds:g}, or prefill frees blocks a decode may still "
             "be reading; raise the lease",
+        )
+
+
+def _ucx_reach(spec: DeploymentSpec) -> Iterator[Problem]:
+    tls = spec.kv_transfer.ucx_tls
+    if tls is not None and ucx.host_only(tls):
+        yield Problem(
+            "spec.kvTransfer.ucxTls",
+            f"{tls!r} lists only transports that stay inside one host; add tcp, or rc for "
+            "RDMA: prefill and decode run in different pods, so shared-memory transports "
+            "cannot carry KV between them",
         )
 
 

@@ -1,9 +1,10 @@
-"""`disagg worker serve|probe`: the in-pod worker's entry points.
+"""`disagg worker serve|drain|probe`: the in-pod worker's entry points.
 
 I/O shell. ``serve`` reads :class:`WorkerConfig` from ``DISAGG_*`` env (what the operator
 renders into the pod) with flags on top, starts the engine and transfer agent, serves HTTP
-until SIGTERM, then closes the agent. ``probe`` is the transfer-path self-check
-(``disagg_worker.transfer.probe``), imported only when asked for.
+until SIGTERM, then closes the agent. ``drain`` is the pods' preStop: it waits until the
+worker has nothing in flight (``disagg_worker.serve.drain``). ``probe`` is the
+transfer-path self-check (``disagg_worker.transfer.probe``), imported only when asked for.
 """
 
 from __future__ import annotations
@@ -122,11 +123,15 @@ async def _serve(config: WorkerConfig) -> None:
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in {"-h", "--help"}:
-        print("usage: disagg worker {serve,probe} [options]")
+        print("usage: disagg worker {serve,drain,probe} [options]")
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     if command == "serve":
         return serve_main(rest)
+    if command == "drain":
+        from disagg_worker.serve import drain
+
+        return drain.main(rest)
     if command == "probe":
         try:
             probe = importlib.import_module("disagg_worker.transfer.probe")
@@ -137,5 +142,5 @@ def main(argv: list[str]) -> int:
             return 2
         result: int = probe.main(rest)
         return result
-    print(f"disagg worker: unknown command {command!r}; use serve or probe", file=sys.stderr)
+    print(f"disagg worker: unknown command {command!r}; use serve, drain or probe", file=sys.stderr)
     return 2

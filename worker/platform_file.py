@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from disagg_worker import ucx
 from disagg_worker.platforms import BACKEND_MEMORY, BUILTIN_NAMES, Platform
 from disagg_worker.problems import Problem
 
@@ -45,9 +46,7 @@ _TOKEN = re.compile(r"^[a-z][a-z0-9_]*$")
 # Extended resources are domain-qualified (kubernetes.io is reserved for built-ins).
 _RESOURCE = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 # Transports that need CAP_SYS_PTRACE or an IPC namespace shared between pods.
-UNSAFE_TLS = frozenset(
-    {"all", "cma", "sm", "shm", "posix", "sysv", "xpmem", "knem", "cuda_ipc", "rocm_ipc", "ze_ipc"}
-)
+UNSAFE_TLS = ucx.needs_privilege()
 
 
 class PlatformFileError(ValueError):

@@ -20,7 +20,7 @@ from typing import Any
 
 from disagg_operator.engines import vllm
 from disagg_operator.models import ROLES, DeploymentSpec, RoleSpec
-from disagg_worker import platforms
+from disagg_worker import platforms, ucx
 
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
 OMP_NUM_THREADS = "OMP_NUM_THREADS"
@@ -38,6 +38,10 @@ CPU_KVCACHE_FRACTION = 0.75
 CPU_MIN_KV_GIB = 1
 # Cores kept out of OpenMP: vLLM always runs NIXL's progress thread, which busy-polls one.
 CPU_PROGRESS_CORES = 1
+
+# Seconds left after the preStop drain for the engine to stop on SIGTERM (finish HTTP
+# responses, deregister memory, close the NIXL agent) before the kubelet kills it.
+SHUTDOWN_MARGIN_S = 10
 
 _GIB = 1024**3
 _SUFFIX = {
@@ -120,6 +124,24 @@ def lease_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
     if lease.kind != "env" or role != "prefill":
         return {}
     return {lease.name: str(lease_seconds(spec))}
+
+
+def drain_seconds(spec: DeploymentSpec) -> int:
+    """How long a terminating pod waits (its preStop) for transfers it takes part in.
+
+    reference: ceil(transferDeadlineSeconds + blockLeaseSeconds): prefill holds a block set
+    at most the lease, and a decode read started as the hold ends runs at most the
+    deadline. vllm: the lease as vLLM reads it (it has no per-transfer deadline setting).
+    """
+    kv = spec.kv_transfer
+    if spec.engine.type == "vllm":
+        return lease_seconds(spec)
+    return math.ceil(kv.transfer_deadline_seconds + kv.block_lease_seconds)
+
+
+def grace_period_seconds(spec: DeploymentSpec) -> int:
+    """terminationGracePeriodSeconds: the drain, then time for the engine to stop."""
+    return drain_seconds(spec) + SHUTDOWN_MARGIN_S
 
 
 def side_channel_ports(spec: DeploymentSpec, role: str) -> list[int]:
@@ -257,6 +279,25 @@ def derivation_rows() -> list[tuple[str, str, str, str]]:
         ),
         ("NIXL backends", "any", "kvTransfer.backends (default UCX)", "checked per memory type"),
         (
+            "preStop",
+            "reference, deadline D, lease L",
+            "disagg worker drain --timeout-s ceil(D + L)",
+            "waits until /debug/blocks shows nothing held, used or waiting: a hold lasts at "
+            "most L, a read started at its end at most D",
+        ),
+        (
+            "preStop",
+            "vllm, lease L",
+            "sleep round(L)",
+            "vLLM has no endpoint that says its transfers are done: wait out the lease",
+        ),
+        (
+            "terminationGracePeriodSeconds",
+            "the preStop's time T",
+            f"T + {SHUTDOWN_MARGIN_S}",
+            "the drain, then time for the engine to stop on SIGTERM",
+        ),
+        (
             f"extra config {lease.name}",
             f"vllm >= {since_extra}, both roles",
             "round(blockLeaseSeconds)",
@@ -338,10 +379,11 @@ def profile_table() -> str:
 
 
 def derivation_table() -> str:
-    """The markdown tables in docs/derivation.md: derived values, then vLLM profiles."""
+    """The markdown tables in docs/derivation.md: derived values, vLLM profiles, then the
+    UCX transports and their reach."""
     lines = ["| value | inputs | result | reason |", "| --- | --- | --- | --- |"]
     lines += [f"| {a} | {b} | `{c}` | {d} |" for a, b, c, d in derivation_rows()]
-    return "\n".join(lines) + "\n\n" + profile_table()
+    return "\n".join(lines) + "\n\n" + profile_table() + "\n" + ucx.markdown_table()
 
 
 if __name__ == "__main__":

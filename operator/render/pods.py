@@ -78,6 +78,7 @@ def pod(
         "hostname": pod_name,
         "subdomain": f"{name}-{role}",
         "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": derive.grace_period_seconds(spec),
         # Service env vars (FOO_SERVICE_HOST...) can clash with VLLM_* settings.
         "enableServiceLinks": False,
         "containers": containers,
@@ -149,6 +150,7 @@ def engine_container(spec: DeploymentSpec, role: str) -> dict[str, Any]:
         },
         "volumeMounts": mounts,
         "securityContext": dict(CONTAINER_SECURITY),
+        "lifecycle": {"preStop": {"exec": {"command": _drain_command(spec)}}},
     }
     if r.args:
         container["args"] = list(r.args)
@@ -157,6 +159,16 @@ def engine_container(spec: DeploymentSpec, role: str) -> dict[str, Any]:
     if r.resources:
         container["resources"] = r.resources.model_dump(by_alias=True, exclude_none=True)
     return container
+
+
+def _drain_command(spec: DeploymentSpec) -> list[str]:
+    """The preStop: wait for in-flight transfers before SIGTERM (the pod has already left
+    its Service's endpoints, so no new work comes). The reference worker says when it is
+    idle; vLLM has no such endpoint, so its pods sleep out the lease."""
+    timeout = str(derive.drain_seconds(spec))
+    if spec.engine.type == "reference":
+        return ["disagg", "worker", "drain", "--timeout-s", timeout]
+    return ["sleep", timeout]
 
 
 def _ports(spec: DeploymentSpec, role: str, port: int) -> list[dict[str, Any]]:

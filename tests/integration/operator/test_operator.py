@@ -120,6 +120,11 @@ async def test_scale_up_down_and_remove_a_role(
     await until("1 pod left", lambda: sorted(pods(emulator)) == ["demo-decode-0"])
     await until("1 service left", lambda: len(emulator.objects_of("v1/services", NS)) == 1)
     assert emulator.find("v1/services", NS, "demo-decode")
+    # Decode alone cannot serve: not a plain Ready with "prefill 0/0".
+    await until("NoPrefill", lambda: condition(emulator, "demo").get("reason") == "NoPrefill")
+    assert condition(emulator, "demo")["status"] == "False"
+    assert condition(emulator, "demo", "Degraded")["reason"] == "NoPrefill"
+    assert emulator.find(DD, NS, "demo")["status"]["phase"] == "Degraded"
 
 
 async def test_deleted_pod_is_recreated(emulator: Emulator, operator: asyncio.Task[None]) -> None:

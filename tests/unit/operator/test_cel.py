@@ -74,6 +74,9 @@ GOOD = [
     ),
     body(llmd={"enabled": True, "routingSidecar": {"enabled": True, "image": "x:1"}}),
     body(kvTransfer={"backends": ["UCX", "LIBFABRIC"]}),
+    body(kvTransfer={"ucxTls": "tcp,cma,self"}),
+    body(kvTransfer={"ucxTls": "^cma"}),
+    body(kvTransfer={"ucxTls": "rc_x,sm"}),
 ]
 
 
@@ -98,6 +101,8 @@ BAD = [
         models.VLLM_CPU_DECODE_RULE[0],
     ),
     (body(kvTransfer={"backends": ["UCX", "UCX"]}), models.BACKENDS_UNIQUE_RULE[0]),
+    (body(kvTransfer={"ucxTls": "cma,sm,self"}), models.UCX_REACH_RULE[0]),
+    (body(kvTransfer={"ucxTls": "cuda_ipc,cuda_copy"}), models.UCX_REACH_RULE[0]),
     (body(kvTransfer={"blockLeaseSeconds": 5}), models.LEASE_RULE[0]),
     (
         body(kvTransfer={"transferDeadlineSeconds": 30, "blockLeaseSeconds": 30}),
@@ -142,6 +147,7 @@ _specs = st.fixed_dictionaries(
         "llmd": st.booleans(),
         "sidecar": st.booleans(),
         "image": st.sampled_from([None, "", "x:1"]),
+        "ucx": st.sampled_from([None, "tcp,self", "cma,self", "^tcp", "sm", "rc,sm"]),
     }
 )
 
@@ -152,11 +158,14 @@ def test_what_cel_rejects_validation_rejects_too(s: dict[str, Any]) -> None:
     sidecar: dict[str, Any] = {"enabled": s["sidecar"]}
     if s["image"] is not None:
         sidecar["image"] = s["image"]
+    kv: dict[str, Any] = {"backends": s["backends"]}
+    if s["ucx"] is not None:
+        kv["ucxTls"] = s["ucx"]
     obj = body(
         engine=s["engine"],
         prefill=role(tensorParallelSize=s["p_tp"]),
         decode=role(tensorParallelSize=s["d_tp"]),
-        kvTransfer={"backends": s["backends"]},
+        kvTransfer=kv,
         llmd={"enabled": s["llmd"], "routingSidecar": sidecar},
     )
     problems = validation.parse(obj)[1]

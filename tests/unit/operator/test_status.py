@@ -185,3 +185,61 @@ def test_status_matches_the_crd_status_model() -> None:
     from disagg_operator.models import DeploymentStatus
 
     DeploymentStatus.model_validate(_compute(body(), []))
+
+
+def _conditions(result: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(c["type"], c["status"], c["reason"]) for c in result["conditions"]]
+
+
+def test_decode_without_prefill_replicas_is_not_ready() -> None:
+    obj = body(prefill=role(replicas=0), decode=role(replicas=2))
+    result = _compute(obj, _observed(_desired(obj)))
+    assert result["prefill"]["summary"] == "0/0" and result["decode"]["summary"] == "2/2"
+    assert _conditions(result) == [
+        ("Ready", "False", "NoPrefill"),
+        ("Progressing", "False", "RolloutComplete"),
+        ("Degraded", "True", "NoPrefill"),
+    ]
+    message = _cond(result, "Ready")["message"]
+    assert "decode pods cannot get KV until prefill has ready pods" in message
+    assert "spec.prefill.replicas" in _cond(result, "Degraded")["message"]
+    # The printer columns: Ready False, phase Degraded (not a plain Ready "prefill 0/0").
+    assert result["phase"] == "Degraded"
+
+
+def test_decode_with_every_prefill_pod_missing_is_not_ready() -> None:
+    obj = body(prefill=role(replicas=2))
+    decode_pods = [p for p in _desired(obj) if "-decode-" in p["metadata"]["name"]]
+    result = _compute(obj, _observed(decode_pods))
+    ready = _cond(result, "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "NoPrefill")
+    assert "prefill 0/2 ready" in ready["message"]
+    # Missing pods are being created: progressing, not degraded.
+    assert _cond(result, "Progressing")["reason"] == "RollingOut"
+    assert _cond(result, "Degraded")["reason"] == "AsExpected"
+    assert result["phase"] == "Progressing"
+
+
+def test_failing_prefill_pods_stay_pods_failing() -> None:
+    obj = body()
+    pods = _observed(_desired(obj))
+    pods[0]["status"] = {
+        "containerStatuses": [{"state": {"waiting": {"reason": "CrashLoopBackOff"}}}]
+    }
+    result = _compute(obj, pods)
+    assert _cond(result, "Ready")["reason"] == "NoPrefill"
+    assert _cond(result, "Degraded")["reason"] == "PodsFailing"
+
+
+def test_everything_scaled_to_zero_is_ready() -> None:
+    obj = body(prefill=role(replicas=0), decode=role(replicas=0))
+    result = _compute(obj, [])
+    assert _cond(result, "Ready")["reason"] == "AllReplicasReady"
+    assert result["phase"] == "Ready"
+
+
+def test_no_prefill_follows_the_conventions() -> None:
+    obj = body(prefill=role(replicas=0))
+    for c in _compute(obj, _observed(_desired(obj)))["conditions"]:
+        assert c["message"][0].isupper() and c["message"].endswith(".")
+        assert c["reason"] in status.REASONS[c["type"]]

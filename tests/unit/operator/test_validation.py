@@ -270,3 +270,16 @@ def test_render_refuses_invalid_specs_with_the_problems() -> None:
         render.render(body(prefill=role("gpu")), hmac_key="k")
     assert [p.field for p in info.value.problems] == ["spec.prefill.device"]
     assert "spec.prefill.device" in str(info.value)
+
+
+@pytest.mark.parametrize("tls", ["cma,self", "sm,self", "posix,sysv,cuda_ipc,self"])
+def test_ucx_tls_without_a_network_transport(tls: str) -> None:
+    problem = _only(body(kvTransfer={"ucxTls": tls}))
+    assert problem.field == "spec.kvTransfer.ucxTls"
+    assert "add tcp, or rc for RDMA" in problem.message
+    assert "different pods" in problem.message
+
+
+@pytest.mark.parametrize("tls", ["tcp,self", "rc,ud,tcp,cma,self", "^tcp", "all", "ud_x,sm"])
+def test_ucx_tls_that_can_reach_the_peer_pod(tls: str) -> None:
+    assert _problems(body(kvTransfer={"ucxTls": tls})) == []
