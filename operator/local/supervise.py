@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn
 
 from disagg_operator.local import vllm
 from disagg_operator.local.backoff import BackOff, next_restart
@@ -99,11 +99,13 @@ class Supervisor:
             elif m.state == STARTING:
                 self._check_start(m)
 
-    def watch(self) -> NoReturn:
-        """Supervise until a signal (KeyboardInterrupt or the caller's own) ends it."""
-        while True:
+    def watch(self, stop: threading.Event) -> None:
+        """Supervise until ``stop`` is set (the caller's signal handler sets it: raising from
+        a handler could land inside ``Popen.poll`` while it holds its lock, and the
+        cleanup's ``wait`` would then block for good)."""
+        while not stop.is_set():
             self.tick()
-            time.sleep(TICK_S)
+            stop.wait(TICK_S)
 
     def restart(self, name: str, sig: signal.Signals = signal.SIGTERM) -> None:
         """Restart ``name`` now at its address, as deleting a pod's container does: send its

@@ -16,10 +16,11 @@ import argparse
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from disagg_operator.local import vllm
 from disagg_operator.local.pods import (
@@ -42,11 +43,24 @@ def _say(message: str) -> None:
 
 
 class _Stop(Exception):
-    """SIGTERM arrived: unwind through the cleanup like Ctrl-C does."""
+    """SIGINT or SIGTERM arrived while starting: unwind through the cleanup."""
 
 
-def _on_sigterm(signum: int, frame: Any) -> NoReturn:
-    raise _Stop
+class _Signals:
+    """SIGINT and SIGTERM handler. While the run starts (minutes, with vLLM) a signal raises
+    :class:`_Stop` so start-up stops at once; once it serves, a signal only sets ``stop``
+    and the supervision loop returns: an exception raised at an arbitrary point can land
+    inside ``Popen.poll`` between taking and releasing its lock, and the cleanup's wait on
+    that process would then block for good."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.raising = True
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.stop.set()
+        if self.raising:
+            raise _Stop
 
 
 def _ask(run: Run, prompt: str, max_tokens: int) -> None:
@@ -171,16 +185,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    signals = _Signals()
+    previous = signal.signal(signal.SIGTERM, signals)
     # a shell starts background jobs with SIGINT ignored (inherited): Ctrl-C must still work
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous_int = signal.signal(signal.SIGINT, signals)
     run = Run([], {})
     try:
         with tempfile.TemporaryDirectory(prefix="disagg-up-") as tmp:
             try:
                 logs = Path(args.log_dir) if args.log_dir else Path(tmp)
                 logs.mkdir(parents=True, exist_ok=True)
-                return _run(args, Path(tmp), logs, run)
+                return _run(args, Path(tmp), logs, run, signals)
             finally:
                 stop_children(run.children)
                 if run.children:
@@ -195,7 +210,7 @@ def main(argv: list[str]) -> int:
         signal.signal(signal.SIGINT, previous_int)
 
 
-def _run(args: argparse.Namespace, tmp: Path, logs: Path, run: Run) -> int:
+def _run(args: argparse.Namespace, tmp: Path, logs: Path, run: Run, signals: _Signals) -> int:
     launch(
         Path(args.file),
         tmp,
@@ -217,4 +232,8 @@ def _run(args: argparse.Namespace, tmp: Path, logs: Path, run: Run) -> int:
         f'try: curl -s {run.proxy_url}/v1/completions -d \'{{"prompt": "Hello", '
         '"max_tokens": 16}\'\nCtrl-C stops everything'
     )
-    supervise(run, _say).watch()
+    supervisor = supervise(run, _say)
+    signals.raising = False
+    if not signals.stop.is_set():  # a signal may have come just before
+        supervisor.watch(signals.stop)
+    return 130

@@ -26,6 +26,7 @@ from typing import Any
 from aiohttp import web
 
 READY_EVENT = "ready"
+KILL_WAIT_S = 5.0  # after SIGKILL: the kernel reaps it at once unless it is stuck in I/O
 TAIL_BYTES = 64 << 10  # enough for any tail shown; a vLLM log grows to megabytes
 
 
@@ -196,7 +197,10 @@ def stop_children(
             child.proc.wait(max(deadline - time.monotonic(), 0.01))
         except subprocess.TimeoutExpired:
             _signal_group(child.proc, signal.SIGKILL)
-            child.proc.wait()
+            # bounded: a wait that blocks on Popen's lock could hang forever if a signal
+            # handler's exception left that lock taken (an unreaped zombie is harmless)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.proc.wait(KILL_WAIT_S)
         # members of the group that outlived the leader
         _signal_group(child.proc, signal.SIGKILL)
 

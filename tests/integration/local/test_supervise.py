@@ -172,3 +172,19 @@ def test_waiting_for_a_process_that_does_not_come_back_names_it_and_its_log(run:
     assert "boom: told to fail" in str(caught.value)
     with pytest.raises(ValueError, match="no process named 'proxy' in this run; it has worker-0"):
         run.sup.restart("proxy")
+
+
+def test_stopping_ends_even_when_an_interrupted_poll_left_popens_lock_taken(
+    tmp_path: Path,
+) -> None:
+    """A signal handler that raises can land inside ``Popen.poll`` after it took its lock
+    and before it released it; the stop that follows must not wait on that lock forever."""
+    child = start_child("stubborn", ["sh", "-c", "trap '' TERM; sleep 60"], {}, tmp_path)
+    child.proc._waitpid_lock.acquire()  # what the interrupted poll leaves behind
+    t0 = time.monotonic()
+    stop_children([child], grace_s=0.5)
+    assert time.monotonic() - t0 < 10
+    assert not psutil.pid_exists(child.proc.pid) or psutil.Process(child.proc.pid).status() in (
+        psutil.STATUS_ZOMBIE,
+        psutil.STATUS_DEAD,
+    )
