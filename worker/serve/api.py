@@ -33,9 +33,19 @@ def json_error(error: ApiError, request_id: str | None = None) -> web.Response:
 
 
 def remote_params(
-    config: WorkerConfig, port: int | None, request_id: str, block_ids: list[int]
+    config: WorkerConfig,
+    port: int | None,
+    request_id: str,
+    block_ids: list[int],
+    *,
+    incarnation: str,
+    prompt_digest: str,
+    first_token: int,
 ) -> dict[str, Any]:
-    """What a prefill answers so a decode can fetch the blocks (vLLM's field names)."""
+    """What a prefill answers so a decode can fetch the blocks (vLLM's field names), and
+    ours: the prefill process (``remote_incarnation``: a decode re-handshakes with a
+    restarted prefill), the prompt the blocks hold (``prompt_digest``) and the first token
+    (``first_token``: decode need not compute it again)."""
     return {
         "do_remote_prefill": True,
         "do_remote_decode": False,
@@ -46,6 +56,9 @@ def remote_params(
         "remote_request_id": request_id,
         "tp_size": config.tp_size,
         "remote_model": model_fingerprint(config),
+        "remote_incarnation": incarnation,
+        "prompt_digest": prompt_digest,
+        "first_token": first_token,
     }
 
 

@@ -320,12 +320,16 @@ class TransferParams:
     block_ids: tuple[int, ...]
     request_id: str
     raw: dict[str, Any]
+    incarnation: str = ""  # the prefill process (its NIXL agent name); "": not sent
+    prompt_digest: str | None = None  # the digest of the prompt the KV was computed for
+    first_token: int | None = None  # the token the prefill computed; None: decode computes it
 
 
-def transfer_params(params: dict[str, Any], num_blocks: int) -> TransferParams:
+def transfer_params(params: dict[str, Any], num_blocks: int, vocab_size: int) -> TransferParams:
     """Decode's view of a prefill's ``kv_transfer_params``: every field it uses checked,
     400 naming it (``kv_transfer_params.remote_port``). ``num_blocks`` is decode's cache:
-    the remote blocks are copied into as many of its own, so no more can be asked for."""
+    the remote blocks are copied into as many of its own, so no more can be asked for;
+    ``first_token`` must be one of the model's ``vocab_size`` token ids."""
     for key in ("remote_engine_id", "remote_block_ids", "remote_host", "remote_port"):
         if params.get(key) is None:
             raise _transfer_error(key, "required with do_remote_prefill")
@@ -344,7 +348,19 @@ def transfer_params(params: dict[str, Any], num_blocks: int) -> TransferParams:
     if not isinstance(params.get("remote_model", ""), str):
         raise _transfer_error("remote_model", "must be a string")
     ids = _block_ids(params["remote_block_ids"], num_blocks)
-    return TransferParams(_host(params), port, engine_id, ids, request_id, params)
+    incarnation = params.get("remote_incarnation") or ""
+    # a NIXL agent name: the engine id, "-" and 8 hex digits
+    if not isinstance(incarnation, str) or len(incarnation) > MAX_NAME_CHARS + 9:
+        raise _transfer_error("remote_incarnation", "must be the prefill's agent name")
+    digest = params.get("prompt_digest")
+    if digest is not None and not isinstance(digest, str):
+        raise _transfer_error("prompt_digest", "must be a string")
+    first = params.get("first_token")
+    if first is not None and (not _is_int(first) or not 0 <= first < vocab_size):
+        raise _transfer_error("first_token", f"must be a token id in [0, {vocab_size})")
+    return TransferParams(
+        _host(params), port, engine_id, ids, request_id, params, incarnation, digest, first
+    )
 
 
 def _transfer_error(key: str, problem: str) -> ApiError:

@@ -212,10 +212,10 @@ class Worker:
                 raise
         finally:
             self._prefill_turn.release()
-        params = remote_params(self.config, self.side_channel_port, request_id, table)
-        params["remote_incarnation"] = self.agent.agent_name
-        params["prompt_digest"] = digest
-        params["first_token"] = gen.tokens[0]  # decode need not compute it again
+        params = remote_params(
+            self.config, self.side_channel_port, request_id, table,
+            incarnation=self.agent.agent_name, prompt_digest=digest, first_token=gen.tokens[0],
+        )  # fmt: skip
         return Outcome(gen, params, _timings(gen))
 
     async def _take_turn(self) -> None:
@@ -248,7 +248,7 @@ class Worker:
                 "kv_transfer_params.remote_block_ids",
             )
         digest = prompt_digest(req.prompt)
-        _check_digest(params, digest)
+        _check_digest(remote, digest)
         table = await self.admission.allocate(
             self.engine.blocks_needed(len(req.prompt), req.max_tokens)
         )
@@ -256,8 +256,9 @@ class Worker:
             stats, transfer_ms = await self._read(
                 peer, remote.request_id, remote_ids, table, digest
             )
-            first = _first_token(remote.raw)
-            gen = await self._generate(req, table, on_token, prompt_cached=True, first_token=first)
+            gen = await self._generate(
+                req, table, on_token, prompt_cached=True, first_token=remote.first_token
+            )
         except _InFlight as e:  # the read thread still owns the blocks; it frees them
             if e.error is None:  # cancelled: the client left
                 raise asyncio.CancelledError from None
@@ -329,25 +330,9 @@ def _transfer_error(error: Any, peer: Any) -> ApiError:
     return ApiError(504 if error.reason == "deadline" else 502, message)
 
 
-def _first_token(params: dict[str, Any]) -> int | None:
-    """The prefill's first token (sent with its prompt digest, which decode checked)."""
-    token = params.get("first_token")
-    if token is None:
-        return None  # vLLM's prefill, or an older one: decode computes it
-    if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < VOCAB_SIZE:
-        raise ApiError(
-            400,
-            f"kv_transfer_params.first_token: must be a token id in [0, {VOCAB_SIZE}); send "
-            "the kv_transfer_params the prefill returned",
-            "kv_transfer_params.first_token",
-        )
-    return token
-
-
-def _check_digest(params: dict[str, Any], digest: str) -> None:
+def _check_digest(remote: TransferParams, digest: str) -> None:
     """The prefill's ``prompt_digest`` (when sent) must be this prompt's."""
-    theirs = params.get("prompt_digest")
-    if theirs is not None and theirs != digest:
+    if remote.prompt_digest is not None and remote.prompt_digest != digest:
         raise ApiError(
             400,
             "kv_transfer_params.prompt_digest: the prefill computed this KV for another "
@@ -360,9 +345,8 @@ def _peer(params: dict[str, Any], num_blocks: int) -> tuple[Any, TransferParams]
     """The prefill to READ from, and its checked kv_transfer_params."""
     from disagg_worker.transfer.engine import PeerRef
 
-    remote = transfer_params(params, num_blocks)
-    incarnation = str(remote.raw.get("remote_incarnation") or "")
-    return PeerRef(remote.host, remote.port, remote.engine_id, incarnation), remote
+    remote = transfer_params(params, num_blocks, VOCAB_SIZE)
+    return PeerRef(remote.host, remote.port, remote.engine_id, remote.incarnation), remote
 
 
 def _where(peer: Any) -> str:

@@ -194,14 +194,16 @@ PREFILL_ANSWER = {
 
 def test_transfer_params_read_what_decode_uses_and_keep_the_rest() -> None:
     extra = {"remote_incarnation": "i-7", "prompt_digest": "sha256:00", "vllm_new": [1]}
-    got = transfer_params({**PREFILL_ANSWER, **extra}, num_blocks=8)
+    got = transfer_params({**PREFILL_ANSWER, **extra}, num_blocks=8, vocab_size=258)
     assert (got.host, got.port, got.engine_id) == ("10.0.0.7", 5600, "p0")
     assert (got.block_ids, got.request_id) == ((3, 4), "cmpl-1-abc")
     assert got.raw == {**PREFILL_ANSWER, **extra}  # unknown keys pass through untouched
+    assert (got.incarnation, got.prompt_digest, got.first_token) == ("i-7", "sha256:00", None)
+    assert transfer_params({**PREFILL_ANSWER, "first_token": 257}, 8, 258).first_token == 257
     bare = {k: v for k, v in PREFILL_ANSWER.items() if k not in ("remote_request_id", "tp_size")}
-    assert transfer_params(bare, 8).request_id == "p0"  # a prefill that sends no id
+    assert transfer_params(bare, 8, 258).request_id == "p0"  # a prefill that sends no id
     for host in ("fd00::7", "fe80::1%eth0", "p0.prefill.svc", "p_0"):
-        assert transfer_params({**PREFILL_ANSWER, "remote_host": host}, 8).host == host
+        assert transfer_params({**PREFILL_ANSWER, "remote_host": host}, 8, 258).host == host
 
 
 @pytest.mark.parametrize(
@@ -232,12 +234,19 @@ def test_transfer_params_read_what_decode_uses_and_keep_the_rest() -> None:
         ("tp_size", 0, "must be an integer >= 1"),
         ("tp_size", "2", "must be an integer >= 1"),
         ("remote_model", ["tiny"], "must be a string"),
+        ("remote_incarnation", 7, "must be the prefill's agent name"),
+        ("remote_incarnation", "i" * 263, "must be the prefill's agent name"),
+        ("prompt_digest", 5, "must be a string"),
+        ("first_token", 258, "must be a token id in [0, 258)"),
+        ("first_token", -1, "must be a token id in [0, 258)"),
+        ("first_token", True, "must be a token id in [0, 258)"),
+        ("first_token", "5", "must be a token id in [0, 258)"),
     ],
 )
 def test_each_transfer_param_is_refused_by_name(key: str, value: object, problem: str) -> None:
     params = {**PREFILL_ANSWER, key: value}
     with pytest.raises(ApiError) as info:
-        transfer_params(params, num_blocks=8)
+        transfer_params(params, num_blocks=8, vocab_size=258)
     err = info.value
     assert (err.status, err.param) == (400, f"kv_transfer_params.{key}")
     assert err.message.startswith(f"kv_transfer_params.{key}: {problem}; pass the "), err.message
