@@ -17,10 +17,12 @@ returns :class:`TransferStats`. The claim need not come first: a request's block
 from publish until released, never held again, so "held when the claim was answered"
 means held over the whole READ, and the lease then covers the rest; the notification that
 frees them is sent only after the answer, so it cannot overtake the claim. Claim and READ
-overlap: the request pays the longer of the two, not their sum. Error policy: every failure ends the
-request with a :class:`TransferError` naming the cause and the peer, releases the transfer
-handle, and forgets the peer when the failure could mean it died or restarted (ERR state,
-deadline), so the next request handshakes afresh and the worker stays healthy.
+overlap: the request pays the longer of the two, not their sum.
+
+Error policy: every failure ends the request with a :class:`TransferError` naming the cause
+and the peer, releases the transfer handle, and forgets the peer when the failure could
+mean it died or restarted (ERR state, deadline), so the next request handshakes afresh and
+the worker stays healthy.
 """
 
 from __future__ import annotations
@@ -105,7 +107,8 @@ class KVTransferAgent:
         self._lock = threading.Lock()
         self._holder: BlockHolder | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._claims: ThreadPoolExecutor | None = None  # None: claim before the READ
+        # claims run here beside their READs (threads start only when a decode claims)
+        self._claims = ThreadPoolExecutor(CLAIM_THREADS, thread_name_prefix="kv-claim")
         self._closed = False
 
     # --- lifecycle ------------------------------------------------------------------
@@ -129,8 +132,6 @@ class KVTransferAgent:
         self._agent.register(self._buffer, self.layout.block_len, self.layout.num_blocks)
         if cfg.nixl_threads > 1:
             self._pool = ThreadPoolExecutor(cfg.nixl_threads, thread_name_prefix="kv-read")
-        if cfg.role in ("decode", "both"):
-            self._claims = ThreadPoolExecutor(CLAIM_THREADS, thread_name_prefix="kv-claim")
         self._peers = PeerDirectory(
             self._agent,
             self._codec,
@@ -157,8 +158,7 @@ class KVTransferAgent:
             self._holder.stop()
         if self._pool is not None:
             self._pool.shutdown(wait=True)  # parts in flight end by their deadline
-        if self._claims is not None:
-            self._claims.shutdown(wait=True)  # claims end by their timeout
+        self._claims.shutdown(wait=True)  # claims end by their timeout
         if self._agent is not None:
             self._agent.close()
         if self._server is not None:
@@ -280,14 +280,10 @@ class KVTransferAgent:
                 # hold; no claim, since no bytes can be read wrong (a late notify is ignored)
                 self._notify(peer, entry, request_id)
                 return TransferStats(0, 0, hs_ms, 0.0, 0.0, (time.perf_counter() - t0) * 1000)
-            claim_ms, pending, claims = 0.0, None, self._claims
-            if claim and claims is None:  # no claim thread: claim, then READ
-                claim_ms = self._directory().claim(
-                    peer, entry, request_id, remote_block_ids, deadline, prompt_digest
-                )
-            elif claim and claims is not None:
+            pending = None
+            if claim:
                 ask = self._directory().claim
-                pending = claims.submit(
+                pending = self._claims.submit(
                     ask, peer, entry, request_id, remote_block_ids, deadline, prompt_digest
                 )
             try:
@@ -297,8 +293,8 @@ class KVTransferAgent:
             except TransferError:
                 _settle(pending, deadline)  # its answer no longer matters
                 raise
+            claim_ms = _settle(pending, deadline)  # refused: the bytes read are discarded
             if pending is not None:
-                claim_ms = _settle(pending, deadline)  # refused: the bytes read are discarded
                 self._notify(peer, entry, request_id)
             if self._buffer is not self._caches:
                 copy_blocks(self._buffer, self._caches, local_block_ids)

@@ -40,6 +40,10 @@ class FakeNixl:
     threads: int = 0
     released: list[Any] = field(default_factory=list)
     posted: int = 0
+    notified: list[tuple[str, bytes]] = field(default_factory=list)
+
+    def send_notif(self, peer_name: str, msg: bytes) -> None:
+        self.notified.append((peer_name, msg))
 
     def post_read(self, *args: Any, **kw: Any) -> tuple[Any, str]:
         self.posted += 1
@@ -138,6 +142,8 @@ def test_fake_nixl_done_releases_the_handle_and_counts_bytes() -> None:
     assert stats.bytes == 3 * LAYOUT.block_len and stats.descriptors == 2
     assert len(fake.released) == 1 and directory.forgotten == []
     assert agent.stats()["transfers"] == 1
+    assert directory.claims == [("r1", [0, 1, 5])]
+    assert fake.notified == [("p0-x", b"r:r1")]  # prefill frees them once the claim held
 
 
 def test_reads_claim_the_remote_blocks_first() -> None:
@@ -175,16 +181,19 @@ def test_reads_claim_the_remote_blocks_first() -> None:
         ),
     ],
 )
-def test_a_refused_claim_reads_nothing_and_counts_the_failure(
+def test_a_refused_claim_uses_nothing_read_and_counts_the_failure(
     answer: protocol.ClaimAnswer, message: str, reason: str
 ) -> None:
+    """The claim runs beside the READ: the READ is posted and its handle released, but a
+    refused claim fails the request, sends prefill no notification and counts no transfer."""
     fake = FakeNixl(first="DONE", final="DONE")
     agent, directory = agent_with(fake)
     directory.answer = answer
     with pytest.raises(TransferError, match=message) as err:
         agent.read(PEER, "r1", [0, 1], [2, 3])
     assert err.value.reason == reason
-    assert fake.posted == 0 and fake.released == [] and directory.forgotten == []
+    assert fake.posted == 1 and len(fake.released) == 1 and fake.notified == []
+    assert directory.forgotten == []
     assert agent.stats()[f"failures_{reason}"] == 1 and agent.stats()["transfers"] == 0
 
 
