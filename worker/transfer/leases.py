@@ -1,7 +1,8 @@
 """Lease table: the prefill side's record of published blocks awaiting decode's READ.
 
-Pure layer (stdlib only; time is passed in). Thread-safe: the request path holds, the
-side-channel thread claims, and the notification thread pops or expires.
+Pure layer (stdlib, and the claim reasons of the wire contract, :mod:`protocol`; time is
+passed in). Thread-safe: the request path holds, the side-channel thread claims, and the
+notification thread pops or expires.
 
 A claim is decode asking, before it posts its READ, whether the blocks are still held for
 it. It is answered atomically under the table's lock: either the lease is live, decode
@@ -17,10 +18,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Literal
+
+from disagg_worker.transfer.protocol import ClaimReason
 
 ENDED_MEMORY = 4096  # recently ended request ids remembered for claim answers
-ClaimReason = Literal["", "expired", "released", "unknown", "blocks_differ", "prompt_differs"]
 
 
 @dataclass(frozen=True)

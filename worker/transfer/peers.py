@@ -24,7 +24,7 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import zmq
 
@@ -83,7 +83,7 @@ class Backoff:
     incarnation: str
     until: float
     failures: int
-    cause: str = field(default="")
+    cause: str = ""
 
 
 def backoff_delay(failures: int) -> float:
