@@ -17,9 +17,17 @@ API server.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+)
 from pydantic.alias_generators import to_camel
 
 from disagg_operator.engines import llmd as llmd_sidecar
@@ -218,6 +226,50 @@ class EnvVar(_Model):
     )
 
 
+# A count or a percentage of a role's replicas ("25%"), as in a Deployment's strategy.
+_PERCENT = re.compile(r"^[0-9]{1,3}%$")
+
+
+def _int_or_percent(value: Any) -> Any:
+    if isinstance(value, bool) or not (
+        (isinstance(value, int) and value >= 0)
+        or (isinstance(value, str) and _PERCENT.match(value) and int(value[:-1]) <= 100)
+    ):
+        raise ValueError("neither a count (0, 1, ...) nor a percentage like '25%'")
+    return value
+
+
+IntOrPercent = Annotated[
+    int | str,
+    BeforeValidator(_int_or_percent),
+    WithJsonSchema(
+        {
+            "x-kubernetes-int-or-string": True,
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": _PERCENT.pattern},
+            ],
+        }
+    ),
+]
+
+
+class RolloutStrategy(_Model):
+    """How a role's pods are replaced when the spec changes (a Deployment's RollingUpdate).
+
+    Percentages are of the role's replicas: maxSurge rounds up, maxUnavailable down (both
+    0 is refused). A change of the KV-compatibility key does not roll in place: it starts
+    a new KV revision (docs/operator.md, "Rollouts").
+    """
+
+    max_surge: IntOrPercent = Field(
+        default="25%", description="pods above replicas while rolling (count or percent)"
+    )
+    max_unavailable: IntOrPercent = Field(
+        default="25%", description="ready pods that may be missing while rolling"
+    )
+
+
 class RoleSpec(_Model):
     """One role's pool: how many pods, on which hardware, with which engine settings."""
 
@@ -256,6 +308,11 @@ class RoleSpec(_Model):
         default=None,
         description="extra env (names the operator derives, e.g. UCX_TLS or VLLM_CPU_*, "
         "are refused: set the spec field instead)",
+    )
+    rollout: RolloutStrategy = Field(
+        default_factory=RolloutStrategy,
+        description="how a spec change replaces this role's pods (maxSurge, maxUnavailable)",
+        **_EMPTY,
     )
 
 
@@ -441,7 +498,15 @@ class RoleStatus(_Model):
     desired: int = Field(default=0, description="pods the spec asks for")
     ready: int = Field(default=0, description="pods whose Ready condition is True")
     updated: int = Field(default=0, description="pods running the current pod spec")
-    summary: str = Field(default="0/0", description="ready/desired (printer column)")
+    summary: str = Field(
+        default="0/0", description="ready/desired, plus the updated count while rolling"
+    )
+    current_revision: str | None = Field(
+        default=None, description="pod template most routed pods run (disagg.dev/revision)"
+    )
+    update_revision: str | None = Field(
+        default=None, description="pod template the spec wants (equal to current when done)"
+    )
 
 
 class Condition(_Model):
@@ -465,6 +530,12 @@ class DeploymentStatus(_Model):
     observed_generation: int | None = Field(default=None, description="last generation seen")
     prefill: RoleStatus | None = Field(default=None, description="prefill pod counts")
     decode: RoleStatus | None = Field(default=None, description="decode pod counts")
+    kv_revision: str | None = Field(
+        default=None, description="the spec's KV-compatibility key (disagg.dev/kv-revision)"
+    )
+    routed_kv_revision: str | None = Field(
+        default=None, description="the KV revision the Services and InferencePool select"
+    )
     conditions: list[Condition] | None = Field(
         default=None, description="Ready, Progressing, Degraded"
     )

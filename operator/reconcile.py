@@ -34,10 +34,12 @@ from typing import Any, Protocol, cast
 
 from disagg_operator import metrics
 from disagg_operator import status as status_mod
-from disagg_operator.models import API_VERSION, INFERENCE_POOL_APIS, PLURAL
+from disagg_operator.models import API_VERSION, INFERENCE_POOL_APIS, PLURAL, DisaggregatedDeployment
 from disagg_operator.plan import Action, plan
 from disagg_operator.render.derive import HMAC_KEY
-from disagg_operator.render.objects import LABEL_DEPLOYMENT, render
+from disagg_operator.render.objects import LABEL_DEPLOYMENT, render_model, role_pod
+from disagg_operator.rollout.decide import decide, routed_revision
+from disagg_operator.rollout.planner import Plan
 from disagg_operator.validation import Problem, parse
 
 log = logging.getLogger("disagg.operator")
@@ -159,34 +161,52 @@ async def sync(
     observed = await observe(api, body)
     dd, problems = parse(body)
     outcome = Outcome(problems=problems)
-    desired: list[dict[str, Any]] = []
+    meta = body["metadata"]
+    uid = str(meta.get("uid") or "")
+    pods = [o for o in observed if o["kind"] == "Pod"]
+    steps: Plan | None = None
     if dd is not None and not problems:
-        desired = render(body, hmac_key=existing_key(observed) or new_key())
-        outcome.actions = plan(desired, observed)
+        steps = decide(dd, uid=uid, pods=pods, routed=routed_revision(meta["name"], observed))
+        key = existing_key(observed) or new_key()
+        desired = [
+            o
+            for o in render_model(dd, uid=uid, hmac_key=key, routed_kv=steps.routed)
+            if o["kind"] != "Pod"
+        ]
+        outcome.actions = plan(desired, [o for o in observed if o["kind"] != "Pod"])
+        outcome.actions += pod_actions(dd, uid, steps)
         await execute(api, outcome.actions)
         if outcome.actions:  # what `kubectl describe` shows: one Normal event per change
             summary = ", ".join(map(str, outcome.actions))
             await api.event(body, type_="Normal", reason="Reconciled", message=summary)
-    pods = [o for o in observed if o["kind"] == "Pod"]
-    if outcome.actions:  # pods changed: count what is there now
-        meta = body["metadata"]
+    if steps is not None and dd is not None and outcome.actions:  # count what is there now
         selector = f"{LABEL_DEPLOYMENT}={meta['name']}"
-        pods = [
-            p
-            for p in await api.list("v1", "pods", meta["namespace"], selector)
-            if _owned(p, meta.get("uid", ""))
-        ]
+        listed = await api.list("v1", "pods", meta["namespace"], selector)
+        pods = [p for p in listed if _owned(p, uid)]
+        steps = decide(dd, uid=uid, pods=pods, routed=steps.routed)
     status = status_mod.compute(
         spec=dd.spec if dd is not None else None,
-        generation=body["metadata"].get("generation"),
+        generation=meta.get("generation"),
         pods=pods,
         previous=body.get("status"),
         now=now,
         problems=problems,
-        desired_pods=[o for o in desired if o["kind"] == "Pod"],
+        rollout=steps,
     )
     outcome.status_written = await _write_status(api, body, status, problems)
     return outcome
+
+
+def pod_actions(dd: DisaggregatedDeployment, uid: str, steps: Plan) -> list[Action]:
+    """The rollout plan's pod writes: creates in role order, then deletes."""
+    namespace = dd.metadata.namespace
+    actions = [
+        Action("create", "Pod", pod["metadata"]["name"], namespace, "v1", pod)
+        for role, indices in steps.create.items()
+        for pod in (role_pod(dd, uid=uid, role=role, index=i) for i in indices)
+    ]
+    actions += [Action("delete", "Pod", name, namespace, "v1") for name in steps.delete]
+    return actions
 
 
 async def _write_status(

@@ -1,26 +1,36 @@
-"""Status: (spec, observed pods, desired pods, generation, now) → the CR's status.
+"""Status: (spec, observed pods, rollout plan, generation, now) → the CR's status.
 
 Pure layer. Public API::
 
-    compute(*, spec, generation, pods, previous, now, problems, desired_pods=()) -> dict
+    compute(*, spec, generation, pods, previous, now, problems, rollout=None) -> dict
 
 ``spec`` is the parsed DeploymentSpec (None when the body did not parse), ``pods`` the
-observed Pods of the deployment, ``desired_pods`` what render produced for it (their
-spec-hash annotations decide which observed pods are *updated*), ``previous`` the status
-now stored (so lastTransitionTime only moves when a condition's status flips), ``problems``
-from validation.parse. Same inputs, same output: an unchanged world yields an unchanged
+observed Pods of the deployment, ``rollout`` the planner's view of them
+(:mod:`disagg_operator.rollout.planner`: per role desired / ready / updated counts and
+revisions, the spec's KV revision and the routed one), ``previous`` the status now stored
+(so lastTransitionTime only moves when a condition's status flips), ``problems`` from
+validation.parse. Same inputs, same output: an unchanged world yields an unchanged
 status, so the I/O layer writes nothing.
+
+Per role: ``desired``, ``ready`` (ready pods of the routed KV revision), ``updated`` (pods
+running the spec's template), ``currentRevision`` / ``updateRevision`` (role templates:
+equal once the rollout is done) and ``summary`` (``ready/desired``, plus ``(N updated)``
+while rolling). Top level: ``kvRevision`` (the spec's KV-compatibility key) and
+``routedKvRevision`` (what the Services and the InferencePool select).
 
 Conditions (metav1.Condition shape, observedGeneration on each)::
 
     type         status  reason            when
     Ready        True    AllReplicasReady  every desired pod exists, is updated and Ready
-                 False   ReplicasNotReady  some desired pod is missing, stale or not Ready
+                 False   ReplicasNotReady  some desired pod is missing, stale or not Ready,
+                                           or traffic is still on an old KV revision
                  False   NoPrefill         prefill has 0 replicas while decode has some, or
                                            decode pods are Ready and no prefill pod is:
                                            decode cannot get KV (wins over the above)
                  False   InvalidSpec       the spec has problems (message lists them)
-    Progressing  True    RollingOut        some pod runs an old pod spec or is missing
+    Progressing  True    NewKVRevision     the KV key changed: the new revision's pods
+                                           start while the old one keeps the traffic
+                 True    RollingOut        some pod runs an old pod spec or is missing
                  True    PodsStarting      all pods updated, some not Ready yet
                  True    ScalingDown       pods beyond the desired ones still exist
                  False   RolloutComplete   nothing left to do
@@ -50,7 +60,7 @@ from typing import Any
 
 from disagg_operator.models import ROLES, DeploymentSpec
 from disagg_operator.render.derive import resolution
-from disagg_operator.render.pods import SPEC_HASH
+from disagg_operator.rollout.planner import Plan, RoleCounts
 from disagg_operator.validation import Problem
 
 READY = "Ready"
@@ -63,7 +73,14 @@ ENGINE_VERSION_KNOWN = "EngineVersionKnown"
 REASONS: dict[str, frozenset[str]] = {
     READY: frozenset({"AllReplicasReady", "ReplicasNotReady", "NoPrefill", "InvalidSpec"}),
     PROGRESSING: frozenset(
-        {"RollingOut", "PodsStarting", "ScalingDown", "RolloutComplete", "InvalidSpec"}
+        {
+            "RollingOut",
+            "NewKVRevision",
+            "PodsStarting",
+            "ScalingDown",
+            "RolloutComplete",
+            "InvalidSpec",
+        }
     ),
     DEGRADED: frozenset({"PodsFailing", "NoPrefill", "InvalidSpec", "AsExpected"}),
     ENGINE_VERSION_KNOWN: frozenset(
@@ -71,7 +88,6 @@ REASONS: dict[str, frozenset[str]] = {
     ),
 }
 
-LABEL_ROLE = "disagg.dev/role"
 FAILING_WAIT_REASONS = frozenset(
     {
         "CrashLoopBackOff",
@@ -94,18 +110,23 @@ def compute(
     previous: dict[str, Any] | None,
     now: datetime,
     problems: Sequence[Problem],
-    desired_pods: Sequence[dict[str, Any]] = (),
+    rollout: Plan | None = None,
 ) -> dict[str, Any]:
     """The status subresource for this observation (camelCase dict)."""
     previous = previous or {}
     live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")]
     roles: dict[str, Any]
+    revisions: dict[str, Any] = {}
     if problems or spec is None:
-        roles = {r: previous.get(r) or _role(0, 0, 0) for r in ROLES}
+        roles = {r: previous.get(r) or _role(RoleCounts()) for r in ROLES}
         wanted = _invalid(problems)
+    elif rollout is None:
+        raise ValueError("a valid spec needs its rollout plan (rollout.decide)")
     else:
-        roles, extra = _counts(spec, live, desired_pods)
-        wanted = _healthy(roles, extra, _failing(live))
+        roles = {r: _role(rollout.counts.get(r, RoleCounts())) for r in ROLES}
+        extra = sum(c.extra for c in rollout.counts.values())
+        wanted = _healthy(rollout, roles, extra, _failing(live))
+        revisions = {"kvRevision": rollout.target, "routedKvRevision": rollout.routed}
     conditions = [
         _condition(kind, status, reason, message, generation, previous, now)
         for kind, (status, reason, message) in zip(CONDITION_TYPES, wanted, strict=True)
@@ -113,9 +134,12 @@ def compute(
     engine = engine_version(spec)
     if engine is not None:
         conditions.append(_condition(ENGINE_VERSION_KNOWN, *engine, generation, previous, now))
+    if not revisions:  # invalid: keep what the last valid spec reported
+        revisions = {k: previous[k] for k in ("kvRevision", "routedKvRevision") if k in previous}
     return {
         "observedGeneration": generation,
         **roles,
+        **revisions,
         "conditions": conditions,
         "phase": _phase(conditions),
     }
@@ -129,44 +153,21 @@ def engine_version(spec: DeploymentSpec | None) -> tuple[str, str, str] | None:
     return ("True" if found.known else "False", found.reason, found.message)
 
 
-def _role(desired: int, ready: int, updated: int) -> dict[str, Any]:
-    return {
-        "desired": desired,
-        "ready": ready,
-        "updated": updated,
-        "summary": f"{ready}/{desired}",
+def _role(counts: RoleCounts) -> dict[str, Any]:
+    """One role's status; the summary (a printer column) shows a rollout's progress."""
+    summary = f"{counts.ready}/{counts.desired}"
+    if counts.updated < counts.live:  # old pods are still there: a rollout is on
+        summary += f" ({counts.updated} updated)"
+    out: dict[str, Any] = {
+        "desired": counts.desired,
+        "ready": counts.ready,
+        "updated": counts.updated,
+        "summary": summary,
     }
-
-
-def _is_ready(pod: dict[str, Any]) -> bool:
-    conditions = pod.get("status", {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def _counts(
-    spec: DeploymentSpec, live: Sequence[dict[str, Any]], desired: Sequence[dict[str, Any]]
-) -> tuple[dict[str, Any], int]:
-    """Per-role counts, and how many live pods are not desired at all."""
-    hashes = {
-        p["metadata"]["name"]: p["metadata"].get("annotations", {}).get(SPEC_HASH) for p in desired
-    }
-    roles: dict[str, Any] = {}
-    for role in ROLES:
-        mine = [
-            p
-            for p in live
-            if p["metadata"].get("labels", {}).get(LABEL_ROLE) == role
-            and p["metadata"]["name"] in hashes
-        ]
-        updated = [
-            p
-            for p in mine
-            if p["metadata"].get("annotations", {}).get(SPEC_HASH) == hashes[p["metadata"]["name"]]
-        ]
-        ready = sum(1 for p in mine if _is_ready(p))
-        roles[role] = _role(spec.role(role).replicas, ready, len(updated))
-    extra = sum(1 for p in live if p["metadata"]["name"] not in hashes)
-    return roles, extra
+    if counts.update_revision:
+        out["currentRevision"] = counts.current_revision
+        out["updateRevision"] = counts.update_revision
+    return out
 
 
 def _failing(live: Sequence[dict[str, Any]]) -> list[str]:
@@ -206,15 +207,24 @@ def _invalid(problems: Sequence[Problem]) -> tuple[_Wanted, _Wanted, _Wanted]:
 
 
 def _healthy(
-    roles: dict[str, Any], extra: int, failing: list[str]
+    rollout: Plan, roles: dict[str, Any], extra: int, failing: list[str]
 ) -> tuple[_Wanted, _Wanted, _Wanted]:
     summary = ", ".join(
         f"{r} {roles[r]['ready']}/{roles[r]['desired']} ready ({roles[r]['updated']} updated)"
         for r in ROLES
     )
-    stale = any(roles[r]["updated"] < roles[r]["desired"] for r in ROLES)
-    starting = any(roles[r]["ready"] < roles[r]["desired"] for r in ROLES)
-    if stale:
+    counts = [rollout.counts.get(r, RoleCounts()) for r in ROLES]
+    stale = any(c.updated < c.desired for c in counts)
+    starting = any(c.updated_ready < c.desired for c in counts)
+    if rollout.routed != rollout.target:
+        progressing = (
+            "True",
+            "NewKVRevision",
+            f"The KV-compatibility key changed: KV revision {rollout.target} starts beside "
+            f"{rollout.routed}, which keeps all traffic until {rollout.target} has ready "
+            f"pods in every role: {summary}.",
+        )
+    elif stale:
         progressing = ("True", "RollingOut", f"Creating or replacing pods: {summary}.")
     elif starting:
         progressing = ("True", "PodsStarting", f"Waiting for pods to become ready: {summary}.")
@@ -222,7 +232,8 @@ def _healthy(
         progressing = ("True", "ScalingDown", f"Removing {extra} pod(s) no longer desired.")
     else:
         progressing = ("False", "RolloutComplete", f"Every pod runs the current spec: {summary}.")
-    return _ready(roles, summary, stale or starting), progressing, _degraded(roles, failing)
+    not_ready = stale or starting or rollout.routed != rollout.target
+    return _ready(roles, summary, not_ready), progressing, _degraded(roles, failing)
 
 
 def _no_prefill(roles: dict[str, Any]) -> bool:

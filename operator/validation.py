@@ -26,9 +26,11 @@ from disagg_operator.models import (
     ROLES,
     DeploymentSpec,
     DisaggregatedDeployment,
+    RolloutStrategy,
 )
 from disagg_operator.problems import InvalidSpec, Problem
 from disagg_operator.render import derive as render_derive
+from disagg_operator.rollout.planner import Budget, resolve
 from disagg_worker import platforms, ucx
 from disagg_worker.engine.presets import PRESETS
 
@@ -82,6 +84,7 @@ def check(dd: DisaggregatedDeployment) -> list[Problem]:
     if any(p.field.endswith(".device") for p in problems):
         return problems  # later checks need known devices
     checks = (
+        _rollouts,
         _backends,
         _lease,
         _ucx_reach,
@@ -101,7 +104,10 @@ def check(dd: DisaggregatedDeployment) -> list[Problem]:
 
 
 def _names(name: str, spec: DeploymentSpec) -> Iterator[Problem]:
-    longest = f"{name}-prefill-{max(spec.prefill.replicas, spec.decode.replicas, 1) - 1}"
+    # A rollout may use indices up to twice the replicas plus the surge (a new KV
+    # revision's pods beside the old ones): the name must fit those too.
+    top = max(max_index(spec.role(r).replicas, spec.role(r).rollout) for r in ROLES)
+    longest = f"{name}-prefill-{top}"
     if len(longest) > MAX_LABEL:
         yield Problem(
             "metadata.name",
@@ -114,6 +120,26 @@ def _names(name: str, spec: DeploymentSpec) -> Iterator[Problem]:
             f"{name!r} is not a DNS label: use lowercase letters, digits and '-', starting "
             "with a letter (child Service names and pod hostnames derive from it)",
         )
+
+
+def max_index(replicas: int, strategy: RolloutStrategy) -> int:
+    """The highest pod index a rollout of this role can use."""
+    return max(0, 2 * replicas + Budget.of(replicas, strategy).surge - 1)
+
+
+def _rollouts(spec: DeploymentSpec) -> Iterator[Problem]:
+    for role in ROLES:
+        r = spec.role(role)
+        surge = resolve(r.rollout.max_surge, r.replicas, round_up=True)
+        unavailable = resolve(r.rollout.max_unavailable, r.replicas, round_up=False)
+        if r.replicas > 0 and surge == 0 and unavailable == 0:
+            yield Problem(
+                f"spec.{role}.rollout",
+                f"maxSurge {r.rollout.max_surge!r} and maxUnavailable "
+                f"{r.rollout.max_unavailable!r} both come to 0 pods of {r.replicas}: a "
+                "rollout could never replace a pod; allow a surge (e.g. maxSurge: 1) or "
+                "an unavailable pod (maxUnavailable: 1)",
+            )
 
 
 def _devices(spec: DeploymentSpec) -> Iterator[Problem]:

@@ -14,6 +14,13 @@ them (no finalizer). Invalid specs raise :class:`validation.InvalidSpec`.
 The Secret's key is an argument: the I/O layer reads the existing key or generates one,
 so render itself is deterministic. A role with ``replicas: 0`` is removed: no pods and no
 Service.
+
+Revisions: every pod carries ``disagg.dev/kv-revision`` (its spec's KV-compatibility key,
+:mod:`disagg_operator.rollout.kvkey`) and ``disagg.dev/revision`` (its role's template).
+The role Services and the InferencePool select one KV revision, ``routed_kv`` (default:
+the spec's own), so routers never pair a prefill and a decode of different revisions;
+the rollout planner decides when it moves. :func:`role_pod` renders the pod of any index
+(a rollout may use indices beyond ``replicas``).
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ from disagg_operator.models import (
 )
 from disagg_operator.render import pods as render_pods
 from disagg_operator.render.derive import HMAC_KEY
+from disagg_operator.rollout.kvkey import kv_revision
+from disagg_operator.rollout.planner import LABEL_KV_REVISION
 from disagg_operator.validation import InvalidSpec, parse
 
 LABEL_DEPLOYMENT = "disagg.dev/deployment"
@@ -62,44 +71,65 @@ def selector(name: str, role: str | None = None) -> dict[str, str]:
     return out
 
 
-def render(body: dict[str, Any], *, hmac_key: str) -> list[dict[str, Any]]:
+def routing_selector(name: str, kv: str, role: str | None = None) -> dict[str, str]:
+    """Selector of the pods routers may pick: one role's (or both roles') pods of KV
+    revision ``kv``."""
+    return {**selector(name, role), LABEL_KV_REVISION: kv}
+
+
+def render(
+    body: dict[str, Any], *, hmac_key: str, routed_kv: str | None = None
+) -> list[dict[str, Any]]:
     """Every desired child of ``body`` as a plain Kubernetes object dict, stable order."""
     dd, problems = parse(body)
     if dd is None or problems:
         raise InvalidSpec(problems)
-    return render_model(dd, uid=str(body.get("metadata", {}).get("uid") or ""), hmac_key=hmac_key)
+    uid = str(body.get("metadata", {}).get("uid") or "")
+    return render_model(dd, uid=uid, hmac_key=hmac_key, routed_kv=routed_kv)
 
 
-def render_model(dd: DisaggregatedDeployment, *, uid: str, hmac_key: str) -> list[dict[str, Any]]:
-    """Render an already validated deployment."""
-    name, spec = dd.metadata.name, dd.spec
+def _meta(
+    dd: DisaggregatedDeployment, uid: str, obj_name: str, role: str | None = None
+) -> dict[str, Any]:
     owner = {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "name": name,
+        "name": dd.metadata.name,
         "uid": uid,
         "controller": True,
         "blockOwnerDeletion": True,
     }
+    return {
+        "name": obj_name,
+        "namespace": dd.metadata.namespace,
+        "labels": labels(dd.metadata.name, role),
+        "ownerReferences": [owner],
+    }
 
-    def meta(obj_name: str, role: str | None = None) -> dict[str, Any]:
-        return {
-            "name": obj_name,
-            "namespace": dd.metadata.namespace,
-            "labels": labels(name, role),
-            "ownerReferences": [dict(owner)],
-        }
 
+def role_pod(dd: DisaggregatedDeployment, *, uid: str, role: str, index: int) -> dict[str, Any]:
+    """The pod ``<name>-<role>-<index>`` as the spec wants it now."""
+    meta = _meta(dd, uid, "", role)
+    meta["labels"][LABEL_KV_REVISION] = kv_revision(dd.spec)
+    return render_pods.pod(dd.spec, role, index, name=dd.metadata.name, meta=meta)
+
+
+def render_model(
+    dd: DisaggregatedDeployment, *, uid: str, hmac_key: str, routed_kv: str | None = None
+) -> list[dict[str, Any]]:
+    """Render an already validated deployment (pods ``0 .. replicas-1`` of each role)."""
+    name, spec = dd.metadata.name, dd.spec
+    kv = routed_kv or kv_revision(spec)
     roles = [role for role in ROLES if spec.role(role).replicas > 0]
-    objects = [_secret(meta(f"{name}-handshake"), hmac_key)]
-    objects += [_service(spec, role, meta(f"{name}-{role}", role)) for role in roles]
-    objects.append(_network_policy(spec, name, meta(f"{name}-side-channel")))
+    objects = [_secret(_meta(dd, uid, f"{name}-handshake"), hmac_key)]
+    objects += [_service(spec, role, _meta(dd, uid, f"{name}-{role}", role), kv) for role in roles]
+    objects.append(_network_policy(spec, name, _meta(dd, uid, f"{name}-side-channel")))
     for role in roles:
-        for i in range(spec.role(role).replicas):
-            pod_meta = meta("", role)
-            objects.append(render_pods.pod(spec, role, i, name=name, meta=pod_meta))
+        objects += [
+            role_pod(dd, uid=uid, role=role, index=i) for i in range(spec.role(role).replicas)
+        ]
     if spec.llmd.enabled and spec.llmd.inference_pool.enabled:
-        objects.append(_inference_pool(spec, name, meta(name)))
+        objects.append(_inference_pool(spec, name, _meta(dd, uid, name), kv))
     return copy.deepcopy(objects)  # no shared sub-dicts: callers may mutate freely
 
 
@@ -108,7 +138,7 @@ def _secret(meta: dict[str, Any], hmac_key: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "data": data}
 
 
-def _service(spec: DeploymentSpec, role: str, meta: dict[str, Any]) -> dict[str, Any]:
+def _service(spec: DeploymentSpec, role: str, meta: dict[str, Any], kv: str) -> dict[str, Any]:
     """Headless: peers and routers address pods directly (pod DNS via the subdomain)."""
     port = spec.kv_transfer.side_channel_port
     ports = [
@@ -120,7 +150,7 @@ def _service(spec: DeploymentSpec, role: str, meta: dict[str, Any]) -> dict[str,
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": meta,
-        "spec": {"clusterIP": "None", "selector": selector(name, role), "ports": ports},
+        "spec": {"clusterIP": "None", "selector": routing_selector(name, kv, role), "ports": ports},
     }
 
 
@@ -148,7 +178,9 @@ def _network_policy(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> di
     }
 
 
-def _inference_pool(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> dict[str, Any]:
+def _inference_pool(
+    spec: DeploymentSpec, name: str, meta: dict[str, Any], kv: str
+) -> dict[str, Any]:
     """Gateway API Inference Extension pool over both roles (the EPP tells them apart by
     the llm-d.ai/role label); the EPP itself is deployed with llm-d's charts.
 
@@ -162,13 +194,13 @@ def _inference_pool(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> di
     mode = {"failureMode": ref.failure_mode} if ref.failure_mode else {}
     if pool.version == "v1alpha2":
         body = {
-            "selector": selector(name),
+            "selector": routing_selector(name, kv),
             "targetPortNumber": HTTP_PORT,
             "extensionRef": {"name": ref.name, "portNumber": ref.port, **mode},
         }
     else:
         body = {
-            "selector": {"matchLabels": selector(name)},
+            "selector": {"matchLabels": routing_selector(name, kv)},
             "targetPorts": [{"number": HTTP_PORT}],
             "endpointPickerRef": {"name": ref.name, "port": {"number": ref.port}, **mode},
         }

@@ -14,7 +14,8 @@ Pure layer, part of render. :func:`pod` builds the whole Pod for role ``role`` i
 User ``env`` and ``args`` are appended; validation refuses names and flags that collide
 with derived ones.
 The spec-hash annotation is a hash of the pod's labels and spec, so any change to either
-makes the I/O layer replace the pod.
+makes the rollout replace the pod; the ``disagg.dev/revision`` label hashes the same minus
+the pod's own name, so it is equal across a role's pods of one template.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from disagg_operator.render import derive
 from disagg_worker.config import WorkerConfig
 
 SPEC_HASH = "disagg.dev/spec-hash"
+# The role's pod template (every field but the pod's own name), KV revision included:
+# pods of one role with the same value run the same spec (status currentRevision).
+REVISION = "disagg.dev/revision"
 # Which vLLM version render assumed and the profile it used (unknown: no version found).
 VLLM_VERSION = "disagg.dev/vllm-version"
 VLLM_PROFILE = "disagg.dev/vllm-profile"
@@ -93,8 +97,9 @@ def pod(
         "affinity": r.affinity,
     }
     pod_spec.update({k: v for k, v in placement.items() if v})
-    labels = meta["labels"]
-    metadata = {**meta, "name": pod_name}
+    template = {k: v for k, v in pod_spec.items() if k not in ("hostname",)}
+    labels = {**meta["labels"], REVISION: spec_hash(meta["labels"], template)[:10]}
+    metadata = {**meta, "name": pod_name, "labels": labels}
     metadata["annotations"] = {SPEC_HASH: spec_hash(labels, pod_spec), **_engine_notes(spec)}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
 

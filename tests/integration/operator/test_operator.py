@@ -136,25 +136,6 @@ async def test_deleted_pod_is_recreated(emulator: Emulator, operator: asyncio.Ta
     await until("Ready=False", lambda: condition(emulator, "demo").get("status") == "False")
 
 
-async def test_spec_change_replaces_the_pods(
-    emulator: Emulator, operator: asyncio.Task[None]
-) -> None:
-    await api(emulator, "POST", DD_PATH, quickstart())
-    before = await converge(emulator)
-    engine = {"type": "reference", "image": "ghcr.io/disagg-dev/disagg-worker-cpu:0.2.0"}
-    await api(emulator, "PATCH", f"{DD_PATH}/demo", {"spec": {"engine": engine}})
-
-    def replaced() -> bool:
-        now = pods(emulator)
-        return len(now) == 2 and all(
-            now[n]["metadata"]["uid"] != before[n]["metadata"]["uid"] for n in before
-        )
-
-    await until("both pods replaced", replaced)
-    images = {p["spec"]["containers"][0]["image"] for p in pods(emulator).values()}
-    assert images == {engine["image"]}
-
-
 async def test_invalid_spec_reports_and_changes_nothing(
     emulator: Emulator, operator: asyncio.Task[None]
 ) -> None:
@@ -249,7 +230,13 @@ async def test_llmd_example_gets_a_pool_that_goes_when_disabled(
     pool_key = "inference.networking.k8s.io/v1/inferencepools"  # the GA API, by default
     pool = await until("an InferencePool", lambda: emulator.find(pool_key, NS, "qwen"))
     assert pool["apiVersion"] == "inference.networking.k8s.io/v1"
-    assert pool["spec"]["selector"] == {"matchLabels": {"disagg.dev/deployment": "qwen"}}
+    kv = (emulator.find(DD, NS, "qwen") or {}).get("status", {}).get("kvRevision")
+    kv = kv or pool["spec"]["selector"]["matchLabels"].get("disagg.dev/kv-revision")
+    qwen_pods = [p for p in emulator.objects_of("v1/pods", NS) if "qwen" in p["metadata"]["name"]]
+    assert {p["metadata"]["labels"]["disagg.dev/kv-revision"] for p in qwen_pods} == {kv}
+    assert pool["spec"]["selector"] == {
+        "matchLabels": {"disagg.dev/deployment": "qwen", "disagg.dev/kv-revision": kv}
+    }
     assert pool["spec"]["targetPorts"] == [{"number": 8000}]
     assert pool["spec"]["endpointPickerRef"] == {"name": "qwen-epp", "port": {"number": 9002}}
     old_key = "inference.networking.x-k8s.io/v1alpha2/inferencepools"

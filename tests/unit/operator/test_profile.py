@@ -12,6 +12,7 @@ from disagg_operator import status, validation
 from disagg_operator.engines import vllm
 from disagg_operator.models import DeploymentSpec
 from disagg_operator.render.objects import render
+from disagg_operator.rollout.decide import decide
 
 from .builders import GPU, body, by_kind, env_of, role, vllm_gpu_cpu
 
@@ -267,7 +268,12 @@ def test_too_old_and_disagreeing_versions_are_invalid() -> None:
 def _engine_condition(obj: dict[str, Any]) -> dict[str, Any] | None:
     spec = _spec(obj)
     now = datetime(2025, 1, 1, tzinfo=timezone.utc)
-    result = status.compute(spec=spec, generation=1, pods=[], previous=None, now=now, problems=[])
+    dd, _ = validation.parse(obj)
+    assert dd is not None
+    steps = decide(dd, uid="u", pods=[], routed=None)
+    result = status.compute(
+        spec=spec, generation=1, pods=[], previous=None, now=now, problems=[], rollout=steps
+    )
     found = [c for c in result["conditions"] if c["type"] == status.ENGINE_VERSION_KNOWN]
     return found[0] if found else None
 

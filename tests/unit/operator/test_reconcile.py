@@ -100,12 +100,14 @@ async def test_first_sync_creates_children_and_writes_status_once() -> None:
         ("event", "Normal", "Reconciled"),
         ("patch", "DisaggregatedDeployment", "demo", "status"),
     ]
-    assert api.body["status"]["prefill"] == {
+    prefill = api.body["status"]["prefill"]
+    assert {k: prefill[k] for k in ("desired", "ready", "updated", "summary")} == {
         "desired": 1,
         "ready": 0,
         "updated": 1,
         "summary": "0/1",
     }
+    assert prefill["currentRevision"] == prefill["updateRevision"]
 
 
 async def test_second_sync_over_the_same_world_writes_nothing() -> None:

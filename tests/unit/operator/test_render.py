@@ -14,6 +14,7 @@ from disagg_operator.models import DeploymentSpec
 from disagg_operator.render import derive as render_derive
 from disagg_operator.render import pods as render_pods
 from disagg_operator.render.objects import SPEC_HASH, render
+from disagg_operator.rollout.planner import LABEL_KV_REVISION
 from disagg_worker.config import WorkerConfig
 
 from .builders import GPU, ROOT, body, by_kind, env_of, role, vllm_gpu_cpu
@@ -90,9 +91,29 @@ def test_hash_moves_with_the_pod_spec_only() -> None:
     assert _hashes(body(uid="other-uid")) == base
     scaled = _hashes(body(prefill=role(replicas=3)))
     assert {k: scaled[k] for k in base} == base  # scaling does not replace pods
-    changed = _hashes(body(decode=role(image="example.com/other:2")))
+    changed = _hashes(body(decode=role(node_selector={"pool": "b"})))
     assert changed["demo-decode-0"] != base["demo-decode-0"]
-    assert changed["demo-prefill-0"] == base["demo-prefill-0"]
+    assert changed["demo-prefill-0"] == base["demo-prefill-0"]  # not in the KV key
+    # a new reference image may change the cache layout: a new KV revision for both roles
+    new_kv = _hashes(body(decode=role(image="example.com/other:2")))
+    assert all(new_kv[name] != base[name] for name in base)
+
+
+def test_routing_objects_select_one_kv_revision() -> None:
+    """Services and the InferencePool select the routed KV revision (the spec's own by
+    default), which every pod carries as a label."""
+    obj = vllm_gpu_cpu(llmd={"enabled": True})
+    objects = render(obj, hmac_key=KEY)
+    kv = {p["metadata"]["labels"][LABEL_KV_REVISION] for p in by_kind(objects, "Pod")}
+    assert len(kv) == 1
+    for svc in by_kind(objects, "Service"):
+        assert svc["spec"]["selector"][LABEL_KV_REVISION] in kv
+    pool = by_kind(objects, "InferencePool")[0]
+    assert pool["spec"]["selector"]["matchLabels"][LABEL_KV_REVISION] in kv
+    older = render(obj, hmac_key=KEY, routed_kv="0123456789")
+    assert {s["spec"]["selector"][LABEL_KV_REVISION] for s in by_kind(older, "Service")} == {
+        "0123456789"
+    }
 
 
 def test_secret_holds_the_key() -> None:
@@ -309,8 +330,9 @@ def test_inference_pool_is_the_ga_v1_shape() -> None:
     pool = by_kind(objects, "InferencePool")[0]
     assert pool["apiVersion"] == "inference.networking.k8s.io/v1"
     assert pool["metadata"]["name"] == "demo"
+    kv = pool["spec"]["selector"]["matchLabels"][LABEL_KV_REVISION]
     assert pool["spec"] == {
-        "selector": {"matchLabels": {"disagg.dev/deployment": "demo"}},
+        "selector": {"matchLabels": {"disagg.dev/deployment": "demo", LABEL_KV_REVISION: kv}},
         "targetPorts": [{"number": 8000}],
         "endpointPickerRef": {"name": "demo-epp", "port": {"number": 9002}},
     }
@@ -334,8 +356,9 @@ def test_inference_pool_v1alpha2_only_on_request() -> None:
     llmd = {"enabled": True, "inferencePool": {"version": "v1alpha2"}}
     pool = by_kind(render(vllm_gpu_cpu(llmd=llmd), hmac_key=KEY), "InferencePool")[0]
     assert pool["apiVersion"] == "inference.networking.x-k8s.io/v1alpha2"
+    kv = pool["spec"]["selector"][LABEL_KV_REVISION]
     assert pool["spec"] == {
-        "selector": {"disagg.dev/deployment": "demo"},
+        "selector": {"disagg.dev/deployment": "demo", LABEL_KV_REVISION: kv},
         "targetPortNumber": 8000,
         "extensionRef": {"name": "demo-epp", "portNumber": 9002},
     }

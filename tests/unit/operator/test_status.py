@@ -8,6 +8,7 @@ from typing import Any
 
 from disagg_operator import status, validation
 from disagg_operator.render.objects import SPEC_HASH, render
+from disagg_operator.rollout.decide import decide
 
 from .builders import body, by_kind, role
 
@@ -30,7 +31,8 @@ def _compute(
     generation: int = 1,
 ) -> dict[str, Any]:
     dd, problems = validation.parse(obj)
-    desired = by_kind(render(obj, hmac_key="k"), "Pod") if not problems else []
+    uid = obj["metadata"]["uid"]
+    steps = decide(dd, uid=uid, pods=pods, routed=None) if dd and not problems else None
     return status.compute(
         spec=dd.spec if dd else None,
         generation=generation,
@@ -38,8 +40,13 @@ def _compute(
         previous=previous,
         now=now,
         problems=problems,
-        desired_pods=desired,
+        rollout=steps,
     )
+
+
+def _counts(role: dict[str, Any]) -> dict[str, Any]:
+    """A role's counts without its revisions (hashes, checked in their own tests)."""
+    return {k: v for k, v in role.items() if not k.endswith("Revision")}
 
 
 def _cond(result: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -53,8 +60,8 @@ def _desired(obj: dict[str, Any]) -> list[dict[str, Any]]:
 def test_all_ready() -> None:
     obj = body(prefill=role(replicas=2))
     result = _compute(obj, _observed(_desired(obj)), generation=3)
-    assert result["prefill"] == {"desired": 2, "ready": 2, "updated": 2, "summary": "2/2"}
-    assert result["decode"] == {"desired": 1, "ready": 1, "updated": 1, "summary": "1/1"}
+    assert _counts(result["prefill"]) == {"desired": 2, "ready": 2, "updated": 2, "summary": "2/2"}
+    assert _counts(result["decode"]) == {"desired": 1, "ready": 1, "updated": 1, "summary": "1/1"}
     assert result["observedGeneration"] == 3
     assert [(c["type"], c["status"], c["reason"]) for c in result["conditions"]] == [
         ("Ready", "True", "AllReplicasReady"),
@@ -78,7 +85,7 @@ def test_nothing_created_yet() -> None:
 def test_pods_starting() -> None:
     obj = body()
     result = _compute(obj, _observed(_desired(obj), ready=False))
-    assert result["prefill"] == {"desired": 1, "ready": 0, "updated": 1, "summary": "0/1"}
+    assert _counts(result["prefill"]) == {"desired": 1, "ready": 0, "updated": 1, "summary": "0/1"}
     assert _cond(result, "Progressing")["reason"] == "PodsStarting"
 
 
@@ -87,7 +94,12 @@ def test_drifted_pod_is_not_updated() -> None:
     pods = _observed(_desired(obj))
     pods[0]["metadata"]["annotations"][SPEC_HASH] = "old"
     result = _compute(obj, pods)
-    assert result["prefill"] == {"desired": 1, "ready": 1, "updated": 0, "summary": "1/1"}
+    assert _counts(result["prefill"]) == {
+        "desired": 1,
+        "ready": 1,
+        "updated": 0,
+        "summary": "1/1 (0 updated)",
+    }
     assert _cond(result, "Ready")["status"] == "False"
     assert _cond(result, "Progressing")["reason"] == "RollingOut"
 
@@ -95,7 +107,9 @@ def test_drifted_pod_is_not_updated() -> None:
 def test_extra_pods_mean_scaling_down() -> None:
     big = body(decode=role(replicas=3))
     result = _compute(body(), _observed(_desired(big)))
-    assert result["decode"]["desired"] == 1 and result["decode"]["ready"] == 1
+    # ready counts every ready pod routers see, the surplus too (as a Deployment's does)
+    assert result["decode"]["desired"] == 1 and result["decode"]["ready"] == 3
+    assert result["decode"]["summary"] == "3/1"
     assert _cond(result, "Ready")["status"] == "True"
     assert _cond(result, "Progressing")["reason"] == "ScalingDown"
     assert "2 pod(s)" in _cond(result, "Progressing")["message"]

@@ -1,0 +1,68 @@
+"""Observation → rollout plan: the glue between render and the pure planner.
+
+Pure layer. :func:`decide` reads which KV revision the routing objects select now
+(:func:`routed_revision`), renders the pod each observed index should be (to tell current
+pods from old ones) and asks :func:`.planner.plan` for this sync's pod writes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from disagg_operator.models import ROLES, DisaggregatedDeployment
+from disagg_operator.render.objects import role_pod
+from disagg_operator.render.pods import REVISION, SPEC_HASH
+from disagg_operator.rollout import planner
+from disagg_operator.rollout.kvkey import kv_revision
+
+ROUTING_KINDS = ("Service", "InferencePool")
+
+
+def routed_revision(name: str, observed: Sequence[Mapping[str, Any]]) -> str | None:
+    """The KV revision the deployment's routing objects select now; None when none does.
+
+    The role Services and the InferencePool are patched in the same sync, so they agree
+    (the decode Service is asked first: it is what clients reach)."""
+    wanted = [f"{name}-decode", f"{name}-prefill", name]
+    found: dict[str, str] = {}
+    for obj in observed:
+        if obj.get("kind") not in ROUTING_KINDS:
+            continue
+        spec = obj.get("spec") or {}
+        chosen = spec.get("selector") or {}
+        chosen = chosen.get("matchLabels", chosen) if isinstance(chosen, Mapping) else {}
+        value = chosen.get(planner.LABEL_KV_REVISION) if isinstance(chosen, Mapping) else None
+        if value:
+            found[obj["metadata"]["name"]] = str(value)
+    return next((found[n] for n in wanted if n in found), None)
+
+
+def decide(
+    dd: DisaggregatedDeployment,
+    *,
+    uid: str,
+    pods: Sequence[Mapping[str, Any]],
+    routed: str | None,
+) -> planner.Plan:
+    """This sync's rollout plan for a validated deployment and its observed pods."""
+
+    @functools.cache
+    def rendered(role: str, index: int) -> Mapping[str, Any]:
+        meta: Mapping[str, Any] = role_pod(dd, uid=uid, role=role, index=index)["metadata"]
+        return meta
+
+    budgets: dict[str, planner.Budget] = {
+        r: planner.Budget.of(dd.spec.role(r).replicas, dd.spec.role(r).rollout) for r in ROLES
+    }
+    views = planner.views(
+        dd.metadata.name, pods, lambda role, i: str(rendered(role, i)["annotations"][SPEC_HASH])
+    )
+    return planner.plan(
+        target=kv_revision(dd.spec),
+        routed=routed,
+        pods=views,
+        budgets=budgets,
+        revisions={r: str(rendered(r, 0)["labels"][REVISION]) for r in ROLES},
+    )
