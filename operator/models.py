@@ -8,6 +8,7 @@ server prunes them anyway; ``disagg render`` runs without one).
 Public names: GROUP, VERSION, KIND, PLURAL, SINGULAR, SHORT_NAMES, API_VERSION, ROLES,
 :class:`DisaggregatedDeployment`, :class:`DeploymentSpec`, :class:`RoleSpec`,
 :class:`KVTransfer`, :class:`Engine`, :class:`ModelConfig`, :class:`Llmd`,
+:class:`TransferCanary`,
 :class:`DeploymentStatus`.
 
 Cross-field rules that CEL can express are attached as ``x-kubernetes-validations`` (see
@@ -48,6 +49,8 @@ ROLES: tuple[Role, Role] = ("prefill", "decode")
 # sidecar takes this port and the engine moves to ENGINE_BEHIND_SIDECAR_PORT.
 HTTP_PORT = 8000
 ENGINE_BEHIND_SIDECAR_PORT = 8200
+# The decode pods' transfer-canary container serves its readiness endpoint here.
+CANARY_PORT = 8090
 
 # Kubernetes quantities are int-or-string on the wire ("500m", "1Gi", 2).
 Quantity = Annotated[
@@ -441,6 +444,23 @@ class Llmd(_Model):
     )
 
 
+class TransferCanary(_Model):
+    """A canary P/D request from each decode pod behind a readiness probe (TransferPathReady)."""
+
+    enabled: bool = Field(
+        default=True,
+        description="add the transfer-canary container to decode pods: a decode pod is "
+        "Ready only while a canary request through prefill and this pod's engine passes",
+    )
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        description="image with the `disagg` command for the canary container; default: the "
+        "decode image for engine reference, the operator's --canary-image for engine vllm "
+        "(none: no canary, TransferPathReady says so)",
+    )
+
+
 class DeploymentSpec(_Model):
     """Desired state: a model served by a prefill pool and a decode pool."""
 
@@ -473,6 +493,11 @@ class DeploymentSpec(_Model):
         **_EMPTY,
     )
     llmd: Llmd = Field(default_factory=Llmd, description="llm-d integration", **_EMPTY)
+    transfer_canary: TransferCanary = Field(
+        default_factory=TransferCanary,
+        description="transfer-path canary in decode pods (TransferPathReady condition)",
+        **_EMPTY,
+    )
 
     def role(self, name: str) -> RoleSpec:
         return self.prefill if name == "prefill" else self.decode
@@ -512,7 +537,9 @@ class RoleStatus(_Model):
 class Condition(_Model):
     """A status condition (metav1.Condition shape)."""
 
-    type: str = Field(description="Ready, Progressing or Degraded")
+    type: str = Field(
+        description="Ready, Progressing, Degraded, EngineVersionKnown or TransferPathReady"
+    )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown")
     reason: str = Field(description="CamelCase reason")
     message: str = Field(description="human-readable detail")
@@ -537,7 +564,8 @@ class DeploymentStatus(_Model):
         default=None, description="the KV revision the Services and InferencePool select"
     )
     conditions: list[Condition] | None = Field(
-        default=None, description="Ready, Progressing, Degraded"
+        default=None,
+        description="Ready, Progressing, Degraded, EngineVersionKnown, TransferPathReady",
     )
     phase: str | None = Field(
         default=None, description="derived from conditions, for the printer column only"

@@ -1,17 +1,20 @@
-"""``--platforms-file``: read the operator's platforms file and register what it declares.
+"""Operator-wide render settings shared by ``disagg operator`` and ``disagg render``, so
+the operator and offline render produce the same pods: ``--platforms-file`` (read the
+platforms file and register what it declares) and ``--canary-image``.
 
-I/O shell over the pure :mod:`disagg_worker.platform_file` loader, shared by
-``disagg operator`` and ``disagg render`` so the operator and offline render see the same
-platform table. A bad file is fatal at start (exit 2): an operator that silently dropped a
-platform would refuse every pool on it later, far from the cause.
+I/O shell over the pure :mod:`disagg_worker.platform_file` loader. A bad file is fatal at
+start (exit 2): an operator that silently dropped a platform would refuse every pool on it
+later, far from the cause.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
+from disagg_operator.render import canary
 from disagg_worker import platform_file, platforms
 
 HELP = (
@@ -20,8 +23,23 @@ HELP = (
 )
 
 
+CANARY_ENV = "DISAGG_CANARY_IMAGE"
+
+
 def add_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platforms-file", metavar="PATH", help=HELP)
+    parser.add_argument(
+        "--canary-image",
+        metavar="IMAGE",
+        default=os.environ.get(CANARY_ENV) or None,
+        help="image with the `disagg` command (a disagg worker image) for the decode pods' "
+        "transfer-canary container when engine is vllm and spec.transferCanary.image is "
+        f"unset; none: vLLM decode pods get no canary (default ${CANARY_ENV})",
+    )
+
+
+def apply_canary_image(image: str | None) -> None:
+    canary.set_default_image(image)
 
 
 def register_file(path: str | None, prog: str) -> list[str] | None:

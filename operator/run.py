@@ -6,7 +6,7 @@ caller's event loop (integration tests and ``disagg bench operator`` use it).
 
     disagg operator [--namespace NS | --all-namespaces] [--health-port 8080]
                     [--metrics-port 9090] [--bind-address 0.0.0.0] [--resync-seconds 600]
-                    [--log-level warning] [--platforms-file PATH]
+                    [--log-level warning] [--platforms-file PATH] [--canary-image IMAGE]
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ def main(argv: list[str]) -> int:
     registered = platform_config.register_file(args.platforms_file, "disagg operator")
     if registered is None:
         return 2
+    platform_config.apply_canary_image(args.canary_image)
     configure_logging(args.log_level)
     if registered:
         logging.getLogger("disagg").info("registered platforms: %s", ", ".join(registered))

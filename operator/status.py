@@ -48,6 +48,14 @@ Conditions (metav1.Condition shape, observedGeneration on each)::
                  False   UnknownEngineVersion  no version found: the newest profile is
                                            assumed; set spec.engine.version or tag images
                  False   NewerThanProfiles newer than the newest checked release
+    TransferPathReady                      always, last: the decode pods' transfer canaries
+                                           (transfer_path; the message names failing pods)
+                 True    CanaryPassing     every running decode pod's canary is ready
+                 False   CanaryFailing     some running decode pod's canary is not
+                 Unknown NoDecodePods      no running decode pod runs a canary yet
+                 Unknown CanaryDisabled    spec.transferCanary.enabled is false
+                 Unknown NoCanaryImage     engine vllm and no canary image was given
+                 Unknown InvalidSpec       the spec has problems
 
 ``phase`` (printer column only) is derived: Invalid, Degraded, Ready or Progressing.
 """
@@ -61,13 +69,16 @@ from typing import Any
 from disagg_operator.models import ROLES, DeploymentSpec
 from disagg_operator.render.derive import resolution
 from disagg_operator.rollout.planner import Plan, RoleCounts
+from disagg_operator.transfer_path import REASONS as TRANSFER_PATH_REASONS
+from disagg_operator.transfer_path import TRANSFER_PATH_READY
+from disagg_operator.transfer_path import condition as transfer_path
 from disagg_operator.validation import Problem
 
 READY = "Ready"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 CONDITION_TYPES = (READY, PROGRESSING, DEGRADED)
-# Present only for engine vllm, after the three above.
+# Present only for engine vllm, after the three above; TransferPathReady always, last.
 ENGINE_VERSION_KNOWN = "EngineVersionKnown"
 # Every reason each condition type can carry (the table in the module docstring).
 REASONS: dict[str, frozenset[str]] = {
@@ -86,6 +97,7 @@ REASONS: dict[str, frozenset[str]] = {
     ENGINE_VERSION_KNOWN: frozenset(
         {"VersionResolved", "TooOld", "UnknownEngineVersion", "NewerThanProfiles"}
     ),
+    TRANSFER_PATH_READY: TRANSFER_PATH_REASONS,
 }
 
 FAILING_WAIT_REASONS = frozenset(
@@ -134,6 +146,8 @@ def compute(
     engine = engine_version(spec)
     if engine is not None:
         conditions.append(_condition(ENGINE_VERSION_KNOWN, *engine, generation, previous, now))
+    path = transfer_path(spec, live, invalid=bool(problems))
+    conditions.append(_condition(TRANSFER_PATH_READY, *path, generation, previous, now))
     if not revisions:  # invalid: keep what the last valid spec reported
         revisions = {k: previous[k] for k in ("kvRevision", "routedKvRevision") if k in previous}
     return {

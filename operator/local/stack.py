@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from disagg_operator.local.pods import (
     ROLE_LABEL,
     LocalPod,
     UpError,
+    canary_argv,
     local_pods,
     pin_ports,
     share_cores,
@@ -38,6 +40,7 @@ from disagg_operator.local.pods import (
 from disagg_worker.serve.localrun import Child, disagg_argv, start_child, wait_ready
 
 PROXY = "proxy"  # the proxy's process name (pods keep theirs)
+CANARY_WAIT_S = 120.0  # one canary is bounded by its --timeout-s; this only guards the process
 VLLM_START_S = 600.0  # engine start on a busy 2-core host: ~30 s alone, minutes under load
 Say = Callable[[str], None]
 
@@ -157,6 +160,7 @@ def launch(
         )
     start_workers(pods, logs, run, say)
     start_proxy(port, logs, run, say)
+    prove_transfer_path(pods, run, say)
     if run.engine == "vllm":
         took = vllm.warm_pd(run.proxy_url, say)
         say(f"  warm    P/D path: {took:.0f} ms (first NIXL handshake and connection)")
@@ -197,6 +201,32 @@ def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> No
         run.workers.setdefault(pod.role, []).append(url)
         run.names[url] = pod.name
         run.engine = pod.engine
+
+
+def prove_transfer_path(pods: list[LocalPod], run: Run, say: Say) -> None:
+    """Run each decode pod's transfer canary once, as its readiness probe would in a
+    cluster (prefill max_tokens 1, then this decode with the returned kv_transfer_params),
+    and say what it proved; a failure is said, not fatal (in a cluster the pod would stay
+    unready and TransferPathReady False)."""
+    urls = {name: url for url, name in run.names.items()}
+    for pod in pods:
+        argv = canary_argv(pod, run.workers["prefill"][0], urls.get(pod.name, ""))
+        if not argv:
+            continue
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=CANARY_WAIT_S)
+            result = json.loads(done.stdout.splitlines()[-1])
+        except (subprocess.TimeoutExpired, ValueError, IndexError):
+            say(f"  canary  {pod.name}: no verdict within {CANARY_WAIT_S:g} s")
+            continue
+        if result.get("passed"):
+            took = result["took_ms"]
+            say(
+                f"  proven  transfer path to {pod.name}: canary passed in {took:.0f} ms "
+                "(incl. the first handshake and NIXL connection of this pair)"
+            )
+        else:
+            say(f"  FAILED  transfer path to {pod.name}: {result.get('problem')}")
 
 
 def start_proxy(port: int, log_dir: Path, run: Run, say: Say) -> None:

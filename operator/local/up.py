@@ -70,8 +70,8 @@ def _ask(run: Run, prompt: str, max_tokens: int) -> None:
     url = run.proxy_url + "/v1/completions"
     warm = get_json(url, {"prompt": "", "max_tokens": 1}, timeout=120).get("disagg", {})
     _say(
-        f"\nwarm-up request: first handshake and NIXL connection took "
-        f"{warm.get('transfer_ms', 0):.1f} ms (paid once per prefill/decode pair)"
+        f"\nwarm-up request: its transfer took {warm.get('transfer_ms', 0):.1f} ms (the first "
+        "handshake and NIXL connection are paid once per prefill/decode pair)"
     )
     out = get_json(url, {"prompt": prompt, "max_tokens": max_tokens}, timeout=120)
     _say(f"\nprompt:     {prompt!r}\ncompletion: {out['choices'][0]['text']!r}")

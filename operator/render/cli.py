@@ -80,6 +80,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if platform_config.register_file(args.platforms_file, "disagg render") is None:
         return 2
+    platform_config.apply_canary_image(args.canary_image)
     try:
         docs = [doc for path in args.filename for doc in _documents(path)]
     except (OSError, yaml.YAMLError) as e:

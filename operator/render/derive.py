@@ -20,6 +20,7 @@ from typing import Any
 
 from disagg_operator.engines import vllm
 from disagg_operator.models import ROLES, DeploymentSpec, RoleSpec
+from disagg_operator.render import canary
 from disagg_worker import platforms, ucx
 
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
@@ -345,7 +346,7 @@ def derivation_rows() -> list[tuple[str, str, str, str]]:
             f"M < t * {CPU_RUNTIME_GIB + CPU_MIN_KV_GIB} GiB is refused",
         ),
     ]
-    return rows
+    return rows + canary.derivation_rows()
 
 
 def _yes(flag: bool) -> str:

@@ -19,8 +19,10 @@ Revisions: every pod carries ``disagg.dev/kv-revision`` (its spec's KV-compatibi
 :mod:`disagg_operator.rollout.kvkey`) and ``disagg.dev/revision`` (its role's template).
 The role Services and the InferencePool select one KV revision, ``routed_kv`` (default:
 the spec's own), so routers never pair a prefill and a decode of different revisions;
-the rollout planner decides when it moves. :func:`role_pod` renders the pod of any index
-(a rollout may use indices beyond ``replicas``).
+the rollout planner decides when it moves. With the transfer canary on, a headless
+Service ``<name>-p-<kv>`` per KV revision in use (routed and the spec's) is where that
+revision's decode canaries reach its own prefill pods. :func:`role_pod` renders the pod of
+any index (a rollout may use indices beyond ``replicas``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from disagg_operator.models import (
     DisaggregatedDeployment,
     ExtensionRef,
 )
+from disagg_operator.render import canary as render_canary
 from disagg_operator.render import pods as render_pods
 from disagg_operator.render.derive import HMAC_KEY
 from disagg_operator.rollout.kvkey import kv_revision
@@ -123,6 +126,10 @@ def render_model(
     roles = [role for role in ROLES if spec.role(role).replicas > 0]
     objects = [_secret(_meta(dd, uid, f"{name}-handshake"), hmac_key)]
     objects += [_service(spec, role, _meta(dd, uid, f"{name}-{role}", role), kv) for role in roles]
+    if spec.prefill.replicas > 0 and spec.decode.replicas > 0 and render_canary.image(spec):
+        for rev in dict.fromkeys((kv, kv_revision(spec))):  # routed, then the spec's
+            svc = render_canary.revision_service(name, rev)
+            objects.append(_canary_service(name, rev, _meta(dd, uid, svc, "prefill")))
     objects.append(_network_policy(spec, name, _meta(dd, uid, f"{name}-side-channel")))
     for role in roles:
         objects += [
@@ -151,6 +158,22 @@ def _service(spec: DeploymentSpec, role: str, meta: dict[str, Any], kv: str) -> 
         "kind": "Service",
         "metadata": meta,
         "spec": {"clusterIP": "None", "selector": routing_selector(name, kv, role), "ports": ports},
+    }
+
+
+def _canary_service(name: str, kv: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """Headless, over KV revision ``kv``'s prefill pods: where that revision's decode
+    canaries send their prefill hop (rendered for the routed and the spec's revision)."""
+    ports = [{"name": "http", "port": HTTP_PORT, "targetPort": HTTP_PORT, "protocol": "TCP"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "clusterIP": "None",
+            "selector": routing_selector(name, kv, "prefill"),
+            "ports": ports,
+        },
     }
 
 

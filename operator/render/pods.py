@@ -11,6 +11,8 @@ Pure layer, part of render. :func:`pod` builds the whole Pod for role ``role`` i
   env and, on CPU pools, the CPU-engine env, in the form the deployment's vLLM version
   reads (its profile, :func:`derive.resolution`, named in the pod's annotations).
 
+Decode pods also get the ``transfer-canary`` container (:mod:`.canary`) unless it is
+disabled or has no image.
 User ``env`` and ``args`` are appended; validation refuses names and flags that collide
 with derived ones.
 The spec-hash annotation is a hash of the pod's labels and spec, so any change to either
@@ -31,6 +33,7 @@ from disagg_operator.models import (
     DeploymentSpec,
     RoleSpec,
 )
+from disagg_operator.render import canary as render_canary
 from disagg_operator.render import derive
 from disagg_worker.config import WorkerConfig
 
@@ -78,6 +81,11 @@ def pod(
     containers = [engine_container(spec, role)]
     if sidecar_enabled(spec, role):
         containers.append(sidecar_container(spec))
+    canary = (
+        render_canary.container(spec, name, engine_port(spec, role)) if role == "decode" else None
+    )
+    if canary is not None:
+        containers.append({**canary, "securityContext": dict(CONTAINER_SECURITY)})
     pod_spec: dict[str, Any] = {
         "hostname": pod_name,
         "subdomain": f"{name}-{role}",

@@ -79,7 +79,8 @@ async def test_apply_creates_children_with_expected_config(
     config = WorkerConfig.from_env({k: v for k, v in env.items() if v is not None})
     assert (config.role, config.device, config.kv_buffer_device) == ("prefill", "cpu", "cpu")
     names = {o["metadata"]["name"] for o in emulator.objects_of("v1/services", NS)}
-    assert names == {"demo-prefill", "demo-decode"}
+    kv = prefill["metadata"]["labels"]["disagg.dev/kv-revision"]
+    assert names == {"demo-prefill", "demo-decode", f"demo-p-{kv}"}
     secret = emulator.find("v1/secrets", NS, "demo-handshake")
     assert secret is not None and len(base64.b64decode(secret["data"]["hmac"])) >= 32
     assert emulator.find("networking.k8s.io/v1/networkpolicies", NS, "demo-side-channel")

@@ -57,6 +57,7 @@ FULL_VALUES: dict[str, Any] = {
     "priorityClassName": "system-cluster-critical",
     "podAnnotations": {"note": "x"},
     "podLabels": {"team": "ml"},
+    "transferCanary": {"image": "registry.example/disagg-worker-cpu:v9"},
     "platforms": [
         {
             "name": "hpu",

@@ -136,6 +136,8 @@ def test_non_default_values_reach_the_pod(render):
     assert container["imagePullPolicy"] == "Always"
     assert "--log-level=debug" in container["args"]
     assert container["args"][-1] == "--log-level=error"
+    assert "--canary-image=registry.example/disagg-worker-cpu:v9" in container["args"]
+    assert not any(a.startswith("--canary-image") for a in _container(render())["args"])
     assert pod["serviceAccountName"] == "dd-sa"
     assert one(objs, "ServiceAccount")["metadata"]["name"] == "dd-sa"
     for key in ("nodeSelector", "tolerations", "affinity", "priorityClassName"):
@@ -221,6 +223,7 @@ def test_operator_cli_accepts_the_rendered_arguments(render, name):
     assert args.all_namespaces is not bool(values.get("watchNamespaces"))
     assert args.health_port == values.get("health", {}).get("port", 8080)
     assert args.metrics_port == values.get("metrics", {}).get("port", 9090)
+    assert args.canary_image == (values.get("transferCanary", {}).get("image") or None)
 
 
 HPU = {"name": "hpu", "bufferDevices": ["hpu", "cpu"], "acceleratorResource": "habana.ai/gaudi"}

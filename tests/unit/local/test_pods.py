@@ -17,6 +17,7 @@ from disagg_operator.render.objects import render
 
 ROOT = Path(__file__).resolve().parents[3]
 VLLM_CPU = ROOT / "examples" / "vllm-cpu.yaml"
+QUICKSTART = ROOT / "examples" / "quickstart-cpu.yaml"
 
 
 def _rendered(path: Path = VLLM_CPU) -> list[dict[str, Any]]:
@@ -105,3 +106,19 @@ def test_a_reference_worker_is_pinned_to_the_ports_it_announced() -> None:
     # decode listens on no side channel (its ready line says None)
     decode = pin_ports(env, {"http_port": 8124, "side_channel_port": None})
     assert decode["DISAGG_HTTP_PORT"] == "8124" and decode["DISAGG_SIDE_CHANNEL_PORT"] == "0"
+
+
+def test_the_decode_pods_canary_runs_once_against_the_local_processes() -> None:
+    from disagg_operator.local.pods import canary_argv
+
+    pods = local_pods(_rendered(QUICKSTART), "/tmp/secret")
+    prefill, decode = pods
+    assert canary_argv(prefill, "http://p", "http://d") == []  # prefill pods have none
+    argv = canary_argv(decode, "http://127.0.0.1:1", "http://127.0.0.1:2")
+    assert argv[:3] == [sys.executable, "-m", "disagg_operator.cli"]
+    assert argv[3:6] == ["worker", "canary", "--model"]
+    flags = argv[5:]
+    assert flags[flags.index("--prefill") + 1] == "http://127.0.0.1:1"
+    assert flags[flags.index("--decode") + 1] == "http://127.0.0.1:2"
+    assert flags.count("--prefill") == flags.count("--decode") == 1  # the Service's URL is gone
+    assert flags[-1] == "--once" and "--timeout-s" in flags

@@ -88,10 +88,12 @@ def deployment(api: FakeApi, **spec: Any) -> dict[str, Any]:
 async def test_first_sync_creates_children_and_writes_status_once() -> None:
     api = FakeApi()
     outcome = await sync(api, deployment(api), now=NOW, new_key=lambda: "k" * 64)
+    kv = api.body["status"]["kvRevision"]
     assert [str(a) for a in outcome.actions] == [
         "create Secret/demo-handshake",
         "create Service/demo-prefill",
         "create Service/demo-decode",
+        f"create Service/demo-p-{kv}",
         "create NetworkPolicy/demo-side-channel",
         "create Pod/demo-prefill-0",
         "create Pod/demo-decode-0",

@@ -32,10 +32,12 @@ def _engine(pod: dict[str, Any]) -> dict[str, Any]:
 
 def test_children_names_and_stable_order() -> None:
     objects = render(body(prefill=role(replicas=2)), hmac_key=KEY)
+    kv = by_kind(objects, "Pod")[0]["metadata"]["labels"][LABEL_KV_REVISION]
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
         ("Secret", "demo-handshake"),
         ("Service", "demo-prefill"),
         ("Service", "demo-decode"),
+        ("Service", f"demo-p-{kv}"),  # the canaries' way to this revision's prefill pods
         ("NetworkPolicy", "demo-side-channel"),
         ("Pod", "demo-prefill-0"),
         ("Pod", "demo-prefill-1"),
@@ -67,7 +69,8 @@ def test_every_child_is_owned_labelled_and_namespaced() -> None:
 def test_pods_and_services_carry_role_labels() -> None:
     for obj in render(body(), hmac_key=KEY):
         if obj["kind"] in {"Pod", "Service"}:
-            role_name = obj["metadata"]["name"].split("-")[1]
+            short = obj["metadata"]["name"].split("-")[1]  # demo-<role>[-i] or demo-p-<kv>
+            role_name = "prefill" if short == "p" else short
             assert obj["metadata"]["labels"]["disagg.dev/role"] == role_name
             assert obj["metadata"]["labels"]["llm-d.ai/role"] == role_name
 

@@ -67,6 +67,7 @@ def test_all_ready() -> None:
         ("Ready", "True", "AllReplicasReady"),
         ("Progressing", "False", "RolloutComplete"),
         ("Degraded", "False", "AsExpected"),
+        ("TransferPathReady", "Unknown", "NoDecodePods"),  # no pod reports a canary
     ]
     assert all(c["observedGeneration"] == 3 for c in result["conditions"])
     assert all(c["lastTransitionTime"] == T0_TEXT for c in result["conditions"])
@@ -191,7 +192,7 @@ def test_conditions_follow_the_conventions() -> None:
         for c in result["conditions"]:
             assert c["reason"].isalnum() and c["reason"][0].isupper()
             assert c["message"][0].isupper() and c["message"].endswith(".")
-            assert c["status"] in {"True", "False"}
+            assert c["status"] in {"True", "False", "Unknown"}
             assert c["reason"] in status.REASONS[c["type"]]
 
 
@@ -213,6 +214,7 @@ def test_decode_without_prefill_replicas_is_not_ready() -> None:
         ("Ready", "False", "NoPrefill"),
         ("Progressing", "False", "RolloutComplete"),
         ("Degraded", "True", "NoPrefill"),
+        ("TransferPathReady", "Unknown", "NoDecodePods"),
     ]
     message = _cond(result, "Ready")["message"]
     assert "decode pods cannot get KV until prefill has ready pods" in message

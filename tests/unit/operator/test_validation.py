@@ -200,7 +200,7 @@ def test_bad_quantity() -> None:
 
 def test_name_too_long_for_pod_hostnames() -> None:
     p = _only(body(name="x" * 60))
-    assert p.field == "metadata.name" and "at most 53 characters" in p.message
+    assert p.field == "metadata.name" and "at most 50 characters" in p.message
 
 
 @pytest.mark.parametrize("name", ["my.app", "9lives", "Upper", "trailing-"])

@@ -1,0 +1,169 @@
+"""The decode pods' ``transfer-canary`` container: a canary P/D request behind a readiness
+probe, so each decode pod's readiness says whether it can pull KV from the prefill pool.
+
+Pure layer, part of render. :func:`container` builds the container (``disagg worker
+canary``, :mod:`disagg_worker.serve.canary`), :func:`image` picks its image,
+:func:`prefill_url` is the one place that says where a canary sends its prefill hop, and
+the probe timings derive from ``kvTransfer.transferDeadlineSeconds`` (:func:`timings`,
+rows in docs/derivation.md via :func:`derivation_rows`).
+
+Image: the canary needs the ``disagg`` command. The reference engine's image has it; a
+vLLM image does not, so engine vllm uses ``spec.transferCanary.image`` or the operator's
+``--canary-image`` (:func:`set_default_image`, set once at start like the platforms file);
+with neither, decode pods get no canary and TransferPathReady says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from disagg_operator.models import CANARY_PORT, HTTP_PORT, DeploymentSpec
+from disagg_operator.rollout.kvkey import kv_revision
+
+NAME = "transfer-canary"
+# The canary's whole budget beyond the KV read's own deadline: a one-token prefill of a
+# few-token prompt and a one-token decode, plus connection set-up on both hops.
+MARGIN_S = 5
+# The probe waits for a canary it starts (at most the budget + 1 s, see serve.canary).
+PROBE_SLACK_S = 2
+FAILURE_THRESHOLD = 2
+FRESH_PERIODS = 3
+RESOURCES: dict[str, Any] = {
+    # the canary process: ~50 MB RSS measured (aiohttp, no torch)
+    "requests": {"cpu": "10m", "memory": "64Mi"},
+    "limits": {"memory": "128Mi"},
+}
+
+_default_image: list[str | None] = [None]
+
+
+def set_default_image(image: str | None) -> None:
+    """The operator's ``--canary-image``: the canary image for engine vllm when the spec
+    names none (set at start, before any render)."""
+    _default_image[0] = image or None
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Seconds: ``timeout`` bounds one canary (both hops), ``period`` is the probe's
+    periodSeconds, ``interval`` the least time between two canaries, ``fresh`` how long
+    a pass counts, ``probe_timeout`` the probe's timeoutSeconds."""
+
+    timeout: int
+    period: int
+    interval: int
+    fresh: int
+    probe_timeout: int
+
+
+def timings(spec: DeploymentSpec) -> Timings:
+    """From the transfer deadline D: timeout T = ceil(D) + MARGIN_S; period = T (a probe
+    never overlaps the canary it started); interval = period // 2, so every kubelet probe
+    runs a canary and only extra probes reuse one; fresh = FRESH_PERIODS x period."""
+    timeout = math.ceil(spec.kv_transfer.transfer_deadline_seconds) + MARGIN_S
+    return Timings(
+        timeout=timeout,
+        period=timeout,
+        interval=max(1, timeout // 2),
+        fresh=FRESH_PERIODS * timeout,
+        probe_timeout=timeout + PROBE_SLACK_S,
+    )
+
+
+def prefill_url(spec: DeploymentSpec, name: str) -> str:
+    """Where every canary sends its prefill hop: the headless Service of the prefill
+    pods of the canary's own KV revision (its DNS name resolves to the Ready ones). Not
+    the role Service: that one selects the routed revision, and a new revision's decode
+    pods must prove their path to their own prefill pods before traffic moves to them."""
+    return f"http://{revision_service(name, kv_revision(spec))}:{HTTP_PORT}"
+
+
+def revision_service(name: str, kv: str) -> str:
+    """The headless Service of KV revision ``kv``'s prefill pods (canaries only)."""
+    return f"{name}-p-{kv}"
+
+
+def image(spec: DeploymentSpec) -> str | None:
+    """The canary's image, None when decode pods get no canary (disabled, or engine vllm
+    with no image given)."""
+    canary = spec.transfer_canary
+    if not canary.enabled:
+        return None
+    if canary.image:
+        return canary.image
+    if spec.engine.type == "reference":
+        return spec.decode.image or spec.engine.image
+    return _default_image[0]
+
+
+def container(spec: DeploymentSpec, name: str, decode_port: int) -> dict[str, Any] | None:
+    """The canary container of deployment ``name``'s decode pods; ``decode_port`` is the
+    engine's port in the pod. None when :func:`image` is None."""
+    chosen = image(spec)
+    if chosen is None:
+        return None
+    t = timings(spec)
+    args = [
+        *("--prefill", prefill_url(spec, name)),
+        *("--decode", f"http://127.0.0.1:{decode_port}"),
+        *("--model", spec.model, "--port", str(CANARY_PORT)),
+        *("--timeout-s", str(t.timeout), "--interval-s", str(t.interval)),
+        *("--fresh-s", str(t.fresh)),
+    ]
+    probe = {
+        "httpGet": {"path": "/ready", "port": CANARY_PORT},
+        "periodSeconds": t.period,
+        "timeoutSeconds": t.probe_timeout,
+        "failureThreshold": FAILURE_THRESHOLD,
+    }
+    return {
+        "name": NAME,
+        "image": chosen,
+        "command": ["disagg", "worker", "canary"],
+        "args": args,
+        "ports": [{"name": "canary", "containerPort": CANARY_PORT, "protocol": "TCP"}],
+        "readinessProbe": probe,
+        "resources": {k: dict(v) for k, v in RESOURCES.items()},
+    }
+
+
+def derivation_rows() -> list[tuple[str, str, str, str]]:
+    """(value, inputs, result, reason) rows for docs/derivation.md."""
+    timeout = f"ceil(D) + {MARGIN_S}"
+    return [
+        (
+            "canary timeout (T)",
+            "transferDeadlineSeconds D",
+            timeout,
+            "one canary, both hops: the KV read is bounded by D, the one-token prefill and "
+            "decode and connection set-up by the margin",
+        ),
+        ("canary probe periodSeconds", "T", "T", "a probe never overlaps the canary it started"),
+        (
+            "canary probe timeoutSeconds",
+            "T",
+            f"T + {PROBE_SLACK_S}",
+            "the probe waits for the canary it starts (at most T + 1 s)",
+        ),
+        (
+            "canary probe failureThreshold",
+            "any",
+            str(FAILURE_THRESHOLD),
+            "one failed canary is not enough; a path that breaks shows within 3 x T "
+            f"(two probes T apart, each canary at most T; default D: {3 * (10 + MARGIN_S)} s)",
+        ),
+        (
+            "canary --interval-s",
+            "T",
+            "T // 2",
+            "every kubelet probe runs a canary; other probes in between reuse the result",
+        ),
+        (
+            "canary --fresh-s",
+            "T",
+            f"{FRESH_PERIODS} x T",
+            "a pass older than this no longer counts (canaries stopped running)",
+        ),
+    ]

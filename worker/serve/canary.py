@@ -1,0 +1,192 @@
+"""`disagg worker canary`: prove, behind a readiness probe, that this decode pod can pull KV
+from the prefill pool through the engine's own HTTP API.
+
+I/O layer (aiohttp server; the two hops go through :class:`~disagg_worker.serve.proxy.Proxy`,
+the same client, body rewriting, deadline and error messages as the P/D proxy). It runs as
+the ``transfer-canary`` container of each decode pod: ``GET /ready`` runs a canary when one
+is due (:mod:`~disagg_worker.serve.canary_verdict`: at most one per ``--interval-s``, probes
+in between reuse the last result, concurrent probes share the running one) and answers 200
+or 503 with a JSON reason. The kubelet turns that into the container's ``ready``, which the
+operator aggregates into the ``TransferPathReady`` condition: no API access, no RBAC.
+
+Every hop is bounded by ``--timeout-s`` (one deadline over both), so a probe never hangs.
+One JSON line is logged when the verdict flips. ``--once`` runs one canary, prints its
+result as a JSON line and exits 0 (passed) or 1 (failed): ``disagg up`` and
+``kubectl exec`` use it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from disagg_worker.serve.canary_verdict import (
+    Result,
+    due,
+    flipped,
+    request_body,
+    token_problem,
+    verdict,
+)
+from disagg_worker.serve.proxy import Proxy
+from disagg_worker.serve.upstream import HopError
+
+DEFAULT_PORT = 8090
+PATH = "/v1/completions"
+
+
+class Canary:
+    """The last canary's result and the one running now."""
+
+    def __init__(
+        self,
+        prefill: str,
+        decode: str,
+        model: str,
+        *,
+        timeout_s: float,
+        interval_s: float,
+        fresh_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.prefill, self.decode, self.model = prefill, decode, model
+        self.timeout_s, self.interval_s, self.fresh_s = timeout_s, interval_s, fresh_s
+        self.clock = clock
+        self.proxy = Proxy([prefill], [decode], timeout_s=timeout_s)
+        self.last: Result | None = None
+        self._running: asyncio.Future[Result] | None = None
+
+    async def start(self, _: web.Application | None = None) -> None:
+        await self.proxy.start()
+
+    async def close(self, _: web.Application | None = None) -> None:
+        await self.proxy.close()
+
+    async def check(self) -> Result:
+        """The last result, after running a canary first when one is due."""
+        if self._running is None and due(self.last, self.clock(), self.interval_s):
+            self._running = asyncio.ensure_future(self._run())
+        if self._running is not None:
+            # shielded: a probe that gives up must not cancel the run other probes share
+            return await asyncio.shield(self._running)
+        assert self.last is not None  # not due means there is a last result
+        return self.last
+
+    async def _run(self) -> Result:
+        try:
+            result = await self.once()
+            if flipped(self.last, result):
+                _log_flip(self, result)
+            self.last = result
+            return result
+        finally:
+            self._running = None
+
+    async def once(self) -> Result:
+        """One canary: prefill then decode, both bounded by one ``timeout_s`` deadline."""
+        t0 = self.clock()
+        headers = {"X-Request-Id": f"canary-{uuid.uuid4().hex}"}
+        try:
+            # the proxy's deadline bounds each hop; this bounds anything around them too
+            answer = await asyncio.wait_for(
+                self.proxy.complete(PATH, request_body(self.model), headers),
+                self.timeout_s + 1.0,
+            )
+            problem = token_problem(answer)
+        except HopError as e:
+            problem = str(e)
+        except asyncio.TimeoutError:
+            problem = f"no answer within the {self.timeout_s:g}s deadline"
+        now = self.clock()
+        return Result(at=now, took_ms=(now - t0) * 1e3, problem=problem)
+
+
+def _log_flip(canary: Canary, result: Result) -> None:
+    line = {
+        "event": "transfer_path",
+        "ready": result.passed,
+        "prefill": canary.prefill,
+        "decode": canary.decode,
+        "took_ms": round(result.took_ms, 1),
+        "problem": result.problem,
+    }
+    print(json.dumps(line), file=sys.stderr, flush=True)
+
+
+def build_app(canary: Canary) -> web.Application:
+    """GET /ready: 200 or 503 with {ready, reason, prefill, decode}."""
+
+    async def ready(_: web.Request) -> web.Response:
+        last = await canary.check()
+        found = verdict(last, canary.clock(), canary.fresh_s)
+        body = {
+            "ready": found.ready,
+            "reason": found.reason,
+            "prefill": canary.prefill,
+            "decode": canary.decode,
+        }
+        return web.json_response(body, status=200 if found.ready else 503)
+
+    app = web.Application()
+    app.router.add_get("/ready", ready)
+    app.on_startup.append(canary.start)
+    app.on_cleanup.append(canary.close)
+    return app
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="disagg worker canary",
+        description="Serve GET /ready: 200 while a canary P/D request (prefill max_tokens 1, "
+        "then this pod's decode with the returned kv_transfer_params) passes, else 503.",
+    )
+    p.add_argument("--prefill", required=True, metavar="URL", help="the prefill pool's URL")
+    p.add_argument("--decode", required=True, metavar="URL", help="this pod's engine URL")
+    p.add_argument("--model", required=True, help="the model the engines serve")
+    p.add_argument("--host", default="0.0.0.0")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="0: any free port")
+    p.add_argument("--timeout-s", type=float, default=15.0, help="deadline over both hops")
+    p.add_argument("--interval-s", type=float, default=7.0, help="at most one canary per this")
+    p.add_argument("--fresh-s", type=float, default=45.0, help="a pass counts this long")
+    p.add_argument("--once", action="store_true", help="run one canary, print it, exit 0/1")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    canary = Canary(
+        args.prefill.rstrip("/"),
+        args.decode.rstrip("/"),
+        args.model,
+        timeout_s=args.timeout_s,
+        interval_s=args.interval_s,
+        fresh_s=args.fresh_s,
+    )
+    if args.once:
+        return asyncio.run(_once(canary))
+    from disagg_worker.serve.localrun import serve
+
+    async def ready(_: int) -> dict[str, Any]:
+        return {"role": "canary", "prefill": canary.prefill, "decode": canary.decode}
+
+    asyncio.run(serve(build_app(canary), args.host, args.port, ready))
+    return 0
+
+
+async def _once(canary: Canary) -> int:
+    await canary.start()
+    try:
+        result = await canary.once()
+    finally:
+        await canary.close()
+    line = {"event": "canary", "passed": result.passed, "took_ms": round(result.took_ms, 1)}
+    print(json.dumps({**line, "problem": result.problem}), flush=True)
+    return 0 if result.passed else 1

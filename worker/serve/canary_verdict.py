@@ -1,0 +1,87 @@
+"""Transfer-path canary: when a canary is due, what its answers prove, and the verdict.
+
+Pure layer of ``disagg worker canary`` (:mod:`disagg_worker.serve.canary` does the HTTP).
+One canary is the P/D request pair any client makes through the engine's own API: a
+prefill with ``max_tokens 1`` that returns ``kv_transfer_params``, then a decode in this pod
+with them. It passes when both hops answer 200 and the decode returns a token; the decode
+can only do that after reading the prefill's KV, so a pass proves the whole transfer path
+(DNS, the side channel, the KV transport, both engines) at that moment.
+
+Timing (numbers and why: docs/derivation.md): a probe runs a canary when the last one is
+at least ``interval_s`` old and none is running, else it reuses the last result; the
+verdict is ready only while the last canary passed and is at most ``fresh_s`` old.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# A short fixed text: a few tokens for any tokenizer, one KV block for any block size.
+PROMPT = "The transfer path works."
+
+
+@dataclass(frozen=True)
+class Result:
+    """One canary's outcome: ``at`` (monotonic seconds) when it ended, ``problem`` None when
+    it passed, else what failed (which hop, which URL, why)."""
+
+    at: float
+    took_ms: float
+    problem: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.problem is None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What ``GET /ready`` answers: ``ready`` (200) or not (503), and why."""
+
+    ready: bool
+    reason: str
+
+
+def request_body(model: str) -> dict[str, Any]:
+    """The canary request; the P/D client (the proxy) turns it into the two hops."""
+    return {"model": model, "prompt": PROMPT, "max_tokens": 1}
+
+
+def due(last: Result | None, now: float, interval_s: float) -> bool:
+    """A new canary runs when there is none yet or the last ended ``interval_s`` ago."""
+    return last is None or now - last.at >= interval_s
+
+
+def token_problem(answer: dict[str, Any]) -> str | None:
+    """None when decode's answer carries a generated token (vLLM: usage.completion_tokens or
+    the choice's text; the reference worker also gives token_ids), else what is missing."""
+    choices = answer.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return "decode answered 200 without choices"
+    choice = choices[0]
+    usage = answer.get("usage")
+    counted = isinstance(usage, dict) and (usage.get("completion_tokens") or 0) >= 1
+    if counted or choice.get("token_ids") or choice.get("text"):
+        return None
+    return "decode answered 200 but generated no token"
+
+
+def verdict(last: Result | None, now: float, fresh_s: float) -> Verdict:
+    """Ready while the last canary passed and ended at most ``fresh_s`` ago."""
+    if last is None:
+        return Verdict(False, "no canary has completed yet")
+    if not last.passed:
+        return Verdict(False, f"the last canary failed: {last.problem}")
+    age = now - last.at
+    if age > fresh_s:
+        return Verdict(
+            False, f"the last passing canary is {age:.0f} s old (fresh for {fresh_s:g} s)"
+        )
+    return Verdict(True, f"the last canary passed {age:.0f} s ago in {last.took_ms:.0f} ms")
+
+
+def flipped(before: Result | None, after: Result) -> bool:
+    """The verdict changes between two canaries: the one moment worth a log line (the
+    first result always counts, so the log says where the pod starts)."""
+    return before is None or before.passed != after.passed
