@@ -2,14 +2,15 @@
 
 Pure layer. Public API::
 
-    compute(*, spec, generation, pods, previous, now, problems, desired_pods=()) -> dict
+    compute(*, spec, generation, pods, previous, now, problems, desired_pods=(), refusals=())
 
 ``spec`` is the parsed DeploymentSpec (None when the body did not parse), ``pods`` the
 observed Pods of the deployment, ``desired_pods`` what render produced for it (their
 spec-hash annotations decide which observed pods are *updated*), ``previous`` the status
 now stored (so lastTransitionTime only moves when a condition's status flips), ``problems``
-from validation.parse. Same inputs, same output: an unchanged world yields an unchanged
-status, so the I/O layer writes nothing.
+from validation.parse, ``refusals`` the writes the API server refused in this sync
+(:class:`refusals.Refusal`, see reconcile). Same inputs, same output: an unchanged world
+yields an unchanged status, so the I/O layer writes nothing.
 
 Conditions (metav1.Condition shape, observedGeneration on each)::
 
@@ -20,12 +21,17 @@ Conditions (metav1.Condition shape, observedGeneration on each)::
                                            decode pods are Ready and no prefill pod is:
                                            decode cannot get KV (wins over the above)
                  False   InvalidSpec       the spec has problems (message lists them)
+                 False   ApiRefused        the API server refused a write (as Degraded)
     Progressing  True    RollingOut        some pod runs an old pod spec or is missing
                  True    PodsStarting      all pods updated, some not Ready yet
                  True    ScalingDown       pods beyond the desired ones still exist
                  False   RolloutComplete   nothing left to do
                  False   InvalidSpec       nothing is created or changed until it is fixed
-    Degraded     True    PodsFailing       a pod failed, crash-loops, cannot pull its image
+    Degraded     True    ApiRefused        the API server refused a write of a child (a 422,
+                                           a quota's 403, a webhook's denial): the message
+                                           names each write and the server's answer; it
+                                           wins over the reasons below
+                 True    PodsFailing       a pod failed, crash-loops, cannot pull its image
                                            or cannot be scheduled (message names them)
                  True    NoPrefill         spec.prefill.replicas is 0 while decode wants
                                            pods: nothing will fix it but the spec
@@ -49,6 +55,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from disagg_operator.models import ROLES, DeploymentSpec
+from disagg_operator.refusals import Refusal, lines
 from disagg_operator.render.derive import resolution
 from disagg_operator.render.pods import SPEC_HASH
 from disagg_operator.validation import Problem
@@ -61,11 +68,13 @@ CONDITION_TYPES = (READY, PROGRESSING, DEGRADED)
 ENGINE_VERSION_KNOWN = "EngineVersionKnown"
 # Every reason each condition type can carry (the table in the module docstring).
 REASONS: dict[str, frozenset[str]] = {
-    READY: frozenset({"AllReplicasReady", "ReplicasNotReady", "NoPrefill", "InvalidSpec"}),
+    READY: frozenset(
+        {"AllReplicasReady", "ReplicasNotReady", "NoPrefill", "InvalidSpec", "ApiRefused"}
+    ),
     PROGRESSING: frozenset(
         {"RollingOut", "PodsStarting", "ScalingDown", "RolloutComplete", "InvalidSpec"}
     ),
-    DEGRADED: frozenset({"PodsFailing", "NoPrefill", "InvalidSpec", "AsExpected"}),
+    DEGRADED: frozenset({"ApiRefused", "PodsFailing", "NoPrefill", "InvalidSpec", "AsExpected"}),
     ENGINE_VERSION_KNOWN: frozenset(
         {"VersionResolved", "TooOld", "UnknownEngineVersion", "NewerThanProfiles"}
     ),
@@ -95,6 +104,7 @@ def compute(
     now: datetime,
     problems: Sequence[Problem],
     desired_pods: Sequence[dict[str, Any]] = (),
+    refusals: Sequence[Refusal] = (),
 ) -> dict[str, Any]:
     """The status subresource for this observation (camelCase dict)."""
     previous = previous or {}
@@ -106,6 +116,9 @@ def compute(
     else:
         roles, extra = _counts(spec, live, desired_pods)
         wanted = _healthy(roles, extra, _failing(live))
+        if refusals:
+            _, reason, message = refused = refused_condition(refusals)
+            wanted = (("False", reason, message), wanted[1], refused)
     conditions = [
         _condition(kind, status, reason, message, generation, previous, now)
         for kind, (status, reason, message) in zip(CONDITION_TYPES, wanted, strict=True)
@@ -127,6 +140,18 @@ def engine_version(spec: DeploymentSpec | None) -> tuple[str, str, str] | None:
         return None
     found = resolution(spec)
     return ("True" if found.known else "False", found.reason, found.message)
+
+
+def refused_condition(refusals: Sequence[Refusal]) -> tuple[str, str, str]:
+    """Degraded (status, reason, message) for refused writes; Ready carries the same text.
+
+    The message holds no count of attempts or time, so retries that get the same answer
+    leave the status unchanged (no write)."""
+    message = (
+        f"The API server refused {len(refusals)} write(s), retried with back-off: "
+        f"{_listing(lines(refusals))}."
+    )
+    return ("True", "ApiRefused", message)
 
 
 def _role(desired: int, ready: int, updated: int) -> dict[str, Any]:
