@@ -51,3 +51,18 @@ def test_the_secret_is_created_with_the_pods_only() -> None:
     ]
     deletes = [Action("delete", "Pod", "demo-decode-1")]
     assert writes(desired, deletes) == deletes
+
+
+def test_operator_refuses_an_unusable_root_key_file(tmp_path, capsys) -> None:
+    from disagg_operator import run
+
+    short = tmp_path / "short"
+    short.write_text("abc\n")
+    assert run.main(["--root-key-file", str(short)]) == 2
+    assert "--root-key-file" in capsys.readouterr().err
+    assert run.main(["--root-key-file", str(tmp_path / "missing")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    good = tmp_path / "good"
+    good.write_text("x" * 64 + "\n")
+    assert run.read_root_key(str(good)) == b"x" * 64
+    assert run.read_root_key(None) is None
