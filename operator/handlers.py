@@ -1,15 +1,18 @@
 """kopf handlers: decorators only; every trigger ends in one level-triggered reconcile.
 
 I/O shell. DisaggregatedDeployment create/update/resume and events of owned children
-(Pods, Services, Secrets, NetworkPolicies) all call :meth:`Reconciler.request` for the
-owning deployment; :mod:`disagg_operator.reconcile` holds the logic. No delete handler and
-so no finalizer: owner references let the garbage collector remove the children.
+(Pods, Services, NetworkPolicies; not Secrets, which the operator never reads) all call
+:meth:`Reconciler.request` for the owning deployment; :mod:`disagg_operator.reconcile`
+holds the logic. No delete handler and so no finalizer: owner references let the garbage
+collector remove the children.
 
 Handlers are registered on :data:`registry` (not kopf's global one) so tests and
 ``disagg operator`` pass it explicitly. Settings (kopf bookkeeping in annotations, events
 only for warnings, standalone) are applied at startup; ``memo.host`` (optional) points the
 API client at an explicit server, e.g. the emulator; ``memo.resync_seconds`` (optional)
-starts the periodic resync of :meth:`Reconciler.resync_forever`.
+starts the periodic resync of :meth:`Reconciler.resync_forever`; ``memo.root_key``
+(optional) is the root key of the handshake keys (keys.py), a random one per process when
+absent; ``memo.backoff`` (optional) the back-off of refused writes (refusals.Backoff).
 """
 
 from __future__ import annotations
@@ -49,7 +52,14 @@ def configure(settings: kopf.OperatorSettings) -> None:
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     configure(settings)
     memo.api = await k8s.Api.connect(memo.get("host"))
-    memo.reconciler = Reconciler(memo.api)
+    if memo.get("root_key") is None:
+        log.warning(
+            "no root key (--root-key-file): handshake keys derive from a random key of this "
+            "process; a handshake Secret deleted after a restart comes back with another key"
+        )
+    memo.reconciler = Reconciler(
+        memo.api, root_key=memo.get("root_key"), backoff=memo.get("backoff")
+    )
     if memo.get("resync_seconds"):
         resync = memo.reconciler.resync_forever(memo.get("namespaces", ()), memo.resync_seconds)
         memo.resync_task = asyncio.create_task(resync)
@@ -66,6 +76,7 @@ def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     if memo.get("resync_task"):
         memo.resync_task.cancel()
+    memo.reconciler.close()
     await memo.api.close()
 
 

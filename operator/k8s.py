@@ -8,7 +8,9 @@ config loaders (the only part of that package used). Every write is counted in
 
 Error policy: 404 on get/patch/delete means "already gone" and returns None (the next
 event re-plans); 409 on create means "someone else made it" and returns None (same); any
-other failure raises :class:`ApiError`, which the handlers turn into a kopf retry.
+other failure raises :class:`ApiError`; :mod:`disagg_operator.reconcile` decides which of
+those are refusals (reported, retried with back-off) and which are transient (retried by
+kopf).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from typing import Any
 import aiohttp
 
 from disagg_operator import metrics
+from disagg_operator.refusals import ApiError
+
+__all__ = ["PLURALS", "Api", "ApiError", "url_for"]
 
 # kind → plural, for the kinds the operator writes.
 PLURALS: dict[str, str] = {
@@ -35,14 +40,6 @@ PLURALS: dict[str, str] = {
     "Event": "events",
     "DisaggregatedDeployment": "disaggregateddeployments",
 }
-
-
-class ApiError(RuntimeError):
-    """The API server refused a request for a reason other than not-found/conflict."""
-
-    def __init__(self, status: int, method: str, url: str, message: str) -> None:
-        super().__init__(f"{method} {url}: HTTP {status}: {message}")
-        self.status = status
 
 
 def url_for(api_version: str, plural: str, namespace: str = "", name: str = "") -> str:
@@ -125,7 +122,7 @@ class Api:
             if resp.status == 409 and method == "POST":
                 return None
             if resp.status >= 400:
-                raise ApiError(resp.status, method, path, (await resp.text())[:500])
+                raise ApiError(resp.status, method, path, await resp.text())
             result: dict[str, Any] = await resp.json(content_type=None)
             return result
 

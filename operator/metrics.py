@@ -10,7 +10,7 @@ from prometheus_client import Counter, Histogram, start_http_server
 
 RECONCILES = Counter(
     "disagg_operator_reconciles",
-    "Reconciles of DisaggregatedDeployments, by result (ok, invalid, error).",
+    "Reconciles of DisaggregatedDeployments, by result (ok, invalid, refused, error).",
     ["result"],
 )
 ERRORS = Counter(

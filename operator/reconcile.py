@@ -9,20 +9,26 @@ One path for every trigger: kopf's create/update/resume handlers and child event
 that arrive during a sync into one follow-up sync (a burst of pod events costs one extra
 sync, not one each).
 
-Events: one Normal ``Reconciled`` event per sync that changed children (listing the
-actions), one Warning ``InvalidSpec`` when the problems of a spec change; none otherwise.
+Events: one Normal ``Reconciled`` event per sync whose writes were accepted (listing them),
+one Warning ``InvalidSpec`` when the problems of a spec change, one Warning ``ApiRefused``
+per new answer of the API server to refused writes; none otherwise.
 
 Error policy: an invalid spec is not an error: it is reported (status Ready=False reason
 InvalidSpec, and the Warning event) and nothing is created or changed.
-API failures propagate, so kopf retries create/update/resume with backoff; for child events
-the next event or the periodic resume retries.
+A refused write (:mod:`disagg_operator.refusals`: a 4xx such as 422 Invalid or a quota's
+403) does not stop the sync: every other action still runs (accepted writes stay, as
+Kubernetes applies objects one by one), the status says Degraded/ApiRefused, and the
+:class:`Reconciler` retries after a back-off (5 s doubling to 5 min) on its own timer.
+Until then, syncs brought by other triggers (child events, resync) hold the refused
+objects' writes, so the events of the accepted writes cannot drive a hot loop of refused
+ones; a new spec generation ends the back-off at once.
+Transient API failures (5xx, 401/408/429, connection errors) propagate, so kopf retries
+create/update/resume; for child events the next event or the periodic resync retries.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import datetime
 import fnmatch
 import logging
@@ -32,21 +38,23 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from disagg_operator import metrics
+from disagg_operator import keys, metrics
 from disagg_operator import status as status_mod
 from disagg_operator.models import API_VERSION, INFERENCE_POOL_APIS, PLURAL, DisaggregatedDeployment
 from disagg_operator.plan import Action, plan
-from disagg_operator.render.derive import HMAC_KEY
+from disagg_operator.refusals import ApiError, Backoff, Refusal, api_message, is_refusal, lines
 from disagg_operator.render.objects import LABEL_DEPLOYMENT, render_model, role_pod
+from disagg_operator.retries import Retries
 from disagg_operator.rollout.decide import decide, routed_revision
 from disagg_operator.rollout.planner import Plan
 from disagg_operator.validation import Problem, parse
 
 log = logging.getLogger("disagg.operator")
 
-# (apiVersion, plural) of every kind a deployment always may own.
+# (apiVersion, plural) of every kind a deployment always may own and the operator reads.
+# Not Secrets: the handshake Secret is created, never read back (see keys.py), so the
+# operator needs no get/list/watch on Secrets.
 CHILD_KINDS: tuple[tuple[str, str], ...] = (
-    ("v1", "secrets"),
     ("v1", "services"),
     ("networking.k8s.io/v1", "networkpolicies"),
     ("v1", "pods"),
@@ -96,8 +104,10 @@ class Client(Protocol):
 class Outcome:
     """What one sync did (for logs, metrics and tests)."""
 
-    actions: list[Action] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)  # attempted (held ones excluded)
     problems: list[Problem] = field(default_factory=list)
+    done: list[Action] = field(default_factory=list)  # accepted and changed something
+    refusals: list[Refusal] = field(default_factory=list)  # refused now, or held
     status_written: bool = False
 
 
@@ -114,32 +124,38 @@ async def observe(api: Client, body: dict[str, Any]) -> list[dict[str, Any]]:
     return [obj for items in lists for obj in items if _owned(obj, meta.get("uid", ""))]
 
 
-def existing_key(observed: list[dict[str, Any]]) -> str | None:
-    """The handshake key of the deployment's Secret, if there is one."""
-    for obj in observed:
-        if obj["kind"] == "Secret" and HMAC_KEY in obj.get("data", {}):
-            try:
-                return base64.b64decode(obj["data"][HMAC_KEY]).decode()
-            except (binascii.Error, UnicodeDecodeError):
-                return None  # unreadable: render a fresh one; plan never rewrites Secret data
-    return None
+async def execute(api: Client, actions: list[Action]) -> tuple[list[Action], list[Refusal]]:
+    """Apply actions concurrently: writes first, then deletes (a replace is delete+create).
 
+    Every action runs. Returns the actions that changed something (a create answered 409
+    AlreadyExists did not) and the refused ones (see the module docstring); any other
+    failure propagates."""
 
-async def execute(api: Client, actions: list[Action]) -> None:
-    """Apply actions concurrently: writes first, then deletes (a replace is delete+create)."""
+    async def one(action: Action) -> Action | Refusal | None:
+        created = None
+        try:
+            if action.verb in {"delete", "replace"}:
+                await api.delete(action.api_version, action.kind, action.namespace, action.name)
+            if action.verb in {"create", "replace"}:
+                created = await api.create(action.body)
+            if action.verb == "patch":
+                await api.patch(
+                    action.api_version, action.kind, action.namespace, action.name, action.body
+                )
+        except ApiError as e:
+            if not is_refusal(e.status):
+                raise
+            reason, message = api_message(e.text)
+            return Refusal(action.verb, action.kind, action.name, e.status, reason, message)
+        return None if action.verb == "create" and created is None else action
 
-    async def one(action: Action) -> None:
-        if action.verb in {"delete", "replace"}:
-            await api.delete(action.api_version, action.kind, action.namespace, action.name)
-        if action.verb in {"create", "replace"}:
-            await api.create(action.body)
-        if action.verb == "patch":
-            await api.patch(
-                action.api_version, action.kind, action.namespace, action.name, action.body
-            )
-
-    await asyncio.gather(*(one(a) for a in actions if a.verb != "delete"))
-    await asyncio.gather(*(one(a) for a in actions if a.verb == "delete"))
+    writes = await asyncio.gather(*(one(a) for a in actions if a.verb != "delete"))
+    deletes = await asyncio.gather(*(one(a) for a in actions if a.verb == "delete"))
+    results = [*writes, *deletes]
+    return (
+        [r for r in results if isinstance(r, Action)],
+        [r for r in results if isinstance(r, Refusal)],
+    )
 
 
 def status_patch(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
@@ -155,9 +171,14 @@ async def sync(
     body: dict[str, Any],
     *,
     now: datetime.datetime,
-    new_key: Callable[[], str] = lambda: secrets.token_hex(32),
+    root_key: bytes,
+    held: Sequence[Refusal] = (),
 ) -> Outcome:
-    """One level-triggered pass over deployment ``body``."""
+    """One level-triggered pass over deployment ``body``.
+
+    ``root_key``: the operator's root key (the handshake key is derived from it, see
+    keys.py); ``held``: writes refused by an earlier sync whose back-off has not ended:
+    writes to those objects are not attempted and, while still planned, still reported."""
     observed = await observe(api, body)
     dd, problems = parse(body)
     outcome = Outcome(problems=problems)
@@ -167,19 +188,12 @@ async def sync(
     steps: Plan | None = None
     if dd is not None and not problems:
         steps = decide(dd, uid=uid, pods=pods, routed=routed_revision(meta["name"], observed))
-        key = existing_key(observed) or new_key()
-        desired = [
-            o
-            for o in render_model(dd, uid=uid, hmac_key=key, routed_kv=steps.routed)
-            if o["kind"] != "Pod"
-        ]
-        outcome.actions = plan(desired, [o for o in observed if o["kind"] != "Pod"])
-        outcome.actions += pod_actions(dd, uid, steps)
-        await execute(api, outcome.actions)
-        if outcome.actions:  # what `kubectl describe` shows: one Normal event per change
-            summary = ", ".join(map(str, outcome.actions))
-            await api.event(body, type_="Normal", reason="Reconciled", message=summary)
-    if steps is not None and dd is not None and outcome.actions:  # count what is there now
+        key = keys.derive(root_key, meta["namespace"], meta["name"], uid)
+        rendered = render_model(dd, uid=uid, hmac_key=key, routed_kv=steps.routed)
+        desired = [o for o in rendered if o["kind"] != "Pod"]
+        actions = plan(keys.without_secrets(desired), [o for o in observed if o["kind"] != "Pod"])
+        await _apply(api, body, desired, actions + pod_actions(dd, uid, steps), held, outcome)
+    if steps is not None and dd is not None and outcome.done:  # count what is there now
         selector = f"{LABEL_DEPLOYMENT}={meta['name']}"
         listed = await api.list("v1", "pods", meta["namespace"], selector)
         pods = [p for p in listed if _owned(p, uid)]
@@ -192,8 +206,9 @@ async def sync(
         now=now,
         problems=problems,
         rollout=steps,
+        refusals=outcome.refusals,
     )
-    outcome.status_written = await _write_status(api, body, status, problems)
+    outcome.status_written = await _write_status(api, body, status, outcome)
     return outcome
 
 
@@ -209,8 +224,29 @@ def pod_actions(dd: DisaggregatedDeployment, uid: str, steps: Plan) -> list[Acti
     return actions
 
 
+async def _apply(
+    api: Client,
+    body: dict[str, Any],
+    desired: list[dict[str, Any]],
+    actions: list[Action],
+    held: Sequence[Refusal],
+    outcome: Outcome,
+) -> None:
+    """Execute the planned ``actions`` but those to ``held`` objects, with the Secret's
+    create when pods are created (keys.writes); fill in ``outcome``."""
+    holding = {(r.kind, r.name) for r in held}
+    planned = {(a.kind, a.name) for a in actions}
+    todo = [a for a in actions if (a.kind, a.name) not in holding]
+    outcome.actions = keys.writes(desired, todo)
+    outcome.done, refused = await execute(api, outcome.actions)
+    outcome.refusals = [r for r in held if (r.kind, r.name) in planned] + refused
+    if outcome.done:  # what `kubectl describe` shows: one Normal event per change
+        summary = ", ".join(map(str, outcome.done))
+        await api.event(body, type_="Normal", reason="Reconciled", message=summary)
+
+
 async def _write_status(
-    api: Client, body: dict[str, Any], status: dict[str, Any], problems: list[Problem]
+    api: Client, body: dict[str, Any], status: dict[str, Any], outcome: Outcome
 ) -> bool:
     previous = body.get("status")
     patch = status_patch(previous, status)
@@ -225,15 +261,19 @@ async def _write_status(
         {"status": patch},
         subresource="status",
     )
-    if problems and _messages(previous) != _messages(status):
-        text = "; ".join(str(p) for p in problems)
+    if outcome.problems and _messages(previous, "InvalidSpec") != _messages(status, "InvalidSpec"):
+        text = "; ".join(str(p) for p in outcome.problems)
         await api.event(body, type_="Warning", reason="InvalidSpec", message=text)
+    told = " ".join(_messages(previous, "ApiRefused"))
+    for line in lines(outcome.refusals):  # once per answer: the stored status remembers it
+        if line not in told:
+            await api.event(body, type_="Warning", reason="ApiRefused", message=line)
     return True
 
 
-def _messages(status: dict[str, Any] | None) -> list[str]:
+def _messages(status: dict[str, Any] | None, reason: str) -> list[str]:
     conditions = (status or {}).get("conditions") or []
-    return [c.get("message", "") for c in conditions if c.get("reason") == "InvalidSpec"]
+    return [c.get("message", "") for c in conditions if c.get("reason") == reason]
 
 
 class Coalescer:
@@ -265,18 +305,35 @@ def _is_glob(pattern: str) -> bool:
 
 
 class Reconciler:
-    """Syncs deployments by (namespace, name), coalesced, timed and counted."""
+    """Syncs deployments by (namespace, name), coalesced, timed and counted; refused writes
+    are retried after a back-off (:class:`disagg_operator.retries.Retries`).
 
-    def __init__(self, api: Client, clock: Callable[[], datetime.datetime] | None = None) -> None:
+    ``root_key``: the operator's root key (keys.py); a random one per process when None.
+    """
+
+    def __init__(
+        self,
+        api: Client,
+        clock: Callable[[], datetime.datetime] | None = None,
+        *,
+        root_key: bytes | None = None,
+        backoff: Backoff | None = None,
+    ) -> None:
         self.api = api
+        self.root_key = root_key or secrets.token_bytes(32)
         self._clock = clock or (lambda: datetime.datetime.now(tz=datetime.timezone.utc))
         self._coalescer = Coalescer(self._sync_key)
+        self.retries = Retries(self._coalescer.request, backoff)
 
     async def request(self, namespace: str, name: str) -> None:
         await self._coalescer.request((namespace, name))
 
     def forget(self, namespace: str, name: str) -> None:
         self._coalescer.forget((namespace, name))
+        self.retries.forget((namespace, name))
+
+    def close(self) -> None:
+        self.retries.close()
 
     async def resync_forever(self, namespaces: Sequence[str], interval: float) -> None:
         """Every ``interval`` s, sync every deployment: the safety net for a missed event.
@@ -311,17 +368,24 @@ class Reconciler:
         namespace, name = cast("tuple[str, str]", key)
         body = await self.api.get(API_VERSION, PLURAL, namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
+            self.retries.forget(key)
             return  # gone or going: owner references let the garbage collector do the rest
+        generation = body["metadata"].get("generation")
+        holding = self.retries.held(key, generation)
         started = time.monotonic()
         try:
-            outcome = await sync(self.api, body, now=self._clock())
+            outcome = await sync(
+                self.api, body, now=self._clock(), root_key=self.root_key, held=holding
+            )
         except Exception:
             metrics.RECONCILES.labels("error").inc()
             metrics.ERRORS.inc()
             raise
         finally:
             metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
-        metrics.RECONCILES.labels("invalid" if outcome.problems else "ok").inc()
+        self.retries.settle(key, generation, outcome.refusals, bool(holding))
+        result = "invalid" if outcome.problems else "refused" if outcome.refusals else "ok"
+        metrics.RECONCILES.labels(result).inc()
         if outcome.actions or outcome.status_written:
             log.info(
                 "synced %s/%s: %s",

@@ -7,6 +7,11 @@ caller's event loop (integration tests and ``disagg bench operator`` use it).
     disagg operator [--namespace NS | --all-namespaces] [--health-port 8080]
                     [--metrics-port 9090] [--bind-address 0.0.0.0] [--resync-seconds 600]
                     [--log-level warning] [--platforms-file PATH] [--canary-image IMAGE]
+                    [--root-key-file PATH]
+
+``--root-key-file`` (or ``$DISAGG_ROOT_KEY_FILE``): the root key every deployment's
+handshake key is derived from (keys.py); the chart mounts it from a Secret. Without one
+the operator derives from a random key of its own process and says so in a warning.
 """
 
 from __future__ import annotations
@@ -15,11 +20,15 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
+import sys
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 
 import kopf
 
-from disagg_operator import handlers, metrics, platform_config
+from disagg_operator import handlers, keys, metrics, platform_config
+from disagg_operator.refusals import Backoff
 
 LEVELS = ("debug", "info", "warning", "error")
 
@@ -59,8 +68,33 @@ def _parser() -> argparse.ArgumentParser:
         default="warning",
         help="operator log level (JSON lines on stderr); kopf itself stays at warning unless debug",
     )
+    p.add_argument(
+        "--root-key-file",
+        default=os.environ.get("DISAGG_ROOT_KEY_FILE") or None,
+        help="file holding the root key handshake keys are derived from (at least 32 bytes; "
+        "default $DISAGG_ROOT_KEY_FILE; without one a random key per process)",
+    )
     platform_config.add_argument(p)
     return p
+
+
+def read_root_key(path: str | None) -> bytes | None:
+    """The root key in ``path`` (surrounding whitespace stripped); None without a path.
+
+    Raises ValueError naming the flag and the fix when the file is unreadable or too short."""
+    if path is None:
+        return None
+    try:
+        root = Path(path).read_bytes().strip()
+    except OSError as e:
+        raise ValueError(
+            f"--root-key-file: cannot read {path!r} ({e.strerror}); mount the root key "
+            "Secret there or leave the flag out"
+        ) from e
+    problem = keys.root_problem(root)
+    if problem:
+        raise ValueError(f"--root-key-file {path!r}: {problem}")
+    return root
 
 
 def configure_logging(level: str) -> None:
@@ -78,12 +112,20 @@ async def running(
     liveness_endpoint: str | None = None,
     resync_seconds: float = 0.0,
     ready_timeout: float = 30.0,
+    root_key: bytes | None = None,
+    backoff: Backoff | None = None,
 ) -> AsyncIterator[asyncio.Task[None]]:
     """Run the operator in this event loop until the block exits.
 
     Yields the operator's task, which ends early on SIGINT/SIGTERM (kopf handles them)."""
     stop, ready = asyncio.Event(), asyncio.Event()
-    memo = kopf.Memo(host=host, namespaces=tuple(namespaces), resync_seconds=resync_seconds)
+    memo = kopf.Memo(
+        host=host,
+        namespaces=tuple(namespaces),
+        resync_seconds=resync_seconds,
+        root_key=root_key,
+        backoff=backoff,
+    )
     tasks = await kopf.spawn_tasks(
         registry=handlers.registry,
         clusterwide=not namespaces,
@@ -116,6 +158,11 @@ def main(argv: list[str]) -> int:
     if registered is None:
         return 2
     platform_config.apply_canary_image(args.canary_image)
+    try:
+        root_key = read_root_key(args.root_key_file)
+    except ValueError as e:
+        print(f"disagg operator: {e}", file=sys.stderr)
+        return 2
     configure_logging(args.log_level)
     if registered:
         logging.getLogger("disagg").info("registered platforms: %s", ", ".join(registered))
@@ -125,7 +172,10 @@ def main(argv: list[str]) -> int:
     async def forever() -> None:
         liveness = f"http://{args.bind_address}:{args.health_port}/healthz"
         async with running(
-            namespaces=namespaces, liveness_endpoint=liveness, resync_seconds=args.resync_seconds
+            namespaces=namespaces,
+            liveness_endpoint=liveness,
+            resync_seconds=args.resync_seconds,
+            root_key=root_key,
         ) as operator:
             await operator  # until SIGTERM/SIGINT
 

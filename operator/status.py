@@ -2,15 +2,16 @@
 
 Pure layer. Public API::
 
-    compute(*, spec, generation, pods, previous, now, problems, rollout=None) -> dict
+    compute(*, spec, generation, pods, previous, now, problems, rollout=None, refusals=())
 
 ``spec`` is the parsed DeploymentSpec (None when the body did not parse), ``pods`` the
 observed Pods of the deployment, ``rollout`` the planner's view of them
 (:mod:`disagg_operator.rollout.planner`: per role desired / ready / updated counts and
 revisions, the spec's KV revision and the routed one), ``previous`` the status now stored
 (so lastTransitionTime only moves when a condition's status flips), ``problems`` from
-validation.parse. Same inputs, same output: an unchanged world yields an unchanged
-status, so the I/O layer writes nothing.
+validation.parse, ``refusals`` the writes the API server refused in this sync
+(:class:`refusals.Refusal`, see reconcile). Same inputs, same output: an unchanged world
+yields an unchanged status, so the I/O layer writes nothing.
 
 Per role: ``desired``, ``ready`` (ready pods of the routed KV revision), ``updated`` (pods
 running the spec's template), ``currentRevision`` / ``updateRevision`` (role templates:
@@ -28,6 +29,7 @@ Conditions (metav1.Condition shape, observedGeneration on each)::
                                            decode pods are Ready and no prefill pod is:
                                            decode cannot get KV (wins over the above)
                  False   InvalidSpec       the spec has problems (message lists them)
+                 False   ApiRefused        the API server refused a write (as Degraded)
     Progressing  True    NewKVRevision     the KV key changed: the new revision's pods
                                            start while the old one keeps the traffic
                  True    RollingOut        some pod runs an old pod spec or is missing
@@ -35,7 +37,11 @@ Conditions (metav1.Condition shape, observedGeneration on each)::
                  True    ScalingDown       pods beyond the desired ones still exist
                  False   RolloutComplete   nothing left to do
                  False   InvalidSpec       nothing is created or changed until it is fixed
-    Degraded     True    PodsFailing       a pod failed, crash-loops, cannot pull its image
+    Degraded     True    ApiRefused        the API server refused a write of a child (a 422,
+                                           a quota's 403, a webhook's denial): the message
+                                           names each write and the server's answer; it
+                                           wins over the reasons below
+                 True    PodsFailing       a pod failed, crash-loops, cannot pull its image
                                            or cannot be scheduled (message names them)
                  True    NoPrefill         spec.prefill.replicas is 0 while decode wants
                                            pods: nothing will fix it but the spec
@@ -67,6 +73,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from disagg_operator.models import ROLES, DeploymentSpec
+from disagg_operator.refusals import Refusal, lines
 from disagg_operator.render.derive import resolution
 from disagg_operator.rollout.planner import Plan, RoleCounts
 from disagg_operator.transfer_path import REASONS as TRANSFER_PATH_REASONS
@@ -82,7 +89,9 @@ CONDITION_TYPES = (READY, PROGRESSING, DEGRADED)
 ENGINE_VERSION_KNOWN = "EngineVersionKnown"
 # Every reason each condition type can carry (the table in the module docstring).
 REASONS: dict[str, frozenset[str]] = {
-    READY: frozenset({"AllReplicasReady", "ReplicasNotReady", "NoPrefill", "InvalidSpec"}),
+    READY: frozenset(
+        {"AllReplicasReady", "ReplicasNotReady", "NoPrefill", "InvalidSpec", "ApiRefused"}
+    ),
     PROGRESSING: frozenset(
         {
             "RollingOut",
@@ -93,7 +102,7 @@ REASONS: dict[str, frozenset[str]] = {
             "InvalidSpec",
         }
     ),
-    DEGRADED: frozenset({"PodsFailing", "NoPrefill", "InvalidSpec", "AsExpected"}),
+    DEGRADED: frozenset({"ApiRefused", "PodsFailing", "NoPrefill", "InvalidSpec", "AsExpected"}),
     ENGINE_VERSION_KNOWN: frozenset(
         {"VersionResolved", "TooOld", "UnknownEngineVersion", "NewerThanProfiles"}
     ),
@@ -123,6 +132,7 @@ def compute(
     now: datetime,
     problems: Sequence[Problem],
     rollout: Plan | None = None,
+    refusals: Sequence[Refusal] = (),
 ) -> dict[str, Any]:
     """The status subresource for this observation (camelCase dict)."""
     previous = previous or {}
@@ -139,6 +149,9 @@ def compute(
         extra = sum(c.extra for c in rollout.counts.values())
         wanted = _healthy(rollout, roles, extra, _failing(live))
         revisions = {"kvRevision": rollout.target, "routedKvRevision": rollout.routed}
+        if refusals:
+            _, reason, message = refused = refused_condition(refusals)
+            wanted = (("False", reason, message), wanted[1], refused)
     conditions = [
         _condition(kind, status, reason, message, generation, previous, now)
         for kind, (status, reason, message) in zip(CONDITION_TYPES, wanted, strict=True)
@@ -165,6 +178,18 @@ def engine_version(spec: DeploymentSpec | None) -> tuple[str, str, str] | None:
         return None
     found = resolution(spec)
     return ("True" if found.known else "False", found.reason, found.message)
+
+
+def refused_condition(refusals: Sequence[Refusal]) -> tuple[str, str, str]:
+    """Degraded (status, reason, message) for refused writes; Ready carries the same text.
+
+    The message holds no count of attempts or time, so retries that get the same answer
+    leave the status unchanged (no write)."""
+    message = (
+        f"The API server refused {len(refusals)} write(s), retried with back-off: "
+        f"{_listing(lines(refusals))}."
+    )
+    return ("True", "ApiRefused", message)
 
 
 def _role(counts: RoleCounts) -> dict[str, Any]:

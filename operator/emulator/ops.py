@@ -271,6 +271,33 @@ class ApiError(Exception):
         self.code = code
 
 
+class Refusal(NamedTuple):
+    """A rule that refuses writes, as an admission webhook or a ResourceQuota would.
+
+    Matches calls on resource ``key`` (``v1/pods``) with ``verb``, in ``namespace`` ("":
+    any); answers ``code`` with a ``Status`` body of ``reason`` and ``message``, where
+    ``{name}`` stands for the object's name."""
+
+    key: str
+    verb: str
+    namespace: str
+    code: int
+    reason: str
+    message: str
+
+    def check(self, key: str, call: ApiCall, body: Any) -> None:
+        """Raise the refusal's :class:`ApiError` if it matches this call."""
+        if key != self.key or call.verb != self.verb:
+            return
+        if self.namespace and call.namespace != self.namespace:
+            return
+        meta = body.get("metadata", {}) if isinstance(body, dict) else {}
+        name = call.name or meta.get("name") or ""
+        kind = call.resource.removesuffix("s")
+        message = self.message.replace("{name}", name)
+        raise ApiError(self.code, self.reason, message, name=name, kind=kind)
+
+
 def api_call(method: str, where: ResourcePath, params: Mapping[str, str]) -> ApiCall:
     """The RBAC view of one HTTP request on a resource URL."""
     if method == "GET":

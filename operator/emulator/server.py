@@ -18,7 +18,10 @@ one that behaves like an API server where a controller can tell the difference:
   :func:`api_calls`), for comparing against RBAC rules and counting writes.
 
 Never emulated: garbage collection by owner references, controllers/kubelet (tests mark pods
-Ready with :meth:`Emulator.set_pod_ready`), admission and schema validation.
+Ready with :meth:`Emulator.set_pod_ready`), admission and schema validation. What
+admission or a quota would refuse, a test says explicitly with :meth:`Emulator.refuse`
+(lifted with :meth:`Emulator.allow`): matching writes get that code and Status body,
+and are recorded like any call.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class Emulator(kmock.KubernetesEmulator):
     calls: list[ops.ApiCall] = attrs.field(factory=list, init=False)
     columns: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
     watch_selectors: list[tuple[str, str]] = attrs.field(factory=list, init=False)
+    refusals: list[ops.Refusal] = attrs.field(factory=list, init=False)
     # store by resource: lists and watches touch one resource, not the whole store
     _index: dict[str, dict[tuple[str, str], dict[str, Any]]] = attrs.field(
         factory=lambda: collections.defaultdict(dict), init=False
@@ -133,6 +137,28 @@ class Emulator(kmock.KubernetesEmulator):
             "conditions": [{"type": "Ready", "status": flag, "lastTransitionTime": ops.now()}],
         }
         self._commit("v1/pods", pod, ops.merge_patch(pod, {"status": status}))
+
+    def refuse(
+        self,
+        key: str,
+        *,
+        code: int,
+        reason: str,
+        message: str,
+        verb: str = "create",
+        namespace: str = "",
+    ) -> ops.Refusal:
+        """Refuse ``verb`` on resource ``key`` from now on, as admission or a quota would:
+        answer ``code`` with a Status of ``reason`` and ``message`` (``{name}``: the
+        object's name). E.g. a quota: ``refuse("v1/pods", code=403, reason="Forbidden",
+        message='pods "{name}" is forbidden: exceeded quota: q, ...')``."""
+        rule = ops.Refusal(key, verb, namespace, code, reason, message)
+        self.refusals.append(rule)
+        return rule
+
+    def allow(self, rule: ops.Refusal | None = None) -> None:
+        """Lift one refusal rule, or every one."""
+        self.refusals[:] = [] if rule is None else [r for r in self.refusals if r != rule]
 
     def lose_object(self, key: str, namespace: str, name: str) -> None:
         """Remove an object with no watch event: what a client sees after a missed event."""
@@ -255,6 +281,8 @@ class Emulator(kmock.KubernetesEmulator):
         self.calls.append(call)
         try:
             info = self._info(where.key)
+            for rule in self.refusals:
+                rule.check(where.key, call, req.payload())
             if call.verb == "watch":
                 return await self._watch(req)
             body = self._dispatch(req, call, info)

@@ -39,6 +39,15 @@ app.kubernetes.io/part-of: disagg
 {{- end }}
 {{- end }}
 
+{{/* The Secret holding the operator's root key: the user's, or the one the chart makes. */}}
+{{- define "disagg.rootKeySecret" -}}
+{{- default (printf "%s-root-key" (include "disagg.fullname" .)) .Values.rootKey.existingSecret }}
+{{- end }}
+
+{{- define "disagg.rootKeyKey" -}}
+{{- if .Values.rootKey.existingSecret }}{{ .Values.rootKey.existingSecretKey }}{{ else }}root-key{{ end }}
+{{- end }}
+
 {{- define "disagg.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
@@ -51,10 +60,13 @@ calls against the API emulator and fails on any difference, in both directions.
 - The custom resource: kopf lists/watches it and patches its own bookkeeping annotations;
   the reconciler gets it and patches its status subresource.
 - Children: kopf watches them (child events trigger a reconcile); the reconciler lists
-  them, creates what is missing, patches drift (Services, NetworkPolicies, Secret metadata;
-  pods are replaced, never patched), deletes what is no longer desired (pods, the Service of
-  a role scaled to 0). Secrets and NetworkPolicies are never deleted: every deployment
-  always has one of each, and owner references let the garbage collector remove them.
+  them, creates what is missing, patches drift (Services, NetworkPolicies; pods are
+  replaced, never patched), deletes what is no longer desired (pods, the Service of a role
+  scaled to 0). NetworkPolicies are never deleted: every deployment always has one, and
+  owner references let the garbage collector remove it.
+- Secrets: create only, never get/list/watch. Each deployment's handshake Secret holds a
+  key derived from the root key (mounted from a Secret volume, which needs no RBAC), so
+  the operator never reads a Secret back; it creates it with the pods (409: it exists).
 - Events: Warning events for invalid specs (routine events are not posted).
 - InferencePools: listed on every reconcile (the operator looks for them when the spec has
   an llmd section, and the API server defaults that section into every deployment; a
@@ -78,7 +90,7 @@ calls against the API emulator and fails on any difference, in both directions.
   verbs: [list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [list, watch, create, patch]
+  verbs: [create]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [list, watch, create, patch]

@@ -92,3 +92,41 @@ async def test_install_namespaced_mode_with_every_value(
     assert deploy is not None
     args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args and "--namespace=team-b" in args
+
+
+def _helm(cfg: Any, action: str, values: dict[str, Any]) -> dict[str, Any]:
+    """One Helm release action (``helm_install``/``helm_upgrade``, blocking) on ``cfg``,
+    whose in-memory release storage carries the release from one action to the next."""
+    opts = {"namespace": NAMESPACE, "timeout_seconds": 60, "disable_openapi_validation": True}
+    chart = helm_python.Chart.load(CHART)
+    payload = _native.call_string(
+        action,
+        cfg._raw(),
+        cfg._context_arg(None),
+        chart._raw(),
+        None,
+        RELEASE,
+        json.dumps(values),
+        json.dumps(opts),
+    )
+    release: dict[str, Any] = json.loads(payload)
+    return release
+
+
+async def test_root_key_is_made_once_and_kept_on_upgrade(
+    emulator: Emulator, kubeconfig_path: Path
+) -> None:
+    cfg = helm_python.Config(
+        kubeconfig_path=kubeconfig_path, storage_driver="memory", namespace=NAMESPACE
+    )
+
+    def root_key() -> str:
+        secret = emulator.find("v1/secrets", NAMESPACE, "disagg-root-key")
+        assert secret is not None
+        return str(secret["data"]["root-key"])
+
+    await asyncio.to_thread(_helm, cfg, "helm_install", {})
+    installed = root_key()
+    release = await asyncio.to_thread(_helm, cfg, "helm_upgrade", {"logLevel": "debug"})
+    assert release["status"] == "deployed", release
+    assert root_key() == installed  # Helm's lookup read the installed key back

@@ -74,13 +74,12 @@ async def test_rendered_operator_container_serves_probes_metrics_and_reconciles(
             "v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
         )
     container = _container(values)
+    args = _mount_root_key(values, container, tmp_path)
     disagg = str(Path(sys.executable).with_name("disagg"))
     env = {**os.environ, "KUBECONFIG": str(kubeconfig_path)}
     log = tmp_path / "operator.log"  # a file, not a pipe: a full pipe would stall it
     with log.open("wb") as sink:
-        proc = await asyncio.create_subprocess_exec(
-            disagg, "operator", *container["args"], env=env, stderr=sink
-        )
+        proc = await asyncio.create_subprocess_exec(disagg, "operator", *args, env=env, stderr=sink)
     try:
         probe = container["livenessProbe"]["httpGet"]
         health = f"http://127.0.0.1:{_port(container, probe['port'])}{probe['path']}"
@@ -102,11 +101,32 @@ async def test_rendered_operator_container_serves_probes_metrics_and_reconciles(
             return len(emulator.objects_of("v1/pods", NS)) == 2
 
         await _until("the operator created both pods", pods)
+        # The handshake key comes from the chart's root key, as the operator read it.
+        import base64
+
+        from disagg_operator.keys import derive
+
+        secret = emulator.find("v1/secrets", NS, "probe-handshake")
+        uid = emulator.find(DD, NS, "probe")["metadata"]["uid"]
+        root = (tmp_path / "root-key").read_bytes()
+        assert base64.b64decode(secret["data"]["hmac"]).decode() == derive(root, NS, "probe", uid)
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(proc.wait(), 30)
     assert proc.returncode == 0, log.read_text()[-2000:]
+
+
+def _mount_root_key(values: dict[str, Any], container: dict[str, Any], into: Path) -> list[str]:
+    """The container's args with the chart's root key Secret 'mounted' under ``into``."""
+    import base64
+
+    objs = parse(render_files(load(), values))
+    secret = next(o for o in objs if o["kind"] == "Secret")
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "root-key")
+    for key, data in secret["data"].items():
+        (into / key).write_bytes(base64.b64decode(data))
+    return [a.replace(mount["mountPath"], str(into)) for a in container["args"]]
 
 
 HPU = {
@@ -135,7 +155,9 @@ async def test_platforms_from_values_let_the_operator_run_an_hpu_pool(
         "metrics": {"port": _free_port()},
         "platforms": [HPU],
     }
-    args = _mount_platforms(values, _container(values), tmp_path)
+    container = _container(values)
+    args = _mount_platforms(values, container, tmp_path)
+    args = _mount_root_key(values, {**container, "args": args}, tmp_path)
     disagg = str(Path(sys.executable).with_name("disagg"))
     env = {**os.environ, "KUBECONFIG": str(kubeconfig_path)}
     log = tmp_path / "operator.log"

@@ -185,3 +185,25 @@ async def test_put_replaces_and_stale_versions_conflict(emulator: Emulator) -> N
     assert code == 200 and put["metadata"]["labels"] == {"new": "yes"}
     code, err = await _call(emulator, "PUT", f"{PODS}/a", pod)  # the old resourceVersion
     assert (code, err["reason"]) == (409, "Conflict")
+
+
+async def test_refuse_answers_like_a_quota_until_allowed(emulator: Emulator) -> None:
+    quota = emulator.refuse(
+        "v1/pods",
+        code=403,
+        reason="Forbidden",
+        message='pods "{name}" is forbidden: exceeded quota: q, limited: pods=1',
+        namespace="ns1",
+    )
+    code, body = await _call(emulator, "POST", PODS, _pod("a"))
+    assert code == 403
+    assert body["kind"] == "Status" and body["reason"] == "Forbidden"
+    assert body["message"] == 'pods "a" is forbidden: exceeded quota: q, limited: pods=1'
+    assert body["details"] == {"name": "a", "kind": "pod"}
+    assert emulator.find("v1/pods", "ns1", "a") is None
+    assert api_calls(emulator, writes_only=True)[-1].verb == "create"  # recorded as sent
+    other = "/api/v1/namespaces/ns2/pods"
+    assert (await _call(emulator, "POST", other, _pod("b")))[0] == 201  # other namespace
+    assert (await _call(emulator, "GET", PODS))[0] == 200  # other verbs
+    emulator.allow(quota)
+    assert (await _call(emulator, "POST", PODS, _pod("a")))[0] == 201

@@ -32,7 +32,7 @@ def synced() -> float:
     """Finished reconciles so far, any result (the operator's own metric)."""
     return sum(
         REGISTRY.get_sample_value("disagg_operator_reconciles_total", {"result": r}) or 0.0
-        for r in ("ok", "invalid", "error")
+        for r in ("ok", "invalid", "refused", "error")
     )
 
 

@@ -30,6 +30,7 @@ FULL_VALUES: dict[str, Any] = {
     "watchNamespaces": ["team-a", "team-b"],
     "logLevel": "debug",
     "serviceAccount": {"create": True, "name": "dd-sa", "annotations": {"a": "b"}},
+    "rootKey": {"existingSecret": "my-root-key", "existingSecretKey": "key"},
     "llmd": {"enabled": True},
     "health": {"port": 8181},
     "metrics": {

@@ -29,6 +29,7 @@ def test_default_install_is_all_namespaces_mode(render):
         "ClusterRole",
         "ClusterRoleBinding",
         "Deployment",
+        "Secret",
         "Service",
         "ServiceAccount",
     ]
@@ -260,5 +261,49 @@ def test_no_platforms_no_configmap_volume_or_flag(render):
     assert "ConfigMap" not in kinds(objs)
     pod = one(objs, "Deployment")["spec"]["template"]
     assert not any(a.startswith("--platforms-file") for a in _container(objs)["args"])
-    assert [v["name"] for v in pod["spec"]["volumes"]] == ["tmp"]
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["tmp", "root-key"]
     assert "annotations" not in pod["metadata"]
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_no_role_can_read_secrets(render, name):
+    """Least privilege: the operator creates handshake Secrets but reads none, anywhere."""
+    reads = {"get", "list", "watch", "*"}
+    secret_verbs = set()
+    for obj in render(VALUE_SETS[name]):
+        if obj["kind"] not in {"Role", "ClusterRole"}:
+            continue
+        for rule in obj["rules"]:
+            if {"secrets", "*"} & set(rule.get("resources", [])):
+                assert not reads & set(rule["verbs"]), (obj["kind"], rule)
+                secret_verbs |= set(rule["verbs"])
+    assert secret_verbs == {"create"}
+
+
+def test_chart_makes_a_random_root_key_and_mounts_it(render):
+    import base64
+
+    objs = render()
+    secret = one(objs, "Secret")
+    assert secret["metadata"]["name"] == "disagg-root-key"
+    assert secret["metadata"]["namespace"] == NAMESPACE
+    assert len(base64.b64decode(secret["data"]["root-key"])) == 64
+    again = one(render(), "Secret")["data"]["root-key"]
+    assert again != secret["data"]["root-key"]  # random (an install keeps its own: lookup)
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "root-key")
+    assert volume["secret"]["secretName"] == "disagg-root-key"
+    assert volume["secret"]["defaultMode"] == 0o440 and pod["securityContext"]["fsGroup"] == 65532
+    mount = next(m for m in _container(objs)["volumeMounts"] if m["name"] == "root-key")
+    assert mount["readOnly"] and mount["mountPath"] == "/etc/disagg/root-key"
+    assert "--root-key-file=/etc/disagg/root-key/root-key" in _container(objs)["args"]
+
+
+def test_an_existing_root_key_secret_is_mounted_not_made(render):
+    objs = render({"rootKey": {"existingSecret": "mine", "existingSecretKey": "k"}})
+    assert "Secret" not in kinds(objs)
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "root-key")
+    assert volume["secret"]["secretName"] == "mine"
+    assert volume["secret"]["items"] == [{"key": "k", "path": "k"}]
+    assert "--root-key-file=/etc/disagg/root-key/k" in _container(objs)["args"]

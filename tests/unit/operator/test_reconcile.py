@@ -1,25 +1,46 @@
 """The sync (read → render → plan → execute → status) against an in-memory API double.
 
-The double keeps objects and records writes; no HTTP. The end-to-end behaviour over HTTP
-is in tests/integration/operator.
+The double keeps objects, records reads and writes, and refuses what a test tells it to
+(raising the API client's own error with a Status body); no HTTP. The end-to-end
+behaviour over HTTP is in tests/integration/operator.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import datetime
+import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from disagg_operator.k8s import PLURALS
-from disagg_operator.reconcile import Coalescer, status_patch, sync
+from disagg_operator.k8s import PLURALS, ApiError
+from disagg_operator.keys import derive
+from disagg_operator.reconcile import Coalescer, Reconciler, status_patch, sync
+from disagg_operator.refusals import Backoff
 
 ROOT = Path(__file__).resolve().parents[3]
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
 LATER = NOW + datetime.timedelta(minutes=5)
+ROOT_KEY = b"root" * 8
+
+
+def status_text(code: int, reason: str, message: str) -> str:
+    """The body a real API server answers a refused request with."""
+    return json.dumps(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "code": code,
+            "reason": reason,
+            "message": message,
+        }
+    )
 
 
 class FakeApi:
@@ -28,11 +49,21 @@ class FakeApi:
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
         self.writes: list[tuple[str, ...]] = []
+        self.reads: list[str] = []
+        self.refuse: dict[tuple[str, str], tuple[int, str]] = {}  # (verb, kind) → answer
+        self.events: list[tuple[str, str, str]] = []
+
+    def _check(self, verb: str, kind: str, name: str) -> None:
+        if (verb, kind) in self.refuse:
+            code, text = self.refuse[verb, kind]
+            raise ApiError(code, verb.upper(), f"/{kind}/{name}", text)
 
     async def get(self, api_version: str, plural: str, namespace: str, name: str) -> Any:
-        return self.objects.get((plural, name))
+        self.reads.append(plural)
+        return copy.deepcopy(self.objects.get((plural, name)))
 
     async def list(self, api_version: str, plural: str, namespace: str, selector: str = "") -> Any:
+        self.reads.append(plural)
         key, _, value = selector.partition("=")
         return [
             copy.deepcopy(o)
@@ -42,6 +73,9 @@ class FakeApi:
 
     async def create(self, obj: Any) -> Any:
         self.writes.append(("create", obj["kind"], obj["metadata"]["name"]))
+        self._check("create", obj["kind"], obj["metadata"]["name"])
+        if (PLURALS[obj["kind"]], obj["metadata"]["name"]) in self.objects:
+            return None  # 409 AlreadyExists, as the real client answers it
         stored = copy.deepcopy(dict(obj))
         stored["metadata"]["uid"] = f"uid-{len(self.writes)}"
         self.objects[(PLURALS[obj["kind"]], obj["metadata"]["name"])] = stored
@@ -58,6 +92,7 @@ class FakeApi:
         subresource: str = "",
     ) -> Any:
         self.writes.append(("patch", kind, name, subresource))
+        self._check("patch", kind, name)
         if subresource == "status":
             self.body["status"] = {
                 k: v
@@ -67,10 +102,12 @@ class FakeApi:
 
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         self.writes.append(("delete", kind, name))
+        self._check("delete", kind, name)
         self.objects.pop((PLURALS[kind], name), None)
 
     async def event(self, involved: Any, *, type_: str, reason: str, message: str) -> None:
         self.writes.append(("event", type_, reason))
+        self.events.append((type_, reason, message))
 
     @property
     def body(self) -> dict[str, Any]:
@@ -87,7 +124,7 @@ def deployment(api: FakeApi, **spec: Any) -> dict[str, Any]:
 
 async def test_first_sync_creates_children_and_writes_status_once() -> None:
     api = FakeApi()
-    outcome = await sync(api, deployment(api), now=NOW, new_key=lambda: "k" * 64)
+    outcome = await sync(api, deployment(api), now=NOW, root_key=ROOT_KEY)
     kv = api.body["status"]["kvRevision"]
     assert [str(a) for a in outcome.actions] == [
         "create Secret/demo-handshake",
@@ -114,9 +151,9 @@ async def test_first_sync_creates_children_and_writes_status_once() -> None:
 
 async def test_second_sync_over_the_same_world_writes_nothing() -> None:
     api = FakeApi()
-    await sync(api, deployment(api), now=NOW)
+    await sync(api, deployment(api), now=NOW, root_key=ROOT_KEY)
     mark = len(api.writes)
-    outcome = await sync(api, copy.deepcopy(api.body), now=LATER)
+    outcome = await sync(api, copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
     assert outcome.actions == [] and not outcome.status_written
     assert api.writes[mark:] == []
 
@@ -124,7 +161,7 @@ async def test_second_sync_over_the_same_world_writes_nothing() -> None:
 async def test_invalid_spec_writes_status_and_one_event_and_nothing_else() -> None:
     api = FakeApi()
     body = deployment(api, decode={"replicas": 1, "device": "quantum"})
-    outcome = await sync(api, body, now=NOW)
+    outcome = await sync(api, body, now=NOW, root_key=ROOT_KEY)
     assert outcome.actions == [] and outcome.problems
     assert api.writes == [
         ("patch", "DisaggregatedDeployment", "demo", "status"),
@@ -132,7 +169,7 @@ async def test_invalid_spec_writes_status_and_one_event_and_nothing_else() -> No
     ]
     ready = api.body["status"]["conditions"][0]
     assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "False", "InvalidSpec")
-    await sync(api, copy.deepcopy(api.body), now=LATER)
+    await sync(api, copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
     assert len(api.writes) == 2  # unchanged problems: no new status, no second event
 
 
@@ -159,3 +196,143 @@ async def test_requests_during_a_run_collapse_into_one_rerun() -> None:
     release.set()
     await asyncio.gather(first, *others, other_key)
     assert sorted(runs) == ["a", "a", "b"]
+
+
+def _conditions(api: FakeApi) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in api.body["status"]["conditions"]}
+
+
+async def test_the_secret_holds_the_derived_key_and_is_never_read() -> None:
+    api = FakeApi()
+    await sync(api, deployment(api), now=NOW, root_key=ROOT_KEY)
+    secret = api.objects[("secrets", "demo-handshake")]
+    key = base64.b64decode(secret["data"]["hmac"]).decode()
+    assert key == derive(ROOT_KEY, "ns", "demo", "cr-uid")
+    assert "secrets" not in api.reads
+
+
+async def test_a_recreated_pod_brings_the_secret_create_which_409_leaves_alone() -> None:
+    api = FakeApi()
+    await sync(api, deployment(api), now=NOW, root_key=ROOT_KEY)
+    api.objects[("secrets", "demo-handshake")]["data"]["hmac"] = "b2xk"  # stored: kept
+    del api.objects[("pods", "demo-decode-0")]
+    mark = len(api.writes)
+    outcome = await sync(api, copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
+    assert [str(a) for a in outcome.actions] == [
+        "create Secret/demo-handshake",
+        "create Pod/demo-decode-0",
+    ]
+    assert [str(a) for a in outcome.done] == ["create Pod/demo-decode-0"]  # 409: no change
+    assert api.objects[("secrets", "demo-handshake")]["data"]["hmac"] == "b2xk"
+    assert api.events[-1] == ("Normal", "Reconciled", "create Pod/demo-decode-0")
+    assert ("create", "Secret", "demo-handshake") in api.writes[mark:]
+
+
+INVALID = status_text(422, "Invalid", 'Pod "demo-decode-0" is invalid: spec: Forbidden: nope')
+
+
+async def test_a_refused_create_degrades_warns_once_and_keeps_the_accepted_writes() -> None:
+    api = FakeApi()
+    api.refuse["create", "Pod"] = (422, INVALID)
+    outcome = await sync(api, deployment(api), now=NOW, root_key=ROOT_KEY)
+    assert [(r.kind, r.name, r.code) for r in outcome.refusals] == [
+        ("Pod", "demo-prefill-0", 422),
+        ("Pod", "demo-decode-0", 422),
+    ]
+    assert {k for k, _ in api.objects} >= {"services", "secrets", "networkpolicies"}
+    conditions = _conditions(api)
+    assert (conditions["Ready"]["status"], conditions["Ready"]["reason"]) == (
+        "False",
+        "ApiRefused",
+    )
+    degraded = conditions["Degraded"]
+    assert (degraded["status"], degraded["reason"]) == ("True", "ApiRefused")
+    assert (
+        'HTTP 422 Invalid: Pod "demo-decode-0" is invalid: spec: Forbidden: nope'
+        in (degraded["message"])
+    )
+    warned = [e for e in api.events if e[0] == "Warning"]
+    assert [e[1] for e in warned] == ["ApiRefused"]  # one per distinct answer
+    assert warned[0][2].startswith(
+        "create Pod/demo-prefill-0, create Pod/demo-decode-0 refused: HTTP 422 Invalid"
+    )
+    normal = [e for e in api.events if e[0] == "Normal"]
+    assert "Pod" not in normal[0][2]  # only accepted writes are announced
+    # The retry gets the same answers: the refused writes again, nothing else.
+    mark = len(api.writes)
+    again = await sync(api, copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
+    assert len(again.refusals) == 2
+    assert api.writes[mark:] == [
+        ("create", "Secret", "demo-handshake"),  # comes with pod creates; 409
+        ("create", "Pod", "demo-prefill-0"),
+        ("create", "Pod", "demo-decode-0"),
+    ]
+
+
+async def test_held_writes_are_not_retried_and_stay_reported() -> None:
+    api = FakeApi()
+    api.refuse["create", "Pod"] = (422, INVALID)
+    first = await sync(api, deployment(api), now=NOW, root_key=ROOT_KEY)
+    mark = len(api.writes)
+    held = await sync(
+        api, copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY, held=first.refusals
+    )
+    assert api.writes[mark:] == []  # not even the Secret: no pod is created
+    assert held.refusals == first.refusals and held.actions == []
+    del api.refuse["create", "Pod"]
+    healed = await sync(api, copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
+    assert healed.refusals == [] and len(healed.done) == 2
+    assert _conditions(api)["Degraded"]["reason"] == "AsExpected"
+
+
+@pytest.mark.parametrize("code", [500, 503, 429])
+async def test_transient_failures_propagate(code: int) -> None:
+    api = FakeApi()
+    api.refuse["create", "Pod"] = (code, "busy")
+    with pytest.raises(ApiError):
+        await sync(api, deployment(api), now=NOW, root_key=ROOT_KEY)
+
+
+async def test_reconciler_backs_off_and_child_events_do_not_retry_refused_writes() -> None:
+    api = FakeApi()
+    api.refuse["create", "Pod"] = (422, INVALID)
+    deployment(api)
+    reconciler = Reconciler(api, root_key=ROOT_KEY, backoff=Backoff(first=0.2, cap=0.4))
+
+    def attempts() -> int:
+        return sum(1 for w in api.writes if w[:2] == ("create", "Pod"))
+
+    try:
+        await reconciler.request("ns", "demo")
+        assert attempts() == 2
+        for _ in range(20):  # a burst of child events inside the back-off
+            await reconciler.request("ns", "demo")
+        assert attempts() == 2
+        await asyncio.sleep(1.0)  # retries at 0.2, then 0.6 (0.4 later), then 1.0
+        assert 4 <= attempts() <= 8
+        del api.refuse["create", "Pod"]
+        await asyncio.sleep(0.6)  # the next timer retry converges
+        assert ("pods", "demo-decode-0") in api.objects
+        assert reconciler.retries.pending(("ns", "demo")) is None
+        settled = attempts()
+        await asyncio.sleep(0.5)
+        assert attempts() == settled  # no timer left
+    finally:
+        reconciler.close()
+
+
+async def test_a_new_generation_retries_at_once() -> None:
+    api = FakeApi()
+    api.refuse["create", "Pod"] = (422, INVALID)
+    deployment(api)
+    reconciler = Reconciler(api, root_key=ROOT_KEY, backoff=Backoff(first=60, cap=60))
+    try:
+        await reconciler.request("ns", "demo")
+        del api.refuse["create", "Pod"]
+        await reconciler.request("ns", "demo")  # same generation: held for a minute
+        assert ("pods", "demo-decode-0") not in api.objects
+        api.body["metadata"]["generation"] = 2  # the user changed the spec
+        await reconciler.request("ns", "demo")
+        assert ("pods", "demo-decode-0") in api.objects
+    finally:
+        reconciler.close()

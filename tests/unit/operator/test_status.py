@@ -259,3 +259,73 @@ def test_no_prefill_follows_the_conventions() -> None:
     for c in _compute(obj, _observed(_desired(obj)))["conditions"]:
         assert c["message"][0].isupper() and c["message"].endswith(".")
         assert c["reason"] in status.REASONS[c["type"]]
+
+
+def _refused(*names: str, message: str = "exceeded quota: q, limited: pods=1") -> list:
+    from disagg_operator.refusals import Refusal
+
+    return [Refusal("create", "Pod", n, 403, "Forbidden", message) for n in names]
+
+
+def test_refused_writes_degrade_and_name_the_api_answer() -> None:
+    obj = body()
+    pods = _observed(_desired(obj))[:1]  # prefill exists and is ready, decode was refused
+    dd, _ = validation.parse(obj)
+    result = status.compute(
+        spec=dd.spec if dd else None,
+        generation=1,
+        pods=pods,
+        previous=None,
+        now=T0,
+        problems=[],
+        rollout=decide(dd, uid="uid-1", pods=pods, routed=None) if dd else None,
+        refusals=_refused("demo-decode-0"),
+    )
+    ready, degraded = _cond(result, "Ready"), _cond(result, "Degraded")
+    assert (ready["status"], ready["reason"]) == ("False", "ApiRefused")
+    assert (degraded["status"], degraded["reason"]) == ("True", "ApiRefused")
+    assert (
+        "create Pod/demo-decode-0 refused: HTTP 403 Forbidden: exceeded quota: q, limited: pods=1"
+        in degraded["message"]
+    )
+    assert _cond(result, "Progressing")["reason"] == "RollingOut"  # counts, as before
+    assert result["phase"] == "Degraded"
+    for c in result["conditions"]:
+        assert c["reason"] in status.REASONS[c["type"]]
+        assert c["message"][0].isupper() and c["message"].endswith(".")
+
+
+def test_one_answer_for_many_writes_is_listed_once() -> None:
+    obj = body(decode=role(replicas=2))
+    dd, _ = validation.parse(obj)
+    result = status.compute(
+        spec=dd.spec if dd else None,
+        generation=1,
+        pods=[],
+        previous=None,
+        now=T0,
+        problems=[],
+        rollout=decide(dd, uid="uid-1", pods=[], routed=None) if dd else None,
+        refusals=_refused("demo-decode-0", "demo-decode-1"),
+    )
+    message = _cond(result, "Degraded")["message"]
+    assert "create Pod/demo-decode-0, create Pod/demo-decode-1 refused: HTTP 403" in message
+    assert message.count("exceeded quota") == 1
+
+
+def test_refusals_gone_return_degraded_to_as_expected() -> None:
+    obj = body()
+    dd, _ = validation.parse(obj)
+    kwargs: dict[str, Any] = {
+        "spec": dd.spec if dd else None,
+        "generation": 1,
+        "pods": _observed(_desired(obj)),
+        "now": T0,
+        "problems": [],
+    }
+    kwargs["rollout"] = decide(dd, uid="uid-1", pods=kwargs["pods"], routed=None) if dd else None
+    refused = status.compute(previous=None, refusals=_refused("demo-decode-0"), **kwargs)
+    healed = status.compute(previous=refused, **kwargs)
+    assert _cond(healed, "Degraded")["reason"] == "AsExpected"
+    assert _cond(healed, "Ready")["status"] == "True"
+    assert healed["phase"] == "Ready"
