@@ -1,9 +1,10 @@
 """kopf handlers: decorators only; every trigger ends in one level-triggered reconcile.
 
-I/O shell. DisaggregatedDeployment create/update/resume and events of owned children
-(Pods, Services, Secrets, NetworkPolicies) all call :meth:`Reconciler.request` for the
-owning deployment; :mod:`disagg_operator.reconcile` holds the logic. No delete handler and
-so no finalizer: owner references let the garbage collector remove the children.
+I/O shell. DisaggregatedDeployment create/update/resume and events of owned children (Pods,
+Services, Secrets, NetworkPolicies, PodDisruptionBudgets) all call
+:meth:`Reconciler.request` for the owning deployment; :mod:`disagg_operator.reconcile`
+holds the logic. No delete handler and so no finalizer: owner references let the garbage
+collector remove the children.
 
 Handlers are registered on :data:`registry` (not kopf's global one) so tests and
 ``disagg operator`` pass it explicitly. Settings (kopf bookkeeping in annotations, events

@@ -47,6 +47,7 @@ CHILD_KINDS: tuple[tuple[str, str], ...] = (
     ("v1", "secrets"),
     ("v1", "services"),
     ("networking.k8s.io/v1", "networkpolicies"),
+    ("policy/v1", "poddisruptionbudgets"),
     ("v1", "pods"),
 )
 # Owned only with llm-d: looked at only when the spec has an ``llmd`` section, so clusters
@@ -177,6 +178,7 @@ async def sync(
             if _owned(p, meta.get("uid", ""))
         ]
     status = status_mod.compute(
+        name=body["metadata"]["name"],
         spec=dd.spec if dd is not None else None,
         generation=body["metadata"].get("generation"),
         pods=pods,

@@ -2,7 +2,7 @@
 
 Pure layer. Public API::
 
-    compute(*, spec, generation, pods, previous, now, problems, desired_pods=()) -> dict
+    compute(*, name, spec, generation, pods, previous, now, problems, desired_pods=()) -> dict
 
 ``spec`` is the parsed DeploymentSpec (None when the body did not parse), ``pods`` the
 observed Pods of the deployment, ``desired_pods`` what render produced for it (their
@@ -10,6 +10,11 @@ spec-hash annotations decide which observed pods are *updated*), ``previous`` th
 now stored (so lastTransitionTime only moves when a condition's status flips), ``problems``
 from validation.parse. Same inputs, same output: an unchanged world yields an unchanged
 status, so the I/O layer writes nothing.
+
+The scale subresource reads two fields (``kubectl scale``, HPA, KEDA): ``replicas``, the
+decode pods that exist (not being deleted), and ``selector``, the decode pods' label
+selector as a string (``disagg.dev/deployment=<name>,disagg.dev/role=decode``); both are
+written whatever the spec's state, so an autoscaler always finds the pods.
 
 Conditions (metav1.Condition shape, observedGeneration on each)::
 
@@ -50,7 +55,9 @@ from typing import Any
 
 from disagg_operator.models import ROLES, DeploymentSpec
 from disagg_operator.render.derive import resolution
+from disagg_operator.render.objects import selector
 from disagg_operator.render.pods import SPEC_HASH
+from disagg_operator.scaling import effective_replicas
 from disagg_operator.validation import Problem
 
 READY = "Ready"
@@ -88,6 +95,7 @@ _MAX_LISTED = 5
 
 def compute(
     *,
+    name: str,
     spec: DeploymentSpec | None,
     generation: int | None,
     pods: Sequence[dict[str, Any]],
@@ -118,7 +126,15 @@ def compute(
         **roles,
         "conditions": conditions,
         "phase": _phase(conditions),
+        **scale(name, live),
     }
+
+
+def scale(name: str, live: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The scale subresource's status: decode pods that exist, and their selector."""
+    count = sum(1 for p in live if p["metadata"].get("labels", {}).get(LABEL_ROLE) == "decode")
+    terms = selector(name, "decode")
+    return {"replicas": count, "selector": ",".join(f"{k}={v}" for k, v in terms.items())}
 
 
 def engine_version(spec: DeploymentSpec | None) -> tuple[str, str, str] | None:
@@ -164,7 +180,7 @@ def _counts(
             if p["metadata"].get("annotations", {}).get(SPEC_HASH) == hashes[p["metadata"]["name"]]
         ]
         ready = sum(1 for p in mine if _is_ready(p))
-        roles[role] = _role(spec.role(role).replicas, ready, len(updated))
+        roles[role] = _role(effective_replicas(spec, role), ready, len(updated))
     extra = sum(1 for p in live if p["metadata"]["name"] not in hashes)
     return roles, extra
 
@@ -258,7 +274,8 @@ def _degraded(roles: dict[str, Any], failing: list[str]) -> _Wanted:
             "NoPrefill",
             f"The prefill pool has 0 replicas (spec.prefill.replicas) while decode wants "
             f"{roles['decode']['desired']} pod(s): decode pods cannot get KV without "
-            "prefill; set spec.prefill.replicas to at least 1, or scale decode to 0 as well.",
+            "prefill; set spec.prefill.replicas to at least 1 (or perDecode), or scale "
+            "decode to 0 as well.",
         )
     return ("False", "AsExpected", "No pod is failing.")
 

@@ -29,6 +29,8 @@ from disagg_operator.models import (
 )
 from disagg_operator.problems import InvalidSpec, Problem
 from disagg_operator.render import derive as render_derive
+from disagg_operator.scaling import effective_replicas
+from disagg_operator.scaling import problems as scaling_problems
 from disagg_worker import platforms, ucx
 from disagg_worker.engine.presets import PRESETS
 
@@ -89,6 +91,7 @@ def check(dd: DisaggregatedDeployment) -> list[Problem]:
         _reference,
         _llmd,
         _ports,
+        scaling_problems,
         vllm_checks.overrides,
     )
     for check_fn in checks:
@@ -101,7 +104,8 @@ def check(dd: DisaggregatedDeployment) -> list[Problem]:
 
 
 def _names(name: str, spec: DeploymentSpec) -> Iterator[Problem]:
-    longest = f"{name}-prefill-{max(spec.prefill.replicas, spec.decode.replicas, 1) - 1}"
+    most = max(effective_replicas(spec, "prefill"), effective_replicas(spec, "decode"), 1)
+    longest = f"{name}-prefill-{most - 1}"
     if len(longest) > MAX_LABEL:
         yield Problem(
             "metadata.name",
@@ -226,7 +230,7 @@ def _resources(spec: DeploymentSpec) -> Iterator[Problem]:
                     render_derive.parse_quantity(value)
                 except ValueError as e:
                     yield Problem(f"spec.{role}.resources.{where}[{key}]", str(e))
-        if resource is None or r.replicas == 0:
+        if resource is None or effective_replicas(spec, role) == 0:
             continue
         if resource not in limits:
             yield Problem(

@@ -6,14 +6,17 @@ Pure layer, the operator's builder (and ``disagg render``/``disagg up``'s). Publ
 
 returns, in a stable order: the handshake Secret ``<name>-handshake`` (key ``hmac``), a
 headless Service per role with replicas (``<name>-prefill``, ``<name>-decode``), the
-NetworkPolicy ``<name>-side-channel``, the Pods ``<name>-<role>-<i>``, and with llm-d an
-InferencePool ``<name>``. Every object carries the deployment's labels, its namespace and
-an ownerReference to the CR (controller, blockOwnerDeletion), so deleting the CR deletes
-them (no finalizer). Invalid specs raise :class:`validation.InvalidSpec`.
+NetworkPolicy ``<name>-side-channel``, a PodDisruptionBudget per role with replicas
+(``<name>-<role>``, unless the role's ``disruptionBudget.enabled`` is false), the Pods
+``<name>-<role>-<i>``, and with llm-d an InferencePool ``<name>``. Every object carries the
+deployment's labels, its namespace and an ownerReference to the CR (controller,
+blockOwnerDeletion), so deleting the CR deletes them (no finalizer). Invalid specs raise
+:class:`validation.InvalidSpec`.
 
 The Secret's key is an argument: the I/O layer reads the existing key or generates one,
-so render itself is deterministic. A role with ``replicas: 0`` is removed: no pods and no
-Service.
+so render itself is deterministic. Pod counts come from :func:`scaling.effective_replicas`
+(prefill may follow decode). A role with 0 replicas is removed: no pods, no Service, no
+budget.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from disagg_operator.models import (
 )
 from disagg_operator.render import pods as render_pods
 from disagg_operator.render.derive import HMAC_KEY
+from disagg_operator.scaling import effective_replicas
 from disagg_operator.validation import InvalidSpec, parse
 
 LABEL_DEPLOYMENT = "disagg.dev/deployment"
@@ -90,14 +94,19 @@ def render_model(dd: DisaggregatedDeployment, *, uid: str, hmac_key: str) -> lis
             "ownerReferences": [dict(owner)],
         }
 
-    roles = [role for role in ROLES if spec.role(role).replicas > 0]
+    counts = {role: effective_replicas(spec, role) for role in ROLES}
+    roles = [role for role in ROLES if counts[role] > 0]
     objects = [_secret(meta(f"{name}-handshake"), hmac_key)]
     objects += [_service(spec, role, meta(f"{name}-{role}", role)) for role in roles]
     objects.append(_network_policy(spec, name, meta(f"{name}-side-channel")))
+    budgets = [role for role in roles if spec.role(role).disruption_budget.enabled]
+    objects += [_pdb(spec, role, meta(f"{name}-{role}", role)) for role in budgets]
     for role in roles:
-        for i in range(spec.role(role).replicas):
-            pod_meta = meta("", role)
-            objects.append(render_pods.pod(spec, role, i, name=name, meta=pod_meta))
+        for i in range(counts[role]):
+            pod = render_pods.pod(
+                spec, role, i, name=name, meta=meta("", role), pod_selector=selector(name, role)
+            )
+            objects.append(pod)
     if spec.llmd.enabled and spec.llmd.inference_pool.enabled:
         objects.append(_inference_pool(spec, name, meta(name)))
     return copy.deepcopy(objects)  # no shared sub-dicts: callers may mutate freely
@@ -121,6 +130,21 @@ def _service(spec: DeploymentSpec, role: str, meta: dict[str, Any]) -> dict[str,
         "kind": "Service",
         "metadata": meta,
         "spec": {"clusterIP": "None", "selector": selector(name, role), "ports": ports},
+    }
+
+
+def _pdb(spec: DeploymentSpec, role: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """Voluntary disruptions (node drains, evictions) take at most ``maxUnavailable`` of the
+    role's pods at once; the kubelet still runs each evicted pod's drain (preStop)."""
+    name = meta["labels"][LABEL_DEPLOYMENT]
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": meta,
+        "spec": {
+            "selector": {"matchLabels": selector(name, role)},
+            "maxUnavailable": spec.role(role).disruption_budget.max_unavailable,
+        },
     }
 
 

@@ -267,7 +267,9 @@ def test_too_old_and_disagreeing_versions_are_invalid() -> None:
 def _engine_condition(obj: dict[str, Any]) -> dict[str, Any] | None:
     spec = _spec(obj)
     now = datetime(2025, 1, 1, tzinfo=timezone.utc)
-    result = status.compute(spec=spec, generation=1, pods=[], previous=None, now=now, problems=[])
+    result = status.compute(
+        name="demo", spec=spec, generation=1, pods=[], previous=None, now=now, problems=[]
+    )
     found = [c for c in result["conditions"] if c["type"] == status.ENGINE_VERSION_KNOWN]
     return found[0] if found else None
 

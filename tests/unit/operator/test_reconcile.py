@@ -93,6 +93,8 @@ async def test_first_sync_creates_children_and_writes_status_once() -> None:
         "create Service/demo-prefill",
         "create Service/demo-decode",
         "create NetworkPolicy/demo-side-channel",
+        "create PodDisruptionBudget/demo-prefill",
+        "create PodDisruptionBudget/demo-decode",
         "create Pod/demo-prefill-0",
         "create Pod/demo-decode-0",
     ]

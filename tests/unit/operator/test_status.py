@@ -32,6 +32,7 @@ def _compute(
     dd, problems = validation.parse(obj)
     desired = by_kind(render(obj, hmac_key="k"), "Pod") if not problems else []
     return status.compute(
+        name=obj["metadata"]["name"],
         spec=dd.spec if dd else None,
         generation=generation,
         pods=pods,
@@ -243,3 +244,34 @@ def test_no_prefill_follows_the_conventions() -> None:
     for c in _compute(obj, _observed(_desired(obj)))["conditions"]:
         assert c["message"][0].isupper() and c["message"].endswith(".")
         assert c["reason"] in status.REASONS[c["type"]]
+
+
+def test_scale_fields_count_existing_decode_pods_and_name_their_selector() -> None:
+    """What the scale subresource reads (.status.replicas, .status.selector): decode pods
+    that exist, ready or not, and not those being deleted."""
+    obj = body(decode=role(replicas=3))
+    pods = _observed(_desired(obj), ready=False)
+    pods[-1]["metadata"]["deletionTimestamp"] = T0_TEXT
+    result = _compute(obj, pods)
+    assert result["replicas"] == 2
+    assert result["selector"] == "disagg.dev/deployment=demo,disagg.dev/role=decode"
+    decode_pod = by_kind(render(obj, hmac_key="k"), "Pod")[-1]
+    terms = dict(t.split("=") for t in result["selector"].split(","))
+    assert terms.items() <= decode_pod["metadata"]["labels"].items()
+
+
+def test_scale_fields_are_written_for_an_invalid_spec_too() -> None:
+    obj = body(prefill=role(kvBufferDevice="cuda"))
+    result = _compute(obj, [])
+    assert _cond(result, "Ready")["reason"] == "InvalidSpec"
+    assert (result["replicas"], result["selector"]) == (
+        0,
+        "disagg.dev/deployment=demo,disagg.dev/role=decode",
+    )
+
+
+def test_desired_prefill_follows_decode() -> None:
+    obj = body(prefill={"device": "cpu", "perDecode": {"ratio": 0.5}}, decode=role(replicas=4))
+    result = _compute(obj, _observed(_desired(obj)))
+    assert result["prefill"]["desired"] == 2 and result["decode"]["desired"] == 4
+    assert result["replicas"] == 4
