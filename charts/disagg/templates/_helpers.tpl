@@ -53,8 +53,9 @@ calls against the API emulator and fails on any difference, in both directions.
 - Children: kopf watches them (child events trigger a reconcile); the reconciler lists
   them, creates what is missing, patches drift (Services, NetworkPolicies, Secret metadata;
   pods are replaced, never patched), deletes what is no longer desired (pods, the Service of
-  a role scaled to 0). Secrets and NetworkPolicies are never deleted: every deployment
-  always has one of each, and owner references let the garbage collector remove them.
+  a role scaled to 0, the PodDisruptionBudget of a role scaled to 0 or whose budget is
+  turned off). Secrets and NetworkPolicies are never deleted: every deployment always has
+  one of each, and owner references let the garbage collector remove them.
 - Events: Warning events for invalid specs (routine events are not posted).
 - InferencePools: listed on every reconcile (the operator looks for them when the spec has
   an llmd section, and the API server defaults that section into every deployment; a
@@ -82,6 +83,9 @@ calls against the API emulator and fails on any difference, in both directions.
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [list, watch, create, patch]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
