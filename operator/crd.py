@@ -11,6 +11,8 @@ pydantic's JSON Schema into what the API server accepts as *structural*:
 - upstream shapes (affinity, env valueFrom) kept as ``x-kubernetes-preserve-unknown-fields``
   objects, quantities as ``x-kubernetes-int-or-string``.
 
+Subresources: ``status``, and ``scale`` on the decode pod count (:data:`SCALE`).
+
 ``status`` keeps unknown fields (``x-kubernetes-preserve-unknown-fields``): kopf reads its
 progress from ``status.kopf`` and stores handler results under ``status.<handler id>``;
 pruning them would make kopf repeat handlers. kopf's default progress and diff-base
@@ -57,7 +59,7 @@ def build() -> dict[str, Any]:
                     "name": models.VERSION,
                     "served": True,
                     "storage": True,
-                    "subresources": {"status": {}},
+                    "subresources": {"status": {}, "scale": SCALE},
                     "additionalPrinterColumns": PRINTER_COLUMNS,
                     "schema": {"openAPIV3Schema": openapi_schema()},
                 }
@@ -65,6 +67,14 @@ def build() -> dict[str, Any]:
         },
     }
 
+
+# kubectl scale, HPA and KEDA scale decode; prefill follows when spec.prefill.perDecode is
+# set (scaling.effective_replicas). status.compute writes both status fields.
+SCALE: dict[str, str] = {
+    "specReplicasPath": ".spec.decode.replicas",
+    "statusReplicasPath": ".status.replicas",
+    "labelSelectorPath": ".status.selector",
+}
 
 PRINTER_COLUMNS: list[dict[str, Any]] = [
     {

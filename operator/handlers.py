@@ -1,7 +1,8 @@
 """kopf handlers: decorators only; every trigger ends in one level-triggered reconcile.
 
 I/O shell. DisaggregatedDeployment create/update/resume and events of owned children
-(Pods, Services, NetworkPolicies; not Secrets, which the operator never reads) all call
+(Pods, Services, NetworkPolicies, PodDisruptionBudgets; not Secrets, which the operator
+never reads) all call
 :meth:`Reconciler.request` for the owning deployment; :mod:`disagg_operator.reconcile`
 holds the logic. No delete handler and so no finalizer: owner references let the garbage
 collector remove the children.

@@ -36,6 +36,7 @@ PLURALS: dict[str, str] = {
     "Secret": "secrets",
     "ConfigMap": "configmaps",
     "NetworkPolicy": "networkpolicies",
+    "PodDisruptionBudget": "poddisruptionbudgets",
     "InferencePool": "inferencepools",
     "Event": "events",
     "DisaggregatedDeployment": "disaggregateddeployments",

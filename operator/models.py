@@ -6,7 +6,9 @@ refused, so a typo in a manifest is an error, not a silently ignored setting (th
 server prunes them anyway; ``disagg render`` runs without one).
 
 Public names: GROUP, VERSION, KIND, PLURAL, SINGULAR, SHORT_NAMES, API_VERSION, ROLES,
-:class:`DisaggregatedDeployment`, :class:`DeploymentSpec`, :class:`RoleSpec`,
+:class:`DisaggregatedDeployment`, :class:`DeploymentSpec`, :class:`RoleSpec` (shared by
+:class:`PrefillSpec` and :class:`DecodeSpec`; scaling fields: :class:`ScaledRoleSpec`,
+:class:`PerDecode`, :class:`DisruptionBudget`),
 :class:`KVTransfer`, :class:`Engine`, :class:`ModelConfig`, :class:`Llmd`,
 :class:`TransferCanary`,
 :class:`DeploymentStatus`.
@@ -148,6 +150,15 @@ SIDECAR_NEEDS_LLMD_RULE = (
     "spec.llmd.routingSidecar.enabled needs spec.llmd.enabled: true; enable llm-d or "
     "disable the sidecar",
 )
+# Scaling (see the classes below the role specs).
+PREFILL_COUNT_RULE = (
+    "!has(self.replicas) || !has(self.perDecode)",
+    "spec.prefill: set replicas (a fixed count) or perDecode (follow decode), not both; remove one",
+)
+PER_DECODE_BOUNDS_RULE = (
+    "!has(self.max) || self.min <= self.max",
+    "spec.prefill.perDecode.min exceeds spec.prefill.perDecode.max; lower min or raise max",
+)
 CEL_RULES = (
     TP_RULE,
     TP_DIVIDES_RULE,
@@ -159,6 +170,8 @@ CEL_RULES = (
     UCX_REACH_RULE,
     SIDECAR_IMAGE_RULE,
     SIDECAR_NEEDS_LLMD_RULE,
+    PREFILL_COUNT_RULE,
+    PER_DECODE_BOUNDS_RULE,
 )
 
 
@@ -229,7 +242,8 @@ class EnvVar(_Model):
     )
 
 
-# A count or a percentage of a role's replicas ("25%"), as in a Deployment's strategy.
+# A count or a percentage of a role's replicas ("25%"), as in a Deployment's strategy or
+# a PodDisruptionBudget's maxUnavailable.
 _PERCENT = re.compile(r"^[0-9]{1,3}%$")
 
 
@@ -274,9 +288,9 @@ class RolloutStrategy(_Model):
 
 
 class RoleSpec(_Model):
-    """One role's pool: how many pods, on which hardware, with which engine settings."""
+    """What both pools share: which hardware, which engine settings, how pods are placed.
+    The pod count is per role (:class:`PrefillSpec`, :class:`DecodeSpec`)."""
 
-    replicas: int = Field(default=1, ge=0, description="number of pods; 0 removes the role")
     device: str = Field(
         default="cpu",
         pattern=r"^[a-z][a-z0-9_-]*$",
@@ -316,6 +330,85 @@ class RoleSpec(_Model):
         default_factory=RolloutStrategy,
         description="how a spec change replaces this role's pods (maxSurge, maxUnavailable)",
         **_EMPTY,
+    )
+
+
+# --- scaling: pod counts, disruption budgets, spreading ------------------------------
+class PerDecode(_Model):
+    """Prefill replicas that follow decode: clamp(ceil(decode.replicas * ratio), min, max)."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(PER_DECODE_BOUNDS_RULE))
+
+    ratio: float = Field(
+        gt=0, description="prefill pods per decode pod, e.g. 0.5 (rounded up: 3 decode → 2)"
+    )
+    min_replicas: int = Field(
+        default=0,
+        ge=0,
+        alias="min",
+        description="fewest prefill pods (also with 0 decode pods); any decode pod gets at "
+        "least one prefill pod anyway",
+    )
+    max_replicas: int | None = Field(
+        default=None, ge=1, alias="max", description="most prefill pods; no bound when omitted"
+    )
+
+
+class DisruptionBudget(_Model):
+    """The role's PodDisruptionBudget (policy/v1) ``<name>-<role>``."""
+
+    enabled: bool = Field(default=True, description="render it; false: no budget")
+    max_unavailable: IntOrPercent = Field(
+        default=1,
+        description="pods of the role a voluntary disruption (a node drain) may take at "
+        'once: a count or a percentage ("25%")',
+    )
+
+
+class ScaledRoleSpec(RoleSpec):
+    """A role's pool with what scaling adds to both roles: its disruption budget and how its
+    pods spread across nodes."""
+
+    disruption_budget: DisruptionBudget = Field(
+        default_factory=DisruptionBudget,
+        description="PodDisruptionBudget <name>-<role> (maxUnavailable 1 by default); none "
+        "for a role with 0 replicas",
+        **_EMPTY,
+    )
+    topology_spread_constraints: list[FreeForm] | None = Field(
+        default=None,
+        description="core/v1 TopologySpreadConstraints of the pods, used as given; omitted: "
+        "spread across nodes (topologyKey kubernetes.io/hostname, maxSkew 1, "
+        "ScheduleAnyway, the role's pods); []: none",
+    )
+
+
+class PrefillSpec(ScaledRoleSpec):
+    """The prefill pool: a fixed pod count (replicas), or one that follows decode."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(PREFILL_COUNT_RULE))
+
+    replicas: int | None = Field(
+        default=None,
+        ge=0,
+        description="number of pods; 0 removes the role; 1 when neither replicas nor "
+        "perDecode is set (set one, not both)",
+    )
+    per_decode: PerDecode | None = Field(
+        default=None,
+        description="follow spec.decode.replicas (kubectl scale, HPA, KEDA): "
+        "clamp(ceil(decode * ratio), min, max) pods, instead of replicas",
+    )
+
+
+class DecodeSpec(ScaledRoleSpec):
+    """The decode pool; its replicas are the resource's scale subresource."""
+
+    replicas: int = Field(
+        default=1,
+        ge=0,
+        description="number of pods; 0 removes the role. The scale subresource sets it "
+        "(kubectl scale, HPA, KEDA)",
     )
 
 
@@ -485,8 +578,8 @@ class DeploymentSpec(_Model):
         description="facts about the model (KV heads) for P/D pair checks",
         **_EMPTY,
     )
-    prefill: RoleSpec = Field(description="the prefill pool (produces KV)")
-    decode: RoleSpec = Field(description="the decode pool (reads KV from prefill)")
+    prefill: PrefillSpec = Field(description="the prefill pool (produces KV)")
+    decode: DecodeSpec = Field(description="the decode pool (reads KV from prefill)")
     kv_transfer: KVTransfer = Field(
         default_factory=KVTransfer,
         description="KV transfer settings shared by both roles",
@@ -499,10 +592,10 @@ class DeploymentSpec(_Model):
         **_EMPTY,
     )
 
-    def role(self, name: str) -> RoleSpec:
+    def role(self, name: str) -> PrefillSpec | DecodeSpec:
         return self.prefill if name == "prefill" else self.decode
 
-    def peer(self, name: str) -> RoleSpec:
+    def peer(self, name: str) -> PrefillSpec | DecodeSpec:
         return self.decode if name == "prefill" else self.prefill
 
 
@@ -566,6 +659,13 @@ class DeploymentStatus(_Model):
     conditions: list[Condition] | None = Field(
         default=None,
         description="Ready, Progressing, Degraded, EngineVersionKnown, TransferPathReady",
+    )
+    replicas: int | None = Field(
+        default=None, description="decode pods that exist (the scale subresource's status)"
+    )
+    selector: str | None = Field(
+        default=None,
+        description="label selector of the decode pods (the scale subresource's, for HPA and KEDA)",
     )
     phase: str | None = Field(
         default=None, description="derived from conditions, for the printer column only"

@@ -29,6 +29,7 @@ Verb = Literal["create", "patch", "replace", "delete"]
 MANAGED_FIELDS: Mapping[str, tuple[str, ...]] = {
     "Service": ("spec",),
     "NetworkPolicy": ("spec",),
+    "PodDisruptionBudget": ("spec",),
     "InferencePool": ("spec",),
     "ConfigMap": ("data",),
     "Secret": (),  # the handshake key is generated once and never rotated by a resync

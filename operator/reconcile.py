@@ -57,6 +57,7 @@ log = logging.getLogger("disagg.operator")
 CHILD_KINDS: tuple[tuple[str, str], ...] = (
     ("v1", "services"),
     ("networking.k8s.io/v1", "networkpolicies"),
+    ("policy/v1", "poddisruptionbudgets"),
     ("v1", "pods"),
 )
 # Owned only with llm-d: looked at only when the spec has an ``llmd`` section, so clusters
@@ -199,6 +200,7 @@ async def sync(
         pods = [p for p in listed if _owned(p, uid)]
         steps = decide(dd, uid=uid, pods=pods, routed=steps.routed)
     status = status_mod.compute(
+        name=body["metadata"]["name"],
         spec=dd.spec if dd is not None else None,
         generation=meta.get("generation"),
         pods=pods,

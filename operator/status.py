@@ -2,7 +2,8 @@
 
 Pure layer. Public API::
 
-    compute(*, spec, generation, pods, previous, now, problems, rollout=None, refusals=())
+    compute(*, name, spec, generation, pods, previous, now, problems, rollout=None,
+            refusals=()) -> dict
 
 ``spec`` is the parsed DeploymentSpec (None when the body did not parse), ``pods`` the
 observed Pods of the deployment, ``rollout`` the planner's view of them
@@ -18,6 +19,11 @@ running the spec's template), ``currentRevision`` / ``updateRevision`` (role tem
 equal once the rollout is done) and ``summary`` (``ready/desired``, plus ``(N updated)``
 while rolling). Top level: ``kvRevision`` (the spec's KV-compatibility key) and
 ``routedKvRevision`` (what the Services and the InferencePool select).
+
+The scale subresource reads two fields (``kubectl scale``, HPA, KEDA): ``replicas``, the
+decode pods that exist (not being deleted), and ``selector``, the decode pods' label
+selector as a string (``disagg.dev/deployment=<name>,disagg.dev/role=decode``); both are
+written whatever the spec's state, so an autoscaler always finds the pods.
 
 Conditions (metav1.Condition shape, observedGeneration on each)::
 
@@ -75,6 +81,7 @@ from typing import Any
 from disagg_operator.models import ROLES, DeploymentSpec
 from disagg_operator.refusals import Refusal, lines
 from disagg_operator.render.derive import resolution
+from disagg_operator.render.objects import selector
 from disagg_operator.rollout.planner import Plan, RoleCounts
 from disagg_operator.transfer_path import REASONS as TRANSFER_PATH_REASONS
 from disagg_operator.transfer_path import TRANSFER_PATH_READY
@@ -121,10 +128,12 @@ FAILING_WAIT_REASONS = frozenset(
     }
 )
 _MAX_LISTED = 5
+LABEL_ROLE = "disagg.dev/role"
 
 
 def compute(
     *,
+    name: str,
     spec: DeploymentSpec | None,
     generation: int | None,
     pods: Sequence[dict[str, Any]],
@@ -169,7 +178,15 @@ def compute(
         **revisions,
         "conditions": conditions,
         "phase": _phase(conditions),
+        **scale(name, live),
     }
+
+
+def scale(name: str, live: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The scale subresource's status: decode pods that exist, and their selector."""
+    count = sum(1 for p in live if p["metadata"].get("labels", {}).get(LABEL_ROLE) == "decode")
+    terms = selector(name, "decode")
+    return {"replicas": count, "selector": ",".join(f"{k}={v}" for k, v in terms.items())}
 
 
 def engine_version(spec: DeploymentSpec | None) -> tuple[str, str, str] | None:
@@ -308,7 +325,8 @@ def _degraded(roles: dict[str, Any], failing: list[str]) -> _Wanted:
             "NoPrefill",
             f"The prefill pool has 0 replicas (spec.prefill.replicas) while decode wants "
             f"{roles['decode']['desired']} pod(s): decode pods cannot get KV without "
-            "prefill; set spec.prefill.replicas to at least 1, or scale decode to 0 as well.",
+            "prefill; set spec.prefill.replicas to at least 1 (or perDecode), or scale "
+            "decode to 0 as well.",
         )
     return ("False", "AsExpected", "No pod is failing.")
 

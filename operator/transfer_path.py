@@ -26,6 +26,7 @@ from typing import Any
 from disagg_operator.models import DeploymentSpec
 from disagg_operator.render.canary import NAME as CANARY
 from disagg_operator.render.canary import image as canary_image
+from disagg_operator.scaling import effective_replicas
 
 TRANSFER_PATH_READY = "TransferPathReady"
 REASONS = frozenset(
@@ -58,7 +59,7 @@ def condition(
             "The canary is off (spec.transferCanary.enabled: false): the transfer path is "
             "not checked.",
         )
-    if spec.decode.replicas > 0 and canary_image(spec) is None:
+    if effective_replicas(spec, "decode") > 0 and canary_image(spec) is None:
         return (
             "Unknown",
             "NoCanaryImage",

@@ -32,6 +32,8 @@ from disagg_operator.problems import InvalidSpec, Problem
 from disagg_operator.render import derive as render_derive
 from disagg_operator.rollout.kvkey import KV_REVISION_CHARS
 from disagg_operator.rollout.planner import Budget, resolve
+from disagg_operator.scaling import effective_replicas
+from disagg_operator.scaling import problems as scaling_problems
 from disagg_worker import platforms, ucx
 from disagg_worker.engine.presets import PRESETS
 
@@ -93,6 +95,7 @@ def check(dd: DisaggregatedDeployment) -> list[Problem]:
         _reference,
         _llmd,
         _ports,
+        scaling_problems,
         vllm_checks.overrides,
     )
     for check_fn in checks:
@@ -107,7 +110,7 @@ def check(dd: DisaggregatedDeployment) -> list[Problem]:
 def _names(name: str, spec: DeploymentSpec) -> Iterator[Problem]:
     # A rollout may use indices up to twice the replicas plus the surge (a new KV
     # revision's pods beside the old ones): the name must fit those too.
-    top = max(max_index(spec.role(r).replicas, spec.role(r).rollout) for r in ROLES)
+    top = max(max_index(effective_replicas(spec, r), spec.role(r).rollout) for r in ROLES)
     longest = max(f"{name}-prefill-{top}", f"{name}-p-{'0' * KV_REVISION_CHARS}", key=len)
     if len(longest) > MAX_LABEL:
         yield Problem(
@@ -131,13 +134,14 @@ def max_index(replicas: int, strategy: RolloutStrategy) -> int:
 def _rollouts(spec: DeploymentSpec) -> Iterator[Problem]:
     for role in ROLES:
         r = spec.role(role)
-        surge = resolve(r.rollout.max_surge, r.replicas, round_up=True)
-        unavailable = resolve(r.rollout.max_unavailable, r.replicas, round_up=False)
-        if r.replicas > 0 and surge == 0 and unavailable == 0:
+        replicas = effective_replicas(spec, role)
+        surge = resolve(r.rollout.max_surge, replicas, round_up=True)
+        unavailable = resolve(r.rollout.max_unavailable, replicas, round_up=False)
+        if replicas > 0 and surge == 0 and unavailable == 0:
             yield Problem(
                 f"spec.{role}.rollout",
                 f"maxSurge {r.rollout.max_surge!r} and maxUnavailable "
-                f"{r.rollout.max_unavailable!r} both come to 0 pods of {r.replicas}: a "
+                f"{r.rollout.max_unavailable!r} both come to 0 pods of {replicas}: a "
                 "rollout could never replace a pod; allow a surge (e.g. maxSurge: 1) or "
                 "an unavailable pod (maxUnavailable: 1)",
             )
@@ -253,7 +257,7 @@ def _resources(spec: DeploymentSpec) -> Iterator[Problem]:
                     render_derive.parse_quantity(value)
                 except ValueError as e:
                     yield Problem(f"spec.{role}.resources.{where}[{key}]", str(e))
-        if resource is None or r.replicas == 0:
+        if resource is None or effective_replicas(spec, role) == 0:
             continue
         if resource not in limits:
             yield Problem(

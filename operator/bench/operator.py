@@ -37,6 +37,7 @@ KEYS = {
     "Service": "v1/services",
     "Secret": "v1/secrets",
     "NetworkPolicy": "networking.k8s.io/v1/networkpolicies",
+    "PodDisruptionBudget": "policy/v1/poddisruptionbudgets",
 }
 
 

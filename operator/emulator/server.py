@@ -13,7 +13,9 @@ one that behaves like an API server where a controller can tell the difference:
   (apply creates missing objects); PUT; generateName; status subresource kept separate;
   no-op writes change nothing and emit no event; label and name field selectors; dryRun;
 - the core group is reported as ``v1``; empty ``/openapi/v2|v3``; a posted CRD is served,
-  and ``kubectl get`` receives a Table with the CRD's printer columns;
+  and ``kubectl get`` receives a Table with the CRD's printer columns; a CRD's scale
+  subresource is served as ``autoscaling/v1`` Scale (:mod:`.scale`), so ``kubectl scale``
+  works;
 - every resource request is recorded as an :class:`ops.ApiCall` in RBAC terms (see
   :func:`api_calls`), for comparing against RBAC rules and counting writes.
 
@@ -40,7 +42,7 @@ import attrs
 import kmock
 from kmock._internal import rendering
 
-from disagg_operator.emulator import ops
+from disagg_operator.emulator import ops, scale
 from disagg_operator.emulator.watch import Req, stream
 
 _CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -55,6 +57,7 @@ class Emulator(kmock.KubernetesEmulator):
     store: dict[tuple[str, str, str], dict[str, Any]] = attrs.field(factory=dict, init=False)
     calls: list[ops.ApiCall] = attrs.field(factory=list, init=False)
     columns: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
+    scales: dict[str, dict[str, str]] = attrs.field(factory=dict, init=False)
     watch_selectors: list[tuple[str, str]] = attrs.field(factory=list, init=False)
     refusals: list[ops.Refusal] = attrs.field(factory=list, init=False)
     # store by resource: lists and watches touch one resource, not the whole store
@@ -108,6 +111,8 @@ class Emulator(kmock.KubernetesEmulator):
                 continue
             key = f"{spec['group']}/{version['name']}/{names['plural']}"
             self.columns[key] = version.get("additionalPrinterColumns", [])
+            if "scale" in version.get("subresources", {}):
+                self.scales[key] = version["subresources"]["scale"]
             self.register(
                 key,
                 names["kind"],
@@ -258,6 +263,9 @@ class Emulator(kmock.KubernetesEmulator):
         for entry in payload.get("resources", []):
             if "/" in entry["name"]:  # subresources have no short names or categories
                 entry["shortNames"], entry["categories"] = [], []
+            if entry["name"].endswith("/scale"):  # what kubectl scale's client decodes
+                entry.update(group="autoscaling", version="v1", kind="Scale")
+                entry["verbs"] = ["get", "patch", "update"]
         return payload
 
     async def _serve_server_version(self, request: rendering.Request) -> rendering.Payload:
@@ -326,6 +334,8 @@ class Emulator(kmock.KubernetesEmulator):
                 name=call.name,
                 kind=call.resource,
             )
+        if req.where.subresource == "scale" and key in self.scales:
+            return self._scale(key, info, current, call, req)
         if call.verb == "get":
             if "as=Table" in req.raw.headers.get("Accept", "") and self.columns.get(key):
                 return ops.table([current], self.columns[key], str(self._rv))
@@ -336,6 +346,24 @@ class Emulator(kmock.KubernetesEmulator):
         return self._write(key, info, current, new, req)
 
     # ---------------------------------------------------------------- verbs
+    def _scale(
+        self,
+        key: str,
+        info: kmock.ResourceInfo,
+        current: dict[str, Any],
+        call: ops.ApiCall,
+        req: Req,
+    ) -> dict[str, Any]:
+        """GET, PATCH or PUT ``.../scale``: the Scale, written through to the object."""
+        paths = self.scales[key]
+        if call.verb == "get":
+            return scale.to_scale(current, paths)
+        written = ops.updated(
+            req.raw.method, req.ctype, req.payload(), scale.to_scale(current, paths)
+        )
+        new = scale.with_replicas(current, paths, written)
+        return scale.to_scale(self._write(key, info, current, new, req), paths)
+
     def _create(
         self, key: str, info: kmock.ResourceInfo, ns: str, body: Any, params: dict[str, str]
     ) -> dict[str, Any]:

@@ -6,15 +6,17 @@ Pure layer, the operator's builder (and ``disagg render``/``disagg up``'s). Publ
 
 returns, in a stable order: the handshake Secret ``<name>-handshake`` (key ``hmac``), a
 headless Service per role with replicas (``<name>-prefill``, ``<name>-decode``), the
-NetworkPolicy ``<name>-side-channel``, the Pods ``<name>-<role>-<i>``, and with llm-d an
-InferencePool ``<name>``. Every object carries the deployment's labels, its namespace and
-an ownerReference to the CR (controller, blockOwnerDeletion), so deleting the CR deletes
-them (no finalizer). Invalid specs raise :class:`validation.InvalidSpec`.
+NetworkPolicy ``<name>-side-channel``, a PodDisruptionBudget per role with replicas
+(``<name>-<role>``, unless the role's ``disruptionBudget.enabled`` is false), the Pods
+``<name>-<role>-<i>``, and with llm-d an InferencePool ``<name>``. Every object carries the
+deployment's labels, its namespace and an ownerReference to the CR (controller,
+blockOwnerDeletion), so deleting the CR deletes them (no finalizer). Invalid specs raise
+:class:`validation.InvalidSpec`.
 
 The Secret's key is an argument: the I/O layer reads the existing key or generates one,
-so render itself is deterministic. A role with ``replicas: 0`` is removed: no pods and no
-Service.
-
+so render itself is deterministic. Pod counts come from :func:`scaling.effective_replicas`
+(prefill may follow decode). A role with 0 replicas is removed: no pods, no Service, no
+budget.
 Revisions: every pod carries ``disagg.dev/kv-revision`` (its spec's KV-compatibility key,
 :mod:`disagg_operator.rollout.kvkey`) and ``disagg.dev/revision`` (its role's template).
 The role Services and the InferencePool select one KV revision, ``routed_kv`` (default:
@@ -45,6 +47,7 @@ from disagg_operator.render import pods as render_pods
 from disagg_operator.render.derive import HMAC_KEY
 from disagg_operator.rollout.kvkey import kv_revision
 from disagg_operator.rollout.planner import LABEL_KV_REVISION
+from disagg_operator.scaling import effective_replicas
 from disagg_operator.validation import InvalidSpec, parse
 
 LABEL_DEPLOYMENT = "disagg.dev/deployment"
@@ -114,7 +117,10 @@ def role_pod(dd: DisaggregatedDeployment, *, uid: str, role: str, index: int) ->
     """The pod ``<name>-<role>-<index>`` as the spec wants it now."""
     meta = _meta(dd, uid, "", role)
     meta["labels"][LABEL_KV_REVISION] = kv_revision(dd.spec)
-    return render_pods.pod(dd.spec, role, index, name=dd.metadata.name, meta=meta)
+    name = dd.metadata.name
+    return render_pods.pod(
+        dd.spec, role, index, name=name, meta=meta, pod_selector=selector(name, role)
+    )
 
 
 def render_model(
@@ -123,18 +129,19 @@ def render_model(
     """Render an already validated deployment (pods ``0 .. replicas-1`` of each role)."""
     name, spec = dd.metadata.name, dd.spec
     kv = routed_kv or kv_revision(spec)
-    roles = [role for role in ROLES if spec.role(role).replicas > 0]
+    counts = {role: effective_replicas(spec, role) for role in ROLES}
+    roles = [role for role in ROLES if counts[role] > 0]
     objects = [_secret(_meta(dd, uid, f"{name}-handshake"), hmac_key)]
     objects += [_service(spec, role, _meta(dd, uid, f"{name}-{role}", role), kv) for role in roles]
-    if spec.prefill.replicas > 0 and spec.decode.replicas > 0 and render_canary.image(spec):
+    if len(roles) == len(ROLES) and render_canary.image(spec):
         for rev in dict.fromkeys((kv, kv_revision(spec))):  # routed, then the spec's
             svc = render_canary.revision_service(name, rev)
             objects.append(_canary_service(name, rev, _meta(dd, uid, svc, "prefill")))
     objects.append(_network_policy(spec, name, _meta(dd, uid, f"{name}-side-channel")))
+    budgets = [role for role in roles if spec.role(role).disruption_budget.enabled]
+    objects += [_pdb(spec, role, _meta(dd, uid, f"{name}-{role}", role)) for role in budgets]
     for role in roles:
-        objects += [
-            role_pod(dd, uid=uid, role=role, index=i) for i in range(spec.role(role).replicas)
-        ]
+        objects += [role_pod(dd, uid=uid, role=role, index=i) for i in range(counts[role])]
     if spec.llmd.enabled and spec.llmd.inference_pool.enabled:
         objects.append(_inference_pool(spec, name, _meta(dd, uid, name), kv))
     return copy.deepcopy(objects)  # no shared sub-dicts: callers may mutate freely
@@ -173,6 +180,21 @@ def _canary_service(name: str, kv: str, meta: dict[str, Any]) -> dict[str, Any]:
             "clusterIP": "None",
             "selector": routing_selector(name, kv, "prefill"),
             "ports": ports,
+        },
+    }
+
+
+def _pdb(spec: DeploymentSpec, role: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """Voluntary disruptions (node drains, evictions) take at most ``maxUnavailable`` of the
+    role's pods at once; the kubelet still runs each evicted pod's drain (preStop)."""
+    name = meta["labels"][LABEL_DEPLOYMENT]
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": meta,
+        "spec": {
+            "selector": {"matchLabels": selector(name, role)},
+            "maxUnavailable": spec.role(role).disruption_budget.max_unavailable,
         },
     }
 

@@ -73,9 +73,16 @@ def spec_hash(labels: dict[str, str], pod_spec: dict[str, Any]) -> str:
 
 
 def pod(
-    spec: DeploymentSpec, role: str, i: int, *, name: str, meta: dict[str, Any]
+    spec: DeploymentSpec,
+    role: str,
+    i: int,
+    *,
+    name: str,
+    meta: dict[str, Any],
+    pod_selector: dict[str, str],
 ) -> dict[str, Any]:
-    """The Pod ``<name>-<role>-<i>``; ``meta`` carries namespace, labels, ownerReferences."""
+    """The Pod ``<name>-<role>-<i>``; ``meta`` carries namespace, labels, ownerReferences;
+    ``pod_selector`` selects the role's pods (for the default topology spread)."""
     r = spec.role(role)
     pod_name = f"{name}-{role}-{i}"
     containers = [engine_container(spec, role)]
@@ -103,6 +110,7 @@ def pod(
         if r.tolerations
         else None,
         "affinity": r.affinity,
+        "topologySpreadConstraints": spread(spec, role, pod_selector),
     }
     pod_spec.update({k: v for k, v in placement.items() if v})
     template = {k: v for k, v in pod_spec.items() if k not in ("hostname",)}
@@ -110,6 +118,23 @@ def pod(
     metadata = {**meta, "name": pod_name, "labels": labels}
     metadata["annotations"] = {SPEC_HASH: spec_hash(labels, pod_spec), **_engine_notes(spec)}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def spread(spec: DeploymentSpec, role: str, pod_selector: dict[str, str]) -> list[Any]:
+    """The role's topologySpreadConstraints: as given, or by default one soft constraint
+    that spreads the role's pods across nodes (a node failure or drain takes fewer of them
+    at once; ScheduleAnyway, so a pool with fewer nodes than pods still schedules)."""
+    given = spec.role(role).topology_spread_constraints
+    if given is not None:
+        return list(given)
+    return [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": dict(pod_selector)},
+        }
+    ]
 
 
 def _engine_notes(spec: DeploymentSpec) -> dict[str, str]:

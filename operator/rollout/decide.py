@@ -16,6 +16,7 @@ from disagg_operator.render.objects import role_pod
 from disagg_operator.render.pods import REVISION, SPEC_HASH
 from disagg_operator.rollout import planner
 from disagg_operator.rollout.kvkey import kv_revision
+from disagg_operator.scaling import effective_replicas
 
 ROUTING_KINDS = ("Service", "InferencePool")
 
@@ -54,7 +55,7 @@ def decide(
         return meta
 
     budgets: dict[str, planner.Budget] = {
-        r: planner.Budget.of(dd.spec.role(r).replicas, dd.spec.role(r).rollout) for r in ROLES
+        r: planner.Budget.of(effective_replicas(dd.spec, r), dd.spec.role(r).rollout) for r in ROLES
     }
     views = planner.views(
         dd.metadata.name, pods, lambda role, i: str(rendered(role, i)["annotations"][SPEC_HASH])

@@ -60,10 +60,11 @@ calls against the API emulator and fails on any difference, in both directions.
 - The custom resource: kopf lists/watches it and patches its own bookkeeping annotations;
   the reconciler gets it and patches its status subresource.
 - Children: kopf watches them (child events trigger a reconcile); the reconciler lists
-  them, creates what is missing, patches drift (Services, NetworkPolicies; pods are
-  replaced, never patched), deletes what is no longer desired (pods, the Service of a role
-  scaled to 0). NetworkPolicies are never deleted: every deployment always has one, and
-  owner references let the garbage collector remove it.
+  them, creates what is missing, patches drift (Services, NetworkPolicies,
+  PodDisruptionBudgets; pods are replaced, never patched), deletes what is no longer
+  desired (pods, the Service of a role scaled to 0, the PodDisruptionBudget of a role
+  scaled to 0 or whose budget is turned off). NetworkPolicies are never deleted: every
+  deployment always has one, and owner references let the garbage collector remove it.
 - Secrets: create only, never get/list/watch. Each deployment's handshake Secret holds a
   key derived from the root key (mounted from a Secret volume, which needs no RBAC), so
   the operator never reads a Secret back; it creates it with the pods (409: it exists).
@@ -94,6 +95,9 @@ calls against the API emulator and fails on any difference, in both directions.
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [list, watch, create, patch]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [events]
   verbs: [create]

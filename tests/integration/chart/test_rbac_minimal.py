@@ -5,8 +5,9 @@ every request as (verb, API group, resource, subresource, namespace). The scenar
 every kind of write the operator's planner can make: a deployment is applied, reconciled
 and becomes Ready; it is scaled up and down (pods created, deleted); its side-channel port
 changes (Services patched, pods replaced, and the handshake Secret, lost just before,
-created again with them: create only, the operator never reads Secrets); someone edits its
-NetworkPolicy (drift patched back); a role is scaled to 0 (its Service deleted); it gets
+created again with them: create only, the operator never reads Secrets); a disruption
+budget changes (PodDisruptionBudget patched); someone edits its NetworkPolicy (drift
+patched back); a role is scaled to 0 (its Service and PodDisruptionBudget deleted); it gets
 an invalid spec (status + Warning event). Then an llm-d deployment gets its InferencePool (v1, the
 default), changes it and drops it; and one that asks for the deprecated v1alpha2 API does
 the same in that API group. The test's own writes go straight into the emulator's store
@@ -125,6 +126,11 @@ def _side_port(emu: Emulator, name: str) -> int | None:
     return svc["spec"]["ports"][1]["port"] if svc else None
 
 
+def _budget(emu: Emulator, name: str) -> Any:
+    pdb = emu.find("policy/v1/poddisruptionbudgets", NS, name)
+    return pdb["spec"]["maxUnavailable"] if pdb else None
+
+
 async def _plain_life(emu: Emulator) -> None:
     emu.put_object(DD, _manifest("demo"))
     await until("two pods", lambda: len(_pods(emu, "demo")) == 2)
@@ -139,6 +145,8 @@ async def _plain_life(emu: Emulator) -> None:
     _edit(emu, "demo", lambda s: s.update(kvTransfer={"sideChannelPort": 6600}))
     await until("Services patched", lambda: _side_port(emu, "demo-decode") == 6600)
     await until("Secret back", lambda: emu.find("v1/secrets", NS, "demo-handshake"))
+    _edit(emu, "demo", lambda s: s["prefill"].update(disruptionBudget={"maxUnavailable": "50%"}))
+    await until("PodDisruptionBudget patched", lambda: _budget(emu, "demo-prefill") == "50%")
     netpol = "networking.k8s.io/v1/networkpolicies"
     _tamper(emu, netpol, "demo-side-channel", lambda o: o["spec"].update(ingress=[]))
     await until(
@@ -149,6 +157,7 @@ async def _plain_life(emu: Emulator) -> None:
     await until(
         "decode Service removed", lambda: emu.find("v1/services", NS, "demo-decode") is None
     )
+    await until("decode PodDisruptionBudget removed", lambda: _budget(emu, "demo-decode") is None)
     _edit(emu, "demo", lambda s: s["prefill"].update(kvBufferDevice="cuda"))  # cpu: invalid
     await until("InvalidSpec", lambda: _ready(emu, "demo").get("reason") == "InvalidSpec")
 

@@ -207,3 +207,36 @@ async def test_refuse_answers_like_a_quota_until_allowed(emulator: Emulator) -> 
     assert (await _call(emulator, "GET", PODS))[0] == 200  # other verbs
     emulator.allow(quota)
     assert (await _call(emulator, "POST", PODS, _pod("a")))[0] == 201
+
+
+async def test_scale_subresource_reads_and_writes_through_the_crd_paths(emulator: Emulator) -> None:
+    """GET/PATCH/PUT .../scale as an API server serves a CRD's scale subresource: an
+    autoscaling/v1 Scale from the CRD's three paths; a write sets only specReplicasPath."""
+    base = "/apis/disagg.dev/v1alpha1/namespaces/ns1/disaggregateddeployments"
+    body = {"metadata": {"name": "d"}, "spec": {"decode": {"replicas": 2}, "model": "m"}}
+    await _call(emulator, "POST", base, body)
+    status = {"status": {"replicas": 2, "selector": "disagg.dev/deployment=d"}}
+    await _call(emulator, "PATCH", f"{base}/d/status", status, MERGE)
+    code, scale = await _call(emulator, "GET", f"{base}/d/scale")
+    assert code == 200 and (scale["apiVersion"], scale["kind"]) == ("autoscaling/v1", "Scale")
+    assert scale["spec"] == {"replicas": 2}
+    assert scale["status"] == {"replicas": 2, "selector": "disagg.dev/deployment=d"}
+    code, scale = await _call(
+        emulator, "PATCH", f"{base}/d/scale", {"spec": {"replicas": 6}}, MERGE
+    )
+    assert code == 200 and scale["spec"] == {"replicas": 6}
+    stored = emulator.find("disagg.dev/v1alpha1/disaggregateddeployments", "ns1", "d")
+    assert stored is not None and stored["spec"] == {"decode": {"replicas": 6}, "model": "m"}
+    assert stored["metadata"]["generation"] == 2 and stored["status"]["replicas"] == 2
+    scale["spec"]["replicas"] = 4
+    code, _ = await _call(emulator, "PUT", f"{base}/d/scale", scale)
+    assert code == 200
+    code, err = await _call(emulator, "PUT", f"{base}/d/scale", scale)  # stale resourceVersion
+    assert (code, err["reason"]) == (409, "Conflict")
+    code, err = await _call(emulator, "PATCH", f"{base}/d/scale", {"spec": {"replicas": -1}}, MERGE)
+    assert (code, err["reason"]) == (422, "Invalid")
+    stored = emulator.find("disagg.dev/v1alpha1/disaggregateddeployments", "ns1", "d")
+    assert stored is not None and stored["spec"]["decode"]["replicas"] == 4
+    _, discovery = await _call(emulator, "GET", "/apis/disagg.dev/v1alpha1")
+    entry = next(r for r in discovery["resources"] if r["name"].endswith("/scale"))
+    assert (entry["group"], entry["version"], entry["kind"]) == ("autoscaling", "v1", "Scale")

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.integration.emulator import Emulator
-from tests.integration.operator.conftest import NS, ROOT, condition, pods, until
+from tests.integration.operator.conftest import NS, ROOT, condition, pods, quickstart, until
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 
@@ -53,3 +55,49 @@ async def test_kubectl_apply_and_get(
     assert "unchanged" in again
     names = await kubectl(kubeconfig_path, "get", "pods", "-n", NS, "-o", "name")
     assert sorted(names.split()) == ["pod/quickstart-decode-0", "pod/quickstart-prefill-0"]
+
+
+async def test_kubectl_scale_sets_decode_and_prefill_follows(
+    emulator: Emulator, kubeconfig_path: Path, operator: asyncio.Task[None], tmp_path: Path
+) -> None:
+    """`kubectl scale` goes through the CRD's scale subresource (what HPA and KEDA use too):
+    decode gets 6 pods, prefill follows perDecode (ratio 0.5: 3 pods), each role keeps its
+    PodDisruptionBudget, and the status gives the scale subresource its count and selector."""
+    body = quickstart("scaled")
+    body["spec"]["prefill"] = {
+        **{k: v for k, v in body["spec"]["prefill"].items() if k != "replicas"},
+        "perDecode": {"ratio": 0.5},
+    }
+    manifest = tmp_path / "scaled.yaml"
+    manifest.write_text(yaml.safe_dump(body))
+    await kubectl(kubeconfig_path, "apply", "-f", str(manifest))
+    await until(
+        "1 + 1 pods",
+        lambda: sorted(pods(emulator, "scaled")) == ["scaled-decode-0", "scaled-prefill-0"],
+    )
+    out = await kubectl(
+        kubeconfig_path, "scale", "-n", NS, "disaggregateddeployment/scaled", "--replicas", "6"
+    )
+    assert "disaggregateddeployment.disagg.dev/scaled scaled" in out
+    want = [f"scaled-decode-{i}" for i in range(6)] + [f"scaled-prefill-{i}" for i in range(3)]
+    await until("6 decode + 3 prefill pods", lambda: sorted(pods(emulator, "scaled")) == want)
+    budgets = {
+        b["metadata"]["name"]: b["spec"]["selector"]["matchLabels"]["disagg.dev/role"]
+        for b in emulator.objects_of("policy/v1/poddisruptionbudgets", NS)
+    }
+    assert budgets == {"scaled-prefill": "prefill", "scaled-decode": "decode"}
+    for pod in want:
+        emulator.set_pod_ready(NS, pod)
+    await until("Ready", lambda: condition(emulator, "scaled").get("status") == "True")
+    scale = await kubectl(
+        kubeconfig_path, "get", "-n", NS, "disagg/scaled", "--subresource=scale", "-o", "json"
+    )
+    assert json.loads(scale)["status"] == {
+        "replicas": 6,
+        "selector": "disagg.dev/deployment=scaled,disagg.dev/role=decode",
+    }
+    await kubectl(kubeconfig_path, "scale", "-n", NS, "disagg/scaled", "--replicas", "1")
+    await until(
+        "1 + 1 pods again",
+        lambda: sorted(pods(emulator, "scaled")) == ["scaled-decode-0", "scaled-prefill-0"],
+    )

@@ -84,6 +84,12 @@ async def test_apply_creates_children_with_expected_config(
     secret = emulator.find("v1/secrets", NS, "demo-handshake")
     assert secret is not None and len(base64.b64decode(secret["data"]["hmac"])) >= 32
     assert emulator.find("networking.k8s.io/v1/networkpolicies", NS, "demo-side-channel")
+    budgets = emulator.objects_of("policy/v1/poddisruptionbudgets", NS)
+    assert [(b["metadata"]["name"], b["spec"]["maxUnavailable"]) for b in budgets] == [
+        ("demo-decode", 1),
+        ("demo-prefill", 1),
+    ]
+    assert all(b["metadata"]["ownerReferences"][0]["uid"] == cr["metadata"]["uid"] for b in budgets)
     events = await until("an event", lambda: emulator.objects_of("v1/events", NS))
     assert (events[0]["type"], events[0]["reason"]) == ("Normal", "Reconciled")
     assert "create Pod/demo-prefill-0" in events[0]["message"]
@@ -126,6 +132,23 @@ async def test_scale_up_down_and_remove_a_role(
     assert condition(emulator, "demo")["status"] == "False"
     assert condition(emulator, "demo", "Degraded")["reason"] == "NoPrefill"
     assert emulator.find(DD, NS, "demo")["status"]["phase"] == "Degraded"
+
+
+async def test_a_scale_subresource_write_scales_decode_and_prefill_follows(
+    emulator: Emulator, operator: asyncio.Task[None]
+) -> None:
+    """What an HPA or KEDA does: PATCH .../scale (no kubectl needed here)."""
+    body = quickstart()
+    del body["spec"]["prefill"]["replicas"]
+    body["spec"]["prefill"]["perDecode"] = {"ratio": 0.5, "max": 2}
+    await api(emulator, "POST", DD_PATH, body)
+    await converge(emulator)
+    await api(emulator, "PATCH", f"{DD_PATH}/demo/scale", {"spec": {"replicas": 5}})
+    want = [f"demo-decode-{i}" for i in range(5)] + ["demo-prefill-0", "demo-prefill-1"]
+    await until("5 decode + 2 prefill pods (max 2)", lambda: sorted(pods(emulator)) == want)
+    await until(
+        "status.replicas 5", lambda: emulator.find(DD, NS, "demo")["status"]["replicas"] == 5
+    )
 
 
 async def test_deleted_pod_is_recreated(emulator: Emulator, operator: asyncio.Task[None]) -> None:

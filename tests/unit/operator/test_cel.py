@@ -37,8 +37,11 @@ def _defaulted(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _holds(rule: str, path: tuple[str, ...], obj: dict[str, Any]) -> bool:
+    """Whether ``rule`` holds; a rule on an absent object does not run (as in admission)."""
     target: Any = obj
     for key in path:
+        if not isinstance(target, dict) or key not in target:
+            return True
         target = target[key]
     env = celpy.Environment()
     program = env.program(env.compile(rule))
@@ -77,6 +80,9 @@ GOOD = [
     body(kvTransfer={"ucxTls": "tcp,cma,self"}),
     body(kvTransfer={"ucxTls": "^cma"}),
     body(kvTransfer={"ucxTls": "rc_x,sm"}),
+    body(prefill={"device": "cpu", "perDecode": {"ratio": 0.5}}),
+    body(prefill={"device": "cpu", "perDecode": {"ratio": 0.5, "min": 2, "max": 2}}),
+    body(decode=role(disruptionBudget={"maxUnavailable": "25%"}, topologySpreadConstraints=[])),
 ]
 
 
@@ -120,6 +126,11 @@ BAD = [
         body(llmd={"routingSidecar": {"enabled": True, "image": "x:1"}}),
         models.SIDECAR_NEEDS_LLMD_RULE[0],
     ),
+    (body(prefill=role(replicas=2, perDecode={"ratio": 0.5})), models.PREFILL_COUNT_RULE[0]),
+    (
+        body(prefill={"device": "cpu", "perDecode": {"ratio": 1, "min": 3, "max": 2}}),
+        models.PER_DECODE_BOUNDS_RULE[0],
+    ),
 ]
 
 
@@ -148,6 +159,8 @@ _specs = st.fixed_dictionaries(
         "sidecar": st.booleans(),
         "image": st.sampled_from([None, "", "x:1"]),
         "ucx": st.sampled_from([None, "tcp,self", "cma,self", "^tcp", "sm", "rc,sm"]),
+        "replicas": st.sampled_from([None, 0, 2]),
+        "per_decode": st.sampled_from([None, {"ratio": 0.5}, {"ratio": 2, "min": 3, "max": 1}]),
     }
 )
 
@@ -161,9 +174,14 @@ def test_what_cel_rejects_validation_rejects_too(s: dict[str, Any]) -> None:
     kv: dict[str, Any] = {"backends": s["backends"]}
     if s["ucx"] is not None:
         kv["ucxTls"] = s["ucx"]
+    prefill: dict[str, Any] = {"device": "cpu", "tensorParallelSize": s["p_tp"]}
+    if s["replicas"] is not None:
+        prefill["replicas"] = s["replicas"]
+    if s["per_decode"] is not None:
+        prefill["perDecode"] = s["per_decode"]
     obj = body(
         engine=s["engine"],
-        prefill=role(tensorParallelSize=s["p_tp"]),
+        prefill=prefill,
         decode=role(tensorParallelSize=s["d_tp"]),
         kvTransfer=kv,
         llmd={"enabled": s["llmd"], "routingSidecar": sidecar},

@@ -43,7 +43,14 @@ def test_names_and_subresources() -> None:
     assert crd.build()["metadata"]["name"] == "disaggregateddeployments.disagg.dev"
     assert spec["names"]["shortNames"] == ["disagg"] and spec["scope"] == "Namespaced"
     version = spec["versions"][0]
-    assert version["subresources"] == {"status": {}}
+    assert version["subresources"] == {
+        "status": {},
+        "scale": {  # kubectl scale, HPA, KEDA: the decode pod count
+            "specReplicasPath": ".spec.decode.replicas",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector",
+        },
+    }
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert list(columns)[:3] == ["Prefill", "Decode", "Ready"] and "Age" in columns
 

@@ -109,3 +109,56 @@ def test_invalid_manifest_exits_1_with_one_problem_per_line(
 def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _cli(capsys, "-f", str(tmp_path / "nope.yaml"))
     assert code == 2 and "nope.yaml" in err
+
+
+AUTOSCALING = ROOT / "examples" / "autoscaling"
+
+
+def _one(name: str) -> dict[str, Any]:
+    docs = [d for d in yaml.safe_load_all((AUTOSCALING / name).read_text()) if d]
+    assert len(docs) == 1, name
+    doc: dict[str, Any] = docs[0]
+    return doc
+
+
+def test_autoscaled_deployment_renders_validates_and_prefill_follows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    doc = _one("deployment.yaml")
+    assert validation.parse(example(AUTOSCALING / "deployment.yaml"))[1] == []
+    code, out, err = _cli(capsys, "-f", str(AUTOSCALING / "deployment.yaml"))
+    assert (code, err) == (0, "")
+    objects = [d for d in yaml.safe_load_all(out) if d]
+    for obj in objects:
+        kubernetes_validate.validate(obj, "1.31.0", strict=True)
+    name = doc["metadata"]["name"]
+    pods = [p["metadata"]["name"] for p in by_kind(objects, "Pod")]
+    assert pods == [f"{name}-prefill-0", f"{name}-decode-0", f"{name}-decode-1"]
+    budgets = {b["metadata"]["name"]: b["spec"] for b in by_kind(objects, "PodDisruptionBudget")}
+    assert budgets[f"{name}-decode"]["maxUnavailable"] == "25%"
+
+
+@pytest.mark.parametrize("name", ["hpa.yaml", "keda.yaml"])
+def test_autoscalers_target_the_example_deployment(name: str) -> None:
+    target = _one("deployment.yaml")
+    scaler = _one(name)
+    assert scaler["spec"]["scaleTargetRef"] == {
+        "apiVersion": target["apiVersion"],
+        "kind": target["kind"],
+        "name": target["metadata"]["name"],
+    }
+
+
+def test_hpa_example_passes_the_upstream_schema() -> None:
+    hpa = _one("hpa.yaml")
+    kubernetes_validate.validate(hpa, "1.31.0", strict=True)
+    assert hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
+
+
+def test_keda_example_has_the_scaled_object_shape() -> None:
+    """KEDA's CRD is not in the upstream schemas: check the fields it requires."""
+    keda = _one("keda.yaml")
+    assert (keda["apiVersion"], keda["kind"]) == ("keda.sh/v1alpha1", "ScaledObject")
+    spec = keda["spec"]
+    assert spec["minReplicaCount"] <= spec["maxReplicaCount"]
+    assert spec["triggers"] and all(t["type"] and t["metadata"] for t in spec["triggers"])

@@ -272,7 +272,14 @@ def _engine_condition(obj: dict[str, Any]) -> dict[str, Any] | None:
     assert dd is not None
     steps = decide(dd, uid="u", pods=[], routed=None)
     result = status.compute(
-        spec=spec, generation=1, pods=[], previous=None, now=now, problems=[], rollout=steps
+        name="demo",
+        spec=spec,
+        generation=1,
+        pods=[],
+        previous=None,
+        now=now,
+        problems=[],
+        rollout=steps,
     )
     found = [c for c in result["conditions"] if c["type"] == status.ENGINE_VERSION_KNOWN]
     return found[0] if found else None

@@ -132,6 +132,8 @@ async def test_first_sync_creates_children_and_writes_status_once() -> None:
         "create Service/demo-decode",
         f"create Service/demo-p-{kv}",
         "create NetworkPolicy/demo-side-channel",
+        "create PodDisruptionBudget/demo-prefill",
+        "create PodDisruptionBudget/demo-decode",
         "create Pod/demo-prefill-0",
         "create Pod/demo-decode-0",
     ]
@@ -257,7 +259,7 @@ async def test_a_refused_create_degrades_warns_once_and_keeps_the_accepted_write
         "create Pod/demo-prefill-0, create Pod/demo-decode-0 refused: HTTP 422 Invalid"
     )
     normal = [e for e in api.events if e[0] == "Normal"]
-    assert "Pod" not in normal[0][2]  # only accepted writes are announced
+    assert "Pod/" not in normal[0][2]  # only accepted writes are announced
     # The retry gets the same answers: the refused writes again, nothing else.
     mark = len(api.writes)
     again = await sync(api, copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)

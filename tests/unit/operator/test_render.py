@@ -39,6 +39,8 @@ def test_children_names_and_stable_order() -> None:
         ("Service", "demo-decode"),
         ("Service", f"demo-p-{kv}"),  # the canaries' way to this revision's prefill pods
         ("NetworkPolicy", "demo-side-channel"),
+        ("PodDisruptionBudget", "demo-prefill"),
+        ("PodDisruptionBudget", "demo-decode"),
         ("Pod", "demo-prefill-0"),
         ("Pod", "demo-prefill-1"),
         ("Pod", "demo-decode-0"),
@@ -131,6 +133,73 @@ def test_replicas_zero_removes_the_role() -> None:
     names = [o["metadata"]["name"] for o in objects]
     assert "demo-prefill" not in names and not any(n.startswith("demo-prefill-") for n in names)
     assert "demo-decode-0" in names
+
+
+def test_a_disruption_budget_per_role_selects_its_pods() -> None:
+    objects = render(body(decode=role(replicas=3)), hmac_key=KEY)
+    budgets = {b["metadata"]["name"]: b for b in by_kind(objects, "PodDisruptionBudget")}
+    assert list(budgets) == ["demo-prefill", "demo-decode"]
+    for role_name in ("prefill", "decode"):
+        budget = budgets[f"demo-{role_name}"]
+        assert budget["apiVersion"] == "policy/v1"
+        assert budget["metadata"]["labels"]["disagg.dev/role"] == role_name
+        assert budget["spec"] == {
+            "selector": {
+                "matchLabels": {"disagg.dev/deployment": "demo", "disagg.dev/role": role_name}
+            },
+            "maxUnavailable": 1,
+        }
+        selected = [
+            p["metadata"]["name"]
+            for p in by_kind(objects, "Pod")
+            if budget["spec"]["selector"]["matchLabels"].items() <= p["metadata"]["labels"].items()
+        ]
+        assert selected and all(n.startswith(f"demo-{role_name}-") for n in selected)
+
+
+def test_a_disruption_budget_takes_a_count_or_a_percentage_or_is_turned_off() -> None:
+    obj = body(
+        prefill=role(disruptionBudget={"enabled": False}),
+        decode=role(replicas=8, disruptionBudget={"maxUnavailable": "25%"}),
+    )
+    budgets = by_kind(render(obj, hmac_key=KEY), "PodDisruptionBudget")
+    assert [(b["metadata"]["name"], b["spec"]["maxUnavailable"]) for b in budgets] == [
+        ("demo-decode", "25%")
+    ]
+
+
+def test_a_role_at_zero_replicas_has_no_disruption_budget() -> None:
+    budgets = by_kind(render(body(prefill=role(replicas=0)), hmac_key=KEY), "PodDisruptionBudget")
+    assert [b["metadata"]["name"] for b in budgets] == ["demo-decode"]
+
+
+def test_pods_spread_across_nodes_by_default() -> None:
+    for pod in by_kind(render(body(), hmac_key=KEY), "Pod"):
+        role_name = pod["metadata"]["labels"]["disagg.dev/role"]
+        assert pod["spec"]["topologySpreadConstraints"] == [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {
+                    "matchLabels": {"disagg.dev/deployment": "demo", "disagg.dev/role": role_name}
+                },
+            }
+        ]
+
+
+def test_spread_constraints_given_are_used_and_an_empty_list_turns_them_off() -> None:
+    zone = {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+    }
+    obj = body(
+        prefill=role(topologySpreadConstraints=[]), decode=role(topologySpreadConstraints=[zone])
+    )
+    objects = render(obj, hmac_key=KEY)
+    assert "topologySpreadConstraints" not in _pod(objects, "demo-prefill-0")["spec"]
+    assert _pod(objects, "demo-decode-0")["spec"]["topologySpreadConstraints"] == [zone]
 
 
 def _resolve(env: list[dict[str, Any]], pod_name: str, pod_ip: str) -> dict[str, str]:
@@ -435,6 +504,21 @@ VARIANTS = {
         )
     ),
     "scaled": body(prefill=role(replicas=0), decode=role(replicas=3)),
+    "scaling-fields": body(
+        prefill={"device": "cpu", "perDecode": {"ratio": 0.5}},
+        decode=role(
+            replicas=4,
+            disruptionBudget={"maxUnavailable": "25%"},
+            topologySpreadConstraints=[
+                {
+                    "maxSkew": 2,
+                    "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"disagg.dev/role": "decode"}},
+                }
+            ],
+        ),
+    ),
 }
 
 

@@ -34,6 +34,7 @@ def _compute(
     uid = obj["metadata"]["uid"]
     steps = decide(dd, uid=uid, pods=pods, routed=None) if dd and not problems else None
     return status.compute(
+        name=obj["metadata"]["name"],
         spec=dd.spec if dd else None,
         generation=generation,
         pods=pods,
@@ -272,6 +273,7 @@ def test_refused_writes_degrade_and_name_the_api_answer() -> None:
     pods = _observed(_desired(obj))[:1]  # prefill exists and is ready, decode was refused
     dd, _ = validation.parse(obj)
     result = status.compute(
+        name="demo",
         spec=dd.spec if dd else None,
         generation=1,
         pods=pods,
@@ -299,6 +301,7 @@ def test_one_answer_for_many_writes_is_listed_once() -> None:
     obj = body(decode=role(replicas=2))
     dd, _ = validation.parse(obj)
     result = status.compute(
+        name="demo",
         spec=dd.spec if dd else None,
         generation=1,
         pods=[],
@@ -317,6 +320,7 @@ def test_refusals_gone_return_degraded_to_as_expected() -> None:
     obj = body()
     dd, _ = validation.parse(obj)
     kwargs: dict[str, Any] = {
+        "name": "demo",
         "spec": dd.spec if dd else None,
         "generation": 1,
         "pods": _observed(_desired(obj)),
@@ -329,3 +333,34 @@ def test_refusals_gone_return_degraded_to_as_expected() -> None:
     assert _cond(healed, "Degraded")["reason"] == "AsExpected"
     assert _cond(healed, "Ready")["status"] == "True"
     assert healed["phase"] == "Ready"
+
+
+def test_scale_fields_count_existing_decode_pods_and_name_their_selector() -> None:
+    """What the scale subresource reads (.status.replicas, .status.selector): decode pods
+    that exist, ready or not, and not those being deleted."""
+    obj = body(decode=role(replicas=3))
+    pods = _observed(_desired(obj), ready=False)
+    pods[-1]["metadata"]["deletionTimestamp"] = T0_TEXT
+    result = _compute(obj, pods)
+    assert result["replicas"] == 2
+    assert result["selector"] == "disagg.dev/deployment=demo,disagg.dev/role=decode"
+    decode_pod = by_kind(render(obj, hmac_key="k"), "Pod")[-1]
+    terms = dict(t.split("=") for t in result["selector"].split(","))
+    assert terms.items() <= decode_pod["metadata"]["labels"].items()
+
+
+def test_scale_fields_are_written_for_an_invalid_spec_too() -> None:
+    obj = body(prefill=role(kvBufferDevice="cuda"))
+    result = _compute(obj, [])
+    assert _cond(result, "Ready")["reason"] == "InvalidSpec"
+    assert (result["replicas"], result["selector"]) == (
+        0,
+        "disagg.dev/deployment=demo,disagg.dev/role=decode",
+    )
+
+
+def test_desired_prefill_follows_decode() -> None:
+    obj = body(prefill={"device": "cpu", "perDecode": {"ratio": 0.5}}, decode=role(replicas=4))
+    result = _compute(obj, _observed(_desired(obj)))
+    assert result["prefill"]["desired"] == 2 and result["decode"]["desired"] == 4
+    assert result["replicas"] == 4
