@@ -9,10 +9,13 @@ this process, plays the kubelet (pods turn Ready as soon as they exist), and mea
 3. time for ``--converge`` CRs created at once to converge (every child present, every
    CR Ready=True), added on top of the first ones;
 4. peak RSS of this process (operator + emulator + client: an upper bound for the
-   operator alone; the baseline before the operator started is reported too).
+   operator alone; the baseline before the operator started is reported too);
+5. two rollouts of one ``--rollout-prefill`` + ``--rollout-decode`` deployment, in place
+   and to a new KV revision (:mod:`.rollout`; 0 skips them).
 
 Prints a table, or JSON with ``--json`` (keys create_to_children_p50_s,
-create_to_children_p99_s, steady_writes_per_min, converge_200_s, rss_mb, ...).
+create_to_children_p99_s, steady_writes_per_min, converge_200_s, rss_mb, rollout_s,
+rollout_min_ready_fraction, rollout_min_ready_target, rollout_mixed_pairs, ...).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from disagg_operator.bench import rollout
 from disagg_operator.models import API_VERSION, KIND, PLURAL, SHORT_NAMES
 
 NS = "bench"
@@ -49,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--crs", type=int, default=50, help="CRs for the create→children latency")
     p.add_argument("--converge", type=int, default=200, help="CRs created at once")
     p.add_argument("--steady-seconds", type=float, default=60.0, help="steady-state window")
+    p.add_argument("--rollout-prefill", type=int, default=8, help="prefill pods rolled (0: skip)")
+    p.add_argument("--rollout-decode", type=int, default=16, help="decode pods rolled")
     p.add_argument("--timeout", type=float, default=600.0, help="give up on a phase after this")
     return p
 
@@ -91,6 +97,7 @@ class Bench:
         self.emu, self.progress = emulator, progress
         self.proc = psutil.Process()
         self.rss_peak = self.proc.memory_info().rss
+        self.ready_after = 0.0  # seconds a new pod takes to become Ready (pod start-up)
 
     def present(self, name: str, children: list[tuple[str, str]]) -> bool:
         return all(self.emu.find(key, NS, child) for key, child in children)
@@ -102,12 +109,16 @@ class Bench:
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
     async def kubelet(self) -> None:
-        """Mark every new pod Ready, and sample RSS, until cancelled."""
+        """Mark every new pod Ready ``ready_after`` s after it appears, and sample RSS,
+        until cancelled."""
         done: set[str] = set()
+        seen: dict[str, float] = {}
         while True:
+            now = time.monotonic()
             for pod in self.emu.objects_of("v1/pods", NS):
-                if pod["metadata"]["uid"] not in done:
-                    done.add(pod["metadata"]["uid"])
+                uid = pod["metadata"]["uid"]
+                if uid not in done and now - seen.setdefault(uid, now) >= self.ready_after:
+                    done.add(uid)
                     self.emu.set_pod_ready(NS, pod["metadata"]["name"])
             self.rss_peak = max(self.rss_peak, self.proc.memory_info().rss)
             await asyncio.sleep(0.02)
@@ -214,6 +225,18 @@ async def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict
                 samples = await latency(bench, http, args.crs, args.timeout)
                 per_min = await steady(bench, args.steady_seconds, args.timeout)
                 converge_s = await converge(bench, http, args.converge, args.timeout)
+                await settle(bench)
+                rolled = {}
+                if args.rollout_prefill and args.rollout_decode:
+                    rolled = await rollout.run(
+                        bench,
+                        http,
+                        namespace=NS,
+                        prefill=args.rollout_prefill,
+                        decode=args.rollout_decode,
+                        timeout=args.timeout,
+                        progress=progress,
+                    )
                 await settle(bench)  # let in-flight syncs finish before stopping kopf
         finally:
             kubelet.cancel()
@@ -231,25 +254,32 @@ async def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict
         "converge_crs": args.converge,
         "steady_seconds": args.steady_seconds,
         "api_calls": len(emu.calls),
+        **rolled,
     }
 
 
-TARGETS = {
+# key: (comparison, bound); a string bound names the result key that holds it.
+TARGETS: dict[str, tuple[str, float | str]] = {
     "create_to_children_p50_s": ("<=", 1.0),
     "steady_writes_per_min": ("<=", 0.0),
     "converge_200_s": ("<=", 60.0),
     "rss_mb": ("<=", 250.0),
+    "rollout_min_ready_fraction": (">=", "rollout_min_ready_target"),
+    "rollout_kv_min_ready_fraction": (">=", "rollout_kv_min_ready_target"),
+    "rollout_mixed_pairs": ("<=", 0.0),
 }
 
 
 def table(result: dict[str, Any]) -> str:
-    lines = [f"{'figure':28} {'value':>10}  target"]
+    lines = [f"{'figure':30} {'value':>10}  target"]
     for key, value in result.items():
-        target = TARGETS.get(key)
         mark = ""
-        if target is not None:
-            mark = f"{target[0]} {target[1]:g}  " + ("ok" if value <= target[1] else "MISSED")
-        lines.append(f"{key:28} {value:>10}  {mark}")
+        if key in TARGETS:
+            op, bound = TARGETS[key]
+            limit = float(result[bound]) if isinstance(bound, str) else bound
+            met = value <= limit if op == "<=" else value >= limit
+            mark = f"{op} {limit:g}  " + ("ok" if met else "MISSED")
+        lines.append(f"{key:30} {value!s:>10}  {mark}")
     return "\n".join(lines)
 
 

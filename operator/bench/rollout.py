@@ -1,0 +1,173 @@
+"""``disagg bench operator``'s rollout phase: two spec changes on one large deployment.
+
+Benchmark step (I/O: the emulator and the running operator). One deployment of
+``--rollout-prefill`` prefill and ``--rollout-decode`` decode pods (8 + 16 by default,
+llm-d on, so its InferencePool is watched too) is rolled twice while the bench's kubelet
+marks each new pod Ready ``READY_AFTER_S`` after it appears:
+
+1. a change outside the KV key (a node selector on both roles): an in-place roll, with
+   the default maxSurge/maxUnavailable of 25%;
+2. a change of the KV key (the engine image): a new KV revision.
+
+Every 20 ms it records what routers could use (:mod:`.rollout_figures`). Figures:
+``rollout_s`` (change 1 until the status says RolloutComplete), ``rollout_min_ready_fraction``
+(the lowest, over roles and samples, of Ready pods the role Service selects / replicas),
+``rollout_min_ready_target`` (1 - maxUnavailable/replicas of the same role: the role
+whose lowest fraction came closest to, or furthest under, its own target, named in
+``rollout_min_ready_role``), ``rollout_kv_s``, ``rollout_kv_min_ready_fraction`` /
+``_target`` and ``rollout_mixed_pairs`` (the most prefill/decode
+pairs of different KV revisions any routing view offered in any sample, both changes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from disagg_operator.bench import rollout_figures as figures
+from disagg_operator.models import API_VERSION, PLURAL, RolloutStrategy
+from disagg_operator.rollout.planner import Budget
+
+NAME = "roll"
+READY_AFTER_S = 0.2
+POOL_KEY = "inference.networking.k8s.io/v1/inferencepools"
+
+
+def body(namespace: str, prefill: int, decode: int) -> dict[str, Any]:
+    def role(replicas: int) -> dict[str, Any]:
+        return {
+            "replicas": replicas,
+            "device": "cpu",
+            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+        }
+
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "DisaggregatedDeployment",
+        "metadata": {"name": NAME, "namespace": namespace},
+        "spec": {
+            "model": "tiny",
+            "engine": {"type": "reference", "image": "worker:bench"},
+            "prefill": role(prefill),
+            "decode": role(decode),
+            "llmd": {"enabled": True},
+        },
+    }
+
+
+class Sampler:
+    """The routers' view of deployment NAME, sampled until stopped."""
+
+    def __init__(self, emu: Any, namespace: str, replicas: dict[str, int]) -> None:
+        self.emu, self.ns, self.replicas = emu, namespace, replicas
+        self.lowest = dict.fromkeys(replicas, 1.0)
+        self.mixed = 0
+
+    def sample(self) -> None:
+        pods = [
+            p
+            for p in self.emu.objects_of("v1/pods", self.ns)
+            if p["metadata"]["name"].startswith(f"{NAME}-")
+        ]
+        services = self.emu.objects_of("v1/services", self.ns)
+        pools = [p for p in self.emu.objects_of(POOL_KEY, self.ns) if p["metadata"]["name"] == NAME]
+        fractions = figures.ready_fractions(NAME, pods, services, self.replicas)
+        self.lowest = {r: min(v, fractions[r]) for r, v in self.lowest.items()}
+        self.mixed = max(self.mixed, figures.mixed_pairs(NAME, pods, services, pools))
+
+    async def run(self) -> None:
+        while True:
+            self.sample()
+            await asyncio.sleep(0.02)
+
+
+def _status(emu: Any, namespace: str) -> dict[str, Any]:
+    found = emu.find(f"{API_VERSION}/{PLURAL}", namespace, NAME) or {}
+    return dict(found.get("status") or {})
+
+
+def _complete(emu: Any, namespace: str, generation: int) -> bool:
+    status = _status(emu, namespace)
+    conditions = {c["type"]: c for c in status.get("conditions") or []}
+    progressing = conditions.get("Progressing", {})
+    return (
+        progressing.get("reason") == "RolloutComplete"
+        and progressing.get("observedGeneration") == generation
+        and conditions.get("Ready", {}).get("status") == "True"
+    )
+
+
+async def run(
+    bench: Any,
+    http: Any,
+    *,
+    namespace: str,
+    prefill: int,
+    decode: int,
+    timeout: float,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    """Create NAME, wait for it, then the two rolls; the figures of the module docstring."""
+    path = f"/apis/{API_VERSION}/namespaces/{namespace}/{PLURAL}"
+    async with http.post(path, json=body(namespace, prefill, decode)) as resp:
+        assert resp.status == 201, await resp.text()
+    await bench.until("the rollout deployment", lambda: _complete(bench.emu, namespace, 1), timeout)
+    replicas = {"prefill": prefill, "decode": decode}
+    bench.ready_after = READY_AFTER_S
+    sampler = Sampler(bench.emu, namespace, replicas)
+    task = asyncio.create_task(sampler.run())
+    strategy = RolloutStrategy()
+    unavailable = {r: Budget.of(n, strategy).unavailable for r, n in replicas.items()}
+    targets = figures.ready_targets(replicas, unavailable)
+    out: dict[str, Any] = {}
+    try:
+        pools = {"nodeSelector": {"pool": "b"}}
+        change = {"prefill": pools, "decode": pools}
+        seconds = await _roll(bench, http, namespace, change, 2, timeout, progress)
+        role, lowest, target = figures.worst(sampler.lowest, targets)
+        out["rollout_s"] = round(seconds, 3)
+        out["rollout_min_ready_fraction"] = round(lowest, 3)
+        out["rollout_min_ready_target"] = round(target, 3)
+        out["rollout_min_ready_role"] = role
+        sampler.lowest = dict.fromkeys(replicas, 1.0)
+        engine = {"type": "reference", "image": "worker:bench-2"}
+        seconds = await _roll(bench, http, namespace, {"engine": engine}, 3, timeout, progress)
+        role, lowest, target = figures.worst(sampler.lowest, targets)
+        out["rollout_kv_s"] = round(seconds, 3)
+        out["rollout_kv_min_ready_fraction"] = round(lowest, 3)
+        out["rollout_kv_min_ready_target"] = round(target, 3)
+    finally:
+        task.cancel()
+        bench.ready_after = 0.0
+    out["rollout_mixed_pairs"] = sampler.mixed
+    out["rollout_pods"] = f"{prefill}P+{decode}D"
+    return out
+
+
+async def _roll(
+    bench: Any,
+    http: Any,
+    namespace: str,
+    spec: dict[str, Any],
+    generation: int,
+    timeout: float,
+    progress: Callable[[str], None],
+) -> float:
+    """Patch NAME's spec; seconds until its status says the rollout of ``generation`` is
+    complete."""
+    started = time.monotonic()
+    url = f"/apis/{API_VERSION}/namespaces/{namespace}/{PLURAL}/{NAME}"
+    headers = {"Content-Type": "application/merge-patch+json"}
+    async with http.patch(url, json={"spec": spec}, headers=headers) as resp:
+        assert resp.status == 200, await resp.text()
+
+    def done() -> bool:
+        status = _status(bench.emu, namespace)
+        summary = ", ".join(f"{r} {status.get(r, {}).get('summary', '?')}" for r in figures.ROLES)
+        progress(f"rollout {generation - 1}/2: {summary}")
+        return _complete(bench.emu, namespace, generation)
+
+    await bench.until(f"rollout {generation - 1}", done, timeout, every=0.05)
+    return time.monotonic() - started

@@ -1,0 +1,98 @@
+"""Rollout figures from snapshots of the emulator's objects: what routers could pair and
+how much of each role could serve.
+
+Pure layer (bench). A *routing view* is each routing object's selection: the role
+Services ``<name>-prefill`` / ``<name>-decode`` (what the disagg proxy reaches) and, with
+llm-d, the InferencePool (what the endpoint picker chooses from, both roles). A *mixed
+pair* is a Ready prefill pod and a Ready decode pod that one view offers together while
+their ``disagg.dev/kv-revision`` labels differ: a pairing whose KV the decode cannot read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+ROLES = ("prefill", "decode")
+LABEL_ROLE = "disagg.dev/role"
+LABEL_KV = "disagg.dev/kv-revision"
+
+
+def is_ready(pod: Mapping[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _selects(selector: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    labels = pod.get("metadata", {}).get("labels", {})
+    terms = selector.get("matchLabels", selector)
+    return all(labels.get(k) == v for k, v in terms.items())
+
+
+def _serving(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [p for p in pods if is_ready(p) and not p["metadata"].get("deletionTimestamp")]
+
+
+def _role(pods: Sequence[Mapping[str, Any]], role: str) -> list[Mapping[str, Any]]:
+    return [p for p in pods if p["metadata"].get("labels", {}).get(LABEL_ROLE) == role]
+
+
+def mixed_pairs(
+    name: str,
+    pods: Sequence[Mapping[str, Any]],
+    services: Sequence[Mapping[str, Any]],
+    pools: Sequence[Mapping[str, Any]] = (),
+) -> int:
+    """Ready (prefill, decode) pairs of different KV revisions that a routing view offers."""
+    serving = _serving(pods)
+    by_name = {s["metadata"]["name"]: s["spec"]["selector"] for s in services}
+    views: list[tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]] = []
+    if f"{name}-prefill" in by_name and f"{name}-decode" in by_name:
+        views.append(
+            (
+                [p for p in _role(serving, "prefill") if _selects(by_name[f"{name}-prefill"], p)],
+                [p for p in _role(serving, "decode") if _selects(by_name[f"{name}-decode"], p)],
+            )
+        )
+    for pool in pools:
+        chosen = [p for p in serving if _selects(pool["spec"]["selector"], p)]
+        views.append((_role(chosen, "prefill"), _role(chosen, "decode")))
+    return sum(
+        1
+        for prefill, decode in views
+        for p in prefill
+        for d in decode
+        if p["metadata"]["labels"].get(LABEL_KV) != d["metadata"]["labels"].get(LABEL_KV)
+    )
+
+
+def ready_fractions(
+    name: str,
+    pods: Sequence[Mapping[str, Any]],
+    services: Sequence[Mapping[str, Any]],
+    replicas: Mapping[str, int],
+) -> dict[str, float]:
+    """Per role: Ready pods its role Service selects / replicas (capped at 1): the capacity
+    routers can use."""
+    serving = _serving(pods)
+    by_name = {s["metadata"]["name"]: s["spec"]["selector"] for s in services}
+    out = {}
+    for role, wanted in replicas.items():
+        selector = by_name.get(f"{name}-{role}")
+        chosen = [p for p in _role(serving, role) if selector and _selects(selector, p)]
+        out[role] = min(1.0, len(chosen) / wanted) if wanted else 1.0
+    return out
+
+
+def ready_targets(
+    replicas: Mapping[str, int], max_unavailable: Mapping[str, int]
+) -> dict[str, float]:
+    """Per role: 1 - maxUnavailable/replicas, the least fraction a rollout must keep."""
+    return {r: 1.0 - max_unavailable[r] / n for r, n in replicas.items() if n}
+
+
+def worst(lowest: Mapping[str, float], targets: Mapping[str, float]) -> tuple[str, float, float]:
+    """(role, its lowest fraction, its target) of the role closest to (or furthest under)
+    its target: the one pair of figures that says whether every role kept its floor."""
+    role = min(targets, key=lambda r: lowest[r] - targets[r])
+    return role, lowest[role], targets[role]
