@@ -101,3 +101,35 @@ async def test_kubectl_scale_sets_decode_and_prefill_follows(
         "1 + 1 pods again",
         lambda: sorted(pods(emulator, "scaled")) == ["scaled-decode-0", "scaled-prefill-0"],
     )
+
+
+async def test_kubectl_get_shows_a_rollout_in_progress(
+    emulator: Emulator, kubeconfig_path: Path, operator: asyncio.Task[None]
+) -> None:
+    """While a roll waits for a new pod, the printer column says how many are updated."""
+    body = quickstart("rolling")
+    body["spec"]["decode"].update(replicas=2, rollout={"maxSurge": 1, "maxUnavailable": 0})
+    manifest = kubeconfig_path.parent / "rolling.yaml"
+    manifest.write_text(yaml.safe_dump(body))
+    await kubectl(kubeconfig_path, "apply", "-f", str(manifest))
+    for pod in await until(
+        "3 pods", lambda: len(pods(emulator, "rolling")) == 3 and pods(emulator, "rolling")
+    ):
+        emulator.set_pod_ready(NS, pod)
+    await until("Ready", lambda: condition(emulator, "rolling").get("status") == "True")
+    body["spec"]["decode"]["nodeSelector"] = {"pool": "b"}
+    manifest.write_text(yaml.safe_dump(body))
+    await kubectl(kubeconfig_path, "apply", "-f", str(manifest))
+    await until("a surge pod", lambda: len(pods(emulator, "rolling")) == 4)  # not Ready: it waits
+    await until(
+        "summary",
+        lambda: (
+            "(1 updated)"
+            in json.dumps(
+                emulator.find("disagg.dev/v1alpha1/disaggregateddeployments", NS, "rolling") or {}
+            )
+        ),
+    )
+    table = await kubectl(kubeconfig_path, "get", "disagg", "rolling", "-n", NS)
+    row = table.splitlines()[1]
+    assert "2/2 (1 updated)" in row and "False" in row.split()
