@@ -1,0 +1,146 @@
+"""DisaggregatedDeployment API: the pydantic models the CRD is generated from.
+
+Pure layer, one package: ``base`` (names, ports, the base model, wire types), ``rules``
+(the CEL rules), ``roles`` (the pools), ``spec`` (the rest of the spec and the resource),
+``status`` (the status shape); this module re-exports them. Python fields are snake_case,
+the wire (and the CRD) camelCase through an alias generator; both spellings are accepted
+(``populate_by_name``). Unknown fields are refused, so a typo in a manifest is an error,
+not a silently ignored setting (the API server prunes them anyway; ``disagg render`` runs
+without one).
+
+Public names: GROUP, VERSION, KIND, PLURAL, SINGULAR, SHORT_NAMES, API_VERSION, ROLES,
+:class:`DisaggregatedDeployment`, :class:`DeploymentSpec`, :class:`RoleSpec` (shared by
+:class:`PrefillSpec` and :class:`DecodeSpec`; scaling fields: :class:`ScaledRoleSpec`,
+:class:`PerDecode`, :class:`DisruptionBudget`),
+:class:`KVTransfer`, :class:`Engine`, :class:`ModelConfig`, :class:`Llmd`,
+:class:`TransferCanary`,
+:class:`DeploymentStatus`.
+
+Cross-field rules that CEL can express are attached as ``x-kubernetes-validations`` (see
+:data:`CEL_RULES`); :mod:`disagg_operator.validation` checks the same and more without an
+API server.
+"""
+
+from disagg_operator.models.base import (
+    API_VERSION,
+    CANARY_PORT,
+    ENGINE_BEHIND_SIDECAR_PORT,
+    GROUP,
+    HTTP_PORT,
+    KIND,
+    PLURAL,
+    ROLES,
+    SHORT_NAMES,
+    SINGULAR,
+    VERSION,
+    FreeForm,
+    IntOrPercent,
+    Quantity,
+    Role,
+)
+from disagg_operator.models.roles import (
+    DecodeSpec,
+    DisruptionBudget,
+    EnvVar,
+    PerDecode,
+    PrefillSpec,
+    Resources,
+    RoleSpec,
+    RolloutStrategy,
+    ScaledRoleSpec,
+    Toleration,
+)
+from disagg_operator.models.rules import (
+    BACKENDS_UNIQUE_RULE,
+    CEL_RULES,
+    LEASE_RULE,
+    PER_DECODE_BOUNDS_RULE,
+    PREFILL_COUNT_RULE,
+    REFERENCE_TP_RULE,
+    SIDECAR_IMAGE_RULE,
+    SIDECAR_NEEDS_LLMD_RULE,
+    TP_DIVIDES_RULE,
+    TP_RULE,
+    UCX_REACH_RULE,
+    VLLM_CPU_DECODE_RULE,
+    VLLM_CPU_PREFILL_RULE,
+)
+from disagg_operator.models.spec import (
+    EPP_PORT,
+    INFERENCE_POOL_APIS,
+    DeploymentSpec,
+    DisaggregatedDeployment,
+    Engine,
+    ExtensionRef,
+    InferencePool,
+    InferencePoolVersion,
+    KVTransfer,
+    Llmd,
+    ModelConfig,
+    ObjectMeta,
+    RoutingSidecar,
+    TransferCanary,
+)
+from disagg_operator.models.status import (
+    Condition,
+    DeploymentStatus,
+    RoleStatus,
+)
+
+__all__ = [
+    "API_VERSION",
+    "BACKENDS_UNIQUE_RULE",
+    "CANARY_PORT",
+    "CEL_RULES",
+    "ENGINE_BEHIND_SIDECAR_PORT",
+    "EPP_PORT",
+    "GROUP",
+    "HTTP_PORT",
+    "INFERENCE_POOL_APIS",
+    "KIND",
+    "LEASE_RULE",
+    "PER_DECODE_BOUNDS_RULE",
+    "PLURAL",
+    "PREFILL_COUNT_RULE",
+    "REFERENCE_TP_RULE",
+    "ROLES",
+    "SHORT_NAMES",
+    "SIDECAR_IMAGE_RULE",
+    "SIDECAR_NEEDS_LLMD_RULE",
+    "SINGULAR",
+    "TP_DIVIDES_RULE",
+    "TP_RULE",
+    "UCX_REACH_RULE",
+    "VERSION",
+    "VLLM_CPU_DECODE_RULE",
+    "VLLM_CPU_PREFILL_RULE",
+    "Condition",
+    "DecodeSpec",
+    "DeploymentSpec",
+    "DeploymentStatus",
+    "DisaggregatedDeployment",
+    "DisruptionBudget",
+    "Engine",
+    "EnvVar",
+    "ExtensionRef",
+    "FreeForm",
+    "InferencePool",
+    "InferencePoolVersion",
+    "IntOrPercent",
+    "KVTransfer",
+    "Llmd",
+    "ModelConfig",
+    "ObjectMeta",
+    "PerDecode",
+    "PrefillSpec",
+    "Quantity",
+    "Resources",
+    "Role",
+    "RoleSpec",
+    "RoleStatus",
+    "RolloutStrategy",
+    "RoutingSidecar",
+    "ScaledRoleSpec",
+    "Toleration",
+    "TransferCanary",
+]
