@@ -16,4 +16,6 @@ async def test_small_run_reports_the_rollout_figures() -> None:
     assert result["rollout_kv_min_ready_fraction"] >= result["rollout_kv_min_ready_target"]
     assert result["rollout_mixed_pairs"] == 0
     assert result["rollout_s"] > 0 and result["rollout_kv_s"] > 0
-    assert "MISSED" not in bench.table(result)
+    rollout_lines = [line for line in bench.table(result).splitlines() if "rollout" in line]
+    assert rollout_lines and not any("MISSED" in line for line in rollout_lines)
+    # (rss_mb is this whole test process here, pytest included: not the bench's figure)
