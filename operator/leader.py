@@ -125,13 +125,14 @@ class Elector:
         """One attempt: read the Lease, and write it if the rules allow. True: we hold it."""
         current = await self._read()
         now = self.clock()
-        if not lease.may_write(self.seen if current is not None else None, self.me, now):
+        if not lease.may_write(self.seen, self.me, now):  # seen is None when it is absent
             return False
         s = self.settings
         record = lease.claim(current, self.me, s.lease_duration_s, lease.micro_time(self.wall()))
-        body = lease.lease_body(s.name, s.namespace, record, self._version if current else "")
+        body = lease.lease_body(s.name, s.namespace, record, self._version)
         try:
-            written = await (self.api.replace(body) if current else self.api.create(body))
+            exists = current is not None
+            written = await (self.api.replace(body) if exists else self.api.create(body))
         except k8s.ApiError as e:
             if e.status == 409:  # another candidate wrote first: it won this round
                 return False

@@ -1,18 +1,21 @@
-"""``disagg bench operator``'s failover phase: the leader killed, the standby takes over.
+"""``disagg bench operator``'s failover phase: the leader killed, a standby takes over.
 
-Benchmark step (I/O: its own API emulator, two ``disagg operator --leader-elect``
-processes). Replica A starts and takes the Lease, then replica B starts as a standby; a
-DisaggregatedDeployment is created and A reconciles it. Then A is killed with SIGKILL (a
-crash: no lease release) and at once a new DisaggregatedDeployment is created. Figures:
+Benchmark step (I/O: its own API emulator, ``disagg operator --leader-elect`` processes).
+Replica op-0 starts and takes the Lease. Each round: a new replica starts as a standby; a
+DisaggregatedDeployment is created and the leader reconciles it; after a random part of a
+retry period (a crash comes at any moment, not in step with the renewals) the leader is
+killed with SIGKILL (no lease release) and a new DisaggregatedDeployment is created at
+once; the standby takes over and becomes the next round's leader. Figures:
 
-- ``failover_s``: SIGKILL → every pod of the new deployment exists (B noticed the lease
-  expire, took it, started kopf, and reconciled);
-- ``failover_takeover_s``: SIGKILL → the Lease names B;
-- ``failover_lease_duration_s``: the lease duration used (renew deadline and retry period
-  scale with it as client-go's defaults do, 10 / 8 / 2 s).
+- ``failover_s``: the worst round's SIGKILL → every pod of the new deployment exists (the
+  standby saw the lease expire, took it, started kopf and reconciled); ``failover_p50_s``;
+- ``failover_takeover_s``: the worst round's SIGKILL → the Lease names the standby;
+- ``failover_rounds``, ``failover_lease_duration_s``: the lease duration used (renew
+  deadline and retry period scale with it as client-go's defaults do, 10 / 8 / 2 s).
 
-Expected: the lease duration, plus up to one retry period of B not yet having seen A's
-last renewal, plus kopf's start and one sync. :class:`Replica` is reused by the tests.
+Expected: the lease duration, minus or plus up to a retry period (how long before the
+kill the standby last saw a renewal, and when it first saw it), plus kopf's start and one
+sync. :class:`Replica` and :class:`Setup` are reused by the tests.
 """
 
 from __future__ import annotations
@@ -21,10 +24,13 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import os
+import random
 import signal
 import socket
+import statistics
 import sys
 import tempfile
 import time
@@ -51,6 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=10,
         help="lease duration of the failover phase (renew deadline 0.8x, retry period 0.2x)",
     )
+    p.add_argument("--failover-rounds", type=int, default=3, help="leaders killed, one by one")
 
 
 def lease_args(duration_s: int) -> list[str]:
@@ -202,6 +209,7 @@ async def run(
 
     dd_key = f"{API_VERSION}/{PLURAL}"
     flags = lease_args(args.failover_lease_seconds)
+    rng = random.Random(0)  # kill moments: reproducible, spread over a retry period
     with tempfile.TemporaryDirectory(prefix="disagg-failover-") as tmp:
         async with Emulator() as emu, kmock.Server(emu):
             emu.register(dd_key, KIND, subresources=("status",), shortnames=tuple(SHORT_NAMES))
@@ -210,7 +218,11 @@ async def run(
             setup = Setup(emu, config, Path(tmp), flags, namespace, args.timeout)
             try:
                 figures = await measure(
-                    setup, lambda name: emu.put_object(dd_key, body(name)), progress
+                    setup,
+                    lambda name: emu.put_object(dd_key, body(name)),
+                    progress,
+                    rounds=args.failover_rounds,
+                    pause=functools.partial(rng.uniform, 0, 0.2 * args.failover_lease_seconds),
                 )
             finally:
                 await _reap(setup.replicas)
@@ -218,27 +230,49 @@ async def run(
 
 
 async def measure(
-    setup: Setup, create: Callable[[str], Any], progress: Callable[[str], None]
-) -> dict[str, float]:
-    """A leads and reconciles, B stands by; A is killed and a deployment created: timings."""
-    progress("failover: starting replica A")
-    a = await setup.replica("op-a")
-    await setup.until("A to lead", lambda: setup.holder().startswith("op-a_"))
-    progress("failover: starting replica B (standby)")
-    b = await setup.replica("op-b")
-    await setup.until("B to stand by", lambda: _state(b, "standby"))
-    create("before-failover")
-    await setup.until("A to reconcile", lambda: setup.pods("before-failover") == 2)
-    progress("failover: killing the leader")
-    a.kill()
+    setup: Setup,
+    create: Callable[[str], Any],
+    progress: Callable[[str], None],
+    *,
+    rounds: int,
+    pause: Callable[[], float],
+) -> dict[str, Any]:
+    """``rounds`` leaders killed one after another (module docstring): the timings.
+
+    ``pause()``: seconds to wait before each kill."""
+    leader = await setup.replica("op-0")
+    await setup.until("op-0 to lead", lambda: setup.holder().startswith("op-0_"))
+    samples, takeovers = [], []
+    for i in range(1, rounds + 1):
+        progress(f"failover {i}/{rounds}: killing {leader.name}")
+        leader, takeover, failover = await _round(setup, leader, f"op-{i}", create, pause())
+        samples.append(failover)
+        takeovers.append(takeover)
+    await leader.stop()
+    return {
+        "failover_s": round(max(samples), 3),
+        "failover_p50_s": round(statistics.median(samples), 3),
+        "failover_takeover_s": round(max(takeovers), 3),
+        "failover_rounds": rounds,
+    }
+
+
+async def _round(
+    setup: Setup, leader: Replica, name: str, create: Callable[[str], Any], pause: float
+) -> tuple[Replica, float, float]:
+    """Start standby ``name``, kill ``leader``: (the new leader, takeover s, failover s)."""
+    standby = await setup.replica(name)
+    await setup.until(f"{name} to stand by", lambda: _state(standby, "standby"))
+    create(f"before-{name}")
+    await setup.until("the leader to reconcile", lambda: setup.pods(f"before-{name}") == 2)
+    await asyncio.sleep(pause)
+    leader.kill()
     killed = time.monotonic()
-    create("after-failover")
-    await setup.until("B to lead", lambda: setup.holder().startswith("op-b_"))
+    create(f"after-{name}")
+    await setup.until("the takeover", lambda: setup.holder().startswith(f"{name}_"))
     takeover = time.monotonic() - killed
-    await setup.until("B to reconcile", lambda: setup.pods("after-failover") == 2)
-    failover = time.monotonic() - killed
-    await b.stop()
-    return {"failover_s": round(failover, 3), "failover_takeover_s": round(takeover, 3)}
+    await setup.until("the new leader to reconcile", lambda: setup.pods(f"after-{name}") == 2)
+    return standby, takeover, time.monotonic() - killed
 
 
 async def _reap(replicas: list[Replica]) -> None:

@@ -203,8 +203,9 @@ async def _record(emu: Emulator, namespaces: list[str]) -> list[list[ApiCall]]:
             "v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
         )
     host = str(emu.url).rstrip("/")
-    # The chart's Lease: named after the release, in its namespace; renewed every 0.5 s.
-    election = ElectionSettings(RELEASE, NAMESPACE, 2, 1.5, 0.5)
+    # The chart's Lease: named after the release, in its namespace; renewed (an update)
+    # every 0.5 s, so each scenario's calls include renewals, not only the creation.
+    election = ElectionSettings(RELEASE, NAMESPACE, 10, 8.0, 0.5)
     elector = await Elector.connect(host, election, "op-0_test")
     try:
         async with running(host, namespaces=namespaces, elector=elector):
