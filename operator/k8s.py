@@ -1,16 +1,16 @@
 """The Kubernetes API client: the only module of the operator that talks to the API server.
 
 I/O layer. Plain aiohttp against the REST API (kopf already depends on it, and the calls we
-need are few: get, list, create, merge-patch, delete, post an Event). Credentials come from
-the in-cluster service account or ``$KUBECONFIG``, loaded by the ``kubernetes`` package's
+need are few: get, list, create, merge-patch, replace, delete, post an Event). Credentials
+come from the in-cluster service account or ``$KUBECONFIG``, loaded by the ``kubernetes`` package's
 config loaders (the only part of that package used). Every write is counted in
 :mod:`disagg_operator.metrics`.
 
-Error policy: 404 on get/patch/delete means "already gone" and returns None (the next
-event re-plans); 409 on create means "someone else made it" and returns None (same); any
-other failure raises :class:`ApiError`; :mod:`disagg_operator.reconcile` decides which of
-those are refusals (reported, retried with back-off) and which are transient (retried by
-kopf).
+Error policy: 404 on get/patch/replace/delete means "already gone" and returns None (the
+next event re-plans); 409 on create means "someone else made it" and returns None (same);
+409 on a conditional replace (the Lease of :mod:`disagg_operator.leader`) and any other
+failure raise :class:`ApiError`; :mod:`disagg_operator.reconcile` decides which of those
+are refusals (reported, retried with back-off) and which are transient (retried by kopf).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ PLURALS: dict[str, str] = {
     "InferencePool": "inferencepools",
     "Event": "events",
     "DisaggregatedDeployment": "disaggregateddeployments",
+    "Lease": "leases",
 }
 
 
@@ -177,6 +178,14 @@ class Api:
             content_type="application/merge-patch+json",
             ok_missing=True,
         )
+
+    async def replace(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        """PUT the whole object; None when it is gone. With ``metadata.resourceVersion`` it is
+        conditional: a changed object answers 409 Conflict (raised as :class:`ApiError`)."""
+        meta = obj["metadata"]
+        path = url_for(obj["apiVersion"], PLURALS[obj["kind"]], meta.get("namespace", ""))
+        metrics.API_WRITES.labels("update", obj["kind"]).inc()
+        return await self._request("PUT", f"{path}/{meta['name']}", body=obj, ok_missing=True)
 
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         """Delete with background propagation; a missing object is fine."""

@@ -6,7 +6,7 @@ I/O-free definitions (prometheus-client objects on the default registry) plus
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 RECONCILES = Counter(
     "disagg_operator_reconciles",
@@ -19,8 +19,12 @@ ERRORS = Counter(
 )
 API_WRITES = Counter(
     "disagg_operator_api_writes",
-    "Writes sent to the API server, by verb and kind (zero in a steady state).",
+    "Writes sent to the API server, by verb and kind (steady state: only the Lease renewals).",
     ["verb", "kind"],
+)
+LEADER = Gauge(
+    "disagg_operator_leader",
+    "1 while this replica holds the leader-election Lease and reconciles, else 0.",
 )
 RECONCILE_SECONDS = Histogram(
     "disagg_operator_reconcile_seconds",

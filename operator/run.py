@@ -1,13 +1,17 @@
 """``disagg operator``: run the kopf operator, namespaced or cluster-wide.
 
-I/O shell. Adds a liveness endpoint (kopf's ``/healthz``) and Prometheus metrics on their
-own ports, quiet JSON logs by default. :func:`running` starts the same operator inside the
-caller's event loop (integration tests and ``disagg bench operator`` use it).
+I/O shell. Adds a liveness endpoint (``/healthz``, :mod:`.health`) and Prometheus metrics
+on their own ports, quiet JSON logs by default. :func:`running` starts the same operator
+inside the caller's event loop (integration tests and ``disagg bench operator`` use it).
 
     disagg operator [--namespace NS | --all-namespaces] [--health-port 8080]
                     [--metrics-port 9090] [--bind-address 0.0.0.0] [--resync-seconds 600]
                     [--log-level warning] [--platforms-file PATH] [--canary-image IMAGE]
-                    [--root-key-file PATH]
+                    [--root-key-file PATH] [--leader-elect --lease-namespace NS ...]
+
+``--leader-elect`` (:mod:`.leader`): wait as a standby until this process holds the Lease,
+then start kopf; on a lost lease stop at once and exit 1 (the kubelet restarts the pod as
+a fresh standby); on SIGTERM stop kopf, then release the lease.
 
 ``--root-key-file`` (or ``$DISAGG_ROOT_KEY_FILE``): the root key every deployment's
 handshake key is derived from (keys.py); the chart mounts it from a Secret. Without one
@@ -21,13 +25,14 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import kopf
 
-from disagg_operator import handlers, keys, metrics, platform_config
+from disagg_operator import handlers, health, keys, leader, metrics, platform_config
 from disagg_operator.refusals import Backoff
 
 LEVELS = ("debug", "info", "warning", "error")
@@ -75,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
         "default $DISAGG_ROOT_KEY_FILE; without one a random key per process)",
     )
     platform_config.add_argument(p)
+    leader.add_arguments(p)
     return p
 
 
@@ -114,41 +120,77 @@ async def running(
     ready_timeout: float = 30.0,
     root_key: bytes | None = None,
     backoff: Backoff | None = None,
+    elector: leader.Elector | None = None,
 ) -> AsyncIterator[asyncio.Task[None]]:
     """Run the operator in this event loop until the block exits.
 
-    Yields the operator's task, which ends early on SIGINT/SIGTERM (kopf handles them)."""
-    stop, ready = asyncio.Event(), asyncio.Event()
-    memo = kopf.Memo(
-        host=host,
-        namespaces=tuple(namespaces),
-        resync_seconds=resync_seconds,
-        root_key=root_key,
-        backoff=backoff,
+    Yields the operator's task, which ends early on SIGINT/SIGTERM (kopf handles them).
+    With ``elector``: first waits as a standby until it leads (kopf is not started before);
+    the task ends with :class:`leader.LeaseLost` when the lease is lost, kopf already
+    stopped; a normal exit stops kopf, then releases the lease."""
+    async with contextlib.AsyncExitStack() as stack:
+        renewing = await stack.enter_async_context(leader.leading(elector)) if elector else None
+        stop, ready = asyncio.Event(), asyncio.Event()
+        memo = kopf.Memo(
+            host=host,
+            namespaces=tuple(namespaces),
+            resync_seconds=resync_seconds,
+            root_key=root_key,
+            backoff=backoff,
+        )
+        tasks = await kopf.spawn_tasks(
+            registry=handlers.registry,
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            standalone=True,
+            stop_flag=stop,
+            ready_flag=ready,
+            memo=memo,
+            liveness_endpoint=liveness_endpoint,
+        )
+        # kopf cancels every task it does not know at exit: spare the caller's tasks,
+        # including the one that stops it (test frameworks tear down from a task created
+        # later), and the supervisor below.
+        ignored = set(asyncio.all_tasks())
+        runner = asyncio.create_task(kopf.run_tasks(tasks, ignored=ignored))
+        operator = runner
+        if renewing is not None:
+            operator = asyncio.create_task(_until_lost(runner, renewing, stop))
+            ignored.add(operator)
+        try:
+            await _ready(ready, operator, ready_timeout)
+            yield operator
+        finally:
+            current = asyncio.current_task()
+            if current is not None:
+                ignored.add(current)
+            stop.set()
+            await asyncio.wait_for(operator, 30)
+
+
+async def _ready(ready: asyncio.Event, operator: asyncio.Task[None], timeout: float) -> None:
+    """Until kopf is ready, or the operator ended first (then its task tells why)."""
+    waiting = asyncio.ensure_future(ready.wait())
+    done, _ = await asyncio.wait(
+        {waiting, operator}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
     )
-    tasks = await kopf.spawn_tasks(
-        registry=handlers.registry,
-        clusterwide=not namespaces,
-        namespaces=namespaces,
-        standalone=True,
-        stop_flag=stop,
-        ready_flag=ready,
-        memo=memo,
-        liveness_endpoint=liveness_endpoint,
-    )
-    # kopf cancels every task it does not know at exit: spare the caller's tasks, including
-    # the one that stops it (test frameworks tear down from a task created later).
-    ignored = set(asyncio.all_tasks())
-    runner = asyncio.create_task(kopf.run_tasks(tasks, ignored=ignored))
-    try:
-        await asyncio.wait_for(ready.wait(), ready_timeout)
-        yield runner
-    finally:
-        current = asyncio.current_task()
-        if current is not None:
-            ignored.add(current)
-        stop.set()
-        await asyncio.wait_for(runner, 30)
+    waiting.cancel()
+    if not done:
+        raise TimeoutError(f"the operator was not ready within {timeout:g} s")
+
+
+async def _until_lost(
+    runner: asyncio.Task[None], renewing: asyncio.Task[None], stop: asyncio.Event
+) -> None:
+    """kopf's run, cut short the moment the lease is lost: never two leaders writing."""
+    await asyncio.wait({runner, renewing}, return_when=asyncio.FIRST_COMPLETED)
+    if not runner.done():
+        stop.set()  # an intended stop: kopf then schedules no SIGKILL of its own
+        runner.cancel()  # handlers in flight are cancelled at their next await
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+        renewing.result()  # raises LeaseLost
+    await runner
 
 
 def main(argv: list[str]) -> int:
@@ -163,22 +205,44 @@ def main(argv: list[str]) -> int:
     except ValueError as e:
         print(f"disagg operator: {e}", file=sys.stderr)
         return 2
+    election = leader.settings_from(args)
+    problems = election.problems() if election else []
+    if problems:
+        print("\n".join(f"disagg operator: {p}" for p in problems), file=sys.stderr)
+        return 2
     configure_logging(args.log_level)
     if registered:
         logging.getLogger("disagg").info("registered platforms: %s", ", ".join(registered))
     metrics.serve(args.metrics_port, args.bind_address)
     namespaces = [] if args.all_namespaces else args.namespace
 
-    async def forever() -> None:
-        liveness = f"http://{args.bind_address}:{args.health_port}/healthz"
-        async with running(
-            namespaces=namespaces,
-            liveness_endpoint=liveness,
-            resync_seconds=args.resync_seconds,
-            root_key=root_key,
-        ) as operator:
-            await operator  # until SIGTERM/SIGINT
+    async def forever() -> int:
+        # Until kopf installs its own (graceful) handlers, a signal stops a standby at once.
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)  # type: ignore[union-attr]
+        elector = await leader.Elector.connect(None, election) if election else None
+        probe = await health.serve(
+            args.bind_address, args.health_port, lambda: elector.state if elector else "off"
+        )
+        try:
+            async with running(
+                namespaces=namespaces,
+                resync_seconds=args.resync_seconds,
+                root_key=root_key,
+                elector=elector,
+            ) as operator:
+                await operator  # until SIGTERM/SIGINT, or the lease is lost
+        except leader.LeaseLost:
+            return 1  # logged by the elector; the kubelet restarts us as a standby
+        except asyncio.CancelledError:
+            return 0  # a signal while standing by
+        finally:
+            await probe.cleanup()
+            if elector:
+                await elector.close()
+        return 0
 
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(forever())
+        return asyncio.run(forever())
     return 0

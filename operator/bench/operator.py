@@ -11,11 +11,13 @@ this process, plays the kubelet (pods turn Ready as soon as they exist), and mea
 4. peak RSS of this process (operator + emulator + client: an upper bound for the
    operator alone; the baseline before the operator started is reported too);
 5. two rollouts of one ``--rollout-prefill`` + ``--rollout-decode`` deployment, in place
-   and to a new KV revision (:mod:`.rollout`; 0 skips them).
+   and to a new KV revision (:mod:`.rollout`; 0 skips them);
+6. failover between two ``--leader-elect`` operator processes, the leader killed
+   (:mod:`.failover`, its own emulator; ``--no-failover`` skips it).
 
 Prints a table, or JSON with ``--json`` (keys create_to_children_p50_s,
 create_to_children_p99_s, steady_writes_per_min, converge_200_s, rss_mb, rollout_s,
-rollout_min_ready_fraction, rollout_min_ready_target, rollout_mixed_pairs, ...).
+rollout_min_ready_fraction, rollout_min_ready_target, rollout_mixed_pairs, failover_s, ...).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from disagg_operator.bench import rollout
+from disagg_operator.bench import failover, rollout
 from disagg_operator.models import API_VERSION, KIND, PLURAL, SHORT_NAMES
 
 NS = "bench"
@@ -56,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rollout-prefill", type=int, default=8, help="prefill pods rolled (0: skip)")
     p.add_argument("--rollout-decode", type=int, default=16, help="decode pods rolled")
     p.add_argument("--timeout", type=float, default=600.0, help="give up on a phase after this")
+    failover.add_arguments(p)
     return p
 
 
@@ -240,6 +243,7 @@ async def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict
                 await settle(bench)  # let in-flight syncs finish before stopping kopf
         finally:
             kubelet.cancel()
+    failed_over = await failover.run(args, body, NS, progress) if args.failover else {}
     samples.sort()
     return {
         "create_to_children_p50_s": round(statistics.median(samples), 4),
@@ -255,6 +259,7 @@ async def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict
         "steady_seconds": args.steady_seconds,
         "api_calls": len(emu.calls),
         **rolled,
+        **failed_over,
     }
 
 
@@ -267,6 +272,7 @@ TARGETS: dict[str, tuple[str, float | str]] = {
     "rollout_min_ready_fraction": (">=", "rollout_min_ready_target"),
     "rollout_kv_min_ready_fraction": (">=", "rollout_kv_min_ready_target"),
     "rollout_mixed_pairs": ("<=", 0.0),
+    "failover_s": ("<=", 15.0),
 }
 
 

@@ -48,6 +48,21 @@ app.kubernetes.io/part-of: disagg
 {{- if .Values.rootKey.existingSecret }}{{ .Values.rootKey.existingSecretKey }}{{ else }}root-key{{ end }}
 {{- end }}
 
+{{/* replicaCount, refused above 1 without leader election, and election timings checked. */}}
+{{- define "disagg.replicas" -}}
+{{- $le := .Values.leaderElection }}
+{{- if and (gt (int .Values.replicaCount) 1) (not $le.enabled) }}
+{{- fail (printf "replicaCount: %d replicas need leaderElection.enabled=true (without it every replica would reconcile); set replicaCount: 1 or enable leader election" (int .Values.replicaCount)) }}
+{{- end }}
+{{- if and $le.enabled (ge (float64 $le.renewDeadlineSeconds) (float64 $le.leaseDurationSeconds)) }}
+{{- fail "leaderElection.renewDeadlineSeconds must be below leaderElection.leaseDurationSeconds: the leader must stop before a standby may take over" }}
+{{- end }}
+{{- if and $le.enabled (le (float64 $le.renewDeadlineSeconds) (mulf 1.2 $le.retryPeriodSeconds)) }}
+{{- fail "leaderElection.renewDeadlineSeconds must be above 1.2 x leaderElection.retryPeriodSeconds: at least one renewal must fit" }}
+{{- end }}
+{{- int .Values.replicaCount }}
+{{- end }}
+
 {{- define "disagg.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}

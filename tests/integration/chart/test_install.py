@@ -68,7 +68,13 @@ async def test_install_all_namespaces_mode(emulator: Emulator, kubeconfig_path: 
     assert _names(emulator, "v1/services", NAMESPACE) == ["disagg-metrics"]
     assert _names(emulator, "rbac.authorization.k8s.io/v1/clusterroles") == ["disagg"]
     assert _names(emulator, "rbac.authorization.k8s.io/v1/clusterrolebindings") == ["disagg"]
-    assert _names(emulator, "rbac.authorization.k8s.io/v1/roles") == []
+    # Two replicas by default: leader election (a Role for the Lease, in the release
+    # namespace only) and a disruption budget keeping one of them up.
+    assert _names(emulator, "rbac.authorization.k8s.io/v1/roles") == ["disagg-leader-election"]
+    assert _names(emulator, "rbac.authorization.k8s.io/v1/roles", NAMESPACE) == [
+        "disagg-leader-election"
+    ]
+    assert _names(emulator, "policy/v1/poddisruptionbudgets", NAMESPACE) == ["disagg"]
     # The CRD went in from the chart's crds/, and the emulator now serves the kind.
     crd = emulator.find(CRDS, "", DD_CRD)
     assert crd is not None and crd["spec"]["names"]["shortNames"] == ["disagg"]
@@ -92,6 +98,8 @@ async def test_install_namespaced_mode_with_every_value(
     assert deploy is not None
     args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args and "--namespace=team-b" in args
+    assert "--lease-duration-seconds=15" in args and deploy["spec"]["replicas"] == 3
+    assert _names(emulator, roles, NAMESPACE) == ["dd-op-leader-election"]
 
 
 def _helm(cfg: Any, action: str, values: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from tests.integration.emulator import Emulator
-from tests.unit.chart.chartkit import ROOT, load, parse, render_files
+from tests.unit.chart.chartkit import NAMESPACE, RELEASE, ROOT, load, parse, render_files
 
 DD = "disagg.dev/v1alpha1/disaggregateddeployments"
 NS = "team-a"
@@ -115,6 +115,10 @@ async def test_rendered_operator_container_serves_probes_metrics_and_reconciles(
             proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(proc.wait(), 30)
     assert proc.returncode == 0, log.read_text()[-2000:]
+    # It led through the chart's Lease (release namespace), and handed it back on SIGTERM.
+    lease = emulator.find("coordination.k8s.io/v1/leases", NAMESPACE, RELEASE)
+    assert lease is not None and lease["spec"]["leaseTransitions"] == 0
+    assert "holderIdentity" not in lease["spec"]
 
 
 def _mount_root_key(values: dict[str, Any], container: dict[str, Any], into: Path) -> list[str]:

@@ -10,8 +10,10 @@ budget changes (PodDisruptionBudget patched); someone edits its NetworkPolicy (d
 patched back); a role is scaled to 0 (its Service and PodDisruptionBudget deleted); it gets
 an invalid spec (status + Warning event). Then an llm-d deployment gets its InferencePool (v1, the
 default), changes it and drops it; and one that asks for the deprecated v1alpha2 API does
-the same in that API group. The test's own writes go straight into the emulator's store
-(``put_object``, not recorded), so every recorded call is the operator's.
+the same in that API group. Throughout, the operator runs with leader election as the
+chart starts it: its Lease (created, renewed, released) lives in the release namespace.
+The test's own writes go straight into the emulator's store (``put_object``, not
+recorded), so every recorded call is the operator's.
 
 Then, per mode (all namespaces, namespaced), per ``llmd.enabled`` and per
 ``llmd.inferencePoolVersions``, the calls are compared with the rules the chart renders,
@@ -29,9 +31,19 @@ from typing import Any
 import pytest
 import yaml
 
+from disagg_operator.leader import ElectionSettings, Elector
 from disagg_operator.run import running
 from tests.integration.emulator import ApiCall, Emulator
-from tests.unit.chart.chartkit import ROOT, Grant, grants, load, parse, render_files
+from tests.unit.chart.chartkit import (
+    NAMESPACE,
+    RELEASE,
+    ROOT,
+    Grant,
+    grants,
+    load,
+    parse,
+    render_files,
+)
 
 NS = "team-a"
 DD = "disagg.dev/v1alpha1/disaggregateddeployments"
@@ -190,12 +202,21 @@ async def _record(emu: Emulator, namespaces: list[str]) -> list[list[ApiCall]]:
         emu.put_object(
             "v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
         )
-    async with running(str(emu.url).rstrip("/"), namespaces=namespaces):
-        await _plain_life(emu)
-        plain = len(emu.calls)
-        await _llmd_life(emu)
-        llmd = len(emu.calls)
-        await _v1alpha2_life(emu)
+    host = str(emu.url).rstrip("/")
+    # The chart's Lease: named after the release, in its namespace; renewed (an update)
+    # every 0.5 s, so each scenario's calls include renewals, not only the creation.
+    election = ElectionSettings(RELEASE, NAMESPACE, 10, 8.0, 0.5)
+    elector = await Elector.connect(host, election, "op-0_test")
+    try:
+        async with running(host, namespaces=namespaces, elector=elector):
+            await _plain_life(emu)
+            plain = len(emu.calls)
+            await _llmd_life(emu)
+            llmd = len(emu.calls)
+            await _v1alpha2_life(emu)
+    finally:
+        await elector.close()
+    assert emu.find("coordination.k8s.io/v1/leases", NAMESPACE, RELEASE)  # released, kept
     return [emu.calls[:plain], emu.calls[:llmd], list(emu.calls)]
 
 
@@ -203,10 +224,12 @@ async def _record(emu: Emulator, namespaces: list[str]) -> list[list[ApiCall]]:
 
 
 def _used(calls: list[ApiCall], *, by_namespace: bool) -> set[Grant]:
-    """Calls as grants: where ("" = cluster-wide), group, resource[/subresource], verb."""
+    """Calls as grants: where ("" = cluster-wide), group, resource[/subresource], verb.
+
+    Lease calls keep their namespace in every mode: the chart grants them there only."""
     return {
         (
-            c.namespace if by_namespace else "",
+            c.namespace if by_namespace or c.resource == "leases" else "",
             c.api_group,
             f"{c.resource}/{c.subresource}" if c.subresource else c.resource,
             c.verb,

@@ -7,6 +7,7 @@ from disagg_operator.bench import operator as bench
 
 async def test_small_run_reports_the_rollout_figures() -> None:
     small = "--crs 2 --converge 3 --steady-seconds 1 --rollout-prefill 2 --rollout-decode 4"
+    small += " --failover-lease-seconds 2 --failover-rounds 2"
     args = bench._parser().parse_args([*small.split(), "--timeout", "120"])
     result = await bench.run(args, lambda _: None)
     assert result["steady_writes_per_min"] == 0
@@ -16,6 +17,12 @@ async def test_small_run_reports_the_rollout_figures() -> None:
     assert result["rollout_kv_min_ready_fraction"] >= result["rollout_kv_min_ready_target"]
     assert result["rollout_mixed_pairs"] == 0
     assert result["rollout_s"] > 0 and result["rollout_kv_s"] > 0
-    rollout_lines = [line for line in bench.table(result).splitlines() if "rollout" in line]
-    assert rollout_lines and not any("MISSED" in line for line in rollout_lines)
+    assert result["failover_lease_duration_s"] == 2 and result["failover_rounds"] == 2
+    assert result["failover_p50_s"] <= result["failover_s"]
+    # the standby waits the 2 s lease out by its own clock before it takes over
+    assert 1.0 < result["failover_takeover_s"] <= result["failover_s"]
+    checked = [
+        line for line in bench.table(result).splitlines() if "rollout" in line or "failover" in line
+    ]
+    assert checked and not any("MISSED" in line for line in checked)
     # (rss_mb is this whole test process here, pytest included: not the bench's figure)

@@ -44,3 +44,30 @@ async def test_kubeconfig_token_reaches_the_headers_and_calls_work(
             await api.create({**pod, "apiVersion": "example.dev/v1", "kind": "Pod"})
     finally:
         await api.close()
+
+
+async def test_replace_is_conditional_on_the_resource_version_it_carries(
+    emulator: Emulator,
+) -> None:
+    api = await Api.connect(str(emulator.url).rstrip("/"))
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "l", "namespace": "ops"},
+        "spec": {"holderIdentity": "a"},
+    }
+    try:
+        assert await api.replace(lease) is None  # 404: not there
+        created = await api.create(lease)
+        assert created is not None
+        mine = {**lease, "metadata": created["metadata"], "spec": {"holderIdentity": "b"}}
+        replaced = await api.replace(mine)
+        assert replaced is not None and replaced["spec"]["holderIdentity"] == "b"
+        with pytest.raises(ApiError, match="HTTP 409") as stale:  # the same version again
+            await api.replace({**mine, "spec": {"holderIdentity": "c"}})
+        assert stale.value.status == 409
+    finally:
+        await api.close()
+    assert emulator.find("coordination.k8s.io/v1/leases", "ops", "l")["spec"] == {
+        "holderIdentity": "b"
+    }

@@ -27,6 +27,13 @@ FULL_VALUES: dict[str, Any] = {
     },
     "imagePullSecrets": [{"name": "regcred"}],
     "fullnameOverride": "dd-op",
+    "replicaCount": 3,
+    "leaderElection": {
+        "enabled": True,
+        "leaseDurationSeconds": 15,
+        "renewDeadlineSeconds": 10,
+        "retryPeriodSeconds": 2.5,
+    },
     "watchNamespaces": ["team-a", "team-b"],
     "logLevel": "debug",
     "serviceAccount": {"create": True, "name": "dd-sa", "annotations": {"a": "b"}},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -29,6 +30,9 @@ def test_default_install_is_all_namespaces_mode(render):
         "ClusterRole",
         "ClusterRoleBinding",
         "Deployment",
+        "PodDisruptionBudget",
+        "Role",  # the leader-election Lease's, in the release namespace
+        "RoleBinding",
         "Secret",
         "Service",
         "ServiceAccount",
@@ -40,9 +44,9 @@ def test_default_install_is_all_namespaces_mode(render):
 
 def test_namespaced_mode_grants_children_only_in_watched_namespaces(render):
     objs = render({"watchNamespaces": ["team-a", "team-b"]})
-    roles = [o for o in objs if o["kind"] == "Role"]
+    roles = [o for o in objs if o["kind"] == "Role" and o["metadata"]["name"] == "disagg"]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
-    bindings = [o for o in objs if o["kind"] == "RoleBinding"]
+    bindings = [o for o in objs if o["kind"] == "RoleBinding" and o["metadata"]["name"] == "disagg"]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
     args = _container(objs)["args"]
     assert "--namespace=team-a" in args and "--namespace=team-b" in args
@@ -101,10 +105,80 @@ def test_operator_pod_security_posture(render, name):
     assert not {"hostNetwork", "hostPID", "hostIPC"} & set(pod)
 
 
-def test_single_replica_replaced_not_rolled(render):
-    spec = one(render(), "Deployment")["spec"]
-    assert spec["replicas"] == 1
-    assert spec["strategy"] == {"type": "Recreate"}
+def test_default_is_two_replicas_with_leader_election_rolled_one_at_a_time(render):
+    objs = render()
+    deploy = one(objs, "Deployment")
+    pod = deploy["spec"]["template"]["spec"]
+    assert deploy["spec"]["replicas"] == 2
+    assert deploy["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    args = _container(objs)["args"]
+    assert "--leader-elect" in args
+    assert "--lease-name=disagg" in args and f"--lease-namespace={NAMESPACE}" in args
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in _container(objs)["env"]}
+    assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+    labels = deploy["spec"]["template"]["metadata"]["labels"]
+    pdb = one(objs, "PodDisruptionBudget")
+    assert pdb["metadata"]["namespace"] == NAMESPACE and pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"].items() <= labels.items()
+
+
+def test_the_lease_is_granted_in_the_release_namespace_only(render):
+    for values in ({}, {"watchNamespaces": ["team-a"]}):
+        objs = render(values)
+        leases = {g for g in grants(objs, "disagg") if g[2] == "leases"}
+        assert leases == {
+            (NAMESPACE, "coordination.k8s.io", "leases", v) for v in ("get", "create", "update")
+        }
+        role = next(
+            o
+            for o in objs
+            if o["metadata"]["name"] == "disagg-leader-election" and o["kind"] == "Role"
+        )
+        named = [r for r in role["rules"] if "get" in r["verbs"]]
+        assert named == [{**named[0], "resourceNames": ["disagg"]}]  # this release's Lease only
+
+
+def test_one_replica_without_election_is_replaced_not_rolled(render):
+    objs = render({"replicaCount": 1, "leaderElection": {"enabled": False}})
+    deploy = one(objs, "Deployment")
+    assert deploy["spec"]["replicas"] == 1
+    assert deploy["spec"]["strategy"] == {"type": "Recreate"}
+    assert not any(
+        a.startswith("--lease") or a == "--leader-elect" for a in _container(objs)["args"]
+    )
+    assert "affinity" not in deploy["spec"]["template"]["spec"]
+    assert {"PodDisruptionBudget", "Role", "RoleBinding"}.isdisjoint(kinds(objs))
+
+
+def test_a_user_pod_anti_affinity_replaces_the_default_spread(render):
+    mine = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}
+    pod = one(render({"affinity": mine}), "Deployment")["spec"]["template"]["spec"]
+    assert pod["affinity"] == mine
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"leaderElection": {"enabled": False}},
+            "replicaCount: 2 replicas need leaderElection.enabled",
+        ),
+        ({"leaderElection": {"renewDeadlineSeconds": 10}}, "renewDeadlineSeconds must be below"),
+        (
+            {"leaderElection": {"retryPeriodSeconds": 7}},
+            "above 1.2 x leaderElection.retryPeriodSeconds",
+        ),
+    ],
+)
+def test_unsafe_election_values_fail_naming_the_keys(chart, values, message):
+    with pytest.raises(Exception, match=re.escape(message)):
+        render_files(chart, values)
 
 
 @pytest.mark.parametrize("name", ["default", "full"])
@@ -141,8 +215,13 @@ def test_non_default_values_reach_the_pod(render):
     assert not any(a.startswith("--canary-image") for a in _container(render())["args"])
     assert pod["serviceAccountName"] == "dd-sa"
     assert one(objs, "ServiceAccount")["metadata"]["name"] == "dd-sa"
-    for key in ("nodeSelector", "tolerations", "affinity", "priorityClassName"):
+    for key in ("nodeSelector", "tolerations", "priorityClassName"):
         assert pod[key] == FULL_VALUES[key]
+    assert pod["affinity"]["nodeAffinity"] == FULL_VALUES["affinity"]["nodeAffinity"]
+    assert "podAntiAffinity" in pod["affinity"]  # 3 replicas: spread added to the user's
+    assert deploy["spec"]["replicas"] == 3
+    assert "--renew-deadline-seconds=10" in container["args"]
+    assert "--retry-period-seconds=2.5" in container["args"]
     assert pod["imagePullSecrets"] == [{"name": "regcred"}]
     assert container["resources"] == FULL_VALUES["resources"]
     assert deploy["spec"]["template"]["metadata"]["labels"]["team"] == "ml"
@@ -216,7 +295,7 @@ def test_notes_point_at_files_that_exist():
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_operator_cli_accepts_the_rendered_arguments(render, name):
     """The chart's args parse with the real `disagg operator` parser (same flags, choices)."""
-    from disagg_operator import run
+    from disagg_operator import leader, run
 
     values = VALUE_SETS[name]
     args = run._parser().parse_args(_container(render(values))["args"])
@@ -225,6 +304,9 @@ def test_operator_cli_accepts_the_rendered_arguments(render, name):
     assert args.health_port == values.get("health", {}).get("port", 8080)
     assert args.metrics_port == values.get("metrics", {}).get("port", 9090)
     assert args.canary_image == (values.get("transferCanary", {}).get("image") or None)
+    election = leader.settings_from(args)
+    assert election is not None and election.problems() == []
+    assert election.namespace == NAMESPACE
 
 
 HPU = {"name": "hpu", "bufferDevices": ["hpu", "cpu"], "acceleratorResource": "habana.ai/gaudi"}
