@@ -222,7 +222,9 @@ class Emulator(kmock.KubernetesEmulator):
     def _commit(self, key: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         """Store ``new`` in place of ``old``; a no-op keeps the resourceVersion, emits nothing."""
         keep = ("uid", "creationTimestamp", "name", "namespace", "generation", "resourceVersion")
-        meta = new.setdefault("metadata", {})
+        # A merge patch shares untouched sub-dicts with ``old``: give ``new`` its own
+        # metadata, or the new resourceVersion would show in ``old``'s pending watch event.
+        meta = new["metadata"] = dict(new.get("metadata") or {})
         for field in keep:
             if field in old["metadata"]:
                 meta[field] = old["metadata"][field]
