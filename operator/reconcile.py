@@ -241,7 +241,7 @@ async def sync(
         now_seen = cache.children(meta["namespace"], meta["name"], uid)  # incl. the answers
         pods = [p for p in now_seen if p["kind"] == "Pod"]
         steps = decide(dd, uid=uid, pods=pods, routed=steps.routed)
-        outcome.more = bool(steps.create or steps.delete)
+        outcome.more = any(steps.create.values()) or bool(steps.delete)
     status = status_mod.compute(
         name=body["metadata"]["name"],
         spec=dd.spec if dd is not None else None,
