@@ -131,6 +131,11 @@ class Emulator(kmock.KubernetesEmulator):
         objs = self._index[key]
         return [objs[k] for k in sorted(objs) if namespace is None or k[0] == namespace]
 
+    @property
+    def revision(self) -> int:
+        """The newest resourceVersion issued: unchanged means nothing was written."""
+        return self._rv
+
     def find(self, key: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.store.get((key, namespace, name))
 
