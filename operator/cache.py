@@ -7,26 +7,32 @@ kopf indices filled from the same watch streams the handlers use, see handlers.p
     project(body) -> dict                 what the cache keeps of an object
     owner(body) -> (namespace, name)      the controlling DisaggregatedDeployment, or None
     Cache(deployments, children)          reads: deployment(), deployments(), children()
-                                          own writes: wrote(), deleted(); drift: correct()
+                                          own writes: wrote(), deleted(); echoes: news()
+                                          drift: correct()
 
 Staleness rule (own writes). A sync may start before the watch has delivered the answers
 to the previous sync's writes. The cache therefore keeps, per object, the API server's
 answer to the operator's last write (the created or patched object, or "gone" after a
 delete) and shows it instead of the cached object until the cache holds a version at
 least as new: ``resourceVersion`` compared as integers (what every etcd-backed API server
-issues; when either is not an integer the cached object wins, which at worst costs a
-409 on create or a 404 on delete, never a wrong count), or until ``ttl`` seconds passed
-(a watch that missed the event: the next event or resync repairs it). So a sync never
+issues; when either is not an integer the cached object wins: then a sync may count
+one event late and send a create that answers 409 or a delete that answers 404, which
+change nothing), or until ``ttl`` seconds passed (a watch that missed the event: the next
+event or resync repairs it). So a sync never
 creates again what it created (and the rollout planner never counts a created pod as
 missing), never deletes twice, and counts a pod it deleted as terminating (the delete's
 answer carries deletionTimestamp) or gone; the status it wrote is the ``previous`` status
 of the next sync.
 
+Echoes (:meth:`Cache.news`): a watch event whose object has exactly the resourceVersion
+of the answer to our own write brings nothing the sync did not count already.
+
 Drift that no event reported: an object deleted while the watch missed it stays in a
-kopf index for good (kopf's re-list on each new watch adds and updates, never removes);
-:meth:`Cache.correct`, fed by the periodic resync's listing of the children, hides it, and
-the sync that follows recreates it. (An object the watch missed being added or changed
-is fixed by that same re-list.)
+kopf index for good (kopf resumes watches from the last resourceVersion, and re-lists only
+after a 410 Gone, adding and updating, never removing); :meth:`Cache.correct`, fed by the
+periodic resync's listing of the children, hides it, and the sync that follows recreates
+it. An object whose creation or change the watch missed shows with its next event or
+kopf's next re-list; until then a create of it answers 409, which changes nothing.
 """
 
 from __future__ import annotations
@@ -184,8 +190,12 @@ class Cache:
         """Whether a watch event's object tells more than the answer to our own write to
         it did (False: the echo of that write, whose answer the sync already counted)."""
         meta = body.get("metadata") or {}
-        ident = (str(meta.get("namespace") or ""), str(body.get("kind") or ""), meta.get("name"))
-        expected = self._echoes.pop(ident, None)  # type: ignore[arg-type]
+        ident = (
+            str(meta.get("namespace") or ""),
+            str(body.get("kind") or ""),
+            str(meta.get("name") or ""),
+        )
+        expected = self._echoes.pop(ident, None)
         return expected is None or _rv(body) != expected
 
     def deleted(self, key: Key, kind: str, name: str, answer: Mapping[str, Any] | None) -> None:
@@ -222,10 +232,8 @@ class Cache:
         """Hide, from now on, every cached child of ``kinds`` that a fresh listing (taken
         at resourceVersion ``version``) lacks although the cache had it before the listing:
         an object deleted without an event reaching the watch. Returns the deployments
-        concerned (to be synced: they recreate what they lost).
-
-        Objects the cache lacks but the listing has need no help: kopf lists again
-        whenever a watch ends (``settings.watching.server_timeout``), which adds them."""
+        concerned (to be synced: they recreate what they lost). Objects the cache lacks but
+        the listing has are left to their next event (see the module docstring)."""
         kinds = set(kinds)
         listed_uids = {_uid(o) for o in listed}
         at = _int(version)
