@@ -4,8 +4,14 @@ I/O shell. DisaggregatedDeployment create/update/resume and events of owned chil
 (Pods, Services, NetworkPolicies, PodDisruptionBudgets; not Secrets, which the operator
 never reads) all call
 :meth:`Reconciler.request` for the owning deployment; :mod:`disagg_operator.reconcile`
-holds the logic. No delete handler and so no finalizer: owner references let the garbage
-collector remove the children.
+holds the logic. The same watch streams fill kopf indices (``@kopf.index``): the CRs by
+(namespace, name) and each child kind by (namespace, owning deployment), in the trimmed
+form of :func:`disagg_operator.cache.project`; they are the
+:class:`~disagg_operator.cache.Cache` every sync reads. kopf fills an index from an event
+before it calls any handler for that event, and calls no handler at all until the first
+listing of every indexed kind is in, so a sync after a restart never sees a half cache.
+No delete handler and so no finalizer: owner references let the garbage collector remove
+the children.
 
 Handlers are registered on :data:`registry` (not kopf's global one) so tests and
 ``disagg operator`` pass it explicitly. Settings (kopf bookkeeping in annotations, events
@@ -24,9 +30,10 @@ from typing import Any
 
 import kopf
 
-from disagg_operator import k8s
+from disagg_operator import cache, k8s
 from disagg_operator.models import GROUP, KIND, PLURAL, VERSION
-from disagg_operator.reconcile import CHILD_KINDS, Reconciler
+from disagg_operator.reconcile import CHILD_KINDS
+from disagg_operator.reconciler import Reconciler
 from disagg_operator.render.objects import LABEL_DEPLOYMENT
 
 registry = kopf.OperatorRegistry()
@@ -47,19 +54,45 @@ def configure(settings: kopf.OperatorSettings) -> None:
     for version, plural in CHILDREN:  # server-side: never stream unrelated pods to us
         settings.watching.label_selectors[version, plural] = LABEL_DEPLOYMENT
     settings.networking.request_timeout = 60
+    # After its own annotation patch kopf waits this long for the patched version before
+    # it trusts an older event again; under a burst (a thousand CRs created at once) the
+    # watch lags more than kopf's default 5 s, and the stale event of our status patch
+    # would run the create handler again and patch the CR a second time.
+    settings.persistence.consistency_timeout = 30.0
+
+
+DEPLOYMENT_INDEX = "deployments_index"
+CHILD_INDICES = tuple(f"{plural}_index" for _, plural in CHILDREN)
+
+
+def index_deployment(body: Any, namespace: str | None, name: str, **_: Any) -> Any:
+    return {(namespace or "", name): cache.project(body)}
+
+
+def index_child(body: Any, **_: Any) -> Any:
+    key = cache.owner(body)
+    return None if key is None else {key: cache.project(body)}
+
+
+kopf.index(GROUP, VERSION, PLURAL, id=DEPLOYMENT_INDEX, registry=registry)(index_deployment)
+for (_version, _plural), _id in zip(CHILDREN, CHILD_INDICES, strict=True):
+    kopf.index(
+        _version, _plural, id=_id, labels={LABEL_DEPLOYMENT: kopf.PRESENT}, registry=registry
+    )(index_child)
 
 
 @kopf.on.startup(registry=registry)
-async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
     configure(settings)
     memo.api = await k8s.Api.connect(memo.get("host"))
+    memo.cache = cache.Cache(kwargs[DEPLOYMENT_INDEX], [kwargs[i] for i in CHILD_INDICES])
     if memo.get("root_key") is None:
         log.warning(
             "no root key (--root-key-file): handshake keys derive from a random key of this "
             "process; a handshake Secret deleted after a restart comes back with another key"
         )
     memo.reconciler = Reconciler(
-        memo.api, root_key=memo.get("root_key"), backoff=memo.get("backoff")
+        memo.api, memo.cache, root_key=memo.get("root_key"), backoff=memo.get("backoff")
     )
     if memo.get("resync_seconds"):
         resync = memo.reconciler.resync_forever(memo.get("namespaces", ()), memo.resync_seconds)
@@ -109,7 +142,7 @@ def owner_name(body: Any) -> str | None:
 
 async def child_changed(body: Any, namespace: str | None, memo: Any, **_: Any) -> None:
     owner = owner_name(body)
-    if owner is not None:
+    if owner is not None and memo.cache.news(body):  # our own write's echo: already counted
         try:
             await memo.reconciler.request(namespace or "", owner)
         except k8s.ApiError as e:  # the next event (or resume) retries; say so once here

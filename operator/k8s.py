@@ -8,18 +8,28 @@ config loaders (the only part of that package used). Every write is counted in
 
 Error policy: 404 on get/patch/replace/delete means "already gone" and returns None (the
 next event re-plans); 409 on create means "someone else made it" and returns None (same);
-409 on a conditional replace (the Lease of :mod:`disagg_operator.leader`) and any other
-failure raise :class:`ApiError`; :mod:`disagg_operator.reconcile` decides which of those
+409 on a conditional replace (the Lease of :mod:`disagg_operator.leader`) raises; 429 Too
+Many Requests (API Priority and Fairness, or a rate limit) is retried here: wait
+``Retry-After`` seconds (at most ``RETRY_AFTER_CAP``, 1 s when absent) and send the same
+call again, up to ``RETRIES_429`` times, then raise it like any other failure; any other
+failure raises :class:`ApiError`; :mod:`disagg_operator.reconcile` decides which of those
 are refusals (reported, retried with back-off) and which are transient (retried by kopf).
+Bounds: at most ``MAX_WRITES`` writes in flight over the whole client (a burst of
+deployments queues here, first come first served, instead of flooding the API server;
+status patches queue like any write, so they are delayed, never starved); a write waiting
+out a Retry-After keeps its slot, so the client slows down as the server asks.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime
+import json
 import os
 import ssl
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -27,7 +37,11 @@ import aiohttp
 from disagg_operator import metrics
 from disagg_operator.refusals import ApiError
 
-__all__ = ["PLURALS", "Api", "ApiError", "url_for"]
+__all__ = ["MAX_WRITES", "PLURALS", "Api", "ApiError", "retry_after", "url_for"]
+
+MAX_WRITES = 32  # writes in flight at once, all deployments together
+RETRIES_429 = 5  # further attempts of a call answered 429
+RETRY_AFTER_CAP = 10.0  # seconds; a longer Retry-After is cut to this
 
 # kind → plural, for the kinds the operator writes.
 PLURALS: dict[str, str] = {
@@ -51,6 +65,15 @@ def url_for(api_version: str, plural: str, namespace: str = "", name: str = "") 
     return f"{path}/{name}" if name else path
 
 
+def retry_after(value: str | None) -> float:
+    """Seconds to wait for a 429's ``Retry-After`` (delta-seconds), capped; 1 s without."""
+    try:
+        seconds = float(value) if value is not None else 1.0
+    except ValueError:  # an HTTP date: the API server never sends one; wait the default
+        seconds = 1.0
+    return min(max(seconds, 0.0), RETRY_AFTER_CAP)
+
+
 def _load_configuration() -> Any:
     """In-cluster service account first, then $KUBECONFIG / ~/.kube/config."""
     from kubernetes import client, config
@@ -67,10 +90,19 @@ def _load_configuration() -> Any:
 class Api:
     """An async API client bound to one server; create with :meth:`connect`."""
 
-    def __init__(self, host: str, session: aiohttp.ClientSession, cfg: Any = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        session: aiohttp.ClientSession,
+        cfg: Any = None,
+        *,
+        max_writes: int = MAX_WRITES,
+    ) -> None:
         self.host = host.rstrip("/")
         self._session = session
         self._cfg = cfg
+        self._writes = asyncio.Semaphore(max_writes)
+        self.throttled = 0  # 429 answers waited out (tests, logs)
 
     @classmethod
     async def connect(cls, host: str | None = None) -> Api:
@@ -114,19 +146,44 @@ class Api:
         content_type: str | None = None,
         ok_missing: bool = False,
     ) -> dict[str, Any] | None:
-        url = self.host + path
+        async with self._slot(method):
+            for attempt in range(RETRIES_429 + 1):
+                status, answer, wait = await self._send(method, path, body, params, content_type)
+                if status != 429 or attempt == RETRIES_429:
+                    break
+                self.throttled += 1
+                await asyncio.sleep(wait)
+        if status == 404 and ok_missing:
+            return None
+        if status == 409 and method == "POST":
+            return None
+        if status >= 400:
+            raise ApiError(status, method, path, answer)
+        result: dict[str, Any] = json.loads(answer) if answer else {}
+        return result
+
+    @contextlib.asynccontextmanager
+    async def _slot(self, method: str) -> AsyncIterator[None]:
+        if method == "GET":
+            yield
+            return
+        async with self._writes:
+            yield
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        params: Mapping[str, str] | None,
+        content_type: str | None,
+    ) -> tuple[int, str, float]:
+        """One HTTP exchange: (status, body text, seconds a 429 asks to wait)."""
         headers = self._headers(content_type or ("application/json" if body else None))
         async with self._session.request(
-            method, url, json=body, params=params, headers=headers
+            method, self.host + path, json=body, params=params, headers=headers
         ) as resp:
-            if resp.status == 404 and ok_missing:
-                return None
-            if resp.status == 409 and method == "POST":
-                return None
-            if resp.status >= 400:
-                raise ApiError(resp.status, method, path, await resp.text())
-            result: dict[str, Any] = await resp.json(content_type=None)
-            return result
+            return resp.status, await resp.text(), retry_after(resp.headers.get("Retry-After"))
 
     # ------------------------------------------------------------------ reads
     async def get(
@@ -135,18 +192,26 @@ class Api:
         path = url_for(api_version, plural, namespace, name)
         return await self._request("GET", path, ok_missing=True)
 
+    async def listing(
+        self, api_version: str, plural: str, namespace: str, label_selector: str = ""
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Objects of one kind in a namespace ([] if the API does not serve the kind at
+        all) and the list's resourceVersion ("" then)."""
+        params = {"labelSelector": label_selector} if label_selector else None
+        path = url_for(api_version, plural, namespace)
+        result = await self._request("GET", path, params=params, ok_missing=True) or {}
+        items: list[dict[str, Any]] = result.get("items", [])
+        kind = result.get("kind", "").removesuffix("List")
+        for item in items:  # typed lists omit kind/apiVersion on items
+            item.setdefault("kind", kind)
+            item.setdefault("apiVersion", api_version)
+        return items, str((result.get("metadata") or {}).get("resourceVersion") or "")
+
     async def list(
         self, api_version: str, plural: str, namespace: str, label_selector: str = ""
     ) -> list[dict[str, Any]]:
         """Objects of one kind in a namespace; [] if the API does not serve the kind at all."""
-        params = {"labelSelector": label_selector} if label_selector else None
-        path = url_for(api_version, plural, namespace)
-        result = await self._request("GET", path, params=params, ok_missing=True)
-        items: list[dict[str, Any]] = (result or {}).get("items", [])
-        kind = (result or {}).get("kind", "").removesuffix("List")
-        for item in items:  # typed lists omit kind/apiVersion on items
-            item.setdefault("kind", kind)
-            item.setdefault("apiVersion", api_version)
+        items, _ = await self.listing(api_version, plural, namespace, label_selector)
         return items
 
     # ------------------------------------------------------------------ writes
@@ -187,12 +252,15 @@ class Api:
         metrics.API_WRITES.labels("update", obj["kind"]).inc()
         return await self._request("PUT", f"{path}/{meta['name']}", body=obj, ok_missing=True)
 
-    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
-        """Delete with background propagation; a missing object is fine."""
+    async def delete(
+        self, api_version: str, kind: str, namespace: str, name: str
+    ) -> dict[str, Any] | None:
+        """Delete with background propagation; a missing object is fine (None). Returns the
+        answer: the object (with deletionTimestamp while it terminates) or a Status."""
         path = url_for(api_version, PLURALS[kind], namespace, name)
         metrics.API_WRITES.labels("delete", kind).inc()
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
-        await self._request("DELETE", path, body=body, ok_missing=True)
+        return await self._request("DELETE", path, body=body, ok_missing=True)
 
     async def event(
         self, involved: Mapping[str, Any], *, type_: str, reason: str, message: str

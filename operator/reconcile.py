@@ -5,9 +5,16 @@ API client is passed in (:class:`disagg_operator.k8s.Api` or a test double with 
 methods); this module imports no kopf or HTTP library.
 
 One path for every trigger: kopf's create/update/resume handlers and child events all call
-:meth:`Reconciler.request`, which serialises syncs per deployment and collapses requests
-that arrive during a sync into one follow-up sync (a burst of pod events costs one extra
-sync, not one each).
+:meth:`disagg_operator.reconciler.Reconciler.request`, which serialises syncs per
+deployment and collapses requests that arrive during a sync into one follow-up sync (a
+burst of pod events costs one extra sync, not one each).
+
+Reads: the CR and its children come from the watch-fed cache (:mod:`disagg_operator.cache`),
+never a GET or LIST (with llm-d, one GET of the InferencePool, which is not watched).
+Every write's answer is recorded in the cache, so the next sync sees it even before the
+watch does; after its writes a sync counts pods from the cache again, not from a LIST.
+Writes: at most ``PER_DEPLOYMENT_WRITES`` of one sync in flight, and the API client
+bounds them all (k8s.py).
 
 Events: one Normal ``Reconciled`` event per sync whose writes were accepted (listing them),
 one Warning ``InvalidSpec`` when the problems of a spec change, one Warning ``ApiRefused``
@@ -30,21 +37,18 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import fnmatch
 import logging
-import secrets
-import time
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
-from disagg_operator import keys, metrics
+from disagg_operator import keys
 from disagg_operator import status as status_mod
-from disagg_operator.models import API_VERSION, INFERENCE_POOL_APIS, PLURAL, DisaggregatedDeployment
+from disagg_operator.cache import Cache, Recorder
+from disagg_operator.models import API_VERSION, INFERENCE_POOL_APIS, DisaggregatedDeployment
 from disagg_operator.plan import Action, plan
-from disagg_operator.refusals import ApiError, Backoff, Refusal, api_message, is_refusal, lines
-from disagg_operator.render.objects import LABEL_DEPLOYMENT, render_model, role_pod
-from disagg_operator.retries import Retries
+from disagg_operator.refusals import ApiError, Refusal, api_message, is_refusal, lines
+from disagg_operator.render.objects import render_model, role_pod
 from disagg_operator.rollout.decide import decide, routed_revision
 from disagg_operator.rollout.planner import Plan
 from disagg_operator.validation import Problem, parse
@@ -60,6 +64,7 @@ CHILD_KINDS: tuple[tuple[str, str], ...] = (
     ("policy/v1", "poddisruptionbudgets"),
     ("v1", "pods"),
 )
+CHILD_KIND_NAMES = ("Service", "NetworkPolicy", "PodDisruptionBudget", "Pod")  # same order
 # Owned only with llm-d: looked at only when the spec has an ``llmd`` section, so clusters
 # without the Inference Extension (and charts without its RBAC) see no calls for it, and
 # only in the API version the spec renders (``llmd.inferencePool.version``), so the chart
@@ -67,6 +72,8 @@ CHILD_KINDS: tuple[tuple[str, str], ...] = (
 # old pool behind until the deployment is deleted; setting ``llmd.enabled: false`` (or
 # ``inferencePool.enabled: false``) removes it.
 POOL_PLURAL = "inferencepools"
+# Writes of one deployment in flight at once (the API client bounds all of them, k8s.py).
+PER_DEPLOYMENT_WRITES = 8
 
 
 def optional_kinds(spec: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -83,9 +90,9 @@ class Client(Protocol):
     """What reconcile needs from the API client (see :class:`disagg_operator.k8s.Api`)."""
 
     async def get(self, api_version: str, plural: str, namespace: str, name: str) -> Any: ...
-    async def list(
+    async def listing(
         self, api_version: str, plural: str, namespace: str, label_selector: str = ""
-    ) -> list[dict[str, Any]]: ...
+    ) -> tuple[list[dict[str, Any]], str]: ...
     async def create(self, obj: Any) -> Any: ...
     async def patch(
         self,
@@ -97,7 +104,7 @@ class Client(Protocol):
         *,
         subresource: str = "",
     ) -> Any: ...
-    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None: ...
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> Any: ...
     async def event(self, involved: Any, *, type_: str, reason: str, message: str) -> None: ...
 
 
@@ -110,39 +117,49 @@ class Outcome:
     done: list[Action] = field(default_factory=list)  # accepted and changed something
     refusals: list[Refusal] = field(default_factory=list)  # refused now, or held
     status_written: bool = False
+    more: bool = False  # writes changed things and the rollout has a next step already
 
 
-def _owned(obj: dict[str, Any], uid: str) -> bool:
-    return any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences", []))
-
-
-async def observe(api: Client, body: dict[str, Any]) -> list[dict[str, Any]]:
-    """The children this deployment owns now (by label, then by owner uid)."""
+async def observe(api: Client, cache: Cache, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The children this deployment owns now: from the cache, and with llm-d the pool by
+    name (InferencePools are not watched: one GET per sync of an llm-d deployment)."""
     meta = body["metadata"]
-    selector = f"{LABEL_DEPLOYMENT}={meta['name']}"
-    kinds = CHILD_KINDS + optional_kinds(body.get("spec") or {})
-    lists = await asyncio.gather(*(api.list(v, p, meta["namespace"], selector) for v, p in kinds))
-    return [obj for items in lists for obj in items if _owned(obj, meta.get("uid", ""))]
+    uid = str(meta.get("uid") or "")
+    observed = cache.children(meta["namespace"], meta["name"], uid)
+    for version, plural in optional_kinds(body.get("spec") or {}):
+        pool = await api.get(version, plural, meta["namespace"], meta["name"])
+        if pool is not None and any(r.get("uid") == uid for r in _refs(pool)):
+            pool.setdefault("kind", "InferencePool")
+            pool.setdefault("apiVersion", version)
+            observed.append(pool)
+    return observed
 
 
-async def execute(api: Client, actions: list[Action]) -> tuple[list[Action], list[Refusal]]:
-    """Apply actions concurrently: writes first, then deletes (a replace is delete+create).
+def _refs(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    refs: list[dict[str, Any]] = obj.get("metadata", {}).get("ownerReferences") or []
+    return refs
+
+
+async def execute(
+    api: Client,
+    actions: list[Action],
+    record: Recorder | None = None,
+    limit: int = PER_DEPLOYMENT_WRITES,
+) -> tuple[list[Action], list[Refusal]]:
+    """Apply actions, at most ``limit`` at a time: writes first, then deletes (a replace is
+    delete+create). ``record`` sees every answer (the cache keeps them until the watch
+    shows them, see cache.py).
 
     Every action runs. Returns the actions that changed something (a create answered 409
     AlreadyExists did not) and the refused ones (see the module docstring); any other
     failure propagates."""
+    gate = asyncio.Semaphore(limit)
 
     async def one(action: Action) -> Action | Refusal | None:
         created = None
         try:
-            if action.verb in {"delete", "replace"}:
-                await api.delete(action.api_version, action.kind, action.namespace, action.name)
-            if action.verb in {"create", "replace"}:
-                created = await api.create(action.body)
-            if action.verb == "patch":
-                await api.patch(
-                    action.api_version, action.kind, action.namespace, action.name, action.body
-                )
+            async with gate:
+                created = await _write(api, action, record)
         except ApiError as e:
             if not is_refusal(e.status):
                 raise
@@ -159,6 +176,29 @@ async def execute(api: Client, actions: list[Action]) -> tuple[list[Action], lis
     )
 
 
+async def _write(api: Client, action: Action, record: Recorder | None) -> Any:
+    """One action's calls; the create's answer (None: it existed), else True. Answers
+    about watched kinds go to ``record`` (the Secret and the pool are not cached)."""
+    if record is None or action.kind not in CHILD_KIND_NAMES:
+        record = None
+    if action.verb in {"delete", "replace"}:
+        gone = await api.delete(action.api_version, action.kind, action.namespace, action.name)
+        if record is not None:
+            record.deleted(action.kind, action.name, gone)
+    if action.verb in {"create", "replace"}:
+        created = await api.create(action.body)
+        if record is not None:
+            record.wrote(created)
+        return created
+    if action.verb == "patch":
+        patched = await api.patch(
+            action.api_version, action.kind, action.namespace, action.name, action.body
+        )
+        if record is not None:
+            record.wrote(patched)
+    return True
+
+
 def status_patch(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
     """Merge patch from ``old`` status to ``new`` status; {} when they are equal."""
     old = old or {}
@@ -169,36 +209,39 @@ def status_patch(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, A
 
 async def sync(
     api: Client,
+    cache: Cache,
     body: dict[str, Any],
     *,
     now: datetime.datetime,
     root_key: bytes,
     held: Sequence[Refusal] = (),
 ) -> Outcome:
-    """One level-triggered pass over deployment ``body``.
+    """One level-triggered pass over deployment ``body``, reading its children from
+    ``cache`` (no LIST) and recording every write's answer there.
 
     ``root_key``: the operator's root key (the handshake key is derived from it, see
     keys.py); ``held``: writes refused by an earlier sync whose back-off has not ended:
     writes to those objects are not attempted and, while still planned, still reported."""
-    observed = await observe(api, body)
+    observed = await observe(api, cache, body)
     dd, problems = parse(body)
     outcome = Outcome(problems=problems)
     meta = body["metadata"]
     uid = str(meta.get("uid") or "")
+    record = Recorder(cache, (meta["namespace"], meta["name"]))
     pods = [o for o in observed if o["kind"] == "Pod"]
     steps: Plan | None = None
     if dd is not None and not problems:
         steps = decide(dd, uid=uid, pods=pods, routed=routed_revision(meta["name"], observed))
         key = keys.derive(root_key, meta["namespace"], meta["name"], uid)
-        rendered = render_model(dd, uid=uid, hmac_key=key, routed_kv=steps.routed)
-        desired = [o for o in rendered if o["kind"] != "Pod"]
+        desired = render_model(dd, uid=uid, hmac_key=key, routed_kv=steps.routed, pods=False)
         actions = plan(keys.without_secrets(desired), [o for o in observed if o["kind"] != "Pod"])
-        await _apply(api, body, desired, actions + pod_actions(dd, uid, steps), held, outcome)
+        todo = actions + pod_actions(dd, uid, steps)
+        await _apply(api, body, desired, todo, held, outcome, record)
     if steps is not None and dd is not None and outcome.done:  # count what is there now
-        selector = f"{LABEL_DEPLOYMENT}={meta['name']}"
-        listed = await api.list("v1", "pods", meta["namespace"], selector)
-        pods = [p for p in listed if _owned(p, uid)]
+        now_seen = cache.children(meta["namespace"], meta["name"], uid)  # incl. the answers
+        pods = [p for p in now_seen if p["kind"] == "Pod"]
         steps = decide(dd, uid=uid, pods=pods, routed=steps.routed)
+        outcome.more = any(steps.create.values()) or bool(steps.delete)
     status = status_mod.compute(
         name=body["metadata"]["name"],
         spec=dd.spec if dd is not None else None,
@@ -210,7 +253,7 @@ async def sync(
         rollout=steps,
         refusals=outcome.refusals,
     )
-    outcome.status_written = await _write_status(api, body, status, outcome)
+    outcome.status_written = await _write_status(api, body, status, outcome, record)
     return outcome
 
 
@@ -233,6 +276,7 @@ async def _apply(
     actions: list[Action],
     held: Sequence[Refusal],
     outcome: Outcome,
+    record: Recorder,
 ) -> None:
     """Execute the planned ``actions`` but those to ``held`` objects, with the Secret's
     create when pods are created (keys.writes); fill in ``outcome``."""
@@ -240,7 +284,7 @@ async def _apply(
     planned = {(a.kind, a.name) for a in actions}
     todo = [a for a in actions if (a.kind, a.name) not in holding]
     outcome.actions = keys.writes(desired, todo)
-    outcome.done, refused = await execute(api, outcome.actions)
+    outcome.done, refused = await execute(api, outcome.actions, record)
     outcome.refusals = [r for r in held if (r.kind, r.name) in planned] + refused
     if outcome.done:  # what `kubectl describe` shows: one Normal event per change
         summary = ", ".join(map(str, outcome.done))
@@ -248,14 +292,18 @@ async def _apply(
 
 
 async def _write_status(
-    api: Client, body: dict[str, Any], status: dict[str, Any], outcome: Outcome
+    api: Client,
+    body: dict[str, Any],
+    status: dict[str, Any],
+    outcome: Outcome,
+    record: Recorder,
 ) -> bool:
     previous = body.get("status")
     patch = status_patch(previous, status)
     if not patch:
         return False
     meta = body["metadata"]
-    await api.patch(
+    answer = await api.patch(
         API_VERSION,
         body["kind"],
         meta["namespace"],
@@ -263,6 +311,7 @@ async def _write_status(
         {"status": patch},
         subresource="status",
     )
+    record.wrote(answer)  # the next sync compares with what was written
     if outcome.problems and _messages(previous, "InvalidSpec") != _messages(status, "InvalidSpec"):
         text = "; ".join(str(p) for p in outcome.problems)
         await api.event(body, type_="Warning", reason="InvalidSpec", message=text)
@@ -276,122 +325,3 @@ async def _write_status(
 def _messages(status: dict[str, Any] | None, reason: str) -> list[str]:
     conditions = (status or {}).get("conditions") or []
     return [c.get("message", "") for c in conditions if c.get("reason") == reason]
-
-
-class Coalescer:
-    """One run at a time per key; requests made during a run collapse into one rerun."""
-
-    def __init__(self, run: Callable[[Hashable], Awaitable[None]]) -> None:
-        self._run = run
-        self._locks: dict[Hashable, asyncio.Lock] = {}
-        self._asked: dict[Hashable, int] = {}
-        self._covered: dict[Hashable, int] = {}
-
-    async def request(self, key: Hashable) -> None:
-        """Return once a run that started after this call has finished (or raise its error)."""
-        ticket = self._asked[key] = self._asked.get(key, 0) + 1
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            if self._covered.get(key, 0) >= ticket:
-                return  # a run that began after our request already covered it
-            self._covered[key] = self._asked[key]
-            await self._run(key)
-
-    def forget(self, key: Hashable) -> None:
-        for table in (self._locks, self._asked, self._covered):
-            table.pop(key, None)
-
-
-def _is_glob(pattern: str) -> bool:
-    return any(ch in pattern for ch in "*?[")
-
-
-class Reconciler:
-    """Syncs deployments by (namespace, name), coalesced, timed and counted; refused writes
-    are retried after a back-off (:class:`disagg_operator.retries.Retries`).
-
-    ``root_key``: the operator's root key (keys.py); a random one per process when None.
-    """
-
-    def __init__(
-        self,
-        api: Client,
-        clock: Callable[[], datetime.datetime] | None = None,
-        *,
-        root_key: bytes | None = None,
-        backoff: Backoff | None = None,
-    ) -> None:
-        self.api = api
-        self.root_key = root_key or secrets.token_bytes(32)
-        self._clock = clock or (lambda: datetime.datetime.now(tz=datetime.timezone.utc))
-        self._coalescer = Coalescer(self._sync_key)
-        self.retries = Retries(self._coalescer.request, backoff)
-
-    async def request(self, namespace: str, name: str) -> None:
-        await self._coalescer.request((namespace, name))
-
-    def forget(self, namespace: str, name: str) -> None:
-        self._coalescer.forget((namespace, name))
-        self.retries.forget((namespace, name))
-
-    def close(self) -> None:
-        self.retries.close()
-
-    async def resync_forever(self, namespaces: Sequence[str], interval: float) -> None:
-        """Every ``interval`` s, sync every deployment: the safety net for a missed event.
-
-        Costs reads only when nothing changed. (kopf timers would do this per CR, but they
-        need a finalizer; this loop does not.) ``namespaces``: exact names, or () for all;
-        glob patterns are listed cluster-wide and matched here.
-        """
-        while True:
-            await asyncio.sleep(interval)
-            scopes = [""] if not namespaces or any(_is_glob(n) for n in namespaces) else namespaces
-            for scope in scopes:
-                try:
-                    bodies = await self.api.list(API_VERSION, PLURAL, scope)
-                except Exception as e:  # keep the loop alive; the next period retries
-                    log.warning("resync could not list deployments: %s", e)
-                    continue
-                for body in bodies:
-                    meta = body["metadata"]
-                    if namespaces and not any(
-                        fnmatch.fnmatchcase(meta["namespace"], n) for n in namespaces
-                    ):
-                        continue
-                    try:
-                        await self.request(meta["namespace"], meta["name"])
-                    except Exception as e:  # one broken deployment must not stop the others
-                        log.warning(
-                            "resync of %s/%s failed: %s", meta["namespace"], meta["name"], e
-                        )
-
-    async def _sync_key(self, key: Hashable) -> None:
-        namespace, name = cast("tuple[str, str]", key)
-        body = await self.api.get(API_VERSION, PLURAL, namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
-            self.retries.forget(key)
-            return  # gone or going: owner references let the garbage collector do the rest
-        generation = body["metadata"].get("generation")
-        holding = self.retries.held(key, generation)
-        started = time.monotonic()
-        try:
-            outcome = await sync(
-                self.api, body, now=self._clock(), root_key=self.root_key, held=holding
-            )
-        except Exception:
-            metrics.RECONCILES.labels("error").inc()
-            metrics.ERRORS.inc()
-            raise
-        finally:
-            metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
-        self.retries.settle(key, generation, outcome.refusals, bool(holding))
-        result = "invalid" if outcome.problems else "refused" if outcome.refusals else "ok"
-        metrics.RECONCILES.labels(result).inc()
-        if outcome.actions or outcome.status_written:
-            log.info(
-                "synced %s/%s: %s",
-                namespace,
-                name,
-                ", ".join(map(str, outcome.actions)) or "status",
-            )

@@ -265,10 +265,19 @@ def status_body(code: int, reason: str, message: str, **details: Any) -> dict[st
 class ApiError(Exception):
     """An API failure answered as a Kubernetes ``Status`` body with its HTTP code."""
 
-    def __init__(self, code: int, reason: str, message: str, **details: Any) -> None:
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        **details: Any,
+    ) -> None:
         super().__init__(message)
         self.body = status_body(code, reason, message, **details)
         self.code = code
+        self.headers = dict(headers or {})
 
 
 class Refusal(NamedTuple):
@@ -296,6 +305,28 @@ class Refusal(NamedTuple):
         kind = call.resource.removesuffix("s")
         message = self.message.replace("{name}", name)
         raise ApiError(self.code, self.reason, message, name=name, kind=kind)
+
+
+class Throttle:
+    """A rule that answers the next ``count`` matching calls 429 TooManyRequests with
+    ``Retry-After: retry_after``, as API Priority and Fairness does when a priority
+    level's queues are full. Matches calls on resource ``key`` with ``verb`` ("": any)."""
+
+    def __init__(self, key: str, verb: str, count: int, retry_after: int) -> None:
+        self.key, self.verb, self.left, self.retry_after = key, verb, count, retry_after
+
+    def check(self, key: str, call: ApiCall) -> None:
+        """Raise the 429 if this call matches and calls are left to refuse."""
+        if self.left <= 0 or key != self.key or (self.verb and call.verb != self.verb):
+            return
+        self.left -= 1
+        raise ApiError(
+            429,
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+            headers={"Retry-After": str(self.retry_after)},
+            retryAfterSeconds=self.retry_after,
+        )
 
 
 def api_call(method: str, where: ResourcePath, params: Mapping[str, str]) -> ApiCall:

@@ -23,7 +23,8 @@ Never emulated: garbage collection by owner references, controllers/kubelet (tes
 Ready with :meth:`Emulator.set_pod_ready`), admission and schema validation. What
 admission or a quota would refuse, a test says explicitly with :meth:`Emulator.refuse`
 (lifted with :meth:`Emulator.allow`): matching writes get that code and Status body,
-and are recorded like any call.
+and are recorded like any call. :meth:`Emulator.throttle` answers the next N calls 429
+with ``Retry-After``, as API Priority and Fairness does.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class Emulator(kmock.KubernetesEmulator):
     scales: dict[str, dict[str, str]] = attrs.field(factory=dict, init=False)
     watch_selectors: list[tuple[str, str]] = attrs.field(factory=list, init=False)
     refusals: list[ops.Refusal] = attrs.field(factory=list, init=False)
+    throttles: list[ops.Throttle] = attrs.field(factory=list, init=False)
     # store by resource: lists and watches touch one resource, not the whole store
     _index: dict[str, dict[tuple[str, str], dict[str, Any]]] = attrs.field(
         factory=lambda: collections.defaultdict(dict), init=False
@@ -129,6 +131,11 @@ class Emulator(kmock.KubernetesEmulator):
         objs = self._index[key]
         return [objs[k] for k in sorted(objs) if namespace is None or k[0] == namespace]
 
+    @property
+    def revision(self) -> int:
+        """The newest resourceVersion issued: unchanged means nothing was written."""
+        return self._rv
+
     def find(self, key: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.store.get((key, namespace, name))
 
@@ -164,6 +171,16 @@ class Emulator(kmock.KubernetesEmulator):
     def allow(self, rule: ops.Refusal | None = None) -> None:
         """Lift one refusal rule, or every one."""
         self.refusals[:] = [] if rule is None else [r for r in self.refusals if r != rule]
+
+    def throttle(
+        self, key: str, *, count: int, retry_after: int = 1, verb: str = ""
+    ) -> ops.Throttle:
+        """Answer the next ``count`` calls on resource ``key`` (with ``verb``; "": any)
+        429 TooManyRequests with ``Retry-After: retry_after``, as API Priority and
+        Fairness rejects a request; the rejected calls are recorded like any other."""
+        rule = ops.Throttle(key, verb, count, retry_after)
+        self.throttles.append(rule)
+        return rule
 
     def lose_object(self, key: str, namespace: str, name: str) -> None:
         """Remove an object with no watch event: what a client sees after a missed event."""
@@ -210,7 +227,9 @@ class Emulator(kmock.KubernetesEmulator):
     def _commit(self, key: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         """Store ``new`` in place of ``old``; a no-op keeps the resourceVersion, emits nothing."""
         keep = ("uid", "creationTimestamp", "name", "namespace", "generation", "resourceVersion")
-        meta = new.setdefault("metadata", {})
+        # A merge patch shares untouched sub-dicts with ``old``: give ``new`` its own
+        # metadata, or the new resourceVersion would show in ``old``'s pending watch event.
+        meta = new["metadata"] = dict(new.get("metadata") or {})
         for field in keep:
             if field in old["metadata"]:
                 meta[field] = old["metadata"][field]
@@ -289,13 +308,15 @@ class Emulator(kmock.KubernetesEmulator):
         self.calls.append(call)
         try:
             info = self._info(where.key)
+            for throttle in self.throttles:
+                throttle.check(where.key, call)
             for rule in self.refusals:
                 rule.check(where.key, call, req.payload())
             if call.verb == "watch":
                 return await self._watch(req)
             body = self._dispatch(req, call, info)
         except ops.ApiError as e:
-            return aiohttp.web.json_response(e.body, status=e.code)
+            return aiohttp.web.json_response(e.body, status=e.code, headers=e.headers)
         code = 201 if call.verb == "create" and not req.params.get("dryRun") else 200
         return aiohttp.web.json_response(body, status=code)
 

@@ -124,9 +124,16 @@ def role_pod(dd: DisaggregatedDeployment, *, uid: str, role: str, index: int) ->
 
 
 def render_model(
-    dd: DisaggregatedDeployment, *, uid: str, hmac_key: str, routed_kv: str | None = None
+    dd: DisaggregatedDeployment,
+    *,
+    uid: str,
+    hmac_key: str,
+    routed_kv: str | None = None,
+    pods: bool = True,
 ) -> list[dict[str, Any]]:
-    """Render an already validated deployment (pods ``0 .. replicas-1`` of each role)."""
+    """Render an already validated deployment (pods ``0 .. replicas-1`` of each role;
+    none with ``pods=False``: the reconciler renders pods one by one, as the rollout
+    planner asks)."""
     name, spec = dd.metadata.name, dd.spec
     kv = routed_kv or kv_revision(spec)
     counts = {role: effective_replicas(spec, role) for role in ROLES}
@@ -140,7 +147,7 @@ def render_model(
     objects.append(_network_policy(spec, name, _meta(dd, uid, f"{name}-side-channel")))
     budgets = [role for role in roles if spec.role(role).disruption_budget.enabled]
     objects += [_pdb(spec, role, _meta(dd, uid, f"{name}-{role}", role)) for role in budgets]
-    for role in roles:
+    for role in roles if pods else ():
         objects += [role_pod(dd, uid=uid, role=role, index=i) for i in range(counts[role])]
     if spec.llmd.enabled and spec.llmd.inference_pool.enabled:
         objects.append(_inference_pool(spec, name, _meta(dd, uid, name), kv))

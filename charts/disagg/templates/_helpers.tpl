@@ -72,10 +72,11 @@ RBAC rules, split by scope: namespaced resources (granted through a Role per wat
 namespace in namespaced mode) and cluster-scoped reads kopf makes. Each verb is one the
 operator really calls; tests/integration/chart/test_rbac_minimal.py records the operator's
 calls against the API emulator and fails on any difference, in both directions.
-- The custom resource: kopf lists/watches it and patches its own bookkeeping annotations;
-  the reconciler gets it and patches its status subresource.
-- Children: kopf watches them (child events trigger a reconcile); the reconciler lists
-  them, creates what is missing, patches drift (Services, NetworkPolicies,
+- The custom resource: kopf lists/watches it (its index is the reconciler's cache) and
+  patches its own bookkeeping annotations; the reconciler patches its status subresource.
+- Children: kopf lists and watches them (child events trigger a reconcile and fill the
+  cache the reconciler reads; the periodic resync lists them once per pass to find
+  objects deleted without an event); the reconciler creates what is missing, patches drift (Services, NetworkPolicies,
   PodDisruptionBudgets; pods are replaced, never patched), deletes what is no longer
   desired (pods, the Service of a role scaled to 0, the PodDisruptionBudget of a role
   scaled to 0 or whose budget is turned off). NetworkPolicies are never deleted: every
@@ -84,8 +85,8 @@ calls against the API emulator and fails on any difference, in both directions.
   key derived from the root key (mounted from a Secret volume, which needs no RBAC), so
   the operator never reads a Secret back; it creates it with the pods (409: it exists).
 - Events: Warning events for invalid specs (routine events are not posted).
-- InferencePools: listed on every reconcile (the operator looks for them when the spec has
-  an llmd section, and the API server defaults that section into every deployment; a
+- InferencePools: read by name (get) on every reconcile (the operator looks for the
+  deployment's pool when the spec has an llmd section, and the API server defaults that section into every deployment; a
   cluster without the CRD answers 404, which is fine); written only with llmd.enabled.
   One API group per entry of llmd.inferencePoolVersions, the versions deployments render
   (spec.llmd.inferencePool.version): v1 is inference.networking.k8s.io, v1alpha2
@@ -94,7 +95,7 @@ calls against the API emulator and fails on any difference, in both directions.
 {{- define "disagg.rules.namespaced" -}}
 - apiGroups: [disagg.dev]
   resources: [disaggregateddeployments]
-  verbs: [get, list, watch, patch]
+  verbs: [list, watch, patch]
 - apiGroups: [disagg.dev]
   resources: [disaggregateddeployments/status]
   verbs: [patch]
@@ -119,7 +120,7 @@ calls against the API emulator and fails on any difference, in both directions.
 {{- range .Values.llmd.inferencePoolVersions }}
 - apiGroups: [{{ if eq . "v1alpha2" }}inference.networking.x-k8s.io{{ else }}inference.networking.k8s.io{{ end }}]
   resources: [inferencepools]
-  verbs: [list{{ if $.Values.llmd.enabled }}, create, patch, delete{{ end }}]
+  verbs: [get{{ if $.Values.llmd.enabled }}, create, patch, delete{{ end }}]
 {{- end }}
 {{- end }}
 

@@ -240,3 +240,17 @@ async def test_scale_subresource_reads_and_writes_through_the_crd_paths(emulator
     _, discovery = await _call(emulator, "GET", "/apis/disagg.dev/v1alpha1")
     entry = next(r for r in discovery["resources"] if r["name"].endswith("/scale"))
     assert (entry["group"], entry["version"], entry["kind"]) == ("autoscaling", "v1", "Scale")
+
+
+async def test_each_watch_event_keeps_the_resource_version_of_its_own_write(
+    emulator: Emulator,
+) -> None:
+    _, created = await _call(emulator, "POST", PODS, _pod("a"))
+    emulator.set_pod_ready("ns1", "a")  # a merge patch: shares untouched parts with "a"
+    await _call(emulator, "PATCH", f"{PODS}/a", {"metadata": {"labels": {"x": "y"}}}, MERGE)
+    assert len(emulator._log["v1/pods"]) == 3
+    events = [(rv, event["object"]) for rv, event in emulator._log["v1/pods"]]
+    assert [obj["metadata"]["resourceVersion"] for _, obj in events] == [
+        str(rv) for rv, _ in events
+    ]
+    assert events[0][1]["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]

@@ -1,13 +1,18 @@
-"""The API client: kubeconfig credentials, REST paths, and the not-found/conflict policy."""
+"""The API client: kubeconfig credentials, REST paths, the not-found/conflict policy, 429
+answers waited out (the emulator answering as API Priority and Fairness does), the write
+bound."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
-from disagg_operator.k8s import Api, ApiError, url_for
+from disagg_operator.k8s import RETRIES_429, Api, ApiError, retry_after, url_for
+from disagg_operator.refusals import is_refusal
 from tests.integration.emulator import Emulator, kubeconfig
 
 
@@ -71,3 +76,65 @@ async def test_replace_is_conditional_on_the_resource_version_it_carries(
     assert emulator.find("coordination.k8s.io/v1/leases", "ops", "l")["spec"] == {
         "holderIdentity": "b"
     }
+
+
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "ns"}}
+
+
+def test_retry_after_is_read_as_seconds_with_a_default_and_a_cap() -> None:
+    assert retry_after("2") == 2.0
+    assert retry_after(None) == 1.0  # a 429 without the header: wait a second
+    assert retry_after("Wed, 21 Oct 2026 07:28:00 GMT") == 1.0  # a date: the default
+    assert retry_after("3600") == 10.0  # never sleep an hour inside a sync
+
+
+async def test_a_429_is_waited_out_and_the_same_call_sent_again(emulator: Emulator) -> None:
+    emulator.throttle("v1/pods", count=2, retry_after=1, verb="create")
+    api = await Api.connect(str(emulator.url).rstrip("/"))
+    try:
+        started = asyncio.get_running_loop().time()
+        created = await api.create(POD)
+        waited = asyncio.get_running_loop().time() - started
+    finally:
+        await api.close()
+    assert created is not None and created["metadata"]["uid"]
+    assert api.throttled == 2 and waited >= 2.0  # Retry-After: 1, twice
+    assert [c.verb for c in emulator.calls if c.resource == "pods"] == ["create"] * 3
+
+
+async def test_a_429_that_persists_raises_after_the_bounded_retries(emulator: Emulator) -> None:
+    emulator.throttle("v1/pods", count=100, retry_after=0)
+    api = await Api.connect(str(emulator.url).rstrip("/"))
+    try:
+        with pytest.raises(ApiError, match="HTTP 429") as raised:
+            await api.create(POD)
+    finally:
+        await api.close()
+    assert raised.value.status == 429 and not is_refusal(429)  # transient: kopf retries
+    assert sum(1 for c in emulator.calls if c.resource == "pods") == RETRIES_429 + 1
+
+
+async def test_writes_in_flight_never_exceed_the_client_bound(emulator: Emulator) -> None:
+    api = await Api.connect(str(emulator.url).rstrip("/"))
+    api._writes = asyncio.Semaphore(3)  # the bound under test, small enough to reach
+    inflight, peak = 0, 0
+    send = api._send
+
+    async def counting(*args: Any) -> Any:
+        nonlocal inflight, peak
+        inflight += 1
+        peak = max(peak, inflight)
+        try:
+            await asyncio.sleep(0.01)  # a slow API server
+            return await send(*args)
+        finally:
+            inflight -= 1
+
+    api._send = counting  # type: ignore[method-assign]
+    try:
+        pods = [{**POD, "metadata": {"name": f"p{i}", "namespace": "ns"}} for i in range(12)]
+        await asyncio.gather(*(api.create(p) for p in pods))
+    finally:
+        await api.close()
+    assert peak == 3
+    assert len(emulator.objects_of("v1/pods", "ns")) == 12

@@ -74,8 +74,8 @@ def test_inferencepools_are_written_only_with_llmd(render):
     def pool_verbs(values: dict[str, Any]) -> set[str]:
         return {g[3] for g in grants(render(values), "disagg") if g[2] == "inferencepools"}
 
-    assert pool_verbs({}) == {"list"}
-    assert pool_verbs({"llmd": {"enabled": True}}) == {"list", "create", "patch", "delete"}
+    assert pool_verbs({}) == {"get"}  # read by name, never listed
+    assert pool_verbs({"llmd": {"enabled": True}}) == {"get", "create", "patch", "delete"}
 
 
 def test_inferencepool_rules_name_the_group_of_each_chosen_version(render):

@@ -1,7 +1,9 @@
 """The sync (read → render → plan → execute → status) against an in-memory API double.
 
 The double keeps objects, records reads and writes, and refuses what a test tells it to
-(raising the API client's own error with a Status body); no HTTP. The end-to-end
+(raising the API client's own error with a Status body); no HTTP. The cache the sync
+reads is a live view of the double's objects (what the watch-fed kopf indices are in the
+operator, without their delay: test_cache.py covers staleness). The end-to-end
 behaviour over HTTP is in tests/integration/operator.
 """
 
@@ -12,15 +14,18 @@ import base64
 import copy
 import datetime
 import json
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from disagg_operator.cache import Cache, owner
 from disagg_operator.k8s import PLURALS, ApiError
 from disagg_operator.keys import derive
-from disagg_operator.reconcile import Coalescer, Reconciler, status_patch, sync
+from disagg_operator.reconcile import CHILD_KINDS, status_patch, sync
+from disagg_operator.reconciler import Coalescer, Reconciler
 from disagg_operator.refusals import Backoff
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -99,6 +104,8 @@ class FakeApi:
                 for k, v in {**self.body.get("status", {}), **patch["status"]}.items()
                 if v is not None
             }
+            return copy.deepcopy(self.body)
+        return None
 
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         self.writes.append(("delete", kind, name))
@@ -114,6 +121,36 @@ class FakeApi:
         return self.objects[("disaggregateddeployments", "demo")]
 
 
+class LiveIndex(Mapping[tuple[str, str], list[dict[str, Any]]]):
+    """A kopf index's view of the double's objects of ``plurals``, keyed like handlers.py."""
+
+    def __init__(self, api: FakeApi, plurals: set[str], by_owner: bool = True) -> None:
+        self.api, self.plurals, self.by_owner = api, plurals, by_owner
+
+    def _table(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        table: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for (plural, _), obj in sorted(self.api.objects.items()):
+            meta = obj["metadata"]
+            key = owner(obj) if self.by_owner else (meta.get("namespace", ""), meta["name"])
+            if plural in self.plurals and key is not None:
+                table.setdefault(key, []).append(obj)
+        return table
+
+    def __getitem__(self, key: tuple[str, str]) -> list[dict[str, Any]]:
+        return self._table()[key]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+def cache_of(api: FakeApi) -> Cache:
+    children = [LiveIndex(api, {plural}) for _, plural in CHILD_KINDS]
+    return Cache(LiveIndex(api, {"disaggregateddeployments"}, by_owner=False), children)
+
+
 def deployment(api: FakeApi, **spec: Any) -> dict[str, Any]:
     body = yaml.safe_load((ROOT / "examples" / "quickstart-cpu.yaml").read_text())
     body["metadata"] = {"name": "demo", "namespace": "ns", "uid": "cr-uid", "generation": 1}
@@ -124,7 +161,7 @@ def deployment(api: FakeApi, **spec: Any) -> dict[str, Any]:
 
 async def test_first_sync_creates_children_and_writes_status_once() -> None:
     api = FakeApi()
-    outcome = await sync(api, deployment(api), now=NOW, root_key=ROOT_KEY)
+    outcome = await sync(api, cache_of(api), deployment(api), now=NOW, root_key=ROOT_KEY)
     kv = api.body["status"]["kvRevision"]
     assert [str(a) for a in outcome.actions] == [
         "create Secret/demo-handshake",
@@ -153,9 +190,9 @@ async def test_first_sync_creates_children_and_writes_status_once() -> None:
 
 async def test_second_sync_over_the_same_world_writes_nothing() -> None:
     api = FakeApi()
-    await sync(api, deployment(api), now=NOW, root_key=ROOT_KEY)
+    await sync(api, cache_of(api), deployment(api), now=NOW, root_key=ROOT_KEY)
     mark = len(api.writes)
-    outcome = await sync(api, copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
+    outcome = await sync(api, cache_of(api), copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
     assert outcome.actions == [] and not outcome.status_written
     assert api.writes[mark:] == []
 
@@ -163,7 +200,7 @@ async def test_second_sync_over_the_same_world_writes_nothing() -> None:
 async def test_invalid_spec_writes_status_and_one_event_and_nothing_else() -> None:
     api = FakeApi()
     body = deployment(api, decode={"replicas": 1, "device": "quantum"})
-    outcome = await sync(api, body, now=NOW, root_key=ROOT_KEY)
+    outcome = await sync(api, cache_of(api), body, now=NOW, root_key=ROOT_KEY)
     assert outcome.actions == [] and outcome.problems
     assert api.writes == [
         ("patch", "DisaggregatedDeployment", "demo", "status"),
@@ -171,7 +208,7 @@ async def test_invalid_spec_writes_status_and_one_event_and_nothing_else() -> No
     ]
     ready = api.body["status"]["conditions"][0]
     assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "False", "InvalidSpec")
-    await sync(api, copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
+    await sync(api, cache_of(api), copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
     assert len(api.writes) == 2  # unchanged problems: no new status, no second event
 
 
@@ -206,7 +243,7 @@ def _conditions(api: FakeApi) -> dict[str, dict[str, Any]]:
 
 async def test_the_secret_holds_the_derived_key_and_is_never_read() -> None:
     api = FakeApi()
-    await sync(api, deployment(api), now=NOW, root_key=ROOT_KEY)
+    await sync(api, cache_of(api), deployment(api), now=NOW, root_key=ROOT_KEY)
     secret = api.objects[("secrets", "demo-handshake")]
     key = base64.b64decode(secret["data"]["hmac"]).decode()
     assert key == derive(ROOT_KEY, "ns", "demo", "cr-uid")
@@ -215,11 +252,11 @@ async def test_the_secret_holds_the_derived_key_and_is_never_read() -> None:
 
 async def test_a_recreated_pod_brings_the_secret_create_which_409_leaves_alone() -> None:
     api = FakeApi()
-    await sync(api, deployment(api), now=NOW, root_key=ROOT_KEY)
+    await sync(api, cache_of(api), deployment(api), now=NOW, root_key=ROOT_KEY)
     api.objects[("secrets", "demo-handshake")]["data"]["hmac"] = "b2xk"  # stored: kept
     del api.objects[("pods", "demo-decode-0")]
     mark = len(api.writes)
-    outcome = await sync(api, copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
+    outcome = await sync(api, cache_of(api), copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
     assert [str(a) for a in outcome.actions] == [
         "create Secret/demo-handshake",
         "create Pod/demo-decode-0",
@@ -236,7 +273,7 @@ INVALID = status_text(422, "Invalid", 'Pod "demo-decode-0" is invalid: spec: For
 async def test_a_refused_create_degrades_warns_once_and_keeps_the_accepted_writes() -> None:
     api = FakeApi()
     api.refuse["create", "Pod"] = (422, INVALID)
-    outcome = await sync(api, deployment(api), now=NOW, root_key=ROOT_KEY)
+    outcome = await sync(api, cache_of(api), deployment(api), now=NOW, root_key=ROOT_KEY)
     assert [(r.kind, r.name, r.code) for r in outcome.refusals] == [
         ("Pod", "demo-prefill-0", 422),
         ("Pod", "demo-decode-0", 422),
@@ -262,7 +299,7 @@ async def test_a_refused_create_degrades_warns_once_and_keeps_the_accepted_write
     assert "Pod/" not in normal[0][2]  # only accepted writes are announced
     # The retry gets the same answers: the refused writes again, nothing else.
     mark = len(api.writes)
-    again = await sync(api, copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
+    again = await sync(api, cache_of(api), copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
     assert len(again.refusals) == 2
     assert api.writes[mark:] == [
         ("create", "Secret", "demo-handshake"),  # comes with pod creates; 409
@@ -274,15 +311,20 @@ async def test_a_refused_create_degrades_warns_once_and_keeps_the_accepted_write
 async def test_held_writes_are_not_retried_and_stay_reported() -> None:
     api = FakeApi()
     api.refuse["create", "Pod"] = (422, INVALID)
-    first = await sync(api, deployment(api), now=NOW, root_key=ROOT_KEY)
+    first = await sync(api, cache_of(api), deployment(api), now=NOW, root_key=ROOT_KEY)
     mark = len(api.writes)
     held = await sync(
-        api, copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY, held=first.refusals
+        api,
+        cache_of(api),
+        copy.deepcopy(api.body),
+        now=LATER,
+        root_key=ROOT_KEY,
+        held=first.refusals,
     )
     assert api.writes[mark:] == []  # not even the Secret: no pod is created
     assert held.refusals == first.refusals and held.actions == []
     del api.refuse["create", "Pod"]
-    healed = await sync(api, copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
+    healed = await sync(api, cache_of(api), copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
     assert healed.refusals == [] and len(healed.done) == 2
     assert _conditions(api)["Degraded"]["reason"] == "AsExpected"
 
@@ -292,14 +334,16 @@ async def test_transient_failures_propagate(code: int) -> None:
     api = FakeApi()
     api.refuse["create", "Pod"] = (code, "busy")
     with pytest.raises(ApiError):
-        await sync(api, deployment(api), now=NOW, root_key=ROOT_KEY)
+        await sync(api, cache_of(api), deployment(api), now=NOW, root_key=ROOT_KEY)
 
 
 async def test_reconciler_backs_off_and_child_events_do_not_retry_refused_writes() -> None:
     api = FakeApi()
     api.refuse["create", "Pod"] = (422, INVALID)
     deployment(api)
-    reconciler = Reconciler(api, root_key=ROOT_KEY, backoff=Backoff(first=0.2, cap=0.4))
+    reconciler = Reconciler(
+        api, cache_of(api), root_key=ROOT_KEY, backoff=Backoff(first=0.2, cap=0.4)
+    )
 
     def attempts() -> int:
         return sum(1 for w in api.writes if w[:2] == ("create", "Pod"))
@@ -327,7 +371,9 @@ async def test_a_new_generation_retries_at_once() -> None:
     api = FakeApi()
     api.refuse["create", "Pod"] = (422, INVALID)
     deployment(api)
-    reconciler = Reconciler(api, root_key=ROOT_KEY, backoff=Backoff(first=60, cap=60))
+    reconciler = Reconciler(
+        api, cache_of(api), root_key=ROOT_KEY, backoff=Backoff(first=60, cap=60)
+    )
     try:
         await reconciler.request("ns", "demo")
         del api.refuse["create", "Pod"]

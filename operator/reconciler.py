@@ -1,0 +1,198 @@
+"""The Reconciler: syncs deployments by (namespace, name), coalesced, retried, resynced.
+
+I/O shell around :func:`disagg_operator.reconcile.sync`. Every trigger calls
+:meth:`Reconciler.request`; requests are serialised per deployment and those that arrive
+during a sync collapse into one follow-up sync (:class:`Coalescer`). A sync reads the CR
+and its children from the watch-fed :class:`~disagg_operator.cache.Cache`: no GET, no
+LIST. The periodic resync (:meth:`Reconciler.resync_forever`) syncs every cached
+deployment, after one listing per child kind that finds objects deleted without an event
+(see cache.py): a few LISTs per period for the whole operator, none per deployment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import fnmatch
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from typing import Any, cast
+
+from disagg_operator import metrics
+from disagg_operator.cache import Cache
+from disagg_operator.reconcile import CHILD_KIND_NAMES, CHILD_KINDS, Client, sync
+from disagg_operator.refusals import Backoff
+from disagg_operator.render.objects import LABEL_DEPLOYMENT
+from disagg_operator.retries import Retries
+
+log = logging.getLogger("disagg.operator")
+
+
+class Coalescer:
+    """One run at a time per key; requests made during a run collapse into one rerun."""
+
+    def __init__(self, run: Callable[[Hashable], Awaitable[None]]) -> None:
+        self._run = run
+        self._locks: dict[Hashable, asyncio.Lock] = {}
+        self._asked: dict[Hashable, int] = {}
+        self._covered: dict[Hashable, int] = {}
+
+    async def request(self, key: Hashable) -> None:
+        """Return once a run that started after this call has finished (or raise its error)."""
+        ticket = self._asked[key] = self._asked.get(key, 0) + 1
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            if self._covered.get(key, 0) >= ticket:
+                return  # a run that began after our request already covered it
+            self._covered[key] = self._asked[key]
+            await self._run(key)
+
+    def forget(self, key: Hashable) -> None:
+        for table in (self._locks, self._asked, self._covered):
+            table.pop(key, None)
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(ch in pattern for ch in "*?[")
+
+
+class Reconciler:
+    """Syncs deployments by (namespace, name), coalesced, timed and counted; refused writes
+    are retried after a back-off (:class:`disagg_operator.retries.Retries`).
+
+    ``cache``: where syncs read (handlers.py feeds it from kopf indices); ``root_key``:
+    the operator's root key (keys.py), a random one per process when None.
+    """
+
+    def __init__(
+        self,
+        api: Client,
+        cache: Cache,
+        clock: Callable[[], datetime.datetime] | None = None,
+        *,
+        root_key: bytes | None = None,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.api = api
+        self.cache = cache
+        self.root_key = root_key or secrets.token_bytes(32)
+        self._clock = clock or (lambda: datetime.datetime.now(tz=datetime.timezone.utc))
+        self._coalescer = Coalescer(self._sync_key)
+        self.retries = Retries(self._coalescer.request, backoff)
+        self._follow_ups: set[asyncio.Task[None]] = set()
+
+    async def request(self, namespace: str, name: str) -> None:
+        await self._coalescer.request((namespace, name))
+
+    def forget(self, namespace: str, name: str) -> None:
+        self._coalescer.forget((namespace, name))
+        self.retries.forget((namespace, name))
+        self.cache.forget(namespace, name)
+
+    def close(self) -> None:
+        self.retries.close()
+        for task in self._follow_ups:
+            task.cancel()
+
+    def _follow_up(self, key: Hashable) -> None:
+        """Sync ``key`` once more: its last sync's writes made the rollout's next step
+        possible. (The watch events of those writes are echoes that handlers.py skips, so
+        this is the one sync they would have caused; it reads only the cache.)"""
+
+        async def run() -> None:
+            try:
+                await self._coalescer.request(key)
+            except Exception as e:  # the next event or resync retries
+                log.warning("follow-up sync of %s failed: %s", key, e)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._follow_ups.add(task)
+        task.add_done_callback(self._follow_ups.discard)
+
+    async def resync_forever(self, namespaces: Sequence[str], interval: float) -> None:
+        """Every ``interval`` s, sync every deployment: the safety net for a missed event.
+
+        Costs one LIST per child kind and scope (:meth:`check_drift`), and writes only
+        where something drifted. (kopf timers would do this per CR, but they need a
+        finalizer; this loop does not.) ``namespaces``: exact names, or () for all; glob
+        patterns are listed cluster-wide and matched here.
+        """
+        while True:
+            await asyncio.sleep(interval)
+            await self.resync(namespaces)
+
+    async def resync(self, namespaces: Sequence[str]) -> None:
+        """One pass: the drift check, then a sync of every cached deployment."""
+        await self.check_drift(namespaces)
+        for namespace, name in self.cache.deployments():
+            try:
+                await self.request(namespace, name)
+            except Exception as e:  # one broken deployment must not stop the others
+                log.warning("resync of %s/%s failed: %s", namespace, name, e)
+
+    async def check_drift(self, namespaces: Sequence[str]) -> None:
+        """List every labelled child once and let the cache hide what the API lacks."""
+        scopes = [""] if not namespaces or any(_is_glob(n) for n in namespaces) else namespaces
+        listed: list[dict[str, Any]] = []
+        versions: list[str] = []
+        try:
+            for scope in scopes:
+                for version, plural in CHILD_KINDS:
+                    items, at = await self.api.listing(version, plural, scope, LABEL_DEPLOYMENT)
+                    listed += items
+                    versions.append(at)
+        except Exception as e:  # keep the loop alive; the next period retries
+            log.warning("resync could not list children: %s", e)
+            return
+        if namespaces:
+            listed = [
+                o
+                for o in listed
+                if any(
+                    fnmatch.fnmatchcase(o["metadata"].get("namespace", ""), n) for n in namespaces
+                )
+            ]
+        # the oldest listing bounds what "deleted before the listing" can mean
+        oldest = min(versions, key=lambda v: int(v) if v.isdigit() else 0, default="")
+        lost = self.cache.correct(listed, oldest, CHILD_KIND_NAMES)
+        if lost:
+            log.info("resync: %d deployment(s) lost children without an event", len(lost))
+
+    async def _sync_key(self, key: Hashable) -> None:
+        namespace, name = cast("tuple[str, str]", key)
+        body = self.cache.deployment(namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            self.retries.forget(key)
+            return  # gone or going: owner references let the garbage collector do the rest
+        generation = body["metadata"].get("generation")
+        holding = self.retries.held(key, generation)
+        started = time.monotonic()
+        try:
+            outcome = await sync(
+                self.api,
+                self.cache,
+                body,
+                now=self._clock(),
+                root_key=self.root_key,
+                held=holding,
+            )
+        except Exception:
+            metrics.RECONCILES.labels("error").inc()
+            metrics.ERRORS.inc()
+            raise
+        finally:
+            metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
+        self.retries.settle(key, generation, outcome.refusals, bool(holding))
+        if outcome.more:
+            self._follow_up(key)
+        result = "invalid" if outcome.problems else "refused" if outcome.refusals else "ok"
+        metrics.RECONCILES.labels(result).inc()
+        if outcome.actions or outcome.status_written:
+            log.info(
+                "synced %s/%s: %s",
+                namespace,
+                name,
+                ", ".join(map(str, outcome.actions)) or "status",
+            )
