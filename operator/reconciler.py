@@ -28,6 +28,8 @@ from disagg_operator.render.objects import LABEL_DEPLOYMENT
 from disagg_operator.retries import Retries
 
 log = logging.getLogger("disagg.operator")
+# How long a child event waits for the rest of its burst before its sync (request_soon).
+SETTLE_S = 0.05
 
 
 class Coalescer:
@@ -74,6 +76,7 @@ class Reconciler:
         *,
         root_key: bytes | None = None,
         backoff: Backoff | None = None,
+        retry_first: float = 5.0,
     ) -> None:
         self.api = api
         self.cache = cache
@@ -82,17 +85,75 @@ class Reconciler:
         self._coalescer = Coalescer(self._sync_key)
         self.retries = Retries(self._coalescer.request, backoff)
         self._follow_ups: set[asyncio.Task[None]] = set()
+        self._synced: dict[Hashable, Any] = {}  # the generation each key's last sync ran on
+        self._failures: dict[Hashable, int] = {}
+        self._timers: dict[Hashable, asyncio.TimerHandle] = {}
+        self._retry_first = retry_first  # seconds before the first retry of a failed sync
+        self._soon: dict[Hashable, asyncio.TimerHandle] = {}
 
     async def request(self, namespace: str, name: str) -> None:
         await self._coalescer.request((namespace, name))
 
+    def stale(self, namespace: str, name: str, generation: Any) -> bool:
+        """Whether a CR event asks for a sync: a deployment not synced yet since this
+        process started (new, or in kopf's first listing: a resume), or one whose spec
+        changed (a new generation). Status and metadata changes (our own status patch's
+        echo among them) do not."""
+        key = (namespace, name)
+        return key not in self._synced or self._synced[key] != generation
+
+    async def request_or_retry(self, namespace: str, name: str) -> None:
+        """:meth:`request`; when the sync fails with a transient error (5xx, a persisting
+        429, the API unreachable), try again after ``retry_first`` (5 s) doubling to 5 min,
+        until a sync succeeds: nothing else
+        would (kopf does not retry event handlers; the resync is minutes away)."""
+        key = (namespace, name)
+        try:
+            await self.request(namespace, name)
+        except Exception as e:
+            failures = self._failures[key] = self._failures.get(key, 0) + 1
+            delay = min(300.0, self._retry_first * 2 ** (failures - 1))
+            log.warning("sync of %s/%s failed (retry in %g s): %s", namespace, name, delay, e)
+            loop = asyncio.get_running_loop()
+            if key in self._timers:
+                self._timers[key].cancel()
+            self._timers[key] = loop.call_later(delay, self._retry, namespace, name)
+        else:
+            self._failures.pop(key, None)
+
+    def request_soon(self, namespace: str, name: str, delay: float = SETTLE_S) -> None:
+        """A sync of the deployment ``delay`` s from now, unless one is already due: child
+        events come in bursts (both pods of a rollout step turn Ready, a Service and its
+        pods change), and one sync after the burst writes one status where a sync per event
+        would write one each. Failures are retried like :meth:`request_or_retry`'s."""
+        key = (namespace, name)
+        if key not in self._soon:
+            self._soon[key] = asyncio.get_running_loop().call_later(
+                delay, self._retry, namespace, name
+            )
+
+    def _retry(self, namespace: str, name: str) -> None:
+        self._soon.pop((namespace, name), None)
+        self._timers.pop((namespace, name), None)
+        task = asyncio.get_running_loop().create_task(self.request_or_retry(namespace, name))
+        self._follow_ups.add(task)
+        task.add_done_callback(self._follow_ups.discard)
+
     def forget(self, namespace: str, name: str) -> None:
+        for table in (self._synced, self._failures):
+            table.pop((namespace, name), None)
+        for timers in (self._timers, self._soon):
+            timer = timers.pop((namespace, name), None)
+            if timer is not None:
+                timer.cancel()
         self._coalescer.forget((namespace, name))
         self.retries.forget((namespace, name))
         self.cache.forget(namespace, name)
 
     def close(self) -> None:
         self.retries.close()
+        for timer in [*self._timers.values(), *self._soon.values()]:
+            timer.cancel()
         for task in self._follow_ups:
             task.cancel()
 
@@ -169,6 +230,9 @@ class Reconciler:
         generation = body["metadata"].get("generation")
         holding = self.retries.held(key, generation)
         started = time.monotonic()
+        # Marked before the sync: the CR events its own writes cause (status patches) while
+        # it runs need no sync of their own; a failed sync takes the mark back.
+        self._synced[key] = generation
         try:
             outcome = await sync(
                 self.api,
@@ -179,6 +243,7 @@ class Reconciler:
                 held=holding,
             )
         except Exception:
+            self._synced.pop(key, None)
             metrics.RECONCILES.labels("error").inc()
             metrics.ERRORS.inc()
             raise

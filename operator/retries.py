@@ -5,11 +5,9 @@ The :class:`~disagg_operator.reconcile.Reconciler` asks :meth:`Retries.held` bef
 sync and reports the sync's refusals to :meth:`Retries.settle` after it; when a back-off
 starts, a timer requests one more sync at its end.
 
-Why a timer of our own and not kopf's ``TemporaryError(delay=...)``: kopf retries only
-its create/update/resume handlers, while a refusal can come from a sync that a child
-event or the periodic resync started (kopf never retries ``on.event`` handlers); and each
-kopf retry writes the CR twice (progress annotation, then a touch to wake itself). The
-timer covers every trigger, and a retry that gets the same answer writes nothing but the
+Why a timer of our own and not kopf's ``TemporaryError(delay=...)``: the operator
+registers only event handlers (handlers.py), and kopf never retries those. The timer
+covers every trigger, and a retry that gets the same answer writes nothing but the
 refused write itself (the status is unchanged).
 """
 

@@ -105,6 +105,18 @@ def digest(data: Any, chars: int = KV_REVISION_CHARS) -> str:
     return hashlib.sha256(blob).hexdigest()[:chars]
 
 
+# The last few (spec, revision) pairs: one sync asks for the revision of one parsed spec
+# a dozen times (every pod it renders, the routing objects, the canary's URL). A memo by
+# identity: parsed specs are never mutated.
+_RECENT: list[tuple[DeploymentSpec, str]] = []
+
+
 def kv_revision(spec: DeploymentSpec) -> str:
     """The KV revision label of every pod this spec renders."""
-    return digest(kv_key(spec))
+    for known, revision in _RECENT:
+        if known is spec:
+            return revision
+    revision = digest(kv_key(spec))
+    _RECENT.insert(0, (spec, revision))
+    del _RECENT[8:]
+    return revision

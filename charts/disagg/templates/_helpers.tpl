@@ -72,8 +72,9 @@ RBAC rules, split by scope: namespaced resources (granted through a Role per wat
 namespace in namespaced mode) and cluster-scoped reads kopf makes. Each verb is one the
 operator really calls; tests/integration/chart/test_rbac_minimal.py records the operator's
 calls against the API emulator and fails on any difference, in both directions.
-- The custom resource: kopf lists/watches it (its index is the reconciler's cache) and
-  patches its own bookkeeping annotations; the reconciler patches its status subresource.
+- The custom resource: kopf lists/watches it (its index is the reconciler's cache); the
+  reconciler patches its status subresource and never writes the resource itself (only
+  event handlers are registered, so kopf keeps no bookkeeping on it).
 - Children: kopf lists and watches them (child events trigger a reconcile and fill the
   cache the reconciler reads; the periodic resync lists them once per pass to find
   objects deleted without an event); the reconciler creates what is missing, patches drift (Services, NetworkPolicies,
@@ -95,7 +96,7 @@ calls against the API emulator and fails on any difference, in both directions.
 {{- define "disagg.rules.namespaced" -}}
 - apiGroups: [disagg.dev]
   resources: [disaggregateddeployments]
-  verbs: [list, watch, patch]
+  verbs: [list, watch]
 - apiGroups: [disagg.dev]
   resources: [disaggregateddeployments/status]
   verbs: [patch]

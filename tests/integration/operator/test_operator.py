@@ -13,6 +13,7 @@ import json
 import yaml
 from prometheus_client import REGISTRY
 
+from disagg_operator.models import PLURAL
 from disagg_worker.config import WorkerConfig
 from tests.integration.emulator import Emulator, writes
 from tests.integration.operator.conftest import (
@@ -100,9 +101,12 @@ async def test_apply_creates_children_with_expected_config(
     stored = emulator.find(DD, NS, "demo") or {}
     status = stored["status"]
     assert status["prefill"]["summary"] == status["decode"]["summary"] == "1/1"
-    # kopf's bookkeeping lives in annotations, where schema pruning cannot drop it
+    # kopf keeps no bookkeeping on the CR (only event handlers): the operator's one write
+    # to it is the status
     assert "kopf" not in status
-    assert any(k.startswith("disagg.dev/") for k in stored["metadata"]["annotations"])
+    assert not stored["metadata"].get("annotations")
+    cr_writes = {(c.verb, c.subresource) for c in writes(emulator) if c.resource == PLURAL}
+    assert cr_writes == {("create", ""), ("patch", "status")}  # the user's create, our status
 
 
 async def test_scale_up_down_and_remove_a_role(

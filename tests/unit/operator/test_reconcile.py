@@ -384,3 +384,43 @@ async def test_a_new_generation_retries_at_once() -> None:
         assert ("pods", "demo-decode-0") in api.objects
     finally:
         reconciler.close()
+
+
+async def test_only_a_new_deployment_or_a_new_generation_asks_for_a_sync() -> None:
+    """CR events: a deployment not synced since start (new, or a resume) or with a new
+    generation is stale; status-only changes (our own patch's echo) are not."""
+    api = FakeApi()
+    deployment(api)
+    reconciler = Reconciler(api, cache_of(api), root_key=ROOT_KEY)
+    try:
+        assert reconciler.stale("ns", "demo", 1)
+        await reconciler.request("ns", "demo")
+        assert not reconciler.stale("ns", "demo", 1)  # e.g. the event of our status patch
+        assert reconciler.stale("ns", "demo", 2)
+        reconciler.forget("ns", "demo")
+        assert reconciler.stale("ns", "demo", 1)
+    finally:
+        reconciler.close()
+
+
+async def test_a_transient_failure_is_retried_with_back_off_until_a_sync_succeeds() -> None:
+    api = FakeApi()
+    api.refuse["create", "Pod"] = (500, "etcdserver: request timed out")
+    deployment(api)
+    reconciler = Reconciler(api, cache_of(api), root_key=ROOT_KEY, retry_first=0.1)
+    try:
+        await reconciler.request_or_retry("ns", "demo")  # fails: a retry is scheduled
+        assert ("pods", "demo-decode-0") not in api.objects
+        assert reconciler.stale("ns", "demo", 1)  # never synced through
+        await asyncio.sleep(0.25)  # retries at 0.1 and 0.3: one has run, still failing
+        failed = sum(1 for w in api.writes if w[:2] == ("create", "Pod"))
+        assert failed >= 4  # two pods per attempt, at least two attempts
+        del api.refuse["create", "Pod"]
+        await asyncio.sleep(0.6)
+        assert ("pods", "demo-decode-0") in api.objects
+        assert not reconciler.stale("ns", "demo", 1)
+        settled = len(api.writes)
+        await asyncio.sleep(0.5)
+        assert len(api.writes) == settled  # no timer left
+    finally:
+        reconciler.close()
