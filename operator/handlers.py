@@ -74,7 +74,7 @@ def configure(settings: kopf.OperatorSettings) -> None:
     # kopf keeps a worker (and the object's last event) per object for this long after its
     # last event; 5 s by default. Our handlers are quick and state lives in the cache, so
     # a shorter wait frees a burst's thousands of workers sooner (memory).
-    settings.batching.idle_timeout = 1.0
+    settings.queueing.idle_timeout = 1.0
 
 
 DEPLOYMENT_INDEX = "deployments_index"

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from disagg_operator.bench import failover, rollout
+from disagg_operator.bench import failover, manifests, rollout
 from disagg_operator.models import API_VERSION, KIND, PLURAL, SHORT_NAMES
 
 NS = "bench"
@@ -70,22 +70,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def body(name: str) -> dict[str, Any]:
-    role = {
-        "replicas": 1,
-        "device": "cpu",
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
-    }
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "model": "tiny",
-            "engine": {"type": "reference", "image": "worker:bench"},
-            "prefill": dict(role),
-            "decode": dict(role),
-        },
-    }
+    return manifests.deployment(name, NS)
 
 
 def expected(name: str) -> list[tuple[str, str]]:

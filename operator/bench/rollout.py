@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from disagg_operator.bench import manifests
 from disagg_operator.bench import rollout_figures as figures
 from disagg_operator.models import API_VERSION, PLURAL, RolloutStrategy
 from disagg_operator.rollout.planner import Budget
@@ -36,25 +37,8 @@ POOL_KEY = "inference.networking.k8s.io/v1/inferencepools"
 
 
 def body(namespace: str, prefill: int, decode: int) -> dict[str, Any]:
-    def role(replicas: int) -> dict[str, Any]:
-        return {
-            "replicas": replicas,
-            "device": "cpu",
-            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
-        }
-
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "DisaggregatedDeployment",
-        "metadata": {"name": NAME, "namespace": namespace},
-        "spec": {
-            "model": "tiny",
-            "engine": {"type": "reference", "image": "worker:bench"},
-            "prefill": role(prefill),
-            "decode": role(decode),
-            "llmd": {"enabled": True},
-        },
-    }
+    llmd = {"enabled": True}  # its InferencePool is a routing view too
+    return manifests.deployment(NAME, namespace, prefill=prefill, decode=decode, llmd=llmd)
 
 
 class Sampler:
