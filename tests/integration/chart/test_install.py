@@ -33,20 +33,7 @@ def install(kubeconfig: Path, values: dict[str, Any]) -> dict[str, Any]:
     object against the upstream schemas instead.
     """
     cfg = helm_python.Config(kubeconfig_path=kubeconfig, storage_driver="memory")
-    chart = helm_python.Chart.load(CHART)
-    opts = {"namespace": NAMESPACE, "timeout_seconds": 60, "disable_openapi_validation": True}
-    payload = _native.call_string(
-        "helm_install",
-        cfg._raw(),
-        cfg._context_arg(None),
-        chart._raw(),
-        None,
-        RELEASE,
-        json.dumps(values),
-        json.dumps(opts),
-    )
-    release: dict[str, Any] = json.loads(payload)
-    return release
+    return _helm(cfg, "helm_install", values)
 
 
 async def _install(kubeconfig: Path, values: dict[str, Any]) -> dict[str, Any]:
