@@ -408,19 +408,26 @@ async def test_a_transient_failure_is_retried_with_back_off_until_a_sync_succeed
     api.refuse["create", "Pod"] = (500, "etcdserver: request timed out")
     deployment(api)
     reconciler = Reconciler(api, cache_of(api), root_key=ROOT_KEY, retry_first=0.1)
+
+    async def until(check: Any, timeout: float = 10.0) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not check():
+            assert asyncio.get_running_loop().time() < deadline, "never happened"
+            await asyncio.sleep(0.02)
+
     try:
         await reconciler.request_or_retry("ns", "demo")  # fails: a retry is scheduled
         assert ("pods", "demo-decode-0") not in api.objects
         assert reconciler.stale("ns", "demo", 1)  # never synced through
-        await asyncio.sleep(0.25)  # retries at 0.1 and 0.3: one has run, still failing
-        failed = sum(1 for w in api.writes if w[:2] == ("create", "Pod"))
-        assert failed >= 4  # two pods per attempt, at least two attempts
+        # retried on its own (0.1 s, then 0.2 s later, ...): two pods per attempt
+        await until(lambda: sum(1 for w in api.writes if w[:2] == ("create", "Pod")) >= 4)
         del api.refuse["create", "Pod"]
-        await asyncio.sleep(0.6)
-        assert ("pods", "demo-decode-0") in api.objects
+        await until(lambda: ("pods", "demo-decode-0") in api.objects)
+        # the sync that converged ends with its status write
+        await until(lambda: api.body.get("status", {}).get("decode", {}).get("updated") == 1)
         assert not reconciler.stale("ns", "demo", 1)
         settled = len(api.writes)
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(1.0)
         assert len(api.writes) == settled  # no timer left
     finally:
         reconciler.close()
