@@ -13,11 +13,11 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from disagg_operator.emulator import ops
+from disagg_operator.emulator import ops, tables
 
 
 def _value(obj: Any, path: str | None) -> Any:
-    found = ops.jsonpath(obj, path) if path else []
+    found = tables.jsonpath(obj, path) if path else []
     return found[0] if found else None
 
 

@@ -20,11 +20,9 @@ one that behaves like an API server where a controller can tell the difference:
   :func:`api_calls`), for comparing against RBAC rules and counting writes.
 
 Never emulated: garbage collection by owner references, controllers/kubelet (tests mark pods
-Ready with :meth:`Emulator.set_pod_ready`), admission and schema validation. What
-admission or a quota would refuse, a test says explicitly with :meth:`Emulator.refuse`
-(lifted with :meth:`Emulator.allow`): matching writes get that code and Status body,
-and are recorded like any call. :meth:`Emulator.throttle` answers the next N calls 429
-with ``Retry-After``, as API Priority and Fairness does.
+Ready with ``set_pod_ready``), admission and schema validation; what they would do, a test
+says with the verbs of :class:`~disagg_operator.emulator.verbs.TestVerbs` (refusals,
+throttling, lost objects).
 """
 
 from __future__ import annotations
@@ -43,7 +41,8 @@ import attrs
 import kmock
 from kmock._internal import rendering
 
-from disagg_operator.emulator import ops, scale
+from disagg_operator.emulator import ops, scale, tables
+from disagg_operator.emulator.verbs import TestVerbs
 from disagg_operator.emulator.watch import Req, stream
 
 _CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -52,7 +51,7 @@ _LOG_LIMIT = 100_000  # watch-replay history per resource; older resourceVersion
 
 
 @attrs.define(kw_only=True)
-class Emulator(kmock.KubernetesEmulator):
+class Emulator(TestVerbs, kmock.KubernetesEmulator):
     """kmock's emulator with an API-server-like store; see the module docstring."""
 
     store: dict[tuple[str, str, str], dict[str, Any]] = attrs.field(factory=dict, init=False)
@@ -138,61 +137,6 @@ class Emulator(kmock.KubernetesEmulator):
 
     def find(self, key: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.store.get((key, namespace, name))
-
-    def set_pod_ready(self, namespace: str, name: str, ready: bool = True) -> None:
-        """Play the kubelet: mark a pod Running and Ready (or not), with a pod IP."""
-        pod = self.store[("v1/pods", namespace, name)]
-        flag = "True" if ready else "False"
-        status = {
-            "phase": "Running",
-            "podIP": f"10.0.0.{len(self.store) % 250 + 1}",
-            "conditions": [{"type": "Ready", "status": flag, "lastTransitionTime": ops.now()}],
-        }
-        self._commit("v1/pods", pod, ops.merge_patch(pod, {"status": status}))
-
-    def refuse(
-        self,
-        key: str,
-        *,
-        code: int,
-        reason: str,
-        message: str,
-        verb: str = "create",
-        namespace: str = "",
-    ) -> ops.Refusal:
-        """Refuse ``verb`` on resource ``key`` from now on, as admission or a quota would:
-        answer ``code`` with a Status of ``reason`` and ``message`` (``{name}``: the
-        object's name). E.g. a quota: ``refuse("v1/pods", code=403, reason="Forbidden",
-        message='pods "{name}" is forbidden: exceeded quota: q, ...')``."""
-        rule = ops.Refusal(key, verb, namespace, code, reason, message)
-        self.refusals.append(rule)
-        return rule
-
-    def allow(self, rule: ops.Refusal | None = None) -> None:
-        """Lift one refusal rule, or every one."""
-        self.refusals[:] = [] if rule is None else [r for r in self.refusals if r != rule]
-
-    def throttle(
-        self, key: str, *, count: int, retry_after: int = 1, verb: str = ""
-    ) -> ops.Throttle:
-        """Answer the next ``count`` calls on resource ``key`` (with ``verb``; "": any)
-        429 TooManyRequests with ``Retry-After: retry_after``, as API Priority and
-        Fairness rejects a request; the rejected calls are recorded like any other."""
-        rule = ops.Throttle(key, verb, count, retry_after)
-        self.throttles.append(rule)
-        return rule
-
-    def lose_object(self, key: str, namespace: str, name: str) -> None:
-        """Remove an object with no watch event: what a client sees after a missed event."""
-        self._drop(key, self.store[(key, namespace, name)])
-
-    def put_object(self, key: str, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create or overwrite an object directly, without a recorded API call."""
-        meta = obj.setdefault("metadata", {})
-        old = self.store.get((key, meta.get("namespace", ""), meta["name"]))
-        if old is None:
-            return self._insert(key, obj)
-        return self._commit(key, old, obj)
 
     # ---------------------------------------------------------------- store primitives
     def _put(self, key: str, obj: dict[str, Any]) -> None:
@@ -335,7 +279,7 @@ class Emulator(kmock.KubernetesEmulator):
             if call.verb == "deletecollection":
                 items = [self._remove(key, o) for o in items]
             if "as=Table" in req.raw.headers.get("Accept", "") and self.columns.get(key):
-                return ops.table(items, self.columns[key], str(self._rv))
+                return tables.table(items, self.columns[key], str(self._rv))
             return {
                 "kind": f"{info.kind}List",
                 "apiVersion": key.rsplit("/", 1)[0],
@@ -359,7 +303,7 @@ class Emulator(kmock.KubernetesEmulator):
             return self._scale(key, info, current, call, req)
         if call.verb == "get":
             if "as=Table" in req.raw.headers.get("Accept", "") and self.columns.get(key):
-                return ops.table([current], self.columns[key], str(self._rv))
+                return tables.table([current], self.columns[key], str(self._rv))
             return current
         if call.verb == "delete":
             return current if req.params.get("dryRun") else self._remove(key, current)

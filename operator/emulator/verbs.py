@@ -1,0 +1,94 @@
+"""The test verbs of the API emulator: what a kubelet, admission, a quota, API Priority and
+Fairness or a missed watch event would do, said explicitly by a test or a benchmark.
+
+Dev/bench tool, mixed into :class:`disagg_operator.emulator.server.Emulator` (whose store
+primitives these call):
+
+- :meth:`TestVerbs.set_pod_ready` plays the kubelet;
+- :meth:`TestVerbs.refuse` makes matching writes answer a code and a Status body, as
+  admission or a quota would, until :meth:`TestVerbs.allow`; the refused calls are
+  recorded like any call;
+- :meth:`TestVerbs.throttle` answers the next N calls 429 with ``Retry-After``;
+- :meth:`TestVerbs.lose_object` removes an object without a watch event;
+  :meth:`TestVerbs.put_object` writes one without a recorded call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from disagg_operator.emulator import ops
+
+
+class TestVerbs:
+    """Mixin: needs ``store``, ``refusals``, ``throttles`` and the store primitives
+    ``_commit``, ``_insert``, ``_drop`` of the emulator."""
+
+    __test__ = False  # not a pytest test class
+    store: dict[tuple[str, str, str], dict[str, Any]]
+    refusals: list[ops.Refusal]
+    throttles: list[ops.Throttle]
+
+    def _commit(self, key: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _insert(self, key: str, obj: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _drop(self, key: str, obj: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def set_pod_ready(self, namespace: str, name: str, ready: bool = True) -> None:
+        """Play the kubelet: mark a pod Running and Ready (or not), with a pod IP."""
+        pod = self.store[("v1/pods", namespace, name)]
+        flag = "True" if ready else "False"
+        status = {
+            "phase": "Running",
+            "podIP": f"10.0.0.{len(self.store) % 250 + 1}",
+            "conditions": [{"type": "Ready", "status": flag, "lastTransitionTime": ops.now()}],
+        }
+        self._commit("v1/pods", pod, ops.merge_patch(pod, {"status": status}))
+
+    def refuse(
+        self,
+        key: str,
+        *,
+        code: int,
+        reason: str,
+        message: str,
+        verb: str = "create",
+        namespace: str = "",
+    ) -> ops.Refusal:
+        """Refuse ``verb`` on resource ``key`` from now on, as admission or a quota would:
+        answer ``code`` with a Status of ``reason`` and ``message`` (``{name}``: the
+        object's name). E.g. a quota: ``refuse("v1/pods", code=403, reason="Forbidden",
+        message='pods "{name}" is forbidden: exceeded quota: q, ...')``."""
+        rule = ops.Refusal(key, verb, namespace, code, reason, message)
+        self.refusals.append(rule)
+        return rule
+
+    def allow(self, rule: ops.Refusal | None = None) -> None:
+        """Lift one refusal rule, or every one."""
+        self.refusals[:] = [] if rule is None else [r for r in self.refusals if r != rule]
+
+    def throttle(
+        self, key: str, *, count: int, retry_after: int = 1, verb: str = ""
+    ) -> ops.Throttle:
+        """Answer the next ``count`` calls on resource ``key`` (with ``verb``; "": any)
+        429 TooManyRequests with ``Retry-After: retry_after``, as API Priority and
+        Fairness rejects a request; the rejected calls are recorded like any other."""
+        rule = ops.Throttle(key, verb, count, retry_after)
+        self.throttles.append(rule)
+        return rule
+
+    def lose_object(self, key: str, namespace: str, name: str) -> None:
+        """Remove an object with no watch event: what a client sees after a missed event."""
+        self._drop(key, self.store[(key, namespace, name)])
+
+    def put_object(self, key: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or overwrite an object directly, without a recorded API call."""
+        meta = obj.setdefault("metadata", {})
+        old = self.store.get((key, meta.get("namespace", ""), meta["name"]))
+        if old is None:
+            return self._insert(key, obj)
+        return self._commit(key, old, obj)
