@@ -49,7 +49,7 @@ from disagg_operator.models import API_VERSION, INFERENCE_POOL_APIS, Disaggregat
 from disagg_operator.plan import Action, plan
 from disagg_operator.refusals import ApiError, Refusal, api_message, is_refusal, lines
 from disagg_operator.render.objects import render_model, role_pod
-from disagg_operator.rollout.decide import decide, routed_revision
+from disagg_operator.rollout.decide import ROUTING_KINDS, decide, routed_revision
 from disagg_operator.rollout.planner import Plan
 from disagg_operator.validation import Problem, parse
 
@@ -168,6 +168,13 @@ async def execute(
         return None if action.verb == "create" and created is None else action
 
     writes = await asyncio.gather(*(one(a) for a in actions if a.verb != "delete"))
+    if any(isinstance(w, Refusal) and w.kind in ROUTING_KINDS for w in writes):
+        # A routing object kept its old selector: the pods it still routes to must stay
+        # (after a KV-revision switch, the deletes are the old revision's pods). The next
+        # sync, once the refusal is gone, deletes them.
+        return [w for w in writes if isinstance(w, Action)], [
+            w for w in writes if isinstance(w, Refusal)
+        ]
     deletes = await asyncio.gather(*(one(a) for a in actions if a.verb == "delete"))
     results = [*writes, *deletes]
     return (

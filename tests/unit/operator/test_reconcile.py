@@ -431,3 +431,34 @@ async def test_a_transient_failure_is_retried_with_back_off_until_a_sync_succeed
         assert len(api.writes) == settled  # no timer left
     finally:
         reconciler.close()
+
+
+async def test_a_refused_routing_switch_keeps_the_pods_it_still_routes_to() -> None:
+    """A KV-key change: once the new revision is Ready the sync moves the Services and
+    deletes the old pods. If the API refuses the Services' patch, the old pods (which the
+    Services still select) must stay until a later sync moves the Services."""
+    api = FakeApi()
+    cache = cache_of(api)
+
+    def ready(*names: str) -> None:
+        for name in names:
+            api.objects[("pods", name)]["status"] = {
+                "conditions": [{"type": "Ready", "status": "True"}]
+            }
+
+    await sync(api, cache, deployment(api), now=NOW, root_key=ROOT_KEY)
+    ready("demo-prefill-0", "demo-decode-0")
+    api.body["spec"]["engine"]["image"] = "example.com/worker:2"  # a new KV revision
+    api.body["metadata"]["generation"] = 2
+    await sync(api, cache, copy.deepcopy(api.body), now=NOW, root_key=ROOT_KEY)
+    assert {("pods", "demo-prefill-1"), ("pods", "demo-decode-1")} <= set(api.objects)
+    ready("demo-prefill-1", "demo-decode-1")
+    api.refuse["patch", "Service"] = (422, status_text(422, "Invalid", "denied by policy"))
+    outcome = await sync(api, cache, copy.deepcopy(api.body), now=NOW, root_key=ROOT_KEY)
+    assert {r.kind for r in outcome.refusals} == {"Service"}
+    assert {("pods", "demo-prefill-0"), ("pods", "demo-decode-0")} <= set(api.objects)
+    assert not [w for w in api.writes if w[0] == "delete"]
+    del api.refuse["patch", "Service"]
+    await sync(api, cache, copy.deepcopy(api.body), now=NOW, root_key=ROOT_KEY)
+    assert ("pods", "demo-prefill-0") not in api.objects  # moved, then the old pods go
+    assert ("pods", "demo-decode-0") not in api.objects
