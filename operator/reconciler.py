@@ -17,7 +17,7 @@ import fnmatch
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
 from typing import Any, cast
 
 from disagg_operator import metrics
@@ -105,8 +105,8 @@ class Reconciler:
     async def request_or_retry(self, namespace: str, name: str) -> None:
         """:meth:`request`; when the sync fails with a transient error (5xx, a persisting
         429, the API unreachable), try again after ``retry_first`` (5 s) doubling to 5 min,
-        until a sync succeeds: nothing else
-        would (kopf does not retry event handlers; the resync is minutes away)."""
+        until a sync succeeds: nothing else would (kopf does not retry event handlers; the
+        resync is minutes away)."""
         key = (namespace, name)
         try:
             await self.request(namespace, name)
@@ -114,10 +114,9 @@ class Reconciler:
             failures = self._failures[key] = self._failures.get(key, 0) + 1
             delay = min(300.0, self._retry_first * 2 ** (failures - 1))
             log.warning("sync of %s/%s failed (retry in %g s): %s", namespace, name, delay, e)
-            loop = asyncio.get_running_loop()
             if key in self._timers:
                 self._timers[key].cancel()
-            self._timers[key] = loop.call_later(delay, self._retry, namespace, name)
+            self._later(self._timers, delay, key)
         else:
             self._failures.pop(key, None)
 
@@ -128,16 +127,7 @@ class Reconciler:
         would write one each. Failures are retried like :meth:`request_or_retry`'s."""
         key = (namespace, name)
         if key not in self._soon:
-            self._soon[key] = asyncio.get_running_loop().call_later(
-                delay, self._retry, namespace, name
-            )
-
-    def _retry(self, namespace: str, name: str) -> None:
-        self._soon.pop((namespace, name), None)
-        self._timers.pop((namespace, name), None)
-        task = asyncio.get_running_loop().create_task(self.request_or_retry(namespace, name))
-        self._follow_ups.add(task)
-        task.add_done_callback(self._follow_ups.discard)
+            self._later(self._soon, delay, key)
 
     def forget(self, namespace: str, name: str) -> None:
         for table in (self._synced, self._failures):
@@ -168,9 +158,26 @@ class Reconciler:
             except Exception as e:  # the next event or resync retries
                 log.warning("follow-up sync of %s failed: %s", key, e)
 
-        task = asyncio.get_running_loop().create_task(run())
+        self._spawn(run())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` as a task this reconciler keeps (and cancels on close)."""
+        task = asyncio.get_running_loop().create_task(work)
         self._follow_ups.add(task)
         task.add_done_callback(self._follow_ups.discard)
+
+    def _later(
+        self, timers: dict[Hashable, asyncio.TimerHandle], delay: float, key: Hashable
+    ) -> None:
+        """:meth:`request_or_retry` of ``key`` after ``delay`` s, its timer kept in
+        ``timers`` until it fires (so :meth:`forget` and :meth:`close` can cancel it)."""
+
+        def fire() -> None:
+            timers.pop(key, None)
+            namespace, name = cast("tuple[str, str]", key)
+            self._spawn(self.request_or_retry(namespace, name))
+
+        timers[key] = asyncio.get_running_loop().call_later(delay, fire)
 
     async def resync_forever(self, namespaces: Sequence[str], interval: float) -> None:
         """Every ``interval`` s, sync every deployment: the safety net for a missed event.
