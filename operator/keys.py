@@ -6,7 +6,7 @@ Secrets): the key of deployment ``<namespace>/<name>`` with uid ``<uid>`` is
     key = hex(HMAC-SHA256(root key, "<namespace>/<name>/<uid>"))     (64 hex characters)
 
 so every sync can render the same Secret without knowing what is stored. The Secret is
-written with ``create`` only, and only by a sync that creates or replaces pods (the pods
+written with ``create`` only, and only by a sync that creates pods (the pods
 that mount it); 409 AlreadyExists means it is there, and its data is never rewritten: pods
 read the key once at start, so rewriting it under running pods would split them into two
 key generations that refuse each other's handshakes. A deleted Secret comes back with the
@@ -47,12 +47,12 @@ def root_problem(root: bytes) -> str | None:
 
 
 def _creates_pods(actions: Sequence[Action]) -> bool:
-    return any(a.kind == "Pod" and a.verb in {"create", "replace"} for a in actions)
+    return any(a.kind == "Pod" and a.verb == "create" for a in actions)
 
 
 def writes(desired: Sequence[dict[str, Any]], actions: Sequence[Action]) -> list[Action]:
     """``actions`` (planned without the Secret), preceded by a ``create`` of the rendered
-    Secret when they create or replace a pod; unchanged otherwise, so a steady state
+    Secret when they create a pod; unchanged otherwise, so a steady state
     writes nothing."""
     secret = next((o for o in desired if o["kind"] == SECRET_KIND), None)
     if secret is None or not _creates_pods(actions):

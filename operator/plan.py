@@ -1,20 +1,20 @@
-"""The action planner: desired children vs observed children → the exact writes to make.
+"""The action planner: desired children vs observed children → the exact writes to make,
+for every kind but Pods (the rollout planner, :mod:`disagg_operator.rollout.planner`,
+decides those).
 
 Pure layer (no I/O). Level-triggered: the same two lists give the same plan whether we got
 here from a create, an update, a resume or a child event. The rules, per child identified by
 ``(kind, name)``:
 
 - desired, not observed → ``create``;
-- Pod observed with another ``disagg.dev/spec-hash`` → ``replace`` (delete + create: a pod's
-  spec is mostly immutable, so drift is repaired by recreating it under the same name);
-- other kinds observed but missing some desired field → ``patch`` (a merge patch of the
+- observed but missing some desired field → ``patch`` (a merge patch of the
   managed fields). "Missing" is a subset test, so fields the API server defaults
   (clusterIP, protocol, ...) never count as drift; Secret data is never rewritten;
 - observed, not desired → ``delete`` (scale down, a removed role, a disabled InferencePool);
 - anything being deleted already (deletionTimestamp) → no action; it is re-planned once gone.
 
 No action when nothing differs: that is what makes a steady state cost zero API writes.
-Order: creates/patches/replaces in render order, then deletes.
+Order: creates and patches in render order, then deletes.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-SPEC_HASH = "disagg.dev/spec-hash"
-Verb = Literal["create", "patch", "replace", "delete"]
+Verb = Literal["create", "patch", "delete"]
 # Top-level fields a patch manages, per kind (metadata labels/annotations/owners always).
 MANAGED_FIELDS: Mapping[str, tuple[str, ...]] = {
     "Service": ("spec",),
@@ -39,7 +38,7 @@ _META_FIELDS = ("labels", "annotations", "ownerReferences")
 
 @dataclass(frozen=True)
 class Action:
-    """One write. ``body``: the object (create/replace) or the merge patch (patch)."""
+    """One write. ``body``: the object (create) or the merge patch (patch)."""
 
     verb: Verb
     kind: str
@@ -93,17 +92,15 @@ def drift_patch(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> dict
     return patch
 
 
-def _spec_hash(obj: Mapping[str, Any]) -> str | None:
-    value = obj.get("metadata", {}).get("annotations", {}).get(SPEC_HASH)
-    return str(value) if value is not None else None
-
-
 def _deleting(obj: Mapping[str, Any]) -> bool:
     return bool(obj.get("metadata", {}).get("deletionTimestamp"))
 
 
 def plan(desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> list[Action]:
-    """The actions that turn ``observed`` into ``desired`` (see the module docstring)."""
+    """The actions that turn ``observed`` into ``desired`` (see the module docstring).
+    Pods are refused: a pod's spec is immutable, so they are rolled, not patched."""
+    if any(o["kind"] == "Pod" for o in (*desired, *observed)):
+        raise ValueError("plan() takes no Pods: rollout.planner decides them")
     seen = {_ident(o): o for o in observed}
     actions: list[Action] = []
     for want in desired:
@@ -112,9 +109,6 @@ def plan(desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> list[
             actions.append(_action("create", want, want))
         elif _deleting(have):
             continue
-        elif want["kind"] == "Pod":
-            if _spec_hash(have) != _spec_hash(want):
-                actions.append(_action("replace", want, want))
         else:
             patch = drift_patch(want, have)
             if patch:

@@ -146,9 +146,8 @@ async def execute(
     record: Recorder | None = None,
     limit: int = PER_DEPLOYMENT_WRITES,
 ) -> tuple[list[Action], list[Refusal]]:
-    """Apply actions, at most ``limit`` at a time: writes first, then deletes (a replace is
-    delete+create). ``record`` sees every answer (the cache keeps them until the watch
-    shows them, see cache.py).
+    """Apply actions, at most ``limit`` at a time: writes first, then deletes. ``record`` sees
+    every answer (the cache keeps them until the watch shows them, see cache.py).
 
     Every action runs. Returns the actions that changed something (a create answered 409
     AlreadyExists did not) and the refused ones (see the module docstring); any other
@@ -188,16 +187,16 @@ async def _write(api: Client, action: Action, record: Recorder | None) -> Any:
     about watched kinds go to ``record`` (the Secret and the pool are not cached)."""
     if record is None or action.kind not in CHILD_KIND_NAMES:
         record = None
-    if action.verb in {"delete", "replace"}:
+    if action.verb == "delete":
         gone = await api.delete(action.api_version, action.kind, action.namespace, action.name)
         if record is not None:
             record.deleted(action.kind, action.name, gone)
-    if action.verb in {"create", "replace"}:
+    elif action.verb == "create":
         created = await api.create(action.body)
         if record is not None:
             record.wrote(created)
         return created
-    if action.verb == "patch":
+    else:
         patched = await api.patch(
             action.api_version, action.kind, action.namespace, action.name, action.body
         )

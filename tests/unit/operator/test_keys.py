@@ -34,20 +34,22 @@ def test_short_root_keys_are_refused_with_the_fix() -> None:
 
 def test_the_secret_is_created_with_the_pods_only() -> None:
     desired = render(body(), hmac_key="k")
-    first = writes(desired, plan(without_secrets(desired), []))
+    children = [o for o in without_secrets(desired) if o["kind"] != "Pod"]
+    pods = [Action("create", "Pod", o["metadata"]["name"]) for o in desired if o["kind"] == "Pod"]
+    first = writes(desired, plan(children, []) + pods)
     assert [str(a) for a in first][:2] == [
         "create Secret/demo-handshake",
         "create Service/demo-prefill",
     ]
     assert first[0].body is not None and first[0].body["data"]["hmac"]
-    observed = [o for o in desired if o["kind"] != "Secret"]
-    assert writes(desired, plan(without_secrets(desired), observed)) == []  # steady: nothing
+    observed = [o for o in children if o["kind"] != "Secret"]
+    assert writes(desired, plan(children, observed)) == []  # steady: nothing
     patch_only = [Action("patch", "Service", "demo-prefill")]
     assert writes(desired, patch_only) == patch_only
-    replace = [Action("replace", "Pod", "demo-decode-0")]
-    assert [str(a) for a in writes(desired, replace)] == [
+    recreate = [Action("create", "Pod", "demo-decode-0")]
+    assert [str(a) for a in writes(desired, recreate)] == [
         "create Secret/demo-handshake",
-        "replace Pod/demo-decode-0",
+        "create Pod/demo-decode-0",
     ]
     deletes = [Action("delete", "Pod", "demo-decode-1")]
     assert writes(desired, deletes) == deletes

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from disagg_operator.plan import Action, contains, drift_patch, plan
 
 OWNER = [
@@ -18,19 +20,22 @@ OWNER = [
 ]
 
 
-def pod(name: str, spec_hash: str = "h1") -> dict[str, Any]:
+def pdb(name: str, unavailable: int = 1) -> dict[str, Any]:
     return {
-        "apiVersion": "v1",
-        "kind": "Pod",
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
         "metadata": {
             "name": name,
             "namespace": "ns",
             "ownerReferences": OWNER,
             "labels": {"disagg.dev/deployment": "dd"},
-            "annotations": {"disagg.dev/spec-hash": spec_hash},
         },
-        "spec": {"containers": [{"name": "engine", "image": f"img:{spec_hash}"}]},
+        "spec": {"maxUnavailable": unavailable},
     }
+
+
+def pod(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns"}}
 
 
 def svc(name: str, port: int = 8000) -> dict[str, Any]:
@@ -70,57 +75,52 @@ def strs(actions: list[Action]) -> list[str]:
 
 
 def test_nothing_observed_creates_everything_in_render_order() -> None:
-    desired = [secret("dd-handshake", "k"), svc("dd-prefill"), pod("dd-prefill-0")]
+    desired = [secret("dd-handshake", "k"), svc("dd-prefill"), pdb("dd-prefill")]
     assert strs(plan(desired, [])) == [
         "create Secret/dd-handshake",
         "create Service/dd-prefill",
-        "create Pod/dd-prefill-0",
+        "create PodDisruptionBudget/dd-prefill",
     ]
     assert plan(desired, [])[2].body == desired[2]
 
 
 def test_steady_state_with_server_defaults_plans_nothing() -> None:
-    desired = [secret("dd-handshake", "k"), svc("dd-prefill"), pod("dd-prefill-0")]
+    desired = [secret("dd-handshake", "k"), svc("dd-prefill"), pdb("dd-prefill")]
     assert plan(desired, [as_observed(o) for o in desired]) == []
 
 
-def test_scale_up_creates_only_the_new_pods() -> None:
-    observed = [as_observed(pod("dd-decode-0"))]
-    desired = [pod("dd-decode-0"), pod("dd-decode-1"), pod("dd-decode-2")]
-    assert strs(plan(desired, observed)) == ["create Pod/dd-decode-1", "create Pod/dd-decode-2"]
-
-
-def test_scale_down_and_removed_role_delete_after_the_rest() -> None:
-    observed = [
-        as_observed(o)
-        for o in (svc("dd-prefill"), pod("dd-prefill-0"), pod("dd-decode-0"), pod("dd-decode-1"))
+def test_a_new_role_creates_only_its_objects() -> None:
+    observed = [as_observed(pdb("dd-decode"))]
+    desired = [pdb("dd-decode"), svc("dd-prefill"), pdb("dd-prefill")]
+    assert strs(plan(desired, observed)) == [
+        "create Service/dd-prefill",
+        "create PodDisruptionBudget/dd-prefill",
     ]
-    desired = [pod("dd-decode-0", "h2")]
+
+
+def test_removed_role_deletes_after_the_rest() -> None:
+    observed = [as_observed(o) for o in (svc("dd-prefill"), pdb("dd-prefill"), svc("dd-decode"))]
+    desired = [svc("dd-decode", port=9000)]
     assert plan(desired, observed) == [
-        Action("replace", "Pod", "dd-decode-0", "ns", "v1"),
+        Action("patch", "Service", "dd-decode", "ns", "v1"),
         Action("delete", "Service", "dd-prefill", "ns", "v1"),
-        Action("delete", "Pod", "dd-prefill-0", "ns", "v1"),
-        Action("delete", "Pod", "dd-decode-1", "ns", "v1"),
+        Action("delete", "PodDisruptionBudget", "dd-prefill", "ns", "policy/v1"),
     ]
 
 
-def test_drifted_pod_is_replaced_with_the_desired_body() -> None:
-    observed = [as_observed(pod("dd-prefill-0", "old"))]
-    actions = plan([pod("dd-prefill-0", "new")], observed)
-    assert strs(actions) == ["replace Pod/dd-prefill-0"]
-    assert actions[0].body == pod("dd-prefill-0", "new")
-
-
-def test_pod_without_hash_counts_as_drifted() -> None:
-    bare = as_observed(pod("dd-prefill-0"))
-    del bare["metadata"]["annotations"]
-    assert strs(plan([pod("dd-prefill-0")], [bare])) == ["replace Pod/dd-prefill-0"]
+def test_pods_are_the_rollout_planners_not_plans() -> None:
+    """A pod's spec is immutable: patching it is never the fix. plan() refuses pods so a
+    caller cannot get a patch of one (the rollout planner replaces pods)."""
+    with pytest.raises(ValueError, match=r"rollout\.planner"):
+        plan([pod("dd-prefill-0")], [])
+    with pytest.raises(ValueError, match=r"rollout\.planner"):
+        plan([], [as_observed(pod("dd-prefill-0"))])
 
 
 def test_terminating_objects_get_no_action_until_gone() -> None:
-    gone_soon = as_observed(pod("dd-prefill-0", "old"), deletionTimestamp="2026-01-01T00:00:00Z")
-    extra = as_observed(pod("dd-prefill-1"), deletionTimestamp="2026-01-01T00:00:00Z")
-    assert plan([pod("dd-prefill-0", "new")], [gone_soon, extra]) == []
+    gone_soon = as_observed(pdb("dd-prefill", 1), deletionTimestamp="2026-01-01T00:00:00Z")
+    extra = as_observed(pdb("dd-decode"), deletionTimestamp="2026-01-01T00:00:00Z")
+    assert plan([pdb("dd-prefill", 2)], [gone_soon, extra]) == []
 
 
 def test_service_drift_patches_only_the_managed_fields() -> None:

@@ -11,7 +11,7 @@ import pytest
 from disagg_operator import validation
 from disagg_operator.models import RolloutStrategy
 from disagg_operator.rollout import kvkey
-from disagg_operator.rollout.planner import Budget, PodView, index_of, plan, resolve
+from disagg_operator.rollout.planner import Budget, PodView, index_of, plan, resolve, views
 
 from .builders import body, role
 
@@ -240,3 +240,24 @@ def test_rollout_both_zero_is_refused_with_the_fix() -> None:
     assert "maxSurge: 1" in problems[0].message
     _, problems = validation.parse(body(decode=role(rollout={"maxSurge": "x"})))
     assert [p.field for p in problems] == ["spec.decode.rollout.maxSurge"]
+
+
+def test_a_pod_with_another_or_no_spec_hash_is_not_current() -> None:
+    """What the rollout replaces: the pod render gives the index now is current; one with
+    another spec-hash (drift, an older spec) or none at all is old."""
+
+    def pod(name: str, spec_hash: str | None) -> dict[str, Any]:
+        notes = {} if spec_hash is None else {"disagg.dev/spec-hash": spec_hash}
+        labels = {"disagg.dev/role": "prefill", "disagg.dev/kv-revision": "kv1"}
+        return {"metadata": {"name": name, "labels": labels, "annotations": notes}}
+
+    seen = views(
+        "d",
+        [pod("d-prefill-0", "h"), pod("d-prefill-1", "old"), pod("d-prefill-2", None)],
+        lambda role, i: "h",
+    )
+    assert [(v.name, v.current) for v in seen] == [
+        ("d-prefill-0", True),
+        ("d-prefill-1", False),
+        ("d-prefill-2", False),
+    ]
