@@ -78,7 +78,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from disagg_operator.models import ROLES, DeploymentSpec
+from disagg_operator.models import LABEL_ROLE, ROLES, DeploymentSpec
 from disagg_operator.refusals import Refusal, lines
 from disagg_operator.render.derive import resolution
 from disagg_operator.render.objects import selector
@@ -128,7 +128,6 @@ FAILING_WAIT_REASONS = frozenset(
     }
 )
 _MAX_LISTED = 5
-LABEL_ROLE = "disagg.dev/role"
 
 
 def compute(

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from disagg_operator.models import DeploymentSpec
+from disagg_operator.models import LABEL_ROLE, DeploymentSpec
 from disagg_operator.render.canary import NAME as CANARY
 from disagg_operator.render.canary import image as canary_image
 from disagg_operator.scaling import effective_replicas
@@ -39,7 +39,6 @@ REASONS = frozenset(
         "InvalidSpec",
     }
 )
-LABEL_ROLE = "disagg.dev/role"
 MAX_LISTED = 5
 
 

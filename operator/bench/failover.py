@@ -40,6 +40,8 @@ from typing import Any
 
 import aiohttp
 
+from disagg_operator.models import LABEL_DEPLOYMENT
+
 LEASE = "disagg-operator"
 LEASE_KEY = "coordination.k8s.io/v1/leases"
 
@@ -163,7 +165,7 @@ def pods_of(emu: Any, namespace: str | None, name: str) -> list[str]:
     return [
         p["metadata"]["name"]
         for p in emu.objects_of("v1/pods", namespace)
-        if p["metadata"].get("labels", {}).get("disagg.dev/deployment") == name
+        if p["metadata"].get("labels", {}).get(LABEL_DEPLOYMENT) == name
     ]
 
 

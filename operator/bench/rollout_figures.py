@@ -13,14 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from disagg_operator.models import LABEL_KV_REVISION, LABEL_ROLE
+from disagg_operator.rollout.planner import is_ready
+
 ROLES = ("prefill", "decode")
-LABEL_ROLE = "disagg.dev/role"
-LABEL_KV = "disagg.dev/kv-revision"
-
-
-def is_ready(pod: Mapping[str, Any]) -> bool:
-    conditions = pod.get("status", {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _selects(selector: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
@@ -62,7 +58,8 @@ def mixed_pairs(
         for prefill, decode in views
         for p in prefill
         for d in decode
-        if p["metadata"]["labels"].get(LABEL_KV) != d["metadata"]["labels"].get(LABEL_KV)
+        if p["metadata"]["labels"].get(LABEL_KV_REVISION)
+        != d["metadata"]["labels"].get(LABEL_KV_REVISION)
     )
 
 

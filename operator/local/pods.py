@@ -24,7 +24,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-ROLE_LABEL = "disagg.dev/role"
+from disagg_operator.models import LABEL_ROLE as ROLE_LABEL
+
 LOCAL = "127.0.0.1"
 CLUSTER_ONLY = ("UCX_TLS", "DISAGG_UCX_TLS")
 FIELD_REFS = {"metadata.name": None, "status.podIP": LOCAL, "status.hostIP": LOCAL}

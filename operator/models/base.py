@@ -29,6 +29,16 @@ API_VERSION = f"{GROUP}/{VERSION}"
 Role = Literal["prefill", "decode"]
 ROLES: tuple[Role, Role] = ("prefill", "decode")
 
+# Labels and annotations on the children (the API's names, like GROUP): every child carries
+# the deployment's label, pods their role (also as llm-d's), KV revision and template
+# revision, and the hash of the pod render gave them.
+LABEL_DEPLOYMENT = "disagg.dev/deployment"
+LABEL_ROLE = "disagg.dev/role"
+LABEL_LLMD_ROLE = "llm-d.ai/role"
+LABEL_KV_REVISION = "disagg.dev/kv-revision"
+LABEL_REVISION = "disagg.dev/revision"
+SPEC_HASH = "disagg.dev/spec-hash"
+
 # Serving port of every engine container; with the llm-d routing sidecar on decode, the
 # sidecar takes this port and the engine moves to ENGINE_BEHIND_SIDECAR_PORT.
 HTTP_PORT = 8000

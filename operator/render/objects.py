@@ -37,6 +37,10 @@ from disagg_operator.models import (
     API_VERSION,
     HTTP_PORT,
     KIND,
+    LABEL_DEPLOYMENT,
+    LABEL_KV_REVISION,
+    LABEL_LLMD_ROLE,
+    LABEL_ROLE,
     ROLES,
     DeploymentSpec,
     DisaggregatedDeployment,
@@ -46,14 +50,8 @@ from disagg_operator.render import canary as render_canary
 from disagg_operator.render import pods as render_pods
 from disagg_operator.render.derive import HMAC_KEY
 from disagg_operator.rollout.kvkey import kv_revision
-from disagg_operator.rollout.planner import LABEL_KV_REVISION
 from disagg_operator.scaling import effective_replicas
 from disagg_operator.validation import InvalidSpec, parse
-
-LABEL_DEPLOYMENT = "disagg.dev/deployment"
-LABEL_ROLE = "disagg.dev/role"
-LABEL_LLMD_ROLE = "llm-d.ai/role"
-SPEC_HASH = render_pods.SPEC_HASH
 
 
 def labels(name: str, role: str | None = None) -> dict[str, str]:

@@ -30,6 +30,8 @@ from disagg_operator.engines import llmd, vllm
 from disagg_operator.models import (
     ENGINE_BEHIND_SIDECAR_PORT,
     HTTP_PORT,
+    LABEL_REVISION,
+    SPEC_HASH,
     DeploymentSpec,
     RoleSpec,
 )
@@ -37,10 +39,6 @@ from disagg_operator.render import canary as render_canary
 from disagg_operator.render import derive
 from disagg_worker.config import WorkerConfig
 
-SPEC_HASH = "disagg.dev/spec-hash"
-# The role's pod template (every field but the pod's own name), KV revision included:
-# pods of one role with the same value run the same spec (status currentRevision).
-REVISION = "disagg.dev/revision"
 # Which vLLM version render assumed and the profile it used (unknown: no version found).
 VLLM_VERSION = "disagg.dev/vllm-version"
 VLLM_PROFILE = "disagg.dev/vllm-profile"
@@ -114,7 +112,7 @@ def pod(
     }
     pod_spec.update({k: v for k, v in placement.items() if v})
     template = {k: v for k, v in pod_spec.items() if k not in ("hostname",)}
-    labels = {**meta["labels"], REVISION: spec_hash(meta["labels"], template)[:10]}
+    labels = {**meta["labels"], LABEL_REVISION: spec_hash(meta["labels"], template)[:10]}
     metadata = {**meta, "name": pod_name, "labels": labels}
     metadata["annotations"] = {SPEC_HASH: spec_hash(labels, pod_spec), **_engine_notes(spec)}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}

@@ -11,9 +11,14 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from disagg_operator.models import ROLES, DisaggregatedDeployment
+from disagg_operator.models import (
+    LABEL_KV_REVISION,
+    LABEL_REVISION,
+    ROLES,
+    SPEC_HASH,
+    DisaggregatedDeployment,
+)
 from disagg_operator.render.objects import role_pod
-from disagg_operator.render.pods import REVISION, SPEC_HASH
 from disagg_operator.rollout import planner
 from disagg_operator.rollout.kvkey import kv_revision
 from disagg_operator.scaling import effective_replicas
@@ -34,7 +39,7 @@ def routed_revision(name: str, observed: Sequence[Mapping[str, Any]]) -> str | N
         spec = obj.get("spec") or {}
         chosen = spec.get("selector") or {}
         chosen = chosen.get("matchLabels", chosen) if isinstance(chosen, Mapping) else {}
-        value = chosen.get(planner.LABEL_KV_REVISION) if isinstance(chosen, Mapping) else None
+        value = chosen.get(LABEL_KV_REVISION) if isinstance(chosen, Mapping) else None
         if value:
             found[obj["metadata"]["name"]] = str(value)
     return next((found[n] for n in wanted if n in found), None)
@@ -65,5 +70,5 @@ def decide(
         routed=routed,
         pods=views,
         budgets=budgets,
-        revisions={r: str(rendered(r, 0)["labels"][REVISION]) for r in ROLES},
+        revisions={r: str(rendered(r, 0)["labels"][LABEL_REVISION]) for r in ROLES},
     )

@@ -38,12 +38,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from disagg_operator.models import ROLES, RolloutStrategy
-
-LABEL_ROLE = "disagg.dev/role"
-LABEL_KV_REVISION = "disagg.dev/kv-revision"
-LABEL_REVISION = "disagg.dev/revision"
-SPEC_HASH = "disagg.dev/spec-hash"
+from disagg_operator.models import (
+    LABEL_KV_REVISION,
+    LABEL_REVISION,
+    LABEL_ROLE,
+    ROLES,
+    SPEC_HASH,
+    RolloutStrategy,
+)
 
 
 def resolve(value: int | str, replicas: int, *, round_up: bool) -> int:

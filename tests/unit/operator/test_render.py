@@ -10,11 +10,10 @@ import kubernetes_validate
 import pytest
 
 from disagg_operator.engines import llmd, vllm
-from disagg_operator.models import DeploymentSpec
+from disagg_operator.models import LABEL_KV_REVISION, SPEC_HASH, DeploymentSpec
 from disagg_operator.render import derive as render_derive
 from disagg_operator.render import pods as render_pods
-from disagg_operator.render.objects import SPEC_HASH, render
-from disagg_operator.rollout.planner import LABEL_KV_REVISION
+from disagg_operator.render.objects import render
 from disagg_worker.config import WorkerConfig
 
 from .builders import GPU, ROOT, body, by_kind, env_of, role, vllm_gpu_cpu

@@ -7,7 +7,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from disagg_operator import status, validation
-from disagg_operator.render.objects import SPEC_HASH, render
+from disagg_operator.models import SPEC_HASH
+from disagg_operator.render.objects import render
 from disagg_operator.rollout.decide import decide
 
 from .builders import body, by_kind, role
