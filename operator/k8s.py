@@ -8,7 +8,7 @@ config loaders (the only part of that package used). Every write is counted in
 
 Error policy: 404 on get/patch/replace/delete means "already gone" and returns None (the
 next event re-plans); 409 on create means "someone else made it" and returns None (same);
-409 on a conditional replace (the Lease of :mod:`disagg_operator.leader`) raises; 429 Too
+409 on a conditional replace (the Lease of :mod:`disagg_operator.election.leader`) raises; 429 Too
 Many Requests (API Priority and Fairness, or a rate limit) is retried here: wait
 ``Retry-After`` seconds (at most ``RETRY_AFTER_CAP``, 1 s when absent) and send the same
 call again, up to ``RETRIES_429`` times, then raise it like any other failure; any other

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import kopf
 
-from disagg_operator import handlers, health, keys, leader, metrics, platform_config
+from disagg_operator import handlers, health, keys, metrics, platform_config
+from disagg_operator.election import leader
 from disagg_operator.refusals import Backoff
 
 LEVELS = ("debug", "info", "warning", "error")

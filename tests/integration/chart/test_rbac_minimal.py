@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
-from disagg_operator.leader import ElectionSettings, Elector
+from disagg_operator.election.leader import ElectionSettings, Elector
 from disagg_operator.run import running
 from tests.integration.emulator import ApiCall, Emulator
 from tests.unit.chart.chartkit import (

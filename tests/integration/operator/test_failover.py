@@ -14,8 +14,8 @@ import asyncio
 import time
 from pathlib import Path
 
-from disagg_operator import lease
 from disagg_operator.bench.failover import LEASE, LEASE_KEY, Replica, Setup, lease_args
+from disagg_operator.election import lease
 from tests.integration.emulator import Emulator
 from tests.integration.operator.conftest import DD, quickstart
 

@@ -11,8 +11,8 @@ import asyncio
 
 import pytest
 
-from disagg_operator import lease
-from disagg_operator.leader import ElectionSettings, Elector, LeaseLost
+from disagg_operator.election import lease
+from disagg_operator.election.leader import ElectionSettings, Elector, LeaseLost
 from tests.integration.emulator import Emulator, api_calls
 
 NS = "ops"

@@ -295,7 +295,8 @@ def test_notes_point_at_files_that_exist():
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_operator_cli_accepts_the_rendered_arguments(render, name):
     """The chart's args parse with the real `disagg operator` parser (same flags, choices)."""
-    from disagg_operator import leader, run
+    from disagg_operator import run
+    from disagg_operator.election import leader
 
     values = VALUE_SETS[name]
     args = run._parser().parse_args(_container(render(values))["args"])

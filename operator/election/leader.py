@@ -1,6 +1,6 @@
 """Leader election: one operator replica reconciles, the others wait as standbys.
 
-I/O shell over the rules of :mod:`disagg_operator.lease` (read them first). An
+I/O shell over the rules of :mod:`disagg_operator.election.lease` (read them first). An
 :class:`Elector` reads and writes one ``coordination.k8s.io/v1`` Lease through the
 operator's API client (:mod:`disagg_operator.k8s`):
 
@@ -36,8 +36,9 @@ from collections.abc import AsyncIterator, Callable
 
 import aiohttp
 
-from disagg_operator import k8s, lease, metrics
-from disagg_operator.lease import ElectionSettings, Observation, Record
+from disagg_operator import k8s, metrics
+from disagg_operator.election import lease
+from disagg_operator.election.lease import ElectionSettings, Observation, Record
 
 __all__ = [
     "ElectionSettings",

@@ -1,6 +1,6 @@
 """Leader-election rules on a ``coordination.k8s.io/v1`` Lease: who may hold it, and what to write.
 
-Pure layer under :mod:`disagg_operator.leader` (which does the API calls and the waiting).
+Pure layer under :mod:`disagg_operator.election.leader` (which does the API calls and the waiting).
 The semantics are client-go's ``leaderelection`` package, so the operator behaves like any
 controller-runtime manager sharing the same kind of lock:
 
