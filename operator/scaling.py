@@ -14,6 +14,14 @@ lengths, accelerator checks) all read :func:`effective_replicas`, never a role's
 
 :func:`problems` checks what the CRD's CEL rules check for these fields (replicas and
 perDecode both set, min above max), for ``disagg render`` and servers without admission.
+
+:func:`resolve` turns a count-or-percentage (maxSurge, maxUnavailable) into pods, and
+:func:`min_available` is what a role's PodDisruptionBudget keeps: R - maxUnavailable, a
+percentage of R rounded up as the disruption controller rounds it. The budget states that
+count as ``minAvailable`` rather than passing ``maxUnavailable`` on, because with
+``maxUnavailable`` the disruption controller takes the expected pod count from the pods'
+controller's scale subresource, and the pods' controller (the DisaggregatedDeployment)
+scales decode: a prefill budget would be sized by decode's replicas.
 """
 
 from __future__ import annotations
@@ -44,6 +52,24 @@ def effective_replicas(spec: DeploymentSpec, role: str) -> int:
     if prefill.per_decode is not None:
         return follow(spec.decode.replicas, prefill.per_decode)
     return DEFAULT_PREFILL
+
+
+def resolve(value: int | str, replicas: int, *, round_up: bool) -> int:
+    """A count, or a percentage of ``replicas`` rounded up or down."""
+    if isinstance(value, int):
+        return value
+    share = replicas * int(value.rstrip("%")) / 100
+    return math.ceil(share) if round_up else math.floor(share)
+
+
+def min_available(spec: DeploymentSpec, role: str) -> int:
+    """Pods of ``role`` a voluntary disruption must leave running (see the module
+    docstring); 0 when its budget could refuse no eviction."""
+    replicas = effective_replicas(spec, role)
+    unavailable = resolve(
+        spec.role(role).disruption_budget.max_unavailable, replicas, round_up=True
+    )
+    return max(0, replicas - unavailable)
 
 
 def problems(spec: DeploymentSpec) -> Iterator[Problem]:

@@ -31,8 +31,8 @@ from disagg_operator.models import (
 from disagg_operator.problems import InvalidSpec, Problem
 from disagg_operator.render import derive as render_derive
 from disagg_operator.rollout.kvkey import KV_REVISION_CHARS
-from disagg_operator.rollout.planner import Budget, resolve
-from disagg_operator.scaling import effective_replicas
+from disagg_operator.rollout.planner import Budget
+from disagg_operator.scaling import effective_replicas, resolve
 from disagg_operator.scaling import problems as scaling_problems
 from disagg_worker import platforms, ucx
 from disagg_worker.engine.presets import PRESETS

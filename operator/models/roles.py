@@ -136,13 +136,15 @@ class PerDecode(_Model):
 
 
 class DisruptionBudget(_Model):
-    """The role's PodDisruptionBudget (policy/v1) ``<name>-<role>``."""
+    """The role's PodDisruptionBudget (policy/v1) ``<name>-<role>``, rendered with
+    ``minAvailable`` = replicas - maxUnavailable (scaling.min_available)."""
 
     enabled: bool = Field(default=True, description="render it; false: no budget")
     max_unavailable: IntOrPercent = Field(
         default=1,
         description="pods of the role a voluntary disruption (a node drain) may take at "
-        'once: a count or a percentage ("25%")',
+        'once: a count or a percentage ("25%", rounded up); the budget states it as '
+        "minAvailable = replicas - maxUnavailable",
     )
 
 
@@ -153,7 +155,8 @@ class ScaledRoleSpec(RoleSpec):
     disruption_budget: DisruptionBudget = Field(
         default_factory=DisruptionBudget,
         description="PodDisruptionBudget <name>-<role> (maxUnavailable 1 by default); none "
-        "for a role with 0 replicas",
+        "while it could refuse no eviction (replicas - maxUnavailable is 0: one pod with the "
+        "default, or 0 replicas)",
         **_EMPTY,
     )
     topology_spread_constraints: list[FreeForm] | None = Field(

@@ -6,8 +6,9 @@ Pure layer, the operator's builder (and ``disagg render``/``disagg up``'s). Publ
 
 returns, in a stable order: the handshake Secret ``<name>-handshake`` (key ``hmac``), a
 headless Service per role with replicas (``<name>-prefill``, ``<name>-decode``), the
-NetworkPolicy ``<name>-side-channel``, a PodDisruptionBudget per role with replicas
-(``<name>-<role>``, unless the role's ``disruptionBudget.enabled`` is false), the Pods
+NetworkPolicy ``<name>-side-channel``, a PodDisruptionBudget per role (``<name>-<role>``,
+``minAvailable`` = replicas - maxUnavailable; none when that is 0, as a budget that
+could refuse no eviction, or when the role's ``disruptionBudget.enabled`` is false), the Pods
 ``<name>-<role>-<i>``, and with llm-d an InferencePool ``<name>``. Every object carries the
 deployment's labels, its namespace and an ownerReference to the CR (controller,
 blockOwnerDeletion), so deleting the CR deletes them (no finalizer). Invalid specs raise
@@ -50,7 +51,7 @@ from disagg_operator.render import canary as render_canary
 from disagg_operator.render import pods as render_pods
 from disagg_operator.render.derive import HMAC_KEY
 from disagg_operator.rollout.kvkey import kv_revision
-from disagg_operator.scaling import effective_replicas
+from disagg_operator.scaling import effective_replicas, min_available
 from disagg_operator.validation import InvalidSpec, parse
 
 
@@ -143,8 +144,9 @@ def render_model(
             svc = render_canary.revision_service(name, rev)
             objects.append(_canary_service(name, rev, _meta(dd, uid, svc, "prefill")))
     objects.append(_network_policy(spec, name, _meta(dd, uid, f"{name}-side-channel")))
-    budgets = [role for role in roles if spec.role(role).disruption_budget.enabled]
-    objects += [_pdb(spec, role, _meta(dd, uid, f"{name}-{role}", role)) for role in budgets]
+    floors = {role: min_available(spec, role) for role in roles}
+    budgets = [r for r in roles if spec.role(r).disruption_budget.enabled and floors[r] > 0]
+    objects += [_pdb(floors[r], _meta(dd, uid, f"{name}-{r}", r)) for r in budgets]
     for role in roles if pods else ():
         objects += [role_pod(dd, uid=uid, role=role, index=i) for i in range(counts[role])]
     if spec.llmd.enabled and spec.llmd.inference_pool.enabled:
@@ -189,18 +191,16 @@ def _canary_service(name: str, kv: str, meta: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _pdb(spec: DeploymentSpec, role: str, meta: dict[str, Any]) -> dict[str, Any]:
+def _pdb(floor: int, meta: dict[str, Any]) -> dict[str, Any]:
     """Voluntary disruptions (node drains, evictions) take at most ``maxUnavailable`` of the
-    role's pods at once; the kubelet still runs each evicted pod's drain (preStop)."""
-    name = meta["labels"][LABEL_DEPLOYMENT]
+    role's pods at once, stated as ``minAvailable`` (scaling.min_available says why); the
+    kubelet still runs each evicted pod's drain (preStop)."""
+    name, role = meta["labels"][LABEL_DEPLOYMENT], meta["labels"][LABEL_ROLE]
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": meta,
-        "spec": {
-            "selector": {"matchLabels": selector(name, role)},
-            "maxUnavailable": spec.role(role).disruption_budget.max_unavailable,
-        },
+        "spec": {"selector": {"matchLabels": selector(name, role)}, "minAvailable": floor},
     }
 
 

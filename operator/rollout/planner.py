@@ -33,7 +33,6 @@ the pod render gives its index now; ``T`` is the spec's KV revision (:mod:`.kvke
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,14 +45,7 @@ from disagg_operator.models import (
     SPEC_HASH,
     RolloutStrategy,
 )
-
-
-def resolve(value: int | str, replicas: int, *, round_up: bool) -> int:
-    """A count, or a percentage of ``replicas`` rounded as a Deployment rounds it."""
-    if isinstance(value, int):
-        return value
-    share = replicas * int(value.rstrip("%")) / 100
-    return math.ceil(share) if round_up else math.floor(share)
+from disagg_operator.scaling import resolve
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,11 @@ every request as (verb, API group, resource, subresource, namespace). The scenar
 every kind of write the operator's planner can make: a deployment is applied, reconciled
 and becomes Ready; it is scaled up and down (pods created, deleted); its side-channel port
 changes (Services patched, pods replaced, and the handshake Secret, lost just before,
-created again with them: create only, the operator never reads Secrets); a disruption
-budget changes (PodDisruptionBudget patched); someone edits its NetworkPolicy (drift
-patched back); a role is scaled to 0 (its Service and PodDisruptionBudget deleted); it gets
+created again with them: create only, the operator never reads Secrets); disruption
+budgets come and go (a second decode pod brings decode's PodDisruptionBudget, scaling
+back to one deletes it, prefill's maxUnavailable 0 creates prefill's, a second prefill
+pod patches it); someone edits its NetworkPolicy (drift patched back); a role is scaled
+to 0 (its Service deleted); it gets
 an invalid spec (status + Warning event). Then an llm-d deployment gets its InferencePool (v1, the
 default), changes it and drops it; and one that asks for the deprecated v1alpha2 API does
 the same in that API group. Throughout, the operator runs with leader election as the
@@ -140,7 +142,7 @@ def _side_port(emu: Emulator, name: str) -> int | None:
 
 def _budget(emu: Emulator, name: str) -> Any:
     pdb = emu.find("policy/v1/poddisruptionbudgets", NS, name)
-    return pdb["spec"]["maxUnavailable"] if pdb else None
+    return pdb["spec"]["minAvailable"] if pdb else None
 
 
 async def _plain_life(emu: Emulator) -> None:
@@ -151,14 +153,18 @@ async def _plain_life(emu: Emulator) -> None:
     await until("Ready", lambda: _ready(emu, "demo").get("status") == "True")
     _edit(emu, "demo", lambda s: s["decode"].update(replicas=2))
     await until("scaled up", lambda: len(_pods(emu, "demo")) == 3)
+    await until("decode PodDisruptionBudget created", lambda: _budget(emu, "demo-decode") == 1)
     _edit(emu, "demo", lambda s: s["decode"].update(replicas=1))
     await until("scaled down", lambda: len(_pods(emu, "demo")) == 2)
+    await until("decode PodDisruptionBudget removed", lambda: _budget(emu, "demo-decode") is None)
     emu.lose_object("v1/secrets", NS, "demo-handshake")  # gone: back with the new pods
     _edit(emu, "demo", lambda s: s.update(kvTransfer={"sideChannelPort": 6600}))
     await until("Services patched", lambda: _side_port(emu, "demo-decode") == 6600)
     await until("Secret back", lambda: emu.find("v1/secrets", NS, "demo-handshake"))
-    _edit(emu, "demo", lambda s: s["prefill"].update(disruptionBudget={"maxUnavailable": "50%"}))
-    await until("PodDisruptionBudget patched", lambda: _budget(emu, "demo-prefill") == "50%")
+    _edit(emu, "demo", lambda s: s["prefill"].update(disruptionBudget={"maxUnavailable": 0}))
+    await until("prefill PodDisruptionBudget created", lambda: _budget(emu, "demo-prefill") == 1)
+    _edit(emu, "demo", lambda s: s["prefill"].update(replicas=2))
+    await until("PodDisruptionBudget patched", lambda: _budget(emu, "demo-prefill") == 2)
     netpol = "networking.k8s.io/v1/networkpolicies"
     _tamper(emu, netpol, "demo-side-channel", lambda o: o["spec"].update(ingress=[]))
     await until(
@@ -169,7 +175,6 @@ async def _plain_life(emu: Emulator) -> None:
     await until(
         "decode Service removed", lambda: emu.find("v1/services", NS, "demo-decode") is None
     )
-    await until("decode PodDisruptionBudget removed", lambda: _budget(emu, "demo-decode") is None)
     _edit(emu, "demo", lambda s: s["prefill"].update(kvBufferDevice="cuda"))  # cpu: invalid
     await until("InvalidSpec", lambda: _ready(emu, "demo").get("reason") == "InvalidSpec")
 

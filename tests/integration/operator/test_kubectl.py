@@ -61,8 +61,10 @@ async def test_kubectl_scale_sets_decode_and_prefill_follows(
     emulator: Emulator, kubeconfig_path: Path, operator: asyncio.Task[None], tmp_path: Path
 ) -> None:
     """`kubectl scale` goes through the CRD's scale subresource (what HPA and KEDA use too):
-    decode gets 6 pods, prefill follows perDecode (ratio 0.5: 3 pods), each role keeps its
-    PodDisruptionBudget, and the status gives the scale subresource its count and selector."""
+    decode gets 6 pods, prefill follows perDecode (ratio 0.5: 3 pods), each role gets a
+    PodDisruptionBudget keeping all but one of its pods (the one pod per role before and
+    after has none: it could refuse no eviction), and the status gives the scale
+    subresource its count and selector."""
     body = quickstart("scaled")
     body["spec"]["prefill"] = {
         **{k: v for k, v in body["spec"]["prefill"].items() if k != "replicas"},
@@ -82,10 +84,13 @@ async def test_kubectl_scale_sets_decode_and_prefill_follows(
     want = [f"scaled-decode-{i}" for i in range(6)] + [f"scaled-prefill-{i}" for i in range(3)]
     await until("6 decode + 3 prefill pods", lambda: sorted(pods(emulator, "scaled")) == want)
     budgets = {
-        b["metadata"]["name"]: b["spec"]["selector"]["matchLabels"]["disagg.dev/role"]
+        b["metadata"]["name"]: (
+            b["spec"]["selector"]["matchLabels"]["disagg.dev/role"],
+            b["spec"]["minAvailable"],
+        )
         for b in emulator.objects_of("policy/v1/poddisruptionbudgets", NS)
     }
-    assert budgets == {"scaled-prefill": "prefill", "scaled-decode": "decode"}
+    assert budgets == {"scaled-prefill": ("prefill", 2), "scaled-decode": ("decode", 5)}
     for pod in want:
         emulator.set_pod_ready(NS, pod)
     await until("Ready", lambda: condition(emulator, "scaled").get("status") == "True")
@@ -101,6 +106,7 @@ async def test_kubectl_scale_sets_decode_and_prefill_follows(
         "1 + 1 pods again",
         lambda: sorted(pods(emulator, "scaled")) == ["scaled-decode-0", "scaled-prefill-0"],
     )
+    await until("no budgets", lambda: not emulator.objects_of("policy/v1/poddisruptionbudgets", NS))
 
 
 async def test_kubectl_get_shows_a_rollout_in_progress(

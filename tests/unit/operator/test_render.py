@@ -16,6 +16,7 @@ from disagg_operator.render import pods as render_pods
 from disagg_operator.render.objects import render
 from disagg_worker.config import WorkerConfig
 
+from . import disruption
 from .builders import GPU, ROOT, body, by_kind, env_of, role, vllm_gpu_cpu
 
 KEY = "secret-key"
@@ -30,7 +31,7 @@ def _engine(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_children_names_and_stable_order() -> None:
-    objects = render(body(prefill=role(replicas=2)), hmac_key=KEY)
+    objects = render(body(prefill=role(replicas=2), decode=role(replicas=2)), hmac_key=KEY)
     kv = by_kind(objects, "Pod")[0]["metadata"]["labels"][LABEL_KV_REVISION]
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
         ("Secret", "demo-handshake"),
@@ -43,8 +44,9 @@ def test_children_names_and_stable_order() -> None:
         ("Pod", "demo-prefill-0"),
         ("Pod", "demo-prefill-1"),
         ("Pod", "demo-decode-0"),
+        ("Pod", "demo-decode-1"),
     ]
-    assert render(body(prefill=role(replicas=2)), hmac_key=KEY) == objects
+    assert render(body(prefill=role(replicas=2), decode=role(replicas=2)), hmac_key=KEY) == objects
 
 
 def test_every_child_is_owned_labelled_and_namespaced() -> None:
@@ -135,18 +137,15 @@ def test_replicas_zero_removes_the_role() -> None:
 
 
 def test_a_disruption_budget_per_role_selects_its_pods() -> None:
-    objects = render(body(decode=role(replicas=3)), hmac_key=KEY)
+    objects = render(body(prefill=role(replicas=2), decode=role(replicas=3)), hmac_key=KEY)
     budgets = {b["metadata"]["name"]: b for b in by_kind(objects, "PodDisruptionBudget")}
     assert list(budgets) == ["demo-prefill", "demo-decode"]
     for role_name in ("prefill", "decode"):
         budget = budgets[f"demo-{role_name}"]
         assert budget["apiVersion"] == "policy/v1"
         assert budget["metadata"]["labels"]["disagg.dev/role"] == role_name
-        assert budget["spec"] == {
-            "selector": {
-                "matchLabels": {"disagg.dev/deployment": "demo", "disagg.dev/role": role_name}
-            },
-            "maxUnavailable": 1,
+        assert budget["spec"]["selector"] == {
+            "matchLabels": {"disagg.dev/deployment": "demo", "disagg.dev/role": role_name}
         }
         selected = [
             p["metadata"]["name"]
@@ -156,19 +155,74 @@ def test_a_disruption_budget_per_role_selects_its_pods() -> None:
         assert selected and all(n.startswith(f"demo-{role_name}-") for n in selected)
 
 
+SHAPES = [
+    # (prefill, decode, prefill budget, decode budget)
+    (2, 6, 1, 1),  # prefill follows decode at a ratio: fewer prefill pods than decode
+    (6, 2, 1, 1),
+    (3, 8, "50%", "25%"),
+    (1, 4, 0, 1),  # 0: the single prefill pod is never evicted voluntarily
+    (4, 1, "25%", 1),
+    (1, 1, 1, 1),
+    (5, 5, 2, "100%"),
+]
+
+
+@pytest.mark.parametrize(("prefill", "decode", "p_budget", "d_budget"), SHAPES)
+def test_a_drain_takes_what_maxunavailable_says_per_the_disruption_controllers_arithmetic(
+    prefill: int, decode: int, p_budget: int | str, d_budget: int | str
+) -> None:
+    """The cluster's disruption controller (modelled: no cluster here) sizes a budget
+    from the pods' controller; the pods' controller is the DisaggregatedDeployment, whose
+    scale subresource is decode's replicas. With all pods Ready a drain may take exactly
+    maxUnavailable of a role's pods (a percentage of the role's pods, rounded up; every
+    pod when there is no budget)."""
+    obj = body(
+        prefill=role(replicas=prefill, disruptionBudget={"maxUnavailable": p_budget}),
+        decode=role(replicas=decode, disruptionBudget={"maxUnavailable": d_budget}),
+    )
+    objects = render(obj, hmac_key=KEY)
+    budgets = {
+        b["metadata"]["labels"]["disagg.dev/role"]: b
+        for b in by_kind(objects, "PodDisruptionBudget")
+    }
+    pods = by_kind(objects, "Pod")
+    for role_name, count, allowed in (("prefill", prefill, p_budget), ("decode", decode, d_budget)):
+        of_role = [p for p in pods if p["metadata"]["labels"]["disagg.dev/role"] == role_name]
+        assert len(of_role) == count
+        want = allowed if isinstance(allowed, int) else -(-count * int(allowed[:-1]) // 100)
+        budget = budgets.get(role_name)
+        got = count if budget is None else disruption.disruptions_allowed(budget, pods, obj)
+        assert got == min(want, count), (role_name, budget)
+
+
+def test_a_budget_that_would_allow_every_eviction_is_not_created() -> None:
+    """One pod and maxUnavailable 1 (the default): the budget could never refuse an
+    eviction, so there is none; maxUnavailable 0 keeps it; more pods bring it back."""
+
+    def budgets(**roles: Any) -> dict[str, Any]:
+        found = by_kind(render(body(**roles), hmac_key=KEY), "PodDisruptionBudget")
+        return {b["metadata"]["name"]: b["spec"].get("minAvailable") for b in found}
+
+    assert budgets() == {}
+    assert budgets(decode=role(replicas=2)) == {"demo-decode": 1}
+    assert budgets(prefill=role(disruptionBudget={"maxUnavailable": 0})) == {"demo-prefill": 1}
+    assert budgets(decode=role(replicas=4, disruptionBudget={"maxUnavailable": "100%"})) == {}
+
+
 def test_a_disruption_budget_takes_a_count_or_a_percentage_or_is_turned_off() -> None:
     obj = body(
-        prefill=role(disruptionBudget={"enabled": False}),
+        prefill=role(replicas=3, disruptionBudget={"enabled": False}),
         decode=role(replicas=8, disruptionBudget={"maxUnavailable": "25%"}),
     )
     budgets = by_kind(render(obj, hmac_key=KEY), "PodDisruptionBudget")
-    assert [(b["metadata"]["name"], b["spec"]["maxUnavailable"]) for b in budgets] == [
-        ("demo-decode", "25%")
+    assert [(b["metadata"]["name"], b["spec"]["minAvailable"]) for b in budgets] == [
+        ("demo-decode", 6)
     ]
 
 
 def test_a_role_at_zero_replicas_has_no_disruption_budget() -> None:
-    budgets = by_kind(render(body(prefill=role(replicas=0)), hmac_key=KEY), "PodDisruptionBudget")
+    obj = body(prefill=role(replicas=0), decode=role(replicas=2))
+    budgets = by_kind(render(obj, hmac_key=KEY), "PodDisruptionBudget")
     assert [b["metadata"]["name"] for b in budgets] == ["demo-decode"]
 
 
