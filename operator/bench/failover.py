@@ -227,7 +227,7 @@ async def run(
                     pause=functools.partial(rng.uniform, 0, 0.2 * args.failover_lease_seconds),
                 )
             finally:
-                await _reap(setup.replicas)
+                await reap(setup.replicas)
     return {**figures, "failover_lease_duration_s": args.failover_lease_seconds}
 
 
@@ -277,7 +277,7 @@ async def _round(
     return standby, takeover, time.monotonic() - killed
 
 
-async def _reap(replicas: list[Replica]) -> None:
+async def reap(replicas: list[Replica]) -> None:
     for r in replicas:
         if r.proc.returncode is None:
             r.kill()

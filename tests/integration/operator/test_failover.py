@@ -14,6 +14,7 @@ import asyncio
 import time
 from pathlib import Path
 
+from disagg_operator.bench import failover
 from disagg_operator.bench.failover import LEASE, LEASE_KEY, Replica, Setup, lease_args
 from disagg_operator.election import lease
 from tests.integration.emulator import Emulator
@@ -40,10 +41,7 @@ async def _health_says(replica: Replica, state: str) -> bool:
 
 
 async def reap(s: Setup) -> None:
-    for r in s.replicas:
-        if r.proc.returncode is None:
-            r.kill()
-        await asyncio.wait_for(r.proc.wait(), 10)
+    await failover.reap(s.replicas)
 
 
 async def test_only_the_leader_writes_and_the_standby_takes_over_after_a_crash(

@@ -1,0 +1,126 @@
+"""``disagg bench operator``'s sizing phase: the operator process alone, at fleet size.
+
+Benchmark step (I/O: its own API emulator, one ``disagg operator --leader-elect``
+process, started as the chart starts it; the deployments have ``--prefill`` + ``--decode``
+pods). The converge phase's RSS is one process holding
+the operator, the API emulator (every object and its watch history) and the bench: an
+upper bound. Here the operator runs in a process of its own: ``--sizing`` deployments are
+created, the bench plays the kubelet (each new pod Ready), and once every deployment is
+Ready the operator's memory is read. Figures:
+
+- ``operator_rss_mb``: the operator process's peak RSS, sampled every 0.1 s from its
+  start until every deployment is Ready and 2 s after (what a memory limit must allow);
+- ``operator_rss_settled_mb``: its RSS 2 s after the last deployment turned Ready;
+- ``operator_rss_idle_mb``: its RSS once it leads, before any deployment (the baseline);
+- ``operator_mb_per_deployment``: (peak - idle) / ``sizing_crs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from disagg_operator.bench import failover
+
+MB = 2**20
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--sizing",
+        type=int,
+        default=1000,
+        help="deployments for the operator process's own RSS (0: skip)",
+    )
+
+
+class Watcher:
+    """Samples the operator's RSS and plays the kubelet for the pods it creates."""
+
+    def __init__(self, emu: Any, pid: int) -> None:
+        import psutil
+
+        self.emu, self.proc = emu, psutil.Process(pid)
+        self.peak, self.revision = 0, -1
+        self.marked: set[tuple[str, str]] = set()
+
+    def tick(self) -> None:
+        self.peak = max(self.peak, self.proc.memory_info().rss)
+        if self.emu.revision == self.revision:
+            return
+        self.revision = self.emu.revision
+        for pod in self.emu.objects_of("v1/pods", None):
+            key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+            if key not in self.marked:
+                self.marked.add(key)
+                self.emu.set_pod_ready(*key)
+
+
+def ready(emu: Any, dd_key: str, namespace: str, names: list[str]) -> int:
+    """How many of ``names`` say Ready=True."""
+    count = 0
+    for name in names:
+        status = (emu.find(dd_key, namespace, name) or {}).get("status") or {}
+        conditions = status.get("conditions") or []
+        count += any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    return count
+
+
+async def run(
+    args: argparse.Namespace,
+    body: Callable[[str], dict[str, Any]],
+    namespace: str,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    """The sizing figures (module docstring); ``body(name)`` makes one deployment."""
+    import asyncio
+
+    import kmock
+
+    from disagg_operator.emulator.server import Emulator, kubeconfig
+    from disagg_operator.models import API_VERSION, KIND, PLURAL, SHORT_NAMES
+
+    count, dd_key = args.sizing, f"{API_VERSION}/{PLURAL}"
+    with tempfile.TemporaryDirectory(prefix="disagg-sizing-") as tmp:
+        async with Emulator() as emu, kmock.Server(emu):
+            emu.register(dd_key, KIND, subresources=("status",), shortnames=tuple(SHORT_NAMES))
+            config = Path(tmp) / "kubeconfig"
+            config.write_text(json.dumps(kubeconfig(str(emu.url).rstrip("/"))))
+            flags = failover.lease_args(10)
+            setup = failover.Setup(emu, config, Path(tmp), flags, namespace, args.timeout)
+            try:
+                op = await setup.replica("op-sizing")
+                await setup.until("the operator to lead", lambda: setup.holder() != "")
+                watcher = Watcher(emu, op.proc.pid)
+                watcher.tick()
+                idle = watcher.peak
+                names = [f"size-{i}" for i in range(count)]
+                for name in names:
+                    emu.put_object(dd_key, body(name))
+                deadline, done = time.monotonic() + args.timeout, 0
+                while done < count:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"gave up waiting for {count} deployments to be Ready")
+                    watcher.tick()
+                    done = ready(emu, dd_key, namespace, names)
+                    progress(f"sizing: {done}/{count} Ready")
+                    await asyncio.sleep(0.1)
+                settled = time.monotonic() + 2.0
+                while time.monotonic() < settled:
+                    watcher.tick()
+                    await asyncio.sleep(0.1)
+                now = watcher.proc.memory_info().rss
+            finally:
+                await failover.reap(setup.replicas)
+    return {
+        "sizing_crs": count,
+        "operator_rss_mb": round(watcher.peak / MB, 1),
+        "operator_rss_settled_mb": round(now / MB, 1),
+        "operator_rss_idle_mb": round(idle / MB, 1),
+        "operator_mb_per_deployment": round((watcher.peak - idle) / MB / max(count, 1), 3),
+    }
