@@ -9,7 +9,10 @@ here from a create, an update, a resume or a child event. The rules, per child i
 - desired, not observed → ``create``;
 - observed but missing some desired field → ``patch`` (a merge patch of the
   managed fields). "Missing" is a subset test, so fields the API server defaults
-  (clusterIP, protocol, ...) never count as drift; Secret data is never rewritten;
+  (clusterIP, protocol, ...) never count as drift; Secret data is never rewritten. The
+  exception: fields that exclude each other (a budget's minAvailable and
+  maxUnavailable, :data:`EXCLUSIVE`): one observed but not desired is drift, and the
+  patch removes it (null);
 - observed, not desired → ``delete`` (scale down, a removed role, a disabled InferencePool);
 - anything being deleted already (deletionTimestamp) → no action; it is re-planned once gone.
 
@@ -34,6 +37,11 @@ MANAGED_FIELDS: Mapping[str, tuple[str, ...]] = {
     "Secret": (),  # the handshake key is generated once and never rotated by a resync
 }
 _META_FIELDS = ("labels", "annotations", "ownerReferences")
+# Alternatives within a managed field, per kind: the API server refuses an object with two
+# of them, so one observed and not desired must go (a budget written by an older release).
+EXCLUSIVE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
+    "PodDisruptionBudget": {"spec": ("minAvailable", "maxUnavailable")},
+}
 
 
 @dataclass(frozen=True)
@@ -87,8 +95,17 @@ def drift_patch(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> dict
     if meta:
         patch["metadata"] = meta
     for key in MANAGED_FIELDS.get(desired["kind"], ("spec",)):
-        if key in desired and not contains(observed.get(key), desired[key]):
-            patch[key] = desired[key]
+        if key not in desired:
+            continue
+        have = observed.get(key)
+        alternatives = EXCLUSIVE.get(desired["kind"], {}).get(key, ())
+        stale = {
+            f: None
+            for f in alternatives
+            if isinstance(have, Mapping) and f in have and f not in desired[key]
+        }
+        if stale or not contains(have, desired[key]):
+            patch[key] = {**desired[key], **stale} if stale else desired[key]
     return patch
 
 

@@ -3,7 +3,8 @@
 Pure layer under :mod:`disagg_operator.emulator.server` (a dev/bench tool). These are the parts of
 API-server semantics that kmock 0.8 lacks and that a controller relies on: RFC 7386 merge
 patches, RFC 6902 JSON patches (a failed ``test`` is a conflict), equality/set-based label
-selectors, and which edits bump ``metadata.generation``.
+selectors, which edits bump ``metadata.generation``, and the built-in kinds' validation a
+controller can trip over (:func:`validate`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,20 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = merge_patch(result.get(key), value)
     return result
+
+
+def validate(key: str, obj: Mapping[str, Any]) -> None:
+    """Raise 422 for what the API server's validation of built-in kinds refuses and a
+    controller can write by mistake: a PodDisruptionBudget with both minAvailable and
+    maxUnavailable (policy/v1 ValidatePodDisruptionBudgetSpec)."""
+    spec = obj.get("spec") or {}
+    if key.endswith("/poddisruptionbudgets") and {"minAvailable", "maxUnavailable"} <= set(spec):
+        raise ApiError(
+            422,
+            "Invalid",
+            f"PodDisruptionBudget.policy {obj['metadata'].get('name', '')!r} is invalid: spec: "
+            "Invalid value: minAvailable and maxUnavailable cannot be both set",
+        )
 
 
 def _pointer(path: str) -> list[str]:

@@ -363,6 +363,7 @@ class Emulator(TestVerbs, kmock.KubernetesEmulator):
         obj.setdefault("apiVersion", key.rsplit("/", 1)[0])
         if "status" in info.subresources:
             obj.pop("status", None)
+        ops.validate(key, obj)
         return obj if params.get("dryRun") else self._insert(key, obj)
 
     def _write(
@@ -382,6 +383,7 @@ class Emulator(TestVerbs, kmock.KubernetesEmulator):
                 new = {k: v for k, v in new.items() if k != "status"}
                 if "status" in current:
                     new["status"] = current["status"]
+        ops.validate(key, new)
         if req.params.get("dryRun"):
             return new
         return self._commit(key, current, new)

@@ -254,3 +254,23 @@ async def test_each_watch_event_keeps_the_resource_version_of_its_own_write(
         str(rv) for rv, _ in events
     ]
     assert events[0][1]["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+
+
+async def test_a_budget_with_both_min_and_max_is_invalid_as_on_an_api_server(
+    emulator: Emulator,
+) -> None:
+    """policy/v1 validation: minAvailable and maxUnavailable exclude each other, on create
+    and on a patch that leaves both; a patch removing one (null) is accepted."""
+    path = "/apis/policy/v1/namespaces/ns1/poddisruptionbudgets"
+    selector = {"matchLabels": {"app": "x"}}
+    both = {"metadata": {"name": "b"}, "spec": {"selector": selector, "minAvailable": 1}}
+    both["spec"]["maxUnavailable"] = 1
+    code, err = await _call(emulator, "POST", path, both)
+    assert (code, err["reason"]) == (422, "Invalid") and "cannot be both set" in err["message"]
+    old = {"metadata": {"name": "b"}, "spec": {"selector": selector, "maxUnavailable": 1}}
+    assert (await _call(emulator, "POST", path, old))[0] == 201
+    code, err = await _call(emulator, "PATCH", f"{path}/b", {"spec": {"minAvailable": 2}}, MERGE)
+    assert (code, err["reason"]) == (422, "Invalid")
+    swap = {"spec": {"minAvailable": 2, "maxUnavailable": None}}
+    code, now = await _call(emulator, "PATCH", f"{path}/b", swap, MERGE)
+    assert code == 200 and now["spec"] == {"selector": selector, "minAvailable": 2}

@@ -134,6 +134,28 @@ async def test_scale_up_down_and_remove_a_role(
     assert emulator.find(DD, NS, "demo")["status"]["phase"] == "Degraded"
 
 
+async def test_a_budget_an_older_operator_wrote_is_converted_not_refused(
+    emulator: Emulator, operator: asyncio.Task[None]
+) -> None:
+    """Budgets used to say maxUnavailable; an upgraded operator finds them so and patches
+    them to minAvailable. The API server refuses a budget with both set (the emulator
+    too), so the patch must remove maxUnavailable, or every such deployment is Degraded."""
+    body = quickstart()
+    body["spec"]["decode"]["replicas"] = 2
+    await api(emulator, "POST", DD_PATH, body)
+    await converge(emulator, count=3)
+    key = "policy/v1/poddisruptionbudgets"
+    budget = await until("the decode budget", lambda: emulator.find(key, NS, "demo-decode"))
+    assert budget["spec"]["minAvailable"] == 1
+    old = {**budget, "spec": {"selector": budget["spec"]["selector"], "maxUnavailable": 1}}
+    emulator.put_object(key, old)  # as the previous release wrote it
+    await until(
+        "converted", lambda: emulator.find(key, NS, "demo-decode")["spec"] == budget["spec"]
+    )
+    await quiet(emulator)
+    assert condition(emulator, "demo", "Degraded")["status"] == "False"
+
+
 async def test_a_scale_subresource_write_scales_decode_and_prefill_follows(
     emulator: Emulator, operator: asyncio.Task[None]
 ) -> None:

@@ -147,3 +147,24 @@ def test_contains_is_a_subset_test_with_exact_lists() -> None:
     assert not contains({"a": [1, 2]}, {"a": [1]})
     assert not contains({"a": 1}, {"a": 1, "z": None})
     assert contains([{"port": 1, "protocol": "TCP"}], [{"port": 1}])
+
+
+def test_a_budget_switching_form_drops_the_other_field() -> None:
+    """minAvailable and maxUnavailable exclude each other (the API server refuses a budget
+    with both): a budget written with maxUnavailable (an older operator) is patched to
+    minAvailable with maxUnavailable removed (null in the merge patch), and back."""
+    old = as_observed(pdb("dd-decode", unavailable=1))
+    new = pdb("dd-decode")
+    new["spec"] = {"minAvailable": 3}
+    assert [(str(a), a.body) for a in plan([new], [old])] == [
+        (
+            "patch PodDisruptionBudget/dd-decode",
+            {"spec": {"minAvailable": 3, "maxUnavailable": None}},
+        )
+    ]
+    patched = copy.deepcopy(old)
+    patched["spec"] = {"minAvailable": 3}
+    assert plan([new], [patched]) == []  # converged: no drift, no write
+    assert drift_patch(pdb("dd-decode"), patched) == {
+        "spec": {"maxUnavailable": 1, "minAvailable": None}
+    }
