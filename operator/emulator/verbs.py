@@ -15,6 +15,7 @@ primitives these call):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from disagg_operator.emulator import ops
@@ -38,14 +39,32 @@ class TestVerbs:
     def _drop(self, key: str, obj: dict[str, Any]) -> None:
         raise NotImplementedError
 
-    def set_pod_ready(self, namespace: str, name: str, ready: bool = True) -> None:
-        """Play the kubelet: mark a pod Running and Ready (or not), with a pod IP."""
+    def set_pod_ready(
+        self,
+        namespace: str,
+        name: str,
+        ready: bool = True,
+        containers: Mapping[str, bool] | None = None,
+    ) -> None:
+        """Play the kubelet: mark a pod Running with a pod IP, each container of its spec
+        ready or not (``containers``: by name, the others ``ready``), and the pod Ready
+        when every container is, as the kubelet's readiness probes would leave it."""
         pod = self.store[("v1/pods", namespace, name)]
-        flag = "True" if ready else "False"
+        statuses = [
+            {
+                "name": c["name"],
+                "ready": (containers or {}).get(c["name"], ready),
+                "started": True,
+                "state": {"running": {"startedAt": ops.now()}},
+            }
+            for c in (pod.get("spec") or {}).get("containers") or []
+        ]
+        flag = "True" if all(s["ready"] for s in statuses) and (statuses or ready) else "False"
         status = {
             "phase": "Running",
             "podIP": f"10.0.0.{len(self.store) % 250 + 1}",
             "conditions": [{"type": "Ready", "status": flag, "lastTransitionTime": ops.now()}],
+            "containerStatuses": statuses,
         }
         self._commit("v1/pods", pod, ops.merge_patch(pod, {"status": status}))
 

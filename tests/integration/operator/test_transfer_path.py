@@ -5,7 +5,6 @@ readiness probe would, and the operator's condition follows it."""
 from __future__ import annotations
 
 import asyncio
-import copy
 
 from tests.integration.emulator import Emulator
 from tests.integration.operator.conftest import DD_PATH, NS, api, condition, pods, quickstart, until
@@ -17,20 +16,7 @@ CANARY = "transfer-canary"
 def kubelet_probe(emu: Emulator, name: str, canary_ready: bool) -> None:
     """What the kubelet writes after the canary's readiness probe: container statuses, and
     the pod's Ready condition following them."""
-    pod = copy.deepcopy(emu.find("v1/pods", NS, name))
-    assert pod is not None
-    statuses = [
-        {"name": c["name"], "ready": canary_ready if c["name"] == CANARY else True}
-        for c in pod["spec"]["containers"]
-    ]
-    flag = "True" if canary_ready else "False"
-    pod["status"].update(
-        containerStatuses=statuses,
-        conditions=[
-            {"type": "Ready", "status": flag, "lastTransitionTime": "2026-01-01T00:00:00Z"}
-        ],
-    )
-    emu.put_object("v1/pods", pod)
+    emu.set_pod_ready(NS, name, containers={CANARY: canary_ready})
 
 
 async def test_a_failing_canary_flips_transfer_path_ready_naming_the_pod(
