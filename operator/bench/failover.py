@@ -34,14 +34,15 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from disagg_operator.models import LABEL_DEPLOYMENT
+from disagg_operator.models import API_VERSION, LABEL_DEPLOYMENT, PLURAL
 
+DD_KEY = f"{API_VERSION}/{PLURAL}"
 LEASE = "disagg-operator"
 LEASE_KEY = "coordination.k8s.io/v1/leases"
 
@@ -197,6 +198,29 @@ class Setup:
         return len(pods_of(self.emu, None, name))
 
 
+@contextlib.asynccontextmanager
+async def stage(
+    what: str, namespace: str, flags: list[str], timeout: float
+) -> AsyncIterator[Setup]:
+    """An emulator of its own (the CRD registered), a kubeconfig for it in a temporary
+    folder, and a :class:`Setup` whose replicas are killed on the way out."""
+    import kmock
+
+    from disagg_operator.emulator.server import Emulator, kubeconfig
+    from disagg_operator.models import KIND, SHORT_NAMES
+
+    with tempfile.TemporaryDirectory(prefix=f"disagg-{what}-") as tmp:
+        async with Emulator() as emu, kmock.Server(emu):
+            emu.register(DD_KEY, KIND, subresources=("status",), shortnames=tuple(SHORT_NAMES))
+            config = Path(tmp) / "kubeconfig"
+            config.write_text(json.dumps(kubeconfig(str(emu.url).rstrip("/"))))
+            setup = Setup(emu, config, Path(tmp), flags, namespace, timeout)
+            try:
+                yield setup
+            finally:
+                await reap(setup.replicas)
+
+
 async def run(
     args: argparse.Namespace,
     body: Callable[[str], dict[str, Any]],
@@ -204,30 +228,16 @@ async def run(
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
     """The failover figures (module docstring); ``body(name)`` makes a 1P+1D deployment."""
-    import kmock
-
-    from disagg_operator.emulator.server import Emulator, kubeconfig
-    from disagg_operator.models import API_VERSION, KIND, PLURAL, SHORT_NAMES
-
-    dd_key = f"{API_VERSION}/{PLURAL}"
     flags = lease_args(args.failover_lease_seconds)
     rng = random.Random(0)  # kill moments: reproducible, spread over a retry period
-    with tempfile.TemporaryDirectory(prefix="disagg-failover-") as tmp:
-        async with Emulator() as emu, kmock.Server(emu):
-            emu.register(dd_key, KIND, subresources=("status",), shortnames=tuple(SHORT_NAMES))
-            config = Path(tmp) / "kubeconfig"
-            config.write_text(json.dumps(kubeconfig(str(emu.url).rstrip("/"))))
-            setup = Setup(emu, config, Path(tmp), flags, namespace, args.timeout)
-            try:
-                figures = await measure(
-                    setup,
-                    lambda name: emu.put_object(dd_key, body(name)),
-                    progress,
-                    rounds=args.failover_rounds,
-                    pause=functools.partial(rng.uniform, 0, 0.2 * args.failover_lease_seconds),
-                )
-            finally:
-                await reap(setup.replicas)
+    async with stage("failover", namespace, flags, args.timeout) as setup:
+        figures = await measure(
+            setup,
+            lambda name: setup.emu.put_object(DD_KEY, body(name)),
+            progress,
+            rounds=args.failover_rounds,
+            pause=functools.partial(rng.uniform, 0, 0.2 * args.failover_lease_seconds),
+        )
     return {**figures, "failover_lease_duration_s": args.failover_lease_seconds}
 
 

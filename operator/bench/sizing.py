@@ -18,11 +18,8 @@ Ready the operator's memory is read. Figures:
 from __future__ import annotations
 
 import argparse
-import json
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from disagg_operator.bench import failover
@@ -80,43 +77,30 @@ async def run(
     """The sizing figures (module docstring); ``body(name)`` makes one deployment."""
     import asyncio
 
-    import kmock
-
-    from disagg_operator.emulator.server import Emulator, kubeconfig
-    from disagg_operator.models import API_VERSION, KIND, PLURAL, SHORT_NAMES
-
-    count, dd_key = args.sizing, f"{API_VERSION}/{PLURAL}"
-    with tempfile.TemporaryDirectory(prefix="disagg-sizing-") as tmp:
-        async with Emulator() as emu, kmock.Server(emu):
-            emu.register(dd_key, KIND, subresources=("status",), shortnames=tuple(SHORT_NAMES))
-            config = Path(tmp) / "kubeconfig"
-            config.write_text(json.dumps(kubeconfig(str(emu.url).rstrip("/"))))
-            flags = failover.lease_args(10)
-            setup = failover.Setup(emu, config, Path(tmp), flags, namespace, args.timeout)
-            try:
-                op = await setup.replica("op-sizing")
-                await setup.until("the operator to lead", lambda: setup.holder() != "")
-                watcher = Watcher(emu, op.proc.pid)
-                watcher.tick()
-                idle = watcher.peak
-                names = [f"size-{i}" for i in range(count)]
-                for name in names:
-                    emu.put_object(dd_key, body(name))
-                deadline, done = time.monotonic() + args.timeout, 0
-                while done < count:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"gave up waiting for {count} deployments to be Ready")
-                    watcher.tick()
-                    done = ready(emu, dd_key, namespace, names)
-                    progress(f"sizing: {done}/{count} Ready")
-                    await asyncio.sleep(0.1)
-                settled = time.monotonic() + 2.0
-                while time.monotonic() < settled:
-                    watcher.tick()
-                    await asyncio.sleep(0.1)
-                now = watcher.proc.memory_info().rss
-            finally:
-                await failover.reap(setup.replicas)
+    count, flags = args.sizing, failover.lease_args(10)
+    async with failover.stage("sizing", namespace, flags, args.timeout) as setup:
+        emu = setup.emu
+        op = await setup.replica("op-sizing")
+        await setup.until("the operator to lead", lambda: setup.holder() != "")
+        watcher = Watcher(emu, op.proc.pid)
+        watcher.tick()
+        idle = watcher.peak
+        names = [f"size-{i}" for i in range(count)]
+        for name in names:
+            emu.put_object(failover.DD_KEY, body(name))
+        deadline, done = time.monotonic() + args.timeout, 0
+        while done < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"gave up waiting for {count} deployments to be Ready")
+            watcher.tick()
+            done = ready(emu, failover.DD_KEY, namespace, names)
+            progress(f"sizing: {done}/{count} Ready")
+            await asyncio.sleep(0.1)
+        settled = time.monotonic() + 2.0
+        while time.monotonic() < settled:
+            watcher.tick()
+            await asyncio.sleep(0.1)
+        now = watcher.proc.memory_info().rss
     return {
         "sizing_crs": count,
         "operator_rss_mb": round(watcher.peak / MB, 1),
