@@ -1,6 +1,6 @@
 """Kubernetes API emulator for tests and benchmarks: kmock with its gaps fixed.
 
-``server`` (the emulator), ``ops`` (pure object operations: patches, selectors,
-bookkeeping), ``watch`` (request wrapper and watch streaming). Never imported by the
-operator's reconcile path.
+``server`` (the emulator), ``store`` (its object store: resourceVersions, watch events),
+``ops`` (pure object operations: patches, selectors, bookkeeping), ``watch`` (request
+wrapper and watch streaming). Never imported by the operator's reconcile path.
 """

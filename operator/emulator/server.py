@@ -6,7 +6,7 @@ HTTP server, request recording and discovery; this subclass replaces its object 
 one that behaves like an API server where a controller can tell the difference:
 
 - every object gets uid, resourceVersion (one global counter), creationTimestamp, generation;
-  generation bumps on changes outside metadata/status;
+  generation bumps on changes outside metadata/status (the store: :mod:`.store`);
 - watches replay from the requested resourceVersion (nothing lost between list and watch),
   else send a snapshot; lists carry kind/apiVersion/resourceVersion;
 - merge, strategic (as merge), JSON (failed ``test`` → 422) and server-side apply patches
@@ -32,8 +32,7 @@ import collections
 import functools
 import json
 import secrets
-import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import aiohttp.web
@@ -42,16 +41,16 @@ import kmock
 from kmock._internal import rendering
 
 from disagg_operator.emulator import ops, scale, tables
+from disagg_operator.emulator.store import ObjectStore
 from disagg_operator.emulator.verbs import TestVerbs
 from disagg_operator.emulator.watch import Req, stream
 
-_CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
 _OPENAPI_V2_PROTO = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 _LOG_LIMIT = 100_000  # watch-replay history per resource; older resourceVersions get 410
 
 
 @attrs.define(kw_only=True)
-class Emulator(TestVerbs, kmock.KubernetesEmulator):
+class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
     """kmock's emulator with an API-server-like store; see the module docstring."""
 
     store: dict[tuple[str, str, str], dict[str, Any]] = attrs.field(factory=dict, init=False)
@@ -137,86 +136,6 @@ class Emulator(TestVerbs, kmock.KubernetesEmulator):
 
     def find(self, key: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.store.get((key, namespace, name))
-
-    # ---------------------------------------------------------------- store primitives
-    def _put(self, key: str, obj: dict[str, Any]) -> None:
-        ns, name = obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
-        self.store[(key, ns, name)] = self._index[key][(ns, name)] = obj
-
-    def _drop(self, key: str, obj: dict[str, Any]) -> None:
-        ns, name = obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
-        del self.store[(key, ns, name)], self._index[key][(ns, name)]
-
-    def _next_rv(self) -> str:
-        self._rv += 1
-        return str(self._rv)
-
-    def _emit(self, key: str, kind: str, obj: dict[str, Any]) -> None:
-        event = {"type": kind, "object": obj}
-        self._log[key].append((int(obj["metadata"]["resourceVersion"]), event))
-        for queue in self._watchers[key]:
-            queue.put_nowait(event)
-
-    def _insert(self, key: str, obj: dict[str, Any]) -> dict[str, Any]:
-        meta = obj["metadata"]
-        meta.update(uid=str(uuid.uuid4()), creationTimestamp=ops.now(), generation=1)
-        meta["resourceVersion"] = self._next_rv()
-        meta.pop("deletionTimestamp", None)
-        self._put(key, obj)
-        if key == _CRDS:
-            self.register_crd(obj)
-        self._emit(key, "ADDED", obj)
-        return obj
-
-    def _commit(self, key: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-        """Store ``new`` in place of ``old``; a no-op keeps the resourceVersion, emits nothing."""
-        keep = ("uid", "creationTimestamp", "name", "namespace", "generation", "resourceVersion")
-        # A merge patch shares untouched sub-dicts with ``old``: give ``new`` its own
-        # metadata, or the new resourceVersion would show in ``old``'s pending watch event.
-        meta = new["metadata"] = dict(new.get("metadata") or {})
-        for field in keep:
-            if field in old["metadata"]:
-                meta[field] = old["metadata"][field]
-            else:
-                meta.pop(field, None)
-        if new == old:
-            return old
-        if ops.spec_changed(old, new):
-            meta["generation"] = old["metadata"].get("generation", 1) + 1
-        meta["resourceVersion"] = self._next_rv()
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            self._drop(key, new)
-            self._emit(key, "DELETED", new)
-            return new
-        self._put(key, new)
-        self._emit(key, "MODIFIED", new)
-        return new
-
-    def _remove(self, key: str, obj: dict[str, Any]) -> dict[str, Any]:
-        meta = obj["metadata"]
-        if meta.get("finalizers"):
-            if meta.get("deletionTimestamp"):
-                return obj
-            return self._commit(
-                key, obj, ops.merge_patch(obj, {"metadata": {"deletionTimestamp": ops.now()}})
-            )
-        self._drop(key, obj)
-        gone = {**obj, "metadata": {**meta, "resourceVersion": self._next_rv()}}
-        self._emit(key, "DELETED", gone)
-        return gone
-
-    def _select(self, key: str, namespace: str, params: Any) -> Iterator[dict[str, Any]]:
-        objs = self._index[key]
-        for ns, name in sorted(objs):
-            if (not namespace or ns == namespace) and self._matches(objs[ns, name], params):
-                yield objs[ns, name]
-
-    @staticmethod
-    def _matches(obj: dict[str, Any], params: Any) -> bool:
-        labels = obj.get("metadata", {}).get("labels")
-        return ops.selector_matches(params.get("labelSelector"), labels) and (
-            ops.field_selector_matches(params.get("fieldSelector"), obj)
-        )
 
     # ---------------------------------------------------------------- discovery fixes
     async def _serve_version(self, request: rendering.Request) -> rendering.Payload:

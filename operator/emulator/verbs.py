@@ -19,25 +19,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from disagg_operator.emulator import ops
+from disagg_operator.emulator.store import ObjectStore
 
 
-class TestVerbs:
-    """Mixin: needs ``store``, ``refusals``, ``throttles`` and the store primitives
-    ``_commit``, ``_insert``, ``_drop`` of the emulator."""
+class TestVerbs(ObjectStore):
+    """Mixin over the emulator's :class:`ObjectStore` (its primitives ``_commit``,
+    ``_insert``, ``_drop``): needs ``refusals`` and ``throttles`` of the emulator."""
 
     __test__ = False  # not a pytest test class
-    store: dict[tuple[str, str, str], dict[str, Any]]
     refusals: list[ops.Refusal]
     throttles: list[ops.Throttle]
-
-    def _commit(self, key: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _insert(self, key: str, obj: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _drop(self, key: str, obj: dict[str, Any]) -> None:
-        raise NotImplementedError
 
     def set_pod_ready(
         self,

@@ -1,6 +1,6 @@
 """Bounds on what a client may send the worker or the P/D proxy, and on how much of it an
 error answer may echo back. docs/local-run.md lists them; the refusals that use them are
-in :mod:`serve.openai`.
+in :mod:`serve.openai` and :mod:`serve.kv_params`.
 
 Pure layer (no I/O; the proxy imports it too).
 """

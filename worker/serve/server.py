@@ -45,12 +45,8 @@ from disagg_worker.engine.model import (
 )
 from disagg_worker.serve.admission import Admission
 from disagg_worker.serve.api import WorkerMetrics, check_model, remote_params
-from disagg_worker.serve.openai import (
-    ApiError,
-    CompletionRequest,
-    TransferParams,
-    transfer_params,
-)
+from disagg_worker.serve.kv_params import TransferParams, transfer_params
+from disagg_worker.serve.openai import ApiError, CompletionRequest
 from disagg_worker.transfer.protocol import prompt_digest
 
 log = logging.getLogger("disagg.worker")

@@ -3,6 +3,6 @@ and the decode-initiated READ of prefill's KV blocks.
 
 Pure modules: ``layout``, ``protocol``, ``plan``, ``leases``. I/O: ``nixl_agent``,
 ``nixl_compat``, ``handshake``, ``peers``, ``holder``, ``engine`` (the transfer engine),
-``copy`` (device↔host block copies), ``telemetry``, ``probe``, ``peer_process``. Nothing
-here imports the reference engine or the HTTP layer.
+``reads`` (posting its READs), ``copy`` (device↔host block copies), ``telemetry``,
+``probe``, ``peer_process``. Nothing here imports the reference engine or the HTTP layer.
 """

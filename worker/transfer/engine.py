@@ -1,8 +1,8 @@
 """KV transfer engine: the decode-initiated READ of a prefill worker's KV blocks.
 
 Effectful layer, composing the pure planner (:mod:`plan`), the wire contract
-(:mod:`protocol`), the side channel (:mod:`handshake`), NIXL (:mod:`agent`) and staging
-copies (:mod:`copy`).
+(:mod:`protocol`), the side channel (:mod:`handshake`), NIXL (:mod:`agent`), posting a
+READ (:mod:`reads`) and staging copies (:mod:`copy`).
 
 Prefill: :meth:`KVTransferAgent.publish` stages the blocks (device→host when the buffer is
 on the host) and holds them (:mod:`holder`) until decode's notification arrives (attached
@@ -30,15 +30,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from disagg_worker.config import WorkerConfig
-from disagg_worker.transfer import handshake, protocol
+from disagg_worker.transfer import handshake, protocol, reads
 from disagg_worker.transfer.copy import alloc_staging, check_caches, copy_blocks
 from disagg_worker.transfer.holder import NOTIF_PREFIX, BlockHolder, ReleaseCallback
 from disagg_worker.transfer.layout import KVLayout
@@ -51,18 +49,10 @@ from disagg_worker.transfer.peers import (
     PeerRef,
     TransferError,
 )
-from disagg_worker.transfer.plan import (
-    IndexArray,
-    PlanError,
-    TransferPlan,
-    plan_read,
-    split_indices,
-)
+from disagg_worker.transfer.plan import PlanError, TransferPlan, plan_read
 from disagg_worker.transfer.telemetry import TransferTelemetry
 
 DEFAULT_POST_MODE: PostMode = "prepped"
-# with DISAGG_NIXL_THREADS > 1, reads at least this large are split across that many threads
-PARALLEL_MIN_BYTES = 8 << 20
 CLAIM_THREADS = 16  # claims in flight beside their READs (each waits on one side channel)
 
 
@@ -291,9 +281,9 @@ class KVTransferAgent:
                     peer, entry, plan, request_id, deadline, merge, notify=pending is None
                 )
             except TransferError:
-                _settle(pending, deadline)  # its answer no longer matters
+                reads.settle(pending, deadline)  # its answer no longer matters
                 raise
-            claim_ms = _settle(pending, deadline)  # refused: the bytes read are discarded
+            claim_ms = reads.settle(pending, deadline)  # refused: the bytes read are discarded
             if pending is not None:
                 self._notify(peer, entry, request_id)
             if self._buffer is not self._caches:
@@ -349,27 +339,16 @@ class KVTransferAgent:
         *,
         notify: bool = True,
     ) -> tuple[float, float, int]:
-        """Post the READ (split across worker threads when large), wait, release; with
-        ``notify``, notify prefill (on the READ itself when it is one part, else once all
-        are done)."""
+        """Post the READ (split across worker threads when large: :mod:`reads`), wait,
+        release; with ``notify``, notify prefill (on the READ itself when it is one part, else
+        once all are done)."""
         agent = self._nixl()
         notif = NOTIF_PREFIX + rid.encode() if notify else b""
-        parts: list[tuple[IndexArray, IndexArray] | None] = [None]
-        big = plan.bytes >= PARALLEL_MIN_BYTES
-        if self._pool is not None and self.post_mode == "prepped" and big:
-            local, remote = plan.local_indices(), plan.remote_indices()
-            parts = list(split_indices(local, remote, agent.threads))
+        parts = reads.parts_of(plan, agent.threads, self._pool, self.post_mode)
         t0 = time.perf_counter()
-        if len(parts) == 1:
-            results = [self._run_part(entry, plan, parts[0], notif, deadline, merge)]
-        else:
-            pool = self._pool
-            assert pool is not None
-            futures = [
-                pool.submit(self._run_part, entry, plan, part, b"", deadline, merge)
-                for part in parts
-            ]
-            results = [f.result() for f in futures]
+        results = reads.run_parts(
+            self._nixl, self._pool, self.post_mode, entry, plan, parts, notif, deadline, merge
+        )
         t2 = time.perf_counter()
         post_s = max(r[2] for r in results)
         states = {r[1] for r in results}
@@ -382,22 +361,7 @@ class KVTransferAgent:
             return post_s * 1000, (t2 - t0 - post_s) * 1000, ndesc
         released = all([agent.release(r[0]) for r in results if r[0] is not None])
         self._directory().forget(peer, entry, remove=released)
-        if "POST" in states:
-            cause = next(r[3] for r in results if r[1] == "POST")
-            raise TransferError(
-                f"posting READ of request {rid} from {peer} failed: {cause}; peer forgotten",
-                "nixl_error",
-            )
-        if "PROC" in states:
-            raise TransferError(
-                f"READ of request {rid} from {peer} missed its deadline "
-                f"({(t2 - t0) * 1000:.0f} ms); peer forgotten",
-                "deadline",
-            )
-        raise TransferError(
-            f"READ of request {rid} from {peer} failed: NIXL state ERR; peer forgotten",
-            "nixl_error",
-        )
+        raise reads.read_error(peer, rid, results, (t2 - t0) * 1000)
 
     def _notify(self, peer: PeerRef, entry: PeerEntry, rid: str) -> None:
         try:
@@ -405,35 +369,3 @@ class KVTransferAgent:
         except Exception as e:
             self._directory().forget(peer, entry, remove=True)
             raise TransferError(f"notifying {peer} for {rid} failed: {e}", "nixl_error") from None
-
-    def _run_part(
-        self,
-        entry: PeerEntry,
-        plan: TransferPlan,
-        part: tuple[IndexArray, IndexArray] | None,
-        notif: bytes,
-        deadline: float,
-        merge: bool,
-    ) -> tuple[Any, str, float, str]:
-        """(handle or None, final state or "POST" if posting raised, post seconds, error)."""
-        agent = self._nixl()
-        t0 = time.perf_counter()
-        try:
-            handle, state = agent.post_read(
-                entry.remote, plan, notif, mode=self.post_mode, merge=merge, part=part
-            )
-        except Exception as e:  # e.g. NIXL_ERR_REMOTE_DISCONNECT: the peer died or restarted
-            return None, "POST", time.perf_counter() - t0, f"{type(e).__name__}: {e}"
-        post_s = time.perf_counter() - t0
-        return handle, agent.wait(handle, state, deadline), post_s, ""
-
-
-def _settle(pending: Future[float] | None, deadline: float) -> float:
-    """The claim's round trip (ms) once it is answered; its TransferError if refused. A
-    claim bounds its own wait (the side channel's timeout), so this waits at most that."""
-    if pending is None:
-        return 0.0
-    try:
-        return pending.result(timeout=max(deadline - time.perf_counter(), 0.0) + 1.0)
-    except FutureTimeout:
-        raise TransferError("the claim got no answer before the deadline", "deadline") from None

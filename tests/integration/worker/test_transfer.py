@@ -292,9 +292,9 @@ def test_probe_names_the_failing_step(prefill, monkeypatch, capsys) -> None:
 def test_reads_split_across_worker_threads_are_exact_and_notify_once(
     prefill, secret, monkeypatch
 ) -> None:
-    from disagg_worker.transfer import engine as transfer
+    from disagg_worker.transfer import reads
 
-    monkeypatch.setattr(transfer, "PARALLEL_MIN_BYTES", 0)  # split even this small read
+    monkeypatch.setattr(reads, "PARALLEL_MIN_BYTES", 0)  # split even this small read
     caches = alloc(LAYOUT)
     cfg = decode_config(secret, engine_id="d-mt", nixl_threads=2)
     remote, local = [1, 2, 3, 4, 9, 17], [20, 21, 22, 23, 2, 6]

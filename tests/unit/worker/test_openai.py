@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from disagg_worker.serve.kv_params import transfer_params
 from disagg_worker.serve.openai import (
     ApiError,
     CompletionRequest,
@@ -14,7 +15,6 @@ from disagg_worker.serve.openai import (
     proxy_refusal,
     request_id,
     too_large,
-    transfer_params,
 )
 
 

@@ -1,0 +1,125 @@
+"""Posting a planned READ: in one piece, or in parts on worker threads, each waited on.
+
+Effectful layer (NIXL through :class:`NixlAgent`; the split is the pure planner's,
+:func:`plan.split_indices`). A READ of at least :data:`PARALLEL_MIN_BYTES` posted from
+prepared lists, with worker threads, is split into one part per thread; every part is
+posted and waited on until the deadline and reported as a :data:`PartResult`.
+:func:`read_error` says why a READ that did not end DONE failed, and :func:`settle` waits
+for the claim posted beside it. Releasing handles, notifying prefill and forgetting the
+peer stay with the transfer engine (:mod:`engine`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from disagg_worker.transfer.nixl_agent import NixlAgent, PostMode
+from disagg_worker.transfer.peers import PeerEntry, PeerRef, TransferError
+from disagg_worker.transfer.plan import IndexArray, TransferPlan, split_indices
+
+# with DISAGG_NIXL_THREADS > 1, reads at least this large are split across that many threads
+PARALLEL_MIN_BYTES = 8 << 20
+
+# a slice of the plan's (local, remote) prepared-list indices; None: the whole plan
+Part = tuple[IndexArray, IndexArray] | None
+# (handle or None, final state or "POST" if posting raised, post seconds, error)
+PartResult = tuple[Any, str, float, str]
+
+
+def parts_of(
+    plan: TransferPlan, threads: int, pool: ThreadPoolExecutor | None, post_mode: PostMode
+) -> list[Part]:
+    """The READ's parts: the whole plan, or one slice per thread when it is large, posted
+    from prepared lists, and there is a ``pool`` of worker threads."""
+    parts: list[Part] = [None]
+    big = plan.bytes >= PARALLEL_MIN_BYTES
+    if pool is not None and post_mode == "prepped" and big:
+        local, remote = plan.local_indices(), plan.remote_indices()
+        parts = list(split_indices(local, remote, threads))
+    return parts
+
+
+def run_parts(
+    nixl: Callable[[], NixlAgent],
+    pool: ThreadPoolExecutor | None,
+    post_mode: PostMode,
+    entry: PeerEntry,
+    plan: TransferPlan,
+    parts: list[Part],
+    notif: bytes,
+    deadline: float,
+    merge: bool,
+) -> list[PartResult]:
+    """Post and wait for every part: one on this thread, carrying ``notif``; several on
+    ``pool``'s threads, carrying none (the caller notifies once all are done)."""
+    if len(parts) == 1:
+        return [run_part(nixl, post_mode, entry, plan, parts[0], notif, deadline, merge)]
+    assert pool is not None
+    futures = [
+        pool.submit(run_part, nixl, post_mode, entry, plan, part, b"", deadline, merge)
+        for part in parts
+    ]
+    return [f.result() for f in futures]
+
+
+def run_part(
+    nixl: Callable[[], NixlAgent],
+    post_mode: PostMode,
+    entry: PeerEntry,
+    plan: TransferPlan,
+    part: Part,
+    notif: bytes,
+    deadline: float,
+    merge: bool,
+) -> PartResult:
+    """Post one part and wait for it until the deadline. ``nixl()`` is asked as the part
+    starts: once the engine is closed, it raises."""
+    agent = nixl()
+    t0 = time.perf_counter()
+    try:
+        handle, state = agent.post_read(
+            entry.remote, plan, notif, mode=post_mode, merge=merge, part=part
+        )
+    except Exception as e:  # e.g. NIXL_ERR_REMOTE_DISCONNECT: the peer died or restarted
+        return None, "POST", time.perf_counter() - t0, f"{type(e).__name__}: {e}"
+    post_s = time.perf_counter() - t0
+    return handle, agent.wait(handle, state, deadline), post_s, ""
+
+
+def read_error(
+    peer: PeerRef, rid: str, results: list[PartResult], elapsed_ms: float
+) -> TransferError:
+    """Why a READ whose parts did not all end DONE failed: posting raised, a part missed
+    the deadline, or NIXL reported ERR."""
+    states = {r[1] for r in results}
+    if "POST" in states:
+        cause = next(r[3] for r in results if r[1] == "POST")
+        return TransferError(
+            f"posting READ of request {rid} from {peer} failed: {cause}; peer forgotten",
+            "nixl_error",
+        )
+    if "PROC" in states:
+        return TransferError(
+            f"READ of request {rid} from {peer} missed its deadline "
+            f"({elapsed_ms:.0f} ms); peer forgotten",
+            "deadline",
+        )
+    return TransferError(
+        f"READ of request {rid} from {peer} failed: NIXL state ERR; peer forgotten",
+        "nixl_error",
+    )
+
+
+def settle(pending: Future[float] | None, deadline: float) -> float:
+    """The claim's round trip (ms) once it is answered; its TransferError if refused. A
+    claim bounds its own wait (the side channel's timeout), so this waits at most that."""
+    if pending is None:
+        return 0.0
+    try:
+        return pending.result(timeout=max(deadline - time.perf_counter(), 0.0) + 1.0)
+    except FutureTimeout:
+        raise TransferError("the claim got no answer before the deadline", "deadline") from None
