@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from disagg_worker.serve.limits import MAX_NAME_CHARS
-from disagg_worker.serve.openai import _REQUEST_ID, ApiError, _is_int
+from disagg_worker.serve.openai import REQUEST_ID, ApiError, is_int
 
 # a DNS name, IPv4, or bare IPv6 (with a %zone): what the transfer agent can dial
 _HOST = re.compile(r"[A-Za-z0-9._:%-]+")
@@ -44,16 +44,16 @@ def transfer_params(params: dict[str, Any], num_blocks: int, vocab_size: int) ->
         if params.get(key) is None:
             raise _transfer_error(key, "required with do_remote_prefill")
     port = params["remote_port"]
-    if not _is_int(port) or not 1 <= port <= 65535:
+    if not is_int(port) or not 1 <= port <= 65535:
         raise _transfer_error("remote_port", "must be an integer from 1 to 65535")
     engine_id = _name(params, "remote_engine_id")
     request_id = params.get("remote_request_id")
     if request_id is None:
         request_id = engine_id  # prefills that send none hold blocks under the engine id
-    elif not isinstance(request_id, str) or not _REQUEST_ID.fullmatch(request_id):
+    elif not isinstance(request_id, str) or not REQUEST_ID.fullmatch(request_id):
         raise _transfer_error("remote_request_id", "must be 1 to 128 of [A-Za-z0-9._:-]")
     tp_size = params.get("tp_size")
-    if tp_size is not None and (not _is_int(tp_size) or tp_size < 1):
+    if tp_size is not None and (not is_int(tp_size) or tp_size < 1):
         raise _transfer_error("tp_size", "must be an integer >= 1")
     if not isinstance(params.get("remote_model", ""), str):
         raise _transfer_error("remote_model", "must be a string")
@@ -66,7 +66,7 @@ def transfer_params(params: dict[str, Any], num_blocks: int, vocab_size: int) ->
     if digest is not None and not isinstance(digest, str):
         raise _transfer_error("prompt_digest", "must be a string")
     first = params.get("first_token")
-    if first is not None and (not _is_int(first) or not 0 <= first < vocab_size):
+    if first is not None and (not is_int(first) or not 0 <= first < vocab_size):
         raise _transfer_error("first_token", f"must be a token id in [0, {vocab_size})")
     return TransferParams(
         _host(params), port, engine_id, ids, request_id, params, incarnation, digest, first
@@ -102,6 +102,6 @@ def _block_ids(ids: Any, num_blocks: int) -> tuple[int, ...]:
         raise _transfer_error(
             "remote_block_ids", f"{len(ids)} ids, more than this decode's {num_blocks} blocks"
         )
-    if not all(_is_int(i) and i >= 0 for i in ids):
+    if not all(is_int(i) and i >= 0 for i in ids):
         raise _transfer_error("remote_block_ids", "must be a list of integers >= 0")
     return tuple(ids)

@@ -70,7 +70,9 @@ SPLIT_REFUSALS: dict[str, tuple[Callable[[Any], bool], str]] = {
         "the proxy sets this field on both hops; omit it, or send it to a worker directly",
     ),
 }
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+# A request id a client may set (and decode's kv_transfer_params must carry): safe in logs,
+# NIXL notifications and headers.
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 class ApiError(Exception):
@@ -238,7 +240,7 @@ def _int(data: dict[str, Any], key: str, default: int, low: int, high: int) -> i
     value = data.get(key)
     if value is None:
         return default
-    if not _is_int(value) or not low <= value <= high:
+    if not is_int(value) or not low <= value <= high:
         raise ApiError(400, f"{key}: must be an integer from {low} to {high}", key)
     return value
 
@@ -300,12 +302,12 @@ def _prompt_tokens(prompt: Any, encode: Callable[[str], list[int]], field: str) 
                 f"{field}: text with a lone surrogate (\\ud800-\\udfff); send valid text",
                 field,
             ) from None
-    if isinstance(prompt, list) and all(_is_int(t) for t in prompt):
+    if isinstance(prompt, list) and all(is_int(t) for t in prompt):
         return list(prompt)
     raise ApiError(400, "prompt: must be a string or a list of token ids", "prompt")
 
 
-def _is_int(value: Any) -> TypeGuard[int]:
+def is_int(value: Any) -> TypeGuard[int]:
     """An integer, and not a bool (which Python counts as one)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -320,6 +322,6 @@ def proxy_refusal(body: dict[str, Any]) -> str | None:
 
 def request_id(given: str | None, make: Callable[[], str]) -> str:
     """The client's X-Request-Id when it is a bounded safe token, else ``make()``."""
-    if given is not None and _REQUEST_ID.fullmatch(given):
+    if given is not None and REQUEST_ID.fullmatch(given):
         return given
     return make()
