@@ -40,9 +40,9 @@ from typing import Any
 
 import aiohttp
 
-from disagg_operator.models import API_VERSION, LABEL_DEPLOYMENT, PLURAL
+from disagg_operator.bench.kubelet import DD_KEY
+from disagg_operator.models import LABEL_DEPLOYMENT
 
-DD_KEY = f"{API_VERSION}/{PLURAL}"
 LEASE = "disagg-operator"
 LEASE_KEY = "coordination.k8s.io/v1/leases"
 

@@ -43,10 +43,10 @@ from collections.abc import Callable
 from typing import Any
 
 from disagg_operator.bench import failover, manifests, rollout, sizing
+from disagg_operator.bench.kubelet import DD_KEY, Kubelet, deployment_ready
 from disagg_operator.models import API_VERSION, KIND, PLURAL, SHORT_NAMES
 
 NS = "bench"
-DD_KEY = f"{API_VERSION}/{PLURAL}"
 KEYS = {
     "Pod": "v1/pods",
     "Service": "v1/services",
@@ -92,50 +92,33 @@ def expected(body: dict[str, Any]) -> list[tuple[str, str]]:
 class Bench:
     """The emulator, its HTTP client side, the simulated kubelet and the RSS sampler."""
 
-    def __init__(self, emulator: Any, progress: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        emulator: Any,
+        progress: Callable[[str], None],
+        make: Callable[[str], dict[str, Any]] = body,
+    ) -> None:
         import psutil
 
         self.emu, self.progress = emulator, progress
+        self.body = make  # the CR create() sends for a name
+        self.pods = Kubelet(emulator, NS)  # its ready_after: pod start-up, 0 by default
         self.proc = psutil.Process()
         self.rss_peak = self.proc.memory_info().rss
-        self.ready_after = 0.0  # seconds a new pod takes to become Ready (pod start-up)
-        self.shape = (1, 1)  # prefill, decode pods of the CRs create() makes
 
     def present(self, name: str, children: list[tuple[str, str]]) -> bool:
         return all(self.emu.find(key, NS, child) for key, child in children)
 
     def ready(self, name: str) -> bool:
-        conditions = ((self.emu.find(DD_KEY, NS, name) or {}).get("status") or {}).get(
-            "conditions"
-        ) or []
-        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+        return deployment_ready(self.emu, NS, name)
 
     async def kubelet(self) -> None:
-        """Mark every new pod Ready ``ready_after`` s after it appears, and sample RSS,
-        until cancelled. (Pods are looked for only when the emulator changed: scanning
-        thousands of pods every tick would cost the CPU the operator is measured on.)"""
-        done: set[str] = set()
-        waiting: dict[str, tuple[str, float]] = {}  # uid → (name, first seen)
-        revision = -1
+        """Play the kubelet (:class:`~.kubelet.Kubelet`) and sample RSS every 20 ms, until
+        cancelled."""
         while True:
-            now = time.monotonic()
-            if self.emu.revision != revision:
-                revision = self.emu.revision
-                for pod in self.emu.objects_of("v1/pods", NS):
-                    uid = pod["metadata"]["uid"]
-                    if uid not in done and uid not in waiting:
-                        waiting[uid] = (pod["metadata"]["name"], now)
-            for uid, (name, seen) in list(waiting.items()):
-                if now - seen >= self.ready_after:
-                    del waiting[uid]
-                    done.add(uid)
-                    if self.emu.find("v1/pods", NS, name) is not None:
-                        self.emu.set_pod_ready(NS, name)
+            self.pods.tick()
             self.rss_peak = max(self.rss_peak, self.proc.memory_info().rss)
             await asyncio.sleep(0.02)
-
-    def body(self, name: str) -> dict[str, Any]:
-        return body(name, *self.shape)
 
     async def create(self, http: Any, name: str) -> None:
         path = f"/apis/{API_VERSION}/namespaces/{NS}/{PLURAL}"
@@ -240,10 +223,10 @@ async def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict
 
     configure_logging("warning")
     logging.getLogger("kopf").setLevel(logging.ERROR)  # shutdown notes would garble the table
+    shaped = functools.partial(body, prefill=args.prefill, decode=args.decode)
     async with Emulator() as emu, kmock.Server(emu):
         emu.register(DD_KEY, KIND, subresources=("status",), shortnames=tuple(SHORT_NAMES))
-        bench = Bench(emu, progress)
-        bench.shape = (args.prefill, args.decode)
+        bench = Bench(emu, progress, shaped)
         baseline = bench.rss_peak
         host = str(emu.url).rstrip("/")
         kubelet = asyncio.create_task(bench.kubelet())
@@ -270,7 +253,6 @@ async def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict
         finally:
             kubelet.cancel()
     failed_over = await failover.run(args, body, NS, progress) if args.failover else {}
-    shaped = functools.partial(body, prefill=args.prefill, decode=args.decode)
     sized = await sizing.run(args, shaped, NS, progress) if args.sizing else {}
     samples.sort()
     return {

@@ -99,7 +99,7 @@ async def run(
         assert resp.status == 201, await resp.text()
     await bench.until("the rollout deployment", lambda: _complete(bench.emu, namespace, 1), timeout)
     replicas = {"prefill": prefill, "decode": decode}
-    bench.ready_after = READY_AFTER_S
+    bench.pods.ready_after = READY_AFTER_S
     sampler = Sampler(bench.emu, namespace, replicas)
     task = asyncio.create_task(sampler.run())
     strategy = RolloutStrategy()
@@ -124,7 +124,7 @@ async def run(
         out["rollout_kv_min_ready_target"] = round(target, 3)
     finally:
         task.cancel()
-        bench.ready_after = 0.0
+        bench.pods.ready_after = 0.0
     out["rollout_mixed_pairs"] = sampler.mixed
     out["rollout_pods"] = f"{prefill}P+{decode}D"
     return out

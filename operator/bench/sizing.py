@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from disagg_operator.bench import failover
+from disagg_operator.bench.kubelet import DD_KEY, Kubelet, deployment_ready
 
 MB = 2**20
 
@@ -37,35 +38,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 class Watcher:
-    """Samples the operator's RSS and plays the kubelet for the pods it creates."""
+    """Plays the kubelet for the pods the operator creates and samples its RSS."""
 
     def __init__(self, emu: Any, pid: int) -> None:
         import psutil
 
-        self.emu, self.proc = emu, psutil.Process(pid)
-        self.peak, self.revision = 0, -1
-        self.marked: set[tuple[str, str]] = set()
+        self.pods, self.proc, self.peak = Kubelet(emu), psutil.Process(pid), 0
 
     def tick(self) -> None:
         self.peak = max(self.peak, self.proc.memory_info().rss)
-        if self.emu.revision == self.revision:
-            return
-        self.revision = self.emu.revision
-        for pod in self.emu.objects_of("v1/pods", None):
-            key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
-            if key not in self.marked:
-                self.marked.add(key)
-                self.emu.set_pod_ready(*key)
-
-
-def ready(emu: Any, dd_key: str, namespace: str, names: list[str]) -> int:
-    """How many of ``names`` say Ready=True."""
-    count = 0
-    for name in names:
-        status = (emu.find(dd_key, namespace, name) or {}).get("status") or {}
-        conditions = status.get("conditions") or []
-        count += any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-    return count
+        self.pods.tick()
 
 
 async def run(
@@ -87,13 +69,13 @@ async def run(
         idle = watcher.peak
         names = [f"size-{i}" for i in range(count)]
         for name in names:
-            emu.put_object(failover.DD_KEY, body(name))
+            emu.put_object(DD_KEY, body(name))
         deadline, done = time.monotonic() + args.timeout, 0
         while done < count:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"gave up waiting for {count} deployments to be Ready")
             watcher.tick()
-            done = ready(emu, failover.DD_KEY, namespace, names)
+            done = sum(deployment_ready(emu, namespace, n) for n in names)
             progress(f"sizing: {done}/{count} Ready")
             await asyncio.sleep(0.1)
         settled = time.monotonic() + 2.0

@@ -50,7 +50,8 @@ class TestVerbs(ObjectStore):
             }
             for c in (pod.get("spec") or {}).get("containers") or []
         ]
-        flag = "True" if all(s["ready"] for s in statuses) and (statuses or ready) else "False"
+        pod_ready = all(s["ready"] for s in statuses) if statuses else ready
+        flag = "True" if pod_ready else "False"
         status = {
             "phase": "Running",
             "podIP": f"10.0.0.{len(self.store) % 250 + 1}",
