@@ -169,6 +169,17 @@ def _cases() -> list[tuple[str, str, dict[str, Any] | None, tuple[str, ...]]]:
     return cases
 
 
+@pytest.fixture(autouse=True)
+def _platforms_restored() -> Any:
+    """`disagg render --platforms-file` registers into the process-wide platform table."""
+    from disagg_worker import platforms
+
+    saved = platforms.platforms()
+    yield
+    platforms._PLATFORMS.clear()
+    platforms._PLATFORMS.update(saved)
+
+
 def _render(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
