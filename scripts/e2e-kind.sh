@@ -13,7 +13,7 @@
 #   BUILD_CUDA=1          also build the worker-cuda image (large; 0 skips it)
 #   KEEP=1                keep the cluster afterwards (0 deletes it at the end)
 #   TIMEOUT=600s          wait for the operator and for the deployment to become Ready
-# Not run in CI (no Docker engine there): tests/unit/chart/test_scripts.py parses it and
+# Not run in CI (no Docker engine there): tests/scripts/test_scripts.py parses it and
 # marks the real run `cluster`.
 set -euo pipefail
 

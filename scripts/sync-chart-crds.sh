@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copy the generated CRDs (crds/, made by `disagg crd`) into the Helm chart's crds/ folder.
-# tests/unit/chart/test_crds_sync.py fails with this command when the two drift.
+# tests/chart/test_crds_sync.py fails with this command when the two drift.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 src="$root/crds"

@@ -10,9 +10,14 @@ rm -rf "$farm" && mkdir -p "$farm"
 ln -s "$root/operator" "$farm/disagg_operator"
 ln -s "$root/worker" "$farm/disagg_worker"
 cd "$farm"
-# Whole packages: the project's mypy settings. Pure modules (no I/O): --strict.
+# Whole packages: the project's mypy settings. Pure modules (no I/O): --strict. The pure
+# modules are the source modules of the pure import contract in pyproject.toml.
 "$bin/mypy" --config-file "$root/pyproject.toml" -p disagg_operator -p disagg_worker
-mapfile -t pure < <(sed -n 's/^ *"\(disagg_[a-z_.]*\)", *# pure$/\1/p' "$root/pyproject.toml")
+mapfile -t pure < <("$bin/python" -c '
+import sys, tomllib
+contracts = tomllib.load(open(sys.argv[1], "rb"))["tool"]["importlinter"]["contracts"]
+pure = next(c for c in contracts if c["name"].startswith("Pure modules"))
+print("\n".join(pure["source_modules"]))' "$root/pyproject.toml")
 args=()
 for m in "${pure[@]}"; do args+=(-m "$m"); done
 "$bin/mypy" --config-file "$root/pyproject.toml" --strict "${args[@]}"

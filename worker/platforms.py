@@ -4,14 +4,19 @@ Pure layer (no torch, no NIXL). The operator's admission checks and the worker's
 checks both read this one table, so a pair the operator accepts is a pair the worker runs.
 
 The table follows vLLM's NixlConnector (``_NIXL_SUPPORTED_DEVICE``): the first buffer device
-of each platform is its native one. Out-of-tree platforms are registered with
-:func:`register_platform`, as upstream lets out-of-tree platforms extend its table; the
-operator registers those a platforms file declares (:mod:`disagg_worker.platform_file`).
+of each platform is its native one. A table is a value (:data:`Table`, name → platform):
+:data:`BUILTIN_TABLE` holds the built-ins, and out-of-tree platforms extend a copy of it
+(:func:`extend`), as upstream lets out-of-tree platforms extend its own; the operator
+extends it with what a platforms file declares (:mod:`disagg_worker.platform_file`). Every
+lookup takes the table to read (the built-ins when omitted), so two operators in one
+process never share a registry.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 # NIXL memory-type names as the agent's register_memory() expects them.
 DRAM = "DRAM"
@@ -59,14 +64,18 @@ class Platform:
         return self.engine_device or self.name
 
 
-_PLATFORMS: dict[str, Platform] = {}
+Table = Mapping[str, Platform]
 
 
-def register_platform(platform: Platform) -> None:
-    """Add or replace a platform (the extension point for out-of-tree accelerators)."""
-    if not platform.buffer_devices:
-        raise ValueError(f"platform {platform.name!r} needs at least one buffer device")
-    _PLATFORMS[platform.name] = platform
+def extend(table: Table, added: Iterable[Platform]) -> Table:
+    """``table`` plus ``added`` (replacing platforms of the same name), as a new table:
+    the extension point for out-of-tree accelerators."""
+    out = dict(table)
+    for platform in added:
+        if not platform.buffer_devices:
+            raise ValueError(f"platform {platform.name!r} needs at least one buffer device")
+        out[platform.name] = platform
+    return MappingProxyType(out)
 
 
 BUILTIN: tuple[Platform, ...] = (
@@ -96,22 +105,20 @@ BUILTIN: tuple[Platform, ...] = (
     Platform("tpu", ("cpu",), "google.com/tpu", "tcp,self", note="KV staged in host memory"),
 )
 BUILTIN_NAMES = frozenset(p.name for p in BUILTIN)
-
-for _p in BUILTIN:
-    register_platform(_p)
+BUILTIN_TABLE: Table = extend({}, BUILTIN)
 
 
-def platforms() -> dict[str, Platform]:
-    """A copy of the registry, name → platform."""
-    return dict(_PLATFORMS)
+def platforms(table: Table = BUILTIN_TABLE) -> dict[str, Platform]:
+    """A copy of ``table``, name → platform."""
+    return dict(table)
 
 
-def get_platform(device: str) -> Platform:
+def get_platform(device: str, table: Table = BUILTIN_TABLE) -> Platform:
     try:
-        return _PLATFORMS[device]
+        return table[device]
     except KeyError:
         raise ValueError(
-            f"unknown device {device!r}; supported devices: {', '.join(sorted(_PLATFORMS))}"
+            f"unknown device {device!r}; supported devices: {', '.join(sorted(table))}"
         ) from None
 
 
@@ -120,9 +127,9 @@ def memory_type(buffer_device: str) -> str:
     return DRAM if buffer_device == "cpu" else VRAM
 
 
-def check_buffer_device(device: str, buffer_device: str) -> None:
+def check_buffer_device(device: str, buffer_device: str, table: Table = BUILTIN_TABLE) -> None:
     """Raise ValueError naming the allowed values when the pair is unsupported."""
-    allowed = get_platform(device).buffer_devices
+    allowed = get_platform(device, table).buffer_devices
     if buffer_device not in allowed:
         raise ValueError(
             f"kv_buffer_device {buffer_device!r} is not supported on device {device!r}; "
@@ -130,14 +137,16 @@ def check_buffer_device(device: str, buffer_device: str) -> None:
         )
 
 
-def derive_buffer_device(device: str, peer_device: str | None = None) -> str:
+def derive_buffer_device(
+    device: str, peer_device: str | None = None, table: Table = BUILTIN_TABLE
+) -> str:
     """Default kv_buffer_device for a role on ``device`` talking to ``peer_device``.
 
     Same device on both sides: the native buffer (VRAM↔VRAM for cuda↔cuda). Different
     devices (e.g. cuda prefill, cpu decode): stage through host memory, the one memory type
     every platform supports, so both ends register DRAM.
     """
-    platform = get_platform(device)
+    platform = get_platform(device, table)
     if peer_device is None or peer_device == device:
         return platform.native_buffer
     return "cpu" if "cpu" in platform.buffer_devices else platform.native_buffer
@@ -155,13 +164,18 @@ BACKEND_MEMORY: dict[str, frozenset[str]] = {
 }
 
 
-def check_backends(backends: list[str], buffer_device: str, device: str | None = None) -> None:
+def check_backends(
+    backends: list[str],
+    buffer_device: str,
+    device: str | None = None,
+    table: Table = BUILTIN_TABLE,
+) -> None:
     """Raise ValueError if a backend is unknown, cannot move this buffer's memory type, or
     is not among those ``device``'s platform lists."""
     if not backends:
         raise ValueError("backends must name at least one NIXL backend, e.g. [UCX]")
     needed = memory_type(buffer_device)
-    usable = get_platform(device).backends if device is not None else ()
+    usable = get_platform(device, table).backends if device is not None else ()
     for name in backends:
         if usable and name not in usable:
             raise ValueError(

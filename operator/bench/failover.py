@@ -40,8 +40,8 @@ from typing import Any
 
 import aiohttp
 
+from disagg_operator.api import LABEL_DEPLOYMENT
 from disagg_operator.bench.kubelet import DD_KEY
-from disagg_operator.models import LABEL_DEPLOYMENT
 
 LEASE = "disagg-operator"
 LEASE_KEY = "coordination.k8s.io/v1/leases"
@@ -206,8 +206,8 @@ async def stage(
     folder, and a :class:`Setup` whose replicas are killed on the way out."""
     import kmock
 
+    from disagg_operator.api import KIND, SHORT_NAMES
     from disagg_operator.emulator.server import Emulator, kubeconfig
-    from disagg_operator.models import KIND, SHORT_NAMES
 
     with tempfile.TemporaryDirectory(prefix=f"disagg-{what}-") as tmp:
         async with Emulator() as emu, kmock.Server(emu):

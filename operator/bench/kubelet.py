@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from disagg_operator.models import API_VERSION, PLURAL
+from disagg_operator.api import API_VERSION, PLURAL
 
 DD_KEY = f"{API_VERSION}/{PLURAL}"
 

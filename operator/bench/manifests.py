@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from disagg_operator.models import API_VERSION, KIND
+from disagg_operator.api import API_VERSION, KIND
 
 
 def deployment(

@@ -42,9 +42,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from disagg_operator.api import API_VERSION, KIND, PLURAL, SHORT_NAMES
 from disagg_operator.bench import failover, manifests, rollout, sizing
 from disagg_operator.bench.kubelet import DD_KEY, Kubelet, deployment_ready
-from disagg_operator.models import API_VERSION, KIND, PLURAL, SHORT_NAMES
 
 NS = "bench"
 KEYS = {
@@ -218,8 +218,8 @@ async def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict
     import aiohttp
     import kmock
 
+    from disagg_operator.controller.run import configure_logging, running
     from disagg_operator.emulator.server import Emulator
-    from disagg_operator.run import configure_logging, running
 
     configure_logging("warning")
     logging.getLogger("kopf").setLevel(logging.ERROR)  # shutdown notes would garble the table

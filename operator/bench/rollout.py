@@ -26,10 +26,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from disagg_operator.api import API_VERSION, PLURAL, RolloutStrategy
 from disagg_operator.bench import manifests
 from disagg_operator.bench import rollout_figures as figures
-from disagg_operator.models import API_VERSION, PLURAL, RolloutStrategy
-from disagg_operator.rollout.planner import Budget
+from disagg_operator.planning.rollout import Budget
 
 NAME = "roll"
 READY_AFTER_S = 0.2

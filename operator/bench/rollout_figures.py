@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from disagg_operator.models import LABEL_KV_REVISION, LABEL_ROLE
-from disagg_operator.rollout.planner import is_ready
+from disagg_operator.api import LABEL_KV_REVISION, LABEL_ROLE
+from disagg_operator.planning.rollout import is_ready
 
 ROLES = ("prefill", "decode")
 

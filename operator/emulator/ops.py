@@ -17,6 +17,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from disagg_operator.api import kinds
+
 
 class PatchFailed(ValueError):
     """A JSON patch could not be applied (a ``test`` op failed or a path is missing)."""
@@ -225,21 +227,16 @@ class ApiCall(NamedTuple):
     name: str  # "" for collection requests
 
 
-# group/version/plural → (kind, namespaced, verbs, subresources, shortnames)
 ALL_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
-BUILTIN_KINDS: dict[str, tuple[str, bool, tuple[str, ...], tuple[str, ...]]] = {
+# group/version/plural → (kind, namespaced, subresources, shortnames): the kinds the operator
+# owns and uses come from its one table (api.kinds; its own resource is served from the
+# CRD), and beside them the kinds Helm, kubectl and the tests touch.
+_OTHERS: dict[str, tuple[str, bool, tuple[str, ...], tuple[str, ...]]] = {
     "v1/namespaces": ("Namespace", False, ("status",), ("ns",)),
-    "v1/pods": ("Pod", True, ("status",), ("po",)),
-    "v1/services": ("Service", True, ("status",), ("svc",)),
-    "v1/secrets": ("Secret", True, (), ()),
     "v1/configmaps": ("ConfigMap", True, (), ("cm",)),
     "v1/serviceaccounts": ("ServiceAccount", True, (), ("sa",)),
-    "v1/events": ("Event", True, (), ("ev",)),
     "events.k8s.io/v1/events": ("Event", True, (), ("ev",)),
     "apps/v1/deployments": ("Deployment", True, ("status", "scale"), ("deploy",)),
-    "networking.k8s.io/v1/networkpolicies": ("NetworkPolicy", True, (), ("netpol",)),
-    "policy/v1/poddisruptionbudgets": ("PodDisruptionBudget", True, ("status",), ("pdb",)),
-    "coordination.k8s.io/v1/leases": ("Lease", True, (), ()),
     "rbac.authorization.k8s.io/v1/roles": ("Role", True, (), ()),
     "rbac.authorization.k8s.io/v1/rolebindings": ("RoleBinding", True, (), ()),
     "rbac.authorization.k8s.io/v1/clusterroles": ("ClusterRole", False, (), ()),
@@ -250,13 +247,20 @@ BUILTIN_KINDS: dict[str, tuple[str, bool, tuple[str, ...], tuple[str, ...]]] = {
         ("status",),
         ("crd",),
     ),
-    "inference.networking.k8s.io/v1/inferencepools": ("InferencePool", True, ("status",), ()),
-    "inference.networking.x-k8s.io/v1alpha2/inferencepools": (
-        "InferencePool",
-        True,
-        ("status",),
-        (),
-    ),
+}
+BUILTIN_KINDS: dict[str, tuple[str, bool, tuple[str, ...], tuple[str, ...]]] = {
+    **{
+        f"{version}/{k.plural}": (
+            k.kind,
+            k.namespaced,
+            ("status",) if k.status else (),
+            k.short_names,
+        )
+        for k in kinds.KINDS
+        if k is not kinds.RESOURCE
+        for version in k.api_versions
+    },
+    **_OTHERS,
 }
 
 

@@ -1,1 +1,3 @@
-"""Engine contracts: what each external serving engine accepts, per version (pure tables)."""
+"""Engines: one interface (:mod:`.base`), one folder per engine (:mod:`.vllm`,
+:mod:`.reference`), and the settings that name the engines and platforms an operator
+serves (:mod:`.settings`). Nothing else in the operator asks which engine a spec runs."""

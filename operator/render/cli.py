@@ -3,8 +3,9 @@
 CLI layer over :func:`disagg_operator.render.objects.render` (the operator's own builder). No
 cluster is contacted: the owner uid is a fixed placeholder and the handshake Secret holds a
 placeholder key; the output says so in its first comment. Invalid manifests exit 1 and
-print their problems to stderr, one per line, ``field: message``. ``--platforms-file``
-registers the same extra platforms the operator is started with (exit 2 when invalid).
+print their problems to stderr, one per line, ``field: message``. ``--platforms-file`` and
+``--canary-image`` give the same settings the operator is started with (exit 2 when the
+file is invalid).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from typing import Any
 
 import yaml
 
-from disagg_operator import models, platform_config
+from disagg_operator import api as models
+from disagg_operator.engines.settings import Settings
+from disagg_operator.render import options
 from disagg_operator.render.objects import render
-from disagg_operator.validation import InvalidSpec, Problem
+from disagg_operator.validation.spec import InvalidSpec, Problem
 
 FAKE_UID = "00000000-0000-0000-0000-000000000000"
 PLACEHOLDER_KEY = "placeholder-rendered-offline"
@@ -39,7 +42,9 @@ def _documents(path: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
-def render_documents(docs: list[dict[str, Any]], namespace: str | None) -> list[dict[str, Any]]:
+def render_documents(
+    docs: list[dict[str, Any]], namespace: str | None, settings: Settings
+) -> list[dict[str, Any]]:
     """Render every manifest; raise InvalidSpec with all problems of all of them."""
     out: list[dict[str, Any]] = []
     problems: list[Problem] = []
@@ -54,7 +59,7 @@ def render_documents(docs: list[dict[str, Any]], namespace: str | None) -> list[
         meta["namespace"] = namespace or meta.get("namespace") or "default"
         body["metadata"] = meta
         try:
-            out += render(body, hmac_key=PLACEHOLDER_KEY)
+            out += render(body, hmac_key=PLACEHOLDER_KEY, settings=settings)
         except InvalidSpec as e:
             problems += e.problems
     if problems:
@@ -76,18 +81,18 @@ def main(argv: list[str]) -> int:
         help="manifest (YAML, multi-document allowed; - for stdin)",
     )
     parser.add_argument("-n", "--namespace", help="namespace (default: the manifest's)")
-    platform_config.add_argument(parser)
+    options.add_argument(parser)
     args = parser.parse_args(argv)
-    if platform_config.register_file(args.platforms_file, "disagg render") is None:
+    settings = options.settings(args, "disagg render")
+    if settings is None:
         return 2
-    platform_config.apply_canary_image(args.canary_image)
     try:
         docs = [doc for path in args.filename for doc in _documents(path)]
     except (OSError, yaml.YAMLError) as e:
         print(f"disagg render: {e}", file=sys.stderr)
         return 2
     try:
-        objects = render_documents(docs, args.namespace)
+        objects = render_documents(docs, args.namespace, settings)
     except InvalidSpec as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)

@@ -19,7 +19,7 @@ so render itself is deterministic. Pod counts come from :func:`scaling.effective
 (prefill may follow decode). A role with 0 replicas is removed: no pods, no Service, no
 budget.
 Revisions: every pod carries ``disagg.dev/kv-revision`` (its spec's KV-compatibility key,
-:mod:`disagg_operator.rollout.kvkey`) and ``disagg.dev/revision`` (its role's template).
+:mod:`disagg_operator.render.kvkey`) and ``disagg.dev/revision`` (its role's template).
 The role Services and the InferencePool select one KV revision, ``routed_kv`` (default:
 the spec's own), so routers never pair a prefill and a decode of different revisions;
 the rollout planner decides when it moves. With the transfer canary on, a headless
@@ -34,8 +34,9 @@ import base64
 import copy
 from typing import Any
 
-from disagg_operator.models import (
+from disagg_operator.api import (
     API_VERSION,
+    HMAC_KEY,
     HTTP_PORT,
     KIND,
     LABEL_DEPLOYMENT,
@@ -47,12 +48,12 @@ from disagg_operator.models import (
     DisaggregatedDeployment,
     ExtensionRef,
 )
+from disagg_operator.derive.scaling import effective_replicas, min_available
+from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render import canary as render_canary
 from disagg_operator.render import pods as render_pods
-from disagg_operator.render.derive import HMAC_KEY
-from disagg_operator.rollout.kvkey import kv_revision
-from disagg_operator.scaling import effective_replicas, min_available
-from disagg_operator.validation import InvalidSpec, parse
+from disagg_operator.render.kvkey import kv_revision
+from disagg_operator.validation.spec import InvalidSpec, parse
 
 
 def labels(name: str, role: str | None = None) -> dict[str, str]:
@@ -83,14 +84,18 @@ def routing_selector(name: str, kv: str, role: str | None = None) -> dict[str, s
 
 
 def render(
-    body: dict[str, Any], *, hmac_key: str, routed_kv: str | None = None
+    body: dict[str, Any],
+    *,
+    hmac_key: str,
+    routed_kv: str | None = None,
+    settings: Settings = DEFAULT,
 ) -> list[dict[str, Any]]:
     """Every desired child of ``body`` as a plain Kubernetes object dict, stable order."""
-    dd, problems = parse(body)
+    dd, problems = parse(body, settings)
     if dd is None or problems:
         raise InvalidSpec(problems)
     uid = str(body.get("metadata", {}).get("uid") or "")
-    return render_model(dd, uid=uid, hmac_key=hmac_key, routed_kv=routed_kv)
+    return render_model(dd, uid=uid, hmac_key=hmac_key, routed_kv=routed_kv, settings=settings)
 
 
 def _meta(
@@ -112,13 +117,29 @@ def _meta(
     }
 
 
-def role_pod(dd: DisaggregatedDeployment, *, uid: str, role: str, index: int) -> dict[str, Any]:
-    """The pod ``<name>-<role>-<index>`` as the spec wants it now."""
+def role_pod(
+    dd: DisaggregatedDeployment,
+    *,
+    uid: str,
+    role: str,
+    index: int,
+    kv: str,
+    settings: Settings = DEFAULT,
+) -> dict[str, Any]:
+    """The pod ``<name>-<role>-<index>`` as the spec wants it now; ``kv`` is the spec's
+    KV revision (:func:`kv_revision`, computed once by the caller)."""
     meta = _meta(dd, uid, "", role)
-    meta["labels"][LABEL_KV_REVISION] = kv_revision(dd.spec)
+    meta["labels"][LABEL_KV_REVISION] = kv
     name = dd.metadata.name
     return render_pods.pod(
-        dd.spec, role, index, name=name, meta=meta, pod_selector=selector(name, role)
+        dd.spec,
+        role,
+        index,
+        name=name,
+        meta=meta,
+        pod_selector=selector(name, role),
+        kv=kv,
+        settings=settings,
     )
 
 
@@ -129,18 +150,21 @@ def render_model(
     hmac_key: str,
     routed_kv: str | None = None,
     pods: bool = True,
+    settings: Settings = DEFAULT,
+    target_kv: str | None = None,
 ) -> list[dict[str, Any]]:
     """Render an already validated deployment (pods ``0 .. replicas-1`` of each role;
     none with ``pods=False``: the reconciler renders pods one by one, as the rollout
-    planner asks)."""
+    planner asks). ``target_kv``: the spec's KV revision when the caller has it."""
     name, spec = dd.metadata.name, dd.spec
-    kv = routed_kv or kv_revision(spec)
+    target = target_kv or kv_revision(spec, settings)
+    kv = routed_kv or target
     counts = {role: effective_replicas(spec, role) for role in ROLES}
     roles = [role for role in ROLES if counts[role] > 0]
     objects = [_secret(_meta(dd, uid, f"{name}-handshake"), hmac_key)]
     objects += [_service(spec, role, _meta(dd, uid, f"{name}-{role}", role), kv) for role in roles]
-    if len(roles) == len(ROLES) and render_canary.image(spec):
-        for rev in dict.fromkeys((kv, kv_revision(spec))):  # routed, then the spec's
+    if len(roles) == len(ROLES) and render_canary.image(spec, settings):
+        for rev in dict.fromkeys((kv, target)):  # routed, then the spec's
             svc = render_canary.revision_service(name, rev)
             objects.append(_canary_service(name, rev, _meta(dd, uid, svc, "prefill")))
     objects.append(_network_policy(spec, name, _meta(dd, uid, f"{name}-side-channel")))
@@ -148,7 +172,10 @@ def render_model(
     budgets = [r for r in roles if spec.role(r).disruption_budget.enabled and floors[r] > 0]
     objects += [_pdb(floors[r], _meta(dd, uid, f"{name}-{r}", r)) for r in budgets]
     for role in roles if pods else ():
-        objects += [role_pod(dd, uid=uid, role=role, index=i) for i in range(counts[role])]
+        objects += [
+            role_pod(dd, uid=uid, role=role, index=i, kv=target, settings=settings)
+            for i in range(counts[role])
+        ]
     if spec.llmd.enabled and spec.llmd.inference_pool.enabled:
         objects.append(_inference_pool(spec, name, _meta(dd, uid, name), kv))
     return copy.deepcopy(objects)  # no shared sub-dicts: callers may mutate freely

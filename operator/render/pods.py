@@ -1,20 +1,17 @@
 """Pod rendering: one prefill or decode pod, with the engine its hardware needs.
 
 Pure layer, part of render. :func:`pod` builds the whole Pod for role ``role`` index
-``i``; :func:`engine_container` the engine container for either engine:
-
-- ``reference``: ``disagg worker serve`` with env = ``WorkerConfig(...).to_env()`` (the
-  worker's own contract model, imported), plus the pod-specific values from the downward
-  API (DISAGG_ENGINE_ID = pod name, DISAGG_ADVERTISE_HOST = pod IP) and UCX_TLS. The local
-  runner (``disagg up``) reads exactly this command and env.
-- ``vllm``: ``vllm serve <model>`` with ``--kv-transfer-config`` JSON, the NIXL side-channel
-  env and, on CPU pools, the CPU-engine env, in the form the deployment's vLLM version
-  reads (its profile, :func:`derive.resolution`, named in the pod's annotations).
+``i``; :func:`engine_container` the engine container. What differs between engines (the
+container's command, env, mounts and startup probe; volumes; the pod's security context;
+the drain; side-channel ports; annotations) comes from the deployment's engine
+(:mod:`disagg_operator.engines`), looked up in the settings by ``spec.engine.type``; render
+adds what every engine gets: ports, the readiness probe, the hardened container security
+context, the preStop drain, the user's ``args`` and ``env`` (validation refuses names and
+flags that collide with derived ones), resources, placement and the default spread.
 
 Decode pods also get the ``transfer-canary`` container (:mod:`.canary`) unless it is
-disabled or has no image.
-User ``env`` and ``args`` are appended; validation refuses names and flags that collide
-with derived ones.
+disabled or has no image; with llm-d's routing sidecar on, decode pods get the sidecar
+and the engine moves behind it.
 The spec-hash annotation is a hash of the pod's labels and spec, so any change to either
 makes the rollout replace the pod; the ``disagg.dev/revision`` label hashes the same minus
 the pod's own name, so it is equal across a role's pods of one template.
@@ -26,8 +23,7 @@ import hashlib
 import json
 from typing import Any
 
-from disagg_operator.engines import llmd, vllm
-from disagg_operator.models import (
+from disagg_operator.api import (
     ENGINE_BEHIND_SIDECAR_PORT,
     HTTP_PORT,
     LABEL_REVISION,
@@ -35,18 +31,15 @@ from disagg_operator.models import (
     DeploymentSpec,
     RoleSpec,
 )
+from disagg_operator.contracts import llmd
+from disagg_operator.engines.settings import Settings
 from disagg_operator.render import canary as render_canary
-from disagg_operator.render import derive
-from disagg_worker.config import WorkerConfig
 
-# Which vLLM version render assumed and the profile it used (unknown: no version found).
-VLLM_VERSION = "disagg.dev/vllm-version"
-VLLM_PROFILE = "disagg.dev/vllm-profile"
 ENGINE = "engine"
 SIDECAR = "routing-proxy"
-HANDSHAKE_VOLUME = "handshake"
-# The worker images' user (Dockerfile: USER 65532:65532).
-WORKER_UID = 65532
+# Seconds left after the preStop drain for the engine to stop on SIGTERM (finish HTTP
+# responses, deregister memory, close the NIXL agent) before the kubelet kills it.
+SHUTDOWN_MARGIN_S = 10
 
 # Every container: no privilege escalation, no capabilities. The derived UCX_TLS uses no
 # transport that needs CAP_SYS_PTRACE (cma) or a shared IPC namespace, so none is added.
@@ -70,6 +63,11 @@ def spec_hash(labels: dict[str, str], pod_spec: dict[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def grace_period_seconds(spec: DeploymentSpec, settings: Settings) -> int:
+    """terminationGracePeriodSeconds: the engine's drain, then time for it to stop."""
+    return settings.engine(spec).drain_seconds(spec) + SHUTDOWN_MARGIN_S
+
+
 def pod(
     spec: DeploymentSpec,
     role: str,
@@ -78,16 +76,21 @@ def pod(
     name: str,
     meta: dict[str, Any],
     pod_selector: dict[str, str],
+    kv: str,
+    settings: Settings,
 ) -> dict[str, Any]:
     """The Pod ``<name>-<role>-<i>``; ``meta`` carries namespace, labels, ownerReferences;
-    ``pod_selector`` selects the role's pods (for the default topology spread)."""
-    r = spec.role(role)
+    ``pod_selector`` selects the role's pods (for the default topology spread); ``kv`` is
+    the spec's KV revision (where the canary sends its prefill hop)."""
+    r, engine = spec.role(role), settings.engine(spec)
     pod_name = f"{name}-{role}-{i}"
-    containers = [engine_container(spec, role)]
+    containers = [engine_container(spec, role, settings)]
     if sidecar_enabled(spec, role):
         containers.append(sidecar_container(spec))
     canary = (
-        render_canary.container(spec, name, engine_port(spec, role)) if role == "decode" else None
+        render_canary.container(spec, name, engine_port(spec, role), kv, settings)
+        if role == "decode"
+        else None
     )
     if canary is not None:
         containers.append({**canary, "securityContext": dict(CONTAINER_SECURITY)})
@@ -95,12 +98,13 @@ def pod(
         "hostname": pod_name,
         "subdomain": f"{name}-{role}",
         "restartPolicy": "Always",
-        "terminationGracePeriodSeconds": derive.grace_period_seconds(spec),
+        "terminationGracePeriodSeconds": grace_period_seconds(spec, settings),
         # Service env vars (FOO_SERVICE_HOST...) can clash with VLLM_* settings.
         "enableServiceLinks": False,
         "containers": containers,
-        "volumes": _volumes(spec, name),
-        "securityContext": pod_security(spec),
+        "volumes": engine.volumes(spec, name),
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}
+        | engine.pod_security(spec),
     }
     placement = {
         "nodeSelector": r.node_selector,
@@ -114,7 +118,7 @@ def pod(
     template = {k: v for k, v in pod_spec.items() if k not in ("hostname",)}
     labels = {**meta["labels"], LABEL_REVISION: spec_hash(meta["labels"], template)[:10]}
     metadata = {**meta, "name": pod_name, "labels": labels}
-    metadata["annotations"] = {SPEC_HASH: spec_hash(labels, pod_spec), **_engine_notes(spec)}
+    metadata["annotations"] = {SPEC_HASH: spec_hash(labels, pod_spec), **engine.annotations(spec)}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
 
 
@@ -135,81 +139,39 @@ def spread(spec: DeploymentSpec, role: str, pod_selector: dict[str, str]) -> lis
     ]
 
 
-def _engine_notes(spec: DeploymentSpec) -> dict[str, str]:
-    if spec.engine.type != "vllm":
-        return {}
-    found = derive.resolution(spec)
-    version = vllm.format_version(found.version) if found.version else "unknown"
-    return {VLLM_VERSION: version, VLLM_PROFILE: found.profile.label}
-
-
-def pod_security(spec: DeploymentSpec) -> dict[str, Any]:
-    """Pod Security "restricted" for the reference engine; vLLM images may need root."""
-    security: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
-    if spec.engine.type == "reference":
-        security.update(runAsNonRoot=True, runAsUser=WORKER_UID, runAsGroup=WORKER_UID)
-    return security
-
-
-def _volumes(spec: DeploymentSpec, name: str) -> list[dict[str, Any]]:
-    if spec.engine.type == "reference":
-        # Readable by the image's non-root user whatever its uid (no fsGroup assumed);
-        # the key never leaves the pod's own filesystem view.
-        secret = {"secretName": f"{name}-handshake", "defaultMode": 0o444}
-        return [{"name": HANDSHAKE_VOLUME, "secret": secret}]
-    # vLLM's workers exchange tensors through /dev/shm; the container default is 64 MiB.
-    return [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
-
-
-def engine_container(spec: DeploymentSpec, role: str) -> dict[str, Any]:
-    r = spec.role(role)
+def engine_container(spec: DeploymentSpec, role: str, settings: Settings) -> dict[str, Any]:
+    r, engine = spec.role(role), settings.engine(spec)
     port = engine_port(spec, role)
-    if spec.engine.type == "reference":
-        command, env = ["disagg", "worker", "serve"], _reference_env(spec, role, port)
-        mounts = [{"name": HANDSHAKE_VOLUME, "mountPath": derive.HMAC_DIR, "readOnly": True}]
-        startup = None
-    else:
-        command, env = _vllm_command(spec, role, port), _vllm_env(spec, role)
-        mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
-        startup = {"httpGet": {"path": "/health", "port": port}, "periodSeconds": 10}
-        startup["failureThreshold"] = 180  # model download and load: up to 30 min
+    derived = engine.container(spec, role, port, settings)
     container: dict[str, Any] = {
         "name": ENGINE,
         "image": r.image or spec.engine.image,
-        "command": command,
-        "env": _merge_env(env, r),
-        "ports": _ports(spec, role, port),
+        "command": list(derived.command),
+        "env": _merge_env(derived.env, r),
+        "ports": _ports(engine.side_channel_ports(spec, role), port),
         "readinessProbe": {
             "httpGet": {"path": "/health", "port": port},
             "periodSeconds": 5,
             "failureThreshold": 3,
         },
-        "volumeMounts": mounts,
+        "volumeMounts": list(derived.mounts),
         "securityContext": dict(CONTAINER_SECURITY),
-        "lifecycle": {"preStop": {"exec": {"command": _drain_command(spec)}}},
+        # The preStop waits for in-flight transfers before SIGTERM (the pod has already
+        # left its Service's endpoints, so no new work comes).
+        "lifecycle": {"preStop": {"exec": {"command": engine.drain_command(spec)}}},
     }
     if r.args:
         container["args"] = list(r.args)
-    if startup:
-        container["startupProbe"] = startup
+    if derived.startup_probe:
+        container["startupProbe"] = dict(derived.startup_probe)
     if r.resources:
         container["resources"] = r.resources.model_dump(by_alias=True, exclude_none=True)
     return container
 
 
-def _drain_command(spec: DeploymentSpec) -> list[str]:
-    """The preStop: wait for in-flight transfers before SIGTERM (the pod has already left
-    its Service's endpoints, so no new work comes). The reference worker says when it is
-    idle; vLLM has no such endpoint, so its pods sleep out the lease."""
-    timeout = str(derive.drain_seconds(spec))
-    if spec.engine.type == "reference":
-        return ["disagg", "worker", "drain", "--timeout-s", timeout]
-    return ["sleep", timeout]
-
-
-def _ports(spec: DeploymentSpec, role: str, port: int) -> list[dict[str, Any]]:
+def _ports(side_channel: list[int], port: int) -> list[dict[str, Any]]:
     ports = [{"name": "http" if port == HTTP_PORT else "engine", "containerPort": port}]
-    for rank, number in enumerate(derive.side_channel_ports(spec, role)):
+    for rank, number in enumerate(side_channel):
         ports.append(
             {"name": "side-channel" + (f"-{rank}" if rank else ""), "containerPort": number}
         )
@@ -227,71 +189,6 @@ def sidecar_container(spec: DeploymentSpec) -> dict[str, Any]:
         "ports": [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"}],
         "securityContext": dict(CONTAINER_SECURITY),
     }
-
-
-def worker_config(spec: DeploymentSpec, role: str, port: int = HTTP_PORT) -> WorkerConfig:
-    """The reference engine's WorkerConfig for ``role`` (pod-specific fields left unset)."""
-    return WorkerConfig(**_worker_fields(spec, role, port))
-
-
-def _worker_fields(spec: DeploymentSpec, role: str, port: int) -> dict[str, Any]:
-    r, kv = spec.role(role), spec.kv_transfer
-    return {
-        "role": "prefill" if role == "prefill" else "decode",
-        "device": r.device,
-        "peer_device": spec.peer(role).device,
-        "kv_buffer_device": derive.buffer_device(spec, role),
-        "backends": list(kv.backends),
-        "side_channel_host": "0.0.0.0",
-        "side_channel_port": kv.side_channel_port,
-        "http_host": "0.0.0.0",
-        "http_port": port,
-        "transfer_deadline_s": kv.transfer_deadline_seconds,
-        "block_lease_s": kv.block_lease_seconds,
-        "hmac_secret_path": derive.HMAC_PATH,
-        "tp_size": r.tensor_parallel_size,
-        "model": spec.model,
-    }
-
-
-def reference_env_names(spec: DeploymentSpec, role: str) -> frozenset[str]:
-    """Env names render sets for the reference engine (whatever their values)."""
-    fields = {*_worker_fields(spec, role, HTTP_PORT), "engine_id", "advertise_host"}
-    return frozenset({*(WorkerConfig.env_name(f) for f in fields), "UCX_TLS"})
-
-
-def _field_ref(name: str, path: str) -> dict[str, Any]:
-    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
-
-
-def _reference_env(spec: DeploymentSpec, role: str, port: int) -> list[dict[str, Any]]:
-    env = [{"name": k, "value": v} for k, v in worker_config(spec, role, port).to_env().items()]
-    env.append(_field_ref(WorkerConfig.env_name("engine_id"), "metadata.name"))
-    env.append(_field_ref(WorkerConfig.env_name("advertise_host"), "status.podIP"))
-    env.append({"name": "UCX_TLS", "value": derive.ucx_tls(spec, role)})
-    return env
-
-
-def _vllm_command(spec: DeploymentSpec, role: str, port: int) -> list[str]:
-    kv_config = json.dumps(derive.kv_transfer_config(spec, role), separators=(",", ":"))
-    tp = str(spec.role(role).tensor_parallel_size)
-    return [
-        *("vllm", "serve", spec.model),
-        *("--port", str(port), "--tensor-parallel-size", tp),
-        *("--kv-transfer-config", kv_config),
-    ]
-
-
-def _vllm_env(spec: DeploymentSpec, role: str) -> list[dict[str, Any]]:
-    r = spec.role(role)
-    env = [
-        _field_ref(vllm.SIDE_CHANNEL_HOST, "status.podIP"),
-        {"name": vllm.SIDE_CHANNEL_PORT, "value": str(spec.kv_transfer.side_channel_port)},
-        {"name": "UCX_TLS", "value": derive.ucx_tls(spec, role)},
-    ]
-    derived = {**derive.lease_env(spec, role), **derive.cpu_engine_env(r, derive.profile(spec))}
-    env += [{"name": k, "value": v} for k, v in derived.items()]
-    return env
 
 
 def _merge_env(derived: list[dict[str, Any]], r: RoleSpec) -> list[dict[str, Any]]:

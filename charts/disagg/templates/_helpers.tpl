@@ -70,7 +70,7 @@ app.kubernetes.io/part-of: disagg
 {{/*
 RBAC rules, split by scope: namespaced resources (granted through a Role per watched
 namespace in namespaced mode) and cluster-scoped reads kopf makes. Each verb is one the
-operator really calls; tests/integration/chart/test_rbac_minimal.py records the operator's
+operator really calls; tests/chart/test_rbac_minimal.py records the operator's
 calls against the API emulator and fails on any difference, in both directions.
 - The custom resource: kopf lists/watches it (its index is the reconciler's cache); the
   reconciler patches its status subresource and never writes the resource itself (only

@@ -1,0 +1,132 @@
+"""The kinds the operator reads and writes: one table every module takes them from.
+
+Pure layer, part of the API. Each row says what Kubernetes calls the kind (apiVersion,
+plural, scope, short names, status subresource) and what the operator does with it, which
+is also exactly what the chart's RBAC grants for it (:attr:`Kind.verbs`):
+
+    access       the operator reads it                  verbs
+    watched      by list and watch (kopf's watches)     list, watch
+    by-name      by name, once per sync                 get
+    create-only  never (written once, never read back)  -
+
+then ``create``; ``update`` for a kind written whole (``replaced``: the Lease); ``patch``
+when a drift patch manages fields of it (``managed``: top-level fields; metadata labels,
+annotations and owners always go with them); ``delete`` when a deployment can stop wanting
+one (``deleted``). ``exclusive`` are fields that exclude each other within a managed one
+(the API server refuses an object with two: one observed and not desired is removed).
+
+The planner (:mod:`disagg_operator.planning.actions`: managed and exclusive fields), the
+sync and the handlers (what is watched, read by name, recorded in the cache), the API
+client (plurals), the emulator (what it serves) and the chart's RBAC test all read
+:data:`CHILDREN` and :data:`KINDS`; none keeps a list of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from disagg_operator.api.base import API_VERSION, KIND, PLURAL, SHORT_NAMES
+from disagg_operator.api.spec import INFERENCE_POOL_APIS
+
+Access = Literal["watched", "by-name", "create-only"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind the operator talks to (see the module docstring)."""
+
+    kind: str
+    api_versions: tuple[str, ...]  # the first is the one rendered by default
+    plural: str
+    access: Access
+    managed: tuple[str, ...] = ("spec",)
+    deleted: bool = True
+    replaced: bool = False  # written whole with a conditional update (the Lease)
+    exclusive: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    namespaced: bool = True
+    short_names: tuple[str, ...] = ()
+    status: bool = False  # has a status subresource
+
+    @property
+    def api_version(self) -> str:
+        return self.api_versions[0]
+
+    @property
+    def verbs(self) -> tuple[str, ...]:
+        """The API verbs the operator uses on it (and the chart grants), in RBAC order."""
+        reads = {"watched": ("list", "watch"), "by-name": ("get",), "create-only": ()}
+        update = ("update",) if self.replaced else ()
+        patch = ("patch",) if self.managed else ()
+        delete = ("delete",) if self.deleted else ()
+        return (*reads[self.access], "create", *update, *patch, *delete)
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """API groups of its versions ("" for the core group), as RBAC names them."""
+        return tuple(dict.fromkeys(v.rpartition("/")[0] for v in self.api_versions))
+
+
+# The children a deployment owns, in the order render emits them. Not ConfigMaps: nothing
+# renders one.
+CHILDREN: tuple[Kind, ...] = (
+    # the handshake key is generated once and never rotated by a resync
+    Kind("Secret", ("v1",), "secrets", "create-only", managed=(), deleted=False),
+    Kind("Service", ("v1",), "services", "watched", short_names=("svc",), status=True),
+    Kind(
+        "NetworkPolicy",
+        ("networking.k8s.io/v1",),
+        "networkpolicies",
+        "watched",
+        deleted=False,  # every deployment has one, for as long as it exists
+        short_names=("netpol",),
+    ),
+    Kind(
+        "PodDisruptionBudget",
+        ("policy/v1",),
+        "poddisruptionbudgets",
+        "watched",
+        exclusive={"spec": ("minAvailable", "maxUnavailable")},
+        short_names=("pdb",),
+        status=True,
+    ),
+    # a pod's spec is immutable: the rollout planner replaces pods, nothing patches them
+    Kind("Pod", ("v1",), "pods", "watched", managed=(), short_names=("po",), status=True),
+    # only with llm-d, in the version the spec asks for; not watched (it changes with the CR)
+    Kind(
+        "InferencePool",
+        tuple(INFERENCE_POOL_APIS.values()),
+        "inferencepools",
+        "by-name",
+        status=True,
+    ),
+)
+# The operator's other kinds: the resource it reconciles, the Events it posts, the Lease
+# of leader election.
+RESOURCE = Kind(
+    KIND, (API_VERSION,), PLURAL, "watched", short_names=tuple(SHORT_NAMES), status=True
+)
+EVENT = Kind(
+    "Event", ("v1",), "events", "create-only", managed=(), deleted=False, short_names=("ev",)
+)
+LEASE = Kind(
+    "Lease",
+    ("coordination.k8s.io/v1",),
+    "leases",
+    "by-name",
+    managed=(),
+    deleted=False,
+    replaced=True,
+)
+KINDS: tuple[Kind, ...] = (*CHILDREN, RESOURCE, EVENT, LEASE)
+
+BY_KIND: Mapping[str, Kind] = {k.kind: k for k in KINDS}
+WATCHED: tuple[Kind, ...] = tuple(k for k in CHILDREN if k.access == "watched")
+WATCHED_NAMES = frozenset(k.kind for k in WATCHED)
+PLURALS: Mapping[str, str] = {k.kind: k.plural for k in KINDS}
+
+
+def child(kind: str) -> Kind:
+    """The row of child kind ``kind`` (KeyError: not a kind a deployment owns)."""
+    return {k.kind: k for k in CHILDREN}[kind]

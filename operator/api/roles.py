@@ -1,0 +1,196 @@
+"""A role's pool: what prefill and decode share (:class:`RoleSpec`), what each adds
+(:class:`PrefillSpec`, :class:`DecodeSpec`), rollouts, disruption budgets and spreading.
+
+Pure layer, part of :mod:`disagg_operator.api`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from disagg_operator.api.base import _EMPTY, FreeForm, IntOrPercent, Quantity, _Model, _rules
+from disagg_operator.api.rules import PER_DECODE_BOUNDS_RULE, PREFILL_COUNT_RULE
+
+
+class Toleration(_Model):
+    """A pod toleration (same fields as core/v1 Toleration)."""
+
+    key: str | None = Field(default=None, description="taint key the toleration applies to")
+    operator: Literal["Exists", "Equal"] | None = Field(
+        default=None, description="Exists or Equal (default Equal)"
+    )
+    value: str | None = Field(default=None, description="taint value to match")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="taint effect to match; empty matches all"
+    )
+    toleration_seconds: int | None = Field(
+        default=None, description="how long a NoExecute taint is tolerated"
+    )
+
+
+class Resources(_Model):
+    """Compute resources of the engine container (core/v1 ResourceRequirements)."""
+
+    limits: dict[str, Quantity] | None = Field(
+        default=None, description="limits, e.g. {nvidia.com/gpu: 1, memory: 16Gi}"
+    )
+    requests: dict[str, Quantity] | None = Field(
+        default=None, description="requests, e.g. {cpu: '4', memory: 16Gi}"
+    )
+
+
+class EnvVar(_Model):
+    """An extra environment variable; names the operator derives are refused (use the
+    spec field that sets them)."""
+
+    name: str = Field(min_length=1, description="variable name")
+    value: str | None = Field(default=None, description="literal value")
+    value_from: FreeForm | None = Field(
+        default=None, description="core/v1 EnvVarSource (secretKeyRef, fieldRef, ...)"
+    )
+
+
+class RolloutStrategy(_Model):
+    """How a role's pods are replaced when the spec changes (a Deployment's RollingUpdate).
+
+    Percentages are of the role's replicas: maxSurge rounds up, maxUnavailable down (both
+    0 is refused). A change of the KV-compatibility key does not roll in place: it starts
+    a new KV revision (docs/operator.md, "Rollouts").
+    """
+
+    max_surge: IntOrPercent = Field(
+        default="25%", description="pods above replicas while rolling (count or percent)"
+    )
+    max_unavailable: IntOrPercent = Field(
+        default="25%", description="ready pods that may be missing while rolling"
+    )
+
+
+class RoleSpec(_Model):
+    """What both pools share: which hardware, which engine settings, how pods are placed.
+    The pod count is per role (:class:`PrefillSpec`, :class:`DecodeSpec`)."""
+
+    device: str = Field(
+        default="cpu",
+        pattern=r"^[a-z][a-z0-9_-]*$",
+        description="accelerator of this pool: cpu, cuda, rocm, xpu, tpu or a platform "
+        "declared in the operator's platforms file (checked by the operator, not by an enum)",
+    )
+    kv_buffer_device: str | None = Field(
+        default=None,
+        description="where the KV buffer NIXL registers lives; derived from device and the "
+        "other role's device when omitted (see docs/derivation.md)",
+    )
+    tensor_parallel_size: int = Field(default=1, ge=1, description="tensor-parallel ranks")
+    node_selector: dict[str, str] | None = Field(
+        default=None, description="node labels the pods must land on (node pool)"
+    )
+    tolerations: list[Toleration] | None = Field(
+        default=None, description="tolerations for tainted node pools (e.g. GPU nodes)"
+    )
+    affinity: FreeForm | None = Field(
+        default=None, description="core/v1 Affinity, passed to the pods unchanged"
+    )
+    resources: Resources | None = Field(
+        default=None, description="engine container resources; GPU roles must limit the GPU"
+    )
+    image: str | None = Field(default=None, description="image override for this role")
+    args: list[str] | None = Field(
+        default=None,
+        description="extra engine arguments, appended to the derived ones (flags the "
+        "operator derives, e.g. --port or --kv-transfer-config, are refused)",
+    )
+    env: list[EnvVar] | None = Field(
+        default=None,
+        description="extra env (names the operator derives, e.g. UCX_TLS or VLLM_CPU_*, "
+        "are refused: set the spec field instead)",
+    )
+    rollout: RolloutStrategy = Field(
+        default_factory=RolloutStrategy,
+        description="how a spec change replaces this role's pods (maxSurge, maxUnavailable)",
+        **_EMPTY,
+    )
+
+
+# --- scaling: pod counts, disruption budgets, spreading ------------------------------
+class PerDecode(_Model):
+    """Prefill replicas that follow decode: clamp(ceil(decode.replicas * ratio), min, max)."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(PER_DECODE_BOUNDS_RULE))
+
+    ratio: float = Field(
+        gt=0, description="prefill pods per decode pod, e.g. 0.5 (rounded up: 3 decode → 2)"
+    )
+    min_replicas: int = Field(
+        default=0,
+        ge=0,
+        alias="min",
+        description="fewest prefill pods (also with 0 decode pods); any decode pod gets at "
+        "least one prefill pod anyway",
+    )
+    max_replicas: int | None = Field(
+        default=None, ge=1, alias="max", description="most prefill pods; no bound when omitted"
+    )
+
+
+class DisruptionBudget(_Model):
+    """The role's PodDisruptionBudget (policy/v1) ``<name>-<role>``, rendered with
+    ``minAvailable`` = replicas - maxUnavailable (scaling.min_available)."""
+
+    enabled: bool = Field(default=True, description="render it; false: no budget")
+    max_unavailable: IntOrPercent = Field(
+        default=1,
+        description="pods of the role a voluntary disruption (a node drain) may take at "
+        'once: a count or a percentage ("25%", rounded up); the budget states it as '
+        "minAvailable = replicas - maxUnavailable",
+    )
+
+
+class ScaledRoleSpec(RoleSpec):
+    """A role's pool with what scaling adds to both roles: its disruption budget and how its
+    pods spread across nodes."""
+
+    disruption_budget: DisruptionBudget = Field(
+        default_factory=DisruptionBudget,
+        description="PodDisruptionBudget <name>-<role> (maxUnavailable 1 by default); none "
+        "while it could refuse no eviction (replicas - maxUnavailable is 0: one pod with the "
+        "default, or 0 replicas)",
+        **_EMPTY,
+    )
+    topology_spread_constraints: list[FreeForm] | None = Field(
+        default=None,
+        description="core/v1 TopologySpreadConstraints of the pods, used as given; omitted: "
+        "spread across nodes (topologyKey kubernetes.io/hostname, maxSkew 1, "
+        "ScheduleAnyway, the role's pods); []: none",
+    )
+
+
+class PrefillSpec(ScaledRoleSpec):
+    """The prefill pool: a fixed pod count (replicas), or one that follows decode."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(PREFILL_COUNT_RULE))
+
+    replicas: int | None = Field(
+        default=None,
+        ge=0,
+        description="number of pods; 0 removes the role; 1 when neither replicas nor "
+        "perDecode is set (set one, not both)",
+    )
+    per_decode: PerDecode | None = Field(
+        default=None,
+        description="follow spec.decode.replicas (kubectl scale, HPA, KEDA): "
+        "clamp(ceil(decode * ratio), min, max) pods, instead of replicas",
+    )
+
+
+class DecodeSpec(ScaledRoleSpec):
+    """The decode pool; its replicas are the resource's scale subresource."""
+
+    replicas: int = Field(
+        default=1,
+        ge=0,
+        description="number of pods; 0 removes the role. The scale subresource sets it "
+        "(kubectl scale, HPA, KEDA)",
+    )

@@ -1,0 +1,259 @@
+"""The deployment: engine, model, KV transfer, llm-d, the canary, the spec and the resource.
+
+Pure layer, part of :mod:`disagg_operator.api`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.alias_generators import to_camel
+
+from disagg_operator.api.base import _EMPTY, FreeForm, _Model, _rules
+from disagg_operator.api.roles import DecodeSpec, PrefillSpec
+from disagg_operator.api.rules import (
+    BACKENDS_UNIQUE_RULE,
+    LEASE_RULE,
+    SIDECAR_IMAGE_RULE,
+    SIDECAR_NEEDS_LLMD_RULE,
+    TP_DIVIDES_RULE,
+    TP_RULE,
+    UCX_REACH_RULE,
+)
+from disagg_operator.contracts import llmd as llmd_sidecar
+
+
+class Engine(_Model):
+    """Which serving engine the pods run."""
+
+    # The CRD lists the engines (enum and description) from the engine table; any other
+    # name is refused by validation, naming the engines the operator serves.
+    type: str = Field(pattern=r"^[a-z][a-z0-9-]{0,31}$", description="serving engine")
+    image: str = Field(min_length=1, description="container image of the engine")
+    version: str | None = Field(
+        default=None,
+        pattern=r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?([.+_-][0-9A-Za-z.+_-]*)?$",
+        description='vLLM version the images run, e.g. "0.32.0"; read from the image tag '
+        "when omitted (an untagged or `latest` image assumes the newest profile and says so "
+        "in the EngineVersionKnown condition). Picks the contract profile "
+        "(docs/derivation.md)",
+    )
+
+
+class ModelConfig(_Model):
+    """Facts about the model that decide which P/D pairs vLLM can serve."""
+
+    num_key_value_heads: int | None = Field(
+        default=None,
+        ge=1,
+        description="the model's total KV heads (config.json num_key_value_heads); lets "
+        "prefill TP exceed decode TP where vLLM allows it (prefill KV not replicated)",
+    )
+
+
+class KVTransfer(_Model):
+    """How the KV cache moves from prefill to decode."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(BACKENDS_UNIQUE_RULE, LEASE_RULE, UCX_REACH_RULE)
+    )
+
+    connector: Literal["NixlConnector"] = Field(
+        default="NixlConnector", description="KV connector; NixlConnector only"
+    )
+    backends: list[Annotated[str, StringConstraints(min_length=1, max_length=32)]] = Field(
+        default=["UCX"],
+        min_length=1,
+        max_length=8,  # bounds the CEL uniqueness rule's cost for the API server
+        description="NIXL backends, e.g. [UCX]; each must move the buffer's memory type",
+    )
+    side_channel_port: int = Field(
+        default=5600,
+        ge=1024,
+        le=65535,
+        description="NIXL handshake port (vLLM >= 0.11.1: one listener per engine on this "
+        "port; 0.11.0: rank r of a TP group listens on port + r)",
+    )
+    ucx_tls: str | None = Field(
+        default=None,
+        max_length=256,  # bounds the CEL reach rule's cost for the API server
+        pattern=r"^\^?[a-z0-9_]+(,[a-z0-9_]+)*$",
+        description="UCX_TLS override; derived per device when omitted. It must keep a "
+        "transport that crosses pods (tcp, rc, ud, dc, ...; an exclusion ^... does): "
+        "shared-memory ones alone (cma, sm, cuda_ipc, ...) are refused",
+    )
+    transfer_deadline_seconds: float = Field(
+        default=10.0, gt=0, description="decode gives up on one KV transfer after this"
+    )
+    block_lease_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="prefill frees KV blocks no decode has read after this (vLLM: the "
+        "abort timeout env before 0.22, kv_lease_duration from 0.22)",
+    )
+    kv_load_failure_policy: Literal["fail", "recompute"] | None = Field(
+        default=None,
+        description="vLLM >= 0.13 kv_load_failure_policy: fail the request or recompute "
+        "the prefill locally when a KV load fails; vLLM's default when omitted",
+    )
+    kv_connector_extra_config: FreeForm | None = Field(
+        default=None,
+        description="extra keys merged into kv_connector_extra_config (vLLM reads them "
+        "unchecked); keys the operator derives (backends, kv_lease_duration, "
+        "enforce_handshake_compat) are refused",
+    )
+
+
+# Gateway API Inference Extension InferencePool: spec.llmd.inferencePool.version → apiVersion.
+# v1 is the GA API (api/v1/inferencepool_types.go upstream); v1alpha2 (the x-k8s.io group,
+# deprecated, and dropped from the upstream tree) is rendered only on request.
+InferencePoolVersion = Literal["v1", "v1alpha2"]
+INFERENCE_POOL_APIS: dict[str, str] = {
+    "v1": "inference.networking.k8s.io/v1",
+    "v1alpha2": "inference.networking.x-k8s.io/v1alpha2",
+}
+EPP_PORT = 9002  # the endpoint picker's gRPC port in upstream's manifests and charts
+
+
+class ExtensionRef(_Model):
+    """The endpoint picker (EPP) Service an InferencePool hands routing decisions to
+    (``endpointPickerRef`` in v1, ``extensionRef`` in v1alpha2)."""
+
+    name: str = Field(min_length=1, description="name of the EPP Service")
+    port: int = Field(
+        default=EPP_PORT, ge=1, le=65535, description="the EPP Service's port (its gRPC port)"
+    )
+    failure_mode: Literal["FailOpen", "FailClose"] | None = Field(
+        default=None,
+        description="what the gateway does when the EPP does not answer; the gateway's "
+        "default (FailClose) when omitted",
+    )
+
+
+class InferencePool(_Model):
+    """Gateway API Inference Extension InferencePool over this deployment's pods."""
+
+    enabled: bool = Field(default=True, description="render an InferencePool")
+    version: InferencePoolVersion = Field(
+        default="v1",
+        description="InferencePool API: v1 (inference.networking.k8s.io, GA) or v1alpha2 "
+        "(inference.networking.x-k8s.io, deprecated) for gateways that serve only that",
+    )
+    extension_ref: ExtensionRef | None = Field(
+        default=None, description="endpoint picker Service; default <name>-epp, port 9002"
+    )
+
+    @property
+    def api_version(self) -> str:
+        return INFERENCE_POOL_APIS[self.version]
+
+
+class RoutingSidecar(_Model):
+    """llm-d routing sidecar in decode pods: serves the port, calls prefill, then decode."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(SIDECAR_IMAGE_RULE))
+
+    enabled: bool = Field(default=False, description="add the sidecar to decode pods")
+    image: str | None = Field(
+        default=None,
+        description=f"sidecar image, llm-d-router {llmd_sidecar.MIN_VERSION} or later, e.g. "
+        f"{llmd_sidecar.IMAGE_EXAMPLE}",
+    )
+    args: list[str] | None = Field(default=None, description="extra sidecar arguments")
+
+
+class Llmd(_Model):
+    """Optional llm-d integration (llm-d.ai/role labels are always set)."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(SIDECAR_NEEDS_LLMD_RULE))
+
+    enabled: bool = Field(default=False, description="turn on the llm-d objects below")
+    inference_pool: InferencePool = Field(
+        default_factory=InferencePool, description="InferencePool over the pods", **_EMPTY
+    )
+    routing_sidecar: RoutingSidecar = Field(
+        default_factory=RoutingSidecar, description="routing sidecar on decode pods", **_EMPTY
+    )
+
+
+class TransferCanary(_Model):
+    """A canary P/D request from each decode pod behind a readiness probe (TransferPathReady)."""
+
+    enabled: bool = Field(
+        default=True,
+        description="add the transfer-canary container to decode pods: a decode pod is "
+        "Ready only while a canary request through prefill and this pod's engine passes",
+    )
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        description="image with the `disagg` command for the canary container; default: the "
+        "decode image for engine reference, the operator's --canary-image for engine vllm "
+        "(none: no canary, TransferPathReady says so)",
+    )
+
+
+class DeploymentSpec(_Model):
+    """Desired state: a model served by a prefill pool and a decode pool."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            TP_RULE,
+            TP_DIVIDES_RULE,
+        )
+    )
+
+    model: str = Field(
+        min_length=1,
+        description="model to serve (vllm: a Hugging Face id or path; reference: a preset)",
+    )
+    engine: Engine = Field(description="serving engine and its image")
+    model_spec: ModelConfig = Field(
+        default_factory=ModelConfig,
+        alias="modelConfig",
+        description="facts about the model (KV heads) for P/D pair checks",
+        **_EMPTY,
+    )
+    prefill: PrefillSpec = Field(description="the prefill pool (produces KV)")
+    decode: DecodeSpec = Field(description="the decode pool (reads KV from prefill)")
+    kv_transfer: KVTransfer = Field(
+        default_factory=KVTransfer,
+        description="KV transfer settings shared by both roles",
+        **_EMPTY,
+    )
+    llmd: Llmd = Field(default_factory=Llmd, description="llm-d integration", **_EMPTY)
+    transfer_canary: TransferCanary = Field(
+        default_factory=TransferCanary,
+        description="transfer-path canary in decode pods (TransferPathReady condition)",
+        **_EMPTY,
+    )
+
+    def role(self, name: str) -> PrefillSpec | DecodeSpec:
+        return self.prefill if name == "prefill" else self.decode
+
+    def peer(self, name: str) -> PrefillSpec | DecodeSpec:
+        return self.decode if name == "prefill" else self.prefill
+
+
+class ObjectMeta(BaseModel):
+    """The part of metadata render needs; everything else is kept and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(min_length=1)
+    namespace: str = "default"
+    uid: str | None = None
+    generation: int | None = None
+
+
+class DisaggregatedDeployment(BaseModel):
+    """The whole custom resource as a body dict parses into."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+
+    api_version: Literal["disagg.dev/v1alpha1"] = "disagg.dev/v1alpha1"
+    kind: Literal["DisaggregatedDeployment"] = "DisaggregatedDeployment"
+    metadata: ObjectMeta
+    spec: DeploymentSpec
+    status: dict[str, Any] | None = None

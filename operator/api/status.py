@@ -1,0 +1,74 @@
+"""The status subresource's shape (what :mod:`disagg_operator.status.conditions` computes).
+
+Pure layer, part of :mod:`disagg_operator.api`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from disagg_operator.api.base import _Model
+
+
+class RoleStatus(_Model):
+    """Pod counts of one role."""
+
+    desired: int = Field(default=0, description="pods the spec asks for")
+    ready: int = Field(default=0, description="pods whose Ready condition is True")
+    updated: int = Field(default=0, description="pods running the current pod spec")
+    summary: str = Field(
+        default="0/0", description="ready/desired, plus the updated count while rolling"
+    )
+    current_revision: str | None = Field(
+        default=None, description="pod template most routed pods run (disagg.dev/revision)"
+    )
+    update_revision: str | None = Field(
+        default=None, description="pod template the spec wants (equal to current when done)"
+    )
+
+
+class Condition(_Model):
+    """A status condition (metav1.Condition shape)."""
+
+    type: str = Field(
+        description="Ready, Progressing, Degraded, EngineVersionKnown or TransferPathReady"
+    )
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown")
+    reason: str = Field(description="CamelCase reason")
+    message: str = Field(description="human-readable detail")
+    observed_generation: int | None = Field(default=None, description="spec generation seen")
+    last_transition_time: str | None = Field(
+        default=None, description="when status last changed (RFC 3339)"
+    )
+
+
+class DeploymentStatus(_Model):
+    """Observed state, written by the operator."""
+
+    model_config = ConfigDict(extra="allow")
+
+    observed_generation: int | None = Field(default=None, description="last generation seen")
+    prefill: RoleStatus | None = Field(default=None, description="prefill pod counts")
+    decode: RoleStatus | None = Field(default=None, description="decode pod counts")
+    kv_revision: str | None = Field(
+        default=None, description="the spec's KV-compatibility key (disagg.dev/kv-revision)"
+    )
+    routed_kv_revision: str | None = Field(
+        default=None, description="the KV revision the Services and InferencePool select"
+    )
+    conditions: list[Condition] | None = Field(
+        default=None,
+        description="Ready, Progressing, Degraded, EngineVersionKnown, TransferPathReady",
+    )
+    replicas: int | None = Field(
+        default=None, description="decode pods that exist (the scale subresource's status)"
+    )
+    selector: str | None = Field(
+        default=None,
+        description="label selector of the decode pods (the scale subresource's, for HPA and KEDA)",
+    )
+    phase: str | None = Field(
+        default=None, description="derived from conditions, for the printer column only"
+    )

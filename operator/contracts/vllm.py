@@ -1,0 +1,305 @@
+"""vLLM's NixlConnector contract, one capability profile per vLLM version range.
+
+Pure layer: frozen data and version parsing, no spec models. Render
+(:mod:`disagg_operator.derive.values`), validation, status, docs/derivation.md and the
+contract tests all read :data:`PROFILES`; no other module spells a vLLM setting name.
+
+Sources: vLLM's own Python source of every release from 0.11.0 to 0.33.0 (the files of
+each release's wheel), read per fact; facts that change between versions are one field each.
+A row holds from its ``since`` version up to the next row's; versions above the newest row
+use the newest row (reported by the ``EngineVersionKnown`` condition), versions below the
+oldest row are refused.
+
+History of the rows (why each starts where it does):
+
+    0.11.0  backends configurable; per-TP-rank side-channel listeners; no cpu platform
+    0.11.1  cpu buffer on cuda and the CPU engine; one side-channel listener per engine
+    0.13.0  handshake compatibility hash (enforce_handshake_compat); kv_load_failure_policy
+    0.14.0  prefill TP > decode TP when prefill KV heads are not replicated (P TP < heads)
+    0.17.0  xpu buffer on xpu; NIXL worker pins the highest CPU per NUMA node on CPU;
+            P/D reserves 1 CPU; kv_load_failure_policy default fail
+    0.18.0  kv_buffer_device defaults to the platform's device type
+    0.20.0  CPU decode repacks a GPU/XPU prefill's KV (CPU_ATTN post-process);
+            replicated KV is P TP > heads (P TP == heads allowed); P/D reserves 2 x ranks
+    0.22.0  block lease: kv_connector_extra_config.kv_lease_duration (heartbeats);
+            VLLM_NIXL_ABORT_REQUEST_TIMEOUT removed (silently ignored)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+Version = tuple[int, int, int]
+
+# Names vLLM reads; the operator renders these and nothing else of vLLM's.
+SIDE_CHANNEL_HOST = "VLLM_NIXL_SIDE_CHANNEL_HOST"
+SIDE_CHANNEL_PORT = "VLLM_NIXL_SIDE_CHANNEL_PORT"
+ABORT_TIMEOUT = "VLLM_NIXL_ABORT_REQUEST_TIMEOUT"
+CPU_KVCACHE_SPACE = "VLLM_CPU_KVCACHE_SPACE"
+CPU_OMP_THREADS_BIND = "VLLM_CPU_OMP_THREADS_BIND"
+CPU_RESERVED = "VLLM_CPU_NUM_OF_RESERVED_CPU"
+KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
+FAILURE_POLICIES = ("fail", "recompute")
+_CPU_ENV = frozenset({CPU_KVCACHE_SPACE, CPU_OMP_THREADS_BIND, CPU_RESERVED})
+_NIXL_ENV = frozenset({SIDE_CHANNEL_HOST, SIDE_CHANNEL_PORT})
+
+
+@dataclass(frozen=True)
+class Lease:
+    """How a version reads prefill's block lease (seconds).
+
+    ``kind`` "env": the env var ``name`` on prefill (seconds, P frees unread blocks after
+    it). "extra": the key ``name`` in kv_connector_extra_config on both roles (int
+    seconds; decode heartbeats every lease // 6 s, so ``minimum`` keeps that above 0).
+    """
+
+    kind: str
+    name: str
+    default_seconds: int
+    minimum: int = 1
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What one vLLM version range accepts and does (see the module docstring)."""
+
+    since: Version
+    buffer_devices: tuple[tuple[str, tuple[str, ...]], ...]  # device → allowed, native first
+    default_buffer_device: str | None  # None: the platform's own device type
+    lease: Lease
+    handshake_compat_key: str | None  # extra-config key; None: backends must match
+    side_channel_per_tp_rank: bool  # True: port + tp_rank per rank; else one port per engine
+    prefill_tp_above_decode: bool  # prefill TP may exceed decode TP (needs KV heads)
+    replicated_at_equal_heads: bool  # prefill TP == KV heads counts as replicated
+    failure_policy_default: str | None  # None: no kv_load_failure_policy field
+    cpu_reserved_per_rank: int  # P/D minimum VLLM_CPU_NUM_OF_RESERVED_CPU per TP rank
+    nixl_pins_cpu: bool  # NIXL worker sched_setaffinity to the highest CPU per NUMA node
+    cpu_decode_repacks: bool  # a CPU decode repacks KV from another attention backend
+    env_names: frozenset[str]
+    kv_roles: tuple[str, ...] = KV_ROLES
+
+    @property
+    def label(self) -> str:
+        return f">={format_version(self.since)}"
+
+    def supported_buffers(self, device: str) -> tuple[str, ...] | None:
+        """Allowed kv_buffer_device values on ``device``; None: not in vLLM's own table."""
+        return dict(self.buffer_devices).get(device)
+
+    def reserved_cpus(self, tp: int) -> int:
+        """vLLM's P/D minimum of VLLM_CPU_NUM_OF_RESERVED_CPU for ``tp`` local ranks."""
+        return self.cpu_reserved_per_rank * tp
+
+
+_ENV_LEGACY = _CPU_ENV | _NIXL_ENV | {ABORT_TIMEOUT}
+_TABLE_0_11_0 = (("cuda", ("cuda",)), ("tpu", ("cpu",)), ("xpu", ("cpu",)))
+_TABLE_0_11_1 = (("cpu", ("cpu",)), ("cuda", ("cuda", "cpu")), ("tpu", ("cpu",)), ("xpu", ("cpu",)))
+_TABLE_0_17_0 = (*_TABLE_0_11_1[:3], ("xpu", ("xpu", "cpu")))
+
+_P_0_11_0 = Profile(
+    since=(0, 11, 0),
+    buffer_devices=_TABLE_0_11_0,
+    default_buffer_device="cuda",
+    lease=Lease("env", ABORT_TIMEOUT, 120),
+    handshake_compat_key=None,
+    side_channel_per_tp_rank=True,
+    prefill_tp_above_decode=False,
+    replicated_at_equal_heads=True,
+    failure_policy_default=None,
+    cpu_reserved_per_rank=0,
+    nixl_pins_cpu=False,
+    cpu_decode_repacks=False,
+    env_names=_ENV_LEGACY,
+)
+_P_0_11_1 = replace(
+    _P_0_11_0,
+    since=(0, 11, 1),
+    buffer_devices=_TABLE_0_11_1,
+    lease=Lease("env", ABORT_TIMEOUT, 480),
+    side_channel_per_tp_rank=False,
+)
+_P_0_13_0 = replace(
+    _P_0_11_1,
+    since=(0, 13, 0),
+    handshake_compat_key="enforce_handshake_compat",
+    failure_policy_default="recompute",
+)
+_P_0_14_0 = replace(_P_0_13_0, since=(0, 14, 0), prefill_tp_above_decode=True)
+_P_0_17_0 = replace(
+    _P_0_14_0,
+    since=(0, 17, 0),
+    buffer_devices=_TABLE_0_17_0,
+    failure_policy_default="fail",
+    cpu_reserved_per_rank=1,
+    nixl_pins_cpu=True,
+)
+_P_0_18_0 = replace(_P_0_17_0, since=(0, 18, 0), default_buffer_device=None)
+_P_0_20_0 = replace(
+    _P_0_18_0,
+    since=(0, 20, 0),
+    replicated_at_equal_heads=False,
+    cpu_reserved_per_rank=2,
+    cpu_decode_repacks=True,
+)
+_P_0_22_0 = replace(
+    _P_0_20_0,
+    since=(0, 22, 0),
+    lease=Lease("extra", "kv_lease_duration", 30, minimum=6),
+    env_names=_CPU_ENV | _NIXL_ENV,
+)
+
+# Oldest first. The newest row is what unknown versions get.
+PROFILES: tuple[Profile, ...] = (
+    _P_0_11_0,
+    _P_0_11_1,
+    _P_0_13_0,
+    _P_0_14_0,
+    _P_0_17_0,
+    _P_0_18_0,
+    _P_0_20_0,
+    _P_0_22_0,
+)
+NEWEST = PROFILES[-1]
+# The newest release the table was checked against; newer ones get NEWEST with a notice.
+NEWEST_CHECKED: Version = (0, 33, 0)
+OLDEST = PROFILES[0].since
+# Keys of kv_connector_extra_config the operator derives (kvConnectorExtraConfig refuses them).
+DERIVED_EXTRA_KEYS = ("backends", "kv_lease_duration", "enforce_handshake_compat")
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:$|[.+_-])")
+
+
+def parse_version(text: str) -> Version | None:
+    """ "0.32.0", "v0.32.0", "0.32.0-cpu", "0.10.1.1", "0.32" → (0, 32, 0); else None."""
+    match = _VERSION.match(text.strip())
+    if match is None:
+        return None
+    major, minor, patch = match.groups()
+    return int(major), int(minor), int(patch or 0)
+
+
+def image_tag(image: str) -> str | None:
+    """The tag of an image reference ("repo/x:v0.32.0@sha256:…" → "v0.32.0"), else None."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else None
+
+
+def image_version(image: str) -> Version | None:
+    tag = image_tag(image)
+    return parse_version(tag) if tag else None
+
+
+def format_version(version: Version) -> str:
+    return ".".join(map(str, version))
+
+
+def profile_for(version: Version | None) -> Profile:
+    """The row covering ``version``; NEWEST when unknown. Below OLDEST: ValueError."""
+    if version is None:
+        return NEWEST
+    if version < OLDEST:
+        raise ValueError(
+            f"vLLM {format_version(version)} predates NixlConnector's configurable backends "
+            f"and cpu buffer; use vLLM >= {format_version(OLDEST)} (>= 0.11.1 for a cpu "
+            "buffer or a CPU pool)"
+        )
+    return [p for p in PROFILES if p.since <= version][-1]
+
+
+def first_version(predicate: str) -> str:
+    """The first version whose profile has the truthy attribute ``predicate``."""
+    for p in PROFILES:
+        if getattr(p, predicate):
+            return format_version(p.since)
+    raise KeyError(predicate)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Which vLLM version a deployment runs, where that came from, and its profile.
+
+    ``known`` is False when no version could be read (the newest profile is assumed) or the
+    version is newer than the table was checked against; ``reason``/``message`` feed the
+    EngineVersionKnown condition. ``problem`` (field, message) makes the spec invalid:
+    a version below the oldest row, or pools whose images name different versions.
+    """
+
+    version: Version | None
+    profile: Profile
+    known: bool
+    reason: str
+    message: str
+    problem: tuple[str, str] | None = None
+
+
+def resolve(explicit: str | None, images: tuple[tuple[str, str], ...]) -> Resolution:
+    """``explicit`` = spec.engine.version; ``images`` = (field path, image) per pool."""
+    if explicit is not None:
+        return _resolved(parse_version(explicit), "spec.engine.version", "spec.engine.version")
+    found = {(field, image): image_version(image) for field, image in images}
+    versions = sorted({v for v in found.values() if v is not None})
+    if len(versions) > 1:
+        listed = ", ".join(f"{f} {i!r}" for (f, i), v in found.items() if v is not None)
+        problem = (
+            "spec.engine.version",
+            f"the pools' images name different vLLM versions ({listed}); both pools must "
+            "run the same vLLM (its handshake compares the version); use images of one "
+            "version or set spec.engine.version",
+        )
+        return replace(_resolved(versions[-1], "image", "image"), problem=problem)
+    untagged = [f"{f} {i!r}" for (f, i), v in found.items() if v is None]
+    if not versions or untagged:
+        return Resolution(
+            versions[0] if versions else None,
+            profile_for(versions[0]) if versions and versions[0] >= OLDEST else NEWEST,
+            False,
+            "UnknownEngineVersion",
+            f"No vLLM version in the image tag of {', '.join(untagged)}; assuming "
+            f"{_assumed(versions[0] if versions else None)}. Set spec.engine.version "
+            '(e.g. "0.32.0") or use a versioned image tag.',
+        )
+    return _resolved(versions[0], "image tag", "image")
+
+
+def _assumed(version: Version | None) -> str:
+    if version is not None:
+        return f"vLLM {format_version(version)} (the other pool's tag)"
+    return f"the newest profile ({NEWEST.label}, checked up to {format_version(NEWEST_CHECKED)})"
+
+
+def _resolved(version: Version | None, source: str, field: str) -> Resolution:
+    if version is None:
+        return Resolution(
+            None,
+            NEWEST,
+            False,
+            "UnknownEngineVersion",
+            f"The {field} value is not a version like 0.32.0; assuming {_assumed(None)}.",
+            (field, 'not a vLLM version; use e.g. "0.32.0"'),
+        )
+    shown = format_version(version)
+    try:
+        profile = profile_for(version)
+    except ValueError as e:
+        message = f"Running vLLM {shown} (from {source}): {e}."
+        return Resolution(version, PROFILES[0], True, "TooOld", message, (field, str(e)))
+    if version > NEWEST_CHECKED:
+        checked = format_version(NEWEST_CHECKED)
+        return Resolution(
+            version,
+            profile,
+            False,
+            "NewerThanProfiles",
+            f"Running vLLM {shown} (from {source}), newer than the newest checked release "
+            f"{checked}; rendering with the {profile.label} profile. Check the derived "
+            "settings (docs/derivation.md) against this release.",
+        )
+    return Resolution(
+        version,
+        profile,
+        True,
+        "VersionResolved",
+        f"Running vLLM {shown} (from {source}), rendered with the {profile.label} profile.",
+    )

@@ -1,0 +1,353 @@
+"""Reconcile one DisaggregatedDeployment: read observed → render desired → plan → execute.
+
+I/O shell around the pure core (render, plan, status), in the sample-controller shape. The
+API client is passed in (:class:`disagg_operator.controller.client.Api` or a test double
+with the same methods); this module imports no kopf or HTTP library.
+
+One path for every trigger: kopf's create/update/resume handlers and child events all call
+:meth:`disagg_operator.controller.reconciler.Reconciler.request`, which serialises syncs per
+deployment and collapses requests that arrive during a sync into one follow-up sync (a
+burst of pod events costs one extra sync, not one each).
+
+Reads: the CR and its children come from the watch-fed cache
+(:mod:`disagg_operator.controller.cache`), never a GET or LIST (with llm-d, one GET of the
+InferencePool, which is not watched).
+Every write's answer is recorded in the cache, so the next sync sees it even before the
+watch does; after its writes a sync counts pods from the cache again, not from a LIST.
+Writes: at most ``PER_DEPLOYMENT_WRITES`` of one sync in flight, and the API client
+bounds them all (client.py).
+
+Events: one Normal ``Reconciled`` event per sync whose writes were accepted (listing them),
+one Warning ``InvalidSpec`` when the problems of a spec change, one Warning ``ApiRefused``
+per new answer of the API server to refused writes; none otherwise.
+
+Error policy: an invalid spec is not an error: it is reported (status Ready=False reason
+InvalidSpec, and the Warning event) and nothing is created or changed.
+A refused write (:mod:`disagg_operator.controller.refusals`: a 4xx such as 422 Invalid or a quota's
+403) does not stop the sync: every other action still runs (accepted writes stay, as
+Kubernetes applies objects one by one), the status says Degraded/ApiRefused, and the
+:class:`Reconciler` retries after a back-off (5 s doubling to 5 min) on its own timer.
+Until then, syncs brought by other triggers (child events, resync) hold the refused
+objects' writes, so the events of the accepted writes cannot drive a hot loop of refused
+ones; a new spec generation ends the back-off at once.
+Transient API failures (5xx, 401/408/429, connection errors) propagate, so kopf retries
+create/update/resume; for child events the next event or the periodic resync retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from disagg_operator.api import API_VERSION, INFERENCE_POOL_APIS, DisaggregatedDeployment, kinds
+from disagg_operator.controller import keys
+from disagg_operator.controller.cache import Cache, Recorder
+from disagg_operator.controller.refusals import (
+    ApiError,
+    Refusal,
+    api_message,
+    is_refusal,
+    lines,
+)
+from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_operator.planning.actions import Action, plan
+from disagg_operator.planning.decide import ROUTING_KINDS, decide, routed_revision
+from disagg_operator.planning.rollout import Plan
+from disagg_operator.render.kvkey import kv_revision
+from disagg_operator.render.objects import render_model, role_pod
+from disagg_operator.status import conditions as status_mod
+from disagg_operator.validation.spec import Problem, parse
+
+log = logging.getLogger("disagg.operator")
+
+# Writes of one deployment in flight at once (the API client bounds all of them, client.py).
+PER_DEPLOYMENT_WRITES = 8
+# InferencePools are owned only with llm-d: looked at only when the spec has an ``llmd``
+# section, so clusters without the Inference Extension (and charts without its RBAC) see
+# no calls for it, and only in the API version the spec renders
+# (``llmd.inferencePool.version``), so the chart grants one API group. Removing the whole
+# section, or switching the version, leaves the old pool behind until the deployment is
+# deleted; setting ``llmd.enabled: false`` (or ``inferencePool.enabled: false``) removes it.
+POOL = kinds.child("InferencePool")
+
+
+def optional_kinds(spec: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """(apiVersion, plural) of the llm-d kinds a raw spec may own (none without ``llmd``)."""
+    llmd = spec.get("llmd")
+    if not llmd:
+        return ()
+    version = (llmd.get("inferencePool") or {}).get("version", "v1")
+    api = INFERENCE_POOL_APIS.get(version)
+    return ((api, POOL.plural),) if api else ()  # unknown: invalid spec, nothing is written
+
+
+class Client(Protocol):
+    """What a sync needs from the API client (:class:`disagg_operator.controller.client.Api`)."""
+
+    async def get(self, api_version: str, plural: str, namespace: str, name: str) -> Any: ...
+    async def listing(
+        self, api_version: str, plural: str, namespace: str, label_selector: str = ""
+    ) -> tuple[list[dict[str, Any]], str]: ...
+    async def create(self, obj: Any) -> Any: ...
+    async def patch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        patch: Any,
+        *,
+        subresource: str = "",
+    ) -> Any: ...
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> Any: ...
+    async def event(self, involved: Any, *, type_: str, reason: str, message: str) -> None: ...
+
+
+@dataclass
+class Outcome:
+    """What one sync did (for logs, metrics and tests)."""
+
+    actions: list[Action] = field(default_factory=list)  # attempted (held ones excluded)
+    problems: list[Problem] = field(default_factory=list)
+    done: list[Action] = field(default_factory=list)  # accepted and changed something
+    refusals: list[Refusal] = field(default_factory=list)  # refused now, or held
+    status_written: bool = False
+    more: bool = False  # writes changed things and the rollout has a next step already
+
+
+async def observe(api: Client, cache: Cache, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The children this deployment owns now: from the cache, and with llm-d the pool by
+    name (InferencePools are not watched: one GET per sync of an llm-d deployment)."""
+    meta = body["metadata"]
+    uid = str(meta.get("uid") or "")
+    observed = cache.children(meta["namespace"], meta["name"], uid)
+    for version, plural in optional_kinds(body.get("spec") or {}):
+        pool = await api.get(version, plural, meta["namespace"], meta["name"])
+        if pool is not None and any(r.get("uid") == uid for r in _refs(pool)):
+            pool.setdefault("kind", POOL.kind)
+            pool.setdefault("apiVersion", version)
+            observed.append(pool)
+    return observed
+
+
+def _refs(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    refs: list[dict[str, Any]] = obj.get("metadata", {}).get("ownerReferences") or []
+    return refs
+
+
+async def execute(
+    api: Client,
+    actions: list[Action],
+    record: Recorder | None = None,
+    limit: int = PER_DEPLOYMENT_WRITES,
+) -> tuple[list[Action], list[Refusal]]:
+    """Apply actions, at most ``limit`` at a time: writes first, then deletes. ``record`` sees
+    every answer (the cache keeps them until the watch shows them, see cache.py).
+
+    Every action runs. Returns the actions that changed something (a create answered 409
+    AlreadyExists did not) and the refused ones (see the module docstring); any other
+    failure propagates."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(action: Action) -> Action | Refusal | None:
+        created = None
+        try:
+            async with gate:
+                created = await _write(api, action, record)
+        except ApiError as e:
+            if not is_refusal(e.status):
+                raise
+            reason, message = api_message(e.text)
+            return Refusal(action.verb, action.kind, action.name, e.status, reason, message)
+        return None if action.verb == "create" and created is None else action
+
+    writes = await asyncio.gather(*(one(a) for a in actions if a.verb != "delete"))
+    if any(isinstance(w, Refusal) and w.kind in ROUTING_KINDS for w in writes):
+        # A routing object kept its old selector: the pods it still routes to must stay
+        # (after a KV-revision switch, the deletes are the old revision's pods). The next
+        # sync, once the refusal is gone, deletes them.
+        return [w for w in writes if isinstance(w, Action)], [
+            w for w in writes if isinstance(w, Refusal)
+        ]
+    deletes = await asyncio.gather(*(one(a) for a in actions if a.verb == "delete"))
+    results = [*writes, *deletes]
+    return (
+        [r for r in results if isinstance(r, Action)],
+        [r for r in results if isinstance(r, Refusal)],
+    )
+
+
+async def _write(api: Client, action: Action, record: Recorder | None) -> Any:
+    """One action's calls; the create's answer (None: it existed), else True. Answers
+    about watched kinds go to ``record`` (the Secret and the pool are not cached)."""
+    if record is None or action.kind not in kinds.WATCHED_NAMES:
+        record = None
+    if action.verb == "delete":
+        gone = await api.delete(action.api_version, action.kind, action.namespace, action.name)
+        if record is not None:
+            record.deleted(action.kind, action.name, gone)
+    elif action.verb == "create":
+        created = await api.create(action.body)
+        if record is not None:
+            record.wrote(created)
+        return created
+    else:
+        patched = await api.patch(
+            action.api_version, action.kind, action.namespace, action.name, action.body
+        )
+        if record is not None:
+            record.wrote(patched)
+    return True
+
+
+def status_patch(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """Merge patch from ``old`` status to ``new`` status; {} when they are equal."""
+    old = old or {}
+    if old == new:
+        return {}
+    return {**{k: None for k in old if k not in new}, **new}
+
+
+async def sync(
+    api: Client,
+    cache: Cache,
+    body: dict[str, Any],
+    *,
+    now: datetime.datetime,
+    root_key: bytes,
+    held: Sequence[Refusal] = (),
+    settings: Settings = DEFAULT,
+) -> Outcome:
+    """One level-triggered pass over deployment ``body``, reading its children from
+    ``cache`` (no LIST) and recording every write's answer there.
+
+    ``root_key``: the operator's root key (the handshake key is derived from it, see
+    keys.py); ``held``: writes refused by an earlier sync whose back-off has not ended:
+    writes to those objects are not attempted and, while still planned, still reported;
+    ``settings``: the operator's engines, platforms and canary image."""
+    observed = await observe(api, cache, body)
+    dd, problems = parse(body, settings)
+    outcome = Outcome(problems=problems)
+    meta = body["metadata"]
+    uid = str(meta.get("uid") or "")
+    record = Recorder(cache, (meta["namespace"], meta["name"]))
+    pods = [o for o in observed if o["kind"] == "Pod"]
+    steps: Plan | None = None
+    if dd is not None and not problems:
+        target = kv_revision(dd.spec, settings)
+        routed = routed_revision(meta["name"], observed)
+        steps = decide(dd, uid=uid, pods=pods, routed=routed, settings=settings, target=target)
+        key = keys.derive(root_key, meta["namespace"], meta["name"], uid)
+        desired = render_model(
+            dd,
+            uid=uid,
+            hmac_key=key,
+            routed_kv=steps.routed,
+            pods=False,
+            settings=settings,
+            target_kv=target,
+        )
+        actions = plan(keys.without_secrets(desired), [o for o in observed if o["kind"] != "Pod"])
+        todo = actions + pod_actions(dd, uid, steps, settings)
+        await _apply(api, body, desired, todo, held, outcome, record)
+    if steps is not None and dd is not None and outcome.done:  # count what is there now
+        now_seen = cache.children(meta["namespace"], meta["name"], uid)  # incl. the answers
+        pods = [p for p in now_seen if p["kind"] == "Pod"]
+        steps = decide(
+            dd, uid=uid, pods=pods, routed=steps.routed, settings=settings, target=steps.target
+        )
+        outcome.more = any(steps.create.values()) or bool(steps.delete)
+    status = status_mod.compute(
+        name=body["metadata"]["name"],
+        spec=dd.spec if dd is not None else None,
+        generation=meta.get("generation"),
+        pods=pods,
+        previous=body.get("status"),
+        now=now,
+        problems=problems,
+        rollout=steps,
+        refusals=outcome.refusals,
+        settings=settings,
+    )
+    outcome.status_written = await _write_status(api, body, status, outcome, record)
+    return outcome
+
+
+def pod_actions(
+    dd: DisaggregatedDeployment, uid: str, steps: Plan, settings: Settings = DEFAULT
+) -> list[Action]:
+    """The rollout plan's pod writes: creates in role order, then deletes."""
+    namespace = dd.metadata.namespace
+
+    def pod(role: str, i: int) -> dict[str, Any]:
+        return role_pod(dd, uid=uid, role=role, index=i, kv=steps.target, settings=settings)
+
+    actions = [
+        Action("create", "Pod", body["metadata"]["name"], namespace, "v1", body)
+        for role, indices in steps.create.items()
+        for body in (pod(role, i) for i in indices)
+    ]
+    actions += [Action("delete", "Pod", name, namespace, "v1") for name in steps.delete]
+    return actions
+
+
+async def _apply(
+    api: Client,
+    body: dict[str, Any],
+    desired: list[dict[str, Any]],
+    actions: list[Action],
+    held: Sequence[Refusal],
+    outcome: Outcome,
+    record: Recorder,
+) -> None:
+    """Execute the planned ``actions`` but those to ``held`` objects, with the Secret's
+    create when pods are created (keys.writes); fill in ``outcome``."""
+    holding = {(r.kind, r.name) for r in held}
+    planned = {(a.kind, a.name) for a in actions}
+    todo = [a for a in actions if (a.kind, a.name) not in holding]
+    outcome.actions = keys.writes(desired, todo)
+    outcome.done, refused = await execute(api, outcome.actions, record)
+    outcome.refusals = [r for r in held if (r.kind, r.name) in planned] + refused
+    if outcome.done:  # what `kubectl describe` shows: one Normal event per change
+        summary = ", ".join(map(str, outcome.done))
+        await api.event(body, type_="Normal", reason="Reconciled", message=summary)
+
+
+async def _write_status(
+    api: Client,
+    body: dict[str, Any],
+    status: dict[str, Any],
+    outcome: Outcome,
+    record: Recorder,
+) -> bool:
+    previous = body.get("status")
+    patch = status_patch(previous, status)
+    if not patch:
+        return False
+    meta = body["metadata"]
+    answer = await api.patch(
+        API_VERSION,
+        body["kind"],
+        meta["namespace"],
+        meta["name"],
+        {"status": patch},
+        subresource="status",
+    )
+    record.wrote(answer)  # the next sync compares with what was written
+    if outcome.problems and _messages(previous, "InvalidSpec") != _messages(status, "InvalidSpec"):
+        text = "; ".join(str(p) for p in outcome.problems)
+        await api.event(body, type_="Warning", reason="InvalidSpec", message=text)
+    told = " ".join(_messages(previous, "ApiRefused"))
+    for line in lines(outcome.refusals):  # once per answer: the stored status remembers it
+        if line not in told:
+            await api.event(body, type_="Warning", reason="ApiRefused", message=line)
+    return True
+
+
+def _messages(status: dict[str, Any] | None, reason: str) -> list[str]:
+    conditions = (status or {}).get("conditions") or []
+    return [c.get("message", "") for c in conditions if c.get("reason") == reason]

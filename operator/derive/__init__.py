@@ -1,0 +1,2 @@
+"""Derivation (pure): the values the operator fills in from a spec and the node pools'
+hardware, whatever the engine: buffer devices, UCX transports, quantities, pod counts."""

@@ -1,6 +1,0 @@
-"""Leader election on a coordination Lease, so several operator replicas run one reconciler.
-
-``lease`` (pure): the rules, client-go's: who may take the Lease, what to write, when it is
-lost. ``leader`` (I/O): the elector that stands by, acquires, renews and releases it
-through :mod:`disagg_operator.k8s`, and gates kopf in :mod:`disagg_operator.run`.
-"""

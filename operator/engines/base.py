@@ -1,0 +1,152 @@
+"""The engine interface: what an engine plugs into the operator, and nothing more.
+
+Pure layer, part of engines. Render, validation, the rollout (KV key), status, the canary
+and the local runner call these methods and never ask which engine they have: an engine
+is a class here plus a folder (``engines/<name>/``) and an entry in the settings' engine
+table (:mod:`.settings`), keyed by the ``spec.engine.type`` it serves. docs/architecture.md
+shows a new engine end to end.
+
+What each method answers, per role where it takes ``role``:
+
+    container(spec, role, port, settings)  the engine container's command, env, mounts
+                                           and startup probe (render adds name, image,
+                                           ports, readiness, security, preStop, user
+                                           args/env and resources)
+    volumes(spec, name)                    the pod volumes those mounts need
+    pod_security(spec)                     pod securityContext fields beyond seccomp
+    side_channel_ports(spec, role)         the handshake ports one pod listens on
+    drain_seconds(spec), drain_command     how long a terminating pod waits, and how
+    annotations(spec)                      notes render puts on every pod
+    problems(spec, settings)               what this engine cannot run (CEL included)
+    version_key(spec), kv_flags, kv_env    its inputs to the KV-compatibility key
+    version_condition(spec)                the EngineVersionKnown condition, or None
+    canary_image(spec, settings)           the transfer canary's image, or None
+    derived_env(spec, role)                env names it derives → the spec field to use
+    derived_flags                          flags it derives → the spec field to use
+    local_process(...)                     the pod's command as a local process
+    local                                  how ``disagg up`` waits for and warms it
+    derivation_rows(settings)              its rows of docs/derivation.md
+    cel_rules, summary                     its admission rules and CRD description
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from disagg_operator.api import ROLES, DeploymentSpec
+from disagg_operator.api.problems import Problem
+
+if TYPE_CHECKING:  # the settings hold the engines: a type-only import, no cycle
+    from disagg_operator.engines.settings import Settings
+
+Row = tuple[str, str, str, str]  # (value, inputs, result, reason) in docs/derivation.md
+Rule = tuple[str, str]  # a CEL rule and its message
+
+
+@dataclass(frozen=True)
+class Container:
+    """The engine-specific part of the engine container."""
+
+    command: list[str]
+    env: list[dict[str, Any]]
+    mounts: list[dict[str, Any]] = field(default_factory=list)
+    startup_probe: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    """How ``disagg up`` runs the engine's pods on one host.
+
+    ``readiness``: "ready-line" (the process prints the ports it bound as a JSON line) or
+    "health" (``GET /health`` answers 200 on the port it was given); ``warm_up``: send one
+    plain completion to each engine before any P/D request, and one P/D request through
+    the proxy before serving; ``figures``: where the transfer figures of a request come
+    from, the proxy's "response" or the decode "engine-log"; ``cores``: each pod takes an
+    explicit core list of its own (as a node's CPU manager would give it)."""
+
+    start_timeout_s: float
+    readiness: Literal["ready-line", "health"]
+    warm_up: bool
+    figures: Literal["response", "engine-log"]
+    cores: bool = False
+
+
+@dataclass(frozen=True)
+class LocalProcess:
+    """A pod's engine command adapted to run as a process on this host."""
+
+    argv: list[str]
+    env: dict[str, str]
+    http_port: int = 0  # 0: the process announces its port on its ready line
+    adapted: list[str] = field(default_factory=list)
+
+
+class Engine:
+    """Base class of the engines (see the module docstring). Defaults are those of an
+    engine with no side-channel secret, no startup probe and nothing to document."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    cel_rules: ClassVar[tuple[Rule, ...]] = ()
+    kv_flags: ClassVar[tuple[str, ...]] = ()
+    kv_env: ClassVar[tuple[str, ...]] = ()
+    derived_flags: ClassVar[Mapping[str, str]] = {}
+    local: ClassVar[LocalRun]
+
+    def container(
+        self, spec: DeploymentSpec, role: str, port: int, settings: Settings
+    ) -> Container:
+        raise NotImplementedError
+
+    def volumes(self, spec: DeploymentSpec, name: str) -> list[dict[str, Any]]:
+        return []
+
+    def pod_security(self, spec: DeploymentSpec) -> dict[str, Any]:
+        return {}
+
+    def side_channel_ports(self, spec: DeploymentSpec, role: str) -> list[int]:
+        """A listener per TP rank on sideChannelPort + rank."""
+        base, tp = spec.kv_transfer.side_channel_port, spec.role(role).tensor_parallel_size
+        return [base + rank for rank in range(tp)]
+
+    def drain_seconds(self, spec: DeploymentSpec) -> int:
+        raise NotImplementedError
+
+    def drain_command(self, spec: DeploymentSpec) -> list[str]:
+        return ["sleep", str(self.drain_seconds(spec))]
+
+    def annotations(self, spec: DeploymentSpec) -> dict[str, str]:
+        return {}
+
+    def problems(self, spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
+        return iter(())
+
+    def version_key(self, spec: DeploymentSpec) -> Any:
+        """What fixes the KV layout beyond the spec's fields: by default the images."""
+        return sorted({spec.role(r).image or spec.engine.image for r in ROLES})
+
+    def version_condition(self, spec: DeploymentSpec) -> tuple[str, str, str] | None:
+        return None
+
+    def canary_image(self, spec: DeploymentSpec, settings: Settings) -> str | None:
+        return settings.canary_image
+
+    def derived_env(self, spec: DeploymentSpec, role: str) -> Mapping[str, str]:
+        return {}
+
+    def local_process(
+        self,
+        name: str,
+        command: Sequence[str],
+        env: dict[str, str],
+        *,
+        secret_path: str,
+        ports: Iterator[int] | None,
+        cores: Sequence[int],
+    ) -> LocalProcess:
+        raise NotImplementedError(f"disagg up cannot run engine {self.name!r} pods")
+
+    def derivation_rows(self, settings: Settings) -> list[Row]:
+        return []

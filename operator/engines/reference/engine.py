@@ -1,0 +1,222 @@
+"""The reference engine: ``disagg worker serve`` with the worker's own contract as env.
+
+Pure layer, part of engines. The container's env is ``WorkerConfig(...).to_env()`` (the
+worker's contract model, imported, never restated), plus the pod's name and IP from the
+downward API (DISAGG_ENGINE_ID, DISAGG_ADVERTISE_HOST) and UCX_TLS. The handshake Secret
+is mounted read-only; its pods run as the worker image's non-root user; the preStop asks
+the worker to drain (``disagg worker drain``), which knows when its transfers are done.
+The local runner (``disagg up``) runs exactly this command and env.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from disagg_operator.api import HMAC_DIR, HMAC_PATH, HTTP_PORT, ROLES, DeploymentSpec
+from disagg_operator.api.problems import Problem
+from disagg_operator.derive import transfer
+from disagg_operator.engines import tensor_parallel
+from disagg_operator.engines.base import Container, Engine, LocalProcess, LocalRun, Row
+from disagg_worker.config import WorkerConfig
+from disagg_worker.engine.presets import PRESETS
+
+if TYPE_CHECKING:
+    from disagg_operator.engines.settings import Settings
+
+NAME = "reference"
+# Devices the reference engine (torch, in the worker) runs on.
+DEVICES = ("cpu", "cuda")
+HANDSHAKE_VOLUME = "handshake"
+# The worker images' user (Dockerfile: USER 65532:65532).
+WORKER_UID = 65532
+TP_RULE = (
+    "self.engine.type != 'reference' || "
+    "(self.prefill.tensorParallelSize == 1 && self.decode.tensorParallelSize == 1)",
+    "the reference engine runs tensorParallelSize 1 only; set it to 1 or use engine vllm",
+)
+# Env that changes the KV blocks (WorkerConfig fields, by env name).
+KV_ENV = tuple(WorkerConfig.env_name(f) for f in ("block_size", "seed", "model"))
+# What disagg up sets in place of the cluster's listen addresses and ports.
+LOCAL_HOST = "127.0.0.1"
+LOCAL_ENV = {
+    "DISAGG_HTTP_HOST": LOCAL_HOST,
+    "DISAGG_SIDE_CHANNEL_HOST": LOCAL_HOST,
+    "DISAGG_ADVERTISE_HOST": LOCAL_HOST,
+    "DISAGG_HTTP_PORT": "0",
+    "DISAGG_SIDE_CHANNEL_PORT": "0",
+}
+
+
+def worker_config(
+    spec: DeploymentSpec, role: str, settings: Settings, port: int = HTTP_PORT
+) -> WorkerConfig:
+    """The WorkerConfig of ``role`` (pod-specific fields left unset)."""
+    return WorkerConfig(**_worker_fields(spec, role, port, settings))
+
+
+# The WorkerConfig fields render fills from the spec.
+_FIELDS = (
+    "role",
+    "device",
+    "peer_device",
+    "kv_buffer_device",
+    "backends",
+    "side_channel_host",
+    "side_channel_port",
+    "http_host",
+    "http_port",
+    "transfer_deadline_s",
+    "block_lease_s",
+    "hmac_secret_path",
+    "tp_size",
+    "model",
+)
+
+
+def _worker_fields(
+    spec: DeploymentSpec, role: str, port: int, settings: Settings
+) -> dict[str, Any]:
+    r, kv = spec.role(role), spec.kv_transfer
+    fields: dict[str, Any] = {
+        "role": "prefill" if role == "prefill" else "decode",
+        "device": r.device,
+        "peer_device": spec.peer(role).device,
+        "kv_buffer_device": transfer.buffer_device(spec, role, settings.platforms),
+        "backends": list(kv.backends),
+        "side_channel_host": "0.0.0.0",
+        "side_channel_port": kv.side_channel_port,
+        "http_host": "0.0.0.0",
+        "http_port": port,
+        "transfer_deadline_s": kv.transfer_deadline_seconds,
+        "block_lease_s": kv.block_lease_seconds,
+        "hmac_secret_path": HMAC_PATH,
+        "tp_size": r.tensor_parallel_size,
+        "model": spec.model,
+    }
+    assert tuple(fields) == _FIELDS  # derived_env refuses exactly these
+    return fields
+
+
+def _env_names() -> frozenset[str]:
+    """Env names render sets, whatever their values: the WorkerConfig fields it fills."""
+    fields = {*_FIELDS, "engine_id", "advertise_host"}
+    return frozenset({*(WorkerConfig.env_name(f) for f in fields), "UCX_TLS"})
+
+
+def _field_ref(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+class Reference(Engine):
+    name = NAME
+    summary = "the built-in worker engine (`disagg worker serve`; cpu or cuda, TP 1)"
+    cel_rules = (TP_RULE,)
+    kv_env = KV_ENV
+    local = LocalRun(
+        start_timeout_s=120.0, readiness="ready-line", warm_up=False, figures="response"
+    )
+
+    def container(
+        self, spec: DeploymentSpec, role: str, port: int, settings: Settings
+    ) -> Container:
+        config = worker_config(spec, role, settings, port)
+        env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in config.to_env().items()]
+        env.append(_field_ref(WorkerConfig.env_name("engine_id"), "metadata.name"))
+        env.append(_field_ref(WorkerConfig.env_name("advertise_host"), "status.podIP"))
+        env.append({"name": "UCX_TLS", "value": transfer.ucx_tls(spec, role, settings.platforms)})
+        mounts = [{"name": HANDSHAKE_VOLUME, "mountPath": HMAC_DIR, "readOnly": True}]
+        return Container(["disagg", "worker", "serve"], env, mounts)
+
+    def volumes(self, spec: DeploymentSpec, name: str) -> list[dict[str, Any]]:
+        # Readable by the image's non-root user whatever its uid (no fsGroup assumed);
+        # the key never leaves the pod's own filesystem view.
+        secret = {"secretName": f"{name}-handshake", "defaultMode": 0o444}
+        return [{"name": HANDSHAKE_VOLUME, "secret": secret}]
+
+    def pod_security(self, spec: DeploymentSpec) -> dict[str, Any]:
+        """Pod Security "restricted": the worker image's non-root user."""
+        return {"runAsNonRoot": True, "runAsUser": WORKER_UID, "runAsGroup": WORKER_UID}
+
+    def drain_seconds(self, spec: DeploymentSpec) -> int:
+        """ceil(transferDeadlineSeconds + blockLeaseSeconds): prefill holds a block set at
+        most the lease, and a decode read started as the hold ends runs at most the
+        deadline."""
+        kv = spec.kv_transfer
+        return math.ceil(kv.transfer_deadline_seconds + kv.block_lease_seconds)
+
+    def drain_command(self, spec: DeploymentSpec) -> list[str]:
+        """The worker says when it is idle (nothing held, used or waiting)."""
+        return ["disagg", "worker", "drain", "--timeout-s", str(self.drain_seconds(spec))]
+
+    def problems(self, spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
+        if spec.model not in PRESETS:
+            yield Problem(
+                "spec.model",
+                f"the reference engine has no model {spec.model!r}; use one of its presets: "
+                f"{', '.join(sorted(PRESETS))} (or engine vllm for real models)",
+            )
+        for role in ROLES:
+            r = spec.role(role)
+            if r.tensor_parallel_size != 1:
+                yield Problem(
+                    f"spec.{role}.tensorParallelSize",
+                    "the reference engine runs tensorParallelSize 1 only; set 1 or use engine vllm",
+                )
+            if r.device not in DEVICES:
+                yield Problem(
+                    f"spec.{role}.device",
+                    f"the reference engine runs on {', '.join(DEVICES)} only, not "
+                    f"{r.device!r}; change the device or use engine vllm",
+                )
+        yield from tensor_parallel.problems(spec, None)
+
+    def canary_image(self, spec: DeploymentSpec, settings: Settings) -> str | None:
+        """The decode image: it has the ``disagg`` command."""
+        return spec.decode.image or spec.engine.image
+
+    def derived_env(self, spec: DeploymentSpec, role: str) -> Mapping[str, str]:
+        out = dict.fromkeys(_env_names(), "the spec field it comes from (docs/derivation.md)")
+        out["UCX_TLS"] = "spec.kvTransfer.ucxTls"
+        return out
+
+    def local_process(
+        self,
+        name: str,
+        command: Sequence[str],
+        env: dict[str, str],
+        *,
+        secret_path: str,
+        ports: Iterator[int] | None,
+        cores: Sequence[int],
+    ) -> LocalProcess:
+        """Listen on 127.0.0.1, port 0 (the worker announces what it bound), the handshake
+        key from a private file; ``disagg`` as this interpreter runs it."""
+        if list(command[:3]) != ["disagg", "worker", "serve"]:
+            shown = " ".join(command[:3]) or "its image entrypoint"
+            raise ValueError(
+                f"pod {name}: runs {shown!r}; disagg up runs the reference engine's pods as "
+                "rendered (disagg worker serve)"
+            )
+        local = {**env, **LOCAL_ENV, "DISAGG_HMAC_SECRET_PATH": secret_path}
+        argv = [sys.executable, "-m", "disagg_operator.cli", *command[1:]]
+        return LocalProcess(argv, local)
+
+    def derivation_rows(self, settings: Settings) -> list[Row]:
+        return [
+            (
+                "side-channel port",
+                "reference engine, TP rank r",
+                "sideChannelPort + r",
+                "a listener per TP rank",
+            ),
+            (
+                "preStop",
+                "reference, deadline D, lease L",
+                "disagg worker drain --timeout-s ceil(D + L)",
+                "waits until /debug/blocks shows nothing held, used or waiting: a hold lasts at "
+                "most L, a read started at its end at most D",
+            ),
+        ]

@@ -1,0 +1,144 @@
+"""What a vLLM deployment cannot run: the version's own problem, its tensor-parallel
+rules, buffer devices, CPU pools, failure policy and lease, and the extra-config keys the
+operator derives; the flags and env it derives (refused in args / env by validation).
+
+Pure layer, part of the vLLM engine (:meth:`.engine.Vllm.problems`); every finding is a
+:class:`~disagg_operator.api.problems.Problem` naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from disagg_operator.api import ROLES, DeploymentSpec
+from disagg_operator.api.problems import Problem
+from disagg_operator.contracts import vllm
+from disagg_operator.derive import transfer
+from disagg_operator.derive.resources import cpu_limits
+from disagg_operator.engines import tensor_parallel
+from disagg_operator.engines.vllm import derive
+from disagg_worker import platforms
+from disagg_worker.platforms import Table
+
+# Flags and env the operator derives → the spec field that sets them instead.
+DERIVED_FLAGS = {
+    "--port": "the serving port is fixed (8000, 8200 behind the routing sidecar)",
+    "--kv-transfer-config": "spec.kvTransfer (kvConnectorExtraConfig for extra keys)",
+    "--tensor-parallel-size": "spec.<role>.tensorParallelSize",
+    "-tp": "spec.<role>.tensorParallelSize",
+    "--model": "spec.model",
+}
+DERIVED_ENV = {
+    vllm.SIDE_CHANNEL_HOST: "nothing: it is the pod IP",
+    vllm.SIDE_CHANNEL_PORT: "spec.kvTransfer.sideChannelPort",
+    vllm.ABORT_TIMEOUT: "spec.kvTransfer.blockLeaseSeconds",
+    "UCX_TLS": "spec.kvTransfer.ucxTls",
+    vllm.CPU_OMP_THREADS_BIND: "nothing: nobind keeps pods off each other's cores",
+    derive.OMP_NUM_THREADS: "spec.<role>.resources (cpu)",
+    vllm.CPU_RESERVED: "spec.<role>.resources (cpu)",
+    vllm.CPU_KVCACHE_SPACE: "spec.<role>.resources.limits.memory",
+}
+
+
+def problems(spec: DeploymentSpec, table: Table) -> Iterator[Problem]:
+    """What the deployment's vLLM version (its profile) can run."""
+    found = derive.resolution(spec)
+    if found.problem is not None:
+        yield Problem(*found.problem)
+    p = found.profile
+    yield from tensor_parallel.problems(spec, p)
+    yield from buffers(spec, p, table)
+    yield from cpu_pools(spec, p)
+    kv = spec.kv_transfer
+    if kv.kv_load_failure_policy and p.failure_policy_default is None:
+        yield Problem(
+            "spec.kvTransfer.kvLoadFailurePolicy",
+            f"vLLM {p.label} has no kv_load_failure_policy; remove it or use vLLM >= "
+            f"{vllm.first_version('failure_policy_default')}",
+        )
+    if p.lease.kind == "extra" and transfer.lease_seconds(spec) < p.lease.minimum:
+        yield Problem(
+            "spec.kvTransfer.blockLeaseSeconds",
+            f"vLLM {p.label} heartbeats every lease // 6 s; set at least {p.lease.minimum}",
+        )
+
+
+def extra_config(spec: DeploymentSpec) -> Iterator[Problem]:
+    """kvConnectorExtraConfig keys the operator derives."""
+    extra = spec.kv_transfer.kv_connector_extra_config or {}
+    fields = {
+        "backends": "spec.kvTransfer.backends",
+        "kv_lease_duration": "spec.kvTransfer.blockLeaseSeconds",
+        "enforce_handshake_compat": "nothing: it is false exactly when the devices differ",
+    }
+    for key in vllm.DERIVED_EXTRA_KEYS:
+        if key in extra:
+            yield Problem(
+                f"spec.kvTransfer.kvConnectorExtraConfig.{key}",
+                f"derived by the operator; remove it and set {fields[key]}",
+            )
+
+
+def buffers(spec: DeploymentSpec, p: vllm.Profile, table: Table) -> Iterator[Problem]:
+    for role in ROLES:
+        r = spec.role(role)
+        # vLLM's table is keyed by its device type: rocm pools run as "cuda" there.
+        engine_device = platforms.get_platform(r.device, table).vllm_device
+        allowed = p.supported_buffers(engine_device)
+        if allowed is None and vllm.NEWEST.supported_buffers(engine_device) is None:
+            continue  # out-of-tree platform: its own table (checked in _devices)
+        if allowed is None:
+            since = next(x for x in vllm.PROFILES if x.supported_buffers(engine_device) is not None)
+            yield Problem(
+                f"spec.{role}.device",
+                f"vLLM {p.label} has no NixlConnector support for device {r.device!r}; use "
+                f"vLLM >= {vllm.format_version(since.since)} or set spec.engine.version",
+            )
+            continue
+        buffer = transfer.buffer_device(spec, role, table)
+        if buffer not in allowed:
+            where = "kvBufferDevice" if r.kv_buffer_device else "device"
+            yield Problem(
+                f"spec.{role}.{where}",
+                f"kv_buffer_device {buffer!r} on device {r.device!r} is not supported by "
+                f"vLLM {p.label} (it allows {', '.join(allowed) or 'none'}); use a newer "
+                "vLLM image or set spec.engine.version (docs/derivation.md lists versions)",
+            )
+    if not transfer.mixed_attention(spec):
+        return
+    if spec.decode.device != "cpu":
+        yield Problem(
+            "spec.decode.device",
+            f"prefill {spec.prefill.device!r} and decode {spec.decode.device!r} run different "
+            "attention layouts and vLLM repacks a remote layout only on a CPU decode; use "
+            "one device for both pools or a cpu decode",
+        )
+    elif not p.cpu_decode_repacks:
+        yield Problem(
+            "spec.engine",
+            f"a cpu decode reading a {spec.prefill.device} prefill needs vLLM >= "
+            f"{vllm.first_version('cpu_decode_repacks')} (CPU decode repacks the KV layout); "
+            f"vLLM {p.label} cannot; use a newer image or set spec.engine.version",
+        )
+
+
+def cpu_pools(spec: DeploymentSpec, p: vllm.Profile) -> Iterator[Problem]:
+    for role in ROLES:
+        r = spec.role(role)
+        if r.device != "cpu":
+            continue
+        cpus, memory = cpu_limits(r)
+        need = derive.cpu_min_memory_gib(r.tensor_parallel_size)
+        if cpus is None or memory is None:
+            yield Problem(
+                f"spec.{role}.resources",
+                "a vLLM CPU pool needs limits.memory and a cpu limit or request; its KV "
+                "cache size and thread count derive from them",
+            )
+        elif memory < need * 1024**3:
+            yield Problem(
+                f"spec.{role}.resources.limits.memory",
+                f"{memory / 1024**3:.2g} GiB cannot hold vLLM's CPU runtime "
+                f"(~{derive.CPU_RUNTIME_GIB} GiB per rank) and 1 GiB of KV cache; "
+                f"set at least {need}Gi",
+            )

@@ -1,0 +1,119 @@
+"""Values derived for a vLLM deployment: its version and profile, ``--kv-transfer-config``,
+the lease env, the side-channel ports, and the CPU engine's env on CPU pools.
+
+Pure layer, part of the vLLM engine. What vLLM accepts comes from the capability profile
+of the deployment's vLLM version (:mod:`disagg_operator.contracts.vllm`); no vLLM setting
+name is spelled here.
+
+kv_role: kv_producer for prefill and kv_consumer for decode, valid in every vLLM
+version; NixlConnector ignored it up to 0.22 and warns about kv_both from 0.23.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from disagg_operator.api import ROLES, DeploymentSpec, RoleSpec
+from disagg_operator.contracts import vllm
+from disagg_operator.derive import transfer
+from disagg_operator.derive.resources import cpu_limits
+from disagg_worker.platforms import Table
+
+KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
+OMP_NUM_THREADS = "OMP_NUM_THREADS"
+
+# vLLM's CPU engine, per TP rank: memory beyond the KV cache (vLLM 0.32, tiny model,
+# measured ~2.2 GB RSS; 3 GiB leaves room for weights of small models and allocator
+# slack), the share of the rest given to the KV cache, and the smallest useful KV cache.
+CPU_RUNTIME_GIB = 3
+CPU_KVCACHE_FRACTION = 0.75
+CPU_MIN_KV_GIB = 1
+# Cores kept out of OpenMP: vLLM always runs NIXL's progress thread, which busy-polls one.
+CPU_PROGRESS_CORES = 1
+
+_GIB = 1024**3
+
+
+def resolution(spec: DeploymentSpec) -> vllm.Resolution:
+    """The vLLM version this deployment runs and its profile (engine.version, else tags)."""
+    images: list[tuple[str, str]] = []
+    for r in ROLES:
+        own = spec.role(r).image
+        images.append((f"spec.{r}.image", own) if own else ("spec.engine.image", spec.engine.image))
+    return vllm.resolve(spec.engine.version, tuple(dict.fromkeys(images)))
+
+
+def profile(spec: DeploymentSpec) -> vllm.Profile:
+    return resolution(spec).profile
+
+
+def kv_transfer_config(spec: DeploymentSpec, role: str, table: Table) -> dict[str, Any]:
+    """vLLM's ``--kv-transfer-config`` as that version's KVTransferConfig parses it."""
+    p, kv = profile(spec), spec.kv_transfer
+    extra: dict[str, Any] = {"backends": list(kv.backends)}
+    if p.lease.kind == "extra":
+        extra[p.lease.name] = transfer.lease_seconds(spec)
+    if p.handshake_compat_key and transfer.mixed_attention(spec):
+        extra[p.handshake_compat_key] = False
+    extra.update(kv.kv_connector_extra_config or {})
+    config: dict[str, Any] = {
+        "kv_connector": kv.connector,
+        "kv_role": KV_ROLE[role],
+        "kv_buffer_device": transfer.buffer_device(spec, role, table),
+        "kv_connector_extra_config": extra,
+    }
+    if kv.kv_load_failure_policy and p.failure_policy_default:
+        config["kv_load_failure_policy"] = kv.kv_load_failure_policy
+    return config
+
+
+def lease_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
+    """The lease as env, for versions that read it there (prefill holds the blocks)."""
+    lease = profile(spec).lease
+    if lease.kind != "env" or role != "prefill":
+        return {}
+    return {lease.name: str(transfer.lease_seconds(spec))}
+
+
+def side_channel_ports(spec: DeploymentSpec, role: str) -> list[int]:
+    """Handshake ports one pod of ``role`` listens on, by the version's rule."""
+    base, tp = spec.kv_transfer.side_channel_port, spec.role(role).tensor_parallel_size
+    if not profile(spec).side_channel_per_tp_rank:
+        return [base]  # one listener per engine on port + DP index; one engine per pod
+    return [base + rank for rank in range(tp)]
+
+
+def cpu_min_memory_gib(tp: int) -> int:
+    """Smallest memory limit a vLLM CPU pool of ``tp`` ranks runs in: runtime + 1 GiB KV."""
+    return tp * (CPU_RUNTIME_GIB + CPU_MIN_KV_GIB)
+
+
+def cpu_kvcache_gib(memory: float, tp: int) -> int:
+    """KV cache per rank: a share of what the runtimes leave of the memory limit."""
+    spare = (memory - tp * CPU_RUNTIME_GIB * _GIB) * CPU_KVCACHE_FRACTION / tp
+    return max(CPU_MIN_KV_GIB, math.floor(spare / _GIB))
+
+
+def cpu_threads(cpus: float, tp: int) -> int:
+    """OpenMP threads per rank: the pod's whole cores less the progress core, split by TP."""
+    return max(1, (math.floor(cpus) - CPU_PROGRESS_CORES) // tp)
+
+
+def cpu_engine_env(role: RoleSpec, p: vllm.Profile) -> dict[str, str]:
+    """vLLM CPU-engine env for a pool on device cpu (empty for other devices).
+
+    nobind: OpenMP never pins, so two pods on one node cannot bind the same cores under
+    either kubelet CPU policy; the thread count keeps the pool inside its CPU budget.
+    """
+    if role.device != "cpu":
+        return {}
+    cpus, memory = cpu_limits(role)
+    tp = role.tensor_parallel_size
+    env = {vllm.CPU_OMP_THREADS_BIND: "nobind"}
+    if cpus is not None:
+        env[OMP_NUM_THREADS] = str(cpu_threads(cpus, tp))
+    env[vllm.CPU_RESERVED] = str(max(CPU_PROGRESS_CORES, p.reserved_cpus(tp)))
+    if memory is not None:
+        env[vllm.CPU_KVCACHE_SPACE] = str(cpu_kvcache_gib(memory, tp))
+    return env

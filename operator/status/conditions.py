@@ -1,0 +1,364 @@
+"""Status: (spec, observed pods, rollout plan, generation, now) → the CR's status.
+
+Pure layer. Public API::
+
+    compute(*, name, spec, generation, pods, previous, now, problems, rollout=None,
+            refusals=()) -> dict
+
+``spec`` is the parsed DeploymentSpec (None when the body did not parse), ``pods`` the
+observed Pods of the deployment, ``rollout`` the planner's view of them
+(:mod:`disagg_operator.planning.rollout`: per role desired / ready / updated counts and
+revisions, the spec's KV revision and the routed one), ``previous`` the status now stored
+(so lastTransitionTime only moves when a condition's status flips), ``problems`` from
+validation.parse, ``refusals`` the writes the API server refused in this sync
+(:class:`refusals.Refusal`, see reconcile). Same inputs, same output: an unchanged world
+yields an unchanged status, so the I/O layer writes nothing.
+
+Per role: ``desired``, ``ready`` (ready pods of the routed KV revision), ``updated`` (pods
+running the spec's template), ``currentRevision`` / ``updateRevision`` (role templates:
+equal once the rollout is done) and ``summary`` (``ready/desired``, plus ``(N updated)``
+while rolling). Top level: ``kvRevision`` (the spec's KV-compatibility key) and
+``routedKvRevision`` (what the Services and the InferencePool select).
+
+The scale subresource reads two fields (``kubectl scale``, HPA, KEDA): ``replicas``, the
+decode pods that exist (not being deleted), and ``selector``, the decode pods' label
+selector as a string (``disagg.dev/deployment=<name>,disagg.dev/role=decode``); both are
+written whatever the spec's state, so an autoscaler always finds the pods.
+
+Conditions (metav1.Condition shape, observedGeneration on each)::
+
+    type         status  reason            when
+    Ready        True    AllReplicasReady  every desired pod exists, is updated and Ready
+                 False   ReplicasNotReady  some desired pod is missing, stale or not Ready,
+                                           or traffic is still on an old KV revision
+                 False   NoPrefill         prefill has 0 replicas while decode has some, or
+                                           decode pods are Ready and no prefill pod is:
+                                           decode cannot get KV (wins over the above)
+                 False   InvalidSpec       the spec has problems (message lists them)
+                 False   ApiRefused        the API server refused a write (as Degraded)
+    Progressing  True    NewKVRevision     the KV key changed: the new revision's pods
+                                           start while the old one keeps the traffic
+                 True    RollingOut        some pod runs an old pod spec or is missing
+                 True    PodsStarting      all pods updated, some not Ready yet
+                 True    ScalingDown       pods beyond the desired ones still exist
+                 False   RolloutComplete   nothing left to do
+                 False   InvalidSpec       nothing is created or changed until it is fixed
+    Degraded     True    ApiRefused        the API server refused a write of a child (a 422,
+                                           a quota's 403, a webhook's denial): the message
+                                           names each write and the server's answer; it
+                                           wins over the reasons below
+                 True    PodsFailing       a pod failed, crash-loops, cannot pull its image
+                                           or cannot be scheduled (message names them)
+                 True    NoPrefill         spec.prefill.replicas is 0 while decode wants
+                                           pods: nothing will fix it but the spec
+                 True    InvalidSpec       the spec has problems
+                 False   AsExpected        no pod is failing
+    EngineVersionKnown                     engine vllm only: which contract profile render
+                                           used (engines.vllm; message names version, source)
+                 True    VersionResolved   spec.engine.version or the image tags name it
+                 True    TooOld            below the oldest profile (the spec is invalid)
+                 False   UnknownEngineVersion  no version found: the newest profile is
+                                           assumed; set spec.engine.version or tag images
+                 False   NewerThanProfiles newer than the newest checked release
+    TransferPathReady                      always, last: the decode pods' transfer canaries
+                                           (transfer_path; the message names failing pods)
+                 True    CanaryPassing     every running decode pod's canary is ready
+                 False   CanaryFailing     some running decode pod's canary is not
+                 Unknown NoDecodePods      no running decode pod runs a canary yet
+                 Unknown CanaryDisabled    spec.transferCanary.enabled is false
+                 Unknown NoCanaryImage     engine vllm and no canary image was given
+                 Unknown InvalidSpec       the spec has problems
+
+``phase`` (printer column only) is derived: Invalid, Degraded, Ready or Progressing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from disagg_operator.api import LABEL_ROLE, ROLES, DeploymentSpec
+from disagg_operator.api.refusals import Refusal, lines
+from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_operator.planning.rollout import Plan, RoleCounts
+from disagg_operator.render.objects import selector
+from disagg_operator.status.transfer_path import REASONS as TRANSFER_PATH_REASONS
+from disagg_operator.status.transfer_path import TRANSFER_PATH_READY
+from disagg_operator.status.transfer_path import condition as transfer_path
+from disagg_operator.validation.spec import Problem
+
+READY = "Ready"
+PROGRESSING = "Progressing"
+DEGRADED = "Degraded"
+CONDITION_TYPES = (READY, PROGRESSING, DEGRADED)
+# Present only for engine vllm, after the three above; TransferPathReady always, last.
+ENGINE_VERSION_KNOWN = "EngineVersionKnown"
+# Every reason each condition type can carry (the table in the module docstring).
+REASONS: dict[str, frozenset[str]] = {
+    READY: frozenset(
+        {"AllReplicasReady", "ReplicasNotReady", "NoPrefill", "InvalidSpec", "ApiRefused"}
+    ),
+    PROGRESSING: frozenset(
+        {
+            "RollingOut",
+            "NewKVRevision",
+            "PodsStarting",
+            "ScalingDown",
+            "RolloutComplete",
+            "InvalidSpec",
+        }
+    ),
+    DEGRADED: frozenset({"ApiRefused", "PodsFailing", "NoPrefill", "InvalidSpec", "AsExpected"}),
+    ENGINE_VERSION_KNOWN: frozenset(
+        {"VersionResolved", "TooOld", "UnknownEngineVersion", "NewerThanProfiles"}
+    ),
+    TRANSFER_PATH_READY: TRANSFER_PATH_REASONS,
+}
+
+FAILING_WAIT_REASONS = frozenset(
+    {
+        "CrashLoopBackOff",
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+    }
+)
+_MAX_LISTED = 5
+
+
+def compute(
+    *,
+    name: str,
+    spec: DeploymentSpec | None,
+    generation: int | None,
+    pods: Sequence[dict[str, Any]],
+    previous: dict[str, Any] | None,
+    now: datetime,
+    problems: Sequence[Problem],
+    rollout: Plan | None = None,
+    refusals: Sequence[Refusal] = (),
+    settings: Settings = DEFAULT,
+) -> dict[str, Any]:
+    """The status subresource for this observation (camelCase dict)."""
+    previous = previous or {}
+    live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")]
+    roles: dict[str, Any]
+    revisions: dict[str, Any] = {}
+    if problems or spec is None:
+        roles = {r: previous.get(r) or _role(RoleCounts()) for r in ROLES}
+        wanted = _invalid(problems)
+    elif rollout is None:
+        raise ValueError("a valid spec needs its rollout plan (rollout.decide)")
+    else:
+        roles = {r: _role(rollout.counts.get(r, RoleCounts())) for r in ROLES}
+        extra = sum(c.extra for c in rollout.counts.values())
+        wanted = _healthy(rollout, roles, extra, _failing(live))
+        revisions = {"kvRevision": rollout.target, "routedKvRevision": rollout.routed}
+        if refusals:
+            _, reason, message = refused = refused_condition(refusals)
+            wanted = (("False", reason, message), wanted[1], refused)
+    conditions = [
+        _condition(kind, status, reason, message, generation, previous, now)
+        for kind, (status, reason, message) in zip(CONDITION_TYPES, wanted, strict=True)
+    ]
+    engine = engine_version(spec, settings)
+    if engine is not None:
+        conditions.append(_condition(ENGINE_VERSION_KNOWN, *engine, generation, previous, now))
+    path = transfer_path(spec, live, settings, invalid=bool(problems))
+    conditions.append(_condition(TRANSFER_PATH_READY, *path, generation, previous, now))
+    if not revisions:  # invalid: keep what the last valid spec reported
+        revisions = {k: previous[k] for k in ("kvRevision", "routedKvRevision") if k in previous}
+    return {
+        "observedGeneration": generation,
+        **roles,
+        **revisions,
+        "conditions": conditions,
+        "phase": _phase(conditions),
+        **scale(name, live),
+    }
+
+
+def scale(name: str, live: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The scale subresource's status: decode pods that exist, and their selector."""
+    count = sum(1 for p in live if p["metadata"].get("labels", {}).get(LABEL_ROLE) == "decode")
+    terms = selector(name, "decode")
+    return {"replicas": count, "selector": ",".join(f"{k}={v}" for k, v in terms.items())}
+
+
+def engine_version(spec: DeploymentSpec | None, settings: Settings) -> tuple[str, str, str] | None:
+    """(status, reason, message) of EngineVersionKnown; None when the engine has none."""
+    engine = settings.engines.get(spec.engine.type) if spec is not None else None
+    if spec is None or engine is None:
+        return None
+    return engine.version_condition(spec)
+
+
+def refused_condition(refusals: Sequence[Refusal]) -> tuple[str, str, str]:
+    """Degraded (status, reason, message) for refused writes; Ready carries the same text.
+
+    The message holds no count of attempts or time, so retries that get the same answer
+    leave the status unchanged (no write)."""
+    message = (
+        f"The API server refused {len(refusals)} write(s), retried with back-off: "
+        f"{_listing(lines(refusals))}."
+    )
+    return ("True", "ApiRefused", message)
+
+
+def _role(counts: RoleCounts) -> dict[str, Any]:
+    """One role's status; the summary (a printer column) shows a rollout's progress."""
+    summary = f"{counts.ready}/{counts.desired}"
+    if counts.updated < counts.live:  # old pods are still there: a rollout is on
+        summary += f" ({counts.updated} updated)"
+    out: dict[str, Any] = {
+        "desired": counts.desired,
+        "ready": counts.ready,
+        "updated": counts.updated,
+        "summary": summary,
+    }
+    if counts.update_revision:
+        out["currentRevision"] = counts.current_revision
+        out["updateRevision"] = counts.update_revision
+    return out
+
+
+def _failing(live: Sequence[dict[str, Any]]) -> list[str]:
+    """``"<pod>: <reason>"`` for every pod that will not become Ready by itself."""
+    out = []
+    for pod in live:
+        status = pod.get("status", {})
+        reason = "Failed" if status.get("phase") == "Failed" else None
+        for c in status.get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable":
+                reason = "Unschedulable"
+        for cs in status.get("containerStatuses") or []:
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in FAILING_WAIT_REASONS:
+                reason = waiting["reason"]
+        if reason:
+            out.append(f"{pod['metadata']['name']}: {reason}")
+    return sorted(out)
+
+
+def _listing(items: Sequence[str]) -> str:
+    more = len(items) - _MAX_LISTED
+    return "; ".join(items[:_MAX_LISTED]) + (f"; and {more} more" if more > 0 else "")
+
+
+_Wanted = tuple[str, str, str]
+
+
+def _invalid(problems: Sequence[Problem]) -> tuple[_Wanted, _Wanted, _Wanted]:
+    listed = _listing([str(p) for p in problems]) or "the spec could not be parsed"
+    message = f"The spec is invalid, so nothing was created or changed: {listed}."
+    return (
+        ("False", "InvalidSpec", message),
+        ("False", "InvalidSpec", "Nothing is rolled out until the spec is fixed."),
+        ("True", "InvalidSpec", message),
+    )
+
+
+def _healthy(
+    rollout: Plan, roles: dict[str, Any], extra: int, failing: list[str]
+) -> tuple[_Wanted, _Wanted, _Wanted]:
+    summary = ", ".join(
+        f"{r} {roles[r]['ready']}/{roles[r]['desired']} ready ({roles[r]['updated']} updated)"
+        for r in ROLES
+    )
+    counts = [rollout.counts.get(r, RoleCounts()) for r in ROLES]
+    stale = any(c.updated < c.desired for c in counts)
+    starting = any(c.updated_ready < c.desired for c in counts)
+    if rollout.routed != rollout.target:
+        progressing = (
+            "True",
+            "NewKVRevision",
+            f"The KV-compatibility key changed: KV revision {rollout.target} starts beside "
+            f"{rollout.routed}, which keeps all traffic until {rollout.target} has ready "
+            f"pods in every role: {summary}.",
+        )
+    elif stale:
+        progressing = ("True", "RollingOut", f"Creating or replacing pods: {summary}.")
+    elif starting:
+        progressing = ("True", "PodsStarting", f"Waiting for pods to become ready: {summary}.")
+    elif extra:
+        progressing = ("True", "ScalingDown", f"Removing {extra} pod(s) no longer desired.")
+    else:
+        progressing = ("False", "RolloutComplete", f"Every pod runs the current spec: {summary}.")
+    not_ready = stale or starting or rollout.routed != rollout.target
+    return _ready(roles, summary, not_ready), progressing, _degraded(roles, failing)
+
+
+def _no_prefill(roles: dict[str, Any]) -> bool:
+    """Decode pods are wanted but no prefill pod is ready to produce their KV: prefill has
+    0 replicas, or decode already serves while every prefill pod is missing or unready
+    (while both roles start, ReplicasNotReady says enough)."""
+    prefill, decode = roles["prefill"], roles["decode"]
+    if decode["desired"] == 0 or prefill["ready"] > 0:
+        return False
+    return bool(prefill["desired"] == 0 or decode["ready"] > 0)
+
+
+def _ready(roles: dict[str, Any], summary: str, not_ready: bool) -> _Wanted:
+    if _no_prefill(roles):
+        return (
+            "False",
+            "NoPrefill",
+            f"No prefill pod is ready, so decode pods cannot get KV until prefill has "
+            f"ready pods: {summary}.",
+        )
+    if not_ready:
+        return ("False", "ReplicasNotReady", f"Not all pods are ready: {summary}.")
+    return ("True", "AllReplicasReady", f"All pods are ready: {summary}.")
+
+
+def _degraded(roles: dict[str, Any], failing: list[str]) -> _Wanted:
+    """Pods that will not recover by themselves, or a spec that leaves decode stranded."""
+    if failing:
+        return ("True", "PodsFailing", f"Pods are failing: {_listing(failing)}.")
+    if _no_prefill(roles) and roles["prefill"]["desired"] == 0:
+        return (
+            "True",
+            "NoPrefill",
+            f"The prefill pool has 0 replicas (spec.prefill.replicas) while decode wants "
+            f"{roles['decode']['desired']} pod(s): decode pods cannot get KV without "
+            "prefill; set spec.prefill.replicas to at least 1 (or perDecode), or scale "
+            "decode to 0 as well.",
+        )
+    return ("False", "AsExpected", "No pod is failing.")
+
+
+def _condition(
+    kind: str,
+    status: str,
+    reason: str,
+    message: str,
+    generation: int | None,
+    previous: dict[str, Any],
+    now: datetime,
+) -> dict[str, Any]:
+    old = next((c for c in previous.get("conditions") or [] if c.get("type") == kind), None)
+    if old is not None and old.get("status") == status and old.get("lastTransitionTime"):
+        since = old["lastTransitionTime"]
+    else:
+        since = now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+        "lastTransitionTime": since,
+    }
+
+
+def _phase(conditions: list[dict[str, Any]]) -> str:
+    by_type = {c["type"]: c for c in conditions}
+    if by_type[READY]["reason"] == "InvalidSpec":
+        return "Invalid"
+    if by_type[DEGRADED]["status"] == "True":
+        return "Degraded"
+    return "Ready" if by_type[READY]["status"] == "True" else "Progressing"

@@ -1,0 +1,116 @@
+"""TransferPathReady: do the decode pods' transfer canaries pass?
+
+Pure layer, part of status. Each decode pod's ``transfer-canary`` container
+(:mod:`disagg_operator.render.canary`) is ready only while a canary P/D request (prefill
+``max_tokens 1``, then this pod's decode with the returned ``kv_transfer_params``) passes;
+the kubelet writes that into the pod's ``containerStatuses``, which the operator already
+reads. This module folds them into one condition::
+
+    status   reason          when
+    True     CanaryPassing   every running decode pod's canary is ready
+    False    CanaryFailing   some running decode pod's canary is not (message names them)
+    Unknown  NoDecodePods    no decode pod runs a canary yet (none wanted, none running)
+    Unknown  CanaryDisabled  spec.transferCanary.enabled is false
+    Unknown  NoCanaryImage   engine vllm with no canary image (spec or --canary-image)
+    Unknown  InvalidSpec     the spec has problems: nothing runs, nothing is checked
+
+Pods that are being deleted, are not Running, or run an older pod spec without the canary
+are left out: they say nothing about the path the current pods take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from disagg_operator.api import LABEL_ROLE, DeploymentSpec
+from disagg_operator.derive.scaling import effective_replicas
+from disagg_operator.engines.settings import Settings
+from disagg_operator.render.canary import NAME as CANARY
+from disagg_operator.render.canary import image as canary_image
+
+TRANSFER_PATH_READY = "TransferPathReady"
+REASONS = frozenset(
+    {
+        "CanaryPassing",
+        "CanaryFailing",
+        "NoDecodePods",
+        "CanaryDisabled",
+        "NoCanaryImage",
+        "InvalidSpec",
+    }
+)
+MAX_LISTED = 5
+
+
+def condition(
+    spec: DeploymentSpec | None,
+    pods: Sequence[dict[str, Any]],
+    settings: Settings,
+    *,
+    invalid: bool = False,
+) -> tuple[str, str, str]:
+    """(status, reason, message) of TransferPathReady for the observed ``pods``."""
+    if spec is None or invalid:
+        return ("Unknown", "InvalidSpec", "Nothing is checked until the spec is fixed.")
+    if not spec.transfer_canary.enabled:
+        return (
+            "Unknown",
+            "CanaryDisabled",
+            "The canary is off (spec.transferCanary.enabled: false): the transfer path is "
+            "not checked.",
+        )
+    if effective_replicas(spec, "decode") > 0 and canary_image(spec, settings) is None:
+        return (
+            "Unknown",
+            "NoCanaryImage",
+            "Engine vllm images have no `disagg` command for the canary, and none was "
+            "given: set spec.transferCanary.image or the operator's --canary-image (chart "
+            "value transferCanary.image) to a disagg worker image.",
+        )
+    running = [p for p in _decode(pods) if _running(p) and _canary_status(p) is not None]
+    if not running:
+        return ("Unknown", "NoDecodePods", "No running decode pod runs the transfer canary yet.")
+    failing = sorted(p["metadata"]["name"] for p in running if not _canary_ready(p))
+    if failing:
+        return (
+            "False",
+            "CanaryFailing",
+            f"The transfer canary fails in {len(failing)} of {len(running)} decode pod(s): "
+            f"{listing(failing)}. Its reason: `kubectl logs POD -c {CANARY}`.",
+        )
+    return (
+        "True",
+        "CanaryPassing",
+        f"Every running decode pod ({len(running)}) pulled KV from prefill in a canary request.",
+    )
+
+
+def listing(names: Sequence[str]) -> str:
+    """At most MAX_LISTED names, then how many more."""
+    more = len(names) - MAX_LISTED
+    return ", ".join(names[:MAX_LISTED]) + (f" and {more} more" if more > 0 else "")
+
+
+def _decode(pods: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    meta = "metadata"
+    return [
+        p
+        for p in pods
+        if p.get(meta, {}).get("labels", {}).get(LABEL_ROLE) == "decode"
+        and not p.get(meta, {}).get("deletionTimestamp")
+    ]
+
+
+def _running(pod: dict[str, Any]) -> bool:
+    return bool(pod.get("status", {}).get("phase") == "Running")
+
+
+def _canary_status(pod: dict[str, Any]) -> dict[str, Any] | None:
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    return next((s for s in statuses if s.get("name") == CANARY), None)
+
+
+def _canary_ready(pod: dict[str, Any]) -> bool:
+    found = _canary_status(pod)
+    return bool(found and found.get("ready") is True)

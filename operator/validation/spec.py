@@ -1,0 +1,285 @@
+"""Validation of a DisaggregatedDeployment body: schema errors and semantic checks.
+
+Pure layer. :func:`parse` turns a body dict into the model plus a list of
+:class:`Problem` (field path in camelCase, message saying what is wrong and the fix).
+It re-checks every CEL rule of the CRD (``disagg render`` and API emulators have no
+admission) and adds what CEL cannot know: the settings' platforms (out-of-tree devices)
+and engines, the kvBufferDevice table, which NIXL backend moves which memory type, GPU
+resources, args and env that would fight a derived value; then the deployment's engine
+adds what it cannot run (:meth:`Engine.problems`, its CEL rules included).
+
+Public API: ``Problem``, ``InvalidSpec`` (from :mod:`disagg_operator.api.problems`),
+``parse(body, settings) -> (model | None, problems)``, ``check(dd, settings) -> problems``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import ValidationError
+
+from disagg_operator.api import (
+    ENGINE_BEHIND_SIDECAR_PORT,
+    HTTP_PORT,
+    KV_REVISION_CHARS,
+    ROLES,
+    DeploymentSpec,
+    DisaggregatedDeployment,
+    RolloutStrategy,
+)
+from disagg_operator.api.problems import InvalidSpec, Problem
+from disagg_operator.contracts import llmd
+from disagg_operator.derive import transfer
+from disagg_operator.derive.resources import parse_quantity
+from disagg_operator.derive.scaling import effective_replicas, resolve
+from disagg_operator.derive.scaling import problems as scaling_problems
+from disagg_operator.engines.base import Engine
+from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_worker import platforms, ucx
+
+__all__ = ["InvalidSpec", "Problem", "check", "parse"]
+
+# Longest child name: <name>-prefill-<i>; pod hostnames and Service names are DNS labels.
+MAX_LABEL = 63
+DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def parse(
+    body: dict[str, Any], settings: Settings = DEFAULT
+) -> tuple[DisaggregatedDeployment | None, list[Problem]]:
+    """Body dict → (model, problems). Model is None when the schema itself fails."""
+    try:
+        dd = DisaggregatedDeployment.model_validate(body)
+    except ValidationError as e:
+        return None, _schema_problems(e)
+    return dd, check(dd, settings)
+
+
+def _schema_problems(err: ValidationError) -> list[Problem]:
+    problems = []
+    for item in err.errors():
+        # Unions add the member type to the path; drop those pseudo-segments.
+        loc = [str(p) for p in item["loc"] if not str(p).startswith(("function-", "int", "str"))]
+        path = _join(loc)
+        msg = str(item["msg"]).removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            msg = "unknown field; remove it or check its spelling (fields are camelCase)"
+        elif item["type"] == "missing":
+            msg = "required; add it"
+        elif "input" in item and not isinstance(item["input"], (dict, list)):
+            msg = f"{msg} (got {item['input']!r})"
+        problems.append(Problem(path, msg))
+    return problems
+
+
+def _join(loc: list[str]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
+    return out
+
+
+def check(dd: DisaggregatedDeployment, settings: Settings = DEFAULT) -> list[Problem]:
+    """Semantic checks of a schema-valid deployment (CEL rules included)."""
+    spec = dd.spec
+    engine = settings.engines.get(spec.engine.type)
+    if engine is None:
+        known = ", ".join(settings.engines)
+        return [Problem("spec.engine.type", f"unknown engine {spec.engine.type!r}; use {known}")]
+    problems = list(_names(dd.metadata.name, spec))
+    problems += _devices(spec, settings)
+    if any(p.field.endswith(".device") for p in problems):
+        return problems  # later checks need known devices
+    problems += _rollouts(spec)
+    problems += _backends(spec, settings)
+    problems += _lease(spec)
+    problems += _ucx_reach(spec)
+    problems += _resources(spec, settings)
+    problems += _llmd(spec)
+    problems += _ports(spec, engine)
+    problems += scaling_problems(spec)
+    problems += _overrides(spec, engine)
+    problems += engine.problems(spec, settings)
+    return problems
+
+
+def _names(name: str, spec: DeploymentSpec) -> Iterator[Problem]:
+    # A rollout may use indices up to twice the replicas plus the surge (a new KV
+    # revision's pods beside the old ones): the name must fit those too.
+    top = max(max_index(effective_replicas(spec, r), spec.role(r).rollout) for r in ROLES)
+    longest = max(f"{name}-prefill-{top}", f"{name}-p-{'0' * KV_REVISION_CHARS}", key=len)
+    if len(longest) > MAX_LABEL:
+        yield Problem(
+            "metadata.name",
+            f"too long: child name {longest!r} exceeds {MAX_LABEL} characters; "
+            f"use a name of at most {MAX_LABEL - len(longest) + len(name)} characters",
+        )
+    if not DNS_LABEL.match(name):
+        yield Problem(
+            "metadata.name",
+            f"{name!r} is not a DNS label: use lowercase letters, digits and '-', starting "
+            "with a letter (child Service names and pod hostnames derive from it)",
+        )
+
+
+def max_index(replicas: int, strategy: RolloutStrategy) -> int:
+    """The highest pod index a rollout of this role can use: a new KV revision's whole set
+    beside the old one, plus the surge."""
+    surge = resolve(strategy.max_surge, replicas, round_up=True)
+    return max(0, 2 * replicas + surge - 1)
+
+
+def _rollouts(spec: DeploymentSpec) -> Iterator[Problem]:
+    for role in ROLES:
+        r = spec.role(role)
+        replicas = effective_replicas(spec, role)
+        surge = resolve(r.rollout.max_surge, replicas, round_up=True)
+        unavailable = resolve(r.rollout.max_unavailable, replicas, round_up=False)
+        if replicas > 0 and surge == 0 and unavailable == 0:
+            yield Problem(
+                f"spec.{role}.rollout",
+                f"maxSurge {r.rollout.max_surge!r} and maxUnavailable "
+                f"{r.rollout.max_unavailable!r} both come to 0 pods of {replicas}: a "
+                "rollout could never replace a pod; allow a surge (e.g. maxSurge: 1) or "
+                "an unavailable pod (maxUnavailable: 1)",
+            )
+
+
+def _devices(spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
+    known = sorted(settings.platforms)
+    for role in ROLES:
+        r = spec.role(role)
+        try:
+            platform = platforms.get_platform(r.device, settings.platforms)
+        except ValueError:
+            yield Problem(
+                f"spec.{role}.device",
+                f"unknown device {r.device!r}; use one of {', '.join(known)} "
+                "(or declare it in the operator's platforms file: docs/install.md)",
+            )
+            continue
+        allowed = platform.buffer_devices
+        if r.kv_buffer_device is not None and r.kv_buffer_device not in allowed:
+            yield Problem(
+                f"spec.{role}.kvBufferDevice",
+                f"{r.kv_buffer_device!r} is not supported on device {r.device!r}; use one of "
+                f"{', '.join(allowed)} or omit it to derive it",
+            )
+
+
+def _backends(spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
+    backends = spec.kv_transfer.backends
+    if len(set(backends)) != len(backends):
+        yield Problem("spec.kvTransfer.backends", "lists a backend twice; list each once")
+    for role in ROLES:
+        try:
+            platforms.check_backends(
+                list(backends),
+                transfer.buffer_device(spec, role, settings.platforms),
+                spec.role(role).device,
+                settings.platforms,
+            )
+        except ValueError as e:
+            yield Problem("spec.kvTransfer.backends", f"{role}: {e}")
+
+
+def _lease(spec: DeploymentSpec) -> Iterator[Problem]:
+    kv = spec.kv_transfer
+    if kv.block_lease_seconds <= kv.transfer_deadline_seconds:
+        yield Problem(
+            "spec.kvTransfer.blockLeaseSeconds",
+            f"{kv.block_lease_seconds:g} must exceed transferDeadlineSeconds "
+            f"{kv.transfer_deadline_seconds:g}, or prefill frees blocks a decode may still "
+            "be reading; raise the lease",
+        )
+
+
+def _ucx_reach(spec: DeploymentSpec) -> Iterator[Problem]:
+    tls = spec.kv_transfer.ucx_tls
+    if tls is not None and ucx.host_only(tls):
+        yield Problem(
+            "spec.kvTransfer.ucxTls",
+            f"{tls!r} lists only transports that stay inside one host; add tcp, or rc for "
+            "RDMA: prefill and decode run in different pods, so shared-memory transports "
+            "cannot carry KV between them",
+        )
+
+
+def _resources(spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
+    for role in ROLES:
+        r = spec.role(role)
+        resource = platforms.get_platform(r.device, settings.platforms).accelerator_resource
+        limits = (r.resources.limits if r.resources else None) or {}
+        for where in ("limits", "requests"):
+            source = getattr(r.resources, where, None) or {}
+            for key, value in source.items():
+                try:
+                    parse_quantity(value)
+                except ValueError as e:
+                    yield Problem(f"spec.{role}.resources.{where}[{key}]", str(e))
+        if resource is None or effective_replicas(spec, role) == 0:
+            continue
+        if resource not in limits:
+            yield Problem(
+                f"spec.{role}.resources.limits",
+                f"device {r.device!r} needs the {resource} resource; add "
+                f"resources.limits['{resource}']: {r.tensor_parallel_size}",
+            )
+            continue
+        count = parse_quantity(limits[resource])
+        if count < r.tensor_parallel_size:
+            yield Problem(
+                f"spec.{role}.resources.limits[{resource}]",
+                f"{count:g} devices for tensorParallelSize {r.tensor_parallel_size}; "
+                f"set it to {r.tensor_parallel_size}",
+            )
+
+
+def _llmd(spec: DeploymentSpec) -> Iterator[Problem]:
+    sidecar = spec.llmd.routing_sidecar
+    if sidecar.enabled and not spec.llmd.enabled:
+        yield Problem(
+            "spec.llmd.routingSidecar.enabled",
+            "needs spec.llmd.enabled: true; enable llm-d or disable the sidecar",
+        )
+    if sidecar.enabled and not sidecar.image:
+        yield Problem(
+            "spec.llmd.routingSidecar.image",
+            f"required when the routing sidecar is enabled, e.g. {llmd.IMAGE_EXAMPLE}",
+        )
+    for i, arg in enumerate(sidecar.args or []):
+        why = llmd.flag_problem(arg)
+        if why:
+            yield Problem(f"spec.llmd.routingSidecar.args[{i}]", why)
+
+
+def _ports(spec: DeploymentSpec, engine: Engine) -> Iterator[Problem]:
+    taken = {HTTP_PORT, ENGINE_BEHIND_SIDECAR_PORT}
+    for role in ROLES:
+        clash = taken.intersection(engine.side_channel_ports(spec, role))
+        if clash:
+            yield Problem(
+                "spec.kvTransfer.sideChannelPort",
+                f"{role} side-channel ports overlap the serving port {min(clash)}; "
+                "choose another port (default 5600)",
+            )
+            return
+
+
+def _overrides(spec: DeploymentSpec, engine: Engine) -> Iterator[Problem]:
+    """Args and env that would fight a value the engine derives: refused, naming the spec
+    field that sets it instead."""
+    for role in ROLES:
+        r = spec.role(role)
+        for i, arg in enumerate(r.args or []):
+            flag = arg.split("=", 1)[0]
+            if flag in engine.derived_flags:
+                use = engine.derived_flags[flag].replace("<role>", role)
+                yield Problem(f"spec.{role}.args[{i}]", f"{flag} is derived; set {use}")
+        derived = engine.derived_env(spec, role)
+        for i, env in enumerate(r.env or []):
+            if env.name in derived:
+                use = derived[env.name].replace("<role>", role)
+                yield Problem(f"spec.{role}.env[{i}]", f"{env.name} is derived; set {use}")

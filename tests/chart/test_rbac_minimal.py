@@ -1,0 +1,269 @@
+"""RBAC proven minimal: the chart grants exactly the API calls the operator makes.
+
+The real operator (kopf, in this event loop) runs against the API emulator, which records
+every request as (verb, API group, resource, subresource, namespace). The scenario drives
+every kind of write the operator's planner can make: a deployment is applied, reconciled
+and becomes Ready; it is scaled up and down (pods created, deleted); its side-channel port
+changes (Services patched, pods replaced, and the handshake Secret, lost just before,
+created again with them: create only, the operator never reads Secrets); disruption
+budgets come and go (a second decode pod brings decode's PodDisruptionBudget, scaling
+back to one deletes it, prefill's maxUnavailable 0 creates prefill's, a second prefill
+pod patches it); someone edits its NetworkPolicy (drift patched back); a role is scaled
+to 0 (its Service deleted); it gets
+an invalid spec (status + Warning event). Then an llm-d deployment gets its InferencePool (v1, the
+default), changes it and drops it; and one that asks for the deprecated v1alpha2 API does
+the same in that API group. Throughout, the operator runs with leader election as the
+chart starts it: its Lease (created, renewed, released) lives in the release namespace.
+The test's own writes go straight into the emulator's store (``put_object``, not
+recorded), so every recorded call is the operator's.
+
+Then, per mode (all namespaces, namespaced), per ``llmd.enabled`` and per
+``llmd.inferencePoolVersions``, the calls are compared with the rules the chart renders,
+both ways: a call the rules do not allow is
+missing RBAC (the operator would get 403 in a cluster); a rule no call used is excess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+
+from disagg_operator.controller.election.leader import ElectionSettings, Elector
+from disagg_operator.controller.run import running
+from tests.chart.chartkit import (
+    NAMESPACE,
+    RELEASE,
+    ROOT,
+    Grant,
+    grants,
+    load,
+    parse,
+    render_files,
+)
+from tests.support.emulator import ApiCall, Emulator
+
+NS = "team-a"
+DD = "disagg.dev/v1alpha1/disaggregateddeployments"
+POOL = "inference.networking.k8s.io/v1/inferencepools"
+OLD_POOL = "inference.networking.x-k8s.io/v1alpha2/inferencepools"
+SA = "disagg"
+
+
+# --- scenario ---------------------------------------------------------------------------
+
+
+def _crd_schema() -> dict[str, Any]:
+    crd = yaml.safe_load((ROOT / "crds" / "disagg.dev_disaggregateddeployments.yaml").read_text())
+    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def defaulted(obj: Any, schema: dict[str, Any]) -> Any:
+    """``obj`` with the CRD's structural defaults applied, as the API server stores it.
+
+    The emulator does no defaulting; without this the operator would see manifests no real
+    cluster ever hands it (e.g. without ``spec.llmd``, which defaults to ``{}``).
+    """
+    if isinstance(obj, dict) and "properties" in schema:
+        for key, sub in schema["properties"].items():
+            if key not in obj and "default" in sub:
+                obj[key] = copy.deepcopy(sub["default"])
+            if key in obj:
+                obj[key] = defaulted(obj[key], sub)
+    elif isinstance(obj, list) and "items" in schema:
+        return [defaulted(item, schema["items"]) for item in obj]
+    return obj
+
+
+def _manifest(name: str, **spec: Any) -> dict[str, Any]:
+    body = yaml.safe_load((ROOT / "examples" / "quickstart-cpu.yaml").read_text())
+    body["metadata"] = {"name": name, "namespace": NS}
+    body["spec"].update(spec)
+    return dict(defaulted(body, _crd_schema()))
+
+
+def _edit(emu: Emulator, name: str, change: Callable[[dict[str, Any]], None]) -> None:
+    """A user's edit of the spec, written to the store directly (not a recorded call)."""
+    body = copy.deepcopy(emu.find(DD, NS, name))
+    assert body is not None
+    change(body["spec"])
+    emu.put_object(DD, defaulted(body, _crd_schema()))
+
+
+def _pods(emu: Emulator, name: str) -> list[str]:
+    return [
+        p["metadata"]["name"]
+        for p in emu.objects_of("v1/pods", NS)
+        if p["metadata"].get("labels", {}).get("disagg.dev/deployment") == name
+    ]
+
+
+def _ready(emu: Emulator, name: str) -> dict[str, Any]:
+    body = emu.find(DD, NS, name) or {}
+    found = [c for c in body.get("status", {}).get("conditions", []) if c["type"] == "Ready"]
+    return found[0] if found else {}
+
+
+def _pool_epp(emu: Emulator, name: str, key: str = POOL) -> str | None:
+    pool = emu.find(key, NS, name)
+    if not pool:
+        return None
+    ref = pool["spec"]["endpointPickerRef" if key == POOL else "extensionRef"]
+    return str(ref["name"])
+
+
+async def until(what: str, check: Callable[[], Any], timeout: float = 60.0) -> None:
+    """Poll until ``check()`` is truthy; fail naming ``what`` (a liveness bound, not timing)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        if loop.time() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        await asyncio.sleep(0.05)
+
+
+def _tamper(emu: Emulator, key: str, name: str, change: Callable[[dict[str, Any]], None]) -> None:
+    """Someone else edits a child (drift the operator must repair)."""
+    obj = copy.deepcopy(emu.find(key, NS, name))
+    assert obj is not None, name
+    change(obj)
+    emu.put_object(key, obj)
+
+
+def _side_port(emu: Emulator, name: str) -> int | None:
+    svc = emu.find("v1/services", NS, name)
+    return svc["spec"]["ports"][1]["port"] if svc else None
+
+
+def _budget(emu: Emulator, name: str) -> Any:
+    pdb = emu.find("policy/v1/poddisruptionbudgets", NS, name)
+    return pdb["spec"]["minAvailable"] if pdb else None
+
+
+async def _plain_life(emu: Emulator) -> None:
+    emu.put_object(DD, _manifest("demo"))
+    await until("two pods", lambda: len(_pods(emu, "demo")) == 2)
+    for pod in _pods(emu, "demo"):
+        emu.set_pod_ready(NS, pod)
+    await until("Ready", lambda: _ready(emu, "demo").get("status") == "True")
+    _edit(emu, "demo", lambda s: s["decode"].update(replicas=2))
+    await until("scaled up", lambda: len(_pods(emu, "demo")) == 3)
+    await until("decode PodDisruptionBudget created", lambda: _budget(emu, "demo-decode") == 1)
+    _edit(emu, "demo", lambda s: s["decode"].update(replicas=1))
+    await until("scaled down", lambda: len(_pods(emu, "demo")) == 2)
+    await until("decode PodDisruptionBudget removed", lambda: _budget(emu, "demo-decode") is None)
+    emu.lose_object("v1/secrets", NS, "demo-handshake")  # gone: back with the new pods
+    _edit(emu, "demo", lambda s: s.update(kvTransfer={"sideChannelPort": 6600}))
+    await until("Services patched", lambda: _side_port(emu, "demo-decode") == 6600)
+    await until("Secret back", lambda: emu.find("v1/secrets", NS, "demo-handshake"))
+    _edit(emu, "demo", lambda s: s["prefill"].update(disruptionBudget={"maxUnavailable": 0}))
+    await until("prefill PodDisruptionBudget created", lambda: _budget(emu, "demo-prefill") == 1)
+    _edit(emu, "demo", lambda s: s["prefill"].update(replicas=2))
+    await until("PodDisruptionBudget patched", lambda: _budget(emu, "demo-prefill") == 2)
+    netpol = "networking.k8s.io/v1/networkpolicies"
+    _tamper(emu, netpol, "demo-side-channel", lambda o: o["spec"].update(ingress=[]))
+    await until(
+        "NetworkPolicy repaired",
+        lambda: emu.find(netpol, NS, "demo-side-channel")["spec"]["ingress"],
+    )
+    _edit(emu, "demo", lambda s: s["decode"].update(replicas=0))
+    await until(
+        "decode Service removed", lambda: emu.find("v1/services", NS, "demo-decode") is None
+    )
+    _edit(emu, "demo", lambda s: s["prefill"].update(kvBufferDevice="cuda"))  # cpu: invalid
+    await until("InvalidSpec", lambda: _ready(emu, "demo").get("reason") == "InvalidSpec")
+
+
+async def _llmd_life(emu: Emulator) -> None:
+    emu.put_object(DD, _manifest("pool", llmd={"enabled": True}))
+    await until("InferencePool", lambda: _pool_epp(emu, "pool") == "pool-epp")
+    new_ref = {"inferencePool": {"extensionRef": {"name": "other-epp"}}}
+    _edit(emu, "pool", lambda s: s["llmd"].update(new_ref))
+    await until("InferencePool changed", lambda: _pool_epp(emu, "pool") == "other-epp")
+    _edit(emu, "pool", lambda s: s["llmd"].update(enabled=False))
+    await until("InferencePool removed", lambda: _pool_epp(emu, "pool") is None)
+
+
+async def _v1alpha2_life(emu: Emulator) -> None:
+    llmd = {"enabled": True, "inferencePool": {"version": "v1alpha2"}}
+    emu.put_object(DD, _manifest("old", llmd=llmd))
+    await until("v1alpha2 pool", lambda: _pool_epp(emu, "old", OLD_POOL) == "old-epp")
+    new_ref = {"extensionRef": {"name": "other-epp"}}
+    _edit(emu, "old", lambda s: s["llmd"]["inferencePool"].update(new_ref))
+    await until("v1alpha2 pool changed", lambda: _pool_epp(emu, "old", OLD_POOL) == "other-epp")
+    _edit(emu, "old", lambda s: s["llmd"].update(enabled=False))
+    await until("v1alpha2 pool removed", lambda: _pool_epp(emu, "old", OLD_POOL) is None)
+    assert emu.find(POOL, NS, "old") is None  # never rendered in the other API
+
+
+async def _record(emu: Emulator, namespaces: list[str]) -> list[list[ApiCall]]:
+    """Calls the operator made by the end of each scenario: plain, + llm-d, + v1alpha2."""
+    for ns in namespaces:  # kopf serves only namespaces it sees listed
+        emu.put_object(
+            "v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        )
+    host = str(emu.url).rstrip("/")
+    # The chart's Lease: named after the release, in its namespace; renewed (an update)
+    # every 0.5 s, so each scenario's calls include renewals, not only the creation.
+    election = ElectionSettings(RELEASE, NAMESPACE, 10, 8.0, 0.5)
+    elector = await Elector.connect(host, election, "op-0_test")
+    try:
+        async with running(host, namespaces=namespaces, elector=elector):
+            await _plain_life(emu)
+            plain = len(emu.calls)
+            await _llmd_life(emu)
+            llmd = len(emu.calls)
+            await _v1alpha2_life(emu)
+    finally:
+        await elector.close()
+    assert emu.find("coordination.k8s.io/v1/leases", NAMESPACE, RELEASE)  # released, kept
+    return [emu.calls[:plain], emu.calls[:llmd], list(emu.calls)]
+
+
+# --- comparison -------------------------------------------------------------------------
+
+
+def _used(calls: list[ApiCall], *, by_namespace: bool) -> set[Grant]:
+    """Calls as grants: where ("" = cluster-wide), group, resource[/subresource], verb.
+
+    Lease calls keep their namespace in every mode: the chart grants them there only."""
+    return {
+        (
+            c.namespace if by_namespace or c.resource == "leases" else "",
+            c.api_group,
+            f"{c.resource}/{c.subresource}" if c.subresource else c.resource,
+            c.verb,
+        )
+        for c in calls
+    }
+
+
+def _granted(values: dict[str, Any]) -> set[Grant]:
+    return grants(parse(render_files(load(), values)), SA)
+
+
+def _compare(used: set[Grant], granted: set[Grant]) -> None:
+    missing = sorted(used - granted)
+    unused = sorted(granted - used)
+    assert not missing, f"the operator made calls the chart does not allow: {missing}"
+    assert not unused, f"the chart grants what the operator never used: {unused}"
+
+
+@pytest.mark.parametrize("mode", ["all-namespaces", "namespaced"])
+async def test_chart_rbac_is_exactly_what_the_operator_uses(emulator: Emulator, mode: str) -> None:
+    namespaced = mode == "namespaced"
+    plain, llmd, everything = await _record(emulator, [NS] if namespaced else [])
+    values: dict[str, Any] = {"watchNamespaces": [NS]} if namespaced else {}
+    both = {"enabled": True, "inferencePoolVersions": ["v1", "v1alpha2"]}
+    for calls, chart_llmd in (
+        (plain, {"enabled": False}),
+        (llmd, {"enabled": True}),
+        (everything, both),
+    ):
+        used = _used(calls, by_namespace=namespaced)
+        _compare(used, _granted({**values, "llmd": chart_llmd}))

@@ -1,0 +1,196 @@
+"""Every CEL rule of the CRD, evaluated with cel-python against good and bad objects."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import celpy
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from disagg_operator import api as models
+from disagg_operator.engines.reference import engine as reference_engine
+from disagg_operator.engines.settings import BUILTIN_ENGINES
+from disagg_operator.engines.vllm import engine as vllm_engine
+from disagg_operator.render import crd
+from disagg_operator.validation import spec as validation
+from tests.operator.builders import EXAMPLES, body, example, role
+
+SCHEMA = crd.build()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def _rules(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
+    """(object path below the root, rule) for every x-kubernetes-validations entry."""
+    if not isinstance(node, dict):
+        return
+    for rule in node.get("x-kubernetes-validations", []):
+        yield path, rule["rule"]
+    for name, prop in (node.get("properties") or {}).items():
+        yield from _rules(prop, (*path, name))
+
+
+RULES = list(_rules(SCHEMA))
+# The API's own rules and each built-in engine's (the CRD generator adds those to the spec's).
+ALL_RULES = [*models.CEL_RULES, *(r for e in BUILTIN_ENGINES.values() for r in e.cel_rules)]
+
+
+def _defaulted(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as admission sees it: schema defaults applied (pydantic applies the same)."""
+    spec = models.DeploymentSpec.model_validate(obj["spec"])
+    return {**obj, "spec": spec.model_dump(by_alias=True, exclude_none=True, mode="json")}
+
+
+def _holds(rule: str, path: tuple[str, ...], obj: dict[str, Any]) -> bool:
+    """Whether ``rule`` holds; a rule on an absent object does not run (as in admission)."""
+    target: Any = obj
+    for key in path:
+        if not isinstance(target, dict) or key not in target:
+            return True
+        target = target[key]
+    env = celpy.Environment()
+    program = env.program(env.compile(rule))
+    return bool(program.evaluate({"self": celpy.json_to_cel(target)}))
+
+
+def _failing(obj: dict[str, Any]) -> set[str]:
+    data = _defaulted(obj)
+    return {rule for path, rule in RULES if not _holds(rule, path, data)}
+
+
+def test_the_crd_carries_every_model_rule() -> None:
+    assert sorted(r for _, r in RULES) == sorted(r for r, _ in ALL_RULES)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_examples_satisfy_every_rule(path: Any) -> None:
+    assert _failing(example(path)) == set()
+
+
+GOOD = [
+    body(),
+    body(engine="vllm", prefill=role(tensorParallelSize=2), decode=role(tensorParallelSize=4)),
+    body(
+        engine="vllm",
+        prefill=role(tensorParallelSize=4),
+        decode=role(tensorParallelSize=2),
+        modelConfig={"numKeyValueHeads": 8},
+    ),
+    body(
+        engine="vllm",
+        decode=role(resources={"requests": {"cpu": "2"}, "limits": {"memory": "8Gi"}}),
+    ),
+    body(llmd={"enabled": True, "routingSidecar": {"enabled": True, "image": "x:1"}}),
+    body(kvTransfer={"backends": ["UCX", "LIBFABRIC"]}),
+    body(kvTransfer={"ucxTls": "tcp,cma,self"}),
+    body(kvTransfer={"ucxTls": "^cma"}),
+    body(kvTransfer={"ucxTls": "rc_x,sm"}),
+    body(prefill={"device": "cpu", "perDecode": {"ratio": 0.5}}),
+    body(prefill={"device": "cpu", "perDecode": {"ratio": 0.5, "min": 2, "max": 2}}),
+    body(decode=role(disruptionBudget={"maxUnavailable": "25%"}, topologySpreadConstraints=[])),
+]
+
+
+@pytest.mark.parametrize("obj", GOOD)
+def test_good_objects_pass(obj: dict[str, Any]) -> None:
+    assert _failing(obj) == set()
+
+
+BAD = [
+    (
+        body(engine="vllm", prefill=role(tensorParallelSize=4), decode=role(tensorParallelSize=2)),
+        models.TP_RULE[0],
+    ),
+    (
+        body(engine="vllm", prefill=role(tensorParallelSize=2), decode=role(tensorParallelSize=3)),
+        models.TP_DIVIDES_RULE[0],
+    ),
+    (body(decode=role(tensorParallelSize=2)), reference_engine.TP_RULE[0]),
+    (body(engine="vllm", prefill=role(resources={})), vllm_engine.CPU_POOL_RULES[0][0]),
+    (
+        body(engine="vllm", decode=role(resources={"limits": {"cpu": "2"}})),
+        vllm_engine.CPU_POOL_RULES[1][0],
+    ),
+    (body(kvTransfer={"backends": ["UCX", "UCX"]}), models.BACKENDS_UNIQUE_RULE[0]),
+    (body(kvTransfer={"ucxTls": "cma,sm,self"}), models.UCX_REACH_RULE[0]),
+    (body(kvTransfer={"ucxTls": "cuda_ipc,cuda_copy"}), models.UCX_REACH_RULE[0]),
+    (body(kvTransfer={"blockLeaseSeconds": 5}), models.LEASE_RULE[0]),
+    (
+        body(kvTransfer={"transferDeadlineSeconds": 30, "blockLeaseSeconds": 30}),
+        models.LEASE_RULE[0],
+    ),
+    (
+        body(llmd={"enabled": True, "routingSidecar": {"enabled": True}}),
+        models.SIDECAR_IMAGE_RULE[0],
+    ),
+    (
+        body(llmd={"enabled": True, "routingSidecar": {"enabled": True, "image": ""}}),
+        models.SIDECAR_IMAGE_RULE[0],
+    ),
+    (
+        body(llmd={"routingSidecar": {"enabled": True, "image": "x:1"}}),
+        models.SIDECAR_NEEDS_LLMD_RULE[0],
+    ),
+    (body(prefill=role(replicas=2, perDecode={"ratio": 0.5})), models.PREFILL_COUNT_RULE[0]),
+    (
+        body(prefill={"device": "cpu", "perDecode": {"ratio": 1, "min": 3, "max": 2}}),
+        models.PER_DECODE_BOUNDS_RULE[0],
+    ),
+]
+
+
+@pytest.mark.parametrize(("obj", "rule"), BAD, ids=[r[:40] for _, r in BAD])
+def test_bad_objects_fail_exactly_their_rule(obj: dict[str, Any], rule: str) -> None:
+    assert _failing(obj) == {rule}
+
+
+def test_every_rule_has_a_bad_object() -> None:
+    assert {r for _, r in BAD} == {r for _, r in RULES}
+
+
+def test_messages_name_the_field_or_the_fix() -> None:
+    for rule, message in ALL_RULES:
+        assert "spec." in message or "set it" in message, rule
+
+
+_tp = st.sampled_from([1, 2, 3, 4])
+_specs = st.fixed_dictionaries(
+    {
+        "engine": st.sampled_from(["reference", "vllm"]),
+        "p_tp": _tp,
+        "d_tp": _tp,
+        "backends": st.lists(st.sampled_from(["UCX", "LIBFABRIC"]), min_size=1, max_size=3),
+        "llmd": st.booleans(),
+        "sidecar": st.booleans(),
+        "image": st.sampled_from([None, "", "x:1"]),
+        "ucx": st.sampled_from([None, "tcp,self", "cma,self", "^tcp", "sm", "rc,sm"]),
+        "replicas": st.sampled_from([None, 0, 2]),
+        "per_decode": st.sampled_from([None, {"ratio": 0.5}, {"ratio": 2, "min": 3, "max": 1}]),
+    }
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_specs)
+def test_what_cel_rejects_validation_rejects_too(s: dict[str, Any]) -> None:
+    sidecar: dict[str, Any] = {"enabled": s["sidecar"]}
+    if s["image"] is not None:
+        sidecar["image"] = s["image"]
+    kv: dict[str, Any] = {"backends": s["backends"]}
+    if s["ucx"] is not None:
+        kv["ucxTls"] = s["ucx"]
+    prefill: dict[str, Any] = {"device": "cpu", "tensorParallelSize": s["p_tp"]}
+    if s["replicas"] is not None:
+        prefill["replicas"] = s["replicas"]
+    if s["per_decode"] is not None:
+        prefill["perDecode"] = s["per_decode"]
+    obj = body(
+        engine=s["engine"],
+        prefill=prefill,
+        decode=role(tensorParallelSize=s["d_tp"]),
+        kvTransfer=kv,
+        llmd={"enabled": s["llmd"], "routingSidecar": sidecar},
+    )
+    problems = validation.parse(obj)[1]
+    assert bool(_failing(obj)) == bool(problems), problems

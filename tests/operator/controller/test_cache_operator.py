@@ -1,0 +1,128 @@
+"""The real operator reads from its watch-fed cache: no GET or LIST per sync, drift healed by
+the resync's one listing per kind, 429 answers waited out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from disagg_operator.controller.run import running
+from tests.operator.conftest import (
+    DD,
+    DD_PATH,
+    NS,
+    api,
+    condition,
+    pods,
+    quickstart,
+    until,
+)
+from tests.support.emulator import Emulator
+
+
+@contextlib.asynccontextmanager
+async def kubelet(emu: Emulator) -> AsyncIterator[None]:
+    """Mark every pod Ready as soon as it exists (no controller does it here)."""
+
+    async def run() -> None:
+        while True:
+            for name, pod in pods(emu).items():
+                if not (pod.get("status") or {}).get("conditions"):
+                    emu.set_pod_ready(NS, name)
+            await asyncio.sleep(0.02)
+
+    task = asyncio.create_task(run())
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
+WATCHED = {
+    "disaggregateddeployments",
+    "pods",
+    "services",
+    "networkpolicies",
+    "poddisruptionbudgets",
+}
+
+
+async def watching(emu: Emulator) -> int:
+    """Wait until kopf's initial list + watch of every kind is done; the calls so far."""
+    await until(
+        "the initial watches",
+        lambda: {c.resource for c in emu.calls if c.verb == "watch"} >= WATCHED,
+    )
+    return len(emu.calls)
+
+
+def rollout_done(emu: Emulator, decode: int) -> Any:
+    status = (emu.find(DD, NS, "demo") or {}).get("status") or {}
+    progressing = condition(emu, "demo", "Progressing").get("reason")
+    decoded = [n for n in pods(emu) if "-decode-" in n]
+    return progressing == "RolloutComplete" and len(decoded) == decode and status
+
+
+async def test_create_scale_and_roll_make_no_get_or_list(emulator: Emulator) -> None:
+    async with running(str(emulator.url).rstrip("/")), kubelet(emulator):
+        started = await watching(emulator)
+        await api(emulator, "POST", DD_PATH, quickstart())
+        await until("created and Ready", lambda: rollout_done(emulator, 1))
+        scale = {"spec": {"decode": {"replicas": 3}}}
+        await api(emulator, "PATCH", f"{DD_PATH}/demo", scale)
+        await until("scaled to 3 decode pods", lambda: rollout_done(emulator, 3))
+        roll = {"spec": {"decode": {"nodeSelector": {"pool": "decode-b"}}}}
+        await api(emulator, "PATCH", f"{DD_PATH}/demo", roll)
+        await until(
+            "rolled",
+            lambda: (
+                rollout_done(emulator, 3)
+                and all(
+                    p["spec"].get("nodeSelector")
+                    for n, p in pods(emulator).items()
+                    if "-decode-" in n
+                )
+            ),
+        )
+    ours = emulator.calls[started:]
+    writes = [c for c in ours if c.verb in {"create", "patch", "delete"}]
+    assert len(writes) > 10  # the work happened ...
+    assert [c for c in ours if c.verb in {"get", "list"}] == []  # ... from the cache alone
+
+
+async def test_resync_lists_each_child_kind_once_and_recreates_a_lost_pod(
+    emulator: Emulator,
+) -> None:
+    async with running(str(emulator.url).rstrip("/"), resync_seconds=0.3), kubelet(emulator):
+        for name in ("demo", "other", "third"):
+            await api(emulator, "POST", DD_PATH, quickstart(name))
+        await until("Ready", lambda: condition(emulator, "demo").get("status") == "True")
+        lost = pods(emulator)["demo-decode-0"]["metadata"]["uid"]
+        started = len(emulator.calls)
+        emulator.lose_object("v1/pods", NS, "demo-decode-0")  # gone, and no watch event
+        await until(
+            "the pod back",
+            lambda: (
+                (pods(emulator).get("demo-decode-0") or {}).get("metadata", {}).get("uid")
+                not in (None, lost)
+            ),
+        )
+        await asyncio.sleep(0.7)  # two more resync passes
+    reads = [c for c in emulator.calls[started:] if c.verb in {"get", "list"}]
+    kinds = {"pods", "services", "networkpolicies", "poddisruptionbudgets"}
+    assert reads and {c.resource for c in reads} == kinds  # never the deployments, no GET
+    assert {c.verb for c in reads} == {"list"}
+    per_kind = {k: sum(1 for c in reads if c.resource == k) for k in kinds}
+    assert len(set(per_kind.values())) == 1  # one LIST per kind and pass, whatever the CRs
+
+
+async def test_writes_answered_429_are_retried_after_retry_after(emulator: Emulator) -> None:
+    emulator.throttle("v1/pods", count=3, retry_after=0, verb="create")
+    async with running(str(emulator.url).rstrip("/")), kubelet(emulator):
+        await api(emulator, "POST", DD_PATH, quickstart())
+        await until("Ready", lambda: condition(emulator, "demo").get("status") == "True")
+    creates = [c for c in emulator.calls if c.verb == "create" and c.resource == "pods"]
+    assert len(creates) == 2 + 3  # two pods, three of the attempts answered 429
+    assert condition(emulator, "demo", "Degraded").get("status") == "False"

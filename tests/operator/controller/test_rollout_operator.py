@@ -1,0 +1,147 @@
+"""Rollouts with the real kopf operator over HTTP against the API emulator.
+
+A simulated kubelet marks each pod Ready a moment after it appears; an observer samples
+the world as routers would see it (the Services' selectors, the Ready pods) after every
+change, so the tests check what every intermediate state offered, not only the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.operator.conftest import DD, DD_PATH, NS, api, condition, pods, until
+from tests.support.emulator import Emulator
+
+KV = "disagg.dev/kv-revision"
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def view(emu: Emulator) -> dict[str, Any]:
+    """What routers see: per role Service, its selected KV revision and Ready pods."""
+    out: dict[str, Any] = {}
+    for svc in emu.objects_of("v1/services", NS):
+        selector = svc["spec"]["selector"]
+        chosen = [
+            p
+            for p in pods(emu).values()
+            if selector.items() <= p["metadata"]["labels"].items()
+            and not p["metadata"].get("deletionTimestamp")
+        ]
+        out[svc["metadata"]["name"]] = {
+            "kv": selector.get(KV),
+            "ready": sum(1 for p in chosen if _ready(p)),
+            "kvs": {p["metadata"]["labels"][KV] for p in chosen},
+        }
+    return out
+
+
+@pytest.fixture()
+async def kubelet(emulator: Emulator) -> AsyncIterator[list[dict[str, Any]]]:
+    """Marks pods Ready 0.3 s after they appear; records the routers' view meanwhile."""
+    seen: dict[str, float] = {}
+    samples: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+
+    async def run() -> None:
+        while True:
+            for name, pod in pods(emulator).items():
+                first = seen.setdefault(pod["metadata"]["uid"], loop.time())
+                if not _ready(pod) and loop.time() - first > 0.3:
+                    emulator.set_pod_ready(NS, name)
+            samples.append(view(emulator))
+            await asyncio.sleep(0.02)
+
+    task = asyncio.create_task(run())
+    yield samples
+    task.cancel()
+
+
+def _spec(**decode: Any) -> dict[str, Any]:
+    from tests.operator.conftest import quickstart
+
+    body = quickstart()
+    body["spec"]["decode"].update(decode)
+    return body
+
+
+async def _done(emu: Emulator) -> dict[str, Any]:
+    def finished() -> Any:
+        body = emu.find(DD, NS, "demo") or {}
+        progressing = condition(emu, "demo", "Progressing")
+        return progressing.get("reason") == "RolloutComplete" and body["status"]
+
+    return await until("rollout complete", finished, timeout=60)
+
+
+async def test_in_place_roll_replaces_a_few_pods_at_a_time(
+    emulator: Emulator, operator: asyncio.Task[None], kubelet: list[dict[str, Any]]
+) -> None:
+    rollout = {"maxSurge": 0, "maxUnavailable": 1}
+    await api(emulator, "POST", DD_PATH, _spec(replicas=4, rollout=rollout))
+    first = await _done(emulator)
+    before = {n: p["metadata"]["uid"] for n, p in pods(emulator).items()}
+    kubelet.clear()
+    patch = {"spec": {"decode": {"nodeSelector": {"pool": "decode-b"}}}}  # not a KV field
+    await api(emulator, "PATCH", f"{DD_PATH}/demo", patch)
+    await until(
+        "a decode pod replaced",
+        lambda: (
+            set(before)
+            != set(n for n, p in pods(emulator).items() if p["metadata"]["uid"] in before.values())
+        ),
+    )
+    status = await _done(emulator)
+    now = pods(emulator)
+    decode = [p for n, p in now.items() if "-decode-" in n]
+    assert len(decode) == 4 and all(
+        p["spec"]["nodeSelector"] == {"pool": "decode-b"} for p in decode
+    )
+    assert now["demo-prefill-0"]["metadata"]["uid"] == before["demo-prefill-0"]  # untouched
+    # never fewer than replicas - maxUnavailable ready decode pods behind the Service
+    assert min(s["demo-decode"]["ready"] for s in kubelet if "demo-decode" in s) >= 3
+    assert status["kvRevision"] == first["kvRevision"] == status["routedKvRevision"]
+    assert status["decode"]["currentRevision"] == status["decode"]["updateRevision"]
+    assert status["decode"]["updateRevision"] != first["decode"]["updateRevision"]
+    assert status["prefill"]["updateRevision"] == first["prefill"]["updateRevision"]
+
+
+async def test_kv_change_rolls_revisioned_pairs_and_never_mixes(
+    emulator: Emulator, operator: asyncio.Task[None], kubelet: list[dict[str, Any]]
+) -> None:
+    await api(emulator, "POST", DD_PATH, _spec(replicas=2))
+    first = await _done(emulator)
+    old = set(pods(emulator))
+    kubelet.clear()
+    engine = {"type": "reference", "image": "ghcr.io/disagg-dev/disagg-worker-cpu:0.2.0"}
+    await api(emulator, "PATCH", f"{DD_PATH}/demo", {"spec": {"engine": engine}})
+    await until(
+        "NewKVRevision",
+        lambda: condition(emulator, "demo", "Progressing").get("reason") == "NewKVRevision",
+    )
+    status = await _done(emulator)
+    assert status["kvRevision"] != first["kvRevision"]
+    assert status["routedKvRevision"] == status["kvRevision"]
+    now = pods(emulator)
+    assert not old & set(now)  # every old pod is gone, new ones took other indices
+    assert {p["spec"]["containers"][0]["image"] for p in now.values()} == {engine["image"]}
+    assert sorted(now) == ["demo-decode-2", "demo-decode-3", "demo-prefill-1"]
+    switched = False
+    for sample in kubelet:
+        if not {"demo-prefill", "demo-decode"} <= set(sample):
+            continue
+        kvs = {sample[s]["kv"] for s in ("demo-prefill", "demo-decode")}
+        assert len(kvs) == 1, sample  # routers never see two revisions
+        for svc in ("demo-prefill", "demo-decode"):
+            assert sample[svc]["kvs"] <= kvs  # the Service selects only its revision
+            assert sample[svc]["ready"] >= 1, sample  # and the routed pair can serve
+        switched |= kvs == {status["kvRevision"]}
+    assert switched
+    assert condition(emulator, "demo")["status"] == "True"

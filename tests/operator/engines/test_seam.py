@@ -1,0 +1,210 @@
+"""The engine seam is enough: an engine defined here, in the tests, plugs into the
+operator through the settings alone, and render, validation, the KV key, status, the CRD
+and the local runner serve it without a line of theirs changed. And no module outside
+operator/engines/ asks which engine a spec runs."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from disagg_operator.api import HTTP_PORT, ROLES, DeploymentSpec
+from disagg_operator.api.problems import Problem
+from disagg_operator.engines.base import Container, Engine, LocalProcess, LocalRun
+from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_operator.local.pods import local_pods
+from disagg_operator.planning.decide import decide
+from disagg_operator.render import crd, derivation, kvkey
+from disagg_operator.render.objects import render
+from disagg_operator.status import conditions as status
+from disagg_operator.validation import spec as validation
+from tests.operator.builders import body, by_kind, role
+from tests.operator.status.test_conditions import T0
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class Echo(Engine):
+    """A toy engine: ``echo-serve MODEL``, one side channel, a fixed drain, TP 1 or 2."""
+
+    name = "echo"
+    summary = "a test engine"
+    cel_rules = (("self.engine.type != 'echo' || self.decode.replicas <= 4", "echo: 4 at most"),)
+    kv_flags = ("--echo-layout",)
+    kv_env = ("ECHO_DTYPE",)
+    derived_flags: Mapping[str, str] = {"--listen": "nothing: it is the pod's port"}
+    local = LocalRun(start_timeout_s=5.0, readiness="health", warm_up=False, figures="response")
+
+    def container(
+        self, spec: DeploymentSpec, role: str, port: int, settings: Settings
+    ) -> Container:
+        env = [{"name": "ECHO_ROLE", "value": role}, {"name": "ECHO_PORT", "value": str(port)}]
+        return Container(["echo-serve", spec.model, "--listen", str(port)], env)
+
+    def side_channel_ports(self, spec: DeploymentSpec, role: str) -> list[int]:
+        return [spec.kv_transfer.side_channel_port]
+
+    def drain_seconds(self, spec: DeploymentSpec) -> int:
+        return 7
+
+    def annotations(self, spec: DeploymentSpec) -> dict[str, str]:
+        return {"example.com/echo": "yes"}
+
+    def problems(self, spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
+        for r in ROLES:
+            if spec.role(r).tensor_parallel_size > 2:
+                yield Problem(f"spec.{r}.tensorParallelSize", "echo runs TP 1 or 2; set 2")
+
+    def version_condition(self, spec: DeploymentSpec) -> tuple[str, str, str]:
+        return ("True", "VersionResolved", "echo has one version")
+
+    def derived_env(self, spec: DeploymentSpec, role: str) -> Mapping[str, str]:
+        return {"ECHO_ROLE": "nothing: it is the pod's role"}
+
+    def local_process(
+        self,
+        name: str,
+        command: Sequence[str],
+        env: dict[str, str],
+        *,
+        secret_path: str,
+        ports: Iterator[int] | None,
+        cores: Sequence[int],
+    ) -> LocalProcess:
+        port = next(ports) if ports else 0
+        return LocalProcess([sys.executable, "-m", "echo", *command[1:]], env, port, ["echo"])
+
+    def derivation_rows(self, settings: Settings) -> list[tuple[str, str, str, str]]:
+        return [("drain", "echo", "7", "a toy")]
+
+
+SETTINGS = DEFAULT.with_engines(Echo())
+
+
+def _echo(**spec: Any) -> dict[str, Any]:
+    obj = body(**spec)
+    obj["spec"]["engine"] = {"type": "echo", "image": "example.com/echo:1"}
+    obj["spec"]["model"] = "toy"
+    return obj
+
+
+def test_the_default_settings_do_not_serve_it() -> None:
+    (problem,) = validation.parse(_echo())[1]
+    assert problem.field == "spec.engine.type" and "use vllm, reference" in problem.message
+
+
+def test_render_builds_its_pods_from_the_interface() -> None:
+    pods = by_kind(render(_echo(), hmac_key="k", settings=SETTINGS), "Pod")
+    assert [p["metadata"]["name"] for p in pods] == ["demo-prefill-0", "demo-decode-0"]
+    for pod in pods:
+        engine = pod["spec"]["containers"][0]
+        assert engine["command"] == ["echo-serve", "toy", "--listen", str(HTTP_PORT)]
+        assert {"name": "ECHO_ROLE", "value": pod["metadata"]["labels"]["disagg.dev/role"]} in (
+            engine["env"]
+        )
+        assert [p["containerPort"] for p in engine["ports"]] == [HTTP_PORT, 5600]
+        assert engine["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "7"]
+        assert pod["spec"]["terminationGracePeriodSeconds"] == 7 + 10
+        assert pod["metadata"]["annotations"]["example.com/echo"] == "yes"
+        assert pod["spec"]["volumes"] == []
+    decode = pods[1]["spec"]["containers"]
+    assert [c["name"] for c in decode] == ["engine"]  # no --canary-image: no canary
+    with_canary = Settings(canary_image="example.com/disagg:1").with_engines(Echo())
+    decode = by_kind(render(_echo(), hmac_key="k", settings=with_canary), "Pod")[1]
+    assert decode["spec"]["containers"][1]["image"] == "example.com/disagg:1"
+
+
+def test_validation_asks_it_what_it_cannot_run_and_what_it_derives() -> None:
+    obj = _echo(prefill=role(tensorParallelSize=4), decode=role(tensorParallelSize=4))
+    obj["spec"]["decode"]["args"] = ["--listen=9"]
+    obj["spec"]["decode"]["env"] = [{"name": "ECHO_ROLE", "value": "x"}]
+    fields = sorted(p.field for p in validation.parse(obj, SETTINGS)[1])
+    assert fields == [
+        "spec.decode.args[0]",
+        "spec.decode.env[0]",
+        "spec.decode.tensorParallelSize",
+        "spec.prefill.tensorParallelSize",
+    ]
+
+
+def test_its_kv_inputs_move_the_kv_revision() -> None:
+    def revision(**decode: Any) -> str:
+        dd, problems = validation.parse(_echo(decode=role(**decode)), SETTINGS)
+        assert dd is not None and not problems, problems
+        return kvkey.kv_revision(dd.spec, SETTINGS)
+
+    base = revision()
+    assert revision(args=["--echo-layout", "b"]) != base
+    assert revision(env=[{"name": "ECHO_DTYPE", "value": "f16"}]) != base
+    assert revision(args=["--other", "b"]) == base
+
+
+def test_status_reports_its_version_condition() -> None:
+    obj = _echo()
+    dd, problems = validation.parse(obj, SETTINGS)
+    assert dd is not None and not problems
+    plan = decide(dd, uid="u", pods=[], routed=None, settings=SETTINGS)
+    found = status.compute(
+        name="demo",
+        spec=dd.spec,
+        generation=1,
+        pods=[],
+        previous=None,
+        now=T0,
+        problems=[],
+        rollout=plan,
+        settings=SETTINGS,
+    )
+    versions = [c for c in found["conditions"] if c["type"] == "EngineVersionKnown"]
+    assert [(c["status"], c["message"]) for c in versions] == [("True", "echo has one version")]
+
+
+def test_the_crd_lists_it_with_its_rules() -> None:
+    schema = crd.build(SETTINGS.engines)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    spec = schema["properties"]["spec"]
+    assert spec["properties"]["engine"]["properties"]["type"]["enum"] == [
+        "vllm",
+        "reference",
+        "echo",
+    ]
+    assert {"rule": Echo.cel_rules[0][0], "message": "echo: 4 at most"} in spec[
+        "x-kubernetes-validations"
+    ]
+    assert ("drain", "echo", "7", "a toy") in derivation.derivation_rows(SETTINGS)
+
+
+def test_the_local_runner_runs_it_as_it_says() -> None:
+    objects = render(_echo(), hmac_key="k", settings=SETTINGS)
+    pods = local_pods(objects, "/s", Echo(), ports=iter(range(9000, 9010)))
+    assert [p.argv[:3] for p in pods] == [[sys.executable, "-m", "echo"]] * 2
+    assert [p.http_port for p in pods] == [9000, 9001]
+    assert all(p.local == Echo.local for p in pods)
+
+
+def _compares_engine_type(tree: ast.AST) -> list[int]:
+    """Lines comparing ``<x>.engine.type`` (or ``engine.type`` as a name) with anything."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                text = ast.unparse(side)
+                if text.endswith("engine.type") or text.endswith(".engine"):
+                    lines.append(node.lineno)
+    return lines
+
+
+def test_no_module_outside_the_engines_folders_compares_the_engine_type() -> None:
+    found = {}
+    for path in sorted((ROOT / "operator").rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        if rel.parts[1] == "engines":
+            continue
+        lines = _compares_engine_type(ast.parse(path.read_text()))
+        if lines:
+            found[str(rel)] = lines
+    assert found == {}
+    # the check itself finds such a comparison
+    assert _compares_engine_type(ast.parse("if spec.engine.type == 'vllm': pass")) == [1]

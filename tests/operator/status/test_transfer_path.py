@@ -1,0 +1,206 @@
+"""TransferPathReady from the decode pods' transfer-canary container statuses, and the
+render side that puts the canary there."""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+from typing import Any
+
+from disagg_operator.api import CANARY_PORT, ENGINE_BEHIND_SIDECAR_PORT, HTTP_PORT
+from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_operator.render import canary, kvkey
+from disagg_operator.render.objects import render
+from disagg_operator.status import conditions as status
+from disagg_operator.status.transfer_path import condition
+from disagg_operator.validation import spec as validation
+from tests.operator.builders import body, by_kind, role
+from tests.operator.status.test_conditions import T0, _compute, _cond
+
+
+def _pods(obj: dict[str, Any], settings: Settings = DEFAULT) -> list[dict[str, Any]]:
+    return by_kind(render(obj, hmac_key="k", settings=settings), "Pod")
+
+
+def _decode(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if p["metadata"]["labels"]["disagg.dev/role"] == "decode"]
+
+
+def _running(pods: list[dict[str, Any]], canary_ready: dict[str, bool]) -> list[dict[str, Any]]:
+    """Observed pods: Running, each container's status; the canary's from ``canary_ready``
+    (by pod name, default True)."""
+    out = copy.deepcopy(pods)
+    for pod in out:
+        statuses = [
+            {"name": c["name"], "ready": canary_ready.get(pod["metadata"]["name"], True)}
+            if c["name"] == canary.NAME
+            else {"name": c["name"], "ready": True}
+            for c in pod["spec"]["containers"]
+        ]
+        pod["status"] = {"phase": "Running", "containerStatuses": statuses}
+    return out
+
+
+def _spec(obj: dict[str, Any]) -> Any:
+    dd, problems = validation.parse(obj)
+    assert dd is not None and not problems
+    return dd.spec
+
+
+# The operator's --canary-image, as a value.
+WITH_CANARY = Settings(canary_image="example.com/disagg-worker:1")
+
+
+def test_every_decode_pod_gets_the_canary_and_prefill_pods_do_not() -> None:
+    obj = body(decode=role(replicas=2), kvTransfer={"transferDeadlineSeconds": 20})
+    pods = _pods(obj)
+    for pod in pods:
+        names = [c["name"] for c in pod["spec"]["containers"]]
+        is_decode = pod["metadata"]["labels"]["disagg.dev/role"] == "decode"
+        assert names == (["engine", canary.NAME] if is_decode else ["engine"])
+    c = _decode(pods)[0]["spec"]["containers"][1]
+    assert c["image"] == "example.com/reference:1"  # the reference image has `disagg`
+    assert c["command"] == ["disagg", "worker", "canary"]
+    args = dict(zip(c["args"][::2], c["args"][1::2], strict=True))
+    kv = pods[0]["metadata"]["labels"]["disagg.dev/kv-revision"]
+    assert args["--prefill"] == f"http://demo-p-{kv}:{HTTP_PORT}"  # its own revision's
+    assert args["--decode"] == f"http://127.0.0.1:{HTTP_PORT}"
+    assert args["--model"] == "tiny" and args["--port"] == str(CANARY_PORT)
+    # deadline 20 s: T = 25, interval 12, fresh 75; the probe waits T + 2
+    assert (args["--timeout-s"], args["--interval-s"], args["--fresh-s"]) == ("25", "12", "75")
+    assert c["readinessProbe"] == {
+        "httpGet": {"path": "/ready", "port": CANARY_PORT},
+        "periodSeconds": 25,
+        "timeoutSeconds": 27,
+        "failureThreshold": 2,
+    }
+    assert c["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert c["resources"]["requests"] == {"cpu": "10m", "memory": "64Mi"}
+
+
+def test_the_prefill_url_is_one_function() -> None:
+    """The canary reaches the prefill pods of its own KV revision, through the headless
+    Service render makes for that revision (not the role Service, which follows the
+    routed revision)."""
+    obj = body()
+    spec = _spec(obj)
+    kv = kvkey.kv_revision(spec, DEFAULT)
+    assert canary.prefill_url("demo", kv) == f"http://demo-p-{kv}:8000"
+    services = {s["metadata"]["name"]: s for s in by_kind(render(obj, hmac_key="k"), "Service")}
+    selector = services[f"demo-p-{kv}"]["spec"]["selector"]
+    assert selector == {
+        "disagg.dev/deployment": "demo",
+        "disagg.dev/role": "prefill",
+        "disagg.dev/kv-revision": kv,
+    }
+
+
+def test_the_decode_image_override_is_the_canary_image() -> None:
+    c = _decode(_pods(body(decode=role(image="example.com/mine:2"))))[0]["spec"]["containers"]
+    assert c[1]["image"] == "example.com/mine:2"
+
+
+def test_vllm_needs_a_canary_image() -> None:
+    c = _decode(_pods(body(engine="vllm"), WITH_CANARY))[0]["spec"]["containers"]
+    assert c[1]["image"] == "example.com/disagg-worker:1"  # the operator's --canary-image
+    given = body(engine="vllm", transferCanary={"image": "example.com/other:3"})
+    assert _decode(_pods(given))[0]["spec"]["containers"][1]["image"] == "example.com/other:3"
+    # the reference engine's own image has `disagg`: the setting does not replace it
+    ref = _decode(_pods(body(), WITH_CANARY))[0]["spec"]["containers"]
+    assert ref[1]["image"] == "example.com/reference:1"
+
+
+def test_vllm_without_a_canary_image_renders_none_and_says_so() -> None:
+    obj = body(engine="vllm")
+    pods = _pods(obj)
+    assert [c["name"] for c in _decode(pods)[0]["spec"]["containers"]] == ["engine"]
+    found = _cond(_compute(obj, _running(pods, {})), "TransferPathReady")
+    assert (found["status"], found["reason"]) == ("Unknown", "NoCanaryImage")
+    assert "spec.transferCanary.image" in found["message"] and "--canary-image" in found["message"]
+
+
+def test_behind_the_routing_sidecar_the_canary_calls_the_engine_port() -> None:
+    llmd = {"enabled": True, "routingSidecar": {"enabled": True, "image": "example.com/s:1"}}
+    pod = _decode(_pods(body(llmd=llmd)))[0]
+    (c,) = [c for c in pod["spec"]["containers"] if c["name"] == canary.NAME]
+    assert f"http://127.0.0.1:{ENGINE_BEHIND_SIDECAR_PORT}" in c["args"]
+
+
+def test_disabled_canary_renders_nothing_and_says_so() -> None:
+    obj = body(transferCanary={"enabled": False})
+    pods = _pods(obj)
+    assert all(len(p["spec"]["containers"]) == 1 for p in pods)
+    found = _cond(_compute(obj, _running(pods, {})), "TransferPathReady")
+    assert (found["status"], found["reason"]) == ("Unknown", "CanaryDisabled")
+
+
+def test_passing_when_every_running_decode_pods_canary_is_ready() -> None:
+    obj = body(decode=role(replicas=3))
+    found = _cond(_compute(obj, _running(_pods(obj), {})), "TransferPathReady")
+    assert (found["status"], found["reason"]) == ("True", "CanaryPassing")
+    assert "(3)" in found["message"]
+
+
+def test_failing_names_the_pods_whose_canary_is_not_ready() -> None:
+    obj = body(decode=role(replicas=3))
+    pods = _running(_pods(obj), {"demo-decode-1": False})
+    found = _cond(_compute(obj, pods), "TransferPathReady")
+    assert (found["status"], found["reason"]) == ("False", "CanaryFailing")
+    assert "1 of 3 decode pod(s): demo-decode-1." in found["message"]
+    assert "kubectl logs POD -c transfer-canary" in found["message"]
+
+
+def test_failing_lists_five_pods_then_how_many_more() -> None:
+    obj = body(decode=role(replicas=8))
+    pods = _running(_pods(obj), {f"demo-decode-{i}": False for i in range(8)})
+    message = _cond(_compute(obj, pods), "TransferPathReady")["message"]
+    assert (
+        "demo-decode-0, demo-decode-1, demo-decode-2, demo-decode-3, demo-decode-4 and 3 more"
+        in message
+    )
+    assert "demo-decode-5" not in message
+
+
+def test_pods_not_running_deleted_or_without_a_canary_status_are_left_out() -> None:
+    obj = body(decode=role(replicas=3))
+    pods = _running(_pods(obj), {"demo-decode-0": False, "demo-decode-1": False})
+    decode = _decode(pods)
+    decode[0]["status"]["phase"] = "Pending"
+    decode[1]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    found = _cond(_compute(obj, pods), "TransferPathReady")
+    assert (found["status"], found["reason"]) == ("True", "CanaryPassing")
+    decode[2]["status"]["containerStatuses"] = decode[2]["status"]["containerStatuses"][:1]
+    found = _cond(_compute(obj, pods), "TransferPathReady")
+    assert (found["status"], found["reason"]) == ("Unknown", "NoDecodePods")
+
+
+def test_no_decode_pods_and_invalid_specs_are_unknown() -> None:
+    obj = body(decode=role(replicas=0))
+    found = _cond(_compute(obj, _running(_pods(obj), {})), "TransferPathReady")
+    assert (found["status"], found["reason"]) == ("Unknown", "NoDecodePods")
+    assert condition(None, [], DEFAULT) == (
+        "Unknown",
+        "InvalidSpec",
+        "Nothing is checked until the spec is fixed.",
+    )
+    bad = body(prefill=role(tensorParallelSize=2))  # the reference engine runs TP 1
+    found = _cond(_compute(bad, []), "TransferPathReady")
+    assert (found["status"], found["reason"]) == ("Unknown", "InvalidSpec")
+
+
+def test_the_condition_comes_last_and_moves_its_time_only_on_a_flip() -> None:
+    obj = body()
+    pods = _pods(obj)
+    first = _compute(obj, _running(pods, {}))
+    assert first["conditions"][-1]["type"] == "TransferPathReady"
+    later = T0 + timedelta(minutes=5)
+    same = _compute(obj, _running(pods, {}), previous=first, now=later)
+    assert _cond(same, "TransferPathReady") == _cond(first, "TransferPathReady")
+    failing = _compute(obj, _running(pods, {"demo-decode-0": False}), previous=first, now=later)
+    moved = _cond(failing, "TransferPathReady")
+    assert moved["status"] == "False" and moved["lastTransitionTime"] == "2026-01-01T12:05:00Z"
+    assert _cond(failing, "Progressing")["lastTransitionTime"] == "2026-01-01T12:00:00Z"
+    assert status.REASONS["TransferPathReady"] >= {moved["reason"]}

@@ -1,0 +1,120 @@
+"""The import-linter contracts hold on this tree, and really fail on a violation.
+
+The checked tree is a copy of the packages under their import names, placed first on
+PYTHONPATH so it shadows the editable install.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def _copy_tree(tmp_path: Path) -> Path:
+    for folder, name in (("operator", "disagg_operator"), ("worker", "disagg_worker")):
+        shutil.copytree(
+            ROOT / folder, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    return tmp_path
+
+
+def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), str(ROOT / "pyproject.toml"), "--no-cache"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_contracts_kept_on_this_tree(tmp_path: Path) -> None:
+    result = _lint(_copy_tree(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "broken" in result.stdout and "0 broken" in result.stdout
+
+
+PURE = "Pure modules import no I/O libraries BROKEN"
+LAYERS = "Operator subsystems are layered BROKEN"
+
+
+@pytest.mark.parametrize(
+    ("module", "violation", "broken"),
+    [
+        ("disagg_worker/config.py", "import zmq", PURE),
+        ("disagg_operator/render/pods.py", "import asyncio", PURE),
+        ("disagg_operator/api/kinds.py", "import disagg_operator.controller.client", PURE),
+        ("disagg_operator/engines/vllm/checks.py", "import disagg_operator.render.cli", PURE),
+        (
+            "disagg_worker/transfer/layout.py",
+            "import disagg_operator.cli",
+            "Worker does not import the operator BROKEN",
+        ),
+        (
+            "disagg_worker/transfer/plan.py",
+            "import disagg_worker.serve.proxy",
+            "Worker subsystems are layered BROKEN",
+        ),
+        ("disagg_operator/controller/sync.py", "import disagg_operator.emulator.server", LAYERS),
+        ("disagg_operator/api/base.py", "import disagg_operator.render.objects", LAYERS),
+        ("disagg_operator/derive/transfer.py", "import disagg_operator.engines.settings", LAYERS),
+        ("disagg_operator/render/canary.py", "import disagg_operator.planning.rollout", LAYERS),
+        ("disagg_operator/contracts/llmd.py", "import disagg_operator.api", LAYERS),
+    ],
+)
+def test_a_violation_breaks_its_contract(
+    tmp_path: Path, module: str, violation: str, broken: str
+) -> None:
+    source = _copy_tree(tmp_path) / module
+    source.write_text(source.read_text() + f"\n{violation}  # violation under test\n")
+    result = _lint(tmp_path)
+    assert result.returncode != 0
+    assert broken in result.stdout
+    importer = module.removesuffix(".py").replace("/", ".")
+    imported = violation.split()[1]
+    if broken == LAYERS:  # the layers contract names the two layers, then the import
+        assert f"{importer} -> {imported}" in result.stdout, result.stdout
+    else:
+        assert f"{importer} -> {imported}" in result.stdout
+
+
+def _pure_in_contract() -> set[str]:
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    pure = next(c for c in contracts["contracts"] if c["name"].startswith("Pure modules"))
+    return set(pure["source_modules"])
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for folder, name in (("operator", "disagg_operator"), ("worker", "disagg_worker")):
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join((name, *parts))] = path
+    return found
+
+
+def _says_pure(path: Path) -> bool:
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    return bool(re.search(r"\bPure layer\b", doc))
+
+
+def test_the_pure_contract_lists_exactly_the_modules_that_say_they_are_pure() -> None:
+    says = {name for name, path in _modules().items() if _says_pure(path)}
+    listed = _pure_in_contract()
+    assert says - listed == set(), "say 'Pure layer' only of modules in the pure contract"
+    assert listed - says == set(), "these contract modules' docstrings must say 'Pure layer'"

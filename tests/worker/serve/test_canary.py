@@ -1,0 +1,103 @@
+"""`disagg worker canary` against two real reference workers on loopback: /ready is 200
+while prefill → decode KV transfer works, and 503 with the failing hop named soon after
+the prefill dies; `--once` says the same as an exit code."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from disagg_worker.serve.localrun import Child, disagg_argv, start_child, wait_ready
+from tests.worker.serve.conftest import Workers
+
+TIMEOUT_S, INTERVAL_S = 5.0, 1.0
+
+
+def _ready(url: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(url + "/ready", timeout=TIMEOUT_S + 5) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+
+def _canary(workers: Workers, prefill: str, decode: str, *extra: str) -> str:
+    argv = disagg_argv(
+        *("worker", "canary", "--prefill", prefill, "--decode", decode, "--model", "tiny"),
+        *("--host", "127.0.0.1", "--port", "0", "--timeout-s", str(TIMEOUT_S)),
+        *("--interval-s", str(INTERVAL_S), "--fresh-s", "30", *extra),
+    )
+    child = start_child("canary", argv, workers._base, workers.log_dir)
+    workers.children.append(child)
+    return f"http://127.0.0.1:{wait_ready(child, timeout_s=60)['http_port']}"
+
+
+def _requests(url: str) -> float:
+    """Completion requests a worker has served (its /metrics ``disagg_requests_total``)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("disagg_requests_total")
+    )
+
+
+def _url(child: Child) -> str:
+    return str(child.url)  # type: ignore[attr-defined]
+
+
+def test_ready_while_kv_moves_and_503_soon_after_prefill_dies(workers: Workers) -> None:
+    pre, dec = workers.spawn("prefill"), workers.spawn("decode")
+    workers.ready(pre, dec)
+    url = _canary(workers, _url(pre), _url(dec))
+    status, body = _ready(url)
+    assert status == 200, body
+    assert body["ready"] is True and body["prefill"] == _url(pre)
+
+    # a probe within the interval reuses the result: no second request reaches prefill
+    served = _requests(_url(pre))
+    assert served >= 1  # the first canary's prefill hop
+    assert _ready(url)[0] == 200
+    assert _requests(_url(pre)) == served
+
+    pre.proc.send_signal(signal.SIGKILL)
+    pre.proc.wait(10)
+    killed = time.monotonic()
+    while True:
+        status, body = _ready(url)
+        if status == 503:
+            break
+        assert time.monotonic() - killed < INTERVAL_S + TIMEOUT_S + 2, body
+        time.sleep(0.2)
+    took = time.monotonic() - killed
+    assert took <= INTERVAL_S + TIMEOUT_S + 2  # the bound: one interval, one canary
+    assert body["ready"] is False
+    assert "the last canary failed: prefill" in body["reason"]
+    assert _url(pre) in body["reason"]
+    log = workers.children[-1].log_tail(50)
+    flips = [json.loads(x) for x in log.splitlines() if '"event": "transfer_path"' in x]
+    assert [f["ready"] for f in flips] == [True, False]  # one line per flip, no more
+
+
+def test_once_exits_by_the_verdict(workers: Workers) -> None:
+    pre, dec = workers.spawn("prefill"), workers.spawn("decode")
+    workers.ready(pre, dec)
+    argv = disagg_argv("worker", "canary", "--prefill", _url(pre), "--decode", _url(dec))
+    argv += ["--model", "tiny", "--once", "--timeout-s", str(TIMEOUT_S)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    line = json.loads(done.stdout.splitlines()[-1])
+    assert line["passed"] is True and line["problem"] is None
+
+    # a decode URL where nothing listens: the decode hop fails, named
+    at = argv.index("--decode") + 1
+    dead = [*argv[:at], "http://127.0.0.1:9", *argv[at + 1 :]]
+    done = subprocess.run(dead, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "decode http://127.0.0.1:9" in json.loads(done.stdout.splitlines()[-1])["problem"]

@@ -1,0 +1,70 @@
+"""`disagg worker drain` (the reference pods' preStop) against real worker processes: it
+returns once the worker holds no blocks and runs nothing, or at its timeout, exit 0 both."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import time
+
+from disagg_worker.engine.model import BOS
+from disagg_worker.serve.localrun import disagg_argv
+from tests.worker.serve.conftest import StartWorker, get, post
+
+
+def _drain(url: str, timeout_s: float) -> tuple[subprocess.CompletedProcess[str], float]:
+    port = url.rsplit(":", 1)[1]
+    env = {**os.environ, "DISAGG_HTTP_PORT": port}
+    argv = disagg_argv("worker", "drain", "--timeout-s", str(timeout_s), "--poll-s", "0.1")
+    t0 = time.monotonic()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    return done, time.monotonic() - t0
+
+
+def _hold(url: str) -> None:
+    """A prefill whose decode never comes: its blocks stay held until the lease ends."""
+    rng = random.Random(5)
+    prompt = [BOS] + [rng.randrange(256) for _ in range(39)]
+    body = {"prompt": prompt, "max_tokens": 1, "kv_transfer_params": {"do_remote_decode": True}}
+    status, out = post(url + "/v1/completions", body)
+    assert status == 200, out
+    assert get(url + "/debug/blocks")["held"]
+
+
+def test_an_idle_worker_drains_at_once(start_worker: StartWorker) -> None:
+    worker = start_worker("prefill")
+    done, took = _drain(worker.url, 30)
+    assert done.returncode == 0, done.stderr
+    assert took < 10
+    assert "drained" in done.stderr
+
+
+def test_drain_waits_for_held_blocks_to_be_freed(start_worker: StartWorker) -> None:
+    worker = start_worker("prefill", block_lease_s=4, transfer_deadline_s=1)
+    _hold(worker.url)
+    done, took = _drain(worker.url, 60)
+    assert done.returncode == 0, done.stderr
+    assert 2 < took < 30, took  # returned once the lease freed the blocks, not at 60 s
+    report = get(worker.url + "/debug/blocks")
+    assert report["held"] == {} and report["used"] == 0
+
+
+def test_drain_gives_up_at_its_timeout_and_still_exits_0(start_worker: StartWorker) -> None:
+    worker = start_worker("prefill", block_lease_s=60, transfer_deadline_s=1)
+    _hold(worker.url)
+    done, took = _drain(worker.url, 1.5)
+    assert done.returncode == 0, done.stderr
+    assert 1 < took < 15, took
+    assert "not drained" in done.stderr and "held" in done.stderr
+
+
+def test_drain_of_a_worker_that_is_gone_exits_0() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    done, took = _drain(f"http://127.0.0.1:{port}", 30)
+    assert done.returncode == 0, done.stderr
+    assert took < 10
