@@ -1,4 +1,4 @@
-"""Staging copies by block index (CPU tensors here; the cuda variants are in test_cuda_transfer.py, gpu marker)."""
+"""Staging copies by block index (CPU tensors here; the CUDA ones: test_cuda_transfer.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """CUDA paths: VRAM registration and host staging (cuda + kv_buffer_device "cpu").
 
 Marked ``gpu``: deselected by default, skipped without a CUDA device. Run on a GPU host
-with ``pytest -m gpu tests/worker/transfer/test_cuda_transfer.py``. Two real processes on 127.0.0.1, bytes verified.
+with ``pytest -m gpu tests/worker``. Two real processes on 127.0.0.1, bytes verified.
 """
 
 from __future__ import annotations
