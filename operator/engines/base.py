@@ -83,6 +83,19 @@ class LocalProcess:
     adapted: list[str] = field(default_factory=list)
 
 
+def without_flag(args: Sequence[str], flag: str) -> list[str]:
+    """``args`` less ``flag VALUE`` and ``flag=VALUE`` (a rendered command, adapted)."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == flag:
+            skip = True
+        elif not a.startswith(flag + "="):
+            out.append(a)
+    return out
+
+
 class Engine:
     """Base class of the engines (see the module docstring). Defaults are those of an
     engine with no side-channel secret, no startup probe and nothing to document."""

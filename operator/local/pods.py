@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from disagg_operator.api import LABEL_ROLE as ROLE_LABEL
-from disagg_operator.engines.base import Engine, LocalRun
+from disagg_operator.engines.base import Engine, LocalRun, without_flag
 
 LOCAL = "127.0.0.1"
 CLUSTER_ONLY = ("UCX_TLS", "DISAGG_UCX_TLS")
@@ -118,7 +118,7 @@ def canary_argv(pod: LocalPod, prefill_url: str, decode_url: str) -> list[str]:
     """The pod's canary, run once against the local processes (empty: it has none)."""
     if not pod.canary:
         return []
-    args = _without(_without(pod.canary, "--prefill"), "--decode")
+    args = without_flag(without_flag(pod.canary, "--prefill"), "--decode")
     args = [*args, "--prefill", prefill_url, "--decode", decode_url, "--once"]
     return _disagg_argv(["worker", "canary", *args])
 
@@ -157,19 +157,6 @@ def _env(name: str, container: dict[str, Any]) -> tuple[dict[str, str], list[str
                 )
             env[key] = FIELD_REFS[path] or name
     return env, dropped
-
-
-def _without(args: list[str], flag: str) -> list[str]:
-    """``args`` less ``flag VALUE`` and ``flag=VALUE``."""
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-        elif a == flag:
-            skip = True
-        elif not a.startswith(flag + "="):
-            out.append(a)
-    return out
 
 
 def _disagg_argv(args: list[str]) -> list[str]:

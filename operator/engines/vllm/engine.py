@@ -22,7 +22,14 @@ from disagg_operator.api import DeploymentSpec
 from disagg_operator.api.problems import Problem
 from disagg_operator.contracts import vllm
 from disagg_operator.derive import transfer
-from disagg_operator.engines.base import Container, Engine, LocalProcess, LocalRun, Row
+from disagg_operator.engines.base import (
+    Container,
+    Engine,
+    LocalProcess,
+    LocalRun,
+    Row,
+    without_flag,
+)
 from disagg_operator.engines.vllm import checks, derive
 
 if TYPE_CHECKING:
@@ -58,19 +65,6 @@ CPU_POOL_RULES = tuple(
 LOCAL_SERVER = "vllm.entrypoints.openai.api_server"
 LOCAL_HOST = "127.0.0.1"
 LOCAL_RENDERED_CPU = (vllm.CPU_RESERVED, derive.OMP_NUM_THREADS)
-
-
-def _without(args: Sequence[str], flag: str) -> list[str]:
-    """``args`` less ``flag VALUE`` and ``flag=VALUE``."""
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-        elif a == flag:
-            skip = True
-        elif not a.startswith(flag + "="):
-            out.append(a)
-    return out
 
 
 class Vllm(Engine):
@@ -168,7 +162,7 @@ class Vllm(Engine):
             )
         if ports is None:
             raise ValueError(f"pod {name}: vLLM needs concrete ports; pass ports=")
-        model, flags = command[2], _without(command[3:], "--port")
+        model, flags = command[2], without_flag(command[3:], "--port")
         http_port = next(ports)
         argv = [sys.executable, "-m", LOCAL_SERVER, "--model", model, "--port", str(http_port)]
         argv += ["--host", LOCAL_HOST, *flags]

@@ -28,6 +28,7 @@ from disagg_operator.controller.keys import derive
 from disagg_operator.controller.reconciler import Coalescer, Reconciler
 from disagg_operator.controller.refusals import Backoff
 from disagg_operator.controller.sync import status_patch, sync
+from tests.operator.conftest import until
 
 ROOT = Path(__file__).resolve().parents[3]
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
@@ -388,11 +389,7 @@ async def test_reconciler_backs_off_and_child_events_do_not_retry_refused_writes
         return sum(1 for w in api.writes if w[:2] == ("create", "Pod"))
 
     async def retried(count: int) -> None:  # the fired retry runs as a task: wait for it
-        for _ in range(200):
-            if attempts() >= count:
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError(f"no retry reached {count} attempts (at {attempts()})")
+        await until(f"{count} pod creates", lambda: attempts() >= count, timeout=10)
 
     try:
         await reconciler.request("ns", "demo")

@@ -13,6 +13,7 @@ import pytest
 
 from disagg_operator.controller.election import lease
 from disagg_operator.controller.election.leader import ElectionSettings, Elector, LeaseLost
+from tests.operator.conftest import until
 from tests.support.emulator import Emulator, api_calls
 
 NS = "ops"
@@ -119,11 +120,7 @@ async def test_a_leader_that_cannot_renew_stops_within_the_renew_deadline(
         return sum(1 for c in api_calls(emulator) if c.resource == "leases" and c.verb == "update")
 
     async def tried(count: int) -> None:
-        for _ in range(200):
-            if renewals() >= count:
-                return
-            await asyncio.sleep(0.02)
-        raise AssertionError(f"no renewal attempt {count} (at {renewals()})")
+        await until(f"renewal attempt {count}", lambda: renewals() >= count, timeout=10)
 
     try:
         await a.acquire()
