@@ -12,13 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
+import helm_python
+from helm_python import _native
 
 from tests.chart.chartkit import CHART, FULL_VALUES, NAMESPACE, RELEASE
 from tests.support.emulator import Emulator
-
-helm_python = pytest.importorskip("helm_python")
-from helm_python import _native  # noqa: E402
 
 DD_CRD = "disaggregateddeployments.disagg.dev"
 CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import helm_python
+import kubernetes_validate
 import pytest
 
 from tests.chart.chartkit import CHART, VALUE_SETS
-
-kubernetes_validate = pytest.importorskip("kubernetes_validate")
-helm_python = pytest.importorskip("helm_python")
 
 KUBE_VERSION = "1.31.0"
 CUSTOM_KINDS = {"ServiceMonitor"}  # no upstream schema; test_render checks its shape
