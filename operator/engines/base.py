@@ -64,13 +64,15 @@ class LocalRun:
     plain completion to each engine before any P/D request, and one P/D request through
     the proxy before serving; ``figures``: where the transfer figures of a request come
     from, the proxy's "response" or the decode "engine-log"; ``cores``: each pod takes an
-    explicit core list of its own (as a node's CPU manager would give it)."""
+    explicit core list of its own (as a node's CPU manager would give it); ``label``: how
+    its start-up lines name it."""
 
     start_timeout_s: float
     readiness: Literal["ready-line", "health"]
     warm_up: bool
     figures: Literal["response", "engine-log"]
     cores: bool = False
+    label: str = ""
 
 
 @dataclass(frozen=True)

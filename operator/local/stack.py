@@ -186,7 +186,8 @@ def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> No
             # vLLM CPU on AMX hosts dies (SIGILL) when an engine's first forward pass is a
             # decode step over transferred KV; one local request first avoids it.
             warm = f"; warm-up request {vllm.warm_up(url):.0f} ms" if pod.local.warm_up else ""
-            say(f"  ready   {pod.role} {pod.name}: {url} (started in {took:.0f} s{warm})")
+            label = f"{pod.local.label}, " if pod.local.label else ""
+            say(f"  ready   {pod.role} {pod.name}: {url} ({label}started in {took:.0f} s{warm})")
         else:
             info = wait_ready(child, timeout_s=pod.local.start_timeout_s)
             child.env = pin_ports(child.env, info)  # a restart keeps the address

@@ -76,7 +76,12 @@ class Vllm(Engine):
     derived_flags = checks.DERIVED_FLAGS
     # engine start on a busy 2-core host: ~30 s alone, minutes under load
     local = LocalRun(
-        start_timeout_s=600.0, readiness="health", warm_up=True, figures="engine-log", cores=True
+        start_timeout_s=600.0,
+        readiness="health",
+        warm_up=True,
+        figures="engine-log",
+        cores=True,
+        label="vLLM",
     )
 
     def container(
