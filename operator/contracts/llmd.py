@@ -30,6 +30,11 @@ RETIRED_FLAGS: dict[str, str] = {
     "--vllm-port": "deprecated in llm-d-router v0.10.0; the operator sets --model-server-port",
     "--prefiller-use-tls": "removed in llm-d-router v0.10.0; use --enable-tls=prefiller",
     "--decoder-use-tls": "removed in llm-d-router v0.10.0; use --enable-tls=decoder",
+    # in v0.9.0's options.go, gone from v0.10.0's (its list flag takes the stages)
+    "--prefiller-tls-insecure-skip-verify": "removed in llm-d-router v0.10.0; use "
+    "--tls-insecure-skip-verify=prefiller",
+    "--decoder-tls-insecure-skip-verify": "removed in llm-d-router v0.10.0; use "
+    "--tls-insecure-skip-verify=decoder",
 }
 
 

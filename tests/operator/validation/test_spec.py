@@ -256,6 +256,24 @@ def test_sidecar_args_that_fight_derived_or_retired_flags_are_refused() -> None:
     assert validation.parse(body(llmd=llmd))[1] == []
 
 
+@pytest.mark.parametrize(
+    ("flag", "fix"),
+    [
+        ("--prefiller-tls-insecure-skip-verify", "--tls-insecure-skip-verify=prefiller"),
+        ("--decoder-tls-insecure-skip-verify=true", "--tls-insecure-skip-verify=decoder"),
+        ("-prefiller-use-tls", "--enable-tls=prefiller"),
+    ],
+)
+def test_tls_flags_the_v0_10_sidecar_no_longer_takes_are_refused_with_the_new_one(
+    flag: str, fix: str
+) -> None:
+    """The v0.10.0 sidecar exits on an unknown flag: refused at admission instead."""
+    llmd = {"enabled": True, "routingSidecar": {"enabled": True, "image": "x:1", "args": [flag]}}
+    p = _only(body(llmd=llmd))
+    assert p.field == "spec.llmd.routingSidecar.args[0]"
+    assert "removed in llm-d-router v0.10.0" in p.message and fix in p.message
+
+
 def test_an_unknown_inference_pool_version_names_the_field_and_the_choices() -> None:
     p = _only(body(llmd={"enabled": True, "inferencePool": {"version": "v1beta1"}}))
     assert p.field == "spec.llmd.inferencePool.version"
