@@ -13,6 +13,9 @@ own decode manifests (``deploy/components/vllm-decode/deployment.yaml``), which 
 from __future__ import annotations
 
 MIN_VERSION = "v0.10.0"
+# What the sidecar answers 200 on once it serves (pkg/sidecar/proxy/proxy.go, createRoutes):
+# its readiness, so a decode pod is not Ready before the pod's port listens.
+HEALTH_PATH = "/health"
 IMAGE_EXAMPLE = f"ghcr.io/llm-d/llm-d-router-disagg-sidecar:{MIN_VERSION}"
 # vLLM's NixlConnector, as the sidecar names its protocol.
 KV_CONNECTOR = "nixlv2"

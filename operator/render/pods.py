@@ -187,6 +187,12 @@ def sidecar_container(spec: DeploymentSpec) -> dict[str, Any]:
         "image": sidecar.image,
         "args": args,
         "ports": [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"}],
+        # the pod's port is the sidecar's: the pod is Ready only once it listens
+        "readinessProbe": {
+            "httpGet": {"path": llmd.HEALTH_PATH, "port": HTTP_PORT},
+            "periodSeconds": 5,
+            "failureThreshold": 3,
+        },
         "securityContext": dict(CONTAINER_SECURITY),
     }
 

@@ -442,6 +442,9 @@ def test_routing_sidecar_fronts_decode() -> None:
         "--secure-proxy=false",
     ]
     assert sidecar["ports"][0]["containerPort"] == 8000
+    # the sidecar owns the pod's port: the pod is Ready only once it answers its /health
+    # (llm-d-router v0.10.0 pkg/sidecar/proxy/proxy.go serves GET /health with 200)
+    assert sidecar["readinessProbe"]["httpGet"] == {"path": "/health", "port": 8000}
     engine = _engine(decode)
     assert engine["command"][engine["command"].index("--port") + 1] == "8200"
     assert len(_pod(objects, "demo-prefill-0")["spec"]["containers"]) == 1
