@@ -50,6 +50,19 @@ class ModelConfig(_Model):
         description="the model's total KV heads (config.json num_key_value_heads); lets "
         "prefill TP exceed decode TP where vLLM allows it (prefill KV not replicated)",
     )
+    max_model_len: int | None = Field(
+        default=None,
+        ge=1,
+        description="vllm: the longest prompt plus output, rendered as --max-model-len on "
+        "both pools (one value: a prefill that accepts longer prompts than its decode "
+        "prefills what decode then refuses); vLLM's default from the model when omitted",
+    )
+    block_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="vllm: tokens per KV block, rendered as --block-size on both pools "
+        "(P/D pairs need one block size); vLLM's platform default when omitted",
+    )
 
 
 class KVTransfer(_Model):

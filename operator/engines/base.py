@@ -85,6 +85,21 @@ class LocalProcess:
     adapted: list[str] = field(default_factory=list)
 
 
+def flag_values(args: Sequence[str] | None, flags: Sequence[str]) -> dict[str, str]:
+    """``--flag value`` and ``--flag=value`` forms in ``args``; the last one wins (as
+    argparse does)."""
+    found: dict[str, str] = {}
+    items = list(args or [])
+    for n, item in enumerate(items):
+        name, eq, value = item.partition("=")
+        if name in flags:
+            if eq:
+                found[name] = value
+            elif n + 1 < len(items):
+                found[name] = items[n + 1]
+    return found
+
+
 def without_flag(args: Sequence[str], flag: str) -> list[str]:
     """``args`` less ``flag VALUE`` and ``flag=VALUE`` (a rendered command, adapted)."""
     out, skip = [], False

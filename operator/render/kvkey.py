@@ -31,21 +31,8 @@ from typing import Any
 
 from disagg_operator.api import KV_REVISION_CHARS, ROLES, DeploymentSpec, RoleSpec
 from disagg_operator.derive import transfer
+from disagg_operator.engines.base import flag_values
 from disagg_operator.engines.settings import Settings
-
-
-def _flag_values(args: list[str] | None, flags: tuple[str, ...]) -> dict[str, str]:
-    """``--flag value`` and ``--flag=value`` forms; the last one wins (as argparse does)."""
-    found: dict[str, str] = {}
-    items = list(args or [])
-    for n, item in enumerate(items):
-        name, eq, value = item.partition("=")
-        if name in flags:
-            if eq:
-                found[name] = value
-            elif n + 1 < len(items):
-                found[name] = items[n + 1]
-    return found
 
 
 def _env_values(role: RoleSpec, names: tuple[str, ...]) -> dict[str, Any]:
@@ -63,7 +50,7 @@ def kv_key(spec: DeploymentSpec, settings: Settings) -> dict[str, Any]:
         r: {
             "tensorParallelSize": spec.role(r).tensor_parallel_size,
             "bufferDevice": transfer.buffer_device(spec, r, settings.platforms),
-            "args": _flag_values(spec.role(r).args, engine.kv_flags),
+            "args": flag_values(spec.role(r).args, engine.kv_flags),
             "env": _env_values(spec.role(r), engine.kv_env),
         }
         for r in ROLES

@@ -171,6 +171,13 @@ class Reference(Engine):
                     f"the reference engine runs on {', '.join(DEVICES)} only, not "
                     f"{r.device!r}; change the device or use engine vllm",
                 )
+        for field in ("maxModelLen", "blockSize"):
+            if spec.model_spec.model_dump(by_alias=True).get(field) is not None:
+                yield Problem(
+                    f"spec.modelConfig.{field}",
+                    "vllm only: the reference engine's presets fix their context and blocks; "
+                    "remove it",
+                )
         yield from tensor_parallel.problems(spec, None)
 
     def canary_image(self, spec: DeploymentSpec, settings: Settings) -> str | None:

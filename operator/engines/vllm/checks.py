@@ -16,6 +16,7 @@ from disagg_operator.contracts import vllm
 from disagg_operator.derive import transfer
 from disagg_operator.derive.resources import cpu_limits
 from disagg_operator.engines import tensor_parallel
+from disagg_operator.engines.base import flag_values
 from disagg_operator.engines.vllm import derive
 from disagg_worker import platforms
 from disagg_worker.platforms import Table
@@ -61,6 +62,30 @@ def problems(spec: DeploymentSpec, table: Table) -> Iterator[Problem]:
             "spec.kvTransfer.blockLeaseSeconds",
             f"vLLM {p.label} heartbeats every lease // 6 s; set at least {p.lease.minimum}",
         )
+
+
+def pool_flags(spec: DeploymentSpec) -> Iterator[Problem]:
+    """--max-model-len and --block-size: one value for both pools. From spec.modelConfig
+    (then args may not set them), or the same in both pools' args."""
+    for flag, value in derive.pool_values(spec).items():
+        where = f"spec.modelConfig.{derive.POOL_FLAGS[flag]}"
+        given = {r: flag_values(spec.role(r).args, (flag,)).get(flag) for r in ROLES}
+        if value is not None:
+            for role in ROLES:
+                for i, arg in enumerate(spec.role(role).args or []):
+                    if arg.split("=", 1)[0] == flag:
+                        yield Problem(
+                            f"spec.{role}.args[{i}]",
+                            f"{flag} is derived from {where} for both pools; remove it",
+                        )
+        elif given["prefill"] != given["decode"]:
+            shown = ", ".join(f"{r} {v or 'unset'}" for r, v in given.items())
+            yield Problem(
+                where,
+                f"the pools' args set {flag} differently ({shown}): a pair needs one value "
+                f"(a prefill that takes more than its decode fails late); set {where} "
+                "and remove the flag from the args",
+            )
 
 
 def extra_config(spec: DeploymentSpec) -> Iterator[Problem]:

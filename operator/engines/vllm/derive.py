@@ -68,6 +68,25 @@ def kv_transfer_config(spec: DeploymentSpec, role: str, table: Table) -> dict[st
     return config
 
 
+# The vLLM flags both pools get from one spec.modelConfig field (flag → field name).
+POOL_FLAGS = {"--max-model-len": "maxModelLen", "--block-size": "blockSize"}
+
+
+def pool_values(spec: DeploymentSpec) -> dict[str, int | None]:
+    """flag → the modelConfig value both pools render (None: not set)."""
+    fields = spec.model_spec.model_dump(by_alias=True)
+    return {flag: fields[name] for flag, name in POOL_FLAGS.items()}
+
+
+def pool_flags(spec: DeploymentSpec) -> list[str]:
+    """The flags both pools get from spec.modelConfig (one value for the pair)."""
+    out: list[str] = []
+    for flag, value in pool_values(spec).items():
+        if value is not None:
+            out += [flag, str(value)]
+    return out
+
+
 def lease_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
     """The lease as env, for versions that read it there (prefill holds the blocks)."""
     lease = profile(spec).lease

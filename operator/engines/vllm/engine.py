@@ -93,6 +93,7 @@ class Vllm(Engine):
             *("vllm", "serve", spec.model),
             *("--port", str(port), "--tensor-parallel-size", tp),
             *("--kv-transfer-config", json.dumps(config, separators=(",", ":"))),
+            *derive.pool_flags(spec),
         ]
         env: list[dict[str, Any]] = [
             {
@@ -130,6 +131,7 @@ class Vllm(Engine):
 
     def problems(self, spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
         yield from checks.extra_config(spec)
+        yield from checks.pool_flags(spec)
         yield from checks.problems(spec, settings.platforms)
 
     def version_key(self, spec: DeploymentSpec) -> Any:

@@ -215,10 +215,15 @@ def test_kv_key_moves_with_kv_fields_only() -> None:
     assert _kv(decode=role(resources={"limits": {"cpu": "16", "memory": "32Gi"}})) == base
     assert _kv(decode=role(args=["--max-num-seqs", "8"], resources=cpu)) == base
     assert _kv(decode=role(node_selector={"pool": "b"}, resources=cpu)) == base
-    assert _kv(decode=role(args=["--block-size", "32"], resources=cpu)) != base
-    assert _kv(decode=role(args=["--block-size=32"], resources=cpu)) == _kv(
-        decode=role(args=["--block-size", "32"], resources=cpu)
+    block = ["--block-size", "32"]  # one block size for both pools
+    assert _kv(prefill=role(args=block, resources=cpu), decode=role(args=block, resources=cpu)) != (
+        base
     )
+    eq = ["--block-size=32"]
+    assert _kv(prefill=role(args=eq, resources=cpu), decode=role(args=eq, resources=cpu)) == _kv(
+        prefill=role(args=block, resources=cpu), decode=role(args=block, resources=cpu)
+    )
+    assert _kv(modelConfig={"blockSize": 32}) != base
     assert _kv(prefill=role(args=["--dtype", "float16"], resources=cpu)) != base
     env = [{"name": "VLLM_ATTENTION_BACKEND", "value": "TORCH_SDPA"}]
     assert _kv(decode=role(env=env, resources=cpu)) != base

@@ -392,10 +392,10 @@ def test_tensor_parallel_side_channel_ports() -> None:
 def test_user_env_and_args_append() -> None:
     obj = vllm_gpu_cpu()
     obj["spec"]["decode"]["env"] = [{"name": "EXTRA", "value": "1"}]
-    obj["spec"]["decode"]["args"] = ["--max-model-len", "4096"]
+    obj["spec"]["decode"]["args"] = ["--max-num-seqs", "8"]
     engine = _engine(_pod(render(obj, hmac_key=KEY), "demo-decode-0"))
     names = [e["name"] for e in engine["env"]]
-    assert names[-1] == "EXTRA" and engine["args"] == ["--max-model-len", "4096"]
+    assert names[-1] == "EXTRA" and engine["args"] == ["--max-num-seqs", "8"]
 
 
 def test_placement_reaches_the_pod() -> None:
@@ -619,3 +619,14 @@ def test_vllm_pods_drop_privileges_but_may_run_as_root() -> None:
     for pod in by_kind(objects, "Pod"):
         assert "runAsNonRoot" not in pod["spec"]["securityContext"]
         assert _engine(pod)["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_model_config_lengths_reach_both_pools_as_one_flag_each() -> None:
+    obj = vllm_gpu_cpu(modelConfig={"maxModelLen": 8192, "blockSize": 16})
+    objects = render(obj, hmac_key=KEY)
+    for name in ("demo-prefill-0", "demo-decode-0"):
+        command = _engine(_pod(objects, name))["command"]
+        assert command[command.index("--max-model-len") + 1] == "8192"
+        assert command[command.index("--block-size") + 1] == "16"
+    plain = _engine(_pod(render(vllm_gpu_cpu(), hmac_key=KEY), "demo-decode-0"))["command"]
+    assert "--max-model-len" not in plain and "--block-size" not in plain

@@ -310,3 +310,31 @@ def test_an_engine_the_operator_does_not_serve_is_refused_naming_the_ones_it_doe
     _, problems = validation.parse(obj)
     assert [p.field for p in problems] == ["spec.engine.type"]
     assert "unknown engine 'sglang'; use vllm, reference" in problems[0].message
+
+
+def test_one_max_model_len_and_block_size_for_both_pools() -> None:
+    """A prefill that takes longer prompts than its decode prefills what decode refuses."""
+    cpu = {"limits": {"cpu": "8", "memory": "16Gi"}}
+
+    def with_args(prefill: list[str], decode: list[str], **model: Any) -> list[Problem]:
+        obj = body(
+            engine="vllm",
+            prefill=role(args=prefill, resources=cpu),
+            decode=role(args=decode, resources=cpu),
+        )
+        if model:
+            obj["spec"]["modelConfig"] = model
+        return validation.parse(obj)[1]
+
+    (p,) = with_args([], ["--max-model-len", "8192"])
+    assert p.field == "spec.modelConfig.maxModelLen"
+    assert "prefill unset, decode 8192" in p.message and "set spec.modelConfig" in p.message
+    (p,) = with_args(["--block-size=16"], ["--block-size", "32"])
+    assert p.field == "spec.modelConfig.blockSize" and "prefill 16, decode 32" in p.message
+    assert with_args(["--max-model-len", "1024"], ["--max-model-len=1024"]) == []  # one value
+    assert with_args([], [], maxModelLen=8192, blockSize=16) == []
+    (p,) = with_args([], ["--max-model-len", "8192"], maxModelLen=8192)
+    assert p.field == "spec.decode.args[0]" and "derived from spec.modelConfig" in p.message
+    ref = body(modelConfig={"maxModelLen": 100})
+    (p,) = validation.parse(ref)[1]
+    assert p.field == "spec.modelConfig.maxModelLen" and "vllm only" in p.message
