@@ -212,7 +212,14 @@ def test_non_default_values_reach_the_pod(render):
     assert "--log-level=debug" in container["args"]
     assert container["args"][-1] == "--log-level=error"
     assert "--canary-image=registry.example/disagg-worker-cpu:v9" in container["args"]
-    assert not any(a.startswith("--canary-image") for a in _container(render())["args"])
+    # on by default: the release's own worker image, at the operator's tag
+    assert (
+        "--canary-image=ghcr.io/disagg-dev/disagg-worker-cpu:0.1.0" in _container(render())["args"]
+    )
+    tagged = _container(render({"image": {"tag": "v2"}}))["args"]
+    assert "--canary-image=ghcr.io/disagg-dev/disagg-worker-cpu:v2" in tagged
+    off = _container(render({"transferCanary": {"enabled": False}}))["args"]
+    assert not any(a.startswith("--canary-image") for a in off)
     assert pod["serviceAccountName"] == "dd-sa"
     assert one(objs, "ServiceAccount")["metadata"]["name"] == "dd-sa"
     for key in ("nodeSelector", "tolerations", "priorityClassName"):
@@ -304,7 +311,10 @@ def test_operator_cli_accepts_the_rendered_arguments(render, name):
     assert args.all_namespaces is not bool(values.get("watchNamespaces"))
     assert args.health_port == values.get("health", {}).get("port", 8080)
     assert args.metrics_port == values.get("metrics", {}).get("port", 9090)
-    assert args.canary_image == (values.get("transferCanary", {}).get("image") or None)
+    canary = values.get("transferCanary", {})
+    default = "ghcr.io/disagg-dev/disagg-worker-cpu:" + values.get("image", {}).get("tag", "0.1.0")
+    expected = canary.get("image") or default if canary.get("enabled", True) else None
+    assert args.canary_image == expected
     election = leader.settings_from(args)
     assert election is not None and election.problems() == []
     assert election.namespace == NAMESPACE

@@ -9,6 +9,12 @@ in between reuse the last result, concurrent probes share the running one) and a
 or 503 with a JSON reason. The kubelet turns that into the container's ``ready``, which the
 operator aggregates into the ``TransferPathReady`` condition: no API access, no RBAC.
 
+Before its first P/D request the canary warms the pod's own engine with one plain
+completion (prefilled locally): vLLM's CPU attention dies with SIGILL on AMX hosts when an
+engine's first forward pass is a decode step over transferred KV, and in a cluster the
+canary's is the first request a decode engine sees. Until a warm-up passes, a canary
+fails naming it.
+
 Every hop is bounded by ``--timeout-s`` (one deadline over both), so a probe never hangs.
 One JSON line is logged when the verdict flips. ``--once`` runs one canary, prints its
 result as a JSON line and exits 0 (passed) or 1 (failed): ``disagg up`` and
@@ -62,6 +68,7 @@ class Canary:
         self.clock = clock
         self.proxy = Proxy([prefill], [decode], timeout_s=timeout_s)
         self.last: Result | None = None
+        self.warmed = False  # the engine served one plain completion
         self._running: asyncio.Future[Result] | None = None
 
     async def start(self, _: web.Application | None = None) -> None:
@@ -94,7 +101,18 @@ class Canary:
         """One canary: prefill then decode, both bounded by one ``timeout_s`` deadline."""
         t0 = self.clock()
         headers = {"X-Request-Id": f"canary-{uuid.uuid4().hex}"}
+        stage = "warm-up completion" if not self.warmed else "canary"
         try:
+            if not self.warmed:
+                warm = await asyncio.wait_for(
+                    self.proxy.aggregated(PATH, request_body(self.model), headers),
+                    self.timeout_s + 1.0,
+                )
+                problem = token_problem(warm)
+                if problem is not None:
+                    raise HopError(502, f"decode {self.decode}: {problem}")
+                self.warmed = True
+                stage = "canary"
             # the proxy's deadline bounds each hop; this bounds anything around them too
             answer = await asyncio.wait_for(
                 self.proxy.complete(PATH, request_body(self.model), headers),
@@ -102,9 +120,9 @@ class Canary:
             )
             problem = token_problem(answer)
         except HopError as e:
-            problem = str(e)
+            problem = str(e) if self.warmed else f"{stage}: {e}"
         except asyncio.TimeoutError:
-            problem = f"no answer within the {self.timeout_s:g}s deadline"
+            problem = f"{stage}: no answer within the {self.timeout_s:g}s deadline"
         now = self.clock()
         return Result(at=now, took_ms=(now - t0) * 1e3, problem=problem)
 

@@ -223,6 +223,15 @@ class Proxy:
             await self.after_prefill(params)
         return p, pre, params
 
+    async def aggregated(
+        self, path: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> dict[str, Any]:
+        """One request straight to a decode worker, no prefill hop (it prefills locally),
+        bounded by the same deadline."""
+        deadline = time.monotonic() + self.timeout_s
+        _, out = await self._hop("decode", self.decode, path, body, headers, deadline)
+        return out
+
     async def _hop(
         self,
         role: str,

@@ -63,6 +63,12 @@ app.kubernetes.io/part-of: disagg
 {{- int .Values.replicaCount }}
 {{- end }}
 
+{{/* The transfer canary's image for vLLM decode pods: the one given, else this release's
+worker image (same tag as the operator's). */}}
+{{- define "disagg.canaryImage" -}}
+{{- .Values.transferCanary.image | default (printf "%s:%s" .Values.transferCanary.repository (default .Chart.AppVersion .Values.image.tag)) }}
+{{- end }}
+
 {{- define "disagg.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}

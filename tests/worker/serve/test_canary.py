@@ -37,14 +37,15 @@ def _canary(workers: Workers, prefill: str, decode: str, *extra: str) -> str:
     return f"http://127.0.0.1:{wait_ready(child, timeout_s=60)['http_port']}"
 
 
-def _requests(url: str) -> float:
-    """Completion requests a worker has served (its /metrics ``disagg_requests_total``)."""
+def _requests(url: str, kind: str = "") -> float:
+    """Completion requests a worker has served (its /metrics ``disagg_requests_total``), of
+    one kind (prefill, decode, or a whole "completion") when given."""
     with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
         text = resp.read().decode()
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()
-        if line.startswith("disagg_requests_total")
+        if line.startswith("disagg_requests_total") and (not kind or f'kind="{kind}"' in line)
     )
 
 
@@ -59,6 +60,10 @@ def test_ready_while_kv_moves_and_503_soon_after_prefill_dies(workers: Workers) 
     status, body = _ready(url)
     assert status == 200, body
     assert body["ready"] is True and body["prefill"] == _url(pre)
+
+    # before its first P/D request the canary warmed decode's engine with one plain
+    # completion (vLLM CPU on AMX dies when its first forward pass is over remote KV)
+    assert _requests(_url(dec), "completion") == 1 and _requests(_url(dec), "decode") >= 1
 
     # a probe within the interval reuses the result: no second request reaches prefill
     served = _requests(_url(pre))
