@@ -6,14 +6,19 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 VLLM_STAMP := $(VENV)/.vllm-installed
 PROMPT ?= The quick brown fox
-# CPU build of torch; installed before anything that depends on torch so pip never pulls CUDA.
-TORCH ?= torch==2.13.0
+# CPU build of torch, installed before anything that depends on torch so pip never pulls
+# CUDA: the +cpu build from PyTorch's CPU index on any machine (PyPI's torch is the CUDA
+# one); where that index is unreachable, a local wheel of the same build (pip's find-links).
+# The wheel alone comes from that index, its dependencies from PyPI.
+TORCH ?= torch==2.13.0+cpu
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: up up-vllm test test-vllm check lint typecheck imports pytest bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --no-deps --extra-index-url $(TORCH_INDEX) $(TORCH)
 	$(BIN)/pip install --quiet $(TORCH)
 	$(BIN)/pip install --quiet -e '.[operator,worker,dev]'
 	scripts/install-kubectl.sh $(BIN)
