@@ -97,6 +97,15 @@ class RoleSpec(_Model):
         default=None, description="engine container resources; GPU roles must limit the GPU"
     )
     image: str | None = Field(default=None, description="image override for this role")
+    drain_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=86400,
+        description="the least a terminating pod waits (its preStop) before its engine "
+        "stops: raise it to the longest generation it may be serving; the derived drain "
+        "(in-flight KV transfers, docs/derivation.md) when that is longer. The grace period "
+        "follows",
+    )
     args: list[str] | None = Field(
         default=None,
         description="extra engine arguments, appended to the derived ones (flags the "

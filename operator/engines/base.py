@@ -15,7 +15,8 @@ What each method answers, per role where it takes ``role``:
     volumes(spec, name)                    the pod volumes those mounts need
     pod_security(spec)                     pod securityContext fields beyond seccomp
     side_channel_ports(spec, role)         the handshake ports one pod listens on
-    drain_seconds(spec), drain_command     how long a terminating pod waits, and how
+    drain_seconds(spec), drain_command     how long its transfers need a terminating pod
+                                           to wait, and the preStop that waits
     annotations(spec)                      notes render puts on every pod
     problems(spec, settings)               what this engine cannot run (CEL included)
     version_key(spec), kv_flags, kv_env    its inputs to the KV-compatibility key
@@ -144,8 +145,9 @@ class Engine:
     def drain_seconds(self, spec: DeploymentSpec) -> int:
         raise NotImplementedError
 
-    def drain_command(self, spec: DeploymentSpec) -> list[str]:
-        return ["sleep", str(self.drain_seconds(spec))]
+    def drain_command(self, spec: DeploymentSpec, seconds: int) -> list[str]:
+        """The preStop that waits up to ``seconds`` (render's choice: at least the drain)."""
+        return ["sleep", str(seconds)]
 
     def annotations(self, spec: DeploymentSpec) -> dict[str, str]:
         return {}

@@ -66,6 +66,12 @@ def derivation_rows(settings: Settings = DEFAULT) -> list[Row]:
         ("side-channel host", "any", "pod IP (fieldRef status.podIP)", "peers dial the pod IP"),
         ("NIXL backends", "any", "kvTransfer.backends (default UCX)", "checked per memory type"),
         (
+            "preStop wait",
+            "the engine's drain D (below), spec.<role>.drainSeconds S",
+            "max(D, S)",
+            "S: the longest generation a terminating pod may be serving",
+        ),
+        (
             "terminationGracePeriodSeconds",
             "the preStop's time T",
             f"T + {SHUTDOWN_MARGIN_S}",

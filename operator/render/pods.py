@@ -63,9 +63,16 @@ def spec_hash(labels: dict[str, str], pod_spec: dict[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def grace_period_seconds(spec: DeploymentSpec, settings: Settings) -> int:
-    """terminationGracePeriodSeconds: the engine's drain, then time for it to stop."""
-    return settings.engine(spec).drain_seconds(spec) + SHUTDOWN_MARGIN_S
+def drain_wait(spec: DeploymentSpec, role: str, settings: Settings) -> int:
+    """How long a terminating pod of ``role`` waits (its preStop): the engine's drain (its
+    transfers), or the role's ``drainSeconds`` (long generations) when that is longer."""
+    derived = settings.engine(spec).drain_seconds(spec)
+    return max(derived, spec.role(role).drain_seconds or 0)
+
+
+def grace_period_seconds(spec: DeploymentSpec, role: str, settings: Settings) -> int:
+    """terminationGracePeriodSeconds: the drain, then time for the engine to stop."""
+    return drain_wait(spec, role, settings) + SHUTDOWN_MARGIN_S
 
 
 def pod(
@@ -98,7 +105,7 @@ def pod(
         "hostname": pod_name,
         "subdomain": f"{name}-{role}",
         "restartPolicy": "Always",
-        "terminationGracePeriodSeconds": grace_period_seconds(spec, settings),
+        "terminationGracePeriodSeconds": grace_period_seconds(spec, role, settings),
         # Service env vars (FOO_SERVICE_HOST...) can clash with VLLM_* settings.
         "enableServiceLinks": False,
         "containers": containers,
@@ -158,7 +165,11 @@ def engine_container(spec: DeploymentSpec, role: str, settings: Settings) -> dic
         "securityContext": dict(CONTAINER_SECURITY),
         # The preStop waits for in-flight transfers before SIGTERM (the pod has already
         # left its Service's endpoints, so no new work comes).
-        "lifecycle": {"preStop": {"exec": {"command": engine.drain_command(spec)}}},
+        "lifecycle": {
+            "preStop": {
+                "exec": {"command": engine.drain_command(spec, drain_wait(spec, role, settings))}
+            }
+        },
     }
     if r.args:
         container["args"] = list(r.args)

@@ -147,9 +147,10 @@ class Reference(Engine):
         kv = spec.kv_transfer
         return math.ceil(kv.transfer_deadline_seconds + kv.block_lease_seconds)
 
-    def drain_command(self, spec: DeploymentSpec) -> list[str]:
-        """The worker says when it is idle (nothing held, used or waiting)."""
-        return ["disagg", "worker", "drain", "--timeout-s", str(self.drain_seconds(spec))]
+    def drain_command(self, spec: DeploymentSpec, seconds: int) -> list[str]:
+        """The worker says when it is idle (nothing held, used or waiting): at most
+        ``seconds``, often much less."""
+        return ["disagg", "worker", "drain", "--timeout-s", str(seconds)]
 
     def problems(self, spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
         if spec.model not in PRESETS:

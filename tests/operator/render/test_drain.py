@@ -63,3 +63,21 @@ def test_the_drain_ends_before_the_grace_period() -> None:
 def test_the_derivation_lists_the_grace_period() -> None:
     values = {row[0] for row in derivation.derivation_rows()}
     assert {"terminationGracePeriodSeconds", "preStop"} <= values
+
+
+def test_a_roles_drain_seconds_raises_its_wait_and_grace_for_long_generations() -> None:
+    """A decode pod serving 10-minute generations: its preStop waits 600 s, not the lease;
+    prefill keeps the derived drain; a value below the derived one changes nothing."""
+    obj = vllm_gpu_cpu()
+    obj["spec"]["decode"]["drainSeconds"] = 600
+    pods = {p["metadata"]["labels"]["disagg.dev/role"]: p for p in _pods(obj)}
+    decode, prefill = pods["decode"], pods["prefill"]
+    assert _engine(decode)["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "600"]
+    assert decode["spec"]["terminationGracePeriodSeconds"] == 600 + SHUTDOWN_MARGIN_S
+    assert _engine(prefill)["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "30"]
+    low = body(decode=role(drainSeconds=5))  # below the derived 40 s
+    for pod in _pods(low):
+        assert _engine(pod)["lifecycle"]["preStop"]["exec"]["command"][-1] == "40"
+    ref = body(decode=role(drainSeconds=120))
+    decode = next(p for p in _pods(ref) if p["metadata"]["labels"]["disagg.dev/role"] == "decode")
+    assert _engine(decode)["lifecycle"]["preStop"]["exec"]["command"][-2:] == ["--timeout-s", "120"]
