@@ -101,6 +101,7 @@ def check(dd: DisaggregatedDeployment, settings: Settings = DEFAULT) -> list[Pro
     problems += _ports(spec, engine)
     problems += scaling_problems(spec)
     problems += _overrides(spec, engine)
+    problems += _passthrough(spec)
     problems += engine.problems(spec, settings)
     return problems
 
@@ -266,6 +267,41 @@ def _ports(spec: DeploymentSpec, engine: Engine) -> Iterator[Problem]:
                 "choose another port (default 5600)",
             )
             return
+
+
+# core/v1: what an EnvVarSource may name (exactly one), and Affinity's fields.
+ENV_SOURCES = ("configMapKeyRef", "fieldRef", "fileKeyRef", "resourceFieldRef", "secretKeyRef")
+AFFINITY_FIELDS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
+
+
+def _passthrough(spec: DeploymentSpec) -> Iterator[Problem]:
+    """What the API server would refuse at pod create in the upstream shapes passed
+    through (core/v1 EnvVar, Affinity): refused here, before anything is created."""
+    for role in ROLES:
+        r = spec.role(role)
+        for i, env in enumerate(r.env or []):
+            where = f"spec.{role}.env[{i}]"
+            if env.value is not None and env.value_from is not None:
+                yield Problem(where, f"{env.name} sets value and valueFrom; keep one")
+            elif env.value_from is not None and (
+                len(env.value_from) != 1 or next(iter(env.value_from)) not in ENV_SOURCES
+            ):
+                yield Problem(
+                    f"{where}.valueFrom",
+                    f"names {', '.join(env.value_from) or 'no source'}; name exactly one of "
+                    f"{', '.join(ENV_SOURCES)}",
+                )
+        for key, value in (r.affinity or {}).items():
+            if key not in AFFINITY_FIELDS:
+                yield Problem(
+                    f"spec.{role}.affinity.{key}",
+                    f"unknown field; affinity takes {', '.join(AFFINITY_FIELDS)}",
+                )
+            elif not isinstance(value, dict):
+                yield Problem(
+                    f"spec.{role}.affinity.{key}",
+                    f"must be an object (core/v1 {key[0].upper()}{key[1:]}), not {value!r}",
+                )
 
 
 def _overrides(spec: DeploymentSpec, engine: Engine) -> Iterator[Problem]:

@@ -338,3 +338,37 @@ def test_one_max_model_len_and_block_size_for_both_pools() -> None:
     ref = body(modelConfig={"maxModelLen": 100})
     (p,) = validation.parse(ref)[1]
     assert p.field == "spec.modelConfig.maxModelLen" and "vllm only" in p.message
+
+
+@pytest.mark.parametrize(
+    ("role_fields", "field", "says"),
+    [
+        (
+            {"env": [{"name": "X", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "a"}}}]},
+            "spec.decode.env[0]",
+            "sets value and valueFrom",
+        ),
+        ({"env": [{"name": "X", "valueFrom": {}}]}, "spec.decode.env[0].valueFrom", "no source"),
+        (
+            {"env": [{"name": "X", "valueFrom": {"secretRef": {"name": "s"}}}]},
+            "spec.decode.env[0].valueFrom",
+            "exactly one of configMapKeyRef",
+        ),
+        ({"affinity": {"nodeAffinity": "oops"}}, "spec.decode.affinity.nodeAffinity", "object"),
+        ({"affinity": {"nodeAfinity": {}}}, "spec.decode.affinity.nodeAfinity", "unknown field"),
+    ],
+)
+def test_pass_through_shapes_the_api_server_refuses_are_refused_before_anything_is_created(
+    role_fields: dict[str, Any], field: str, says: str
+) -> None:
+    p = _only(body(decode=role(**role_fields)))
+    assert p.field == field and says in p.message
+
+
+def test_well_formed_pass_through_env_and_affinity_pass() -> None:
+    env = [
+        {"name": "A", "value": "1"},
+        {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "x"}}},
+    ]
+    affinity = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
+    assert validation.parse(body(decode=role(env=env, affinity=affinity)))[1] == []
