@@ -11,7 +11,6 @@ A refactor must leave them untouched.
 
 from __future__ import annotations
 
-import copy
 import os
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 import yaml
 
 from disagg_operator import cli
+from disagg_operator.emulator.ops import merge_patch
 from tests.operator.builders import ROOT
 
 GOLDEN = Path(__file__).with_name("golden")
@@ -33,20 +33,6 @@ HPU = """\
 """
 
 
-def _merge(base: Any, overlay: Any) -> Any:
-    """``overlay`` over ``base``: mappings merge, None removes a key, the rest replaces."""
-    if not isinstance(overlay, dict) or not isinstance(base, dict):
-        return copy.deepcopy(overlay)
-    out = dict(base)
-    for key, value in overlay.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge(out.get(key), value)
-    return out
-
-
-GPUS = {"limits": {"nvidia.com/gpu": None}}
 # name → (example, overlay of its body, extra `disagg render` flags)
 VARIANTS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
     "vllm-0.11.0-tp": (
@@ -151,7 +137,6 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
         ("--platforms-file", "{hpu}", "--canary-image", CANARY),
     ),
 }
-del GPUS
 
 
 def _cases() -> list[tuple[str, str, dict[str, Any] | None, tuple[str, ...]]]:
@@ -177,7 +162,7 @@ def _render(
 ) -> str:
     manifest = ROOT / "examples" / example
     if overlay is not None:
-        body = _merge(yaml.safe_load(manifest.read_text()), overlay)
+        body = merge_patch(yaml.safe_load(manifest.read_text()), overlay)  # None removes a key
         manifest = tmp_path / "manifest.yaml"
         manifest.write_text(yaml.safe_dump(body))
     hpu = tmp_path / "platforms.yaml"
