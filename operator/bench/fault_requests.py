@@ -11,6 +11,7 @@ import random
 from typing import Any
 
 from disagg_worker.engine.model import BOS
+from disagg_worker.serve.kv_params import SIGNATURE, sign
 
 MAX_TOKENS = 8  # short answers: the benchmark is about the data path, not decode speed
 GHOST_ENGINE = "ghost"
@@ -28,10 +29,13 @@ def completion(tokens: list[int]) -> dict[str, Any]:
     return {"prompt": tokens, "max_tokens": MAX_TOKENS, "ignore_eos": True}
 
 
-def ghost_completion(tokens: list[int], port: int, i: int, block_size: int) -> dict[str, Any]:
+def ghost_completion(
+    tokens: list[int], port: int, i: int, block_size: int, key: bytes | None = None
+) -> dict[str, Any]:
     """A decode request as the proxy would send it, but naming a prefill at
-    127.0.0.1:``port`` that never answers: as many block ids as the prompt fills, so decode
-    accepts it and goes to the handshake."""
+    127.0.0.1:``port`` that never answers: as many block ids as the prompt fills, and
+    signed with the deployment's ``key`` (a prefill of the deployment that then hung), so
+    decode accepts it and goes to the handshake."""
     blocks = -(-len(tokens) // block_size)
     params = {
         "do_remote_prefill": True,
@@ -41,4 +45,6 @@ def ghost_completion(tokens: list[int], port: int, i: int, block_size: int) -> d
         "remote_port": port,
         "remote_request_id": f"{GHOST_ENGINE}-{i}",
     }
+    if key is not None:
+        params[SIGNATURE] = sign(params, key)
     return {**completion(tokens), "kv_transfer_params": params}

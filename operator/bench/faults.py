@@ -108,11 +108,13 @@ def phase_bad_peer(s: Stack, args: argparse.Namespace) -> dict[str, Any]:
     base = Clients(s.completions, healthy, HEALTHY_CLIENTS, f"{args.seed}-base")
     baseline = base.run_for(args.phase_s)
     numbers = itertools.count()
+    key = load_secret(s.child("decode").env.get("DISAGG_HMAC_SECRET_PATH"))
     with hung_peer() as port:
         progress(f"  the same load while {BAD_CLIENTS} threads name a hung prefill :{port} ...")
 
         def ghost(rng: random.Random, _: int) -> dict[str, Any]:
-            return ghost_completion(prompt(rng, 64, 256), port, next(numbers), s.block_size)
+            tokens = prompt(rng, 64, 256)
+            return ghost_completion(tokens, port, next(numbers), s.block_size, key)
 
         bad = Clients(s.url("decode") + "/v1/completions", ghost, BAD_CLIENTS, f"{args.seed}-bad")
         bad.start()

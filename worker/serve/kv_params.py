@@ -1,11 +1,21 @@
 """Decode's reading of a prefill's ``kv_transfer_params``: the fields it uses, each checked,
 a 400 naming the field otherwise (the rest of the request contract: :mod:`serve.openai`).
 
+Signed params: a prefill that holds the deployment's handshake key signs the params it
+returns (``remote_signature`` = HMAC-SHA256 of the key over the :data:`SIGNED` fields, in
+canonical JSON), and a decode holding the key refuses params whose signature is missing or
+wrong with a 400, before it opens any connection: without it, a client could make decode
+dial any host and port it names. Workers without a key (tests, a local worker) neither
+sign nor check.
+
 Pure layer (no I/O, no torch).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +25,45 @@ from disagg_worker.serve.openai import REQUEST_ID, ApiError, is_int
 
 # a DNS name, IPv4, or bare IPv6 (with a %zone): what the transfer agent can dial
 _HOST = re.compile(r"[A-Za-z0-9._:%-]+")
+SIGNATURE = "remote_signature"
+# What a signature covers: everything a decode acts on.
+SIGNED = (
+    "remote_engine_id",
+    "remote_block_ids",
+    "remote_host",
+    "remote_port",
+    "remote_request_id",
+    "remote_incarnation",
+    "remote_model",
+    "tp_size",
+    "prompt_digest",
+    "first_token",
+)
+_DOMAIN = b"disagg kv_transfer_params v1\n"
+
+
+def sign(params: dict[str, Any], key: bytes) -> str:
+    """The signature of ``params`` under the deployment's key (hex HMAC-SHA256)."""
+    covered = {k: params.get(k) for k in SIGNED}
+    blob = json.dumps(covered, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(key, _DOMAIN + blob, hashlib.sha256).hexdigest()
+
+
+def check_signature(params: dict[str, Any], key: bytes | None) -> None:
+    """400 unless ``params`` carry this deployment's signature (no key: nothing checked)."""
+    if key is None:
+        return
+    given = params.get(SIGNATURE)
+    if not isinstance(given, str):
+        raise _transfer_error(
+            SIGNATURE, "required: this decode reads KV only from its deployment's prefills"
+        )
+    if not hmac.compare_digest(given, sign(params, key)):
+        raise _transfer_error(
+            SIGNATURE,
+            "does not match: these params were not issued (or were changed after being "
+            "issued) by a prefill of this deployment",
+        )
 
 
 @dataclass(frozen=True)

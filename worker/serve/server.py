@@ -45,8 +45,15 @@ from disagg_worker.engine.model import (
 )
 from disagg_worker.serve.admission import Admission
 from disagg_worker.serve.api import WorkerMetrics, check_model, remote_params
-from disagg_worker.serve.kv_params import TransferParams, transfer_params
+from disagg_worker.serve.kv_params import (
+    SIGNATURE,
+    TransferParams,
+    check_signature,
+    sign,
+    transfer_params,
+)
 from disagg_worker.serve.openai import ApiError, CompletionRequest
+from disagg_worker.transfer.handshake import load_secret
 from disagg_worker.transfer.protocol import prompt_digest
 
 log = logging.getLogger("disagg.worker")
@@ -79,6 +86,8 @@ class Worker:
             self.allocator, max_waiting=config.max_queued, wait_s=config.queue_timeout_s
         )
         self.held: dict[str, list[int]] = {}
+        # the deployment's handshake key signs (prefill) and checks (decode) kv_transfer_params
+        self.key = load_secret(config.hmac_secret_path)
         self.metrics = WorkerMetrics(self)
         self.agent: Any = None
         self._compute = ThreadPoolExecutor(1, thread_name_prefix="engine")
@@ -212,6 +221,8 @@ class Worker:
             self.config, self.side_channel_port, request_id, table,
             incarnation=self.agent.agent_name, prompt_digest=digest, first_token=gen.tokens[0],
         )  # fmt: skip
+        if self.key is not None:
+            params[SIGNATURE] = sign(params, self.key)
         return Outcome(gen, params, _timings(gen))
 
     async def _take_turn(self) -> None:
@@ -232,7 +243,7 @@ class Worker:
     ) -> Outcome:
         self._require_role("decode", "do_remote_prefill")
         check_model(self.config, params)
-        peer, remote = _peer(params, self.config.num_blocks)
+        peer, remote = _peer(params, self.config.num_blocks, self.key)
         remote_ids = list(remote.block_ids)
         want = self.layout.blocks_for_tokens(len(req.prompt))
         if len(remote_ids) != want:
@@ -337,10 +348,12 @@ def _check_digest(remote: TransferParams, digest: str) -> None:
         )
 
 
-def _peer(params: dict[str, Any], num_blocks: int) -> tuple[Any, TransferParams]:
-    """The prefill to READ from, and its checked kv_transfer_params."""
+def _peer(params: dict[str, Any], num_blocks: int, key: bytes | None) -> tuple[Any, TransferParams]:
+    """The prefill to READ from, and its checked (and, with a key, signed)
+    kv_transfer_params: refused before any connection is opened."""
     from disagg_worker.transfer.engine import PeerRef
 
+    check_signature(params, key)
     remote = transfer_params(params, num_blocks, VOCAB_SIZE)
     return PeerRef(remote.host, remote.port, remote.engine_id, remote.incarnation), remote
 
