@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
-from disagg_operator.api.base import _EMPTY, FreeForm, _Model, _rules
+from disagg_operator.api.base import _EMPTY, FreeForm, Quantity, _Model, _rules
 from disagg_operator.api.roles import DecodeSpec, PrefillSpec
 from disagg_operator.api.rules import (
     BACKENDS_UNIQUE_RULE,
@@ -56,6 +56,13 @@ class ModelConfig(_Model):
         description="vllm: the longest prompt plus output, rendered as --max-model-len on "
         "both pools (one value: a prefill that accepts longer prompts than its decode "
         "prefills what decode then refuses); vLLM's default from the model when omitted",
+    )
+    weights_memory: Quantity | None = Field(
+        default=None,
+        description="vllm: the model's weights in memory, a quantity (e.g. 16Gi for an 8B "
+        "model in bf16); a CPU pool's KV space is what its memory limit leaves after the "
+        "runtime and the weights, and a limit that cannot hold them is refused. `disagg up "
+        "--model DIR` reads it from the checkpoint's files",
     )
     block_size: int | None = Field(
         default=None,

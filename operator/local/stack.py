@@ -103,7 +103,14 @@ def with_model(body: dict[str, Any], model: str | None, say: Say) -> dict[str, A
     if not local.is_dir():
         raise UpError(f"--model {model}: no such directory")
     say(f"spec.model {body.get('spec', {}).get('model')!r} → {local} (--model)")
-    return {**body, "spec": {**body.get("spec", {}), "model": str(local)}}
+    spec = {**body.get("spec", {}), "model": str(local)}
+    weights = sum(f.stat().st_size for f in local.glob("*.safetensors"))
+    model_config = dict(spec.get("modelConfig") or {})
+    if weights and "weightsMemory" not in model_config:
+        model_config["weightsMemory"] = weights
+        spec["modelConfig"] = model_config
+        say(f"spec.modelConfig.weightsMemory → {weights / 2**20:.0f} MiB (the checkpoint's files)")
+    return {**body, "spec": spec}
 
 
 def start_aggregated(

@@ -59,7 +59,10 @@ def kv_key(spec: DeploymentSpec, settings: Settings) -> dict[str, Any]:
         "model": spec.model,
         "engine": spec.engine.type,
         "engineVersion": engine.version_key(spec),
-        "modelConfig": spec.model_spec.model_dump(by_alias=True, exclude_none=True),
+        # the weights' size sizes memory, not the KV: not in the key
+        "modelConfig": spec.model_spec.model_dump(
+            by_alias=True, exclude_none=True, exclude={"weights_memory"}
+        ),
         "connector": spec.kv_transfer.connector,
         "backends": list(spec.kv_transfer.backends),
         "roles": roles,

@@ -172,7 +172,7 @@ class Reference(Engine):
                     f"the reference engine runs on {', '.join(DEVICES)} only, not "
                     f"{r.device!r}; change the device or use engine vllm",
                 )
-        for field in ("maxModelLen", "blockSize"):
+        for field in ("maxModelLen", "blockSize", "weightsMemory"):
             if spec.model_spec.model_dump(by_alias=True).get(field) is not None:
                 yield Problem(
                     f"spec.modelConfig.{field}",

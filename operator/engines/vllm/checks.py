@@ -153,7 +153,8 @@ def cpu_pools(spec: DeploymentSpec, p: vllm.Profile) -> Iterator[Problem]:
         if r.device != "cpu":
             continue
         cpus, memory = cpu_limits(r)
-        need = derive.cpu_min_memory_gib(r.tensor_parallel_size)
+        weights = derive.weights_bytes(spec)
+        need = derive.cpu_min_memory_gib(r.tensor_parallel_size, weights)
         if cpus is None or memory is None:
             yield Problem(
                 f"spec.{role}.resources",
@@ -161,9 +162,14 @@ def cpu_pools(spec: DeploymentSpec, p: vllm.Profile) -> Iterator[Problem]:
                 "cache size and thread count derive from them",
             )
         elif memory < need * 1024**3:
+            held = (
+                f"the weights ({weights / 1024**3:.3g} GiB, spec.modelConfig.weightsMemory), "
+                if weights
+                else ""
+            )
             yield Problem(
                 f"spec.{role}.resources.limits.memory",
-                f"{memory / 1024**3:.2g} GiB cannot hold vLLM's CPU runtime "
-                f"(~{derive.CPU_RUNTIME_GIB} GiB per rank) and 1 GiB of KV cache; "
-                f"set at least {need}Gi",
+                f"{memory / 1024**3:.3g} GiB cannot hold vLLM's CPU runtime "
+                f"(~{derive.CPU_RUNTIME_GIB} GiB per rank), {held}and 1 GiB of KV cache per "
+                f"rank; set at least {need}Gi",
             )

@@ -17,7 +17,7 @@ from typing import Any
 from disagg_operator.api import ROLES, DeploymentSpec, RoleSpec
 from disagg_operator.contracts import vllm
 from disagg_operator.derive import transfer
-from disagg_operator.derive.resources import cpu_limits
+from disagg_operator.derive.resources import cpu_limits, parse_quantity
 from disagg_worker.platforms import Table
 
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
@@ -103,14 +103,21 @@ def side_channel_ports(spec: DeploymentSpec, role: str) -> list[int]:
     return [base + rank for rank in range(tp)]
 
 
-def cpu_min_memory_gib(tp: int) -> int:
-    """Smallest memory limit a vLLM CPU pool of ``tp`` ranks runs in: runtime + 1 GiB KV."""
-    return tp * (CPU_RUNTIME_GIB + CPU_MIN_KV_GIB)
+def weights_bytes(spec: DeploymentSpec) -> float:
+    """The model's weights in memory (spec.modelConfig.weightsMemory), 0 when not given."""
+    given = spec.model_spec.weights_memory
+    return parse_quantity(given) if given is not None else 0.0
 
 
-def cpu_kvcache_gib(memory: float, tp: int) -> int:
-    """KV cache per rank: a share of what the runtimes leave of the memory limit."""
-    spare = (memory - tp * CPU_RUNTIME_GIB * _GIB) * CPU_KVCACHE_FRACTION / tp
+def cpu_min_memory_gib(tp: int, weights: float = 0.0) -> int:
+    """Smallest memory limit a vLLM CPU pool of ``tp`` ranks runs in: the runtimes, the
+    weights (``weights`` bytes, all ranks together) and 1 GiB of KV per rank."""
+    return math.ceil(tp * (CPU_RUNTIME_GIB + CPU_MIN_KV_GIB) + weights / _GIB)
+
+
+def cpu_kvcache_gib(memory: float, tp: int, weights: float = 0.0) -> int:
+    """KV cache per rank: a share of what the runtimes and the weights leave of the limit."""
+    spare = (memory - tp * CPU_RUNTIME_GIB * _GIB - weights) * CPU_KVCACHE_FRACTION / tp
     return max(CPU_MIN_KV_GIB, math.floor(spare / _GIB))
 
 
@@ -119,7 +126,7 @@ def cpu_threads(cpus: float, tp: int) -> int:
     return max(1, (math.floor(cpus) - CPU_PROGRESS_CORES) // tp)
 
 
-def cpu_engine_env(role: RoleSpec, p: vllm.Profile) -> dict[str, str]:
+def cpu_engine_env(role: RoleSpec, p: vllm.Profile, weights: float = 0.0) -> dict[str, str]:
     """vLLM CPU-engine env for a pool on device cpu (empty for other devices).
 
     nobind: OpenMP never pins, so two pods on one node cannot bind the same cores under
@@ -134,5 +141,5 @@ def cpu_engine_env(role: RoleSpec, p: vllm.Profile) -> dict[str, str]:
         env[OMP_NUM_THREADS] = str(cpu_threads(cpus, tp))
     env[vllm.CPU_RESERVED] = str(max(CPU_PROGRESS_CORES, p.reserved_cpus(tp)))
     if memory is not None:
-        env[vllm.CPU_KVCACHE_SPACE] = str(cpu_kvcache_gib(memory, tp))
+        env[vllm.CPU_KVCACHE_SPACE] = str(cpu_kvcache_gib(memory, tp, weights))
     return env

@@ -105,7 +105,9 @@ class Vllm(Engine):
         ]
         derived = {
             **derive.lease_env(spec, role),
-            **derive.cpu_engine_env(spec.role(role), derive.profile(spec)),
+            **derive.cpu_engine_env(
+                spec.role(role), derive.profile(spec), derive.weights_bytes(spec)
+            ),
         }
         env += [{"name": k, "value": v} for k, v in derived.items()]
         mounts = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
@@ -267,10 +269,10 @@ def _rows() -> list[Row]:
         ),
         (
             vllm.CPU_KVCACHE_SPACE,
-            f"{cpu}, memory limit M, TP t",
-            f"max(1, floor((M - t * {derive.CPU_RUNTIME_GIB} GiB) * "
+            f"{cpu}, memory limit M, TP t, weights W (modelConfig.weightsMemory, else 0)",
+            f"max(1, floor((M - t * {derive.CPU_RUNTIME_GIB} GiB - W) * "
             f"{derive.CPU_KVCACHE_FRACTION} / t / GiB))",
             f"runtime ~{derive.CPU_RUNTIME_GIB} GiB per rank (0.32: ~2.2 GB RSS measured); "
-            f"M < t * {derive.CPU_RUNTIME_GIB + derive.CPU_MIN_KV_GIB} GiB is refused",
+            f"M < t * {derive.CPU_RUNTIME_GIB + derive.CPU_MIN_KV_GIB} GiB + W is refused",
         ),
     ]

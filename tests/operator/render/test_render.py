@@ -630,3 +630,21 @@ def test_model_config_lengths_reach_both_pools_as_one_flag_each() -> None:
         assert command[command.index("--block-size") + 1] == "16"
     plain = _engine(_pod(render(vllm_gpu_cpu(), hmac_key=KEY), "demo-decode-0"))["command"]
     assert "--max-model-len" not in plain and "--block-size" not in plain
+
+
+def test_weights_memory_comes_out_of_a_cpu_pools_kv_space_not_its_kv_revision() -> None:
+    """An 8B bf16 model (16 GiB) in a 64Gi decode pod: KV = (64 - 3 - 16) x 0.75 = 33 GiB,
+    not the 45 GiB that would leave no room for the weights."""
+    decode = {"limits": {"cpu": "16", "memory": "64Gi"}}
+
+    def pods(**model: Any) -> list[dict[str, Any]]:
+        obj = vllm_gpu_cpu(modelConfig=model)
+        obj["spec"]["decode"]["resources"] = decode
+        return by_kind(render(obj, hmac_key=KEY), "Pod")
+
+    (decode_pod,) = [p for p in pods(weightsMemory="16Gi") if "decode" in p["metadata"]["name"]]
+    assert env_of(_engine(decode_pod))["VLLM_CPU_KVCACHE_SPACE"] == "33"
+    (plain,) = [p for p in pods() if "decode" in p["metadata"]["name"]]
+    assert env_of(_engine(plain))["VLLM_CPU_KVCACHE_SPACE"] == "45"
+    label = "disagg.dev/kv-revision"
+    assert decode_pod["metadata"]["labels"][label] == plain["metadata"]["labels"][label]

@@ -372,3 +372,14 @@ def test_well_formed_pass_through_env_and_affinity_pass() -> None:
     ]
     affinity = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
     assert validation.parse(body(decode=role(env=env, affinity=affinity)))[1] == []
+
+
+def test_a_cpu_pool_that_cannot_hold_the_weights_is_refused_with_the_numbers() -> None:
+    obj = body(engine="vllm", decode=role(resources={"limits": {"cpu": "8", "memory": "8Gi"}}))
+    obj["spec"]["modelConfig"] = {"weightsMemory": "6Gi"}
+    (p,) = validation.parse(obj)[1]
+    assert p.field == "spec.decode.resources.limits.memory"
+    assert "8 GiB cannot hold" in p.message and "the weights (6 GiB" in p.message
+    assert "set at least 10Gi" in p.message  # 3 GiB runtime + 6 GiB weights + 1 GiB KV
+    obj["spec"]["decode"]["resources"]["limits"]["memory"] = "10Gi"
+    assert validation.parse(obj)[1] == []
