@@ -32,6 +32,7 @@ What each method answers, per role where it takes ``role``:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -99,6 +100,11 @@ def flag_values(args: Sequence[str] | None, flags: Sequence[str]) -> dict[str, s
             elif n + 1 < len(items):
                 found[name] = items[n + 1]
     return found
+
+
+def disagg_argv(args: Sequence[str]) -> list[str]:
+    """The `disagg` command as this interpreter runs it (no reliance on PATH)."""
+    return [sys.executable, "-m", "disagg_operator.cli", *args]
 
 
 def without_flag(args: Sequence[str], flag: str) -> list[str]:

@@ -18,13 +18,12 @@ only makes sense in a cluster, and every such change is listed in
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from disagg_operator.api import LABEL_ROLE as ROLE_LABEL
-from disagg_operator.engines.base import Engine, LocalRun, without_flag
+from disagg_operator.engines.base import Engine, LocalRun, disagg_argv, without_flag
 
 LOCAL = "127.0.0.1"
 CLUSTER_ONLY = ("UCX_TLS", "DISAGG_UCX_TLS")
@@ -120,7 +119,7 @@ def canary_argv(pod: LocalPod, prefill_url: str, decode_url: str) -> list[str]:
         return []
     args = without_flag(without_flag(pod.canary, "--prefill"), "--decode")
     args = [*args, "--prefill", prefill_url, "--decode", decode_url, "--once"]
-    return _disagg_argv(["worker", "canary", *args])
+    return disagg_argv(["worker", "canary", *args])
 
 
 def pin_ports(env: dict[str, str], ready: dict[str, Any]) -> dict[str, str]:
@@ -157,11 +156,6 @@ def _env(name: str, container: dict[str, Any]) -> tuple[dict[str, str], list[str
                 )
             env[key] = FIELD_REFS[path] or name
     return env, dropped
-
-
-def _disagg_argv(args: list[str]) -> list[str]:
-    """The `disagg` command as this interpreter runs it (no reliance on PATH)."""
-    return [sys.executable, "-m", "disagg_operator.cli", *args]
 
 
 def core_takers(objects: list[dict[str, Any]], engine: Engine) -> int:

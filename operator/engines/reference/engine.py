@@ -11,7 +11,6 @@ The local runner (``disagg up``) runs exactly this command and env.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +18,14 @@ from disagg_operator.api import HMAC_DIR, HMAC_PATH, HTTP_PORT, ROLES, Deploymen
 from disagg_operator.api.problems import Problem
 from disagg_operator.derive import transfer
 from disagg_operator.engines import tensor_parallel
-from disagg_operator.engines.base import Container, Engine, LocalProcess, LocalRun, Row
+from disagg_operator.engines.base import (
+    Container,
+    Engine,
+    LocalProcess,
+    LocalRun,
+    Row,
+    disagg_argv,
+)
 from disagg_worker.config import WorkerConfig
 from disagg_worker.engine.presets import PRESETS
 
@@ -209,8 +215,7 @@ class Reference(Engine):
                 "rendered (disagg worker serve)"
             )
         local = {**env, **LOCAL_ENV, "DISAGG_HMAC_SECRET_PATH": secret_path}
-        argv = [sys.executable, "-m", "disagg_operator.cli", *command[1:]]
-        return LocalProcess(argv, local)
+        return LocalProcess(disagg_argv(command[1:]), local)
 
     def derivation_rows(self, settings: Settings) -> list[Row]:
         return [
