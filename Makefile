@@ -35,13 +35,14 @@ $(VLLM_STAMP): $(STAMP)
 	$(BIN)/python -c 'import vllm.entrypoints.openai.api_server, nixl._api'
 	touch $@
 
+# the folder standing for the example's claim `models` holds the checkpoint as tiny-llama/
 VLLM_MODEL ?= .cache/models/tiny-llama
 
 $(VLLM_MODEL)/config.json: $(VLLM_STAMP)
 	$(BIN)/disagg model tiny-llama $(VLLM_MODEL)
 
 up-vllm: $(VLLM_MODEL)/config.json
-	$(BIN)/disagg up examples/vllm-cpu.yaml --model $(VLLM_MODEL) --prompt "$(PROMPT)"
+	$(BIN)/disagg up examples/vllm-cpu.yaml --claim models=$(dir $(VLLM_MODEL)) --prompt "$(PROMPT)"
 
 test-vllm: $(VLLM_STAMP)
 	$(BIN)/pytest -q -m vllm tests/vllm

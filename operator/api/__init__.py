@@ -63,6 +63,7 @@ from disagg_operator.api.roles import (
 from disagg_operator.api.rules import (
     BACKENDS_UNIQUE_RULE,
     CEL_RULES,
+    ENV_VALUE_RULE,
     LEASE_RULE,
     PER_DECODE_BOUNDS_RULE,
     PREFILL_COUNT_RULE,
@@ -83,9 +84,11 @@ from disagg_operator.api.spec import (
     InferencePoolVersion,
     KVTransfer,
     Llmd,
+    ModelCache,
     ModelConfig,
     ObjectMeta,
     RoutingSidecar,
+    SecretKey,
     TransferCanary,
 )
 from disagg_operator.api.status import Condition, DeploymentStatus, RoleStatus
@@ -96,6 +99,7 @@ __all__ = [
     "CANARY_PORT",
     "CEL_RULES",
     "ENGINE_BEHIND_SIDECAR_PORT",
+    "ENV_VALUE_RULE",
     "EPP_PORT",
     "GROUP",
     "HMAC_DIR",
@@ -139,6 +143,7 @@ __all__ = [
     "IntOrPercent",
     "KVTransfer",
     "Llmd",
+    "ModelCache",
     "ModelConfig",
     "ObjectMeta",
     "PerDecode",
@@ -151,6 +156,7 @@ __all__ = [
     "RolloutStrategy",
     "RoutingSidecar",
     "ScaledRoleSpec",
+    "SecretKey",
     "Toleration",
     "TransferCanary",
 ]

@@ -10,8 +10,10 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from disagg_operator.api.base import _EMPTY, FreeForm, IntOrPercent, Quantity, _Model, _rules
-from disagg_operator.api.rules import PER_DECODE_BOUNDS_RULE, PREFILL_COUNT_RULE
+from disagg_operator.api.base import _EMPTY, IntOrPercent, Quantity, _Model, _rules
+from disagg_operator.api.corev1 import shape
+from disagg_operator.api.podtemplate import PodTemplate
+from disagg_operator.api.rules import ENV_VALUE_RULE, PER_DECODE_BOUNDS_RULE, PREFILL_COUNT_RULE
 
 
 class Toleration(_Model):
@@ -45,10 +47,12 @@ class EnvVar(_Model):
     """An extra environment variable; names the operator derives are refused (use the
     spec field that sets them)."""
 
+    model_config = ConfigDict(json_schema_extra=_rules(ENV_VALUE_RULE))
+
     name: str = Field(min_length=1, description="variable name")
     value: str | None = Field(default=None, description="literal value")
-    value_from: FreeForm | None = Field(
-        default=None, description="core/v1 EnvVarSource (secretKeyRef, fieldRef, ...)"
+    value_from: shape("EnvVarSource") | None = Field(  # type: ignore[valid-type]
+        default=None, description="where the value comes from (secretKeyRef, fieldRef, ...)"
     )
 
 
@@ -90,8 +94,8 @@ class RoleSpec(_Model):
     tolerations: list[Toleration] | None = Field(
         default=None, description="tolerations for tainted node pools (e.g. GPU nodes)"
     )
-    affinity: FreeForm | None = Field(
-        default=None, description="core/v1 Affinity, passed to the pods unchanged"
+    affinity: shape("Affinity") | None = Field(  # type: ignore[valid-type]
+        default=None, description="the pods' affinity, passed to them unchanged"
     )
     resources: Resources | None = Field(
         default=None, description="engine container resources; GPU roles must limit the GPU"
@@ -120,6 +124,12 @@ class RoleSpec(_Model):
         default_factory=RolloutStrategy,
         description="how a spec change replaces this role's pods (maxSurge, maxUnavailable)",
         **_EMPTY,
+    )
+    pod_template: PodTemplate | None = Field(
+        default=None,
+        description="an overlay on the role's pods: labels, annotations, volumes, mounts, "
+        "pull secrets, service account, extra and init containers (docs/operator.md, "
+        '"Pod overlays"); what would break a derived setting is refused',
     )
 
 
@@ -168,9 +178,9 @@ class ScaledRoleSpec(RoleSpec):
         "default, or 0 replicas)",
         **_EMPTY,
     )
-    topology_spread_constraints: list[FreeForm] | None = Field(
+    topology_spread_constraints: list[shape("TopologySpreadConstraint")] | None = Field(  # type: ignore[valid-type]
         default=None,
-        description="core/v1 TopologySpreadConstraints of the pods, used as given; omitted: "
+        description="topologySpreadConstraints of the pods, used as given; omitted: "
         "spread across nodes (topologyKey kubernetes.io/hostname, maxSkew 1, "
         "ScheduleAnyway, the role's pods); []: none",
     )

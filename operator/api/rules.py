@@ -24,6 +24,10 @@ TP_DIVIDES_RULE = (
     "spec.decode.tensorParallelSize and spec.prefill.tensorParallelSize must divide: "
     "the larger must be a multiple of the smaller",
 )
+ENV_VALUE_RULE = (
+    "!has(self.value) || !has(self.valueFrom)",
+    "spec.<role>.env: a variable sets both value and valueFrom; keep one",
+)
 BACKENDS_UNIQUE_RULE = (
     "self.backends.all(b, self.backends.exists_one(c, c == b))",
     "spec.kvTransfer.backends lists a backend twice; list each NIXL backend once",
@@ -68,4 +72,5 @@ CEL_RULES = (
     SIDECAR_NEEDS_LLMD_RULE,
     PREFILL_COUNT_RULE,
     PER_DECODE_BOUNDS_RULE,
+    ENV_VALUE_RULE,
 )

@@ -214,6 +214,28 @@ class TransferCanary(_Model):
     )
 
 
+class SecretKey(_Model):
+    """A key of a Secret in the deployment's namespace."""
+
+    name: str = Field(min_length=1, description="the Secret's name")
+    key: str = Field(min_length=1, description="the key in the Secret")
+
+
+class ModelCache(_Model):
+    """Where an ``hf://`` model is downloaded to, and the token to download it with."""
+
+    claim_name: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="a PersistentVolumeClaim (ReadWriteMany for more than one pod) the "
+        "download lands in and every pod reads: downloaded once for all pods and restarts. "
+        "Omitted: an emptyDir per pod (each pod downloads it once)",
+    )
+    token_secret: SecretKey | None = Field(
+        default=None, description="the Hugging Face token (HF_TOKEN) for gated or private models"
+    )
+
+
 class DeploymentSpec(_Model):
     """Desired state: a model served by a prefill pool and a decode pool."""
 
@@ -226,7 +248,21 @@ class DeploymentSpec(_Model):
 
     model: str = Field(
         min_length=1,
-        description="model to serve (vllm: a Hugging Face id or path; reference: a preset)",
+        description="model to serve. vllm: hf://org/name[@revision] (downloaded by an init "
+        "container), pvc://claim/path (the claim mounted read-only), oci://image (an image "
+        "volume), a path in the image, or a hub id the engine downloads; reference: a "
+        "preset. Mounted models are loaded from /mnt/models",
+    )
+    served_model_name: str | None = Field(
+        default=None,
+        min_length=1,
+        description="the name clients, the canary and llm-d send as `model` "
+        "(--served-model-name); default: the hub id, or the last segment of the path, claim "
+        "path or image repository",
+    )
+    model_cache: ModelCache | None = Field(
+        default=None,
+        description="hf:// models: the claim they are downloaded into and the token",
     )
     engine: Engine = Field(description="serving engine and its image")
     model_spec: ModelConfig = Field(

@@ -18,7 +18,7 @@ only makes sense in a cluster, and every such change is listed in
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +58,7 @@ def local_pods(
     ports: Iterator[int] | None = None,
     cores: Sequence[Sequence[int]] = (),
     pair: bool = True,
+    claims: Mapping[str, str] | None = None,
 ) -> list[LocalPod]:
     """Rendered objects of a deployment of ``engine`` → one local process per prefill/decode
     pod.
@@ -65,13 +66,17 @@ def local_pods(
     ``ports`` yields free ports for engines that cannot bind port 0 and announce it
     (vLLM); ``cores[i]`` is the core list of the i-th pod (empty: leave the rendered
     binding alone; only for engines that take one). ``pair``: the objects must hold both
-    roles (a P/D deployment).
+    roles (a P/D deployment). ``claims`` maps a PersistentVolumeClaim's name to the local
+    folder standing for it: the engine's paths under the claim's mount point become paths
+    in that folder (a ``pvc://`` model).
     """
     out: list[LocalPod] = []
     for n, obj in enumerate(_pods(objects)):
         name, role = obj["metadata"]["name"], obj["metadata"]["labels"][ROLE_LABEL]
         container = _engine_container(obj)
         command = [*container.get("command", []), *container.get("args", [])]
+        paths, mounted = _claim_paths(obj, container, claims or {})
+        command = [_host_path(arg, paths) for arg in command]
         env, dropped = _env(name, container)
         mine = cores[n] if engine.local.cores and n < len(cores) else ()
         try:
@@ -89,13 +94,54 @@ def local_pods(
                 process.env,
                 dropped,
                 process.http_port,
-                process.adapted,
+                [*mounted, *process.adapted],
                 _canary_args(obj),
             )
         )
     if pair and not {p.role for p in out} >= {"prefill", "decode"}:
         raise UpError("the manifest renders no prefill and decode pods to run")
     return out
+
+
+def _claim_paths(
+    pod: dict[str, Any], container: dict[str, Any], claims: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """The engine's claim mounts as (mount path → local folder), and what was adapted.
+    A model the cluster fetches (an init container, an image volume) cannot run here."""
+    name = pod["metadata"]["name"]
+    volumes = {v["name"]: v for v in pod["spec"].get("volumes", [])}
+    fetch = [c["name"] for c in pod["spec"].get("initContainers", [])]
+    if fetch:
+        raise UpError(
+            f"pod {name} fetches its model with init container(s) {', '.join(fetch)}, "
+            "which disagg up does not run; give a local model with --model DIR"
+        )
+    paths, notes = {}, []
+    for mount in container.get("volumeMounts", []):
+        volume, at = volumes.get(mount["name"], {}), mount["mountPath"]
+        if "image" in volume:
+            raise UpError(
+                f"pod {name} mounts image {volume['image']['reference']} at {at}; "
+                "disagg up has no image volumes: give a local model with --model DIR"
+            )
+        claim = volume.get("persistentVolumeClaim", {}).get("claimName")
+        if claim is None:
+            continue
+        if claim not in claims:
+            raise UpError(
+                f"pod {name} mounts claim {claim!r} at {at}; give the local folder that "
+                f"stands for it: --claim {claim}=DIR"
+            )
+        paths[at] = claims[claim]
+        notes.append(f"claim {claim} (mounted at {at}) → {claims[claim]}")
+    return paths, notes
+
+
+def _host_path(arg: str, paths: Mapping[str, str]) -> str:
+    for at, local in paths.items():
+        if arg == at or arg.startswith(at + "/"):
+            return local + arg[len(at) :]
+    return arg
 
 
 def _pods(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:

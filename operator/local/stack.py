@@ -95,22 +95,37 @@ def get_json(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0)
         raise UpError(f"{url} answered {e.code}: {detail}") from None
 
 
-def with_model(body: dict[str, Any], model: str | None, say: Say) -> dict[str, Any]:
-    """``body`` with spec.model replaced by the local directory ``model`` (if given)."""
-    if not model:
-        return body
-    local = Path(model).resolve()
-    if not local.is_dir():
-        raise UpError(f"--model {model}: no such directory")
-    say(f"spec.model {body.get('spec', {}).get('model')!r} → {local} (--model)")
-    spec = {**body.get("spec", {}), "model": str(local)}
-    weights = sum(f.stat().st_size for f in local.glob("*.safetensors"))
+def with_model(
+    body: dict[str, Any], model: str | None, say: Say, claims: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """``body`` with spec.model replaced by the local directory ``model`` (if given), and
+    spec.modelConfig.weightsMemory read from the local checkpoint (``model``, or a
+    ``pvc://`` model's folder in ``claims``) when the manifest does not say it."""
+    spec = dict(body.get("spec", {}))
+    local: Path | None
+    if model:
+        local = Path(model).resolve()
+        if not local.is_dir():
+            raise UpError(f"--model {model}: no such directory")
+        say(f"spec.model {spec.get('model')!r} → {local} (--model)")
+        spec["model"] = str(local)
+    else:
+        local = _claimed(str(spec.get("model", "")), claims or {})
+    weights = sum(f.stat().st_size for f in local.glob("*.safetensors")) if local else 0
     model_config = dict(spec.get("modelConfig") or {})
     if weights and "weightsMemory" not in model_config:
         model_config["weightsMemory"] = weights
         spec["modelConfig"] = model_config
         say(f"spec.modelConfig.weightsMemory → {weights / 2**20:.0f} MiB (the checkpoint's files)")
     return {**body, "spec": spec}
+
+
+def _claimed(model: str, claims: dict[str, str]) -> Path | None:
+    """The local folder of a ``pvc://claim/path`` model whose claim has one."""
+    if not model.startswith("pvc://"):
+        return None
+    claim, _, path = model.removeprefix("pvc://").partition("/")
+    return Path(claims[claim], path) if claim in claims else None
 
 
 def start_aggregated(
@@ -143,17 +158,19 @@ def launch(
     port: int = 0,
     model: str | None = None,
     keep_cpu_binding: bool = False,
+    claims: dict[str, str] | None = None,
     say: Say = print,
 ) -> None:
     """Render ``manifest`` and start its pods and a proxy on ``port`` into ``run``.
 
     ``keep_cpu_binding``: run vLLM with the rendered CPU settings (``nobind``, as on a
-    shared node) instead of one core list per engine."""
+    shared node) instead of one core list per engine; ``claims``: the local folder of each
+    PersistentVolumeClaim the pods mount (a ``pvc://`` model)."""
     key = secrets.token_hex(32)
     secret = tmp / "hmac"
     secret.write_text(key)
     secret.chmod(0o600)
-    body = with_model(load(str(manifest)), model, say)
+    body = with_model(load(str(manifest)), model, say, claims)
     objects, engine = render_manifest(body, key)
     engines = core_takers(objects, engine)
     cores = [] if keep_cpu_binding else share_cores(engines, vllm.host_cores())
@@ -161,7 +178,9 @@ def launch(
         say("  vLLM CPU binding as rendered (--keep-cpu-binding): engines share this host's cores")
     if cores and engines > len(vllm.host_cores()):
         say(f"  only {len(vllm.host_cores())} cores for {engines} vLLM engines: cores are shared")
-    pods = local_pods(objects, str(secret), engine, ports=vllm.free_ports(), cores=cores)
+    pods = local_pods(
+        objects, str(secret), engine, ports=vllm.free_ports(), cores=cores, claims=claims
+    )
     say(f"rendered {len(pods)} pods from {manifest}; starting them as local processes")
     dropped = sorted({d for p in pods for d in p.dropped})
     if dropped:

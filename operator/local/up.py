@@ -177,7 +177,23 @@ def _parser() -> argparse.ArgumentParser:
         help="run with this local model instead of spec.model (e.g. a directory written by "
         "`disagg model tiny-llama DIR`); the pods are rendered with it",
     )
+    p.add_argument(
+        "--claim",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        type=_claim,
+        help="the local folder standing for PersistentVolumeClaim NAME (a pvc://NAME/path "
+        "model is read from DIR/path); repeatable",
+    )
     return p
+
+
+def _claim(text: str) -> tuple[str, str]:
+    name, sep, folder = text.partition("=")
+    if not sep or not name or not Path(folder).is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r}: write NAME=DIR with DIR an existing folder")
+    return name, str(Path(folder).resolve())
 
 
 def main(argv: list[str]) -> int:
@@ -216,6 +232,7 @@ def _run(args: argparse.Namespace, tmp: Path, logs: Path, run: Run, signals: _Si
         port=args.port,
         model=args.model,
         keep_cpu_binding=args.keep_cpu_binding,
+        claims=dict(args.claim),
         say=_say,
     )
     _say(f"\nendpoint: {run.proxy_url}/v1/completions")

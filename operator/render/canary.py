@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from disagg_operator.api import CANARY_PORT, HTTP_PORT, DeploymentSpec
+from disagg_operator.derive import model as model_source
 from disagg_operator.engines.settings import Settings
 
 NAME = "transfer-canary"
@@ -100,7 +101,7 @@ def container(
     args = [
         *("--prefill", prefill_url(name, kv)),
         *("--decode", f"http://127.0.0.1:{decode_port}"),
-        *("--model", spec.model, "--port", str(CANARY_PORT)),
+        *("--model", model_source.source(spec).served_name, "--port", str(CANARY_PORT)),
         *("--timeout-s", str(t.timeout), "--interval-s", str(t.interval)),
         *("--fresh-s", str(t.fresh)),
     ]

@@ -8,8 +8,9 @@ pydantic's JSON Schema into what the API server accepts as *structural*:
 - ``Optional[X]`` (``anyOf: [X, null]``) → ``X`` with ``nullable: true``;
 - ``const`` → one-value ``enum``; draft-2020 numeric ``exclusiveMinimum`` → OpenAPI v3.0
   ``minimum`` + ``exclusiveMinimum: true``;
-- upstream shapes (affinity, env valueFrom) kept as ``x-kubernetes-preserve-unknown-fields``
-  objects, quantities as ``x-kubernetes-int-or-string``.
+- upstream core/v1 shapes (affinity, env valueFrom, the podTemplate's volumes and
+  containers) carry Kubernetes' own schemas (:mod:`disagg_operator.api.corev1`), so an
+  API server refuses a malformed one at apply; quantities are ``x-kubernetes-int-or-string``.
 
 The engines come from the engine table (:data:`BUILTIN_ENGINES`): ``spec.engine.type``
 lists their names (an ``enum`` with each engine's summary as its description), and each
@@ -35,6 +36,7 @@ from typing import Any
 import yaml
 
 from disagg_operator import api as models
+from disagg_operator.api import corev1
 from disagg_operator.engines.base import Engine
 from disagg_operator.engines.settings import BUILTIN_ENGINES
 
@@ -224,11 +226,32 @@ def field_table() -> str:
 def _fields(node: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any]]]:
     out: list[tuple[str, dict[str, Any]]] = []
     for name, prop in (node.get("properties") or {}).items():
-        out.append((f"{path}.{name}", prop))
         inner = prop.get("items", prop) if prop.get("type") == "array" else prop
+        kind = _upstream_kind(inner)
+        if kind is not None:
+            # an upstream shape: one row naming it, not its hundreds of fields
+            out.append((f"{path}.{name}", {**prop, "description": _upstream(prop, kind)}))
+            continue
+        out.append((f"{path}.{name}", prop))
         suffix = "[]" if inner is not prop else ""
         out += _fields(inner, f"{path}.{name}{suffix}")
     return out
+
+
+def _upstream_kind(node: dict[str, Any]) -> str | None:
+    """The core/v1 kind whose schema ``node`` is, if any (the same properties)."""
+    props = set(node.get("properties") or ())
+    return next(
+        (k for k, s in corev1.SCHEMAS.items() if props and set(s["properties"]) == props), None
+    )
+
+
+def _upstream(prop: dict[str, Any], kind: str) -> str:
+    own = str(prop.get("description", ""))
+    if own.startswith("core/v1 "):
+        own = ""
+    what = f"core/v1 {kind}, Kubernetes {corev1.KUBERNETES}"
+    return f"{own} ({what})" if own else what
 
 
 def to_yaml() -> str:

@@ -32,8 +32,10 @@ from disagg_operator.api import (
     RoleSpec,
 )
 from disagg_operator.contracts import llmd
+from disagg_operator.derive import model as model_source
 from disagg_operator.engines.settings import Settings
 from disagg_operator.render import canary as render_canary
+from disagg_operator.render import overlay
 
 ENGINE = "engine"
 SIDECAR = "routing-proxy"
@@ -58,8 +60,15 @@ def engine_port(spec: DeploymentSpec, role: str) -> int:
     return ENGINE_BEHIND_SIDECAR_PORT if sidecar_enabled(spec, role) else HTTP_PORT
 
 
-def spec_hash(labels: dict[str, str], pod_spec: dict[str, Any]) -> str:
-    blob = json.dumps({"labels": labels, "spec": pod_spec}, sort_keys=True).encode()
+def spec_hash(
+    labels: dict[str, str], pod_spec: dict[str, Any], annotations: dict[str, str] | None = None
+) -> str:
+    """What the rollout compares: the pod's labels, spec and the annotations a podTemplate
+    adds (derived annotations follow from the spec)."""
+    what: dict[str, Any] = {"labels": labels, "spec": pod_spec}
+    if annotations:
+        what["annotations"] = annotations
+    blob = json.dumps(what, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
@@ -90,6 +99,7 @@ def pod(
     ``pod_selector`` selects the role's pods (for the default topology spread); ``kv`` is
     the spec's KV revision (where the canary sends its prefill hop)."""
     r, engine = spec.role(role), settings.engine(spec)
+    source = model_source.source(spec)
     pod_name = f"{name}-{role}-{i}"
     containers = [engine_container(spec, role, settings)]
     if sidecar_enabled(spec, role):
@@ -109,7 +119,7 @@ def pod(
         # Service env vars (FOO_SERVICE_HOST...) can clash with VLLM_* settings.
         "enableServiceLinks": False,
         "containers": containers,
-        "volumes": engine.volumes(spec, name),
+        "volumes": [*engine.volumes(spec, name), *source.volumes],
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}
         | engine.pod_security(spec),
     }
@@ -122,10 +132,20 @@ def pod(
         "topologySpreadConstraints": spread(spec, role, pod_selector),
     }
     pod_spec.update({k: v for k, v in placement.items() if v})
+    if source.init is not None:
+        download = {"image": r.image or spec.engine.image, **source.init}
+        pod_spec["initContainers"] = [{**download, "securityContext": dict(CONTAINER_SECURITY)}]
+    pod_spec = overlay.apply(pod_spec, r.pod_template)
+    extra_labels, extra_annotations = overlay.metadata(r.pod_template)
     template = {k: v for k, v in pod_spec.items() if k not in ("hostname",)}
-    labels = {**meta["labels"], LABEL_REVISION: spec_hash(meta["labels"], template)[:10]}
+    base = {**extra_labels, **meta["labels"]}
+    labels = {**base, LABEL_REVISION: spec_hash(base, template, extra_annotations)[:10]}
     metadata = {**meta, "name": pod_name, "labels": labels}
-    metadata["annotations"] = {SPEC_HASH: spec_hash(labels, pod_spec), **engine.annotations(spec)}
+    metadata["annotations"] = {
+        **extra_annotations,
+        SPEC_HASH: spec_hash(labels, pod_spec, extra_annotations),
+        **engine.annotations(spec),
+    }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
 
 
@@ -161,7 +181,7 @@ def engine_container(spec: DeploymentSpec, role: str, settings: Settings) -> dic
             "periodSeconds": 5,
             "failureThreshold": 3,
         },
-        "volumeMounts": list(derived.mounts),
+        "volumeMounts": [*derived.mounts, *model_source.source(spec).mounts],
         "securityContext": dict(CONTAINER_SECURITY),
         # The preStop waits for in-flight transfers before SIGTERM (the pod has already
         # left its Service's endpoints, so no new work comes).

@@ -31,12 +31,14 @@ from disagg_operator.api import (
 )
 from disagg_operator.api.problems import InvalidSpec, Problem
 from disagg_operator.contracts import llmd
+from disagg_operator.derive import model as model_source
 from disagg_operator.derive import transfer
 from disagg_operator.derive.resources import parse_quantity
 from disagg_operator.derive.scaling import effective_replicas, resolve
 from disagg_operator.derive.scaling import problems as scaling_problems
 from disagg_operator.engines.base import Engine
 from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_operator.validation import pods
 from disagg_worker import platforms, ucx
 
 __all__ = ["InvalidSpec", "Problem", "check", "parse"]
@@ -89,6 +91,7 @@ def check(dd: DisaggregatedDeployment, settings: Settings = DEFAULT) -> list[Pro
         known = ", ".join(settings.engines)
         return [Problem("spec.engine.type", f"unknown engine {spec.engine.type!r}; use {known}")]
     problems = list(_names(dd.metadata.name, spec))
+    problems += _model(spec)
     problems += _devices(spec, settings)
     if any(p.field.endswith(".device") for p in problems):
         return problems  # later checks need known devices
@@ -101,7 +104,8 @@ def check(dd: DisaggregatedDeployment, settings: Settings = DEFAULT) -> list[Pro
     problems += _ports(spec, engine)
     problems += scaling_problems(spec)
     problems += _overrides(spec, engine)
-    problems += _passthrough(spec)
+    problems += pods.passthrough(spec)
+    problems += pods.overlay(spec, engine, settings)
     problems += engine.problems(spec, settings)
     return problems
 
@@ -122,6 +126,16 @@ def _names(name: str, spec: DeploymentSpec) -> Iterator[Problem]:
             "metadata.name",
             f"{name!r} is not a DNS label: use lowercase letters, digits and '-', starting "
             "with a letter (child Service names and pod hostnames derive from it)",
+        )
+
+
+def _model(spec: DeploymentSpec) -> Iterator[Problem]:
+    why = model_source.problem(spec.model)
+    if why:
+        yield Problem("spec.model", why)
+    if spec.model_cache is not None and model_source.scheme(spec.model) != "hf":
+        yield Problem(
+            "spec.modelCache", "applies to hf:// models only; remove it or use an hf:// model"
         )
 
 
@@ -267,41 +281,6 @@ def _ports(spec: DeploymentSpec, engine: Engine) -> Iterator[Problem]:
                 "choose another port (default 5600)",
             )
             return
-
-
-# core/v1: what an EnvVarSource may name (exactly one), and Affinity's fields.
-ENV_SOURCES = ("configMapKeyRef", "fieldRef", "fileKeyRef", "resourceFieldRef", "secretKeyRef")
-AFFINITY_FIELDS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
-
-
-def _passthrough(spec: DeploymentSpec) -> Iterator[Problem]:
-    """What the API server would refuse at pod create in the upstream shapes passed
-    through (core/v1 EnvVar, Affinity): refused here, before anything is created."""
-    for role in ROLES:
-        r = spec.role(role)
-        for i, env in enumerate(r.env or []):
-            where = f"spec.{role}.env[{i}]"
-            if env.value is not None and env.value_from is not None:
-                yield Problem(where, f"{env.name} sets value and valueFrom; keep one")
-            elif env.value_from is not None and (
-                len(env.value_from) != 1 or next(iter(env.value_from)) not in ENV_SOURCES
-            ):
-                yield Problem(
-                    f"{where}.valueFrom",
-                    f"names {', '.join(env.value_from) or 'no source'}; name exactly one of "
-                    f"{', '.join(ENV_SOURCES)}",
-                )
-        for key, value in (r.affinity or {}).items():
-            if key not in AFFINITY_FIELDS:
-                yield Problem(
-                    f"spec.{role}.affinity.{key}",
-                    f"unknown field; affinity takes {', '.join(AFFINITY_FIELDS)}",
-                )
-            elif not isinstance(value, dict):
-                yield Problem(
-                    f"spec.{role}.affinity.{key}",
-                    f"must be an object (core/v1 {key[0].upper()}{key[1:]}), not {value!r}",
-                )
 
 
 def _overrides(spec: DeploymentSpec, engine: Engine) -> Iterator[Problem]:

@@ -1,4 +1,4 @@
-"""`disagg up examples/vllm-cpu.yaml --model DIR --prompt ...` (what `make up-vllm` runs):
+"""`disagg up examples/vllm-cpu.yaml --claim models=DIR --prompt ...` (what `make up-vllm` runs):
 the whole command, as a user runs it, leaves nothing behind."""
 
 from __future__ import annotations
@@ -47,11 +47,16 @@ def test_up_answers_through_real_vllm_and_reports_vllms_transfers(
         "up",
         str(ROOT / "examples" / "vllm-cpu.yaml"),
     ]
-    cmd += ["--model", str(tiny_llama), "--prompt", "Rivers flow to the sea", "--port", "0"]
+    # the local run with the example's own pvc:// model (a folder standing for the claim),
+    # and with --model DIR in its place
+    source = ["--claim", f"models={tiny_llama.parent}"] if binding else ["--model", str(tiny_llama)]
+    cmd += [*source, "--prompt", "Rivers flow to the sea", "--port", "0"]
     cmd += binding
     code, text, err = _run(cmd, timeout_s=600)
     assert code == 0, text[-3000:] + err[-3000:]
     assert "vllm serve → python -m vllm.entrypoints.openai.api_server" in text
+    if binding:
+        assert f"claim models (mounted at /mnt/models) → {tiny_llama.parent}" in text
     assert re.search(r"ready   decode vllm-cpu-decode-0: http://127\.0\.0\.1:\d+ \(vLLM", text)
     assert re.search(r"completion: '.+'", text)
     tokens = re.search(r"tokens:     \[([0-9, ]+)\]", text)

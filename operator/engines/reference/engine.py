@@ -185,6 +185,12 @@ class Reference(Engine):
                     "vllm only: the reference engine's presets fix their context and blocks; "
                     "remove it",
                 )
+        for field in ("servedModelName", "modelCache"):
+            if spec.model_dump(by_alias=True).get(field) is not None:
+                yield Problem(
+                    f"spec.{field}",
+                    "vllm only: the reference engine serves its preset by name; remove it",
+                )
         yield from tensor_parallel.problems(spec, None)
 
     def canary_image(self, spec: DeploymentSpec, settings: Settings) -> str | None:

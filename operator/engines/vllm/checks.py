@@ -28,6 +28,7 @@ DERIVED_FLAGS = {
     "--tensor-parallel-size": "spec.<role>.tensorParallelSize",
     "-tp": "spec.<role>.tensorParallelSize",
     "--model": "spec.model",
+    "--served-model-name": "spec.servedModelName",
 }
 DERIVED_ENV = {
     vllm.SIDE_CHANNEL_HOST: "nothing: it is the pod IP",

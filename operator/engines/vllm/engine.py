@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from disagg_operator.api import DeploymentSpec
 from disagg_operator.api.problems import Problem
 from disagg_operator.contracts import vllm
+from disagg_operator.derive import model as model_source
 from disagg_operator.derive import transfer
 from disagg_operator.engines.base import (
     Container,
@@ -89,8 +90,14 @@ class Vllm(Engine):
     ) -> Container:
         config = derive.kv_transfer_config(spec, role, settings.platforms)
         tp = str(spec.role(role).tensor_parallel_size)
+        source = model_source.source(spec)
         command = [
-            *("vllm", "serve", spec.model),
+            *("vllm", "serve", source.path),
+            *(
+                ("--served-model-name", source.served_name)
+                if source.served_name != source.path
+                else ()
+            ),
             *("--port", str(port), "--tensor-parallel-size", tp),
             *("--kv-transfer-config", json.dumps(config, separators=(",", ":"))),
             *derive.pool_flags(spec),

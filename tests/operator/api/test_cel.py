@@ -22,13 +22,16 @@ SCHEMA = crd.build()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 
 
 def _rules(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
-    """(object path below the root, rule) for every x-kubernetes-validations entry."""
+    """(object path below the root, rule) for every x-kubernetes-validations entry; a
+    ``[]`` step is every item of a list."""
     if not isinstance(node, dict):
         return
     for rule in node.get("x-kubernetes-validations", []):
         yield path, rule["rule"]
     for name, prop in (node.get("properties") or {}).items():
         yield from _rules(prop, (*path, name))
+    if "items" in node:
+        yield from _rules(node["items"], (*path, "[]"))
 
 
 RULES = list(_rules(SCHEMA))
@@ -45,7 +48,9 @@ def _defaulted(obj: dict[str, Any]) -> dict[str, Any]:
 def _holds(rule: str, path: tuple[str, ...], obj: dict[str, Any]) -> bool:
     """Whether ``rule`` holds; a rule on an absent object does not run (as in admission)."""
     target: Any = obj
-    for key in path:
+    for n, key in enumerate(path):
+        if key == "[]":
+            return all(_holds(rule, path[n + 1 :], item) for item in target)
         if not isinstance(target, dict) or key not in target:
             return True
         target = target[key]
@@ -60,7 +65,9 @@ def _failing(obj: dict[str, Any]) -> set[str]:
 
 
 def test_the_crd_carries_every_model_rule() -> None:
-    assert sorted(r for _, r in RULES) == sorted(r for r, _ in ALL_RULES)
+    # a rule of a shared shape (an env var of either role) sits at each place it is used
+    assert {r for _, r in RULES} == {r for r, _ in ALL_RULES}
+    assert len(ALL_RULES) == len({r for r, _ in ALL_RULES})
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -133,6 +140,10 @@ BAD = [
         models.SIDECAR_NEEDS_LLMD_RULE[0],
     ),
     (body(prefill=role(replicas=2, perDecode={"ratio": 0.5})), models.PREFILL_COUNT_RULE[0]),
+    (
+        body(decode=role(env=[{"name": "A", "value": "1", "valueFrom": {"fieldRef": {}}}])),
+        models.ENV_VALUE_RULE[0],
+    ),
     (
         body(prefill={"device": "cpu", "perDecode": {"ratio": 1, "min": 3, "max": 2}}),
         models.PER_DECODE_BOUNDS_RULE[0],

@@ -27,6 +27,7 @@ VLLM, REFERENCE = BUILTIN_ENGINES["vllm"], BUILTIN_ENGINES["reference"]
 ROOT = Path(__file__).resolve().parents[3]
 VLLM_CPU = ROOT / "examples" / "vllm-cpu.yaml"
 QUICKSTART = ROOT / "examples" / "quickstart-cpu.yaml"
+CLAIMS = {"models": "/data/models"}  # the local folder standing for the example's claim
 
 
 def _rendered(path: Path = VLLM_CPU) -> list[dict[str, Any]]:
@@ -43,13 +44,18 @@ def _engine(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
 
 def test_vllm_pods_keep_their_rendered_flags_and_env() -> None:
     objects = _rendered()
-    pods = local_pods(objects, "/s", VLLM, ports=itertools.count(9000), cores=[[0], [2, 3]])
+    pods = local_pods(
+        objects, "/s", VLLM, ports=itertools.count(9000), cores=[[0], [2, 3]], claims=CLAIMS
+    )
     assert [(p.role, p.local) for p in pods] == [("prefill", VLLM.local), ("decode", VLLM.local)]
     for pod, cores in zip(pods, ("0", "2,3"), strict=True):
         container = _engine(objects, pod.name)
         rendered = container["command"] + container.get("args", [])
         assert pod.argv[:3] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
-        assert pod.argv[3:5] == ["--model", rendered[2]]
+        # the claim's mount point is the claim's local folder
+        assert rendered[2] == "/mnt/models/tiny-llama"
+        assert pod.argv[3:5] == ["--model", "/data/models/tiny-llama"]
+        assert "claim models (mounted at /mnt/models) → /data/models" in pod.adapted
         # every rendered flag but the port travels unchanged, the KV config included
         flags = rendered[3:]
         i = flags.index("--port")
@@ -69,12 +75,23 @@ def test_vllm_pods_keep_their_rendered_flags_and_env() -> None:
 
 def test_vllm_pods_need_concrete_ports() -> None:
     with pytest.raises(UpError, match="vLLM needs concrete ports"):
-        local_pods(_rendered(), "/s", VLLM)
+        local_pods(_rendered(), "/s", VLLM, claims=CLAIMS)
+
+
+def test_a_claim_without_a_local_folder_or_a_model_the_cluster_fetches_is_refused() -> None:
+    with pytest.raises(UpError, match="--claim models=DIR"):
+        local_pods(_rendered(), "/s", VLLM, ports=itertools.count(9000))
+    for model, says in (("hf://org/name", "init container"), ("oci://r.example/m:1", "image")):
+        body = yaml.safe_load(VLLM_CPU.read_text())
+        body["metadata"].update(namespace="default", uid="u")
+        body["spec"]["model"] = model
+        with pytest.raises(UpError, match=f"{says}.*--model DIR"):
+            local_pods(render(body, hmac_key="k"), "/s", VLLM, ports=itertools.count(9000))
 
 
 def test_without_cores_the_rendered_binding_stays() -> None:
     objects = _rendered()
-    pods = local_pods(objects, "/s", VLLM, ports=itertools.count(9000))
+    pods = local_pods(objects, "/s", VLLM, ports=itertools.count(9000), claims=CLAIMS)
     for pod in pods:
         env = {e["name"]: e.get("value") for e in _engine(objects, pod.name)["env"]}
         assert pod.env["VLLM_CPU_OMP_THREADS_BIND"] == env["VLLM_CPU_OMP_THREADS_BIND"]

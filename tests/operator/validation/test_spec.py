@@ -346,16 +346,44 @@ def test_one_max_model_len_and_block_size_for_both_pools() -> None:
         (
             {"env": [{"name": "X", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "a"}}}]},
             "spec.decode.env[0]",
-            "sets value and valueFrom",
+            "sets both value and valueFrom",
         ),
-        ({"env": [{"name": "X", "valueFrom": {}}]}, "spec.decode.env[0].valueFrom", "no source"),
+        ({"env": [{"name": "X", "valueFrom": {}}]}, "spec.decode.env[0].valueFrom", "got none"),
         (
             {"env": [{"name": "X", "valueFrom": {"secretRef": {"name": "s"}}}]},
-            "spec.decode.env[0].valueFrom",
-            "exactly one of configMapKeyRef",
+            "spec.decode.env[0].valueFrom.secretRef",
+            "unknown field",
+        ),
+        (
+            {"env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "s"}}}]},
+            "spec.decode.env[0].valueFrom.secretKeyRef.key",
+            "required",
         ),
         ({"affinity": {"nodeAffinity": "oops"}}, "spec.decode.affinity.nodeAffinity", "object"),
         ({"affinity": {"nodeAfinity": {}}}, "spec.decode.affinity.nodeAfinity", "unknown field"),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [{"matchExpressions": [{"key": "k"}]}]
+                        }
+                    }
+                }
+            },
+            "spec.decode.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            ".nodeSelectorTerms[0].matchExpressions[0].operator",
+            "required",
+        ),
+        (
+            {
+                "topologySpreadConstraints": [
+                    {"maxSkew": "1", "topologyKey": "k", "whenUnsatisfiable": "DoNotSchedule"}
+                ]
+            },
+            "spec.decode.topologySpreadConstraints[0].maxSkew",
+            "must be an integer",
+        ),
     ],
 )
 def test_pass_through_shapes_the_api_server_refuses_are_refused_before_anything_is_created(

@@ -1,0 +1,248 @@
+"""What users hand to the pods: the pass-through core/v1 fields and the pod overlay.
+
+Pure layer, part of validation. :func:`passthrough` checks env, affinity and spread
+constraints against the core/v1 schemas and the API server's pod rules
+(:mod:`.corev1`); :func:`overlay` checks ``spec.<role>.podTemplate`` the same way and
+refuses, by field and with the fix, what would break a derived setting: a container
+field the operator derives (image, command, ports, probes, the preStop drain), a volume
+or mount path the engine already uses, a port of the pod, the operator's labels, a grace
+period shorter than the drain. The merge itself is :mod:`disagg_operator.render.overlay`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from disagg_operator.api import (
+    CANARY_PORT,
+    ENGINE_BEHIND_SIDECAR_PORT,
+    GROUP,
+    HTTP_PORT,
+    LABEL_LLMD_ROLE,
+    ROLES,
+    DeploymentSpec,
+)
+from disagg_operator.api.podtemplate import DERIVED_CONTAINERS, ENGINE_CONTAINER, PodTemplate
+from disagg_operator.api.problems import Problem
+from disagg_operator.derive import model as model_source
+from disagg_operator.engines.base import Engine
+from disagg_operator.engines.settings import Settings
+from disagg_operator.validation import corev1
+
+# Fields of a derived container a podTemplate may set (merged); the rest are refused.
+MERGED = frozenset(
+    {
+        "name",
+        "volumeMounts",
+        "envFrom",
+        "env",
+        "resources",
+        "securityContext",
+        "livenessProbe",
+        "imagePullPolicy",
+        "terminationMessagePath",
+        "terminationMessagePolicy",
+    }
+)
+# Where a refused field of a derived container is set instead.
+DERIVED_FIELD_FIX = {
+    "image": "set spec.<role>.image (engine), spec.llmd.routingSidecar.image or "
+    "spec.transferCanary.image",
+    "command": "the operator derives it; add engine arguments with spec.<role>.args",
+    "args": "the operator derives them; add engine arguments with spec.<role>.args "
+    "(the sidecar's with spec.llmd.routingSidecar.args)",
+    "ports": "the operator derives the ports (serving, side channel, canary)",
+    "readinessProbe": "the operator derives readiness (the engine's /health, the canary)",
+    "startupProbe": "the operator derives the startup probe",
+    "lifecycle": "the preStop is the derived drain; raise it with spec.<role>.drainSeconds",
+}
+ENGINE_ONLY_FIX = {
+    "resources": "set spec.<role>.resources (the CPU and memory derivations read it)",
+    "env": "set spec.<role>.env (derived names are checked there)",
+}
+
+
+def passthrough(spec: DeploymentSpec) -> Iterator[Problem]:
+    """core/v1 schema and pod rules of the role fields passed to the pods as given."""
+    for role in ROLES:
+        r, at = spec.role(role), f"spec.{role}"
+        for i, env in enumerate(r.env or []):
+            item = env.model_dump(by_alias=True, exclude_none=True)
+            yield from corev1.env_problems(f"{at}.env[{i}]", item)
+            yield from corev1.schema_problems(
+                f"{at}.env[{i}].valueFrom", env.value_from, "EnvVarSource"
+            )
+        yield from corev1.schema_problems(f"{at}.affinity", r.affinity, "Affinity")
+        for i, c in enumerate(r.topology_spread_constraints or []):
+            yield from corev1.schema_problems(
+                f"{at}.topologySpreadConstraints[{i}]", c, "TopologySpreadConstraint"
+            )
+
+
+def overlay(spec: DeploymentSpec, engine: Engine, settings: Settings) -> Iterator[Problem]:
+    """Problems of each role's podTemplate."""
+    for role in ROLES:
+        template = spec.role(role).pod_template
+        if template is not None:
+            yield from _template(spec, role, template, engine, settings)
+
+
+def _template(
+    spec: DeploymentSpec, role: str, t: PodTemplate, engine: Engine, settings: Settings
+) -> Iterator[Problem]:
+    at = f"spec.{role}.podTemplate"
+    meta = t.metadata
+    for where, values in (
+        ("labels", meta and meta.labels),
+        ("annotations", meta and meta.annotations),
+    ):
+        for key in values or {}:
+            if key.split("/")[0].endswith(GROUP) or key == LABEL_LLMD_ROLE:
+                yield Problem(f"{at}.metadata.{where}[{key}]", "is the operator's key; use another")
+    s = t.spec
+    if s is None:
+        return
+    source = model_source.source(spec)
+    derived_volumes = {v["name"] for v in [*engine.volumes(spec, "x"), *source.volumes]}
+    volumes = [v for v in s.volumes or [] if isinstance(v, dict)]
+    for i, v in enumerate(s.volumes or []):
+        yield from corev1.schema_problems(f"{at}.spec.volumes[{i}]", v, "Volume")
+        yield from corev1.volume_problems(f"{at}.spec.volumes[{i}]", v)
+        if v.get("name") in derived_volumes:
+            yield Problem(
+                f"{at}.spec.volumes[{i}].name", f"{v['name']!r} is the engine's volume; rename it"
+            )
+    known = derived_volumes | {v.get("name") for v in volumes}
+    for i, ref in enumerate(s.image_pull_secrets or []):
+        yield from corev1.schema_problems(
+            f"{at}.spec.imagePullSecrets[{i}]", ref, "LocalObjectReference"
+        )
+    yield from corev1.schema_problems(
+        f"{at}.spec.securityContext", s.security_context, "PodSecurityContext"
+    )
+    yield from _grace(spec, role, s.termination_grace_period_seconds, engine, at)
+    yield from _containers(
+        spec,
+        role,
+        s.init_containers or [],
+        f"{at}.spec.initContainers",
+        known,
+        engine,
+        settings,
+        init=True,
+    )
+    yield from _containers(
+        spec, role, s.containers or [], f"{at}.spec.containers", known, engine, settings, init=False
+    )
+
+
+def _grace(
+    spec: DeploymentSpec, role: str, given: int | None, engine: Engine, at: str
+) -> Iterator[Problem]:
+    if given is None:
+        return
+    drain = max(engine.drain_seconds(spec), spec.role(role).drain_seconds or 0)
+    if given < drain:
+        yield Problem(
+            f"{at}.spec.terminationGracePeriodSeconds",
+            f"{given} s is shorter than the pod's drain ({drain} s): it would cut in-flight "
+            "work; omit it, or lower spec.<role>.drainSeconds".replace("<role>", role),
+        )
+
+
+def _containers(
+    spec: DeploymentSpec,
+    role: str,
+    containers: list[dict[str, Any]],
+    at: str,
+    volumes: set[Any],
+    engine: Engine,
+    settings: Settings,
+    *,
+    init: bool,
+) -> Iterator[Problem]:
+    names: set[str] = set()
+    taken = {
+        HTTP_PORT,
+        ENGINE_BEHIND_SIDECAR_PORT,
+        CANARY_PORT,
+        *engine.side_channel_ports(spec, role),
+    }
+    for i, c in enumerate(containers):
+        where = f"{at}[{i}]"
+        schema = corev1.schema_problems(where, c, "Container")
+        yield from schema
+        if schema:
+            continue
+        name = c["name"]
+        yield from corev1.container_name_problems(f"{where}.name", name)
+        if name in names:
+            yield Problem(f"{where}.name", f"{name!r} is listed twice; merge the entries")
+        names.add(name)
+        derived = name in DERIVED_CONTAINERS
+        if init and name == model_source.DOWNLOAD_CONTAINER:
+            yield Problem(f"{where}.name", f"{name!r} is the model download's; rename it")
+        if derived and init:
+            yield Problem(
+                f"{where}.name", f"{name!r} is a container of the pod; rename the init container"
+            )
+        elif derived:
+            yield from _merged(role, name, c, where)
+        elif not c.get("image"):
+            yield Problem(
+                f"{where}.image",
+                "an extra container needs an image (or name a derived one: "
+                f"{', '.join(DERIVED_CONTAINERS)})",
+            )
+        for j, port in enumerate(c.get("ports") or []):
+            if not derived and port.get("containerPort") in taken:
+                yield Problem(
+                    f"{where}.ports[{j}].containerPort",
+                    f"{port['containerPort']} is a derived port of the pod "
+                    f"({', '.join(map(str, sorted(taken)))}); use another",
+                )
+        for j, env in enumerate(c.get("env") or []):
+            yield from corev1.env_problems(f"{where}.env[{j}]", env)
+        yield from _mounts(spec, role, name, c, where, volumes, engine, settings)
+
+
+def _merged(role: str, name: str, c: dict[str, Any], where: str) -> Iterator[Problem]:
+    for key in c:
+        fix = DERIVED_FIELD_FIX.get(key) if key not in MERGED else None
+        if name == ENGINE_CONTAINER and key in ENGINE_ONLY_FIX:
+            fix = ENGINE_ONLY_FIX[key]
+        elif key not in MERGED and fix is None:
+            fix = f"a derived container takes only {', '.join(sorted(MERGED - {'name'}))}"
+        if fix:
+            yield Problem(
+                f"{where}.{key}",
+                f"cannot be set on the {name} container: {fix.replace('<role>', role)}",
+            )
+
+
+def _mounts(
+    spec: DeploymentSpec,
+    role: str,
+    name: str,
+    c: dict[str, Any],
+    where: str,
+    volumes: set[Any],
+    engine: Engine,
+    settings: Settings,
+) -> Iterator[Problem]:
+    used = set()
+    if name == ENGINE_CONTAINER:
+        mounts = [*engine.container(spec, role, HTTP_PORT, settings).mounts]
+        used = {m["mountPath"] for m in [*mounts, *model_source.source(spec).mounts]}
+    for j, m in enumerate(c.get("volumeMounts") or []):
+        if m.get("name") not in volumes:
+            yield Problem(
+                f"{where}.volumeMounts[{j}].name",
+                f"no volume named {m.get('name')!r}; add it to podTemplate.spec.volumes",
+            )
+        if m.get("mountPath") in used:
+            yield Problem(
+                f"{where}.volumeMounts[{j}].mountPath",
+                f"{m['mountPath']} is the engine's own mount; choose another path",
+            )
