@@ -41,6 +41,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from disagg_worker.serve.discovery import Refresher, parse_service
 from disagg_worker.serve.limits import bounded
 from disagg_worker.serve.openai import RELEASE_PATH, ApiError, proxy_refusal, request_id
 from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
@@ -72,23 +73,31 @@ class Proxy:
 
     def __init__(
         self,
-        prefill: Sequence[str],
-        decode: Sequence[str],
+        prefill: Sequence[str] | Pool,
+        decode: Sequence[str] | Pool,
         policy: str = "round-robin",
         timeout_s: float = 60.0,
         after_prefill: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+        refreshers: Sequence[Refresher] = (),
     ) -> None:
-        self.prefill = Pool(prefill, policy)
-        self.decode = Pool(decode, policy)
+        """``prefill`` and ``decode``: worker URLs, or pools that ``refreshers`` keep
+        current from their Services (:mod:`disagg_worker.serve.discovery`)."""
+        self.prefill = prefill if isinstance(prefill, Pool) else Pool(prefill, policy)
+        self.decode = decode if isinstance(decode, Pool) else Pool(decode, policy)
         self.timeout_s = timeout_s
         self.after_prefill = after_prefill  # a test seam: act between the two hops
+        self.refreshers = list(refreshers)
         self._session: aiohttp.ClientSession | None = None
         self._releases: set[asyncio.Task[None]] = set()
 
     async def start(self, _: web.Application | None = None) -> None:
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        for refresher in self.refreshers:
+            await refresher.start()
 
     async def close(self, _: web.Application | None = None) -> None:
+        for refresher in self.refreshers:
+            await refresher.close()
         if self._releases:
             await asyncio.wait(self._releases, timeout=RELEASE_TIMEOUT_S)
         if self._session is not None:
@@ -335,10 +344,17 @@ def build_app(proxy: Proxy) -> web.Application:
         return web.json_response(out, headers={"X-Request-Id": rid})
 
     async def health(_: web.Request) -> web.Response:
-        pools = {
+        pools: dict[str, Any] = {
             name: [{"url": b.url, "inflight": b.inflight} for b in pool.backends]
             for name, pool in (("prefill", proxy.prefill), ("decode", proxy.decode))
         }
+        services = {
+            name: pool.service
+            for name, pool in (("prefill", proxy.prefill), ("decode", proxy.decode))
+            if pool.service
+        }
+        if services:
+            pools["services"] = services
         return web.json_response({"status": "ok", "policy": proxy.prefill.policy, **pools})
 
     app = web.Application(client_max_size=CLIENT_MAX_SIZE, middlewares=[json_route_errors(_error)])
@@ -365,23 +381,54 @@ def _parser() -> argparse.ArgumentParser:
         description="P/D proxy: each completion goes to a prefill worker, then to a decode "
         "worker with the returned kv_transfer_params (vLLM's convention).",
     )
-    p.add_argument("--prefill", nargs="+", required=True, metavar="URL")
-    p.add_argument("--decode", nargs="+", required=True, metavar="URL")
+    for role in ("prefill", "decode"):
+        pool = p.add_mutually_exclusive_group(required=True)
+        pool.add_argument(f"--{role}", nargs="+", metavar="URL", help=f"the {role} workers")
+        pool.add_argument(
+            f"--{role}-service",
+            metavar="HOST:PORT",
+            help=f"a headless Service over the {role} pods: every ready pod it resolves to, "
+            "resolved again every --refresh-s",
+        )
+    p.add_argument("--refresh-s", type=float, default=5.0, help="Service re-resolve period")
     p.add_argument("--policy", choices=POLICIES, default="round-robin")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="listen address (0.0.0.0 in a pod)")
     p.add_argument("--port", type=int, default=8080, help="0: any free port")
     p.add_argument("--timeout-s", type=float, default=60.0, help="deadline for both hops")
     return p
+
+
+def pools(args: argparse.Namespace) -> tuple[Pool, Pool, list[Refresher]]:
+    """The two pools the command line names, and what keeps Service-backed ones current."""
+    out, refreshers = [], []
+    for role in ("prefill", "decode"):
+        service = getattr(args, f"{role}_service")
+        if service is None:
+            out.append(Pool(getattr(args, role), args.policy))
+            continue
+        try:
+            host, port = parse_service(service)
+        except ValueError as e:
+            raise SystemExit(f"disagg proxy: --{role}-service {e}") from None
+        pool = Pool([], args.policy, service=service)
+        refreshers.append(Refresher(pool, host, port, args.refresh_s))
+        out.append(pool)
+    return out[0], out[1], refreshers
 
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     from disagg_worker.serve.localrun import serve
 
-    proxy = Proxy(args.prefill, args.decode, args.policy, args.timeout_s)
+    prefill, decode, refreshers = pools(args)
+    proxy = Proxy(prefill, decode, args.policy, args.timeout_s, refreshers=refreshers)
 
     async def ready(_: int) -> dict[str, Any]:
-        return {"role": "proxy", "prefill": args.prefill, "decode": args.decode}
+        return {
+            "role": "proxy",
+            "prefill": args.prefill or args.prefill_service,
+            "decode": args.decode or args.decode_service,
+        }
 
     # a client that leaves cancels its request: the decode hop is dropped and the
     # prefill's blocks released at once (Proxy.complete)

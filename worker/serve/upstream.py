@@ -57,14 +57,23 @@ class Backend:
 class Pool:
     """Workers of one role and the policy that picks among them."""
 
-    def __init__(self, urls: Sequence[str], policy: str) -> None:
+    def __init__(self, urls: Sequence[str], policy: str, service: str = "") -> None:
+        """A pool of ``urls``, or, with ``service`` (a Service's name), of the addresses
+        :mod:`disagg_worker.serve.discovery` keeps setting (:meth:`set_urls`)."""
         if policy not in POLICIES:
             raise ValueError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
-        if not urls:
+        if not urls and not service:
             raise ValueError("a pool needs at least one worker URL")
-        self.backends = [Backend(u.rstrip("/")) for u in urls]
-        self.policy = policy
-        self._turn = itertools.cycle(range(len(self.backends)))
+        self.policy, self.service = policy, service
+        self.backends: list[Backend] = []
+        self.set_urls(urls)
+
+    def set_urls(self, urls: Sequence[str]) -> None:
+        """The pool's workers are now ``urls``; a worker that stays keeps its in-flight
+        count (least-loaded stays right across a refresh)."""
+        known = {b.url: b for b in self.backends}
+        self.backends = [known.get(u.rstrip("/"), Backend(u.rstrip("/"))) for u in urls]
+        self._turn = itertools.cycle(range(max(1, len(self.backends))))
 
     def pick(self) -> Backend:
         start = next(self._turn)
@@ -75,7 +84,9 @@ class Pool:
 
     def candidates(self) -> list[Backend]:
         """The policy's pick, then every other worker (where a full or unreachable
-        worker's request goes next)."""
+        worker's request goes next). No worker (a Service with no ready pod): a 503."""
+        if not self.backends:
+            raise HopError(503, f"no ready pod behind {self.service}", retry_after="1")
         first = self.pick()
         return [first, *(b for b in self.backends if b is not first)]
 
