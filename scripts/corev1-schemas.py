@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Write operator/api/corev1.json: the core/v1 shapes the spec passes through to pods,
+"""Write operator/api/corev1.json: the core/v1 shapes the spec passes through to pods
+(and networking/v1's NetworkPolicyPeer),
 as structural schemas, from Kubernetes' own OpenAPI definitions at one named version.
 
 The definitions come from kubernetes-validate's offline copy (a dev dependency): the
@@ -24,12 +25,16 @@ from typing import Any
 import kubernetes_validate
 
 KUBERNETES = "1.31.0"  # the first with image volumes (oci:// models)
+# Kubernetes' own definitions' names: core/v1 unless another group is named.
+OTHER_GROUPS = {"NetworkPolicyPeer": "io.k8s.api.networking.v1."}
 TYPES = (
     "Affinity",
     "Container",
     "EnvVarSource",
     "LocalObjectReference",
+    "NetworkPolicyPeer",
     "PodSecurityContext",
+    "ResourceRequirements",
     "SecurityContext",
     "Toleration",
     "TopologySpreadConstraint",
@@ -78,8 +83,10 @@ def structural(node: Any, defs: dict[str, Any]) -> Any:
 
 def build() -> dict[str, Any]:
     defs = definitions()
-    schemas = {name: structural(defs[_PREFIX + name], defs) for name in TYPES}
-    return {"kubernetes": KUBERNETES, "schemas": schemas}
+    full = {name: OTHER_GROUPS.get(name, _PREFIX) + name for name in TYPES}
+    schemas = {name: structural(defs[full[name]], defs) for name in TYPES}
+    groups = {name: full[name].split(".")[-3] + "/" + full[name].split(".")[-2] for name in TYPES}
+    return {"kubernetes": KUBERNETES, "schemas": schemas, "groups": groups}
 
 
 def text() -> str:
@@ -93,7 +100,7 @@ def main(argv: list[str]) -> int:
             return 1
         return 0
     OUT.write_text(text())
-    print(f"wrote {OUT} (core/v1 of Kubernetes {KUBERNETES}: {', '.join(TYPES)})")
+    print(f"wrote {OUT} (Kubernetes {KUBERNETES}: {', '.join(TYPES)})")
     return 0
 
 

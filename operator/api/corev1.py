@@ -21,11 +21,12 @@ _DATA = json.loads(resources.files(__package__).joinpath("corev1.json").read_tex
 
 KUBERNETES: str = _DATA["kubernetes"]
 SCHEMAS: MappingProxyType[str, Any] = MappingProxyType(_DATA["schemas"])
+GROUPS: MappingProxyType[str, str] = MappingProxyType(_DATA["groups"])  # kind → core/v1, ...
 
 
 def schema(kind: str) -> dict[str, Any]:
-    """The structural schema of core/v1 ``kind``, with a description naming it."""
-    return {**SCHEMAS[kind], "description": f"core/v1 {kind} (Kubernetes {KUBERNETES})"}
+    """The structural schema of ``kind``, with a description naming it."""
+    return {**SCHEMAS[kind], "description": f"{GROUPS[kind]} {kind} (Kubernetes {KUBERNETES})"}
 
 
 def shape(kind: str) -> Any:

@@ -93,6 +93,11 @@ CHILDREN: tuple[Kind, ...] = (
     ),
     # a pod's spec is immutable: the rollout planner replaces pods, nothing patches them
     Kind("Pod", ("v1",), "pods", "watched", managed=(), short_names=("po",), status=True),
+    # the router (spec.router): patched like a Service; its ReplicaSets and pods are the
+    # Deployment controller's, never the operator's
+    Kind(
+        "Deployment", ("apps/v1",), "deployments", "watched", short_names=("deploy",), status=True
+    ),
     # only with llm-d, in the version the spec asks for; not watched (it changes with the CR)
     Kind(
         "InferencePool",

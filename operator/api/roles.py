@@ -100,6 +100,13 @@ class RoleSpec(_Model):
     resources: Resources | None = Field(
         default=None, description="engine container resources; GPU roles must limit the GPU"
     )
+    accelerator_memory: Quantity | None = Field(
+        default=None,
+        description="memory of one accelerator of this pool (e.g. 80Gi for an H100): with "
+        "kvBufferDevice cpu on a GPU pool, vLLM keeps a host buffer as large as its device "
+        "KV cache, which is counted against limits.memory (a limit that cannot hold it is "
+        "refused with the numbers)",
+    )
     image: str | None = Field(default=None, description="image override for this role")
     drain_seconds: int | None = Field(
         default=None,

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
 from disagg_operator.api.base import _EMPTY, FreeForm, Quantity, _Model, _rules
+from disagg_operator.api.corev1 import shape
 from disagg_operator.api.roles import DecodeSpec, PrefillSpec
 from disagg_operator.api.rules import (
     BACKENDS_UNIQUE_RULE,
@@ -214,6 +215,36 @@ class TransferCanary(_Model):
     )
 
 
+ROUTER_PORT = 8080  # the router container's port; its Service serves port 80
+
+
+class Router(_Model):
+    """The front door: the disagg proxy as a Deployment and a ClusterIP Service
+    ``<name>-router``, spreading each request's two hops over every ready prefill and
+    decode pod (their headless Services, resolved again every few seconds)."""
+
+    enabled: bool = Field(default=False, description="render the router Deployment and Service")
+    replicas: int = Field(default=1, ge=0, description="router pods")
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        description="image with the `disagg` command; default: the decode image for engine "
+        "reference, the operator's worker image (--canary-image, the chart's "
+        "transferCanary image) for engine vllm",
+    )
+    policy: Literal["round-robin", "least-loaded"] = Field(
+        default="round-robin", description="how a pod is picked for each hop"
+    )
+    timeout_seconds: float = Field(
+        default=60.0, gt=0, description="the deadline of one request's two hops"
+    )
+    resources: shape("ResourceRequirements") | None = Field(  # type: ignore[valid-type]
+        default=None,
+        description="the router container's resources; default requests cpu 100m, memory "
+        "128Mi, limits memory 512Mi",
+    )
+
+
 class SecretKey(_Model):
     """A key of a Secret in the deployment's namespace."""
 
@@ -283,6 +314,18 @@ class DeploymentSpec(_Model):
         default_factory=TransferCanary,
         description="transfer-path canary in decode pods (TransferPathReady condition)",
         **_EMPTY,
+    )
+    router: Router = Field(
+        default_factory=Router,
+        description="the in-cluster front door (Deployment and Service <name>-router)",
+        **_EMPTY,
+    )
+    serving_access: list[shape("NetworkPolicyPeer")] | None = Field(  # type: ignore[valid-type]
+        default=None,
+        description="who else may reach the engines' serving port 8000 (NetworkPolicy peers: "
+        "podSelector, namespaceSelector, ipBlock); the deployment's own pods always may. "
+        "Default: its router and, with llm-d, the pods of its namespace (the gateway and the "
+        "endpoint picker); []: nobody else; [{namespaceSelector: {}}]: every namespace",
     )
 
     def role(self, name: str) -> PrefillSpec | DecodeSpec:

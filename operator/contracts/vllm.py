@@ -60,6 +60,32 @@ class Lease:
     minimum: int = 1
 
 
+# --gpu-memory-utilization's default, the share of device memory vLLM plans for weights,
+# activations and the KV cache (vllm/config/cache.py: 0.92 in 0.32.0; 0.9 in older
+# releases, so an estimate from 0.92 is an upper bound for them).
+GPU_MEMORY_UTILIZATION_DEFAULT = 0.92
+# Flags that size the device KV cache (and so a cpu buffer's host mirror of it).
+GPU_MEMORY_UTILIZATION = "--gpu-memory-utilization"
+KV_CACHE_MEMORY_BYTES = "--kv-cache-memory-bytes"
+_HUMAN = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+
+
+def human_readable_int(text: str) -> int:
+    """An integer flag as vLLM reads it (``vllm.utils.argparse_utils.human_readable_int``):
+    a lowercase k/m/g/t suffix is decimal, uppercase K/M/G/T binary (8G = 8 GiB)."""
+    text = text.strip()
+    unit = text[-1:] if text[-1:].lower() in _HUMAN else ""
+    number = text[: len(text) - len(unit)]
+    scale = (
+        1
+        if not unit
+        else _HUMAN[unit]
+        if unit.islower()
+        else 1024 ** ("kmgt".index(unit.lower()) + 1)
+    )
+    return int(float(number) * scale) if unit else int(number)
+
+
 @dataclass(frozen=True)
 class Profile:
     """What one vLLM version range accepts and does (see the module docstring)."""

@@ -248,9 +248,9 @@ def _upstream_kind(node: dict[str, Any]) -> str | None:
 
 def _upstream(prop: dict[str, Any], kind: str) -> str:
     own = str(prop.get("description", ""))
-    if own.startswith("core/v1 "):
+    if own.startswith(corev1.GROUPS[kind]):
         own = ""
-    what = f"core/v1 {kind}, Kubernetes {corev1.KUBERNETES}"
+    what = f"{corev1.GROUPS[kind]} {kind}, Kubernetes {corev1.KUBERNETES}"
     return f"{own} ({what})" if own else what
 
 

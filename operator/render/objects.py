@@ -52,6 +52,7 @@ from disagg_operator.derive.scaling import effective_replicas, min_available
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render import canary as render_canary
 from disagg_operator.render import pods as render_pods
+from disagg_operator.render import router
 from disagg_operator.render.kvkey import kv_revision
 from disagg_operator.validation.spec import InvalidSpec, parse
 
@@ -167,6 +168,10 @@ def render_model(
         for rev in dict.fromkeys((kv, target)):  # routed, then the spec's
             svc = render_canary.revision_service(name, rev)
             objects.append(_canary_service(name, rev, _meta(dd, uid, svc, "prefill")))
+    front = router.objects(
+        spec, name, dd.metadata.namespace, _meta(dd, uid, router.name_of(name)), settings
+    )
+    objects += front[:1]  # the router Service, with the other Services
     objects.append(_network_policy(spec, name, _meta(dd, uid, f"{name}-side-channel")))
     floors = {role: min_available(spec, role) for role in roles}
     budgets = [r for r in roles if spec.role(r).disruption_budget.enabled and floors[r] > 0]
@@ -176,6 +181,7 @@ def render_model(
             role_pod(dd, uid=uid, role=role, index=i, kv=target, settings=settings)
             for i in range(counts[role])
         ]
+    objects += front[1:]  # the router Deployment
     if spec.llmd.enabled and spec.llmd.inference_pool.enabled:
         objects.append(_inference_pool(spec, name, _meta(dd, uid, name), kv))
     return copy.deepcopy(objects)  # no shared sub-dicts: callers may mutate freely
@@ -232,14 +238,21 @@ def _pdb(floor: int, meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _network_policy(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> dict[str, Any]:
-    """Side channel (and KV data) only from this deployment's pods; serving port from all.
+    """Every port from this deployment's pods; the serving port from ``servingAccess``.
 
     Pods of the deployment reach each other on every port, not just the side-channel
     ports: UCX's tcp transport moves the KV on ephemeral ports it picks itself, so a list
     of handshake ports would break transfers where policies are enforced. Everyone else
-    reaches the serving port only.
+    reaches at most the serving port, and only the peers :func:`serving_peers` names: a
+    vLLM decode dials whatever ``remote_host`` a request's kv_transfer_params name, so
+    who may send requests matters (docs/security.md).
     """
     peers = [{"podSelector": {"matchLabels": selector(name)}}]
+    serving: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": HTTP_PORT}]}
+    clients = serving_peers(spec, name)
+    ingress = [{"from": peers}]
+    if clients:
+        ingress.append({"from": clients, **serving})
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -247,12 +260,21 @@ def _network_policy(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> di
         "spec": {
             "podSelector": {"matchLabels": selector(name)},
             "policyTypes": ["Ingress"],
-            "ingress": [
-                {"from": peers},
-                {"ports": [{"protocol": "TCP", "port": HTTP_PORT}]},
-            ],
+            "ingress": ingress,
         },
     }
+
+
+def serving_peers(spec: DeploymentSpec, name: str) -> list[dict[str, Any]]:
+    """Who besides the deployment's pods may reach the serving port: ``servingAccess`` as
+    given; by default the router's pods and, with llm-d, the namespace's pods (the gateway
+    and the endpoint picker that route to the pods and read their metrics)."""
+    if spec.serving_access is not None:
+        return [dict(p) for p in spec.serving_access]
+    out: list[dict[str, Any]] = [{"podSelector": {"matchLabels": {router.LABEL_ROUTER: name}}}]
+    if spec.llmd.enabled:
+        out.append({"podSelector": {}})
+    return out
 
 
 def _inference_pool(

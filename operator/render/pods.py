@@ -45,6 +45,9 @@ SHUTDOWN_MARGIN_S = 10
 
 # Every container: no privilege escalation, no capabilities. The derived UCX_TLS uses no
 # transport that needs CAP_SYS_PTRACE (cma) or a shared IPC namespace, so none is added.
+# The llm-d routing sidecar's requests (it relays HTTP; a podTemplate entry named
+# routing-proxy may raise or limit them).
+SIDECAR_RESOURCES: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "128Mi"}}
 CONTAINER_SECURITY: dict[str, Any] = {
     "allowPrivilegeEscalation": False,
     "capabilities": {"drop": ["ALL"]},
@@ -224,6 +227,7 @@ def sidecar_container(spec: DeploymentSpec) -> dict[str, Any]:
             "periodSeconds": 5,
             "failureThreshold": 3,
         },
+        "resources": {k: dict(v) for k, v in SIDECAR_RESOURCES.items()},
         "securityContext": dict(CONTAINER_SECURITY),
     }
 

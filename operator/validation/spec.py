@@ -38,7 +38,7 @@ from disagg_operator.derive.scaling import effective_replicas, resolve
 from disagg_operator.derive.scaling import problems as scaling_problems
 from disagg_operator.engines.base import Engine
 from disagg_operator.engines.settings import DEFAULT, Settings
-from disagg_operator.validation import pods
+from disagg_operator.validation import corev1, pods
 from disagg_worker import platforms, ucx
 
 __all__ = ["InvalidSpec", "Problem", "check", "parse"]
@@ -101,6 +101,8 @@ def check(dd: DisaggregatedDeployment, settings: Settings = DEFAULT) -> list[Pro
     problems += _ucx_reach(spec)
     problems += _resources(spec, settings)
     problems += _llmd(spec)
+    problems += _router(spec, settings)
+    problems += _access(spec)
     problems += _ports(spec, engine)
     problems += scaling_problems(spec)
     problems += _overrides(spec, engine)
@@ -268,6 +270,36 @@ def _llmd(spec: DeploymentSpec) -> Iterator[Problem]:
         why = llmd.flag_problem(arg)
         if why:
             yield Problem(f"spec.llmd.routingSidecar.args[{i}]", why)
+
+
+def _router(spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
+    r = spec.router
+    if not r.enabled:
+        return
+    if spec.llmd.enabled and spec.llmd.routing_sidecar.enabled:
+        yield Problem(
+            "spec.router.enabled",
+            "the llm-d routing sidecar already routes each request (with its endpoint "
+            "picker); turn one of them off",
+        )
+    if not (r.image or settings.engine(spec).canary_image(spec, settings)):
+        yield Problem(
+            "spec.router.image",
+            "required: the operator was started without a worker image (the chart's "
+            "transferCanary.image, --canary-image); set an image with the `disagg` command",
+        )
+    yield from corev1.schema_problems("spec.router.resources", r.resources, "ResourceRequirements")
+
+
+def _access(spec: DeploymentSpec) -> Iterator[Problem]:
+    for i, peer in enumerate(spec.serving_access or []):
+        yield from corev1.schema_problems(f"spec.servingAccess[{i}]", peer, "NetworkPolicyPeer")
+        if isinstance(peer, dict) and not peer:
+            yield Problem(
+                f"spec.servingAccess[{i}]",
+                "an empty peer selects nothing in a NetworkPolicy; name a podSelector, "
+                "namespaceSelector or ipBlock ({namespaceSelector: {}}: every namespace)",
+            )
 
 
 def _ports(spec: DeploymentSpec, engine: Engine) -> Iterator[Problem]:

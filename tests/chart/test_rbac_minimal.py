@@ -8,7 +8,8 @@ changes (Services patched, pods replaced, and the handshake Secret, lost just be
 created again with them: create only, the operator never reads Secrets); disruption
 budgets come and go (a second decode pod brings decode's PodDisruptionBudget, scaling
 back to one deletes it, prefill's maxUnavailable 0 creates prefill's, a second prefill
-pod patches it); someone edits its NetworkPolicy (drift patched back); a role is scaled
+pod patches it); someone edits its NetworkPolicy (drift patched back); its router is
+turned on, scaled and turned off (a Deployment created, patched, deleted); a role is scaled
 to 0 (its Service deleted); it gets
 an invalid spec (status + Warning event). Then an llm-d deployment gets its InferencePool (v1, the
 default), changes it and drops it; and one that asks for the deprecated v1alpha2 API does
@@ -171,6 +172,16 @@ async def _plain_life(emu: Emulator) -> None:
         "NetworkPolicy repaired",
         lambda: emu.find(netpol, NS, "demo-side-channel")["spec"]["ingress"],
     )
+    deploys = "apps/v1/deployments"
+    _edit(emu, "demo", lambda s: s.update(router={"enabled": True}))
+    await until("router Deployment", lambda: emu.find(deploys, NS, "demo-router"))
+    _edit(emu, "demo", lambda s: s["router"].update(replicas=2))
+    await until(
+        "router Deployment patched",
+        lambda: emu.find(deploys, NS, "demo-router")["spec"]["replicas"] == 2,
+    )
+    _edit(emu, "demo", lambda s: s["router"].update(enabled=False))
+    await until("router Deployment removed", lambda: emu.find(deploys, NS, "demo-router") is None)
     _edit(emu, "demo", lambda s: s["decode"].update(replicas=0))
     await until(
         "decode Service removed", lambda: emu.find("v1/services", NS, "demo-decode") is None

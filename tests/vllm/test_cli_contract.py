@@ -76,7 +76,13 @@ def _argv(pod: dict[str, Any]) -> list[str]:
 def test_vllm_parses_the_rendered_command(serve_parser: Any, body: Any, pod: Any) -> None:
     argv = _argv(pod)
     args, engine_args = serve_parser.parse(argv)
-    assert args.model == body["spec"]["model"]
+    model = body["spec"]["model"]
+    if model.startswith("pvc://"):  # the claim is mounted at /mnt/models, served by name
+        path = model.removeprefix("pvc://").partition("/")[2]
+        assert args.model == f"/mnt/models/{path}"
+        assert engine_args.served_model_name == [path.rsplit("/", 1)[-1]]
+    else:
+        assert args.model == model
     assert args.port == int(argv[argv.index("--port") + 1])
     tp = int(argv[argv.index("--tensor-parallel-size") + 1])
     assert engine_args.tensor_parallel_size == tp
@@ -130,3 +136,16 @@ def test_the_platform_table_matches_vllms() -> None:
         row = utils._NIXL_SUPPORTED_DEVICE.get(platform.vllm_device)
         if row is not None:
             assert set(platform.buffer_devices) == set(row), (name, platform.vllm_device)
+
+
+def test_the_memory_flags_are_read_as_vllm_reads_them(serve_parser: Any) -> None:
+    """The host-buffer check reads --kv-cache-memory-bytes and --gpu-memory-utilization:
+    units as vLLM's own parser takes them, and the default of the version we name."""
+    from vllm.config.cache import CacheConfig
+
+    from disagg_operator.contracts import vllm as contract
+
+    for text in ("8G", "8g", "1.5k", "512M", "3t", "123"):
+        args, _ = serve_parser.parse(["vllm", "serve", "m", "--kv-cache-memory-bytes", text])
+        assert contract.human_readable_int(text) == args.kv_cache_memory_bytes, text
+    assert CacheConfig().gpu_memory_utilization == contract.GPU_MEMORY_UTILIZATION_DEFAULT

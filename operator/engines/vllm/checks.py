@@ -8,6 +8,7 @@ Pure layer, part of the vLLM engine (:meth:`.engine.Vllm.problems`); every findi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from disagg_operator.api import ROLES, DeploymentSpec
@@ -51,6 +52,7 @@ def problems(spec: DeploymentSpec, table: Table) -> Iterator[Problem]:
     yield from tensor_parallel.problems(spec, p)
     yield from buffers(spec, p, table)
     yield from cpu_pools(spec, p)
+    yield from host_buffers(spec, table)
     kv = spec.kv_transfer
     if kv.kv_load_failure_policy and p.failure_policy_default is None:
         yield Problem(
@@ -146,6 +148,30 @@ def buffers(spec: DeploymentSpec, p: vllm.Profile, table: Table) -> Iterator[Pro
             f"{vllm.first_version('cpu_decode_repacks')} (CPU decode repacks the KV layout); "
             f"vLLM {p.label} cannot; use a newer image or set spec.engine.version",
         )
+
+
+def host_buffers(spec: DeploymentSpec, table: Table) -> Iterator[Problem]:
+    """A GPU pool with a cpu buffer holds a host copy of its device KV cache: refused when
+    its memory limit cannot hold that and the runtime."""
+    gib = 1024**3
+    for role in ROLES:
+        r = spec.role(role)
+        buffer = derive.host_buffer_bytes(spec, role, table)
+        memory = cpu_limits(r)[1]
+        if buffer is None or memory is None:
+            continue
+        runtime = r.tensor_parallel_size * derive.CPU_RUNTIME_GIB * gib
+        if memory < buffer + runtime:
+            need = math.ceil((buffer + runtime) / gib)
+            yield Problem(
+                f"spec.{role}.resources.limits.memory",
+                f"{memory / gib:.3g} GiB cannot hold vLLM's host KV buffer (kvBufferDevice "
+                f"cpu mirrors the device KV cache: {buffer / gib:.3g} GiB for "
+                f"{r.tensor_parallel_size} rank(s), from acceleratorMemory, "
+                "--gpu-memory-utilization and the weights, or --kv-cache-memory-bytes) and "
+                f"the runtime (~{derive.CPU_RUNTIME_GIB} GiB per rank); set at least "
+                f"{need}Gi, or cap the device KV cache with --kv-cache-memory-bytes",
+            )
 
 
 def cpu_pools(spec: DeploymentSpec, p: vllm.Profile) -> Iterator[Problem]:

@@ -18,6 +18,7 @@ from disagg_operator.api import ROLES, DeploymentSpec, RoleSpec
 from disagg_operator.contracts import vllm
 from disagg_operator.derive import transfer
 from disagg_operator.derive.resources import cpu_limits, parse_quantity
+from disagg_operator.engines.base import flag_values
 from disagg_worker.platforms import Table
 
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
@@ -107,6 +108,32 @@ def weights_bytes(spec: DeploymentSpec) -> float:
     """The model's weights in memory (spec.modelConfig.weightsMemory), 0 when not given."""
     given = spec.model_spec.weights_memory
     return parse_quantity(given) if given is not None else 0.0
+
+
+def host_buffer_bytes(spec: DeploymentSpec, role: str, table: Table) -> float | None:
+    """The host memory a GPU pool's cpu KV buffer takes, all ranks together, or None when
+    it has none or its size cannot be told (no acceleratorMemory).
+
+    vLLM's NIXL worker (``initialize_host_xfer_buffer``) allocates, per rank, a host tensor
+    shaped like each layer's device KV tensor: the whole device KV cache. That cache is
+    ``--kv-cache-memory-bytes`` when set, else at most the planned share of the device
+    (``--gpu-memory-utilization`` x acceleratorMemory) less the rank's weights; an upper
+    bound, since activations take some of the share too."""
+    r = spec.role(role)
+    if r.device == "cpu" or transfer.buffer_device(spec, role, table) != "cpu":
+        return None
+    flags = flag_values(r.args, (vllm.KV_CACHE_MEMORY_BYTES, vllm.GPU_MEMORY_UTILIZATION))
+    tp = r.tensor_parallel_size
+    try:
+        if vllm.KV_CACHE_MEMORY_BYTES in flags:
+            return float(tp * vllm.human_readable_int(flags[vllm.KV_CACHE_MEMORY_BYTES]))
+        share = float(flags.get(vllm.GPU_MEMORY_UTILIZATION, vllm.GPU_MEMORY_UTILIZATION_DEFAULT))
+    except ValueError:  # vLLM's own parser refuses it at start; nothing to size here
+        return None
+    if r.accelerator_memory is None:
+        return None
+    per_rank = parse_quantity(r.accelerator_memory) * share - weights_bytes(spec) / tp
+    return tp * max(0.0, per_rank)
 
 
 def cpu_min_memory_gib(tp: int, weights: float = 0.0) -> int:

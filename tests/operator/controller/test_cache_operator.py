@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from disagg_operator.api import kinds as kind_table
 from disagg_operator.controller.run import running
 from tests.operator.conftest import (
     DD,
@@ -40,13 +41,7 @@ async def kubelet(emu: Emulator) -> AsyncIterator[None]:
         task.cancel()
 
 
-WATCHED = {
-    "disaggregateddeployments",
-    "pods",
-    "services",
-    "networkpolicies",
-    "poddisruptionbudgets",
-}
+WATCHED = {"disaggregateddeployments", *(k.plural for k in kind_table.WATCHED)}
 
 
 async def watching(emu: Emulator) -> int:
@@ -111,8 +106,10 @@ async def test_resync_lists_each_child_kind_once_and_recreates_a_lost_pod(
         )
         await asyncio.sleep(0.7)  # two more resync passes
     reads = [c for c in emulator.calls[started:] if c.verb in {"get", "list"}]
-    kinds = {"pods", "services", "networkpolicies", "poddisruptionbudgets"}
-    assert reads and {c.resource for c in reads} == kinds  # never the deployments, no GET
+    kinds = {k.plural for k in kind_table.WATCHED}  # pods, services, ..., Deployments
+    assert "deployments" in kinds
+    # every watched child kind, never the custom resources themselves, no GET
+    assert reads and {c.resource for c in reads} == kinds
     assert {c.verb for c in reads} == {"list"}
     per_kind = {k: sum(1 for c in reads if c.resource == k) for k in kinds}
     assert len(set(per_kind.values())) == 1  # one LIST per kind and pass, whatever the CRs

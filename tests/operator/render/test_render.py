@@ -15,6 +15,7 @@ from disagg_operator.engines.vllm import derive as vllm_derive
 from disagg_operator.render import derivation
 from disagg_operator.render import pods as render_pods
 from disagg_operator.render.objects import render
+from disagg_operator.validation import spec as validation
 from disagg_worker.config import WorkerConfig
 from tests.operator import disruption
 from tests.operator.builders import GPU, ROOT, body, by_kind, env_of, role, vllm_gpu_cpu
@@ -493,12 +494,18 @@ def test_inference_pool_v1alpha2_only_on_request() -> None:
 
 
 def _admitted(policy: dict[str, Any], source: dict[str, str], port: int) -> bool:
-    """NetworkPolicy ingress semantics (same namespace, TCP) for one connection."""
+    """NetworkPolicy ingress semantics (a pod of the same namespace, TCP) for one
+    connection: a peer's podSelector matches the pod's labels ({}: every pod); a
+    namespaceSelector {} alone admits every namespace's pods."""
+
+    def admits(peer: dict[str, Any]) -> bool:
+        if "podSelector" in peer:
+            return peer["podSelector"].get("matchLabels", {}).items() <= source.items()
+        return peer.get("namespaceSelector") == {}
+
     for rule in policy["spec"]["ingress"]:
         peers = rule.get("from")
-        source_ok = peers is None or any(
-            p["podSelector"]["matchLabels"].items() <= source.items() for p in peers
-        )
+        source_ok = peers is None or any(admits(p) for p in peers)
         ports = rule.get("ports")
         port_ok = ports is None or any(
             p["port"] <= port <= p.get("endPort", p["port"]) for p in ports
@@ -518,7 +525,44 @@ def test_network_policy_admits_the_side_channel_only_from_this_deployment() -> N
     assert _admitted(policy, pod_labels, 41234)  # UCX tcp data port
     assert not _admitted(policy, other, 5600)
     assert not _admitted(policy, {}, 41234)
-    assert _admitted(policy, other, 8000)
+    # the serving port: the router's pods by default, nobody else
+    assert _admitted(policy, {"disagg.dev/router": "demo"}, 8000)
+    assert not _admitted(policy, {"disagg.dev/router": "demo"}, 5600)
+    assert not _admitted(policy, other, 8000)
+
+
+@pytest.mark.parametrize(
+    ("spec", "admitted", "refused"),
+    [
+        # llm-d: the namespace's pods (the gateway, the endpoint picker)
+        ({"llmd": {"enabled": True}}, [{"app": "gateway"}], []),
+        (
+            {"servingAccess": [{"podSelector": {"matchLabels": {"app": "gw"}}}]},
+            [{"app": "gw"}],
+            [{"disagg.dev/router": "demo"}],
+        ),
+        ({"servingAccess": [{"namespaceSelector": {}}]}, [{"any": "pod"}], []),
+        ({"servingAccess": []}, [], [{"disagg.dev/router": "demo"}, {"any": "pod"}]),
+    ],
+)
+def test_serving_access_names_who_reaches_the_serving_port(
+    spec: dict[str, Any], admitted: list[dict[str, str]], refused: list[dict[str, str]]
+) -> None:
+    policy = by_kind(render(body(**spec), hmac_key=KEY), "NetworkPolicy")[0]
+    own = {"disagg.dev/deployment": "demo"}
+    assert _admitted(policy, own, 8000) and _admitted(policy, own, 5600)
+    for labels in admitted:
+        assert _admitted(policy, labels, 8000) and not _admitted(policy, labels, 5600)
+    for labels in refused:
+        assert not _admitted(policy, labels, 8000)
+
+
+def test_serving_access_peers_are_checked() -> None:
+    bad = validation.parse(body(servingAccess=[{"podSelector": {"matchLabel": {}}}, {}]))[1]
+    assert [p.field for p in bad] == [
+        "spec.servingAccess[0].podSelector.matchLabel",
+        "spec.servingAccess[1]",
+    ]
 
 
 def test_headless_services_select_their_role() -> None:

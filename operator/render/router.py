@@ -1,0 +1,116 @@
+"""The front door (``spec.router``): the disagg proxy as a Deployment and a ClusterIP
+Service ``<name>-router``.
+
+Pure layer, part of render. The router runs ``disagg proxy`` with the role Services'
+names (``--prefill-service`` / ``--decode-service``): they are headless and select the
+routed KV revision's ready pods, so each DNS answer lists every pod a request may go to,
+and a rollout to a new KV revision moves the router with the Services. It listens on all
+interfaces (:data:`ROUTER_PORT`), is Ready while ``/health`` answers, runs as the worker
+image's non-root user with a read-only root, and its pods carry only the
+``disagg.dev/router`` label: they are the Deployment controller's, never counted as the
+deployment's prefill or decode pods. ``kubectl port-forward svc/<name>-router 8080:80``
+reaches it from a laptop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from disagg_operator.api import HTTP_PORT, ROUTER_PORT, DeploymentSpec
+from disagg_operator.engines.settings import Settings
+
+LABEL_ROUTER = "disagg.dev/router"
+CONTAINER = "router"
+SERVICE_PORT = 80
+WORKER_UID = 65532  # the worker images' user (Dockerfile: USER 65532:65532)
+RESOURCES: dict[str, Any] = {
+    "requests": {"cpu": "100m", "memory": "128Mi"},
+    "limits": {"memory": "512Mi"},
+}
+REFRESH_S = 5  # how often the role Services are resolved again (CoreDNS caches ~5 s)
+
+
+def image(spec: DeploymentSpec, settings: Settings) -> str | None:
+    """The router's image: given, or the engine's image with the ``disagg`` command."""
+    return spec.router.image or settings.engine(spec).canary_image(spec, settings)
+
+
+def name_of(name: str) -> str:
+    return f"{name}-router"
+
+
+def objects(
+    spec: DeploymentSpec, name: str, namespace: str, meta: dict[str, Any], settings: Settings
+) -> list[dict[str, Any]]:
+    """The router Deployment and Service of deployment ``name`` (``meta``: the child
+    metadata, name included); none when the router is off."""
+    if not spec.router.enabled:
+        return []
+    pods = {LABEL_ROUTER: name}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "type": "ClusterIP",
+            "selector": dict(pods),
+            "ports": [
+                {"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}
+            ],
+        },
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": spec.router.replicas,
+            "selector": {"matchLabels": dict(pods)},
+            "template": {
+                "metadata": {"labels": dict(pods)},
+                "spec": _pod(spec, name, namespace, settings),
+            },
+        },
+    }
+    return [service, deployment]
+
+
+def _pod(spec: DeploymentSpec, name: str, namespace: str, settings: Settings) -> dict[str, Any]:
+    r = spec.router
+    args = [
+        *("--prefill-service", f"{name}-prefill.{namespace}.svc:{HTTP_PORT}"),
+        *("--decode-service", f"{name}-decode.{namespace}.svc:{HTTP_PORT}"),
+        *("--refresh-s", str(REFRESH_S), "--policy", r.policy),
+        *("--timeout-s", f"{r.timeout_seconds:g}"),
+        *("--host", "0.0.0.0", "--port", str(ROUTER_PORT)),
+    ]
+
+    def probe(period: int, failures: int) -> dict[str, Any]:
+        get = {"path": "/health", "port": "http"}
+        return {"httpGet": get, "periodSeconds": period, "failureThreshold": failures}
+
+    container = {
+        "name": CONTAINER,
+        "image": image(spec, settings),
+        "command": ["disagg", "proxy"],
+        "args": args,
+        "ports": [{"name": "http", "containerPort": ROUTER_PORT, "protocol": "TCP"}],
+        "readinessProbe": probe(5, 2),
+        "livenessProbe": probe(10, 3),
+        "resources": dict(r.resources if r.resources is not None else RESOURCES),
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+        },
+    }
+    return {
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": WORKER_UID,
+            "runAsGroup": WORKER_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+    }

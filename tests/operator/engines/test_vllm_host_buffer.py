@@ -1,0 +1,72 @@
+"""A GPU pool with kvBufferDevice cpu: vLLM's host mirror of its device KV cache is
+counted against its memory limit (numbers derived by hand below, not by the code)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from disagg_operator.contracts import vllm
+from disagg_operator.validation import spec as validation
+from tests.operator.builders import body, role
+
+
+def _gpu_prefill(memory: str, *, args: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    resources = {"limits": {"nvidia.com/gpu": 1, "memory": memory}}
+    prefill = role("cuda", kvBufferDevice="cpu", resources=resources, **extra)
+    if args:
+        prefill["args"] = args
+    return body(engine="vllm", prefill=prefill, modelConfig={"weightsMemory": "6Gi"})
+
+
+def _memory_problems(obj: dict[str, Any]) -> list[str]:
+    return [
+        p.message
+        for p in validation.parse(obj)[1]
+        if p.field == "spec.prefill.resources.limits.memory"
+    ]
+
+
+def test_an_80g_gpu_s_host_buffer_does_not_fit_24gi() -> None:
+    # 80 GiB x 0.92 - 6 GiB of weights = 67.6 GiB of KV mirrored; + 3 GiB runtime = 70.6
+    (message,) = _memory_problems(_gpu_prefill("24Gi", acceleratorMemory="80Gi"))
+    assert "67.6 GiB" in message and "set at least 71Gi" in message
+    assert _memory_problems(_gpu_prefill("71Gi", acceleratorMemory="80Gi")) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "fits", "need"),
+    [
+        (["--gpu-memory-utilization", "0.5"], "37Gi", "set at least 37Gi"),  # 40 - 6 + 3
+        (["--kv-cache-memory-bytes", "8G"], "11Gi", "set at least 11Gi"),  # 8 GiB (vLLM: G=2^30)
+        (["--kv-cache-memory-bytes=8g"], "11Gi", "set at least 11Gi"),  # 8e9 B = 7.45 GiB + 3
+    ],
+)
+def test_vllm_s_own_flags_size_the_buffer(args: list[str], fits: str, need: str) -> None:
+    assert _memory_problems(_gpu_prefill(fits, acceleratorMemory="80Gi", args=args)) == []
+    (message,) = _memory_problems(_gpu_prefill("4Gi", acceleratorMemory="80Gi", args=args))
+    assert need in message
+
+
+def test_no_check_without_a_size_or_without_a_host_buffer() -> None:
+    assert _memory_problems(_gpu_prefill("4Gi")) == []  # no acceleratorMemory: unknown
+    gpu_to_gpu = body(
+        engine="vllm",
+        prefill=role(
+            "cuda",
+            acceleratorMemory="80Gi",
+            resources={"limits": {"nvidia.com/gpu": 1, "memory": "4Gi"}},
+        ),
+        decode=role("cuda", resources={"limits": {"nvidia.com/gpu": 1}}),
+    )
+    assert _memory_problems(gpu_to_gpu) == []  # a cuda buffer: no host copy
+
+
+def test_integer_flags_are_read_as_vllm_reads_them() -> None:
+    assert vllm.human_readable_int("8G") == 8 * 2**30
+    assert vllm.human_readable_int("8g") == 8 * 10**9
+    assert vllm.human_readable_int("1.5k") == 1500
+    assert vllm.human_readable_int("123") == 123
+    with pytest.raises(ValueError):
+        vllm.human_readable_int("8Gi")

@@ -1,0 +1,103 @@
+"""spec.router: the disagg proxy as a Deployment and a ClusterIP Service in front of every
+ready pod of the routed KV revision."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from disagg_operator.engines.settings import DEFAULT
+from disagg_operator.render.objects import render, selector
+from disagg_operator.validation import spec as validation
+from disagg_worker.serve import proxy
+from tests.operator.builders import body
+
+KEY = "k" * 32
+
+
+def _router(obj: dict[str, Any], **kw: Any) -> dict[str, dict[str, Any]]:
+    return {
+        o["kind"]: o
+        for o in render(obj, hmac_key=KEY, **kw)
+        if o["metadata"]["name"].endswith("-router")
+    }
+
+
+def test_no_router_unless_asked() -> None:
+    assert _router(body()) == {}
+
+
+def test_the_router_resolves_the_role_services_and_listens_on_all_interfaces() -> None:
+    got = _router(body(router={"enabled": True, "replicas": 2, "policy": "least-loaded"}))
+    service, deployment = got["Service"], got["Deployment"]
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["ports"] == [
+        {"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}
+    ]
+    assert deployment["spec"]["replicas"] == 2
+    pod = deployment["spec"]["template"]
+    assert service["spec"]["selector"] == pod["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"] == pod["metadata"]["labels"]
+    (container,) = pod["spec"]["containers"]
+    assert container["image"] == "example.com/reference:1"  # the decode image has `disagg`
+    assert container["command"] == ["disagg", "proxy"]
+    # the rendered arguments are what `disagg proxy` parses
+    args = proxy._parser().parse_args(container["args"])
+    assert args.prefill_service == "demo-prefill.ns.svc:8000"
+    assert args.decode_service == "demo-decode.ns.svc:8000"
+    assert (args.host, args.port, args.policy) == ("0.0.0.0", 8080, "least-loaded")
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_router_pods_are_never_counted_as_the_deployments_pods() -> None:
+    pod = _router(body(router={"enabled": True}))["Deployment"]["spec"]["template"]
+    labels = pod["metadata"]["labels"]
+    assert not set(selector("demo").items()) <= set(labels.items())
+
+
+def test_a_vllm_router_takes_the_operators_worker_image() -> None:
+    settings = dataclasses.replace(DEFAULT, canary_image="example.com/worker-cpu:1")
+    obj = body(engine="vllm", router={"enabled": True})
+    got = _router(obj, settings=settings)
+    assert got["Deployment"]["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "example.com/worker-cpu:1"
+    )
+    (p,) = validation.parse(obj)[1]  # without one: refused, naming the field
+    assert p.field == "spec.router.image" and "--canary-image" in p.message
+    obj["spec"]["router"]["image"] = "example.com/mine:1"
+    assert validation.parse(obj)[1] == []
+
+
+@pytest.mark.parametrize(
+    ("router", "field", "says"),
+    [
+        (
+            {"enabled": True, "resources": {"limits": {"cpu": [1]}}},
+            "resources.limits.cpu",
+            "integer",
+        ),
+        ({"enabled": True, "replicas": -1}, "spec.router.replicas", "greater than or equal"),
+    ],
+)
+def test_bad_router_fields_are_refused(router: dict[str, Any], field: str, says: str) -> None:
+    problems = validation.parse(body(router=router))[1]
+    assert len(problems) == 1 and field in problems[0].field and says in problems[0].message
+
+
+def test_the_router_and_the_llmd_sidecar_are_one_router_too_many() -> None:
+    obj = body(
+        router={"enabled": True},
+        llmd={"enabled": True, "routingSidecar": {"enabled": True, "image": "x:1"}},
+    )
+    fields = [p.field for p in validation.parse(obj)[1]]
+    assert fields == ["spec.router.enabled"]
+
+
+def test_the_router_passes_the_upstream_schemas() -> None:
+    for child in _router(body(router={"enabled": True})).values():
+        kubernetes_validate.validate(child, "1.31.0", strict=True)
