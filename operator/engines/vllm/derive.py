@@ -24,9 +24,11 @@ from disagg_worker.platforms import Table
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
 OMP_NUM_THREADS = "OMP_NUM_THREADS"
 
-# vLLM's CPU engine, per TP rank: memory beyond the KV cache (vLLM 0.32, tiny model,
-# measured ~2.2 GB RSS; 3 GiB leaves room for weights of small models and allocator
-# slack), the share of the rest given to the KV cache, and the smallest useful KV cache.
+# vLLM's CPU engine, per TP rank: memory beyond the KV cache and the weights (measured
+# with `disagg bench vllm-memory` on vLLM 0.32, tiny model: 1.42 GiB PSS, 1.8 GiB RSS, the
+# same at 1 and 2 GiB of KV, each GiB of KV space costing 1.00 GiB; 3 GiB leaves room for
+# the activations of larger models and allocator slack), the share of the rest given to
+# the KV cache, and the smallest useful KV cache. A GPU role's host runtime takes the same.
 CPU_RUNTIME_GIB = 3
 CPU_KVCACHE_FRACTION = 0.75
 CPU_MIN_KV_GIB = 1

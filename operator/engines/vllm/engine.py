@@ -279,7 +279,7 @@ def _rows() -> list[Row]:
             f"{cpu}, memory limit M, TP t, weights W (modelConfig.weightsMemory, else 0)",
             f"max(1, floor((M - t * {derive.CPU_RUNTIME_GIB} GiB - W) * "
             f"{derive.CPU_KVCACHE_FRACTION} / t / GiB))",
-            f"runtime ~{derive.CPU_RUNTIME_GIB} GiB per rank (0.32: ~2.2 GB RSS measured); "
+            f"runtime ~{derive.CPU_RUNTIME_GIB} GiB per rank (0.32, tiny model: 1.4 GiB PSS measured); "
             f"M < t * {derive.CPU_RUNTIME_GIB + derive.CPU_MIN_KV_GIB} GiB + W is refused",
         ),
     ]
