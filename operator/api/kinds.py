@@ -74,6 +74,8 @@ CHILDREN: tuple[Kind, ...] = (
     # the handshake key is generated once and never rotated by a resync
     Kind("Secret", ("v1",), "secrets", "create-only", managed=(), deleted=False),
     Kind("Service", ("v1",), "services", "watched", short_names=("svc",), status=True),
+    # files the pods mount (the NIXL idle shim of vLLM CPU pools); the data is the operator's
+    Kind("ConfigMap", ("v1",), "configmaps", "watched", managed=("data",), short_names=("cm",)),
     Kind(
         "NetworkPolicy",
         ("networking.k8s.io/v1",),

@@ -118,6 +118,15 @@ class KVTransfer(_Model):
         description="vLLM >= 0.13 kv_load_failure_policy: fail the request or recompute "
         "the prefill locally when a KV load fails; vLLM's default when omitted",
     )
+    nixl_progress_delay_microseconds: int = Field(
+        default=1000,
+        ge=0,
+        le=1_000_000,
+        description="vllm, CPU pools: how long NIXL's progress thread waits for a UCX event "
+        "before it looks again (NIXL's Python API sets 0: the thread spins and an idle engine "
+        "burns a core). Rendered as a sitecustomize module on the engine's PYTHONPATH "
+        "(ConfigMap <name>-nixl-idle); 0 leaves NIXL's spin as it is",
+    )
     kv_connector_extra_config: FreeForm | None = Field(
         default=None,
         description="extra keys merged into kv_connector_extra_config (vLLM reads them "

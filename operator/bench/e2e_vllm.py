@@ -16,6 +16,9 @@ a fresh prompt (no prefix-cache hits on either side), greedy.
   for every request of the case.
 - breakdown of ``ttft_disagg_ms``: prefill hop and decode hop as the proxy times them; the
   rest is the client ↔ proxy HTTP.
+- ``engine_idle_cpu_cores``: each engine's process tree, idle after start-up and warm-up:
+  CPU seconds over a :data:`IDLE_WINDOW_S` window / wall seconds (NIXL's progress thread
+  spins a core unless the NIXL idle shim is on: docs/derivation.md).
 """
 
 from __future__ import annotations
@@ -30,12 +33,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
+import yaml
+
 from disagg_operator.local import vllm
 from disagg_operator.local.stack import Run, launch, start_aggregated
 from disagg_worker.bench.e2e import format_columns, progress, timed_post
 from disagg_worker.serve.localrun import stop_children
 from disagg_worker.vllm import metrics
 
+IDLE_WINDOW_S = 10.0
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "examples" / "vllm-cpu.yaml"
 VOCAB = 1020  # tiny-llama's ordinary token ids: 4 .. 1023
@@ -92,15 +99,45 @@ def _requests(
     return out
 
 
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and its descendants so far."""
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for proc in tree:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except psutil.Error:
+            continue
+    return total
+
+
+def idle_cores(run: Run, window_s: float = IDLE_WINDOW_S) -> dict[str, float]:
+    """Each engine's CPU use while nothing is asked of it: pod name → cores."""
+    engines = {c.name: c.proc.pid for c in run.children if c.name in run.names.values()}
+    before = {name: _tree_cpu_s(pid) for name, pid in engines.items()}
+    t0 = time.monotonic()
+    time.sleep(window_s)
+    wall = time.monotonic() - t0
+    return {n: round((_tree_cpu_s(pid) - before[n]) / wall, 3) for n, pid in engines.items()}
+
+
 def _phase(
     start: Callable[[Run, Path], str], lengths: list[int], args: argparse.Namespace, tag: str
-) -> tuple[dict[int, list[dict[str, Any]]], dict[int, dict[str, float]]]:
-    """Start engines, run the requests, read vLLM's transfer figures per case, stop."""
+) -> tuple[dict[int, list[dict[str, Any]]], dict[int, dict[str, float]], dict[str, float]]:
+    """Start engines, measure them idle, run the requests, read vLLM's transfer figures per
+    case, stop."""
     run = Run([], {})
     figures: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix=f"disagg-bench-{tag.replace('/', '')}-") as tmp:
         try:
             url = start(run, Path(tmp))
+            progress(f"  {tag}: engines idle for {IDLE_WINDOW_S:g} s ...")
+            idle = idle_cores(run)
             results: dict[int, list[dict[str, Any]]] = {}
             for n in lengths:
                 log = run.logs[run.names[run.workers["decode"][0]]]
@@ -111,7 +148,7 @@ def _phase(
                     figures[n] = vllm.transfer_figures(log, since, wait_s=25.0, expect=expect)
         finally:
             stop_children(run.children)
-    return results, figures
+    return results, figures, idle
 
 
 def _median(rows: list[dict[str, Any]], key: str) -> float:
@@ -195,10 +232,32 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="P/D engines keep the rendered CPU binding (nobind) instead of a core each",
     )
+    p.add_argument(
+        "--nixl-delay-us",
+        type=int,
+        help="spec.kvTransfer.nixlProgressDelayMicroseconds for this run (0: NIXL's own "
+        "spinning progress thread; default: the manifest's)",
+    )
     args = p.parse_args(argv)
     lengths = [int(x) for x in args.prompts.split(",") if x.strip()]
-    manifest = Path(args.manifest)
+    with tempfile.TemporaryDirectory(prefix="disagg-bench-manifest-") as folder:
+        manifest, delay = _manifest(Path(args.manifest), args.nixl_delay_us, Path(folder))
+        return _bench(args, lengths, manifest, delay)
 
+
+def _manifest(path: Path, delay: int | None, folder: Path) -> tuple[Path, int]:
+    """The manifest to run (with ``delay`` written in, when given) and its NIXL delay."""
+    body = yaml.safe_load(path.read_text())
+    kv = body["spec"].setdefault("kvTransfer", {})
+    if delay is None:
+        return path, int(kv.get("nixlProgressDelayMicroseconds", 1000))
+    kv["nixlProgressDelayMicroseconds"] = delay
+    out = folder / path.name
+    out.write_text(yaml.safe_dump(body))
+    return out, delay
+
+
+def _bench(args: argparse.Namespace, lengths: list[int], manifest: Path, delay: int) -> int:
     def aggregated(run: Run, logs: Path) -> str:
         return start_aggregated(manifest, logs, run, model=args.model, say=progress)
 
@@ -215,16 +274,24 @@ def main(argv: list[str]) -> int:
         return run.proxy_url + "/v1/completions"
 
     progress("aggregated vLLM (the decode pod without its KV connector) ...")
-    agg, _ = _phase(lambda r, t: aggregated(r, t) + "/v1/completions", lengths, args, "agg")
+    agg, _, idle_agg = _phase(
+        lambda r, t: aggregated(r, t) + "/v1/completions", lengths, args, "agg"
+    )
     progress("P/D: prefill and decode vLLM behind the disagg proxy ...")
-    pd, figures = _phase(disaggregated, lengths, args, "P/D")
+    pd, figures, idle_pd = _phase(disaggregated, lengths, args, "P/D")
     rows = cases(agg, pd, figures, args.gen_tokens)
     result = {
         "engine": "vllm",
         "manifest": str(manifest),
         "repeat": args.repeat,
         "cpu_binding": "rendered" if args.keep_cpu_binding else "a core per engine",
+        "nixl_progress_delay_us": delay,
+        "engine_idle_cpu_cores": {"agg": idle_agg, "P/D": idle_pd},
         "cases": rows,
     }
-    print(json.dumps(result, indent=2) if args.json else table(rows))
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(table(rows))
+        print(f"idle engines (cores, {IDLE_WINDOW_S:g} s window): agg {idle_agg}, P/D {idle_pd}")
     return 0

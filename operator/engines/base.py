@@ -12,7 +12,8 @@ What each method answers, per role where it takes ``role``:
                                            and startup probe (render adds name, image,
                                            ports, readiness, security, preStop, user
                                            args/env and resources)
-    volumes(spec, name)                    the pod volumes those mounts need
+    volumes(spec, name, role)              the pod volumes those mounts need
+    config_maps(spec, name)                ConfigMaps those volumes name (name → data)
     pod_security(spec)                     pod securityContext fields beyond seccomp
     side_channel_ports(spec, role)         the handshake ports one pod listens on
     drain_seconds(spec), drain_command     how long its transfers need a terminating pod
@@ -137,8 +138,12 @@ class Engine:
     ) -> Container:
         raise NotImplementedError
 
-    def volumes(self, spec: DeploymentSpec, name: str) -> list[dict[str, Any]]:
+    def volumes(self, spec: DeploymentSpec, name: str, role: str) -> list[dict[str, Any]]:
         return []
+
+    def config_maps(self, spec: DeploymentSpec, name: str) -> dict[str, dict[str, str]]:
+        """ConfigMaps the pods of deployment ``name`` mount: name → data."""
+        return {}
 
     def pod_security(self, spec: DeploymentSpec) -> dict[str, Any]:
         return {}

@@ -59,6 +59,7 @@ def local_pods(
     cores: Sequence[Sequence[int]] = (),
     pair: bool = True,
     claims: Mapping[str, str] | None = None,
+    config_maps: Mapping[str, str] | None = None,
 ) -> list[LocalPod]:
     """Rendered objects of a deployment of ``engine`` → one local process per prefill/decode
     pod.
@@ -68,16 +69,18 @@ def local_pods(
     binding alone; only for engines that take one). ``pair``: the objects must hold both
     roles (a P/D deployment). ``claims`` maps a PersistentVolumeClaim's name to the local
     folder standing for it: the engine's paths under the claim's mount point become paths
-    in that folder (a ``pvc://`` model).
+    in that folder (a ``pvc://`` model). ``config_maps`` maps a rendered ConfigMap's name
+    to the folder its data was written to, the same way (args and env values).
     """
     out: list[LocalPod] = []
     for n, obj in enumerate(_pods(objects)):
         name, role = obj["metadata"]["name"], obj["metadata"]["labels"][ROLE_LABEL]
         container = _engine_container(obj)
         command = [*container.get("command", []), *container.get("args", [])]
-        paths, mounted = _claim_paths(obj, container, claims or {})
+        paths, mounted = _mount_paths(obj, container, claims or {}, config_maps or {})
         command = [_host_path(arg, paths) for arg in command]
         env, dropped = _env(name, container)
+        env = {k: _host_path(v, paths) for k, v in env.items()}
         mine = cores[n] if engine.local.cores and n < len(cores) else ()
         try:
             process = engine.local_process(
@@ -103,11 +106,15 @@ def local_pods(
     return out
 
 
-def _claim_paths(
-    pod: dict[str, Any], container: dict[str, Any], claims: Mapping[str, str]
+def _mount_paths(
+    pod: dict[str, Any],
+    container: dict[str, Any],
+    claims: Mapping[str, str],
+    config_maps: Mapping[str, str],
 ) -> tuple[dict[str, str], list[str]]:
-    """The engine's claim mounts as (mount path → local folder), and what was adapted.
-    A model the cluster fetches (an init container, an image volume) cannot run here."""
+    """The engine's claim and ConfigMap mounts as (mount path → local folder), and what
+    was adapted. A model the cluster fetches (an init container, an image volume) cannot
+    run here."""
     name = pod["metadata"]["name"]
     volumes = {v["name"]: v for v in pod["spec"].get("volumes", [])}
     fetch = [c["name"] for c in pod["spec"].get("initContainers", [])]
@@ -124,6 +131,13 @@ def _claim_paths(
                 f"pod {name} mounts image {volume['image']['reference']} at {at}; "
                 "disagg up has no image volumes: give a local model with --model DIR"
             )
+        config_map = volume.get("configMap", {}).get("name")
+        if config_map is not None:
+            if config_map not in config_maps:
+                raise UpError(f"pod {name} mounts ConfigMap {config_map!r}, which was not written")
+            paths[at] = config_maps[config_map]
+            notes.append(f"ConfigMap {config_map} (mounted at {at}) → {config_maps[config_map]}")
+            continue
         claim = volume.get("persistentVolumeClaim", {}).get("claimName")
         if claim is None:
             continue

@@ -128,6 +128,21 @@ def _claimed(model: str, claims: dict[str, str]) -> Path | None:
     return Path(claims[claim], path) if claim in claims else None
 
 
+def write_config_maps(objects: list[dict[str, Any]], tmp: Path) -> dict[str, str]:
+    """Each rendered ConfigMap's data as files in a folder of ``tmp``, as the kubelet
+    projects a configMap volume: ConfigMap name → folder."""
+    out = {}
+    for obj in objects:
+        if obj["kind"] != "ConfigMap":
+            continue
+        folder = tmp / "configmaps" / obj["metadata"]["name"]
+        folder.mkdir(parents=True, exist_ok=True)
+        for key, text in obj.get("data", {}).items():
+            (folder / key).write_text(text)
+        out[obj["metadata"]["name"]] = str(folder)
+    return out
+
+
 def start_aggregated(
     manifest: Path, logs: Path, run: Run, *, model: str | None = None, say: Say = print
 ) -> str:
@@ -144,7 +159,15 @@ def start_aggregated(
         del command[at : at + 2]
     # the cores the decode engine gets in the P/D run: a like-for-like engine
     cores = share_cores(core_takers(objects, engine), vllm.host_cores())[-1:]
-    pods = local_pods([decode], "/unused", engine, ports=vllm.free_ports(), cores=cores, pair=False)
+    pods = local_pods(
+        [decode],
+        "/unused",
+        engine,
+        ports=vllm.free_ports(),
+        cores=cores,
+        pair=False,
+        config_maps=write_config_maps(objects, logs),
+    )
     start_workers(pods, logs, run, say)
     return run.workers["decode"][0]
 
@@ -179,7 +202,13 @@ def launch(
     if cores and engines > len(vllm.host_cores()):
         say(f"  only {len(vllm.host_cores())} cores for {engines} vLLM engines: cores are shared")
     pods = local_pods(
-        objects, str(secret), engine, ports=vllm.free_ports(), cores=cores, claims=claims
+        objects,
+        str(secret),
+        engine,
+        ports=vllm.free_ports(),
+        cores=cores,
+        claims=claims,
+        config_maps=write_config_maps(objects, tmp),
     )
     say(f"rendered {len(pods)} pods from {manifest}; starting them as local processes")
     dropped = sorted({d for p in pods for d in p.dropped})

@@ -163,6 +163,10 @@ def render_model(
     counts = {role: effective_replicas(spec, role) for role in ROLES}
     roles = [role for role in ROLES if counts[role] > 0]
     objects = [_secret(_meta(dd, uid, f"{name}-handshake"), hmac_key)]
+    objects += [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(dd, uid, cm), "data": data}
+        for cm, data in settings.engine(spec).config_maps(spec, name).items()
+    ]
     objects += [_service(spec, role, _meta(dd, uid, f"{name}-{role}", role), kv) for role in roles]
     if len(roles) == len(ROLES) and render_canary.image(spec, settings):
         for rev in dict.fromkeys((kv, target)):  # routed, then the spec's

@@ -122,7 +122,7 @@ def pod(
         # Service env vars (FOO_SERVICE_HOST...) can clash with VLLM_* settings.
         "enableServiceLinks": False,
         "containers": containers,
-        "volumes": [*engine.volumes(spec, name), *source.volumes],
+        "volumes": [*engine.volumes(spec, name, role), *source.volumes],
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}
         | engine.pod_security(spec),
     }

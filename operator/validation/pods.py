@@ -104,7 +104,7 @@ def _template(
     if s is None:
         return
     source = model_source.source(spec)
-    derived_volumes = {v["name"] for v in [*engine.volumes(spec, "x"), *source.volumes]}
+    derived_volumes = {v["name"] for v in [*engine.volumes(spec, "x", role), *source.volumes]}
     volumes = [v for v in s.volumes or [] if isinstance(v, dict)]
     for i, v in enumerate(s.volumes or []):
         yield from corev1.schema_problems(f"{at}.spec.volumes[{i}]", v, "Volume")

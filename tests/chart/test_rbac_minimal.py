@@ -9,7 +9,8 @@ created again with them: create only, the operator never reads Secrets); disrupt
 budgets come and go (a second decode pod brings decode's PodDisruptionBudget, scaling
 back to one deletes it, prefill's maxUnavailable 0 creates prefill's, a second prefill
 pod patches it); someone edits its NetworkPolicy (drift patched back); its router is
-turned on, scaled and turned off (a Deployment created, patched, deleted); a role is scaled
+turned on, scaled and turned off (a Deployment created, patched, deleted); a vLLM CPU
+deployment's NIXL idle ConfigMap is created, repaired and deleted; a role is scaled
 to 0 (its Service deleted); it gets
 an invalid spec (status + Warning event). Then an llm-d deployment gets its InferencePool (v1, the
 default), changes it and drops it; and one that asks for the deprecated v1alpha2 API does
@@ -190,6 +191,23 @@ async def _plain_life(emu: Emulator) -> None:
     await until("InvalidSpec", lambda: _ready(emu, "demo").get("reason") == "InvalidSpec")
 
 
+async def _vllm_life(emu: Emulator) -> None:
+    """A vLLM CPU deployment: its NIXL idle shim's ConfigMap is created, repaired when
+    someone edits it, and deleted when the shim is turned off."""
+    body = yaml.safe_load((ROOT / "examples" / "vllm-cpu.yaml").read_text())
+    body["metadata"] = {"name": "cpu", "namespace": NS}
+    emu.put_object(DD, defaulted(body, _crd_schema()))
+    maps = "v1/configmaps"
+    await until("shim ConfigMap", lambda: emu.find(maps, NS, "cpu-nixl-idle"))
+    _tamper(emu, maps, "cpu-nixl-idle", lambda o: o.update(data={"sitecustomize.py": ""}))
+    await until(
+        "shim ConfigMap repaired",
+        lambda: emu.find(maps, NS, "cpu-nixl-idle")["data"]["sitecustomize.py"],
+    )
+    _edit(emu, "cpu", lambda s: s["kvTransfer"].update(nixlProgressDelayMicroseconds=0))
+    await until("shim ConfigMap removed", lambda: emu.find(maps, NS, "cpu-nixl-idle") is None)
+
+
 async def _llmd_life(emu: Emulator) -> None:
     emu.put_object(DD, _manifest("pool", llmd={"enabled": True}))
     await until("InferencePool", lambda: _pool_epp(emu, "pool") == "pool-epp")
@@ -226,6 +244,7 @@ async def _record(emu: Emulator, namespaces: list[str]) -> list[list[ApiCall]]:
     try:
         async with running(host, namespaces=namespaces, elector=elector):
             await _plain_life(emu)
+            await _vllm_life(emu)
             plain = len(emu.calls)
             await _llmd_life(emu)
             llmd = len(emu.calls)

@@ -136,7 +136,7 @@ class Reference(Engine):
         mounts = [{"name": HANDSHAKE_VOLUME, "mountPath": HMAC_DIR, "readOnly": True}]
         return Container(["disagg", "worker", "serve"], env, mounts)
 
-    def volumes(self, spec: DeploymentSpec, name: str) -> list[dict[str, Any]]:
+    def volumes(self, spec: DeploymentSpec, name: str, role: str) -> list[dict[str, Any]]:
         # Readable by the image's non-root user whatever its uid (no fsGroup assumed);
         # the key never leaves the pod's own filesystem view.
         secret = {"secretName": f"{name}-handshake", "defaultMode": 0o444}

@@ -40,6 +40,12 @@ DERIVED_ENV = {
     derive.OMP_NUM_THREADS: "spec.<role>.resources (cpu)",
     vllm.CPU_RESERVED: "spec.<role>.resources (cpu)",
     vllm.CPU_KVCACHE_SPACE: "spec.<role>.resources.limits.memory",
+    vllm.NIXL_DELAY_ENV: "spec.kvTransfer.nixlProgressDelayMicroseconds",
+}
+# Derived on the pools that run the NIXL idle shim (derive.nixl_idle).
+NIXL_IDLE_ENV = {
+    "PYTHONPATH": "spec.kvTransfer.nixlProgressDelayMicroseconds: 0 (the shim's folder is "
+    "the engine's PYTHONPATH)",
 }
 
 

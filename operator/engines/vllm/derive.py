@@ -112,6 +112,13 @@ def weights_bytes(spec: DeploymentSpec) -> float:
     return parse_quantity(given) if given is not None else 0.0
 
 
+def nixl_idle(spec: DeploymentSpec, role: str) -> bool:
+    """Whether ``role``'s engine gets the NIXL idle shim: CPU pools, unless the delay is 0
+    (docs/derivation.md, "NIXL's progress thread")."""
+    delay = spec.kv_transfer.nixl_progress_delay_microseconds
+    return spec.role(role).device == "cpu" and delay > 0
+
+
 def host_buffer_bytes(spec: DeploymentSpec, role: str, table: Table) -> float | None:
     """The host memory a GPU pool's cpu KV buffer takes, all ranks together, or None when
     it has none or its size cannot be told (no acceleratorMemory).

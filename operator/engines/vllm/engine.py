@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from disagg_operator.api import DeploymentSpec
 from disagg_operator.api.problems import Problem
-from disagg_operator.contracts import vllm
+from disagg_operator.contracts import nixl_idle, vllm
 from disagg_operator.derive import model as model_source
 from disagg_operator.derive import transfer
 from disagg_operator.engines.base import (
@@ -41,6 +41,14 @@ NAME = "vllm"
 VERSION_NOTE = "disagg.dev/vllm-version"
 PROFILE_NOTE = "disagg.dev/vllm-profile"
 SHM_VOLUME = "dshm"
+NIXL_IDLE_VOLUME = "nixl-idle"
+
+
+def nixl_idle_name(name: str) -> str:
+    """The ConfigMap holding deployment ``name``'s NIXL idle shim."""
+    return f"{name}-nixl-idle"
+
+
 # Flags whose value changes the KV a prefill writes or a decode expects.
 KV_FLAGS = ("--dtype", "--kv-cache-dtype", "--block-size", "--attention-backend")
 # Env that changes the KV layout or the attention backend (part of its handshake hash).
@@ -117,14 +125,32 @@ class Vllm(Engine):
             ),
         }
         env += [{"name": k, "value": v} for k, v in derived.items()]
-        mounts = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+        mounts: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+        if derive.nixl_idle(spec, role):
+            delay = str(spec.kv_transfer.nixl_progress_delay_microseconds)
+            env += [
+                {"name": "PYTHONPATH", "value": vllm.NIXL_IDLE_DIR},
+                {"name": vllm.NIXL_DELAY_ENV, "value": delay},
+            ]
+            mounts.append(
+                {"name": NIXL_IDLE_VOLUME, "mountPath": vllm.NIXL_IDLE_DIR, "readOnly": True}
+            )
         startup = {"httpGet": {"path": "/health", "port": port}, "periodSeconds": 10}
         startup["failureThreshold"] = 180  # model download and load: up to 30 min
         return Container(command, env, mounts, startup)
 
-    def volumes(self, spec: DeploymentSpec, name: str) -> list[dict[str, Any]]:
+    def volumes(self, spec: DeploymentSpec, name: str, role: str) -> list[dict[str, Any]]:
         # vLLM's workers exchange tensors through /dev/shm; the container default is 64 MiB.
-        return [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}]
+        out: list[dict[str, Any]] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}]
+        if derive.nixl_idle(spec, role):
+            out.append({"name": NIXL_IDLE_VOLUME, "configMap": {"name": nixl_idle_name(name)}})
+        return out
+
+    def config_maps(self, spec: DeploymentSpec, name: str) -> dict[str, dict[str, str]]:
+        """The NIXL idle shim, when a pool runs it (:func:`derive.nixl_idle`)."""
+        if not any(derive.nixl_idle(spec, role) for role in ("prefill", "decode")):
+            return {}
+        return {nixl_idle_name(name): {nixl_idle.FILE: nixl_idle.SOURCE}}
 
     def side_channel_ports(self, spec: DeploymentSpec, role: str) -> list[int]:
         return derive.side_channel_ports(spec, role)
@@ -155,6 +181,8 @@ class Vllm(Engine):
         return ("True" if found.known else "False", found.reason, found.message)
 
     def derived_env(self, spec: DeploymentSpec, role: str) -> Mapping[str, str]:
+        if derive.nixl_idle(spec, role):
+            return {**checks.DERIVED_ENV, **checks.NIXL_IDLE_ENV}
         return checks.DERIVED_ENV
 
     def local_process(
@@ -279,7 +307,8 @@ def _rows() -> list[Row]:
             f"{cpu}, memory limit M, TP t, weights W (modelConfig.weightsMemory, else 0)",
             f"max(1, floor((M - t * {derive.CPU_RUNTIME_GIB} GiB - W) * "
             f"{derive.CPU_KVCACHE_FRACTION} / t / GiB))",
-            f"runtime ~{derive.CPU_RUNTIME_GIB} GiB per rank (0.32, tiny model: 1.4 GiB PSS measured); "
+            f"runtime ~{derive.CPU_RUNTIME_GIB} GiB per rank (0.32, tiny model: 1.4 GiB PSS "
+            "measured); "
             f"M < t * {derive.CPU_RUNTIME_GIB + derive.CPU_MIN_KV_GIB} GiB + W is refused",
         ),
     ]

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[3]
 VLLM_CPU = ROOT / "examples" / "vllm-cpu.yaml"
 QUICKSTART = ROOT / "examples" / "quickstart-cpu.yaml"
 CLAIMS = {"models": "/data/models"}  # the local folder standing for the example's claim
+FILES = {"vllm-cpu-nixl-idle": "/run/cm/nixl-idle"}  # where a run wrote that ConfigMap
 
 
 def _rendered(path: Path = VLLM_CPU) -> list[dict[str, Any]]:
@@ -45,7 +46,13 @@ def _engine(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
 def test_vllm_pods_keep_their_rendered_flags_and_env() -> None:
     objects = _rendered()
     pods = local_pods(
-        objects, "/s", VLLM, ports=itertools.count(9000), cores=[[0], [2, 3]], claims=CLAIMS
+        objects,
+        "/s",
+        VLLM,
+        ports=itertools.count(9000),
+        cores=[[0], [2, 3]],
+        claims=CLAIMS,
+        config_maps=FILES,
     )
     assert [(p.role, p.local) for p in pods] == [("prefill", VLLM.local), ("decode", VLLM.local)]
     for pod, cores in zip(pods, ("0", "2,3"), strict=True):
@@ -56,6 +63,9 @@ def test_vllm_pods_keep_their_rendered_flags_and_env() -> None:
         assert rendered[2] == "/mnt/models/tiny-llama"
         assert pod.argv[3:5] == ["--model", "/data/models/tiny-llama"]
         assert "claim models (mounted at /mnt/models) → /data/models" in pod.adapted
+        # the NIXL idle shim's ConfigMap folder is the engine's PYTHONPATH here too
+        assert pod.env["PYTHONPATH"] == "/run/cm/nixl-idle"
+        assert pod.env["DISAGG_NIXL_PROGRESS_DELAY_US"] == "1000"
         # every rendered flag but the port travels unchanged, the KV config included
         flags = rendered[3:]
         i = flags.index("--port")
@@ -75,23 +85,28 @@ def test_vllm_pods_keep_their_rendered_flags_and_env() -> None:
 
 def test_vllm_pods_need_concrete_ports() -> None:
     with pytest.raises(UpError, match="vLLM needs concrete ports"):
-        local_pods(_rendered(), "/s", VLLM, claims=CLAIMS)
+        local_pods(_rendered(), "/s", VLLM, claims=CLAIMS, config_maps=FILES)
 
 
 def test_a_claim_without_a_local_folder_or_a_model_the_cluster_fetches_is_refused() -> None:
     with pytest.raises(UpError, match="--claim models=DIR"):
-        local_pods(_rendered(), "/s", VLLM, ports=itertools.count(9000))
+        local_pods(_rendered(), "/s", VLLM, ports=itertools.count(9000), config_maps=FILES)
+    with pytest.raises(UpError, match="ConfigMap 'vllm-cpu-nixl-idle', which was not written"):
+        local_pods(_rendered(), "/s", VLLM, ports=itertools.count(9000), claims=CLAIMS)
     for model, says in (("hf://org/name", "init container"), ("oci://r.example/m:1", "image")):
         body = yaml.safe_load(VLLM_CPU.read_text())
         body["metadata"].update(namespace="default", uid="u")
         body["spec"]["model"] = model
         with pytest.raises(UpError, match=f"{says}.*--model DIR"):
-            local_pods(render(body, hmac_key="k"), "/s", VLLM, ports=itertools.count(9000))
+            objects = render(body, hmac_key="k")
+            local_pods(objects, "/s", VLLM, ports=itertools.count(9000), config_maps=FILES)
 
 
 def test_without_cores_the_rendered_binding_stays() -> None:
     objects = _rendered()
-    pods = local_pods(objects, "/s", VLLM, ports=itertools.count(9000), claims=CLAIMS)
+    pods = local_pods(
+        objects, "/s", VLLM, ports=itertools.count(9000), claims=CLAIMS, config_maps=FILES
+    )
     for pod in pods:
         env = {e["name"]: e.get("value") for e in _engine(objects, pod.name)["env"]}
         assert pod.env["VLLM_CPU_OMP_THREADS_BIND"] == env["VLLM_CPU_OMP_THREADS_BIND"]

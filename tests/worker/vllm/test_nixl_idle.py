@@ -1,0 +1,72 @@
+"""The NIXL idle shim (worker/vllm/nixl_idle/sitecustomize.py) in a fresh interpreter, as
+an engine gets it: first on PYTHONPATH, NIXL imported later by the engine's own code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SHIM = Path(__file__).resolve().parents[3] / "worker" / "vllm" / "nixl_idle"
+# what vLLM's NixlConnector does: an agent with the UCX backend and NIXL's defaults
+AGENT = """
+import json, sys
+import nixl_cu12._api as api
+api.nixl_agent("engine", api.nixl_agent_config(backends=["UCX"]))
+shim = sys.modules.get("sitecustomize")
+print(json.dumps({"applied": getattr(shim, "applied", None), "image": "image_ran" in sys.modules}))
+"""
+
+
+def _run(code: str, env: dict[str, str], path: list[Path]) -> dict[str, object]:
+    full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(map(str, path))}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+@pytest.fixture
+def image_site(tmp_path: Path) -> Path:
+    """An image's own sitecustomize, later on the path: it must still run."""
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['image_ran'] = sys\n")
+    return tmp_path
+
+
+def test_the_agent_an_engine_creates_gets_the_delay(image_site: Path) -> None:
+    got = _run(AGENT, {}, [SHIM, image_site])
+    assert got == {"applied": [1000], "image": True}
+    got = _run(AGENT, {"DISAGG_NIXL_PROGRESS_DELAY_US": "250"}, [SHIM])
+    assert got["applied"] == [250]
+
+
+def test_a_delay_of_zero_leaves_nixl_alone() -> None:
+    got = _run(AGENT, {"DISAGG_NIXL_PROGRESS_DELAY_US": "0"}, [SHIM])
+    assert got["applied"] == []
+
+
+def test_bindings_imported_before_the_hook_are_patched_too() -> None:
+    """install() patches bindings already in sys.modules (the shim loaded late)."""
+    code = f"""
+import json, sys
+import nixl_cu12._api as api
+sys.path.insert(0, {str(SHIM)!r})
+import sitecustomize as shim
+shim.install(500)
+api.nixl_agent("engine", api.nixl_agent_config(backends=["UCX"]))
+print(json.dumps({{"applied": shim.applied}}))
+"""
+    got = _run(code, {"DISAGG_NIXL_PROGRESS_DELAY_US": "0"}, [])
+    assert got["applied"] == [500]
+
+
+def test_the_shim_is_what_the_operator_ships() -> None:
+    from disagg_operator.contracts import nixl_idle
+
+    assert (SHIM / "sitecustomize.py").read_text() == nixl_idle.SOURCE
