@@ -229,7 +229,7 @@ def share_cores(count: int, available: Sequence[int]) -> list[list[int]]:
     give each pod its own; with fewer cores than engines, cores are reused round-robin
     (and the caller says so).
 
-    vLLM's NIXL worker also pins its busy-polling progress thread to the highest core of
+    vLLM's NIXL worker also pins its progress thread to the highest core of
     each NUMA node, whatever the engine's binding says: on a 2-core host that is the
     decode engine's core (docs/vllm.md has the measured cost)."""
     if count <= 0 or not available:

@@ -294,7 +294,7 @@ def _rows() -> list[Row]:
             derive.OMP_NUM_THREADS,
             f"{cpu}, C CPUs (limit, else request), TP t",
             f"max(1, (floor(C) - {derive.CPU_PROGRESS_CORES}) // t)",
-            "one core for NIXL's busy-polling progress thread",
+            "one core for NIXL's progress thread and the engine loop",
         ),
         (
             vllm.CPU_RESERVED,
