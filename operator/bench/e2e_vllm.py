@@ -33,16 +33,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
 import yaml
 
 from disagg_operator.local import vllm
 from disagg_operator.local.stack import Run, launch, start_aggregated
-from disagg_worker.bench.e2e import format_columns, progress, timed_post
+from disagg_worker.bench.e2e import IDLE_WINDOW_S, format_columns, idle_cpu, progress, timed_post
 from disagg_worker.serve.localrun import stop_children
 from disagg_worker.vllm import metrics
 
-IDLE_WINDOW_S = 10.0
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "examples" / "vllm-cpu.yaml"
 VOCAB = 1020  # tiny-llama's ordinary token ids: 4 .. 1023
@@ -99,31 +97,10 @@ def _requests(
     return out
 
 
-def _tree_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) of process ``pid`` and its descendants so far."""
-    try:
-        root = psutil.Process(pid)
-        tree = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0.0
-    total = 0.0
-    for proc in tree:
-        try:
-            times = proc.cpu_times()
-            total += times.user + times.system
-        except psutil.Error:
-            continue
-    return total
-
-
-def idle_cores(run: Run, window_s: float = IDLE_WINDOW_S) -> dict[str, float]:
+def idle_cores(run: Run) -> dict[str, float]:
     """Each engine's CPU use while nothing is asked of it: pod name → cores."""
-    engines = {c.name: c.proc.pid for c in run.children if c.name in run.names.values()}
-    before = {name: _tree_cpu_s(pid) for name, pid in engines.items()}
-    t0 = time.monotonic()
-    time.sleep(window_s)
-    wall = time.monotonic() - t0
-    return {n: round((_tree_cpu_s(pid) - before[n]) / wall, 3) for n, pid in engines.items()}
+    engines = [c for c in run.children if c.name in run.names.values()]
+    return idle_cpu(engines, IDLE_WINDOW_S)
 
 
 def _phase(

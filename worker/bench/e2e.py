@@ -110,18 +110,46 @@ def measure(agg: str, pd: str, prompt_tokens: int, repeat: int, gen: int) -> dic
     return case
 
 
-def idle_cpu(children: list[Child], seconds: float = 2.0) -> dict[str, float]:
-    """CPU cores each idle process burns (user+sys over a quiet window): the background
-    cost, e.g. transfer progress threads, that the engine competes with on shared cores."""
+IDLE_WINDOW_S = 10.0
+
+
+def _stats() -> dict[int, tuple[int, float]]:
+    """Every process now: pid → (parent pid, CPU seconds user + system)."""
     ticks = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        out[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks)
+    return out
 
-    def cpu(pid: int) -> float:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / ticks
 
-    before = {c.name: cpu(c.proc.pid) for c in children}
+def tree_cpu_s(pid: int, stats: dict[int, tuple[int, float]]) -> float:
+    """CPU seconds of ``pid`` and all its descendants (an engine's workers included)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += stats.get(current, (0, 0.0))[1]
+        todo += [p for p, (parent, _) in stats.items() if parent == current]
+    return total
+
+
+def idle_cpu(children: list[Child], seconds: float = IDLE_WINDOW_S) -> dict[str, float]:
+    """CPU cores each idle process tree burns (user + system over a quiet window): the
+    background cost, e.g. NIXL progress threads, that engines compete with on shared
+    cores. A process that ended counts its CPU until it did."""
+    first = _stats()
+    before = {c.name: tree_cpu_s(c.proc.pid, first) for c in children}
+    t0 = time.monotonic()
     time.sleep(seconds)
-    return {c.name: round((cpu(c.proc.pid) - before[c.name]) / seconds, 3) for c in children}
+    wall, last = time.monotonic() - t0, _stats()
+    return {
+        c.name: round((tree_cpu_s(c.proc.pid, last) - before[c.name]) / wall, 3) for c in children
+    }
 
 
 def _tps(out: dict[str, Any], gen: int) -> float:
@@ -167,6 +195,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--gen-tokens", type=int, default=32, help="tokens per throughput request")
     p.add_argument("--model", default="tiny", help="reference model preset")
+    p.add_argument(
+        "--idle-s",
+        type=float,
+        default=IDLE_WINDOW_S,
+        help="the quiet window engine_idle_cpu_cores is measured over",
+    )
     return p
 
 
@@ -190,11 +224,16 @@ def main(argv: list[str]) -> int:
         try:
             progress("starting aggregated worker, prefill, decode and proxy ...")
             agg, pd = start_stack(Path(tmp), env, children)
-            idle = idle_cpu(children)
+            idle = idle_cpu(children, args.idle_s)
             cases = [measure(agg, pd, n, args.repeat, args.gen_tokens) for n in lengths]
         finally:
             stop_children(children)
-    result = {"model": args.model, "repeat": args.repeat, "idle_cpu_cores": idle, "cases": cases}
+    result = {
+        "model": args.model,
+        "repeat": args.repeat,
+        "engine_idle_cpu_cores": idle,
+        "cases": cases,
+    }
     if args.json:
         print(json.dumps(result, indent=2))
     else:

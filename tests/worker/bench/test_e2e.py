@@ -13,7 +13,7 @@ from disagg_worker.bench.e2e import KEYS, table
 
 def test_bench_reports_every_case_with_the_documented_keys() -> None:
     argv = [sys.executable, "-m", "disagg_operator.cli", "bench", "e2e", "--json"]
-    argv += ["--prompts", "17,40", "--repeat", "1", "--gen-tokens", "3"]
+    argv += ["--prompts", "17,40", "--repeat", "1", "--gen-tokens", "3", "--idle-s", "1"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     assert "17 tokens: request 1/1" in done.stderr  # progress goes to stderr
@@ -27,5 +27,5 @@ def test_bench_reports_every_case_with_the_documented_keys() -> None:
         )
         assert case["transfer_bytes"] == 2 * 4 * 2 * 32 * 4 * 16 * (-(-case["prompt_tokens"] // 16))
         assert case["transfer_ms"] > 0 and case["decode_tps_disagg"] > 0
-    assert set(result["idle_cpu_cores"]) == {"both", "prefill", "decode", "proxy"}
+    assert set(result["engine_idle_cpu_cores"]) == {"both", "prefill", "decode", "proxy"}
     assert "ttft P/D" in table(cases).splitlines()[0]
