@@ -32,7 +32,8 @@ OMP_NUM_THREADS = "OMP_NUM_THREADS"
 CPU_RUNTIME_GIB = 3
 CPU_KVCACHE_FRACTION = 0.75
 CPU_MIN_KV_GIB = 1
-# Cores kept out of OpenMP: vLLM always runs NIXL's progress thread, which busy-polls one.
+# The least of a pool's CPUs kept out of OpenMP: NIXL's progress thread (vLLM always runs
+# it) and the engine loop; a version's P/D reserve (Profile.reserved_cpus) may ask more.
 CPU_PROGRESS_CORES = 1
 
 _GIB = 1024**3
@@ -157,9 +158,15 @@ def cpu_kvcache_gib(memory: float, tp: int, weights: float = 0.0) -> int:
     return max(CPU_MIN_KV_GIB, math.floor(spare / _GIB))
 
 
-def cpu_threads(cpus: float, tp: int) -> int:
-    """OpenMP threads per rank: the pod's whole cores less the progress core, split by TP."""
-    return max(1, (math.floor(cpus) - CPU_PROGRESS_CORES) // tp)
+def cpu_reserve(p: vllm.Profile, tp: int) -> int:
+    """CPUs of a pool kept out of OpenMP (VLLM_CPU_NUM_OF_RESERVED_CPU): the version's P/D
+    reserve for ``tp`` ranks, at least :data:`CPU_PROGRESS_CORES`."""
+    return max(CPU_PROGRESS_CORES, p.reserved_cpus(tp))
+
+
+def cpu_threads(cpus: float, tp: int, reserve: int = CPU_PROGRESS_CORES) -> int:
+    """OpenMP threads per rank: the pod's whole cores less the reserve, split by TP."""
+    return max(1, (math.floor(cpus) - reserve) // tp)
 
 
 def cpu_engine_env(role: RoleSpec, p: vllm.Profile, weights: float = 0.0) -> dict[str, str]:
@@ -173,9 +180,10 @@ def cpu_engine_env(role: RoleSpec, p: vllm.Profile, weights: float = 0.0) -> dic
     cpus, memory = cpu_limits(role)
     tp = role.tensor_parallel_size
     env = {vllm.CPU_OMP_THREADS_BIND: "nobind"}
+    reserve = cpu_reserve(p, tp)
     if cpus is not None:
-        env[OMP_NUM_THREADS] = str(cpu_threads(cpus, tp))
-    env[vllm.CPU_RESERVED] = str(max(CPU_PROGRESS_CORES, p.reserved_cpus(tp)))
+        env[OMP_NUM_THREADS] = str(cpu_threads(cpus, tp, reserve))
+    env[vllm.CPU_RESERVED] = str(reserve)
     if memory is not None:
         env[vllm.CPU_KVCACHE_SPACE] = str(cpu_kvcache_gib(memory, tp, weights))
     return env

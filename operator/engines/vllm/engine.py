@@ -292,9 +292,10 @@ def _rows() -> list[Row]:
         (vllm.CPU_OMP_THREADS_BIND, cpu, "nobind", "never pin: no two pods share pinned cores"),
         (
             derive.OMP_NUM_THREADS,
-            f"{cpu}, C CPUs (limit, else request), TP t",
-            f"max(1, (floor(C) - {derive.CPU_PROGRESS_CORES}) // t)",
-            "one core for NIXL's progress thread and the engine loop",
+            f"{cpu}, C CPUs (limit, else request), TP t, reserve R ({vllm.CPU_RESERVED}, below)",
+            "max(1, (floor(C) - R) // t)",
+            "the reserve vLLM keeps for NIXL, the engine core and the API server stays free "
+            "of OpenMP threads",
         ),
         (
             vllm.CPU_RESERVED,

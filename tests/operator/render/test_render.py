@@ -338,7 +338,7 @@ def test_vllm_heterogeneous_gpu_prefill_cpu_decode() -> None:
     assert "VLLM_NIXL_ABORT_REQUEST_TIMEOUT" not in p_env  # vLLM >= 0.22 ignores it
     assert d_env["VLLM_CPU_KVCACHE_SPACE"] == "9"  # floor((16 - 3) * 0.75)
     assert d_env["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
-    assert d_env["OMP_NUM_THREADS"] == "7"  # 8 CPUs less the NIXL progress core
+    assert d_env["OMP_NUM_THREADS"] == "6"  # 8 CPUs less the P/D reserve of 2 (>= 0.20)
     assert d_env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "2"  # vLLM >= 0.20: 2 x TP for P/D
     assert prefill["resources"]["limits"]["nvidia.com/gpu"] == 1
 
@@ -370,7 +370,7 @@ def test_cpu_engine_env_splits_threads_and_memory_per_rank() -> None:
         )["spec"]
     ).decode
     env = vllm_derive.cpu_engine_env(tp2, vllm.NEWEST)
-    assert env["OMP_NUM_THREADS"] == "4"  # (9 - 1) // 2
+    assert env["OMP_NUM_THREADS"] == "2"  # (9 - 2 x 2 reserved) // 2
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "6"  # floor((22 - 2 * 3) * 0.75 / 2)
     assert env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "4"
 
