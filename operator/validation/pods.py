@@ -12,6 +12,7 @@ period shorter than the drain. The merge itself is :mod:`disagg_operator.render.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from disagg_operator.api import (
@@ -23,7 +24,12 @@ from disagg_operator.api import (
     ROLES,
     DeploymentSpec,
 )
-from disagg_operator.api.podtemplate import DERIVED_CONTAINERS, ENGINE_CONTAINER, PodTemplate
+from disagg_operator.api.podtemplate import (
+    DERIVED_CONTAINERS,
+    ENGINE_CONTAINER,
+    PodTemplate,
+    PodTemplateSpec,
+)
 from disagg_operator.api.problems import Problem
 from disagg_operator.derive import model as model_source
 from disagg_operator.engines.base import Engine
@@ -88,10 +94,55 @@ def overlay(spec: DeploymentSpec, engine: Engine, settings: Settings) -> Iterato
             yield from _template(spec, role, template, engine, settings)
 
 
+@dataclass(frozen=True)
+class _Pod:
+    """What the operator derives for one role's pods that an overlay must not collide
+    with: where problems are reported, the volumes (derived and the overlay's), the
+    pod's ports, the engine container's own mount paths, and the drain."""
+
+    role: str
+    at: str
+    derived_volumes: frozenset[str]
+    volumes: frozenset[str]
+    ports: frozenset[int]
+    engine_mounts: frozenset[str]
+    drain: int
+
+    @staticmethod
+    def of(
+        spec: DeploymentSpec, role: str, s: PodTemplateSpec, engine: Engine, settings: Settings
+    ) -> _Pod:
+        source = model_source.source(spec)
+        derived = {v["name"] for v in [*engine.volumes(spec, "x", role), *source.volumes]}
+        given = {v.get("name") for v in s.volumes or [] if isinstance(v, dict)}
+        mounts = [*engine.container(spec, role, HTTP_PORT, settings).mounts, *source.mounts]
+        ports = {HTTP_PORT, ENGINE_BEHIND_SIDECAR_PORT, CANARY_PORT}
+        return _Pod(
+            role,
+            f"spec.{role}.podTemplate",
+            frozenset(derived),
+            frozenset(derived | {n for n in given if isinstance(n, str)}),
+            frozenset(ports | set(engine.side_channel_ports(spec, role))),
+            frozenset(m["mountPath"] for m in mounts),
+            max(engine.drain_seconds(spec), spec.role(role).drain_seconds or 0),
+        )
+
+
 def _template(
     spec: DeploymentSpec, role: str, t: PodTemplate, engine: Engine, settings: Settings
 ) -> Iterator[Problem]:
     at = f"spec.{role}.podTemplate"
+    yield from _metadata(at, t)
+    s = t.spec
+    if s is None:
+        return
+    pod = _Pod.of(spec, role, s, engine, settings)
+    yield from _pod_fields(pod, s)
+    yield from _containers(pod, s.init_containers or [], "initContainers", init=True)
+    yield from _containers(pod, s.containers or [], "containers", init=False)
+
+
+def _metadata(at: str, t: PodTemplate) -> Iterator[Problem]:
     meta = t.metadata
     for where, values in (
         ("labels", meta and meta.labels),
@@ -100,77 +151,39 @@ def _template(
         for key in values or {}:
             if key.split("/")[0].endswith(GROUP) or key == LABEL_LLMD_ROLE:
                 yield Problem(f"{at}.metadata.{where}[{key}]", "is the operator's key; use another")
-    s = t.spec
-    if s is None:
-        return
-    source = model_source.source(spec)
-    derived_volumes = {v["name"] for v in [*engine.volumes(spec, "x", role), *source.volumes]}
-    volumes = [v for v in s.volumes or [] if isinstance(v, dict)]
+
+
+def _pod_fields(pod: _Pod, s: PodTemplateSpec) -> Iterator[Problem]:
+    at = f"{pod.at}.spec"
     for i, v in enumerate(s.volumes or []):
-        yield from corev1.schema_problems(f"{at}.spec.volumes[{i}]", v, "Volume")
-        yield from corev1.volume_problems(f"{at}.spec.volumes[{i}]", v)
-        if v.get("name") in derived_volumes:
+        yield from corev1.schema_problems(f"{at}.volumes[{i}]", v, "Volume")
+        yield from corev1.volume_problems(f"{at}.volumes[{i}]", v)
+        if v.get("name") in pod.derived_volumes:
             yield Problem(
-                f"{at}.spec.volumes[{i}].name", f"{v['name']!r} is the engine's volume; rename it"
+                f"{at}.volumes[{i}].name", f"{v['name']!r} is the engine's volume; rename it"
             )
-    known = derived_volumes | {v.get("name") for v in volumes}
     for i, ref in enumerate(s.image_pull_secrets or []):
         yield from corev1.schema_problems(
-            f"{at}.spec.imagePullSecrets[{i}]", ref, "LocalObjectReference"
+            f"{at}.imagePullSecrets[{i}]", ref, "LocalObjectReference"
         )
     yield from corev1.schema_problems(
-        f"{at}.spec.securityContext", s.security_context, "PodSecurityContext"
+        f"{at}.securityContext", s.security_context, "PodSecurityContext"
     )
-    yield from _grace(spec, role, s.termination_grace_period_seconds, engine, at)
-    yield from _containers(
-        spec,
-        role,
-        s.init_containers or [],
-        f"{at}.spec.initContainers",
-        known,
-        engine,
-        settings,
-        init=True,
-    )
-    yield from _containers(
-        spec, role, s.containers or [], f"{at}.spec.containers", known, engine, settings, init=False
-    )
-
-
-def _grace(
-    spec: DeploymentSpec, role: str, given: int | None, engine: Engine, at: str
-) -> Iterator[Problem]:
-    if given is None:
-        return
-    drain = max(engine.drain_seconds(spec), spec.role(role).drain_seconds or 0)
-    if given < drain:
+    given = s.termination_grace_period_seconds
+    if given is not None and given < pod.drain:
         yield Problem(
-            f"{at}.spec.terminationGracePeriodSeconds",
-            f"{given} s is shorter than the pod's drain ({drain} s): it would cut in-flight "
-            "work; omit it, or lower spec.<role>.drainSeconds".replace("<role>", role),
+            f"{at}.terminationGracePeriodSeconds",
+            f"{given} s is shorter than the pod's drain ({pod.drain} s): it would cut "
+            f"in-flight work; omit it, or lower spec.{pod.role}.drainSeconds",
         )
 
 
 def _containers(
-    spec: DeploymentSpec,
-    role: str,
-    containers: list[dict[str, Any]],
-    at: str,
-    volumes: set[Any],
-    engine: Engine,
-    settings: Settings,
-    *,
-    init: bool,
+    pod: _Pod, containers: list[dict[str, Any]], field: str, *, init: bool
 ) -> Iterator[Problem]:
     names: set[str] = set()
-    taken = {
-        HTTP_PORT,
-        ENGINE_BEHIND_SIDECAR_PORT,
-        CANARY_PORT,
-        *engine.side_channel_ports(spec, role),
-    }
     for i, c in enumerate(containers):
-        where = f"{at}[{i}]"
+        where = f"{pod.at}.spec.{field}[{i}]"
         schema = corev1.schema_problems(where, c, "Container")
         yield from schema
         if schema:
@@ -180,31 +193,40 @@ def _containers(
         if name in names:
             yield Problem(f"{where}.name", f"{name!r} is listed twice; merge the entries")
         names.add(name)
-        derived = name in DERIVED_CONTAINERS
-        if init and name == model_source.DOWNLOAD_CONTAINER:
-            yield Problem(f"{where}.name", f"{name!r} is the model download's; rename it")
-        if derived and init:
-            yield Problem(
-                f"{where}.name", f"{name!r} is a container of the pod; rename the init container"
-            )
-        elif derived:
-            yield from _merged(role, name, c, where)
-        elif not c.get("image"):
-            yield Problem(
-                f"{where}.image",
-                "an extra container needs an image (or name a derived one: "
-                f"{', '.join(DERIVED_CONTAINERS)})",
-            )
-        for j, port in enumerate(c.get("ports") or []):
-            if not derived and port.get("containerPort") in taken:
-                yield Problem(
-                    f"{where}.ports[{j}].containerPort",
-                    f"{port['containerPort']} is a derived port of the pod "
-                    f"({', '.join(map(str, sorted(taken)))}); use another",
-                )
+        yield from _kind_of(pod, name, c, where, init=init)
         for j, env in enumerate(c.get("env") or []):
             yield from corev1.env_problems(f"{where}.env[{j}]", env)
-        yield from _mounts(spec, role, name, c, where, volumes, engine, settings)
+        yield from _mounts(pod, name, c, where)
+
+
+def _kind_of(
+    pod: _Pod, name: str, c: dict[str, Any], where: str, *, init: bool
+) -> Iterator[Problem]:
+    """A derived container merged, an init container, or an extra container."""
+    derived = name in DERIVED_CONTAINERS
+    if init and name == model_source.DOWNLOAD_CONTAINER:
+        yield Problem(f"{where}.name", f"{name!r} is the model download's; rename it")
+    if derived and init:
+        yield Problem(
+            f"{where}.name", f"{name!r} is a container of the pod; rename the init container"
+        )
+        return
+    if derived:
+        yield from _merged(pod.role, name, c, where)
+        return
+    if not c.get("image"):
+        yield Problem(
+            f"{where}.image",
+            "an extra container needs an image (or name a derived one: "
+            f"{', '.join(DERIVED_CONTAINERS)})",
+        )
+    for j, port in enumerate(c.get("ports") or []):
+        if port.get("containerPort") in pod.ports:
+            yield Problem(
+                f"{where}.ports[{j}].containerPort",
+                f"{port['containerPort']} is a derived port of the pod "
+                f"({', '.join(map(str, sorted(pod.ports)))}); use another",
+            )
 
 
 def _merged(role: str, name: str, c: dict[str, Any], where: str) -> Iterator[Problem]:
@@ -221,22 +243,10 @@ def _merged(role: str, name: str, c: dict[str, Any], where: str) -> Iterator[Pro
             )
 
 
-def _mounts(
-    spec: DeploymentSpec,
-    role: str,
-    name: str,
-    c: dict[str, Any],
-    where: str,
-    volumes: set[Any],
-    engine: Engine,
-    settings: Settings,
-) -> Iterator[Problem]:
-    used = set()
-    if name == ENGINE_CONTAINER:
-        mounts = [*engine.container(spec, role, HTTP_PORT, settings).mounts]
-        used = {m["mountPath"] for m in [*mounts, *model_source.source(spec).mounts]}
+def _mounts(pod: _Pod, name: str, c: dict[str, Any], where: str) -> Iterator[Problem]:
+    used = pod.engine_mounts if name == ENGINE_CONTAINER else frozenset()
     for j, m in enumerate(c.get("volumeMounts") or []):
-        if m.get("name") not in volumes:
+        if m.get("name") not in pod.volumes:
             yield Problem(
                 f"{where}.volumeMounts[{j}].name",
                 f"no volume named {m.get('name')!r}; add it to podTemplate.spec.volumes",
