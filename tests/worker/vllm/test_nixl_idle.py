@@ -66,6 +66,24 @@ print(json.dumps({{"applied": shim.applied}}))
     assert got["applied"] == [500]
 
 
+def test_the_shim_loaded_twice_patches_once_and_never_recurses() -> None:
+    """A second copy of the module (another name, e.g. an image that loads it again):
+    one finder, one patch."""
+    code = f"""
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("again", {str(SHIM / "sitecustomize.py")!r})
+again = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(again)
+import nixl_cu12._api as api
+api.nixl_agent("engine", api.nixl_agent_config(backends=["UCX"]))
+first = sys.modules["sitecustomize"]
+finders = sum(1 for f in sys.meta_path if getattr(f, "disagg_nixl_idle", False))
+print(json.dumps({{"applied": first.applied + again.applied, "finders": finders}}))
+"""
+    got = _run(code, {}, [SHIM])
+    assert got == {"applied": [1000], "finders": 1}
+
+
 def test_the_shim_is_what_the_operator_ships() -> None:
     from disagg_operator.contracts import nixl_idle
 

@@ -56,6 +56,10 @@ class _Loader(importlib.abc.Loader):
 
 
 class _Finder(importlib.abc.MetaPathFinder):
+    # Marks every copy of this finder: the module may be loaded twice (under two names),
+    # and two finders asking each other would recurse forever.
+    disagg_nixl_idle = True
+
     def __init__(self, delay_us: int) -> None:
         self.delay_us = delay_us
 
@@ -63,7 +67,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         if name not in MODULES:
             return None
         for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
+            if getattr(finder, "disagg_nixl_idle", False) or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(name, path, target)
             if spec is not None and spec.loader is not None:
@@ -77,7 +81,7 @@ def install(delay_us: int) -> None:
     for name in MODULES:
         if name in sys.modules:
             patch(sys.modules[name], delay_us)
-    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+    if not any(getattr(f, "disagg_nixl_idle", False) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder(delay_us))
 
 
