@@ -76,23 +76,20 @@ GPU_MEMORY_UTILIZATION_DEFAULT = 0.92
 # Flags that size the device KV cache (and so a cpu buffer's host mirror of it).
 GPU_MEMORY_UTILIZATION = "--gpu-memory-utilization"
 KV_CACHE_MEMORY_BYTES = "--kv-cache-memory-bytes"
-_HUMAN = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+# vLLM's integer suffixes: lowercase decimal, uppercase binary (8G = 8 GiB).
+_HUMAN = {
+    **{u: 1000 ** (n + 1) for n, u in enumerate("kmgt")},
+    **{u: 1024 ** (n + 1) for n, u in enumerate("KMGT")},
+}
 
 
 def human_readable_int(text: str) -> int:
     """An integer flag as vLLM reads it (``vllm.utils.argparse_utils.human_readable_int``):
     a lowercase k/m/g/t suffix is decimal, uppercase K/M/G/T binary (8G = 8 GiB)."""
     text = text.strip()
-    unit = text[-1:] if text[-1:].lower() in _HUMAN else ""
-    number = text[: len(text) - len(unit)]
-    scale = (
-        1
-        if not unit
-        else _HUMAN[unit]
-        if unit.islower()
-        else 1024 ** ("kmgt".index(unit.lower()) + 1)
-    )
-    return int(float(number) * scale) if unit else int(number)
+    if text[-1:] in _HUMAN:
+        return int(float(text[:-1]) * _HUMAN[text[-1]])
+    return int(text)
 
 
 @dataclass(frozen=True)

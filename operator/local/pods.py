@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from disagg_operator.api import LABEL_ROLE as ROLE_LABEL
+from disagg_operator.api.podtemplate import CANARY_CONTAINER, ENGINE_CONTAINER
 from disagg_operator.engines.base import Engine, LocalRun, disagg_argv, without_flag
 
 LOCAL = "127.0.0.1"
 CLUSTER_ONLY = ("UCX_TLS", "DISAGG_UCX_TLS")
 FIELD_REFS = {"metadata.name": None, "status.podIP": LOCAL, "status.hostIP": LOCAL}
-CANARY = "transfer-canary"
+CANARY = CANARY_CONTAINER
 
 
 class UpError(RuntimeError):
@@ -195,7 +196,7 @@ def pin_ports(env: dict[str, str], ready: dict[str, Any]) -> dict[str, str]:
 
 def _engine_container(pod: dict[str, Any]) -> dict[str, Any]:
     containers: list[dict[str, Any]] = pod["spec"]["containers"]
-    return next((c for c in containers if c["name"] == "engine"), containers[0])
+    return next((c for c in containers if c["name"] == ENGINE_CONTAINER), containers[0])
 
 
 def _env(name: str, container: dict[str, Any]) -> tuple[dict[str, str], list[str]]:

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from disagg_operator.api import CANARY_PORT, HTTP_PORT, DeploymentSpec
+from disagg_operator.api.podtemplate import CANARY_CONTAINER
 from disagg_operator.derive import model as model_source
 from disagg_operator.engines.settings import Settings
 
-NAME = "transfer-canary"
+NAME = CANARY_CONTAINER
 # The canary's whole budget beyond the KV read's own deadline: a one-token prefill of a
 # few-token prompt and a one-token decode, plus connection set-up on both hops.
 MARGIN_S = 5

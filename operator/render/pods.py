@@ -31,14 +31,15 @@ from disagg_operator.api import (
     DeploymentSpec,
     RoleSpec,
 )
+from disagg_operator.api.podtemplate import ENGINE_CONTAINER, SIDECAR_CONTAINER
 from disagg_operator.contracts import llmd
 from disagg_operator.derive import model as model_source
 from disagg_operator.engines.settings import Settings
 from disagg_operator.render import canary as render_canary
 from disagg_operator.render import overlay
 
-ENGINE = "engine"
-SIDECAR = "routing-proxy"
+ENGINE = ENGINE_CONTAINER
+SIDECAR = SIDECAR_CONTAINER
 # Seconds left after the preStop drain for the engine to stop on SIGTERM (finish HTTP
 # responses, deregister memory, close the NIXL agent) before the kubelet kills it.
 SHUTDOWN_MARGIN_S = 10

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from disagg_operator.api import DeploymentSpec
+from disagg_operator.api import ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
 from disagg_operator.contracts import nixl_idle, vllm
 from disagg_operator.derive import model as model_source
@@ -148,7 +148,7 @@ class Vllm(Engine):
 
     def config_maps(self, spec: DeploymentSpec, name: str) -> dict[str, dict[str, str]]:
         """The NIXL idle shim, when a pool runs it (:func:`derive.nixl_idle`)."""
-        if not any(derive.nixl_idle(spec, role) for role in ("prefill", "decode")):
+        if not any(derive.nixl_idle(spec, role) for role in ROLES):
             return {}
         return {nixl_idle_name(name): {nixl_idle.FILE: nixl_idle.SOURCE}}
 
