@@ -107,6 +107,17 @@ class RoleSpec(_Model):
         "KV cache, which is counted against limits.memory (a limit that cannot hold it is "
         "refused with the numbers)",
     )
+    queue_poll_microseconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=100_000,
+        description="vllm: for a second after each message on vLLM's shared-memory queue, "
+        "its readers (the engine core waiting for its workers, each worker for the next "
+        "step) check it again in a sched_yield loop, a core per waiting process; they sleep "
+        "this long between checks instead, longer as the wait goes on (a fiftieth of it, at "
+        "most 2 ms): the engine-idle sitecustomize, ConfigMap <name>-engine-idle. Default 100 "
+        "on CPU pools, vLLM's loop elsewhere; 0 leaves vLLM's loop as it is",
+    )
     image: str | None = Field(default=None, description="image override for this role")
     drain_seconds: int | None = Field(
         default=None,

@@ -125,7 +125,7 @@ class KVTransfer(_Model):
         description="vllm, CPU pools: how long NIXL's progress thread waits for a UCX event "
         "before it looks again (NIXL's Python API sets 0: the thread spins and an idle engine "
         "burns a core). Rendered as a sitecustomize module on the engine's PYTHONPATH "
-        "(ConfigMap <name>-nixl-idle); 0 leaves NIXL's spin as it is",
+        "(ConfigMap <name>-engine-idle); 0 leaves NIXL's spin as it is",
     )
     kv_connector_extra_config: FreeForm | None = Field(
         default=None,

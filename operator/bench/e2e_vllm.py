@@ -35,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from disagg_operator.api import ROLES
 from disagg_operator.local import vllm
 from disagg_operator.local.stack import Run, launch, start_aggregated
 from disagg_worker.bench.e2e import IDLE_WINDOW_S, format_columns, idle_cpu, progress, timed_post
@@ -215,26 +216,50 @@ def main(argv: list[str]) -> int:
         help="spec.kvTransfer.nixlProgressDelayMicroseconds for this run (0: NIXL's own "
         "spinning progress thread; default: the manifest's)",
     )
+    p.add_argument(
+        "--queue-poll-us",
+        type=int,
+        help="spec.<role>.queuePollMicroseconds of both pools for this run (0: vLLM's own "
+        "sched_yield loop on its message queue; default: the manifest's)",
+    )
     args = p.parse_args(argv)
     lengths = [int(x) for x in args.prompts.split(",") if x.strip()]
     with tempfile.TemporaryDirectory(prefix="disagg-bench-manifest-") as folder:
-        manifest, delay = _manifest(Path(args.manifest), args.nixl_delay_us, Path(folder))
-        return _bench(args, lengths, manifest, delay)
+        manifest, idle = _manifest(
+            Path(args.manifest), args.nixl_delay_us, args.queue_poll_us, Path(folder)
+        )
+        return _bench(args, lengths, manifest, idle)
 
 
-def _manifest(path: Path, delay: int | None, folder: Path) -> tuple[Path, int]:
-    """The manifest to run (with ``delay`` written in, when given) and its NIXL delay."""
+def _manifest(
+    path: Path, delay: int | None, poll: int | None, folder: Path
+) -> tuple[Path, dict[str, Any]]:
+    """The manifest to run (with the settings given written in) and the engine-idle
+    settings it runs with (None: the pool's derived default)."""
     body = yaml.safe_load(path.read_text())
-    kv = body["spec"].setdefault("kvTransfer", {})
-    if delay is None:
-        return path, int(kv.get("nixlProgressDelayMicroseconds", 1000))
-    kv["nixlProgressDelayMicroseconds"] = delay
+    spec = body["spec"]
+    kv = spec.setdefault("kvTransfer", {})
+    if delay is not None:
+        kv["nixlProgressDelayMicroseconds"] = delay
+    if poll is not None:
+        for role in ROLES:
+            spec[role]["queuePollMicroseconds"] = poll
+    settings = {
+        "nixl_progress_delay_us": int(kv.get("nixlProgressDelayMicroseconds", 1000)),
+        "queue_poll_us": {
+            role: spec[role].get("queuePollMicroseconds", "derived") for role in ROLES
+        },
+    }
+    if delay is None and poll is None:
+        return path, settings
     out = folder / path.name
     out.write_text(yaml.safe_dump(body))
-    return out, delay
+    return out, settings
 
 
-def _bench(args: argparse.Namespace, lengths: list[int], manifest: Path, delay: int) -> int:
+def _bench(
+    args: argparse.Namespace, lengths: list[int], manifest: Path, idle: dict[str, Any]
+) -> int:
     def aggregated(run: Run, logs: Path) -> str:
         return start_aggregated(manifest, logs, run, model=args.model, say=progress)
 
@@ -262,7 +287,7 @@ def _bench(args: argparse.Namespace, lengths: list[int], manifest: Path, delay: 
         "manifest": str(manifest),
         "repeat": args.repeat,
         "cpu_binding": "rendered" if args.keep_cpu_binding else "a core per engine",
-        "nixl_progress_delay_us": delay,
+        **idle,
         "engine_idle_cpu_cores": {"agg": idle_agg, "P/D": idle_pd},
         "cases": rows,
     }

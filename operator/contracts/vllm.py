@@ -60,14 +60,19 @@ class Lease:
     minimum: int = 1
 
 
-# NIXL's progress thread: every agent vLLM's NixlConnector creates keeps NIXL's default
-# progress thread, and NIXL's Python API sets its poll delay to 0, so it spins (checked in
-# nixl-cu12 1.5.1 `_api.py` with vLLM 0.11-0.32's nixl_agent_config calls). The operator's
-# sitecustomize (disagg_worker/vllm/nixl_idle) raises the delay; the environment variable
-# it reads, and where the engine container finds it.
+# Engines that idle (disagg_worker/vllm/engine_idle, a sitecustomize on the engine's
+# PYTHONPATH), two loops it changes:
+# - NIXL's progress thread: every agent vLLM's NixlConnector creates keeps NIXL's default
+#   progress thread, and NIXL's Python API sets its poll delay to 0, so it spins (checked in
+#   nixl-cu12 1.5.1 `_api.py` with vLLM 0.11-0.32's nixl_agent_config calls).
+# - vLLM's shared-memory message queue: its readers spin on sched_yield for a fixed second
+#   after each message (shm_broadcast SpinCondition, busy_loop_s=1; no setting in 0.32.0,
+#   open upstream as vLLM PR #52814). The shim leaves any class without it alone.
+# The environment variables it reads, and where the engine container finds it.
 NIXL_DELAY_ENV = "DISAGG_NIXL_PROGRESS_DELAY_US"
-NIXL_IDLE_DIR = "/opt/disagg/python"
-NIXL_IDLE_CHECKED = "nixl-cu12 1.5.1, vLLM 0.32.0 (CPU)"
+QUEUE_POLL_ENV = "DISAGG_VLLM_QUEUE_POLL_US"
+ENGINE_IDLE_DIR = "/opt/disagg/python"
+ENGINE_IDLE_CHECKED = "nixl-cu12 1.5.1, vLLM 0.32.0 (CPU)"
 
 # --gpu-memory-utilization's default, the share of device memory vLLM plans for weights,
 # activations and the KV cache (vllm/config/cache.py: 0.92 in 0.32.0; 0.9 in older

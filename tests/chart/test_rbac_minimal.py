@@ -192,20 +192,26 @@ async def _plain_life(emu: Emulator) -> None:
 
 
 async def _vllm_life(emu: Emulator) -> None:
-    """A vLLM CPU deployment: its NIXL idle shim's ConfigMap is created, repaired when
-    someone edits it, and deleted when the shim is turned off."""
+    """A vLLM CPU deployment: its engine-idle shim's ConfigMap is created, repaired when
+    someone edits it, and deleted when both of the shim's levers are turned off."""
     body = yaml.safe_load((ROOT / "examples" / "vllm-cpu.yaml").read_text())
     body["metadata"] = {"name": "cpu", "namespace": NS}
     emu.put_object(DD, defaulted(body, _crd_schema()))
     maps = "v1/configmaps"
-    await until("shim ConfigMap", lambda: emu.find(maps, NS, "cpu-nixl-idle"))
-    _tamper(emu, maps, "cpu-nixl-idle", lambda o: o.update(data={"sitecustomize.py": ""}))
+    await until("shim ConfigMap", lambda: emu.find(maps, NS, "cpu-engine-idle"))
+    _tamper(emu, maps, "cpu-engine-idle", lambda o: o.update(data={"sitecustomize.py": ""}))
     await until(
         "shim ConfigMap repaired",
-        lambda: emu.find(maps, NS, "cpu-nixl-idle")["data"]["sitecustomize.py"],
+        lambda: emu.find(maps, NS, "cpu-engine-idle")["data"]["sitecustomize.py"],
     )
-    _edit(emu, "cpu", lambda s: s["kvTransfer"].update(nixlProgressDelayMicroseconds=0))
-    await until("shim ConfigMap removed", lambda: emu.find(maps, NS, "cpu-nixl-idle") is None)
+
+    def off(spec: dict[str, Any]) -> None:
+        spec["kvTransfer"].update(nixlProgressDelayMicroseconds=0)
+        for role in ("prefill", "decode"):
+            spec[role].update(queuePollMicroseconds=0)
+
+    _edit(emu, "cpu", off)
+    await until("shim ConfigMap removed", lambda: emu.find(maps, NS, "cpu-engine-idle") is None)
 
 
 async def _llmd_life(emu: Emulator) -> None:

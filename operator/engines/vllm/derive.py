@@ -113,11 +113,21 @@ def weights_bytes(spec: DeploymentSpec) -> float:
     return parse_quantity(given) if given is not None else 0.0
 
 
-def nixl_idle(spec: DeploymentSpec, role: str) -> bool:
-    """Whether ``role``'s engine gets the NIXL idle shim: CPU pools, unless the delay is 0
-    (docs/derivation.md, "NIXL's progress thread")."""
-    delay = spec.kv_transfer.nixl_progress_delay_microseconds
-    return spec.role(role).device == "cpu" and delay > 0
+QUEUE_POLL_CPU_DEFAULT_US = 100
+
+
+def engine_idle(spec: DeploymentSpec, role: str) -> dict[str, str]:
+    """The engine-idle shim's settings for ``role``'s engine, by env name; none (no shim)
+    when every one is off (docs/derivation.md, "Engines that idle"): NIXL's progress delay
+    on CPU pools, the queue poll where set, on CPU pools by default."""
+    r = spec.role(role)
+    cpu = r.device == "cpu"
+    delay = spec.kv_transfer.nixl_progress_delay_microseconds if cpu else 0
+    poll = r.queue_poll_microseconds
+    if poll is None:
+        poll = QUEUE_POLL_CPU_DEFAULT_US if cpu else 0
+    on = {vllm.NIXL_DELAY_ENV: delay, vllm.QUEUE_POLL_ENV: poll}
+    return {name: str(value) for name, value in on.items() if value > 0}
 
 
 def host_buffer_bytes(spec: DeploymentSpec, role: str, table: Table) -> float | None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from disagg_operator.api import ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
-from disagg_operator.contracts import nixl_idle, vllm
+from disagg_operator.contracts import engine_idle, vllm
 from disagg_operator.derive import model as model_source
 from disagg_operator.derive import transfer
 from disagg_operator.engines.base import (
@@ -41,12 +41,12 @@ NAME = "vllm"
 VERSION_NOTE = "disagg.dev/vllm-version"
 PROFILE_NOTE = "disagg.dev/vllm-profile"
 SHM_VOLUME = "dshm"
-NIXL_IDLE_VOLUME = "nixl-idle"
+ENGINE_IDLE_VOLUME = "engine-idle"
 
 
-def nixl_idle_name(name: str) -> str:
-    """The ConfigMap holding deployment ``name``'s NIXL idle shim."""
-    return f"{name}-nixl-idle"
+def engine_idle_name(name: str) -> str:
+    """The ConfigMap holding deployment ``name``'s engine-idle shim."""
+    return f"{name}-engine-idle"
 
 
 # Flags whose value changes the KV a prefill writes or a decode expects.
@@ -126,14 +126,12 @@ class Vllm(Engine):
         }
         env += [{"name": k, "value": v} for k, v in derived.items()]
         mounts: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
-        if derive.nixl_idle(spec, role):
-            delay = str(spec.kv_transfer.nixl_progress_delay_microseconds)
-            env += [
-                {"name": "PYTHONPATH", "value": vllm.NIXL_IDLE_DIR},
-                {"name": vllm.NIXL_DELAY_ENV, "value": delay},
-            ]
+        idle = derive.engine_idle(spec, role)
+        if idle:
+            env += [{"name": "PYTHONPATH", "value": vllm.ENGINE_IDLE_DIR}]
+            env += [{"name": k, "value": v} for k, v in idle.items()]
             mounts.append(
-                {"name": NIXL_IDLE_VOLUME, "mountPath": vllm.NIXL_IDLE_DIR, "readOnly": True}
+                {"name": ENGINE_IDLE_VOLUME, "mountPath": vllm.ENGINE_IDLE_DIR, "readOnly": True}
             )
         startup = {"httpGet": {"path": "/health", "port": port}, "periodSeconds": 10}
         startup["failureThreshold"] = 180  # model download and load: up to 30 min
@@ -142,15 +140,15 @@ class Vllm(Engine):
     def volumes(self, spec: DeploymentSpec, name: str, role: str) -> list[dict[str, Any]]:
         # vLLM's workers exchange tensors through /dev/shm; the container default is 64 MiB.
         out: list[dict[str, Any]] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}]
-        if derive.nixl_idle(spec, role):
-            out.append({"name": NIXL_IDLE_VOLUME, "configMap": {"name": nixl_idle_name(name)}})
+        if derive.engine_idle(spec, role):
+            out.append({"name": ENGINE_IDLE_VOLUME, "configMap": {"name": engine_idle_name(name)}})
         return out
 
     def config_maps(self, spec: DeploymentSpec, name: str) -> dict[str, dict[str, str]]:
-        """The NIXL idle shim, when a pool runs it (:func:`derive.nixl_idle`)."""
-        if not any(derive.nixl_idle(spec, role) for role in ROLES):
+        """The engine-idle shim, when a pool runs it (:func:`derive.engine_idle`)."""
+        if not any(derive.engine_idle(spec, role) for role in ROLES):
             return {}
-        return {nixl_idle_name(name): {nixl_idle.FILE: nixl_idle.SOURCE}}
+        return {engine_idle_name(name): {engine_idle.FILE: engine_idle.SOURCE}}
 
     def side_channel_ports(self, spec: DeploymentSpec, role: str) -> list[int]:
         return derive.side_channel_ports(spec, role)
@@ -181,8 +179,8 @@ class Vllm(Engine):
         return ("True" if found.known else "False", found.reason, found.message)
 
     def derived_env(self, spec: DeploymentSpec, role: str) -> Mapping[str, str]:
-        if derive.nixl_idle(spec, role):
-            return {**checks.DERIVED_ENV, **checks.NIXL_IDLE_ENV}
+        if derive.engine_idle(spec, role):
+            return {**checks.DERIVED_ENV, **checks.ENGINE_IDLE_ENV}
         return checks.DERIVED_ENV
 
     def local_process(

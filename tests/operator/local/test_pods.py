@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[3]
 VLLM_CPU = ROOT / "examples" / "vllm-cpu.yaml"
 QUICKSTART = ROOT / "examples" / "quickstart-cpu.yaml"
 CLAIMS = {"models": "/data/models"}  # the local folder standing for the example's claim
-FILES = {"vllm-cpu-nixl-idle": "/run/cm/nixl-idle"}  # where a run wrote that ConfigMap
+FILES = {"vllm-cpu-engine-idle": "/run/cm/engine-idle"}  # where a run wrote that ConfigMap
 
 
 def _rendered(path: Path = VLLM_CPU) -> list[dict[str, Any]]:
@@ -64,7 +64,7 @@ def test_vllm_pods_keep_their_rendered_flags_and_env() -> None:
         assert pod.argv[3:5] == ["--model", "/data/models/tiny-llama"]
         assert "claim models (mounted at /mnt/models) → /data/models" in pod.adapted
         # the NIXL idle shim's ConfigMap folder is the engine's PYTHONPATH here too
-        assert pod.env["PYTHONPATH"] == "/run/cm/nixl-idle"
+        assert pod.env["PYTHONPATH"] == "/run/cm/engine-idle"
         assert pod.env["DISAGG_NIXL_PROGRESS_DELAY_US"] == "1000"
         # every rendered flag but the port travels unchanged, the KV config included
         flags = rendered[3:]
@@ -91,7 +91,7 @@ def test_vllm_pods_need_concrete_ports() -> None:
 def test_a_claim_without_a_local_folder_or_a_model_the_cluster_fetches_is_refused() -> None:
     with pytest.raises(UpError, match="--claim models=DIR"):
         local_pods(_rendered(), "/s", VLLM, ports=itertools.count(9000), config_maps=FILES)
-    with pytest.raises(UpError, match="ConfigMap 'vllm-cpu-nixl-idle', which was not written"):
+    with pytest.raises(UpError, match="ConfigMap 'vllm-cpu-engine-idle', which was not written"):
         local_pods(_rendered(), "/s", VLLM, ports=itertools.count(9000), claims=CLAIMS)
     for model, says in (("hf://org/name", "init container"), ("oci://r.example/m:1", "image")):
         body = yaml.safe_load(VLLM_CPU.read_text())

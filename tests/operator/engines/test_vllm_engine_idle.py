@@ -7,7 +7,7 @@ from typing import Any
 
 import kubernetes_validate
 
-from disagg_operator.contracts import nixl_idle
+from disagg_operator.contracts import engine_idle
 from disagg_operator.render.objects import render
 from disagg_operator.validation import spec as validation
 from tests.operator.builders import GPU, body, role
@@ -25,17 +25,18 @@ def _engine(pod: dict[str, Any]) -> dict[str, Any]:
 
 def test_cpu_pools_mount_the_shim_as_their_pythonpath() -> None:
     objects = _objects(body(engine="vllm"))
-    cm = objects["demo-nixl-idle"]
-    assert cm["kind"] == "ConfigMap" and cm["data"] == {"sitecustomize.py": nixl_idle.SOURCE}
+    cm = objects["demo-engine-idle"]
+    assert cm["kind"] == "ConfigMap" and cm["data"] == {"sitecustomize.py": engine_idle.SOURCE}
     assert cm["metadata"]["ownerReferences"][0]["name"] == "demo"
     for pod in (objects["demo-prefill-0"], objects["demo-decode-0"]):
         engine = _engine(pod)
         env = {e["name"]: e.get("value") for e in engine["env"]}
         assert env["PYTHONPATH"] == "/opt/disagg/python"
         assert env["DISAGG_NIXL_PROGRESS_DELAY_US"] == "1000"
-        mount = {"name": "nixl-idle", "mountPath": "/opt/disagg/python", "readOnly": True}
+        assert env["DISAGG_VLLM_QUEUE_POLL_US"] == "100"
+        mount = {"name": "engine-idle", "mountPath": "/opt/disagg/python", "readOnly": True}
         assert mount in engine["volumeMounts"]
-        volume = {"name": "nixl-idle", "configMap": {"name": "demo-nixl-idle"}}
+        volume = {"name": "engine-idle", "configMap": {"name": "demo-engine-idle"}}
         assert volume in pod["spec"]["volumes"]
         kubernetes_validate.validate(pod, "1.31.0", strict=True)
     kubernetes_validate.validate(cm, "1.31.0", strict=True)
@@ -46,16 +47,25 @@ def test_a_gpu_pool_and_a_zero_delay_get_none() -> None:
     prefill = {e["name"] for e in _engine(objects["demo-prefill-0"])["env"]}
     decode = {e["name"] for e in _engine(objects["demo-decode-0"])["env"]}
     assert "PYTHONPATH" not in prefill and "PYTHONPATH" in decode
-    off = _objects(body(engine="vllm", kvTransfer={"nixlProgressDelayMicroseconds": 0}))
-    assert "demo-nixl-idle" not in off
-    assert all(v["name"] != "nixl-idle" for v in off["demo-decode-0"]["spec"]["volumes"])
-    assert "demo-nixl-idle" not in _objects(body())  # the reference engine: its own agent
+    zero = {"queuePollMicroseconds": 0}
+    obj = body(engine="vllm", kvTransfer={"nixlProgressDelayMicroseconds": 0})
+    only_queue = _objects(obj)
+    env = {e["name"]: e.get("value") for e in _engine(only_queue["demo-decode-0"])["env"]}
+    assert env["DISAGG_VLLM_QUEUE_POLL_US"] == "100" and "DISAGG_NIXL_PROGRESS_DELAY_US" not in env
+    for r in ("prefill", "decode"):
+        obj["spec"][r].update(zero)
+    off = _objects(obj)
+    assert "demo-engine-idle" not in off
+    assert all(v["name"] != "engine-idle" for v in off["demo-decode-0"]["spec"]["volumes"])
+    assert "demo-engine-idle" not in _objects(body())  # the reference engine: its own agent
 
 
 def test_the_shim_s_env_is_derived() -> None:
     obj = body(engine="vllm", decode=role(env=[{"name": "PYTHONPATH", "value": "/x"}]))
     (p,) = validation.parse(obj)[1]
     assert p.field == "spec.decode.env[0]" and "nixlProgressDelayMicroseconds: 0" in p.message
+    assert "queuePollMicroseconds: 0" in p.message
     obj = body(engine="vllm", kvTransfer={"nixlProgressDelayMicroseconds": 0})
+    obj["spec"]["decode"]["queuePollMicroseconds"] = 0
     obj["spec"]["decode"]["env"] = [{"name": "PYTHONPATH", "value": "/x"}]
     assert validation.parse(obj)[1] == []  # off: PYTHONPATH is the user's

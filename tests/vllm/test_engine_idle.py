@@ -1,0 +1,51 @@
+"""The engine-idle shim against the installed vLLM's own message queue (``make
+test-vllm``): the class and attributes it wraps exist, and a reader waiting in the busy
+window sleeps instead of spinning (CPU time measured on vLLM's SpinCondition)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.vllm
+
+SHIM = Path(__file__).resolve().parents[2] / "worker" / "vllm" / "engine_idle"
+# One vLLM SpinCondition reader and its writer over a real zmq socket; the reader waits
+# for 0.5 s of its busy window (nothing is written): CPU seconds over wall seconds.
+WAIT = """
+import json, time, zmq
+from vllm.distributed.device_communicators import shm_broadcast as shm
+from vllm.utils.network_utils import get_open_zmq_ipc_path
+ctx, address = zmq.Context(), get_open_zmq_ipc_path()
+writer = shm.SpinCondition(is_reader=False, context=ctx, notify_address=address)
+reader = shm.SpinCondition(is_reader=True, context=ctx, notify_address=address)
+reader.record_read()
+wall, cpu = time.monotonic(), time.process_time()
+while time.monotonic() - wall < 0.5:
+    reader.wait(timeout_ms=1000)
+print(json.dumps({"cpu": (time.process_time() - cpu) / (time.monotonic() - wall),
+                  "wrapped": getattr(shm.SpinCondition.wait, "_disagg_wrapped", False)}))
+"""
+
+
+def _wait(env: dict[str, str]) -> dict[str, float]:
+    full = {**os.environ, **env, "PYTHONPATH": str(SHIM)}
+    done = subprocess.run(
+        [sys.executable, "-c", WAIT], env=full, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def test_a_waiting_reader_of_vllm_s_queue_stops_spinning() -> None:
+    spinning = _wait({"DISAGG_VLLM_QUEUE_POLL_US": "0"})
+    idle = _wait({"DISAGG_VLLM_QUEUE_POLL_US": "100"})
+    assert spinning["wrapped"] is False and idle["wrapped"] is True
+    assert spinning["cpu"] > 0.5  # vLLM's own loop: sched_yield for the whole window
+    assert idle["cpu"] < spinning["cpu"] / 3

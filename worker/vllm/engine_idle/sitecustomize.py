@@ -1,0 +1,154 @@
+"""A vLLM engine's waiting processes wait instead of spinning: put this folder first on the
+engine's PYTHONPATH. Two loops burn a core each on a CPU pool, and this module changes how
+each waits, nothing else:
+
+- NIXL's progress thread. NIXL's Python API (``nixl_agent``) sets ``pthrDelay = 0`` on
+  every agent's config, so the thread polls the UCX worker's event fd with a zero timeout
+  and never sleeps: an idle engine burns a core. When NIXL's ``_bindings`` module is
+  imported, its ``nixlAgent`` constructor is wrapped to raise a zero ``pthrDelay`` to
+  ``DISAGG_NIXL_PROGRESS_DELAY_US`` (default 1000 microseconds): the thread then blocks on
+  the fd, woken by UCX events, and looks again at least that often.
+- vLLM's shared-memory message queue. After each message, the engine-core process (waiting
+  for its workers' results) and each worker (waiting for the next step) check the queue in
+  a ``sched_yield`` loop for a second before they block on a socket (``SpinCondition`` in
+  ``shm_broadcast``, a fixed second): between requests, and through a whole request, a core
+  per waiting process. With ``DISAGG_VLLM_QUEUE_POLL_US`` set, a waiting reader sleeps
+  between checks during that second instead: that long at first, then a fiftieth of its
+  wait so far (at most 2 ms), so a message is seen at most 2% (or that long) late; after
+  the second, vLLM's own blocking wait is unchanged. The queue's data path is untouched,
+  so no message can be missed: a check only comes later, by at most the sleep.
+
+Standalone on purpose: it runs inside the engine's image, which has no disagg package.
+An image's own ``sitecustomize`` (later on ``sys.path``) still runs after this one.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+DELAY_ENV = "DISAGG_NIXL_PROGRESS_DELAY_US"
+POLL_ENV = "DISAGG_VLLM_QUEUE_POLL_US"
+NIXL_MODULES = ("nixl._bindings", "nixl_cu12._bindings", "nixl_cu13._bindings")
+QUEUE_MODULE = "vllm.distributed.device_communicators.shm_broadcast"
+MAX_SLEEP_S = 0.002  # the longest sleep between two checks of vLLM's queue
+applied: list[int] = []  # the delay given to each NIXL agent created (read by tests)
+
+
+def patch(bindings: ModuleType, delay_us: int) -> None:
+    """Wrap ``bindings.nixlAgent`` so a config with a zero delay gets ``delay_us``."""
+    original = bindings.nixlAgent
+    if getattr(original, "_disagg_wrapped", False):
+        return
+
+    def agent(name: str, config: Any) -> Any:
+        if getattr(config, "useProgThread", False) and config.pthrDelay == 0:
+            config.pthrDelay = delay_us
+        applied.append(int(config.pthrDelay))
+        return original(name, config)
+
+    agent._disagg_wrapped = True  # type: ignore[attr-defined]
+    bindings.nixlAgent = agent  # type: ignore[attr-defined]
+
+
+def patch_queue(module: ModuleType, poll_us: int) -> None:
+    """Wrap ``SpinCondition.wait`` so a reader inside its busy window sleeps between
+    checks instead of yielding: ``poll_us`` at first, then a fiftieth of how long it has
+    waited (at most ``MAX_SLEEP_S``), so a check comes at most 2% late or ``poll_us``. Outside
+    the window (and for a class without these attributes) vLLM's own wait runs."""
+    cls = getattr(module, "SpinCondition", None)
+    original = getattr(cls, "wait", None)
+    if cls is None or original is None or getattr(original, "_disagg_wrapped", False):
+        return
+    shortest = poll_us / 1e6
+
+    def wait(self: Any, timeout_ms: int | None = None) -> None:
+        last, window = getattr(self, "last_read", None), getattr(self, "busy_loop_s", None)
+        if getattr(self, "is_reader", False) and last is not None and window:
+            waited = time.monotonic() - last
+            if waited <= window:
+                time.sleep(min(max(shortest, waited / 50), MAX_SLEEP_S))
+                return
+        original(self, timeout_ms)
+
+    wait._disagg_wrapped = True  # type: ignore[attr-defined]
+    cls.wait = wait
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, inner: importlib.abc.Loader, then: Callable[[ModuleType], None]) -> None:
+        self.inner, self.then = inner, then
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.inner.exec_module(module)
+        self.then(module)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    # Marks every copy of this finder: the module may be loaded twice (under two names),
+    # and two finders asking each other would recurse forever.
+    disagg_engine_idle = True
+
+    def __init__(self, patches: dict[str, Callable[[ModuleType], None]]) -> None:
+        self.patches = patches
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        then = self.patches.get(name)
+        if then is None:
+            return None
+        for finder in sys.meta_path:
+            if getattr(finder, "disagg_engine_idle", False) or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _Loader(spec.loader, then)
+                return spec
+        return None
+
+
+def install(delay_us: int = 0, poll_us: int = 0) -> None:
+    """Patch the modules each non-zero setting applies to now if imported, else when
+    they are."""
+    patches: dict[str, Callable[[ModuleType], None]] = {}
+    if delay_us > 0:
+        patches.update({name: lambda m: patch(m, delay_us) for name in NIXL_MODULES})
+    if poll_us > 0:
+        patches[QUEUE_MODULE] = lambda m: patch_queue(m, poll_us)
+    for name, then in patches.items():
+        if name in sys.modules:
+            then(sys.modules[name])
+    if patches and not any(getattr(f, "disagg_engine_idle", False) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder(patches))
+
+
+def _chain() -> None:
+    """Run the next ``sitecustomize`` on the path (the image's own), as if alone."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for entry in sys.path:
+        if os.path.abspath(entry or ".") == here:
+            continue
+        candidate = os.path.join(entry, "sitecustomize.py")
+        if os.path.isfile(candidate):
+            spec = importlib.util.spec_from_file_location("_image_sitecustomize", candidate)
+            if spec is not None and spec.loader is not None:
+                spec.loader.exec_module(importlib.util.module_from_spec(spec))
+            return
+
+
+def _setting(env: str, default: str) -> int:
+    value = os.environ.get(env, default)
+    return int(value) if value.isdigit() else 0
+
+
+install(_setting(DELAY_ENV, "1000"), _setting(POLL_ENV, "0"))
+_chain()
