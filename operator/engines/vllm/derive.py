@@ -117,17 +117,20 @@ QUEUE_POLL_CPU_DEFAULT_US = 100
 
 
 def engine_idle(spec: DeploymentSpec, role: str) -> dict[str, str]:
-    """The engine-idle shim's settings for ``role``'s engine, by env name; none (no shim)
-    when every one is off (docs/derivation.md, "Engines that idle"): NIXL's progress delay
-    on CPU pools, the queue poll where set, on CPU pools by default."""
+    """The engine-idle shim's settings for ``role``'s engine, by env name (0: that lever
+    off); none (no shim) when both are off: NIXL's progress delay on CPU pools, the queue
+    poll where set and on CPU pools by default (docs/derivation.md, "vLLM's message
+    queue")."""
     r = spec.role(role)
     cpu = r.device == "cpu"
     delay = spec.kv_transfer.nixl_progress_delay_microseconds if cpu else 0
     poll = r.queue_poll_microseconds
     if poll is None:
         poll = QUEUE_POLL_CPU_DEFAULT_US if cpu else 0
-    on = {vllm.NIXL_DELAY_ENV: delay, vllm.QUEUE_POLL_ENV: poll}
-    return {name: str(value) for name, value in on.items() if value > 0}
+    if delay == 0 and poll == 0:
+        return {}
+    # both, 0 included: the shim's own default for an absent setting is not the pool's
+    return {vllm.NIXL_DELAY_ENV: str(delay), vllm.QUEUE_POLL_ENV: str(poll)}
 
 
 def host_buffer_bytes(spec: DeploymentSpec, role: str, table: Table) -> float | None:

@@ -51,7 +51,13 @@ def test_a_gpu_pool_and_a_zero_delay_get_none() -> None:
     obj = body(engine="vllm", kvTransfer={"nixlProgressDelayMicroseconds": 0})
     only_queue = _objects(obj)
     env = {e["name"]: e.get("value") for e in _engine(only_queue["demo-decode-0"])["env"]}
-    assert env["DISAGG_VLLM_QUEUE_POLL_US"] == "100" and "DISAGG_NIXL_PROGRESS_DELAY_US" not in env
+    assert env["DISAGG_VLLM_QUEUE_POLL_US"] == "100"
+    assert env["DISAGG_NIXL_PROGRESS_DELAY_US"] == "0"  # off, said: the shim's default is 1000
+    gpu = _objects(
+        body(engine="vllm", prefill=role("cuda", resources=GPU, queuePollMicroseconds=50))
+    )
+    env = {e["name"]: e.get("value") for e in _engine(gpu["demo-prefill-0"])["env"]}
+    assert env["DISAGG_VLLM_QUEUE_POLL_US"] == "50" and env["DISAGG_NIXL_PROGRESS_DELAY_US"] == "0"
     for r in ("prefill", "decode"):
         obj["spec"][r].update(zero)
     off = _objects(obj)
