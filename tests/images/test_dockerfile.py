@@ -70,12 +70,18 @@ def parse() -> tuple[dict[str, str], dict[str, list[tuple[str, str]]]]:
 ARGS, STAGES = parse()
 
 
+def _chain(stage: str) -> list[tuple[str, str]]:
+    """The stage's instructions after those of the stages it is built FROM, in order."""
+    base = STAGES[stage][0][1].split()[0]
+    return (_chain(base) if base in STAGES else []) + STAGES[stage]
+
+
 def _runs(stage: str) -> list[str]:
-    return [rest for word, rest in STAGES[stage] if word == "RUN"]
+    return [rest for word, rest in _chain(stage) if word == "RUN"]
 
 
 def _text(stage: str) -> str:
-    return "\n".join(f"{w} {r}" for w, r in STAGES[stage])
+    return "\n".join(f"{w} {r}" for w, r in _chain(stage))
 
 
 def test_the_three_targets_exist():
@@ -84,7 +90,7 @@ def test_the_three_targets_exist():
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_each_target_runs_as_a_non_root_user(target):
-    users = [rest for word, rest in STAGES[target] if word == "USER"]
+    users = [rest for word, rest in _chain(target) if word == "USER"]
     assert users, f"{target} sets no USER: it would run as root"
     uid = users[-1].split(":")[0].replace("${APP_UID}", ARGS["APP_UID"])
     assert uid.isdigit() and int(uid) != 0, "numeric non-root uid, so runAsNonRoot can check it"
