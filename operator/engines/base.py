@@ -26,6 +26,7 @@ What each method answers, per role where it takes ``role``:
     derived_env(spec, role)                env names it derives → the spec field to use
     derived_flags                          flags it derives → the spec field to use
     local_process(...)                     the pod's command as a local process
+    local_image(image)                     the image `make images` builds for its pods
     local                                  how ``disagg up`` waits for and warms it
     derivation_rows(settings)              its rows of docs/derivation.md
     cel_rules, summary                     its admission rules and CRD description
@@ -38,12 +39,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from disagg_operator import __version__
 from disagg_operator.api import ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
 
 if TYPE_CHECKING:  # the settings hold the engines: a type-only import, no cycle
     from disagg_operator.engines.settings import Settings
 
+LOCAL_REGISTRY = "ghcr.io/disagg-dev"  # where `make images` tags what it builds
 Row = tuple[str, str, str, str]  # (value, inputs, result, reason) in docs/derivation.md
 Rule = tuple[str, str]  # a CEL rule and its message
 
@@ -56,6 +59,8 @@ class Container:
     env: list[dict[str, Any]]
     mounts: list[dict[str, Any]] = field(default_factory=list)
     startup_probe: dict[str, Any] | None = None
+    # the image writes only where its mounts are: render sets readOnlyRootFilesystem
+    read_only_root: bool = False
 
 
 @dataclass(frozen=True)
@@ -190,6 +195,12 @@ class Engine:
         cores: Sequence[int],
     ) -> LocalProcess:
         raise NotImplementedError(f"disagg up cannot run engine {self.name!r} pods")
+
+    def local_image(self, image: str) -> str:
+        """The image `make images` builds that stands for a rendered ``image`` of this
+        engine in ``disagg up --runtime podman`` (scripts/images.sh names them so): the
+        worker image (the reference engine, the canary)."""
+        return f"{LOCAL_REGISTRY}/disagg-worker-cpu:{__version__.split('+')[0]}"
 
     def derivation_rows(self, settings: Settings) -> list[Row]:
         return []

@@ -16,6 +16,7 @@ import json
 import os
 import secrets
 import subprocess
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -58,6 +59,9 @@ class Run:
     local: LocalRun | None = None  # how its engine runs here (the pods' engine)
     logs: dict[str, Path] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # worker URL → pod name
+    # what removes the run's containers, pods and network (podman runs): its argument cuts
+    # the stop's waits short when set; it returns what it could not remove
+    teardown: Callable[[threading.Event], list[str]] | None = None
 
 
 def load(path: str) -> dict[str, Any]:

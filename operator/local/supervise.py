@@ -64,6 +64,11 @@ class Member:
     started_at: float = 0.0
     due: float = 0.0  # when a waiting process starts
     last_failure: str = "(none)"  # the restart line and log tail last said
+    liveness: Probe | None = None  # a container's liveness probe: restart once it fails
+    liveness_period_s: float = 10.0
+    liveness_threshold: int = 3  # failures in a row that restart it
+    liveness_failures: int = 0
+    liveness_due: float = 0.0
 
     @property
     def label(self) -> str:
@@ -88,12 +93,15 @@ class Supervisor:
         for m in members:
             if m.state == SERVING and m.ready_at is None:
                 m.ready_at = now  # serving when handed over: its healthy time counts from here
+                m.liveness_due = now + m.liveness_period_s
 
     def tick(self) -> None:
         """Move every process one step (see the module docstring)."""
         for m in self._members.values():
             if m.state == SERVING and m.child.proc.poll() is not None:
                 self._failed(m)
+            elif m.state == SERVING and m.liveness is not None and self._clock() >= m.liveness_due:
+                self._check_alive(m)
             elif m.state == WAITING and self._clock() >= m.due:
                 self._start(m)
             elif m.state == STARTING:
@@ -149,6 +157,19 @@ class Supervisor:
         pid = m.child.proc.pid
         self._say(f"started again {m.label} (pid {pid}): attempt {m.attempt}")
 
+    def _check_alive(self, m: Member) -> None:
+        """One liveness probe; ``liveness_threshold`` failures in a row stop the process
+        and schedule its restart, as a kubelet restarts a container that fails it."""
+        m.liveness_due = self._clock() + m.liveness_period_s
+        try:
+            alive = m.liveness is not None and m.liveness(m.child)
+        except (ChildError, UpError, OSError):
+            alive = False
+        m.liveness_failures = 0 if alive else m.liveness_failures + 1
+        if m.liveness_failures >= m.liveness_threshold:
+            m.liveness_failures = 0
+            self._failed(m, cause=f"liveness probe failed {m.liveness_threshold} times")
+
     def _check_start(self, m: Member) -> None:
         if m.child.proc.poll() is not None:
             self._failed(m)
@@ -161,6 +182,7 @@ class Supervisor:
         now = self._clock()
         if ready:
             m.state, m.ready_at = SERVING, now
+            m.liveness_due, m.liveness_failures = now + m.liveness_period_s, 0
             took = now - m.started_at
             self._say(
                 f"ready again {m.label}: {m.url} (attempt {m.attempt}, started in {took:.1f} s)"
@@ -201,17 +223,17 @@ def supervise(run: Run, say: Say = print, policy: BackOff | None = None) -> Supe
     members = []
     for child in run.children:
         if child.name == PROXY:
-            members.append(Member(child, PROXY, run.proxy_url, _logged_ready, PROXY_START_S))
+            members.append(Member(child, PROXY, run.proxy_url, logged_ready, PROXY_START_S))
             continue
         url, local = urls[child.name], run.local
         if local is None:
             raise UpError(f"{child.name}: the run has no engine to supervise")
-        probe = _health_ready(url) if local.readiness == "health" else _logged_ready
+        probe = _health_ready(url) if local.readiness == "health" else logged_ready
         members.append(Member(child, roles[url], url, probe, local.start_timeout_s))
     return Supervisor(members, say, policy)
 
 
-def _logged_ready(child: Child) -> bool:
+def logged_ready(child: Child) -> bool:
     """Processes that announce readiness (the reference worker, the proxy) on a log line."""
     return ready_line(child) is not None
 

@@ -8,6 +8,11 @@ serve``) and real vLLM (``vllm serve``, with the ``vllm`` extra installed). Then
 proxy starts in front. A process that dies once all serve is restarted at its address
 with back-off (:mod:`disagg_operator.local.supervise`) while the others serve on; Ctrl-C,
 SIGTERM, or any error while starting stops every process group.
+
+``--runtime podman`` runs the same rendered pods as pods of containers from their images
+instead (:mod:`disagg_operator.local.podman`): each with its own IP, network and PID
+namespace, securityContext, volumes, limits and probes; stopping runs their preStop hooks
+and removes every container, pod, volume and network the run made.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from disagg_operator.local import vllm
+from disagg_operator.local.podman.launch import launch_containers, teardown_note
+from disagg_operator.local.podman.launch import supervisor as supervisor_of
+from disagg_operator.local.podman.runtime import PodRuntime
 from disagg_operator.local.pods import UpError, local_pods
 from disagg_operator.local.stack import Run, get_json, launch
 from disagg_operator.local.supervise import supervise
@@ -48,13 +56,20 @@ class _Signals:
     :class:`_Stop` so start-up stops at once; once it serves, a signal only sets ``stop``
     and the supervision loop returns: an exception raised at an arbitrary point can land
     inside ``Popen.poll`` between taking and releasing its lock, and the cleanup's wait on
-    that process would then block for good."""
+    that process would then block for good. While the run stops, a signal sets ``hurry``:
+    the stop skips what is left of its waits (preStop hooks, grace periods) but still
+    removes everything."""
 
     def __init__(self) -> None:
         self.stop = threading.Event()
+        self.hurry = threading.Event()
         self.raising = True
+        self.stopping = False
 
     def __call__(self, signum: int, frame: Any) -> None:
+        if self.stopping:
+            self.hurry.set()
+            return
         self.stop.set()
         if self.raising:
             raise _Stop
@@ -178,6 +193,23 @@ def _parser() -> argparse.ArgumentParser:
         "`disagg model tiny-llama DIR`); the pods are rendered with it",
     )
     p.add_argument(
+        "--runtime",
+        choices=("process", "podman"),
+        default="process",
+        help="process: each pod's engine as a local process (default); podman: each pod "
+        "as a pod of containers from its image, with its own network and PID namespace "
+        "(`make images` builds the images)",
+    )
+    p.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        metavar="RENDERED=LOCAL",
+        type=_image,
+        help="podman: run image LOCAL where the pods name RENDERED (default: the image "
+        "itself if built here, else the local build that stands for it); repeatable",
+    )
+    p.add_argument(
         "--claim",
         action="append",
         default=[],
@@ -187,6 +219,13 @@ def _parser() -> argparse.ArgumentParser:
         "model is read from DIR/path); repeatable",
     )
     return p
+
+
+def _image(text: str) -> tuple[str, str]:
+    rendered, sep, local = text.partition("=")
+    if not sep or not rendered or not local:
+        raise argparse.ArgumentTypeError(f"{text!r}: write RENDERED=LOCAL")
+    return rendered, local
 
 
 def _claim(text: str) -> tuple[str, str]:
@@ -210,9 +249,8 @@ def main(argv: list[str]) -> int:
                 logs.mkdir(parents=True, exist_ok=True)
                 return _run(args, Path(tmp), logs, run, signals)
             finally:
-                stop_children(run.children)
-                if run.children:
-                    _say(f"stopped {len(run.children)} processes")
+                signals.raising, signals.stopping = False, True
+                _stop(run, signals.hurry)
     except (UpError, ChildError, OSError) as e:
         print(f"disagg up: {e}", file=sys.stderr)
         return 1
@@ -223,18 +261,45 @@ def main(argv: list[str]) -> int:
         signal.signal(signal.SIGINT, previous_int)
 
 
+def _stop(run: Run, hurry: threading.Event) -> None:
+    """Stop what the run started: a podman run's containers (preStop hooks, grace
+    periods) and every object it made, then the processes."""
+    if run.teardown is not None:
+        left = run.teardown(hurry)
+        _say(teardown_note(left))
+    stop_children(run.children)
+    if run.children:
+        _say(f"stopped {len(run.children)} processes")
+
+
 def _run(args: argparse.Namespace, tmp: Path, logs: Path, run: Run, signals: _Signals) -> int:
-    launch(
-        Path(args.file),
-        tmp,
-        logs,
-        run,
-        port=args.port,
-        model=args.model,
-        keep_cpu_binding=args.keep_cpu_binding,
-        claims=dict(args.claim),
-        say=_say,
-    )
+    runtime: PodRuntime | None = None
+    if args.runtime == "podman":
+        if args.keep_cpu_binding:
+            raise UpError("--keep-cpu-binding is for process runs: containers keep it anyway")
+        runtime = launch_containers(
+            Path(args.file),
+            tmp,
+            logs,
+            run,
+            port=args.port,
+            model=args.model,
+            claims=dict(args.claim),
+            images=dict(args.image),
+            say=_say,
+        )
+    else:
+        launch(
+            Path(args.file),
+            tmp,
+            logs,
+            run,
+            port=args.port,
+            model=args.model,
+            keep_cpu_binding=args.keep_cpu_binding,
+            claims=dict(args.claim),
+            say=_say,
+        )
     _say(f"\nendpoint: {run.proxy_url}/v1/completions")
     if args.prompt is not None:
         try:
@@ -246,7 +311,7 @@ def _run(args: argparse.Namespace, tmp: Path, logs: Path, run: Run, signals: _Si
         f'try: curl -s {run.proxy_url}/v1/completions -d \'{{"prompt": "Hello", '
         '"max_tokens": 16}\'\nCtrl-C stops everything'
     )
-    supervisor = supervise(run, _say)
+    supervisor = supervise(run, _say) if runtime is None else supervisor_of(run, runtime, _say)
     signals.raising = False
     if not signals.stop.is_set():  # a signal may have come just before
         supervisor.watch(signals.stop)

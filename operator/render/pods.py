@@ -114,7 +114,9 @@ def pod(
         else None
     )
     if canary is not None:
-        containers.append({**canary, "securityContext": dict(CONTAINER_SECURITY)})
+        # the canary (our worker image) is an HTTP client that writes nothing
+        security = {**CONTAINER_SECURITY, "readOnlyRootFilesystem": True}
+        containers.append({**canary, "securityContext": security})
     pod_spec: dict[str, Any] = {
         "hostname": pod_name,
         "subdomain": f"{name}-{role}",
@@ -186,7 +188,8 @@ def engine_container(spec: DeploymentSpec, role: str, settings: Settings) -> dic
             "failureThreshold": 3,
         },
         "volumeMounts": [*derived.mounts, *model_source.source(spec).mounts],
-        "securityContext": dict(CONTAINER_SECURITY),
+        "securityContext": dict(CONTAINER_SECURITY)
+        | ({"readOnlyRootFilesystem": True} if derived.read_only_root else {}),
         # The preStop waits for in-flight transfers before SIGTERM (the pod has already
         # left its Service's endpoints, so no new work comes).
         "lifecycle": {

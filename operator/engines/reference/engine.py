@@ -36,6 +36,7 @@ NAME = "reference"
 # Devices the reference engine (torch, in the worker) runs on.
 DEVICES = ("cpu", "cuda")
 HANDSHAKE_VOLUME = "handshake"
+TMP_VOLUME, TMP_SIZE = "tmp", "64Mi"  # the writable /tmp under a read-only root
 # The worker images' user (Dockerfile: USER 65532:65532).
 WORKER_UID = 65532
 TP_RULE = (
@@ -133,14 +134,20 @@ class Reference(Engine):
         env.append(_field_ref(WorkerConfig.env_name("engine_id"), "metadata.name"))
         env.append(_field_ref(WorkerConfig.env_name("advertise_host"), "status.podIP"))
         env.append({"name": "UCX_TLS", "value": transfer.ucx_tls(spec, role, settings.platforms)})
-        mounts = [{"name": HANDSHAKE_VOLUME, "mountPath": HMAC_DIR, "readOnly": True}]
-        return Container(["disagg", "worker", "serve"], env, mounts)
+        mounts: list[dict[str, Any]] = [
+            {"name": HANDSHAKE_VOLUME, "mountPath": HMAC_DIR, "readOnly": True},
+            {"name": TMP_VOLUME, "mountPath": "/tmp"},
+        ]
+        return Container(["disagg", "worker", "serve"], env, mounts, read_only_root=True)
 
     def volumes(self, spec: DeploymentSpec, name: str, role: str) -> list[dict[str, Any]]:
         # Readable by the image's non-root user whatever its uid (no fsGroup assumed);
         # the key never leaves the pod's own filesystem view.
         secret = {"secretName": f"{name}-handshake", "defaultMode": 0o444}
-        return [{"name": HANDSHAKE_VOLUME, "secret": secret}]
+        # the root filesystem is read-only: /tmp (the image's HOME) is the only place the
+        # worker may write, and it writes nothing there itself
+        tmp = {"sizeLimit": TMP_SIZE}
+        return [{"name": HANDSHAKE_VOLUME, "secret": secret}, {"name": TMP_VOLUME, "emptyDir": tmp}]
 
     def pod_security(self, spec: DeploymentSpec) -> dict[str, Any]:
         """Pod Security "restricted": the worker image's non-root user."""

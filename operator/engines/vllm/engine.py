@@ -24,6 +24,7 @@ from disagg_operator.contracts import engine_idle, vllm
 from disagg_operator.derive import model as model_source
 from disagg_operator.derive import transfer
 from disagg_operator.engines.base import (
+    LOCAL_REGISTRY,
     Container,
     Engine,
     LocalProcess,
@@ -182,6 +183,15 @@ class Vllm(Engine):
         if derive.engine_idle(spec, role):
             return {**checks.DERIVED_ENV, **checks.ENGINE_IDLE_ENV}
         return checks.DERIVED_ENV
+
+    def local_image(self, image: str) -> str:
+        """vLLM's pods: the vllm-cpu image at the vLLM version of the rendered image's tag
+        (the newest profile's when the tag has none); a worker image (the canary) as the
+        base class says."""
+        if "disagg-worker" in image:
+            return super().local_image(image)
+        version = vllm.image_version(image) or vllm.NEWEST.since
+        return f"{LOCAL_REGISTRY}/disagg-vllm-cpu:{vllm.format_version(version)}"
 
     def local_process(
         self,

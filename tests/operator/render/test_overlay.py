@@ -59,8 +59,9 @@ def test_a_derived_container_is_merged_by_name_and_an_extra_one_appended() -> No
         *before["volumeMounts"],
         {"name": "models", "mountPath": "/mnt/models", "readOnly": True},
     ]
+    # merged key by key: the template's capabilities replace the derived ones, the rest stays
     assert engine["securityContext"] == {
-        "allowPrivilegeEscalation": False,
+        **before["securityContext"],
         "capabilities": {"add": ["SYS_PTRACE"], "drop": ["ALL"]},
     }
     assert engine["livenessProbe"]["httpGet"]["path"] == "/health"
