@@ -528,21 +528,19 @@ def _files(
     by_kind: Mapping[str, Mapping[str, Mapping[str, Any]]],
 ) -> Iterator[tuple[str, tuple[bytes, int]]]:
     """One Secret, ConfigMap or downwardAPI source's files: path → (data, mode)."""
-    for kind, key, name_key in (
-        ("Secret", "secret", "secretName"),
-        ("ConfigMap", "configMap", "name"),
-    ):
+    for kind, key in (("Secret", "secret"), ("ConfigMap", "configMap")):
         if key not in v:
             continue
         src = v[key]
+        name = src.get("secretName", src.get("name", ""))  # volume: secretName; projected: name
         mode = src.get("defaultMode", v.get("defaultMode", DEFAULT_MODE))
-        data = _data(at, kind, src.get(name_key, ""), by_kind, src.get("optional"))
+        data = _data(at, kind, name, by_kind, src.get("optional"))
         items = src.get("items") or [{"key": k, "path": k} for k in sorted(data)]
         for item in items:
             if item["key"] not in data:
                 if src.get("optional"):
                     continue
-                raise PlanError(f"{at}: {kind} {src.get(name_key)} has no key {item['key']}")
+                raise PlanError(f"{at}: {kind} {name} has no key {item['key']}")
             yield item["path"], (data[item["key"]], item.get("mode", mode))
     if "downwardAPI" in v:
         src = v["downwardAPI"]

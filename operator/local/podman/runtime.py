@@ -106,18 +106,15 @@ def sweep(say: Say) -> None:
     """Remove what earlier runs left whose ``disagg up`` is gone (killed with SIGKILL: its
     own cleanup never ran)."""
     owners: dict[str, set[str]] = {}
-    listing = podman(
-        "pod", "ps", "--filter", f"label={RUN_LABEL}", "--format", "{{json .}}", check=False
-    ).stdout
-    for line in listing.splitlines():
-        with contextlib.suppress(ValueError, TypeError, AttributeError):
-            item = json.loads(line)
-            labels = item.get("Labels") or {}
-            owners.setdefault(labels.get(OWNER_LABEL, ""), set()).add(labels[RUN_LABEL])
-    for net in podman("network", "ls", "--format", "{{json .}}", check=False).stdout.splitlines():
-        with contextlib.suppress(ValueError, TypeError, AttributeError):
-            item = json.loads(net)
-            labels = item.get("Labels") or {}
+    for kind in ("pod", "network"):
+        args = ("pod", "ps") if kind == "pod" else ("network", "ls")
+        listed = podman(*args, "--format", "json", check=False).stdout
+        try:
+            items = json.loads(listed or "[]")
+        except ValueError:
+            continue
+        for item in items or []:
+            labels = item.get("Labels") or item.get("labels") or {}
             if RUN_LABEL in labels:
                 owners.setdefault(labels.get(OWNER_LABEL, ""), set()).add(labels[RUN_LABEL])
     for owner, runs in owners.items():
@@ -206,6 +203,8 @@ class PodRuntime:
     def create(self, pods: Sequence[PodPlan]) -> None:
         """Each pod's volumes (files written, tmpfs volumes made) and the pod itself."""
         for pod in pods:
+            if podman("pod", "exists", pod.name, check=False).returncode == 0:
+                raise PodmanError(_in_use(pod.name))
             sources: dict[str, str] = {}
             for v in pod.volumes:
                 if v.kind == "tmpfs":
@@ -358,6 +357,21 @@ class PodRuntime:
                        timeout=pod.grace_s)  # fmt: skip
         else:
             self.check(pod, c, Probe(hook.kind, hook.port, hook.path, timeout_s=pod.grace_s))
+
+
+def _in_use(pod: str) -> str:
+    found = podman("pod", "inspect", pod, check=False).stdout
+    try:
+        info = json.loads(found)
+        labels = (info[0] if isinstance(info, list) else info).get("Labels") or {}
+    except (ValueError, IndexError, AttributeError):
+        labels = {}
+    owner = labels.get(OWNER_LABEL)
+    who = f"the disagg up with pid {owner}" if owner else "something else"
+    return (
+        f"pod {pod} already exists, made by {who}: stop that run first "
+        f"(or remove it: podman pod rm -f {pod})"
+    )
 
 
 def describe_images(mapping: Mapping[str, str]) -> Iterable[str]:

@@ -188,3 +188,21 @@ def test_stopping_ends_even_when_an_interrupted_poll_left_popens_lock_taken(
         psutil.STATUS_ZOMBIE,
         psutil.STATUS_DEAD,
     )
+
+
+def test_a_process_that_fails_its_liveness_probe_is_restarted(run: Run) -> None:
+    """As a kubelet: ``liveness_threshold`` failures in a row, then a restart with the
+    back-off; passing probes reset the count."""
+    answers = iter([False, True, False, True])  # never twice in a row: no restart
+    run.member.liveness = lambda _child: next(answers, False)
+    run.member.liveness_period_s, run.member.liveness_threshold = 0.01, 2
+    first = run.child.proc.pid
+    for _ in range(4):
+        run.member.liveness_due = 0.0
+        run.sup.tick()
+    assert run.child.proc.pid == first and run.restarts() == []
+    run.until(lambda: any(s.startswith("ready again") for s in run.said))
+    assert run.child.proc.pid != first
+    (restart,) = run.restarts()
+    assert 'cause="liveness probe failed 2 times"' in restart.splitlines()[0]
+    assert _field(restart, "attempt") == "1"

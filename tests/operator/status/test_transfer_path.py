@@ -74,10 +74,13 @@ def test_every_decode_pod_gets_the_canary_and_prefill_pods_do_not() -> None:
         "timeoutSeconds": 27,
         "failureThreshold": 2,
     }
+    # an HTTP client that writes nothing: a read-only root, no /tmp needed
     assert c["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
     }
+    assert "volumeMounts" not in c
     assert c["resources"]["requests"] == {"cpu": "10m", "memory": "64Mi"}
 
 

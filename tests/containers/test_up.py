@@ -1,0 +1,208 @@
+"""`disagg up --runtime podman`: the rendered pods as pods of containers from the images
+`make images` builds, over a network the run creates.
+
+A pod's containers share its network and PID namespace, pods do not: the KV cache moves
+between two pods over NIXL, across a real interface, as uid 65532 with a read-only root
+and no capabilities; the output equals the process run's; a failing liveness probe
+restarts the container; and nothing is left behind, whether the run ends by itself, by
+Ctrl-C while starting, or by SIGKILL (the next run sweeps it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.containers.conftest import ROOT, podman
+
+pytestmark = pytest.mark.containers
+
+QUICKSTART = ROOT / "examples" / "quickstart-cpu.yaml"
+PROMPT = "Hello pods"
+RUN = "disagg.dev/up-run"
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class Up:
+    """One `disagg up --runtime podman` in the background and what it printed."""
+
+    def __init__(self, manifest: Path, log: Path, *args: str) -> None:
+        self.log = log
+        argv = [sys.executable, "-m", "disagg_operator.cli", "up", "--runtime", "podman"]
+        self.proc = subprocess.Popen(
+            [*argv, str(manifest), "--port", "0", *args],
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    @property
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def wait_for(self, pattern: str, timeout_s: float = 240) -> re.Match[str]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = re.search(pattern, self.text)
+            if found:
+                return found
+            assert self.proc.poll() is None, f"disagg up exited:\n{self.text}"
+            time.sleep(0.2)
+        raise AssertionError(f"no {pattern!r} after {timeout_s} s:\n{self.text}")
+
+    @property
+    def run_id(self) -> str:
+        return self.wait_for(r"network disagg-up-(\w+)")[1]
+
+    def stop(self, sig: signal.Signals = signal.SIGINT, timeout_s: float = 120) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout_s)
+
+
+def _left(run_id: str) -> list[str]:
+    out = []
+    for args in (("pod", "ps"), ("ps", "-a"), ("volume", "ls"), ("network", "ls")):
+        listed = podman(*args, "-q", "--filter", f"label={RUN}={run_id}").stdout.split()
+        out += [f"{args[0]} {x}" for x in listed]
+    return out
+
+
+@pytest.fixture
+def up(tmp_path: Path, images: dict[str, str]) -> Iterator[Up]:
+    runs: list[Up] = []
+
+    def start(manifest: Path = QUICKSTART, *args: str) -> Up:
+        runs.append(Up(manifest, tmp_path / f"up-{len(runs)}.log", *args))
+        return runs[-1]
+
+    yield start  # type: ignore[misc]
+    for run in runs:
+        if run.proc.poll() is None:
+            run.stop(signal.SIGKILL)
+    ids = [m[1] for r in runs for m in re.finditer(r"network disagg-up-(\w+)", r.text)]
+    for run_id in ids:  # the test's own cleanup, whatever failed: never leak into others
+        subprocess.run(
+            [sys.executable, "-c", f"from disagg_operator.local.podman.runtime import "
+             f"remove_run; remove_run({run_id!r})"], check=False, timeout=120,
+        )  # fmt: skip
+
+
+def _inspect(name: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = json.loads(podman("inspect", name).stdout)
+    return found[0]
+
+
+def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    req = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with DIRECT.open(req, timeout=120) as resp:
+        out: dict[str, Any] = json.load(resp)
+        return out
+
+
+def _process_tokens() -> list[int]:
+    """The same prompt through the process runner (`disagg up` without a runtime)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "disagg_operator.cli", "up", str(QUICKSTART), "--port", "0",
+         "--prompt", PROMPT], capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = re.search(r"tokens:\s+(\[.*\])", done.stdout)
+    assert found, done.stdout
+    tokens: list[int] = json.loads(found[1])
+    return tokens
+
+
+def test_the_quickstart_moves_its_kv_between_two_isolated_pods(up: Any) -> None:
+    run = up()
+    url = run.wait_for(r"endpoint: (http://\S+)/v1/completions")[1]
+    run_id = run.run_id
+    assert re.search(r"proven\s+transfer path to quickstart-decode-0", run.text), run.text
+    names = podman("ps", "--filter", f"label={RUN}={run_id}", "--format", "{{.Names}}")
+    containers = sorted(n for n in names.stdout.split() if not n.endswith("-infra"))
+    assert containers == [
+        "quickstart-decode-0-engine",
+        "quickstart-decode-0-transfer-canary",
+        "quickstart-prefill-0-engine",
+    ]
+    ns: dict[str, dict[str, str]] = {}
+    for name in containers:
+        info = _inspect(name)
+        assert info["Config"]["User"] == "65532:65532", name
+        assert info["HostConfig"]["ReadonlyRootfs"] is True, name
+        status = podman("exec", name, "cat", "/proc/self/status").stdout
+        assert re.search(r"CapEff:\s+0+\n", status), status
+        assert re.search(r"NoNewPrivs:\s+1\n", status), status
+        assert podman("exec", name, "id", "-u").stdout.strip() == "65532"
+        write = podman("exec", name, "touch", "/written", check=False)
+        assert write.returncode != 0 and "Read-only file system" in write.stderr
+        pid = info["State"]["Pid"]
+        ns[name] = {k: os.readlink(f"/proc/{pid}/ns/{k}") for k in ("net", "pid", "ipc")}
+    # one pod's containers share its namespaces; the two pods share none
+    assert ns["quickstart-decode-0-engine"] == ns["quickstart-decode-0-transfer-canary"]
+    for kind in ("net", "pid", "ipc"):
+        assert ns["quickstart-decode-0-engine"][kind] != ns["quickstart-prefill-0-engine"][kind]
+    # each pod has its own address on the run's network, the one its env advertises
+    env = dict(e.split("=", 1) for e in _inspect("quickstart-prefill-0-engine")["Config"]["Env"])
+    prefill_ip = re.search(r"ready\s+prefill quickstart-prefill-0: http://([\d.]+):", run.text)
+    assert prefill_ip and env["DISAGG_ADVERTISE_HOST"] == prefill_ip[1]
+    assert env["UCX_TLS"] == "tcp,self"  # the derived transports, kept
+    out = _post(url + "/v1/completions", {"prompt": PROMPT, "max_tokens": 16})
+    assert out["disagg"]["transfer_bytes"] > 0 and out["disagg"]["transfer_descriptors"] >= 1
+    assert out["choices"][0]["token_ids"] == _process_tokens()
+    assert run.stop() == 130
+    assert "removed every pod, container, volume and network of the run" in run.text
+    assert _left(run_id) == []
+
+
+def test_ctrl_c_while_starting_leaves_nothing(up: Any) -> None:
+    run = up()
+    run.wait_for(r"started prefill quickstart-prefill-0")
+    run_id = run.run_id
+    assert run.stop() == 130
+    assert _left(run_id) == [], run.text
+
+
+def test_a_killed_run_is_swept_by_the_next_one(up: Any) -> None:
+    first = up()
+    first.wait_for(r"endpoint: ")
+    gone = first.run_id
+    first.stop(signal.SIGKILL)
+    assert _left(gone) != []  # its pods and network outlive it
+    second = up(QUICKSTART, "--prompt", PROMPT)
+    assert second.proc.wait(300) == 0, second.text
+    assert f"removing what run {gone} left" in second.text
+    assert _left(gone) == [] and _left(second.run_id) == []
+
+
+def test_a_failing_liveness_probe_restarts_the_container_in_its_pod(
+    up: Any, tmp_path: Path
+) -> None:
+    body = yaml.safe_load(QUICKSTART.read_text())
+    probe = {"exec": {"command": ["false"]}, "periodSeconds": 1, "failureThreshold": 2}
+    body["spec"]["prefill"]["podTemplate"] = {
+        "spec": {"containers": [{"name": "engine", "livenessProbe": probe}]}
+    }
+    manifest = tmp_path / "liveness.yaml"
+    manifest.write_text(yaml.safe_dump(body))
+    run = up(manifest)
+    run.wait_for(r"endpoint: ")
+    line = run.wait_for(r"restart name=quickstart-prefill-0 .*cause=\"liveness[^\n]*", 120)[0]
+    assert "attempt=1" in line
+    run.wait_for(r"ready again prefill quickstart-prefill-0: http://[\d.]+:8000", 120)
+    assert run.stop() == 130
+    assert _left(run.run_id) == []
