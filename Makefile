@@ -48,7 +48,7 @@ test-vllm: $(VLLM_STAMP)
 images: $(STAMP)
 	PIP=$(BIN)/pip scripts/images.sh
 
-test-containers: images
+test-containers: images $(VLLM_STAMP)
 	$(BIN)/pytest -q -m containers tests/containers
 
 up: $(STAMP)

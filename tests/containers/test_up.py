@@ -206,3 +206,64 @@ def test_a_failing_liveness_probe_restarts_the_container_in_its_pod(
     run.wait_for(r"ready again prefill quickstart-prefill-0: http://[\d.]+:8000", 120)
     assert run.stop() == 130
     assert _left(run.run_id) == []
+
+
+VLLM_CPU = ROOT / "examples" / "vllm-cpu.yaml"
+
+
+def test_the_vllm_cpu_example_in_containers_equals_aggregated_vllm(up: Any, tmp_path: Path) -> None:
+    """The rendered vLLM pods from the vllm-cpu image, token-identical to an aggregated
+    vLLM (the decode pod's command without its KV connector, as the vLLM suite judges),
+    with KV moved over NIXL between the two pods; the engine containers run as the image's
+    uid 65532 with no capabilities and, through a podTemplate, a read-only root."""
+    from disagg_operator.local import vllm
+    from disagg_operator.local.stack import Run, start_aggregated
+    from disagg_worker.serve.localrun import stop_children
+    from disagg_worker.vllm import checkpoint, metrics
+    from tests.vllm.conftest import greedy, prompts
+
+    model = tmp_path / "models" / "tiny-llama"
+    checkpoint.write(model)
+    judge = Run([], {})
+    try:
+        url = start_aggregated(VLLM_CPU, tmp_path, judge, model=str(model), say=lambda _: None)
+        want = [greedy(url, p) for p in prompts()[:3]]
+    finally:
+        stop_children(judge.children)
+    body = yaml.safe_load(VLLM_CPU.read_text())
+    hardened = {
+        "spec": {
+            "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}}],
+            "containers": [
+                {
+                    "name": "engine",
+                    "securityContext": {"readOnlyRootFilesystem": True, "runAsNonRoot": True},
+                    "volumeMounts": [{"name": "scratch", "mountPath": "/tmp"}],
+                }
+            ],
+        }
+    }
+    for role in ("prefill", "decode"):
+        body["spec"][role]["podTemplate"] = hardened
+    manifest = tmp_path / "vllm-cpu.yaml"
+    manifest.write_text(yaml.safe_dump(body))
+    logs = tmp_path / "logs"
+    run = up(manifest, "--claim", f"models={model.parent}", "--log-dir", str(logs))
+    proxy = run.wait_for(r"endpoint: (http://\S+)/v1/completions", 900)[1]
+    for role in ("prefill", "decode"):
+        name = f"vllm-cpu-{role}-0-engine"
+        info = _inspect(name)
+        assert info["HostConfig"]["ReadonlyRootfs"] is True, name
+        status = podman("exec", name, "cat", "/proc/self/status").stdout
+        assert re.search(r"CapEff:\s+0+\n", status) and re.search(r"NoNewPrivs:\s+1\n", status)
+        assert podman("exec", name, "id", "-u").stdout.strip() == "65532"
+    decode_log = logs / "vllm-cpu-decode-0.log"
+    since = vllm.log_size(decode_log)
+    got = [greedy(proxy, p) for p in prompts()[:3]]
+    assert got == want
+    figures = vllm.transfer_figures(decode_log, since, wait_s=30.0, expect=len(want))
+    assert figures[metrics.COUNT] >= len(want) and figures[metrics.FAILED] == 0, figures
+    run.proc.send_signal(signal.SIGINT)
+    run.wait_for(r"stopping: \d+ preStop hook", 60)
+    assert run.stop() == 130  # the second Ctrl-C skips vLLM's preStop sleep
+    assert _left(run.run_id) == []

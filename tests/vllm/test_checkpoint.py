@@ -41,6 +41,10 @@ def test_transformers_reads_it_as_a_llama_with_a_chat_template(tmp_path: Path) -
     from disagg_worker.vllm import checkpoint
 
     checkpoint.write(tmp_path)
+    # readable by any pod user (the images run as uid 65532): safetensors alone writes 0600
+    assert {f.name: f.stat().st_mode & 0o777 for f in tmp_path.iterdir()} == {
+        f.name: 0o644 for f in tmp_path.iterdir()
+    }
     config = AutoConfig.from_pretrained(tmp_path)
     assert config.model_type == "llama" and config.num_key_value_heads == 2
     tokenizer = AutoTokenizer.from_pretrained(tmp_path)

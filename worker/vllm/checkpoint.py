@@ -123,6 +123,10 @@ def write(out: Path) -> dict[str, Any]:
     )
     model = LlamaForCausalLM(config)
     model.save_pretrained(str(out), safe_serialization=True)
+    for f in out.iterdir():
+        # safetensors writes 0600; a model on a shared volume is read by the pods' own
+        # user (uid 65532 in the images), never its writer's
+        f.chmod(0o644)
     return {
         "dir": str(out),
         "parameters": sum(p.numel() for p in model.parameters()),

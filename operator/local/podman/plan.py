@@ -13,8 +13,10 @@ limits and probes. What a kubelet fills in is filled in here the same way:
   ``spec.serviceAccountName``) and resource refs (``limits.memory``, ...);
 - ``$(VAR)`` references in command, args and env values;
 - volumes: Secret, ConfigMap, downwardAPI and projected volumes as files from the rendered
-  objects, emptyDir as a folder (``medium: Memory``: a tmpfs), a PersistentVolumeClaim as
-  the local folder given for it (``--claim``);
+  objects, emptyDir as a folder (``medium: Memory``: a folder on the host's tmpfs; mounted
+  at ``/dev/shm``, the pod's own shared-memory mount sized to it, since the pod's
+  containers share one IPC namespace), a PersistentVolumeClaim as the local folder given
+  for it (``--claim``);
 - Services as names in each pod's ``/etc/hosts`` pointing at the pods they select (the
   rendered Services are headless, so cluster DNS would answer the same pod IPs).
 
@@ -38,6 +40,7 @@ from disagg_operator.api.podtemplate import ENGINE_CONTAINER
 from disagg_operator.derive.resources import parse_quantity
 
 RUN_LABEL = "disagg.dev/up-run"  # on every pod, container, volume and network of one run
+SHM = "/dev/shm"
 SHARE = "ipc,net,uts,pid"  # what a pod's containers share (Kubernetes: shareProcessNamespace)
 NODE = "localhost"  # spec.nodeName of every pod: one node
 DEFAULT_MODE = 0o644  # a Secret's or ConfigMap's files without defaultMode
@@ -139,6 +142,7 @@ class PodPlan:
     containers: tuple[ContainerPlan, ...]
     grace_s: float
     notes: tuple[str, ...] = ()
+    shm_size: str = ""  # the pod's /dev/shm size, podman syntax; "" podman's default
 
     @property
     def engine_container(self) -> ContainerPlan:
@@ -239,6 +243,7 @@ def _pod(
         fqdn = f"{hostname}.{spec['subdomain']}.{namespace}.svc"
         hosts.update({fqdn: ctx.ip, f"{fqdn}.cluster.local": ctx.ip})
     notes = []
+    shm = _shm_size(volumes, containers)
     if any(c.get("lifecycle", {}).get("postStart") for c in spec["containers"]):
         notes.append("postStart hooks are not run")
     return PodPlan(
@@ -253,7 +258,22 @@ def _pod(
         containers=containers,
         grace_s=float(spec.get("terminationGracePeriodSeconds", 30)),
         notes=tuple(notes),
+        shm_size=shm,
     )
+
+
+def _shm_size(volumes: Sequence[Volume], containers: Sequence[ContainerPlan]) -> str:
+    """The pod's /dev/shm size when a memory emptyDir is mounted there: its sizeLimit, else
+    the pod's memory limit (what bounds a memory-backed emptyDir on a node), else ""."""
+    memory = {v.name: v for v in volumes if v.kind == "tmpfs"}
+    at_shm = [m.volume for c in containers for m in c.mounts if m.target == SHM]
+    chosen = [memory[name] for name in at_shm if name in memory]
+    if not chosen:
+        return ""
+    if chosen[0].size:
+        return chosen[0].size
+    limit = sum(c.memory_bytes or 0 for c in containers)
+    return _tmpfs_size(limit) if limit else ""
 
 
 @dataclass(frozen=True)
@@ -600,6 +620,8 @@ def pod_create_argv(pod: PodPlan, network: str, run_id: str) -> list[str]:
         "pod", "create", "--name", pod.name, "--network", network, "--ip", pod.ip,
         "--hostname", pod.hostname, "--share", SHARE, "--label", f"{RUN_LABEL}={run_id}",
     ]  # fmt: skip
+    if pod.shm_size:
+        argv += ["--shm-size", pod.shm_size]
     for host, ip in sorted(pod.hosts.items()):
         argv += ["--add-host", f"{host}:{ip}"]
     return argv
@@ -611,8 +633,8 @@ def container_name(pod: PodPlan, container: ContainerPlan) -> str:
 
 def run_argv(pod: PodPlan, c: ContainerPlan, sources: Mapping[str, str], run_id: str) -> list[str]:
     """``podman run`` for container ``c`` of ``pod``, attached (its output is the log, its
-    exit the container's). ``sources`` maps each volume name to what podman mounts: a host
-    folder (absolute path) or a podman volume name."""
+    exit the container's). ``sources`` maps each volume name to the host folder podman
+    mounts."""
     argv = [
         "run", "--replace", "--pod", pod.name, "--name", container_name(pod, c),
         "--label", f"{RUN_LABEL}={run_id}", "--sig-proxy=true", "--stop-timeout",
@@ -637,6 +659,8 @@ def run_argv(pod: PodPlan, c: ContainerPlan, sources: Mapping[str, str], run_id:
     for key, value in c.env.items():
         argv += ["--env", f"{key}={value}"]
     for m in c.mounts:
+        if _pod_shm(m, pod):
+            continue  # the pod's own /dev/shm stands for it (pod_create_argv sizes it)
         argv += ["--mount", _mount(m, pod, sources)]
     if c.command is not None:
         argv += ["--entrypoint", json.dumps(list(c.command))]
@@ -648,6 +672,10 @@ def run_argv(pod: PodPlan, c: ContainerPlan, sources: Mapping[str, str], run_id:
     return argv
 
 
+def _pod_shm(m: Mount, pod: PodPlan) -> bool:
+    return m.target == SHM and any(v.name == m.volume and v.kind == "tmpfs" for v in pod.volumes)
+
+
 def _mount(m: Mount, pod: PodPlan, sources: Mapping[str, str]) -> str:
     if m.volume.startswith("bind:"):
         return f"type=bind,source={m.volume.removeprefix('bind:')},destination={m.target},ro=true"
@@ -656,9 +684,5 @@ def _mount(m: Mount, pod: PodPlan, sources: Mapping[str, str]) -> str:
         raise PlanError(f"pod {pod.name}: mount of volume {m.volume!r}, which the pod has not")
     source = sources[m.volume]
     read_only = m.read_only or volume.read_only
-    if volume.kind == "tmpfs":
-        spec = f"type=volume,source={source},destination={m.target}"
-    else:
-        path = f"{source}/{m.sub_path}" if m.sub_path else source
-        spec = f"type=bind,source={path},destination={m.target}"
-    return spec + (",ro=true" if read_only else "")
+    path = f"{source}/{m.sub_path}" if m.sub_path else source
+    return f"type=bind,source={path},destination={m.target}" + (",ro=true" if read_only else "")

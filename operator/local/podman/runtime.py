@@ -40,6 +40,7 @@ from disagg_worker.serve.localrun import Child, start_child
 
 OWNER_LABEL = "disagg.dev/up-owner"  # the pid of the disagg up that made it
 PODMAN_TIMEOUT_S = 120.0
+SHM_ROOT = "/dev/shm"  # the host's tmpfs, for memory emptyDirs
 FIRST_POD_HOST = 10  # pod addresses start at .10 of the run's subnet
 Say = Callable[[str], None]
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # pod IPs: no proxy
@@ -136,8 +137,8 @@ def _alive(pid: int) -> bool:
 
 
 def remove_run(run_id: str) -> list[str]:
-    """Remove every pod, container, volume and network of ``run_id``; what could not be
-    removed (empty: nothing left)."""
+    """Remove every pod, container, volume and network of ``run_id``, and its memory
+    emptyDirs; what could not be removed (empty: nothing left)."""
     label = f"label={RUN_LABEL}={run_id}"
     pods = podman("pod", "ps", "-q", "--filter", label, check=False).stdout.split()
     if pods:
@@ -151,6 +152,7 @@ def remove_run(run_id: str) -> list[str]:
     networks = podman("network", "ls", "-q", "--filter", label, check=False).stdout.split()
     if networks:
         podman("network", "rm", "--force", *networks, check=False)
+    shutil.rmtree(Path(SHM_ROOT, f"disagg-up-{run_id}"), ignore_errors=True)
     return left_behind(run_id)
 
 
@@ -166,7 +168,8 @@ def left_behind(run_id: str) -> list[str]:
     ):
         listed = podman(*args, "--filter", label, check=False).stdout.split()
         out += [f"{kind} {name}" for name in listed]
-    return out
+    shm = Path(SHM_ROOT, f"disagg-up-{run_id}")
+    return [*out, f"folder {shm}"] if shm.exists() else out
 
 
 class PodRuntime:
@@ -181,6 +184,7 @@ class PodRuntime:
         self.children: dict[str, Child] = {}  # container name → its podman run
         self.pods: list[PodPlan] = []
         self.host_ip = ""
+        self.shm = Path(SHM_ROOT, self.name)  # memory emptyDirs
         self._sources: dict[str, dict[str, str]] = {}  # pod → volume → podman source
 
     @property
@@ -208,13 +212,12 @@ class PodRuntime:
             sources: dict[str, str] = {}
             for v in pod.volumes:
                 if v.kind == "tmpfs":
-                    name = f"{self.name}-{pod.name}-{v.name}"
-                    opts = "mode=1777" + (f",size={v.size}" if v.size else "")
-                    podman(
-                        "volume", "create", *self.labels, "--opt", "type=tmpfs",
-                        "--opt", "device=tmpfs", "--opt", f"o={opts}", name,
-                    )  # fmt: skip
-                    sources[v.name] = name
+                    # on the host's tmpfs: memory-backed, shared by the pod's containers
+                    # (its sizeLimit is not enforced here; at /dev/shm the pod's own is)
+                    folder = self.shm / pod.name / v.name
+                    folder.mkdir(parents=True, exist_ok=True)
+                    folder.chmod(0o1777)
+                    sources[v.name] = str(folder)
                 elif v.kind == "claim":
                     sources[v.name] = v.folder
                 else:

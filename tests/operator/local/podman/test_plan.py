@@ -165,7 +165,11 @@ def test_vllm_pods_get_their_claim_config_map_shared_memory_and_probes() -> None
     assert engine.user is None  # vLLM pods: the image's user
     sources = {v: f"vol-{v}" for v in volumes}
     mounts = _flag(run_argv(prefill, engine, sources, "r"), "--mount")
-    assert "type=volume,source=vol-dshm,destination=/dev/shm" in mounts
+    # the memory emptyDir at /dev/shm is the pod's own /dev/shm (one IPC namespace per
+    # pod), sized to the pod's memory limit as the node bounds it
+    assert not [m for m in mounts if "destination=/dev/shm" in m]
+    assert prefill.shm_size == f"{6 * 1024}m"
+    assert _flag(pod_create_argv(prefill, "net", "r"), "--shm-size") == ["6144m"]
     assert "type=bind,source=vol-model,destination=/mnt/models,ro=true" in mounts
 
 
