@@ -15,6 +15,7 @@ BENCHES = {
     "operator": ("disagg_operator.bench.operator", "reconcile latency against the emulator"),
     "e2e-vllm": ("disagg_operator.bench.e2e_vllm", "e2e --engine vllm: real vLLM, agg vs P/D"),
     "faults": ("disagg_operator.bench.faults", "data path under faults and load on the quickstart"),
+    "pods": ("disagg_operator.bench.pods", "the quickstart as processes vs podman pods"),
     "vllm-memory": ("disagg_operator.bench.vllm_memory", "a vLLM CPU engine's runtime memory"),
 }
 

@@ -267,3 +267,17 @@ def test_the_vllm_cpu_example_in_containers_equals_aggregated_vllm(up: Any, tmp_
     run.wait_for(r"stopping: \d+ preStop hook", 60)
     assert run.stop() == 130  # the second Ctrl-C skips vLLM's preStop sleep
     assert _left(run.run_id) == []
+
+
+def test_the_pods_benchmark_reports_both_runtimes_and_the_path_limit(images: Any) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "disagg_operator.cli", "bench", "pods", "--prompts", "512",
+         "--repeat", "1", "--json"], capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    case = result["by_prompt"]["512"]
+    for runtime in ("process", "podman"):
+        assert case[runtime]["transfer_bytes"] > 0 and case[runtime]["ttft_ms"] > 0
+    assert case["podman"]["tcp_gbps"] > 0 and case["podman"]["nixl_vs_tcp"] > 0
+    assert result["tcp_64mib_gbps"] > 0 and case["ttft_ratio"] > 0
