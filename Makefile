@@ -48,6 +48,7 @@ test-vllm: $(VLLM_STAMP)
 images: $(STAMP)
 	PIP=$(BIN)/pip scripts/images.sh
 
+# the vllm extra: the vLLM example in containers is judged by aggregated vLLM, as in test-vllm
 test-containers: images $(VLLM_STAMP)
 	$(BIN)/pytest -q -m containers tests/containers
 

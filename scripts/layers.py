@@ -25,7 +25,7 @@ END = "<!-- /layers -->"
 # What each layer is, in a line (the contract says the order).
 WHAT = {
     "disagg_operator.bench": "benchmarks (`disagg bench`): drive the tools and the controller",
-    "disagg_operator.local": "`disagg up` (rendered pods as processes)",
+    "disagg_operator.local": "`disagg up` (rendered pods as processes or podman pods)",
     "disagg_operator.emulator": "the API emulator",
     "disagg_operator.controller": "I/O shell: kopf, reconciler, sync, cache, API client, election",
     "disagg_operator.status": "observation → the CR's status and conditions",
