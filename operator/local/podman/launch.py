@@ -138,6 +138,11 @@ def _check_non_root(plans: Sequence[PodPlan]) -> None:
                     )
 
 
+def _user(c: ContainerPlan) -> str:
+    """Who the container runs as: the rendered user, else the image's."""
+    return c.user or f"{image_user(c.image) or 'root'} (the image's)"
+
+
 def _log_name(pod: PodPlan, c: ContainerPlan) -> str:
     """The engine's log is named after its pod (as the process runner names it)."""
     return pod.name if c is pod.engine_container else f"{pod.name}-{c.name}"
@@ -153,7 +158,7 @@ def _start_pods(
             run.logs[child.name] = child.log_path
         say(
             f"  started {pod.role} {pod.name} at {pod.ip}: "
-            + ", ".join(f"{c.name} ({c.image}, uid {c.user or 'image'})" for c in pod.containers)
+            + ", ".join(f"{c.name} ({c.image}, user {_user(c)})" for c in pod.containers)
         )
         for note in pod.notes:
             say(f"          {note}")
