@@ -13,7 +13,10 @@ a fresh prompt (no prefix-cache hits on either side), greedy.
 - ``transfer_ms``: vLLM's own "Avg xfer time" from decode's KV-transfer metrics over the
   case's requests; ``transfer_count`` how many it counted.
 - ``tokens_match``: the gen-token greedy answers of both sides are equal, token for token,
-  for every request of the case.
+  for every request of the case; ``logprobs_gap``: the judge's largest difference of the
+  top-5 logprobs of one more gen-token request per case, position by position
+  (:mod:`disagg_worker.vllm.judge`; ``logprobs_match`` when within its tolerance): equal
+  tokens from a degenerate model can hide partly wrong KV, its logprobs cannot.
 - breakdown of ``ttft_disagg_ms``: prefill hop and decode hop as the proxy times them; the
   rest is the client ↔ proxy HTTP.
 - ``engine_idle_cpu_cores``: each engine's process tree, idle after start-up and warm-up:
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import tempfile
 import time
@@ -40,7 +44,7 @@ from disagg_operator.local import vllm
 from disagg_operator.local.stack import Run, launch, start_aggregated
 from disagg_worker.bench.e2e import IDLE_WINDOW_S, format_columns, idle_cpu, progress, timed_post
 from disagg_worker.serve.localrun import stop_children
-from disagg_worker.vllm import metrics
+from disagg_worker.vllm import judge, metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "examples" / "vllm-cpu.yaml"
@@ -95,6 +99,10 @@ def _requests(
                     "proxy": first.get("disagg", {}).get("proxy", {}),
                 }
             )
+        # the judge's request: the same fresh prompt on both sides, with top logprobs
+        body = {"prompt": prompt(n, case, 2 * repeat), "max_tokens": gen, "temperature": 0}
+        _, answer = timed_post(url, {**body, "ignore_eos": True, **judge.request_fields()})
+        out[n][0]["tops"] = judge.tops_of(answer["choices"][0])
     return out
 
 
@@ -122,7 +130,7 @@ def _phase(
                 since = vllm.log_size(log)
                 results.update(_requests(url, [n], args.repeat, args.gen_tokens, tag))
                 if tag == "P/D":
-                    expect = 2 * args.repeat + 1
+                    expect = 2 * args.repeat + 2  # warm-up, repeats, the judge's request
                     figures[n] = vllm.transfer_figures(log, since, wait_s=25.0, expect=expect)
         finally:
             stop_children(run.children)
@@ -150,6 +158,7 @@ def cases(
         prefill_hop = statistics.median(r["proxy"].get("prefill_hop_ms", 0.0) for r in d)
         decode_hop = statistics.median(r["proxy"].get("decode_hop_ms", 0.0) for r in d)
         ttft_agg, ttft_pd = _median(a, "ttft"), _median(d, "ttft")
+        gap = judge.gap(d[0]["tops"], a[0]["tops"])
         out.append(
             {
                 "prompt_tokens": n,
@@ -166,6 +175,8 @@ def cases(
                 "decode_tps_agg": round(_tps(a, gen), 1),
                 "decode_tps_disagg": round(_tps(d, gen), 1),
                 "tokens_match": all(x["tokens"] == y["tokens"] for x, y in zip(a, d, strict=True)),
+                "logprobs_gap": round(gap, 4) if math.isfinite(gap) else None,  # None: apart
+                "logprobs_match": gap <= judge.TOLERANCE,
             }
         )
     return out
@@ -185,6 +196,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         ("tok/s agg", "decode_tps_agg", "{:>10.1f}"),
         ("tok/s P/D", "decode_tps_disagg", "{:>10.1f}"),
         ("match", "tokens_match", "{!s:>6}"),
+        ("logprobs", "logprobs_match", "{!s:>8}"),
     ]
     return format_columns(
         cols,

@@ -25,6 +25,7 @@ import yaml
 
 from disagg_operator.local.stack import Run, launch, start_aggregated
 from disagg_worker.serve.localrun import stop_children
+from disagg_worker.vllm import judge
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_CPU = ROOT / "examples" / "vllm-cpu.yaml"
@@ -92,6 +93,17 @@ def greedy(url: str, prompt: list[int]) -> list[int]:
     return ids
 
 
+Logprobs = judge.Tops
+
+
+def greedy_logprobs(url: str, prompt: list[int]) -> tuple[list[int], Logprobs]:
+    """Greedy tokens and, per position, the judge's top logprobs keyed by token id."""
+    body = {"prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0}
+    body |= {"return_token_ids": True, **judge.request_fields()}
+    choice = post(url + "/v1/completions", body)["choices"][0]
+    return choice["token_ids"], judge.tops_of(choice)
+
+
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from disagg_worker.vllm import checkpoint
@@ -109,18 +121,29 @@ def _manifest(model: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
-def aggregated_tokens(
+def aggregated(
     tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory
-) -> list[list[int]]:
-    """Greedy tokens of an aggregated vLLM (the rendered decode pod without its KV
-    connector), run alone, then stopped."""
+) -> list[tuple[list[int], Logprobs]]:
+    """Greedy tokens and top logprobs of an aggregated vLLM (the rendered decode pod
+    without its KV connector) for every prompt, then for each prompt with its second token
+    changed (the judge's negative control), run alone, then stopped."""
     logs = tmp_path_factory.mktemp("aggregated")
     run = Run([], {})
     try:
         url = start_aggregated(VLLM_CPU, logs, run, model=str(tiny_llama))
-        return [greedy(url, p) for p in prompts()]
+        return [greedy_logprobs(url, p) for p in [*prompts(), *map(altered, prompts())]]
     finally:
         stop_children(run.children)
+
+
+def altered(prompt: list[int]) -> list[int]:
+    """``prompt`` with its second token changed: wrong KV for one early position."""
+    return [prompt[0], 4 + (prompt[1] + 500) % 1020, *prompt[2:]]
+
+
+@pytest.fixture(scope="session")
+def aggregated_tokens(aggregated: list[tuple[list[int], Logprobs]]) -> list[list[int]]:
+    return [tokens for tokens, _ in aggregated[: len(prompts())]]
 
 
 @dataclass

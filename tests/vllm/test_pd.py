@@ -18,9 +18,17 @@ import pytest
 
 from disagg_operator.local import vllm as local_vllm
 from disagg_worker.serve.proxy import PREFILL_PARAMS
-from disagg_worker.vllm import metrics
+from disagg_worker.vllm import judge, metrics
 
-from .conftest import MAX_TOKENS, Stack, greedy, post, prompts
+from .conftest import (
+    MAX_TOKENS,
+    Logprobs,
+    Stack,
+    greedy,
+    greedy_logprobs,
+    post,
+    prompts,
+)
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 
@@ -39,6 +47,25 @@ def test_pd_tokens_equal_aggregated_vllm(
     )
     assert figures[metrics.COUNT] >= len(got)
     assert figures[metrics.FAILED] == 0
+
+
+def test_pd_logprobs_equal_aggregated_and_the_judge_sees_wrong_kv(
+    pd_stack: Stack, aggregated: list[tuple[list[int], Logprobs]]
+) -> None:
+    """Equal tokens can hide partly wrong KV with a model this degenerate (it repeats one
+    token): the top-5 logprobs of every generated position must match aggregated vLLM's,
+    and the judge must tell apart a prompt whose KV differs in one early position."""
+    count = len(prompts())
+    gaps, controls = [], []
+    for n, prompt in enumerate(prompts()):
+        tokens, tops = greedy_logprobs(pd_stack.proxy, prompt)
+        want_tokens, want_tops = aggregated[n]
+        assert tokens == want_tokens, f"prompt {n} ({len(prompt)} tokens) differs"
+        gaps.append(judge.gap(tops, want_tops))
+        controls.append(judge.gap(tops, aggregated[count + n][1]))
+    print(f"logprob gaps P/D vs aggregated {gaps}; vs one early token changed {controls}")
+    assert max(gaps) <= judge.TOLERANCE, gaps
+    assert min(controls) > 5 * judge.TOLERANCE, controls
 
 
 def test_stream_through_the_proxy_equals_the_whole_answer(pd_stack: Stack) -> None:

@@ -11,8 +11,12 @@ from disagg_operator.bench.e2e_vllm import cases, prompt, table
 GEN = 5
 
 
+TOPS = [{1: -0.5, 2: -1.5}, {3: -0.25}]  # the judge's top logprobs of one request
+
+
 def _row(ttft: float, first: float, full: float, tokens: list[int], **proxy: float) -> Any:
-    return {"ttft": ttft, "first": first, "full": full, "tokens": tokens, "proxy": proxy}
+    row = {"ttft": ttft, "first": first, "full": full, "tokens": tokens, "proxy": proxy}
+    return {**row, "tops": TOPS}
 
 
 def test_medians_breakdown_and_throughput_within_a_stream() -> None:
@@ -34,12 +38,24 @@ def test_medians_breakdown_and_throughput_within_a_stream() -> None:
     assert case["decode_tps_agg"] == pytest.approx(80.0)  # median of 40, 80, 100
     assert case["decode_tps_disagg"] == pytest.approx(40.0)  # median of 20, 40, 40
     assert case["tokens_match"] is True
+    assert case["logprobs_gap"] == 0 and case["logprobs_match"] is True
 
 
 def test_one_differing_answer_is_no_match() -> None:
     agg = {16: [_row(1, 1, 2, [1, 2]), _row(1, 1, 2, [3, 4])]}
     pd = {16: [_row(1, 1, 2, [1, 2]), _row(1, 1, 2, [3, 5])]}
     assert cases(agg, pd, {}, GEN)[0]["tokens_match"] is False
+
+
+def test_equal_tokens_with_moved_logprobs_are_no_logprob_match() -> None:
+    agg = {16: [_row(1, 1, 2, [1, 2])]}
+    moved = {**_row(1, 1, 2, [1, 2]), "tops": [{1: -0.5, 2: -1.5}, {3: -0.45}]}
+    (case,) = cases(agg, {16: [moved]}, {}, GEN)
+    assert case["tokens_match"] is True and case["logprobs_match"] is False
+    assert case["logprobs_gap"] == pytest.approx(0.2)
+    apart = {**moved, "tops": [{9: -0.1}, {3: -0.25}]}  # no token shared at a position
+    (case,) = cases(agg, {16: [apart]}, {}, GEN)
+    assert case["logprobs_gap"] is None and case["logprobs_match"] is False
 
 
 def test_every_request_gets_its_own_first_block() -> None:
@@ -52,5 +68,8 @@ def test_table_has_a_column_per_figure() -> None:
     agg = {16: [_row(1, 1, 2, [1])]}
     pd = {16: [_row(2, 1, 2, [1], prefill_hop_ms=1, decode_hop_ms=1)]}
     lines = table(cases(agg, pd, {}, GEN)).splitlines()
-    assert lines[0].split()[-1] == "match" and lines[2].split()[-1] == "True"
+    assert lines[0].split()[-2:] == ["match", "logprobs"] and lines[2].split()[-2:] == [
+        "True",
+        "True",
+    ]
     assert len(lines[0]) == len(lines[1]) == len(lines[2])
