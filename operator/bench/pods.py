@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from disagg_operator.local.podman.launch import launch_containers
+from disagg_operator.local.podman.plan import container_name
 from disagg_operator.local.podman.runtime import podman, podman_env
 from disagg_operator.local.stack import Run, get_json, launch
 from disagg_worker.serve.localrun import stop_children
@@ -138,7 +139,10 @@ def run_one(runtime: str, manifest: Path, lengths: list[int], repeat: int) -> di
             }
             if runtime == "podman":
                 prefill, decode = pods.pods[0], pods.pods[-1]
-                names = (f"{prefill.name}-engine", f"{decode.name}-engine")
+                names = (
+                    container_name(prefill, prefill.engine_container),
+                    container_name(decode, decode.engine_container),
+                )
                 limits = {}
                 for case in out["cases"]:
                     size = max(case["transfer_bytes"], 1 << 16)

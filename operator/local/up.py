@@ -289,6 +289,8 @@ def _run(args: argparse.Namespace, tmp: Path, logs: Path, run: Run, signals: _Si
             say=_say,
         )
     else:
+        if args.image:
+            raise UpError("--image names images for --runtime podman; a process run uses none")
         launch(
             Path(args.file),
             tmp,

@@ -24,6 +24,7 @@ from disagg_operator.local.podman.plan import (
     PlanError,
     PodPlan,
     Probe,
+    container_name,
     images_of,
     plan_pods,
     pods_of,
@@ -145,7 +146,7 @@ def _user(c: ContainerPlan) -> str:
 
 def _log_name(pod: PodPlan, c: ContainerPlan) -> str:
     """The engine's log is named after its pod (as the process runner names it)."""
-    return pod.name if c is pod.engine_container else f"{pod.name}-{c.name}"
+    return pod.name if c is pod.engine_container else container_name(pod, c)
 
 
 def _start_pods(
@@ -164,7 +165,7 @@ def _start_pods(
             say(f"          {note}")
     for pod in plans:
         c = pod.engine_container
-        child = runtime.children[f"{pod.name}-{c.name}"]
+        child = runtime.child(pod, c)
         try:
             took = runtime.wait_ready(pod, c, child, engine.local.start_timeout_s, say)
         except PodmanError as e:
@@ -185,7 +186,7 @@ def _prove_transfer_path(plans: Sequence[PodPlan], runtime: PodRuntime, run: Run
         for c in pod.containers:
             if c is pod.engine_container or c.readiness is None:
                 continue
-            child = runtime.children[f"{pod.name}-{c.name}"]
+            child = runtime.child(pod, c)
             budget = c.readiness.period_s * c.readiness.failure_threshold + 30.0
             try:
                 took = runtime.wait_ready(pod, c, child, budget, say)
@@ -209,7 +210,7 @@ def supervisor(run: Run, runtime: PodRuntime, say: Say) -> Supervisor:
     ]
     for pod in runtime.pods:
         for c in pod.containers:
-            child = runtime.children[f"{pod.name}-{c.name}"]
+            child = runtime.child(pod, c)
             gate = c.readiness or c.startup
             members.append(
                 Member(

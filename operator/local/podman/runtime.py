@@ -136,39 +136,44 @@ def _alive(pid: int) -> bool:
     return True
 
 
+# what a run makes, in the order it is removed: (kind, list command, name format, remove)
+KINDS = (
+    ("pod", ("pod", "ps"), "{{.Name}}", ("pod", "rm", "--force", "--time", "0")),
+    ("container", ("ps", "-a"), "{{.Names}}", ("rm", "--force", "--time", "0")),
+    ("volume", ("volume", "ls"), "{{.Name}}", ("volume", "rm", "--force")),
+    ("network", ("network", "ls"), "{{.Name}}", ("network", "rm", "--force")),
+)
+
+
+def _listed(listing: tuple[str, ...], name_format: str, run_id: str) -> list[str]:
+    label = f"label={RUN_LABEL}={run_id}"
+    return podman(*listing, "--filter", label, "--format", name_format, check=False).stdout.split()
+
+
+def shm_folder(run_id: str) -> Path:
+    """Where a run's memory emptyDirs live on the host's tmpfs."""
+    return Path(SHM_ROOT, f"disagg-up-{run_id}")
+
+
 def remove_run(run_id: str) -> list[str]:
     """Remove every pod, container, volume and network of ``run_id``, and its memory
     emptyDirs; what could not be removed (empty: nothing left)."""
-    label = f"label={RUN_LABEL}={run_id}"
-    pods = podman("pod", "ps", "-q", "--filter", label, check=False).stdout.split()
-    if pods:
-        podman("pod", "rm", "--force", "--time", "0", *pods, check=False)
-    leftover = podman("ps", "-aq", "--filter", label, check=False).stdout.split()
-    if leftover:
-        podman("rm", "--force", "--time", "0", *leftover, check=False)
-    volumes = podman("volume", "ls", "-q", "--filter", label, check=False).stdout.split()
-    if volumes:
-        podman("volume", "rm", "--force", *volumes, check=False)
-    networks = podman("network", "ls", "-q", "--filter", label, check=False).stdout.split()
-    if networks:
-        podman("network", "rm", "--force", *networks, check=False)
-    shutil.rmtree(Path(SHM_ROOT, f"disagg-up-{run_id}"), ignore_errors=True)
+    for _, listing, name_format, remove in KINDS:
+        names = _listed(listing, name_format, run_id)
+        if names:
+            podman(*remove, *names, check=False)
+    shutil.rmtree(shm_folder(run_id), ignore_errors=True)
     return left_behind(run_id)
 
 
 def left_behind(run_id: str) -> list[str]:
     """What of ``run_id`` podman still has: "pod NAME", "container NAME", ..."""
-    label = f"label={RUN_LABEL}={run_id}"
-    out = []
-    for kind, args in (
-        ("pod", ("pod", "ps", "--format", "{{.Name}}")),
-        ("container", ("ps", "-a", "--format", "{{.Names}}")),
-        ("volume", ("volume", "ls", "--format", "{{.Name}}")),
-        ("network", ("network", "ls", "--format", "{{.Name}}")),
-    ):
-        listed = podman(*args, "--filter", label, check=False).stdout.split()
-        out += [f"{kind} {name}" for name in listed]
-    shm = Path(SHM_ROOT, f"disagg-up-{run_id}")
+    out = [
+        f"{kind} {name}"
+        for kind, listing, name_format, _ in KINDS
+        for name in _listed(listing, name_format, run_id)
+    ]
+    shm = shm_folder(run_id)
     return [*out, f"folder {shm}"] if shm.exists() else out
 
 
@@ -184,7 +189,7 @@ class PodRuntime:
         self.children: dict[str, Child] = {}  # container name → its podman run
         self.pods: list[PodPlan] = []
         self.host_ip = ""
-        self.shm = Path(SHM_ROOT, self.name)  # memory emptyDirs
+        self.shm = shm_folder(self.run_id)  # memory emptyDirs
         self._sources: dict[str, dict[str, str]] = {}  # pod → volume → podman source
 
     @property
@@ -241,6 +246,10 @@ class PodRuntime:
         child = start_child(log_name, argv, podman_env(), self.logs)
         self.children[container_name(pod, c)] = child
         return child
+
+    def child(self, pod: PodPlan, c: ContainerPlan) -> Child:
+        """The supervised ``podman run`` of container ``c`` of ``pod``."""
+        return self.children[container_name(pod, c)]
 
     def check(self, pod: PodPlan, c: ContainerPlan, probe: Probe) -> bool:
         """One run of ``probe`` against container ``c``, as a kubelet runs it."""

@@ -199,6 +199,27 @@ def test_an_invalid_manifest_starts_nothing(tmp_path: Path) -> None:
     assert "starting" not in done.stdout.lower()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--image", "a=b"], "--image names images for --runtime podman"),
+        (
+            ["--runtime", "podman", "--keep-cpu-binding"],
+            "--keep-cpu-binding is for process runs",
+        ),
+        (["--image", "no-equals-sign"], "'no-equals-sign': write RENDERED=LOCAL"),
+    ],
+)
+def test_options_of_the_other_runtime_are_refused_before_anything_starts(
+    args: list[str], message: str
+) -> None:
+    done = subprocess.run(
+        [*UP, str(QUICKSTART), "--port", "0", *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode in (1, 2) and message in done.stderr, done.stderr
+    assert "started" not in done.stdout
+
+
 def _found(pattern: str, text: str) -> str:
     found = re.search(pattern, text)
     assert found, f"no {pattern!r} in:\n{text}"
