@@ -1,12 +1,14 @@
 """Paged KV cache and its block allocator: where the reference engine keeps keys and values.
 
-Compute layer (torch, no I/O). The cache is the worker's block-major region, one tensor of
-shape ``[num_blocks, num_layers, 2, block_size, num_kv_heads, head_dim]``
-(:meth:`KVLayout.region_shape`), so the transfer engine can register it as is and move a
-run of blocks as one descriptor. A request owns a *block table*: the list of block ids that
-hold its tokens in order; token ``p`` lives in block ``table[p // block_size]`` at offset
-``p % block_size``. The allocator is thread-safe because the transfer engine frees a
-prefill's blocks from its own thread when decode's notification or the lease arrives.
+Compute layer (torch, no I/O). The cache is one tensor of shape ``[num_kv_heads, num_blocks,
+num_layers, 2, block_size, head_dim]``: a block-major region per KV head this rank holds
+(:attr:`KVLayout.per_head_regions`), so the transfer engine registers each head's region as
+is and moves a run of blocks as one descriptor per head, whichever heads the reading rank
+serves (tensor parallelism of another size). A request owns a *block table*: the list of
+block ids that hold its tokens in order; token ``p`` lives in block ``table[p //
+block_size]`` at offset ``p % block_size``. The allocator is thread-safe because the
+transfer engine frees a prefill's blocks from its own thread when decode's notification or
+the lease arrives.
 """
 
 from __future__ import annotations
@@ -73,16 +75,17 @@ class PagedKVCache:
     """The block-major cache tensor plus the gather/scatter the attention needs."""
 
     def __init__(self, layout: KVLayout, device: str = "cpu") -> None:
-        if not layout.block_major or layout.layout != "NHD":
-            raise ValueError("the reference engine needs a block_major NHD layout")
+        if not layout.per_head_regions:
+            raise ValueError("the reference engine needs a layout with per_head_regions")
         self.layout = layout
         dtype = getattr(torch, layout.dtype)
-        self.tensor = torch.zeros(layout.region_shape(), dtype=dtype, device=device)
+        shape = (layout.num_kv_heads, *layout.region_shape())
+        self.tensor = torch.zeros(shape, dtype=dtype, device=device)
 
     @property
     def regions(self) -> list[torch.Tensor]:
-        """The tensors to register with the transfer engine (one: block-major)."""
-        return [self.tensor]
+        """The tensors to register with the transfer engine: one per KV head."""
+        return list(self.tensor.unbind(0))
 
     def _slots(self, table: Sequence[int], start: int, count: int) -> tuple[torch.Tensor, ...]:
         size = self.layout.block_size
@@ -103,8 +106,8 @@ class PagedKVCache:
     ) -> None:
         """Store K/V ``[n, kv_heads, head_dim]`` for positions ``start..start+n-1``."""
         blocks, offsets = self._slots(table, start, keys.shape[0])
-        self.tensor[blocks, layer, 0, offsets] = keys
-        self.tensor[blocks, layer, 1, offsets] = values
+        self.tensor[:, blocks, layer, 0, offsets] = keys.transpose(0, 1)
+        self.tensor[:, blocks, layer, 1, offsets] = values.transpose(0, 1)
 
     def read(
         self, layer: int, table: Sequence[int], length: int
@@ -115,6 +118,7 @@ class PagedKVCache:
         if needed > len(table):
             raise ValueError(f"block table has {len(table)} blocks, {length} tokens need {needed}")
         ids = torch.tensor(list(table[:needed]), dtype=torch.long, device=self.tensor.device)
-        kv = self.tensor[ids, layer]  # [blocks, 2, block_size, heads, dim]
-        kv = kv.transpose(0, 1).reshape(2, needed * size, *kv.shape[-2:])
+        kv = self.tensor[:, ids, layer]  # [heads, blocks, 2, block_size, dim]
+        heads, dim = kv.shape[0], kv.shape[-1]
+        kv = kv.permute(2, 1, 3, 0, 4).reshape(2, needed * size, heads, dim)
         return kv[0, :length], kv[1, :length]

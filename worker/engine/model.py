@@ -12,6 +12,15 @@ prompt token (the prompt chunk covers tokens ``0..n-2``), which is what a disagg
 decode must do anyway (it recomputes the last prompt token to get logits, as vLLM does).
 With that, prefill+decode in two processes equals one process token for token, without
 relying on a matmul giving the same bits for different batch sizes.
+
+Tensor parallelism (:class:`Shard`, one process per rank): a rank computes the query heads
+``[r·H_q/T, (r+1)·H_q/T)``, the KV heads :func:`ranks.rank_heads` gives it (its cache holds
+only those) and its slice of the MLP's hidden units; the attention output and the MLP's
+hidden activations are all-gathered, and every rank applies the output projections whole.
+Every rank so computes the same residual stream, and the same bits as one rank: a column
+slice of a matmul is bit-for-bit that slice of the whole product (the reduction runs along
+the rows, not split), and attention runs head by head at every TP size (measured: the
+fused kernel over several heads at once gives other bits for some lengths).
 """
 
 from __future__ import annotations
@@ -25,27 +34,65 @@ import torch
 import torch.nn.functional as F
 
 from disagg_worker.engine.kvcache import PagedKVCache
-from disagg_worker.engine.presets import PRESETS, ModelSpec, get_preset
+from disagg_worker.engine.presets import PRESETS, ModelSpec, get_preset, tp_problem
 from disagg_worker.transfer.layout import KVLayout
+from disagg_worker.transfer.ranks import rank_heads
 
-__all__ = ["BOS", "EOS", "PRESETS", "VOCAB_SIZE", "ModelSpec", "ReferenceEngine", "get_preset"]
+__all__ = [
+    "BOS",
+    "EOS",
+    "PRESETS",
+    "VOCAB_SIZE",
+    "ModelSpec",
+    "ReferenceEngine",
+    "Shard",
+    "get_preset",
+]
 
 BOS = 256
 EOS = 257
 VOCAB_SIZE = 258
 
 
-def kv_layout(spec: ModelSpec, block_size: int, num_blocks: int) -> KVLayout:
-    """The block-major float32 layout this model's cache (and its transfers) use."""
+Gather = Callable[[torch.Tensor], torch.Tensor]
+Mirror = Callable[[Sequence[int], int, Sequence[int]], None]
+
+
+@dataclass(frozen=True)
+class Shard:
+    """This process's part of a tensor-parallel engine: ``rank`` of ``size``; ``gather``
+    concatenates every rank's tensor along the last dimension, in rank order (an
+    all-gather); ``mirror`` (rank 0) hands each forward's arguments to the other ranks
+    before it runs, so they compute the same step."""
+
+    rank: int = 0
+    size: int = 1
+    gather: Gather | None = None
+    mirror: Mirror | None = None
+
+
+def kv_layout(
+    spec: ModelSpec, block_size: int, num_blocks: int, shard: Shard = Shard()
+) -> KVLayout:
+    """The float32 layout (a block-major region per KV head) of this rank's cache and its
+    transfers."""
     return KVLayout(
         num_layers=spec.num_layers,
-        num_kv_heads=spec.num_kv_heads,
+        num_kv_heads=len(rank_heads(shard.rank, shard.size, spec.num_kv_heads)),
         head_dim=spec.head_dim,
         block_size=block_size,
         num_blocks=num_blocks,
         dtype="float32",
         block_major=True,
+        per_head_regions=True,
     )
+
+
+def check_shard(spec: ModelSpec, size: int) -> None:
+    """Raise ValueError naming DISAGG_TP_SIZE when ``size`` ranks cannot split the model."""
+    problem = tp_problem(spec, size)
+    if problem is not None:
+        raise ValueError(f"DISAGG_TP_SIZE: model {spec.name!r}: {problem}")
 
 
 def encode(text: str) -> list[int]:
@@ -72,18 +119,28 @@ class Generation:
 class ReferenceEngine:
     """Weights plus the paged cache they write into."""
 
-    def __init__(self, spec: ModelSpec, cache: PagedKVCache, seed: int = 0) -> None:
+    def __init__(
+        self, spec: ModelSpec, cache: PagedKVCache, seed: int = 0, shard: Shard = Shard()
+    ) -> None:
+        check_shard(spec, shard.size)
+        if shard.size > 1 and shard.gather is None:
+            raise ValueError("a tensor-parallel shard needs a gather (the ranks' all-gather)")
         layout = cache.layout
+        heads = rank_heads(shard.rank, shard.size, spec.num_kv_heads)
         if (layout.num_layers, layout.num_kv_heads, layout.head_dim) != (
             spec.num_layers,
-            spec.num_kv_heads,
+            len(heads),
             spec.head_dim,
         ):
-            raise ValueError(f"cache layout does not fit model {spec.name!r}")
-        self.spec = spec
-        self.cache = cache
+            raise ValueError(f"cache layout does not fit model {spec.name!r} at {shard}")
+        self.spec, self.cache, self.shard = spec, cache, shard
         self.device = cache.tensor.device
-        self.w = _init_weights(spec, seed, self.device)
+        per_q = spec.num_heads // shard.size
+        self.q_heads = range(shard.rank * per_q, (shard.rank + 1) * per_q)
+        group = spec.num_heads // spec.num_kv_heads  # query heads per KV head
+        # the local KV head each local query head attends with
+        self.kv_of_q = [heads.index(q // group) for q in self.q_heads]
+        self.w = _shard_weights(_init_weights(spec, seed), spec, shard, heads, self.device)
         self.cos, self.sin = _rope_tables(spec, self.device)
 
     def blocks_needed(self, prompt_len: int, max_tokens: int) -> int:
@@ -109,24 +166,27 @@ class ReferenceEngine:
     @torch.inference_mode()
     def forward(self, tokens: Sequence[int], start: int, table: Sequence[int]) -> torch.Tensor:
         """Run tokens at positions ``start..``, write their K/V, return the last logits."""
-        s, n = self.spec, len(tokens)
+        if self.shard.mirror is not None:
+            self.shard.mirror(tokens, start, table)
+        s, n, hd = self.spec, len(tokens), self.spec.head_dim
+        gather = self.shard.gather or (lambda t: t)
         ids = torch.tensor(list(tokens), dtype=torch.long, device=self.device)
         x = self.w["embed"][ids]
         cos, sin = self.cos[start : start + n], self.sin[start : start + n]
         for i in range(s.num_layers):
             p = f"l{i}."
             h = _rms(x, self.w[p + "attn_norm"])
-            q = (h @ self.w[p + "wq"].T).view(n, s.num_heads, s.head_dim)
-            k = (h @ self.w[p + "wk"].T).view(n, s.num_kv_heads, s.head_dim)
-            v = (h @ self.w[p + "wv"].T).view(n, s.num_kv_heads, s.head_dim)
+            q = (h @ self.w[p + "wq"].T).view(n, len(self.q_heads), hd)
+            k = (h @ self.w[p + "wk"].T).view(n, self.cache.layout.num_kv_heads, hd)
+            v = (h @ self.w[p + "wv"].T).view(n, self.cache.layout.num_kv_heads, hd)
             q, k = _rope(q, cos, sin), _rope(k, cos, sin)
             self.cache.write(i, table, start, k, v)
             keys, values = self.cache.read(i, table, start + n)
-            attn = _attention(q, keys, values, start)
-            x = x + attn.reshape(n, s.d_model) @ self.w[p + "wo"].T
+            attn = _attention(q, keys, values, start, self.kv_of_q)
+            x = x + gather(attn.reshape(n, -1)) @ self.w[p + "wo"].T
             h = _rms(x, self.w[p + "mlp_norm"])
             gate = F.silu(h @ self.w[p + "w1"].T) * (h @ self.w[p + "w3"].T)
-            x = x + gate @ self.w[p + "w2"].T
+            x = x + gather(gate) @ self.w[p + "w2"].T
         last = _rms(x[-1:], self.w["final_norm"])
         return (last @ self.w["lm_head"].T)[0]
 
@@ -186,7 +246,7 @@ class ReferenceEngine:
         return Generation(out, reason, (t1 - t0) * ms, (t2 - t1) * ms, (t3 - t2) * ms)
 
 
-def _init_weights(spec: ModelSpec, seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+def _init_weights(spec: ModelSpec, seed: int) -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
     kv_dim = spec.num_kv_heads * spec.head_dim
 
@@ -207,7 +267,30 @@ def _init_weights(spec: ModelSpec, seed: int, device: torch.device) -> dict[str,
         w[p + "w2"] = normal(spec.d_model, spec.ffn_dim)
     w["final_norm"] = torch.ones(spec.d_model)
     w["lm_head"] = normal(VOCAB_SIZE, spec.d_model)
-    return {k: v.to(device) for k, v in w.items()}
+    return w
+
+
+def _shard_weights(
+    w: dict[str, torch.Tensor],
+    spec: ModelSpec,
+    shard: Shard,
+    kv_heads: tuple[int, ...],
+    device: torch.device,
+) -> dict[str, torch.Tensor]:
+    """This rank's rows of the column-parallel projections (its query heads, KV heads and
+    MLP units), contiguous; everything else whole."""
+    hd, per_q = spec.head_dim, spec.num_heads // shard.size
+    per_f = spec.ffn_dim // shard.size
+    q_rows = slice(shard.rank * per_q * hd, (shard.rank + 1) * per_q * hd)
+    kv_rows = torch.cat([torch.arange(h * hd, (h + 1) * hd) for h in kv_heads])
+    f_rows = slice(shard.rank * per_f, (shard.rank + 1) * per_f)
+    out = dict(w)
+    for i in range(spec.num_layers):
+        p = f"l{i}."
+        out[p + "wq"] = w[p + "wq"][q_rows]
+        out[p + "wk"], out[p + "wv"] = w[p + "wk"][kv_rows], w[p + "wv"][kv_rows]
+        out[p + "w1"], out[p + "w3"] = w[p + "w1"][f_rows], w[p + "w3"][f_rows]
+    return {k: v.contiguous().to(device) for k, v in out.items()}
 
 
 def _rope_tables(spec: ModelSpec, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -227,24 +310,23 @@ def _rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
 
 
-def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) -> torch.Tensor:
-    """Causal GQA: query ``i`` (position ``start+i``) sees keys at positions ``<= start+i``.
+def _attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int, kv_of_q: Sequence[int]
+) -> torch.Tensor:
+    """Causal GQA, head by head: query ``i`` (position ``start+i``) sees keys at positions
+    ``<= start+i``; query head ``j`` attends with KV head ``kv_of_q[j]``.
 
     A one-token step sees every key; a chunk from position 0 is plain causal (the fused
     kernel); only a chunk after cached tokens needs an explicit mask.
     """
-    groups = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
     mask = None
     causal = q.shape[0] > 1 and start == 0
     if q.shape[0] > 1 and start > 0:
         qpos = torch.arange(start, start + q.shape[0], device=q.device)[:, None]
         mask = torch.arange(k.shape[0], device=q.device)[None, :] <= qpos
-    out = F.scaled_dot_product_attention(
-        q.transpose(0, 1).unsqueeze(0),
-        k.transpose(0, 1).unsqueeze(0),
-        v.transpose(0, 1).unsqueeze(0),
-        attn_mask=mask,
-        is_causal=causal,
-    )
-    return out[0].transpose(0, 1)
+    qt, kt, vt = (t.transpose(0, 1).unsqueeze(1) for t in (q, k, v))  # [heads, 1, len, dim]
+    outs = [
+        F.scaled_dot_product_attention(qt[j], kt[kv], vt[kv], attn_mask=mask, is_causal=causal)[0]
+        for j, kv in enumerate(kv_of_q)
+    ]
+    return torch.stack(outs, dim=1)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from disagg_worker.transfer.ranks import check_tp
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -40,3 +42,12 @@ def get_preset(name: str) -> ModelSpec:
         raise ValueError(
             f"DISAGG_MODEL: unknown reference model {name!r}; presets: {', '.join(PRESETS)}"
         ) from None
+
+
+def tp_problem(spec: ModelSpec, size: int) -> str | None:
+    """Why ``size`` tensor-parallel ranks cannot split ``spec`` (its query and KV heads, its
+    MLP units), or None."""
+    problem = check_tp(size, spec.num_kv_heads, spec.num_heads)
+    if problem is None and spec.ffn_dim % size:
+        problem = f"{spec.ffn_dim} MLP units do not split over {size} ranks"
+    return problem

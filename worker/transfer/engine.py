@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import torch
 
 from disagg_worker.config import WorkerConfig
-from disagg_worker.transfer import handshake, protocol, reads
+from disagg_worker.transfer import handshake, protocol, ranks, reads
 from disagg_worker.transfer.copy import alloc_staging, check_caches, copy_blocks
 from disagg_worker.transfer.holder import NOTIF_PREFIX, BlockHolder, ReleaseCallback
 from disagg_worker.transfer.layout import KVLayout
@@ -54,6 +54,7 @@ from disagg_worker.transfer.telemetry import TransferTelemetry
 
 DEFAULT_POST_MODE: PostMode = "prepped"
 CLAIM_THREADS = 16  # claims in flight beside their READs (each waits on one side channel)
+FANOUT_THREADS = 16  # READs in flight from the several prefill ranks one read draws on
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ class TransferStats:
 
 __all__ = ["KVTransferAgent", "PeerRef", "TransferError", "TransferStats"]
 
+_Source = tuple[PeerRef, PeerEntry, tuple[tuple[int, int], ...]]  # where, entry, region pairs
+_Planned = tuple[PeerRef, PeerEntry, TransferPlan]
+
 
 class KVTransferAgent:
     """One worker's NIXL KV transfer engine (see module docstring)."""
@@ -79,18 +83,39 @@ class KVTransferAgent:
         layout: KVLayout,
         caches: list[torch.Tensor],
         *,
+        model_kv_heads: int | None = None,
+        incarnation: str | None = None,
         on_release: ReleaseCallback | None = None,
         post_mode: PostMode = DEFAULT_POST_MODE,
     ) -> None:
+        """``model_kv_heads``: the model's KV heads (default: the layout's, TP 1), of which
+        this rank (``config.tp_rank`` of ``config.tp_size``) holds its share;
+        ``incarnation``: shared by the engine's ranks (default: new). A prefill rank other
+        than 0 publishes nothing: its holder only drives NIXL's progress (a READ of its
+        regions needs it) and answers claims "unknown" (rank 0 holds the blocks)."""
         check_caches(config.device, layout, caches)
         self.config, self.layout, self.post_mode = config, layout, post_mode
+        self.rank = config.tp_rank
+        self.model_kv_heads = model_kv_heads or layout.num_kv_heads * config.tp_size
+        self.kv_heads = ranks.rank_heads(self.rank, config.tp_size, self.model_kv_heads)
+        if len(self.kv_heads) != layout.num_kv_heads:
+            raise ValueError(
+                f"layout holds {layout.num_kv_heads} KV heads; rank {self.rank} of "
+                f"{config.tp_size} holds {len(self.kv_heads)} of {self.model_kv_heads}"
+            )
+        self.rank_ports: list[int] = []  # every rank's side-channel port (rank 0 sets them)
+        self._twins = tuple((i, i) for i in range(layout.num_regions))
         self._caches = list(caches)
         self._buffer: list[torch.Tensor] = self._caches
         self._on_release = on_release
         self.telemetry = TransferTelemetry()
         self._codec = protocol.Codec(handshake.load_secret(config.hmac_secret_path))
-        self._compat = protocol.compat_hash(layout, config.memory_type, config.tp_size)
-        self.agent_name = f"{config.engine_id or config.role}-{uuid.uuid4().hex[:8]}"
+        self._compat = protocol.compat_hash(layout, config.memory_type, self.model_kv_heads)
+        self.incarnation = (
+            incarnation or f"{config.engine_id or config.role}-{uuid.uuid4().hex[:8]}"
+        )
+        tp = config.tp_size
+        self.agent_name = self.incarnation if tp == 1 else f"{self.incarnation}-r{self.rank}"
         self._agent: NixlAgent | None = None
         self._server: handshake.HandshakeServer | None = None
         self._peers: PeerDirectory | None = None
@@ -99,6 +124,7 @@ class KVTransferAgent:
         self._pool: ThreadPoolExecutor | None = None
         # claims run here beside their READs (threads start only when a decode claims)
         self._claims = ThreadPoolExecutor(CLAIM_THREADS, thread_name_prefix="kv-claim")
+        self._fanout = ThreadPoolExecutor(FANOUT_THREADS, thread_name_prefix="kv-fanout")
         self._closed = False
 
     # --- lifecycle ------------------------------------------------------------------
@@ -127,7 +153,7 @@ class KVTransferAgent:
             self._codec,
             layout=self.layout,
             memory_type=cfg.memory_type,
-            tp_size=cfg.tp_size,
+            model_kv_heads=self.model_kv_heads,
             engine_id=cfg.engine_id,
         )
         if cfg.role in ("prefill", "both"):
@@ -149,6 +175,7 @@ class KVTransferAgent:
         if self._pool is not None:
             self._pool.shutdown(wait=True)  # parts in flight end by their deadline
         self._claims.shutdown(wait=True)  # claims end by their timeout
+        self._fanout.shutdown(wait=True)  # reads end by their deadline
         if self._agent is not None:
             self._agent.close()
         if self._server is not None:
@@ -227,6 +254,7 @@ class KVTransferAgent:
         return protocol.PeerMetadata(
             engine_id=cfg.engine_id,
             agent_name=agent.name,
+            incarnation=self.incarnation,
             agent_metadata=agent.metadata(),
             region_addrs=list(agent.region_addrs),
             block_len=self.layout.block_len,
@@ -235,6 +263,10 @@ class KVTransferAgent:
             memory_type=cfg.memory_type,
             tp_size=cfg.tp_size,
             tp_rank=cfg.tp_rank,
+            kv_heads=list(self.kv_heads),
+            model_kv_heads=self.model_kv_heads,
+            rank_ports=list(self.rank_ports)
+            or ([self.side_channel_port] if cfg.tp_size == 1 else []),
             protocol_version=protocol.PROTOCOL_VERSION,
             compat_hash=self._compat,
             nonce=nonce,
@@ -252,53 +284,130 @@ class KVTransferAgent:
         deadline_s: float | None = None,
         merge: bool = True,
         claim: bool = True,
+        notify: bool = True,
         prompt_digest: str = "",
     ) -> TransferStats:
         """READ remote blocks into local blocks; blocking, thread-safe, never hangs.
 
-        ``prompt_digest``: :func:`protocol.prompt_digest` of the prompt decode continues;
-        the prefill refuses the claim when it computed the blocks for another prompt.
-        ``claim=False`` skips the claim: only for reads of blocks nobody published (the
-        probe), whose content does not matter."""
+        ``peer`` is the prefill engine's rank 0 (its kv_transfer_params); this rank reads
+        its KV heads from the prefill ranks that hold them (:func:`ranks.sources`), all
+        in parallel. ``prompt_digest``: :func:`protocol.prompt_digest` of the prompt decode
+        continues; the prefill refuses the claim when it computed the blocks for another
+        prompt. ``claim=False`` skips the claim: for reads of blocks nobody published (the
+        probe), or a decode rank whose rank 0 claims for the whole request.
+        ``notify=False``: prefill is not told the blocks are read (a decode rank whose rank
+        0 notifies once every rank is done: :meth:`notify`)."""
         t0 = time.perf_counter()
         deadline = t0 + (deadline_s if deadline_s is not None else self.config.transfer_deadline_s)
-        entry: PeerEntry | None = None
+        entries: list[PeerEntry] = []
         try:
-            entry, hs_ms = self._peer(peer, deadline)
-            plan = self._plan(entry, remote_block_ids, local_block_ids, merge)
-            if plan.num_blocks == 0:  # nothing to move (e.g. all cached): just free prefill's
+            entry0, hs_ms = self._peer(peer, deadline)
+            entries.append(entry0)
+            found, more_ms = self._sources(peer, entry0, entries, deadline)
+            hs_ms += more_ms
+            plans = [
+                (p, e, self._plan(e, regions, remote_block_ids, local_block_ids, merge))
+                for p, e, regions in found
+            ]
+            nbytes = sum(plan.bytes for _, _, plan in plans)
+            if nbytes == 0:  # nothing to move (e.g. all cached): just free prefill's
                 # hold; no claim, since no bytes can be read wrong (a late notify is ignored)
-                self._notify(peer, entry, request_id)
+                if notify:
+                    self._notify(peer, entry0, request_id)
                 return TransferStats(0, 0, hs_ms, 0.0, 0.0, (time.perf_counter() - t0) * 1000)
             pending = None
             if claim:
                 ask = self._directory().claim
                 pending = self._claims.submit(
-                    ask, peer, entry, request_id, remote_block_ids, deadline, prompt_digest
+                    ask, peer, entry0, request_id, remote_block_ids, deadline, prompt_digest
                 )
+            # the notification rides on the READ only when it is this rank's one READ, of
+            # the prefill's rank 0, and nothing else has to be waited for first
+            ride = notify and pending is None and len(plans) == 1 and plans[0][1] is entry0
             try:
-                post_ms, xfer_ms, ndesc = self._execute(
-                    peer, entry, plan, request_id, deadline, merge, notify=pending is None
+                post_ms, xfer_ms, ndesc = self._execute_all(
+                    plans, request_id, deadline, merge, ride
                 )
             except TransferError:
                 reads.settle(pending, deadline)  # its answer no longer matters
                 raise
             claim_ms = reads.settle(pending, deadline)  # refused: the bytes read are discarded
-            if pending is not None:
-                self._notify(peer, entry, request_id)
+            if notify and not ride:
+                self._notify(peer, entry0, request_id)
             if self._buffer is not self._caches:
                 copy_blocks(self._buffer, self._caches, local_block_ids)
         except TransferError as e:
             self.telemetry.record_failure(e.reason)
             raise
         finally:
-            if entry is not None:
+            for entry in entries:
                 self._directory().done(entry)
         total = (time.perf_counter() - t0) * 1000
         self.telemetry.record_transfer(
-            nbytes=plan.bytes, descriptors=ndesc, post_ms=post_ms, transfer_ms=xfer_ms
+            nbytes=nbytes, descriptors=ndesc, post_ms=post_ms, transfer_ms=xfer_ms
         )
-        return TransferStats(plan.bytes, ndesc, hs_ms, post_ms, xfer_ms, total, claim_ms)
+        return TransferStats(nbytes, ndesc, hs_ms, post_ms, xfer_ms, total, claim_ms)
+
+    def notify(
+        self, peer: PeerRef, request_id: str, *, timeout_s: float = HANDSHAKE_TIMEOUT_S
+    ) -> None:
+        """Tell the prefill (its rank 0, where the blocks are held) that every rank has
+        read ``request_id``'s blocks, so it frees them."""
+        entry = self._peer(peer, time.perf_counter() + timeout_s)[0]
+        try:
+            self._notify(peer, entry, request_id)
+        finally:
+            self._directory().done(entry)
+
+    def _sources(
+        self, peer: PeerRef, entry0: PeerEntry, entries: list[PeerEntry], deadline: float
+    ) -> tuple[list[_Source], float]:
+        """(peer, entry, region pairs) of each prefill rank this rank reads from, and the
+        handshakes' ms; each rank's entry is appended to ``entries`` (the caller releases
+        them)."""
+        meta0, ms_total = entry0.meta, 0.0
+        found: list[_Source] = []
+        for src in ranks.sources(
+            self.rank, self.config.tp_size, meta0.tp_size, self.model_kv_heads
+        ):
+            where, entry = peer, entry0
+            if src.rank != 0:
+                if len(meta0.rank_ports) != meta0.tp_size:
+                    raise TransferError(
+                        f"prefill {peer} runs {meta0.tp_size} ranks but names "
+                        f"{len(meta0.rank_ports)} side-channel ports",
+                        "incompatible",
+                    )
+                where = PeerRef(
+                    peer.host, meta0.rank_ports[src.rank], meta0.engine_id, meta0.incarnation
+                )
+                entry, ms = self._peer(where, deadline)
+                ms_total += ms
+                entries.append(entry)
+            self._check_rank(where, entry, meta0, src.rank)
+            # a region per head: head to head; else the same heads on both sides (checked),
+            # so every region reads its twin
+            regions = src.regions if self.layout.per_head_regions else self._twins
+            found.append((where, entry, regions))
+        return found, ms_total
+
+    def _check_rank(
+        self, where: PeerRef, entry: PeerEntry, meta0: protocol.PeerMetadata, rank: int
+    ) -> None:
+        meta = entry.meta
+        expected = ranks.rank_heads(rank, meta0.tp_size, self.model_kv_heads)
+        problems = protocol.head_problems(
+            self.kv_heads, meta, expected, self.layout.per_head_regions
+        )
+        if (meta.tp_rank, meta.tp_size) != (rank, meta0.tp_size):
+            problems.append(f"rank {meta.tp_rank} of {meta.tp_size} answers for rank {rank}")
+        if meta.incarnation != meta0.incarnation:
+            problems.append(f"incarnation {meta.incarnation} != rank 0's {meta0.incarnation}")
+        if problems:
+            self._directory().forget(where, entry, remove=True)
+            raise TransferError(
+                f"peer {where} is incompatible: {'; '.join(problems)}", "incompatible"
+            )
 
     def peer_info(
         self, peer: PeerRef, *, timeout_s: float = HANDSHAKE_TIMEOUT_S
@@ -313,11 +422,16 @@ class KVTransferAgent:
         return entry.meta
 
     def _plan(
-        self, entry: PeerEntry, remote_ids: list[int], local_ids: list[int], merge: bool
+        self,
+        entry: PeerEntry,
+        regions: tuple[tuple[int, int], ...],
+        remote_ids: list[int],
+        local_ids: list[int],
+        merge: bool,
     ) -> TransferPlan:
         try:
             return plan_read(
-                num_regions=self.layout.num_regions,
+                regions=regions,
                 block_len=self.layout.block_len,
                 local_num_blocks=self.layout.num_blocks,
                 remote_num_blocks=entry.remote.num_blocks,
@@ -327,6 +441,32 @@ class KVTransferAgent:
             )
         except PlanError as e:
             raise TransferError(f"bad block ids for {entry.meta.engine_id}: {e}", "plan") from None
+
+    def _execute_all(
+        self, plans: list[_Planned], rid: str, deadline: float, merge: bool, ride: bool
+    ) -> tuple[float, float, int]:
+        """Post and wait for the READ from every source (in parallel when several; each
+        ends by the deadline); the first failure is raised once all have ended."""
+        if len(plans) == 1:
+            peer, entry, plan = plans[0]
+            return self._execute(peer, entry, plan, rid, deadline, merge, notify=ride)
+        futures = [
+            self._fanout.submit(self._execute, p, e, plan, rid, deadline, merge, notify=False)
+            for p, e, plan in plans
+        ]
+        results, errors = [], []
+        for f in futures:
+            try:
+                results.append(f.result())
+            except TransferError as e:
+                errors.append(e)
+        if errors:
+            raise errors[0]
+        return (
+            max(r[0] for r in results),
+            max(r[1] for r in results),
+            sum(r[2] for r in results),
+        )
 
     def _execute(
         self,

@@ -171,8 +171,11 @@ class NixlAgent:
         wire-up and remote keys are paid here, at handshake, not by the first request.
         It also proves the path works before a real request depends on it."""
         each = min(peer.block_len, _WARM_BYTES)
-        base = self._scratch.data_ptr()
-        local = [(base + i * each, each, self.device_id) for i in range(len(peer.region_addrs))]
+        base, slots = self._scratch.data_ptr(), max(1, self._scratch.numel() // each)
+        # a peer may hold more regions than we do (more KV heads per rank): slots repeat
+        local = [
+            (base + (i % slots) * each, each, self.device_id) for i in range(len(peer.region_addrs))
+        ]
         remote = [(a, each, peer.device_id) for a in peer.region_addrs]
         handle = self._nixl.initialize_xfer(
             "READ",

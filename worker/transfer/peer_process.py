@@ -2,7 +2,10 @@
 
 Effectful layer. :func:`spawn_prefill` starts a real process (multiprocessing ``spawn``)
 that owns a :class:`KVTransferAgent` with a KV cache filled with :func:`pattern`, so the
-reading side can verify every byte it receives. Commands: ``publish``, ``events``, ``stop``.
+reading side can verify every byte it receives. Commands: ``publish``, ``events``,
+``ports`` (rank 0 of a tensor-parallel prefill: every rank's side-channel port), ``stop``.
+A rank of a tensor-parallel prefill is one such process per rank (``model_kv_heads`` and a
+shared ``incarnation``); each rank's cache is filled with seed ``seed + rank``.
 """
 
 from __future__ import annotations
@@ -51,7 +54,14 @@ def alloc(layout: KVLayout, device: str = "cpu") -> list[torch.Tensor]:
     ]
 
 
-def _serve(conn: Connection, env: dict[str, str], layout_json: str, seed: int) -> None:
+def _serve(
+    conn: Connection,
+    env: dict[str, str],
+    layout_json: str,
+    seed: int,
+    model_kv_heads: int | None = None,
+    incarnation: str | None = None,
+) -> None:
     from disagg_worker.transfer.engine import KVTransferAgent
 
     torch.set_num_threads(1)
@@ -64,7 +74,11 @@ def _serve(conn: Connection, env: dict[str, str], layout_json: str, seed: int) -
     def on_release(rid: str, ids: list[int], reason: str) -> None:
         events.append((rid, ids, reason))
 
-    with KVTransferAgent(config, layout, caches, on_release=on_release) as agent:
+    agent = KVTransferAgent(
+        config, layout, caches, on_release=on_release,
+        model_kv_heads=model_kv_heads, incarnation=incarnation,
+    )  # fmt: skip
+    with agent:
         conn.send(("ready", agent.side_channel_port))
         while True:
             cmd, *args = conn.recv()
@@ -78,6 +92,9 @@ def _serve(conn: Connection, env: dict[str, str], layout_json: str, seed: int) -
                 conn.send(("events", list(events)))
             elif cmd == "stats":
                 conn.send(("stats", agent.stats()))
+            elif cmd == "ports":
+                agent.rank_ports = list(args[0])
+                conn.send(("ok", None))
 
 
 @dataclass
@@ -105,14 +122,19 @@ class PrefillProcess:
 
 
 def spawn_prefill(
-    config: WorkerConfig, layout: KVLayout, *, seed: int = 0, timeout: float = 60.0
+    config: WorkerConfig,
+    layout: KVLayout,
+    *,
+    seed: int = 0,
+    timeout: float = 60.0,
+    model_kv_heads: int | None = None,
+    incarnation: str | None = None,
 ) -> PrefillProcess:
     """Start a prefill worker process; returns once its side channel listens."""
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
-    proc = ctx.Process(
-        target=_serve, args=(child, config.to_env(), layout.model_dump_json(), seed), daemon=True
-    )
+    args = (child, config.to_env(), layout.model_dump_json(), seed, model_kv_heads, incarnation)
+    proc = ctx.Process(target=_serve, args=args, daemon=True)
     proc.start()
     child.close()
     if not parent.poll(timeout):

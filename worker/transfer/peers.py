@@ -2,7 +2,7 @@
 
 Effectful layer (zmq side channel + NIXL remote agents). One handshake per peer, guarded
 by a per-peer lock so concurrent reads do not handshake twice; a peer is refused by name
-on version, layout, memory type, TP size, engine id or HMAC mismatch, and forgotten when a
+on version, layout, memory type, model KV heads, engine id or HMAC mismatch, and forgotten when a
 transfer suggests it died or restarted, so the next request handshakes afresh. Before each
 READ, :meth:`PeerDirectory.claim` asks the peer (one side-channel round trip) whether it
 still holds the request's blocks; when it does not, the READ is never posted.
@@ -11,11 +11,12 @@ Isolation: a dead or hung peer costs only the requests that name it. A TCP conne
 first, so a refused connection fails at once instead of after the handshake timeout; a
 failed handshake backs the peer off (1 s, doubling to 30 s) and requests naming it meanwhile
 fail at once; waiting for another request's handshake is bounded by the request's deadline.
-Peers never share a lock. Incarnations: a prefill names its NIXL agent (new at every start)
-in ``kv_transfer_params.remote_incarnation``; a request naming another incarnation than the
-cached one re-handshakes (the pod restarted at the same address) and is not held back by
-the old incarnation's back-off. A forgotten peer's NIXL remote agent is unloaded only once
-no request is using it (transfer handles towards it may still be alive).
+Peers never share a lock. Incarnations: a prefill names its incarnation (new at every
+start, shared by its ranks) in ``kv_transfer_params.remote_incarnation``; a request naming
+another incarnation than the cached one re-handshakes (the pod restarted at the same
+address) and is not held back by the old incarnation's back-off. A forgotten peer's NIXL
+remote agent is unloaded only once no request is using it (transfer handles towards it may
+still be alive).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ BACKOFF_MAX_S = 30.0
 @dataclass(frozen=True)
 class PeerRef:
     """Where a prefill worker's side channel listens; engine_id checked when given, and
-    ``incarnation`` (the prefill's NIXL agent name, new at every start) when given."""
+    ``incarnation`` (the prefill engine's, new at every start) when given."""
 
     host: str
     port: int
@@ -101,13 +102,13 @@ class PeerDirectory:
         *,
         layout: KVLayout,
         memory_type: str,
-        tp_size: int,
+        model_kv_heads: int,
         engine_id: str,
     ) -> None:
         self._agent, self._codec = agent, codec
-        self._layout, self._memory_type, self._tp_size = layout, memory_type, tp_size
+        self._layout, self._memory_type, self._heads = layout, memory_type, model_kv_heads
         self._engine_id = engine_id
-        self._compat = protocol.compat_hash(layout, memory_type, tp_size)
+        self._compat = protocol.compat_hash(layout, memory_type, model_kv_heads)
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._lock = threading.Lock()
         self._peers: dict[tuple[str, int], PeerEntry] = {}
@@ -208,12 +209,12 @@ class PeerDirectory:
 
     def _handshake(self, peer: PeerRef, deadline: float) -> PeerEntry:
         meta = self._fetch(peer, deadline)
-        problems = protocol.mismatches(self._layout, self._memory_type, self._tp_size, meta)
+        problems = protocol.mismatches(self._layout, self._memory_type, self._heads, meta)
         if peer.engine_id and meta.engine_id != peer.engine_id:
             problems.append(f"engine_id {peer.engine_id} != {meta.engine_id}")
-        if peer.incarnation and meta.agent_name != peer.incarnation:
+        if peer.incarnation and meta.incarnation != peer.incarnation:
             # restarted again since it answered this request: its blocks are gone
-            problems.append(f"incarnation {peer.incarnation} != {meta.agent_name}")
+            problems.append(f"incarnation {peer.incarnation} != {meta.incarnation}")
         if problems:
             raise TransferError(
                 f"peer {peer} is incompatible: {'; '.join(problems)}", "incompatible"
@@ -302,7 +303,7 @@ class PeerDirectory:
 def _matches(peer: PeerRef, entry: PeerEntry) -> bool:
     """Whether a cached entry answers for ``peer`` (same engine and incarnation)."""
     meta = entry.meta
-    return peer.engine_id in ("", meta.engine_id) and peer.incarnation in ("", meta.agent_name)
+    return peer.engine_id in ("", meta.engine_id) and peer.incarnation in ("", meta.incarnation)
 
 
 def _reachable(peer: PeerRef, timeout_s: float) -> None:

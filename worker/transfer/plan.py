@@ -6,7 +6,10 @@ the frozen :class:`TransferPlan`.
 A *run* is a stretch of blocks contiguous on BOTH sides (local ids i, i+1, ... read from
 remote ids j, j+1, ...). Merged mode posts one descriptor per run per region; per-block
 mode (what vLLM's NixlConnector posts) one descriptor per block per region. For R regions,
-B blocks in k runs: merged = k·R descriptors, per-block = B·R.
+B blocks in k runs: merged = k·R descriptors, per-block = B·R. A plan reads remote
+regions into local ones in pairs (``regions``): the same index on both sides when the
+peers hold the same KV heads, a head's region into the region that holds it here when
+they split heads differently (tensor parallelism of another size, :mod:`ranks`).
 
 Descriptor order is region-major, then run, then block, so that in the prepared per-block
 descriptor lists (index = region · num_blocks + block) consecutive indices of one run are
@@ -73,13 +76,17 @@ def _check_ids(ids: Sequence[int], num_blocks: int, side: str) -> None:
 
 @dataclass(frozen=True)
 class TransferPlan:
-    """Runs x regions; everything the executor needs besides the NIXL handles."""
+    """Runs x region pairs; everything the executor needs besides the NIXL handles."""
 
     runs: tuple[Run, ...]
-    num_regions: int
+    regions: tuple[tuple[int, int], ...]  # (local region, remote region), in posting order
     block_len: int
     local_num_blocks: int
     remote_num_blocks: int
+
+    @property
+    def num_regions(self) -> int:
+        return len(self.regions)
 
     @property
     def num_blocks(self) -> int:
@@ -101,12 +108,13 @@ class TransferPlan:
         return self._descs(bases, device_id, local=False)
 
     def _descs(self, bases: Sequence[int], device_id: int, *, local: bool) -> list[Desc]:
-        if len(bases) != self.num_regions:
-            raise PlanError(f"{len(bases)} region addresses for {self.num_regions} regions")
+        side = [pair[0 if local else 1] for pair in self.regions]
+        if any(not 0 <= i < len(bases) for i in side):
+            raise PlanError(f"{len(bases)} region addresses for regions {side}")
         bl = self.block_len
         return [
-            (base + (r.local if local else r.remote) * bl, r.count * bl, device_id)
-            for base in bases
+            (bases[i] + (r.local if local else r.remote) * bl, r.count * bl, device_id)
+            for i in side
             for r in self.runs
         ]
 
@@ -123,7 +131,8 @@ class TransferPlan:
         # block ids of all runs, in run order: start repeated count times + offset in run
         offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
         blocks = np.repeat(starts, counts) + offsets
-        regions = np.arange(self.num_regions, dtype=np.int64)[:, None] * num_blocks
+        side = [pair[0 if local else 1] for pair in self.regions]
+        regions = np.array(side, dtype=np.int64)[:, None] * num_blocks
         return (regions + blocks[None, :]).reshape(-1).astype(np.int32)
 
 
@@ -141,7 +150,7 @@ def split_indices(
 
 def plan_read(
     *,
-    num_regions: int,
+    regions: int | Sequence[tuple[int, int]],
     block_len: int,
     local_num_blocks: int,
     remote_num_blocks: int,
@@ -149,12 +158,16 @@ def plan_read(
     remote_ids: Sequence[int],
     merge: bool = True,
 ) -> TransferPlan:
-    """Validate ids against both caches and build the plan (layouts already matched)."""
+    """Validate ids against both caches and build the plan (layouts already matched).
+    ``regions``: (local, remote) region pairs, or a count R for the pairs (i, i), i < R."""
     _check_ids(local_ids, local_num_blocks, "local")
     _check_ids(remote_ids, remote_num_blocks, "remote")
+    pairs = tuple((i, i) for i in range(regions)) if isinstance(regions, int) else tuple(regions)
+    if not pairs:
+        raise PlanError("no regions to read; a plan needs at least one (local, remote) pair")
     return TransferPlan(
         runs=block_runs(local_ids, remote_ids, merge=merge),
-        num_regions=num_regions,
+        regions=pairs,
         block_len=block_len,
         local_num_blocks=local_num_blocks,
         remote_num_blocks=remote_num_blocks,

@@ -6,6 +6,10 @@ own), READs a few blocks through NIXL and reports: reachable, compatible, transf
 and how fast. Prints one line of text, or a JSON object with ``--json``; exit status 0 when
 the path works, 1 when it does not (the error says which step failed and why).
 
+A tensor-parallel prefill is probed rank by rank: one small agent per rank, each holding
+that rank's heads, reads from it (where rank 0's metadata says it listens), so every
+rank's path is proven.
+
 Reading blocks from a live prefill worker is harmless: it only reads, and the worker
 ignores the notification of a request id it never published. Nothing is published for
 the probe, so it reads without a claim (``read(claim=False)``): it checks the path, not
@@ -29,8 +33,8 @@ from disagg_worker.transfer import handshake, protocol
 from disagg_worker.transfer.layout import KVLayout
 
 
-def _peer_layout(cfg: WorkerConfig, host: str, port: int, timeout: float) -> KVLayout:
-    """Fetch the peer's metadata over the side channel (no NIXL) and return its layout."""
+def _peer_meta(cfg: WorkerConfig, host: str, port: int, timeout: float) -> protocol.PeerMetadata:
+    """Fetch the peer's metadata over the side channel (no NIXL)."""
     import zmq
 
     codec = protocol.Codec(handshake.load_secret(cfg.hmac_secret_path))
@@ -44,7 +48,7 @@ def _peer_layout(cfg: WorkerConfig, host: str, port: int, timeout: float) -> KVL
         raise RuntimeError(f"peer refused the handshake: {msg.reason}")
     if not isinstance(msg, protocol.PeerMetadata):
         raise RuntimeError(f"peer answered {type(msg).__name__}, not its metadata")
-    return KVLayout.model_validate(msgspec.structs.asdict(msg.layout))
+    return msg
 
 
 def probe(
@@ -58,49 +62,76 @@ def probe(
     expect_seed: int | None = None,
 ) -> dict[str, Any]:
     """Run the check; returns the report (``ok`` False with ``step`` and ``error``)."""
-    from disagg_worker.transfer.engine import KVTransferAgent, PeerRef, TransferError
-    from disagg_worker.transfer.peer_process import alloc, pattern, words
+    from disagg_worker.transfer.engine import TransferError
 
     report: dict[str, Any] = {"peer": f"{host}:{port}", "ok": False, "step": "handshake"}
     try:
-        theirs = _peer_layout(cfg, host, port, deadline)
+        meta = _peer_meta(cfg, host, port, deadline)
+        theirs = KVLayout.model_validate(msgspec.structs.asdict(meta.layout))
     except (handshake.HandshakeTimeout, protocol.ProtocolError, RuntimeError, ValueError) as e:
         return {**report, "error": str(e)}
     n = max(1, min(blocks, theirs.num_blocks))
     layout = theirs.model_copy(update={"num_blocks": n})
-    report["layout"] = theirs.model_dump(mode="json")
-    caches = alloc(layout, cfg.device)
-    try:
-        with KVTransferAgent(cfg, layout, caches) as agent:
-            peer = PeerRef(host, port, engine_id)
-            t0 = time.perf_counter()  # NIXL handshake incl. warm-up READ, as decode pays it
-            meta = agent.peer_info(peer, timeout_s=deadline)
-            report["handshake_ms"] = round((time.perf_counter() - t0) * 1000, 2)
-            report.update(engine_id=meta.engine_id, memory_type=meta.memory_type)
-            report["step"] = "transfer"
-            rid = f"probe-{uuid.uuid4().hex[:8]}"
-            ids = list(range(n))
-            stats = agent.read(peer, rid, ids, ids, deadline_s=deadline, claim=False)
-    except (TransferError, RuntimeError, ValueError) as e:
-        return {**report, "error": str(e)}
+    report.update(layout=theirs.model_dump(mode="json"), ranks=meta.tp_size)
+    nbytes, ndesc, total_ms, ok = 0, 0, 0.0, True
+    for rank in range(meta.tp_size):  # as rank r of the prefill's TP size: reads rank r
+        try:
+            stats, verified = _probe_rank(cfg, meta, layout, rank, report, (host, port, engine_id),
+                                          deadline, expect_seed)  # fmt: skip
+        except (TransferError, RuntimeError, ValueError) as e:
+            where = f" (rank {rank} of {meta.tp_size})" if meta.tp_size > 1 else ""
+            return {**report, "error": f"{e}{where}"}
+        nbytes, ndesc = nbytes + stats.bytes, ndesc + stats.descriptors
+        total_ms, ok = total_ms + stats.total_ms, ok and verified
     report.update(
         ok=True,
         step="done",
-        bytes=stats.bytes,
-        descriptors=stats.descriptors,
-        transfer_ms=round(stats.total_ms, 3),
-        gbps=round(stats.bytes / max(stats.total_ms, 1e-6) / 1e6, 3),
+        bytes=nbytes,
+        descriptors=ndesc,
+        transfer_ms=round(total_ms, 3),
+        gbps=round(nbytes / max(total_ms, 1e-6) / 1e6, 3),
     )
     if expect_seed is not None:
-        good = all(
-            bool((words(t)[b].cpu() == pattern(r, b, layout.block_len, expect_seed)).all())
-            for r, t in enumerate(caches)
-            for b in ids
-        )
-        report.update(ok=good, step="done" if good else "verify", verified=good)
-        if not good:
+        report.update(ok=ok, step="done" if ok else "verify", verified=ok)
+        if not ok:
             report["error"] = "bytes read differ from the expected pattern"
     return report
+
+
+def _probe_rank(
+    cfg: WorkerConfig,
+    meta: protocol.PeerMetadata,
+    layout: KVLayout,
+    rank: int,
+    report: dict[str, Any],
+    where: tuple[str, int, str],
+    deadline: float,
+    expect_seed: int | None,
+) -> tuple[Any, bool]:
+    """Read ``layout.num_blocks`` blocks of prefill rank ``rank`` with an agent of its own
+    (rank ``rank`` of the prefill's TP size); its stats, and whether the bytes are the
+    expected pattern (True when none is expected)."""
+    from disagg_worker.transfer.engine import KVTransferAgent, PeerRef
+    from disagg_worker.transfer.peer_process import alloc, pattern, words
+
+    mine = cfg.model_copy(update={"tp_size": meta.tp_size, "tp_rank": rank})
+    caches = alloc(layout, cfg.device)
+    host, port, engine_id = where
+    with KVTransferAgent(mine, layout, caches, model_kv_heads=meta.model_kv_heads) as agent:
+        peer = PeerRef(host, port, engine_id)
+        t0 = time.perf_counter()  # NIXL handshake incl. warm-up READ, as decode pays it
+        got = agent.peer_info(peer, timeout_s=deadline)
+        report.setdefault("handshake_ms", round((time.perf_counter() - t0) * 1000, 2))
+        report.update(engine_id=got.engine_id, memory_type=got.memory_type, step="transfer")
+        ids = list(range(layout.num_blocks))
+        rid = f"probe-{uuid.uuid4().hex[:8]}"
+        stats = agent.read(peer, rid, ids, ids, deadline_s=deadline, claim=False)
+    good = expect_seed is None or all(
+        bool((words(t)[b].cpu() == pattern(r, b, layout.block_len, expect_seed)).all())
+        for r, t in enumerate(caches)
+        for b in ids
+    )
+    return stats, good
 
 
 def main(argv: list[str]) -> int:

@@ -9,9 +9,11 @@ a peer on another protocol version is refused by name instead of failing to deco
 shared secret, or empty when no secret is configured. Frames above ``max_frame`` bytes are
 refused before decoding.
 
-Compatibility hash inputs: protocol version, :meth:`KVLayout.compat_hash` (layers, KV
-heads, head dim, block size, dtype, NHD/HND, block-major), the NIXL memory type of the
-registered buffer, and the tensor-parallel size. num_blocks may differ between peers.
+Compatibility hash inputs: protocol version, :meth:`KVLayout.compat_hash` without the
+per-rank head count (layers, head dim, block size, dtype, NHD/HND, block-major, a region
+per head), the NIXL memory type of the registered buffer, and the model's KV heads.
+num_blocks and the tensor-parallel size may differ between peers: a rank reads from the
+ranks that hold its heads (:mod:`ranks`), checked against what each rank says it holds.
 
 History:
 - 1: first version (meta request/reply with nonce echo, refusal message).
@@ -22,6 +24,12 @@ History:
   reordering) and carries the digest of the prompt decode continues
   (:func:`prompt_digest`); prefill refuses a claim for KV it computed for another prompt
   (``prompt_differs``). A version-2 peer is refused by version.
+- 4: tensor parallelism of different sizes. PeerMetadata says which of the model's KV
+  heads the rank's regions hold (``kv_heads``, ``model_kv_heads``), the engine's
+  ``incarnation`` (shared by its ranks; the agent name is per rank) and where every rank
+  of the engine listens (``rank_ports``); LayoutInfo carries ``per_head_regions``. The
+  TP size no longer has to match; the compatibility hash names model heads instead. A
+  version-3 peer is refused by version.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ import msgspec
 
 from disagg_worker.transfer.layout import KVLayout
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 # Agent metadata is 0.5 to 8 KiB (1 to 128 regions, measured) and a claim of MAX_CLAIM_BLOCKS ids
 # at most 160 KiB: anything bigger is hostile. The transport refuses it before allocating.
 MAX_FRAME_BYTES = 256 << 10
@@ -70,6 +78,7 @@ class LayoutInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     dtype: str
     layout: str
     block_major: bool
+    per_head_regions: bool
 
     @classmethod
     def of(cls, layout: KVLayout) -> LayoutInfo:
@@ -82,6 +91,7 @@ class LayoutInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             dtype=layout.dtype,
             layout=layout.layout,
             block_major=layout.block_major,
+            per_head_regions=layout.per_head_regions,
         )
 
 
@@ -94,10 +104,16 @@ class MetadataRequest(msgspec.Struct, frozen=True, tag="get_meta"):
 
 
 class PeerMetadata(msgspec.Struct, frozen=True, tag="meta"):
-    """Prefill → decode: everything needed to READ its KV blocks."""
+    """Prefill → decode: everything needed to READ its KV blocks.
+
+    ``kv_heads``: the model's KV heads this rank's regions hold, in region order (of
+    ``model_kv_heads``); ``rank_ports``: the side-channel port of each rank of the engine
+    (index = rank); ``incarnation``: new at every start of the engine, the same on all
+    its ranks."""
 
     engine_id: str
     agent_name: str
+    incarnation: str
     agent_metadata: bytes  # opaque NIXL blob, handed to add_remote_agent as bytes
     region_addrs: list[int]
     block_len: int
@@ -106,6 +122,9 @@ class PeerMetadata(msgspec.Struct, frozen=True, tag="meta"):
     memory_type: str
     tp_size: int
     tp_rank: int
+    kv_heads: list[int]
+    model_kv_heads: int
+    rank_ports: list[int]
     protocol_version: int
     compat_hash: str
     nonce: bytes
@@ -171,14 +190,17 @@ def prompt_digest(tokens: list[int]) -> str:
     return hashlib.sha256(data).hexdigest()[:DIGEST_CHARS]
 
 
-def compat_hash(layout: KVLayout, memory_type: str, tp_size: int) -> str:
+def compat_hash(layout: KVLayout, memory_type: str, model_kv_heads: int) -> str:
     """Hash of everything that must match between peers (inputs listed in the docstring)."""
-    blob = f"{PROTOCOL_VERSION}|{layout.compat_hash()}|{memory_type}|{tp_size}".encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+    fields = f"{layout.compat_hash(heads=False)}|{memory_type}|{model_kv_heads}"
+    return hashlib.sha256(f"{PROTOCOL_VERSION}|{fields}".encode()).hexdigest()[:16]
 
 
-def mismatches(layout: KVLayout, memory_type: str, tp_size: int, remote: PeerMetadata) -> list[str]:
-    """Why ``remote`` cannot be read into a local cache, by name (``block_size 16 != 32``)."""
+def mismatches(
+    layout: KVLayout, memory_type: str, model_kv_heads: int, remote: PeerMetadata
+) -> list[str]:
+    """Why ``remote`` cannot be read into a local cache, by name (``block_size 16 != 32``);
+    which of its heads a rank reads is checked per read (:func:`head_problems`)."""
     problems: list[str] = []
     if remote.protocol_version != PROTOCOL_VERSION:
         problems.append(f"protocol_version {PROTOCOL_VERSION} != {remote.protocol_version}")
@@ -186,18 +208,40 @@ def mismatches(layout: KVLayout, memory_type: str, tp_size: int, remote: PeerMet
         theirs = KVLayout.model_validate(msgspec.structs.asdict(remote.layout))
     except ValueError as e:
         return [*problems, f"layout invalid: {e}"]
-    problems += layout.mismatches(theirs)
+    problems += layout.mismatches(theirs, heads=False)
     if memory_type != remote.memory_type:
         problems.append(f"memory_type {memory_type} != {remote.memory_type}")
-    if tp_size != remote.tp_size:
-        problems.append(f"tp_size {tp_size} != {remote.tp_size}")
+    if model_kv_heads != remote.model_kv_heads:
+        problems.append(f"model KV heads {model_kv_heads} != {remote.model_kv_heads}")
     if not problems:
         problems += _geometry_problems(theirs, remote)
     return problems
 
 
+def head_problems(
+    mine: tuple[int, ...], remote: PeerMetadata, expected: tuple[int, ...], per_head: bool
+) -> list[str]:
+    """Why this rank (holding heads ``mine``) cannot read from ``remote``, which should
+    hold ``expected`` (the mapping's view of its rank): it holds other heads, or the two
+    split heads differently and the cache has no region per head to read them into."""
+    problems = []
+    if tuple(remote.kv_heads) != expected:
+        problems.append(
+            f"rank {remote.tp_rank} of {remote.tp_size} holds KV heads {remote.kv_heads}, "
+            f"expected {list(expected)}"
+        )
+    elif tuple(remote.kv_heads) != mine and not per_head:
+        problems.append(
+            f"KV heads {list(mine)} here, {remote.kv_heads} on rank {remote.tp_rank}: "
+            "tensor parallelism of different sizes needs a cache with a region per KV head"
+        )
+    return problems
+
+
 def _geometry_problems(theirs: KVLayout, remote: PeerMetadata) -> list[str]:
     problems = []
+    if len(remote.kv_heads) != theirs.num_kv_heads:
+        problems.append(f"kv_heads lists {len(remote.kv_heads)} != {theirs.num_kv_heads}")
     if len(remote.region_addrs) != theirs.num_regions:
         problems.append(f"regions {len(remote.region_addrs)} != {theirs.num_regions}")
     if remote.block_len != theirs.block_len:

@@ -19,6 +19,7 @@ def _layout(num_blocks: int = 8, block_size: int = 4) -> KVLayout:
         block_size=block_size,
         num_blocks=num_blocks,
         dtype="float32",
+        per_head_regions=True,
     )
 
 
@@ -59,12 +60,17 @@ def test_allocator_is_consistent_under_concurrent_free() -> None:
     assert sorted(alloc.allocate(400)) == list(range(400))
 
 
-def test_cache_tensor_is_the_block_major_region() -> None:
+def test_cache_is_a_block_major_region_per_kv_head() -> None:
     layout = _layout()
     cache = PagedKVCache(layout)
-    assert tuple(cache.tensor.shape) == layout.region_shape() == (8, 2, 2, 4, 2, 3)
-    assert cache.tensor.numel() * 4 == layout.region_len
-    assert cache.regions[0] is cache.tensor
+    assert layout.region_shape() == (8, 2, 2, 4, 3)  # blocks, layers, K/V, tokens, dim
+    assert tuple(cache.tensor.shape) == (2, *layout.region_shape())
+    assert [r.numel() * 4 for r in cache.regions] == [layout.region_len] * 2
+    # each region is its head's slice of the one tensor, contiguous (registered as is)
+    assert [r.data_ptr() for r in cache.regions] == [
+        cache.tensor.data_ptr() + h * layout.region_len for h in range(2)
+    ]
+    assert all(r.is_contiguous() for r in cache.regions)
 
 
 def test_write_then_read_follows_the_block_table_across_boundaries() -> None:
@@ -75,9 +81,12 @@ def test_write_then_read_follows_the_block_table_across_boundaries() -> None:
     cache.write(1, table, 6, keys[6:], -keys[6:])  # continues mid-block
     k, v = cache.read(1, table, 10)
     assert torch.equal(k, keys) and torch.equal(v, -keys)
-    # position 5 → second table entry (block 2), offset 1; layer 0 untouched
-    assert torch.equal(cache.tensor[2, 1, 0, 1], keys[5])
-    assert not cache.tensor[:, 0].any()
+    # position 5 → second table entry (block 2), offset 1, in each head's region; layer 0
+    # untouched
+    for head in range(2):
+        assert torch.equal(cache.regions[head][2, 1, 0, 1], keys[5, head])
+        assert torch.equal(cache.regions[head][2, 1, 1, 1], -keys[5, head])
+    assert not cache.tensor[:, :, 0].any()
 
 
 def test_positions_beyond_the_table_are_refused() -> None:
@@ -88,7 +97,11 @@ def test_positions_beyond_the_table_are_refused() -> None:
         cache.read(0, [0], 5)
 
 
-def test_layer_major_layouts_are_refused() -> None:
-    layout = _layout().model_copy(update={"block_major": False})
-    with pytest.raises(ValueError, match="block_major"):
+def test_layouts_without_a_region_per_head_are_refused() -> None:
+    layout = _layout().model_copy(update={"per_head_regions": False})
+    with pytest.raises(ValueError, match="per_head_regions"):
         PagedKVCache(layout)
+    with pytest.raises(ValueError, match="per_head_regions needs block_major"):
+        KVLayout.model_validate(
+            {**layout.model_dump(), "per_head_regions": True, "block_major": False}
+        )

@@ -107,12 +107,12 @@ def test_decode_from_copied_blocks_equals_one_engine(n: int) -> None:
     first = prefill.generate(prompt, p_table, 1, ignore_eos=True)
     d_table = list(range(30, 30 + need))
     copied = d_table[: len(p_table)]
-    decoder.cache.tensor[copied] = prefill.cache.tensor[p_table]
+    decoder.cache.tensor[:, copied] = prefill.cache.tensor[:, p_table]  # every head's region
     got = decoder.generate(prompt, d_table, gen, ignore_eos=True, prompt_cached=True)
     assert first.tokens == expected.tokens[:1]
     assert got.tokens == expected.tokens
     # given the prefill's first token, decode skips that step and still continues exactly
-    decoder.cache.tensor[d_table[len(p_table) :]] = 0
+    decoder.cache.tensor[:, d_table[len(p_table) :]] = 0
     told = decoder.generate(
         prompt, d_table, gen, ignore_eos=True, prompt_cached=True, first_token=first.tokens[0]
     )

@@ -30,3 +30,16 @@ def test_num_blocks_is_not_a_compatibility_field() -> None:
 def test_layout_round_trips_through_json() -> None:
     a = KVLayout(**LLAMA, block_major=False)  # type: ignore[arg-type]
     assert KVLayout.model_validate_json(a.model_dump_json()) == a
+
+
+def test_a_region_per_head_keeps_a_run_of_blocks_one_descriptor_per_head() -> None:
+    per_head = KVLayout(**LLAMA, per_head_regions=True)  # type: ignore[arg-type]
+    assert per_head.num_regions == 8  # LLAMA's KV heads
+    assert per_head.region_shape() == (64, 32, 2, 16, 128)  # blocks, layers, K/V, tokens, dim
+    assert per_head.block_len * per_head.num_regions == KVLayout(**LLAMA).block_len  # type: ignore[arg-type]
+    # ranks of other TP sizes hold other head counts and still match, heads aside
+    half = per_head.model_copy(update={"num_kv_heads": 4})
+    assert per_head.mismatches(half) == ["num_kv_heads 8 != 4"]
+    assert per_head.mismatches(half, heads=False) == []
+    assert per_head.compat_hash(heads=False) == half.compat_hash(heads=False)
+    assert per_head.mismatches(KVLayout(**LLAMA), heads=False) == ["per_head_regions True != False"]  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from disagg_worker.transfer.plan import PlanError, Run, block_runs, plan_read, s
 
 def _plan(local, remote, *, regions=2, merge=True, nl=16, nr=16):
     return plan_read(
-        num_regions=regions,
+        regions=regions,
         block_len=100,
         local_num_blocks=nl,
         remote_num_blocks=nr,
@@ -104,3 +104,19 @@ def test_split_indices_keeps_pairs_and_order() -> None:
     assert np.concatenate([a for a, _ in parts]).tolist() == local.tolist()
     assert np.concatenate([b for _, b in parts]).tolist() == remote.tolist()
     assert len(split_indices(local[:2], remote[:2], 8)) == 2  # never an empty part
+
+
+def test_region_pairs_read_a_remote_head_into_the_local_region_holding_it() -> None:
+    """A decode rank holding heads (0, 1) reads head 1 from a prefill rank's region 0: the
+    descriptors address local region 1 and remote region 0, a run of blocks in one each."""
+    plan = _plan([3, 4, 5], [8, 9, 10], regions=[(1, 0)])
+    assert plan.num_regions == 1 and plan.descriptors == 1 and plan.bytes == 300
+    assert plan.local_descs([1000, 5000]) == [(5000 + 300, 300, 0)]
+    assert plan.remote_descs([9000]) == [(9000 + 800, 300, 0)]
+    # prepared-list indices: region · num_blocks + block, on each side's own region
+    assert plan.local_indices().tolist() == [16 + 3, 16 + 4, 16 + 5]
+    assert plan.remote_indices().tolist() == [8, 9, 10]
+    with pytest.raises(PlanError, match=r"1 region addresses for regions \[1\]"):
+        plan.local_descs([1000])
+    with pytest.raises(PlanError, match="at least one"):
+        _plan([0], [0], regions=[])

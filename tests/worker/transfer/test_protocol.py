@@ -34,6 +34,7 @@ def meta(layout: KVLayout = LAYOUT, **over: object) -> PeerMetadata:
     fields: dict[str, object] = dict(
         engine_id="p0",
         agent_name="p0-1",
+        incarnation="p0-1",
         agent_metadata=b"\x00nixl",
         region_addrs=[0x1000] * layout.num_regions,
         block_len=layout.block_len,
@@ -42,8 +43,11 @@ def meta(layout: KVLayout = LAYOUT, **over: object) -> PeerMetadata:
         memory_type="DRAM",
         tp_size=1,
         tp_rank=0,
+        kv_heads=list(range(layout.num_kv_heads)),
+        model_kv_heads=layout.num_kv_heads,
+        rank_ports=[5600],
         protocol_version=protocol.PROTOCOL_VERSION,
-        compat_hash=protocol.compat_hash(layout, "DRAM", 1),
+        compat_hash=protocol.compat_hash(layout, "DRAM", layout.num_kv_heads),
         nonce=b"n" * 16,
     )
     fields.update(over)
@@ -123,38 +127,62 @@ def test_well_formed_msgpack_of_the_wrong_shape_raises_only_protocol_errors(item
 
 
 def test_compat_hash_inputs() -> None:
-    base = protocol.compat_hash(LAYOUT, "DRAM", 1)
-    assert base == protocol.compat_hash(LAYOUT.model_copy(update={"num_blocks": 99}), "DRAM", 1)
-    assert base != protocol.compat_hash(LAYOUT.model_copy(update={"block_size": 32}), "DRAM", 1)
-    assert base != protocol.compat_hash(LAYOUT, "VRAM", 1)
-    assert base != protocol.compat_hash(LAYOUT, "DRAM", 2)
+    base = protocol.compat_hash(LAYOUT, "DRAM", 2)
+    assert base == protocol.compat_hash(LAYOUT.model_copy(update={"num_blocks": 99}), "DRAM", 2)
+    assert base != protocol.compat_hash(LAYOUT.model_copy(update={"block_size": 32}), "DRAM", 2)
+    assert base != protocol.compat_hash(LAYOUT, "VRAM", 2)
+    assert base != protocol.compat_hash(LAYOUT, "DRAM", 4)  # another model's KV heads
+    # ranks holding 1 or 2 of the model's heads (TP 2 vs TP 1) hash alike
+    assert base == protocol.compat_hash(LAYOUT.model_copy(update={"num_kv_heads": 1}), "DRAM", 2)
 
 
 def test_compatible_peer_has_no_mismatches() -> None:
     remote = meta(LAYOUT.model_copy(update={"num_blocks": 1000}))
-    assert protocol.mismatches(LAYOUT, "DRAM", 1, remote) == []
+    assert protocol.mismatches(LAYOUT, "DRAM", 2, remote) == []
+    # a rank of a TP-2 engine holding one of the two heads: compatible, the heads are
+    # checked per read
+    one = LAYOUT.model_copy(update={"num_kv_heads": 1})
+    rank1 = meta(one, kv_heads=[1], model_kv_heads=2, tp_size=2, tp_rank=1)
+    assert protocol.mismatches(LAYOUT, "DRAM", 2, rank1) == []
 
 
 def test_mismatches_are_named() -> None:
     theirs = LAYOUT.model_copy(update={"block_size": 32, "dtype": "float16"})
-    remote = meta(theirs, memory_type="VRAM", tp_size=2, protocol_version=7)
-    assert protocol.mismatches(LAYOUT, "DRAM", 1, remote) == [
+    remote = meta(theirs, memory_type="VRAM", model_kv_heads=8, protocol_version=7)
+    assert protocol.mismatches(LAYOUT, "DRAM", 2, remote) == [
         f"protocol_version {protocol.PROTOCOL_VERSION} != 7",
         "block_size 16 != 32",
         "dtype bfloat16 != float16",
         "memory_type DRAM != VRAM",
-        "tp_size 1 != 2",
+        "model KV heads 2 != 8",
+    ]
+
+
+def test_head_problems_name_the_rank_and_the_missing_region_per_head() -> None:
+    one = LAYOUT.model_copy(update={"num_kv_heads": 1})
+    rank1 = meta(one, kv_heads=[1], model_kv_heads=2, tp_size=2, tp_rank=1)
+    assert protocol.head_problems((1,), rank1, (1,), per_head=False) == []
+    assert protocol.head_problems((0, 1), rank1, (1,), per_head=True) == []
+    assert protocol.head_problems((0, 1), rank1, (0,), per_head=True) == [
+        "rank 1 of 2 holds KV heads [1], expected [0]"
+    ]
+    assert protocol.head_problems((0, 1), rank1, (1,), per_head=False) == [
+        "KV heads [0, 1] here, [1] on rank 1: tensor parallelism of different sizes needs a "
+        "cache with a region per KV head"
     ]
 
 
 def test_inconsistent_geometry_is_named() -> None:
-    assert protocol.mismatches(LAYOUT, "DRAM", 1, meta(block_len=3, region_addrs=[1, 2])) == [
+    assert protocol.mismatches(LAYOUT, "DRAM", 2, meta(block_len=3, region_addrs=[1, 2])) == [
         "regions 2 != 1",
         "block_len 3 != " + str(LAYOUT.block_len),
     ]
+    assert protocol.mismatches(LAYOUT, "DRAM", 2, meta(kv_heads=[0])) == ["kv_heads lists 1 != 2"]
     bad = meta()
-    bad = msgspec.structs.replace(bad, layout=LayoutInfo(0, 1, 1, 1, 1, "bfloat16", "NHD", True))
-    assert protocol.mismatches(LAYOUT, "DRAM", 1, bad)[0].startswith("layout invalid")
+    bad = msgspec.structs.replace(
+        bad, layout=LayoutInfo(0, 1, 1, 1, 1, "bfloat16", "NHD", True, False)
+    )
+    assert protocol.mismatches(LAYOUT, "DRAM", 2, bad)[0].startswith("layout invalid")
 
 
 def no_claims(msg: Claim) -> ClaimAnswer:

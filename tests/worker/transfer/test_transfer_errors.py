@@ -88,8 +88,9 @@ class FakeDirectory:
 
     def get(self, peer: PeerRef, deadline: float) -> tuple[PeerEntry, float]:
         meta = protocol.PeerMetadata(
-            "p0", "p0-x", b"", [1], LAYOUT.block_len, 0, protocol.LayoutInfo.of(LAYOUT),
-            "DRAM", 1, 0, protocol.PROTOCOL_VERSION, "", b"",
+            "p0", "p0-x", "p0-x", b"", [1], LAYOUT.block_len, 0,
+            protocol.LayoutInfo.of(LAYOUT), "DRAM", 1, 0, [0], 1, [1],
+            protocol.PROTOCOL_VERSION, "", b"",
         )  # fmt: skip
         return PeerEntry(meta, RemotePeer("p0-x", [1], LAYOUT.block_len, 8, 0, None)), 0.0
 
