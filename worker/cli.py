@@ -61,46 +61,23 @@ def serve_main(argv: list[str]) -> int:
         format='{"ts": "%(asctime)s", "level": "%(levelname)s", "logger": "%(name)s", '
         '"msg": "%(message)s"}',
     )
-    _limit_threads()
-    _keep_buffers_on_heap()
+    from disagg_worker.serve.localrun import keep_buffers_on_heap, limit_threads
+
+    limit_threads()
+    keep_buffers_on_heap()
     try:
-        asyncio.run(_serve(config))
+        broken = asyncio.run(_serve(config))
     except (ValueError, RuntimeError, OSError) as e:  # bad preset, NIXL set-up, port in use
         print(f"disagg worker serve: {e}", file=sys.stderr)
+        return 1
+    if broken:
+        print(f"disagg worker serve: {broken}", file=sys.stderr)
         return 1
     return 0
 
 
-def _limit_threads() -> None:
-    """One intra-op thread unless OMP_NUM_THREADS says otherwise: the reference model's
-    matrices are tiny, and extra threads only contend with the other workers on the node."""
-    import torch
-
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-
-
-def _keep_buffers_on_heap() -> None:
-    """Serve per-step temporaries (MBs at long contexts) from the heap, not mmap.
-
-    glibc mmaps allocations above a threshold that only rises after such a block is freed,
-    so a decode worker, which never runs a long prompt chunk itself, would mmap, fault in
-    and munmap its attention buffers on every step: measured 30% slower decode steps at
-    2048 tokens than in an aggregated worker. A fixed threshold keeps them on the heap.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(m_mmap_threshold, 32 << 20)  # glibc's maximum on 64-bit
-        libc.mallopt(m_trim_threshold, 256 << 20)
-    except (OSError, AttributeError):  # not glibc: its allocator has its own policy
-        pass
-
-
-async def _serve(config: WorkerConfig) -> None:
+async def _serve(config: WorkerConfig) -> str | None:
+    """Serve until a signal; what broke the engine (a tensor-parallel rank died) or None."""
     from disagg_worker.serve.handlers import build_app
     from disagg_worker.serve.localrun import serve
     from disagg_worker.serve.server import Worker
@@ -119,6 +96,7 @@ async def _serve(config: WorkerConfig) -> None:
         await serve(build_app(worker), config.http_host, config.http_port, ready)
     finally:
         worker.close()
+    return worker.broken
 
 
 def main(argv: list[str]) -> int:

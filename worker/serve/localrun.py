@@ -121,11 +121,11 @@ def spawn(child: Child) -> None:
             stderr=log,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child: get SIGTERM when the parent dies, even by SIGKILL (Linux), so a
     crashed `disagg up` or test cannot leave workers behind."""
     if sys.platform.startswith("linux"):
@@ -213,3 +213,32 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
 def disagg_argv(*args: str) -> list[str]:
     """The `disagg` command as this interpreter runs it (no reliance on PATH)."""
     return [sys.executable, "-m", "disagg_operator.cli", *args]
+
+
+def limit_threads() -> None:
+    """One intra-op thread unless OMP_NUM_THREADS says otherwise: the reference model's
+    matrices are tiny, and extra threads only contend with the other workers on the node."""
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+
+
+def keep_buffers_on_heap() -> None:
+    """Serve per-step temporaries (MBs at long contexts) from the heap, not mmap.
+
+    glibc mmaps allocations above a threshold that only rises after such a block is freed,
+    so a decode worker, which never runs a long prompt chunk itself, would mmap, fault in
+    and munmap its attention buffers on every step: measured 30% slower decode steps at
+    2048 tokens than in an aggregated worker. A fixed threshold keeps them on the heap.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(m_mmap_threshold, 32 << 20)  # glibc's maximum on 64-bit
+        libc.mallopt(m_trim_threshold, 256 << 20)
+    except (OSError, AttributeError):  # not glibc: its allocator has its own policy
+        pass

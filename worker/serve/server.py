@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,6 +43,7 @@ from disagg_worker.engine.model import (
     VOCAB_SIZE,
     Generation,
     ReferenceEngine,
+    Shard,
     get_preset,
     kv_layout,
 )
@@ -77,10 +81,21 @@ class Worker:
 
     def __init__(self, config: WorkerConfig) -> None:
         self.config = config
-        spec = get_preset(config.model)
-        self.layout = kv_layout(spec, config.block_size, config.num_blocks)
+        self.spec = spec = get_preset(config.model)
+        self.group: Any = None  # the other ranks (serve.tp.RankGroup) when TP > 1
+        self.broken: str | None = None  # why the engine stopped (a rank died)
+        shard = Shard()
+        if config.tp_size > 1:
+            if config.device != "cpu":
+                raise ValueError(
+                    f"DISAGG_TP_SIZE: {config.tp_size} ranks run on device cpu only "
+                    f"(this worker's is {config.device}); use DISAGG_TP_SIZE 1"
+                )
+            shard = Shard(0, config.tp_size, gather=self._gather, mirror=self._mirror)
+        self.layout = kv_layout(spec, config.block_size, config.num_blocks, shard)
         self.cache = PagedKVCache(self.layout, config.device)
-        self.engine = ReferenceEngine(spec, self.cache, config.seed)
+        self.engine = ReferenceEngine(spec, self.cache, config.seed, shard)
+        self.incarnation = f"{config.engine_id or config.role}-{uuid.uuid4().hex[:8]}"
         self.allocator = BlockAllocator(config.num_blocks)
         self.admission = Admission(
             self.allocator, max_waiting=config.max_queued, wait_s=config.queue_timeout_s
@@ -96,16 +111,37 @@ class Worker:
         self._turn_waiting = 0
 
     def start(self) -> None:
-        if self.config.role == "both":
-            return
-        from disagg_worker.transfer.engine import KVTransferAgent
+        if self.config.role != "both":
+            from disagg_worker.transfer.engine import KVTransferAgent
 
-        self.agent = KVTransferAgent(
-            self.config, self.layout, self.cache.regions, on_release=self._released
-        )
-        self.agent.start()
+            self.agent = KVTransferAgent(
+                self.config, self.layout, self.cache.regions,
+                model_kv_heads=self.spec.num_kv_heads, incarnation=self.incarnation,
+                on_release=self._released,
+            )  # fmt: skip
+            self.agent.start()
+        if self.config.tp_size > 1:
+            from disagg_worker.serve.tp import RankGroup
+
+            self.group = RankGroup(self.config, self.incarnation, self._broken)
+            self.group.start()
+            if self.side_channel_port is not None:
+                self.agent.rank_ports = [self.side_channel_port, *self.group.ports]
+
+    def _gather(self, tensor: Any) -> Any:
+        return self.group.gather(tensor)
+
+    def _mirror(self, tokens: Any, start: int, table: Any) -> None:
+        self.group.mirror(tokens, start, table)
+
+    def _broken(self, why: str) -> None:
+        """A rank died: this engine cannot compute; stop serving (the pod restarts)."""
+        self.broken = why
+        os.kill(os.getpid(), signal.SIGTERM)
 
     def close(self) -> None:
+        if self.group is not None:
+            self.group.close()
         if self.agent is not None:
             self.agent.close()
         self._io.shutdown(wait=True, cancel_futures=True)
@@ -219,7 +255,7 @@ class Worker:
             self._prefill_turn.release()
         params = remote_params(
             self.config, self.side_channel_port, request_id, table,
-            incarnation=self.agent.agent_name, prompt_digest=digest, first_token=gen.tokens[0],
+            incarnation=self.incarnation, prompt_digest=digest, first_token=gen.tokens[0],
         )  # fmt: skip
         if self.key is not None:
             params[SIGNATURE] = sign(params, self.key)
@@ -288,15 +324,24 @@ class Worker:
         local_ids = table[: len(remote_ids)]
         loop = asyncio.get_running_loop()
         start = time.perf_counter()
-        future = loop.run_in_executor(
-            self._io,
-            lambda: self.agent.read(
-                peer, remote_req, remote_ids, local_ids, deadline_s=deadline, prompt_digest=digest
-            ),
-        )
+        if self.group is not None:  # every rank reads its heads; rank 0 claims, notifies
+
+            def read() -> Any:
+                args = (peer, remote_req, remote_ids, local_ids, deadline, digest)
+                return self.group.read(self.agent, *args)
+        else:
+
+            def read() -> Any:
+                return self.agent.read(
+                    peer, remote_req, remote_ids, local_ids, deadline_s=deadline,
+                    prompt_digest=digest,
+                )  # fmt: skip
+
+        future = loop.run_in_executor(self._io, read)
         try:
-            # The agent enforces the deadline itself; this outer bound only guards a hang.
-            stats = await asyncio.wait_for(asyncio.shield(future), deadline + 5.0)
+            # The agent enforces the deadline itself (each rank's too, and rank 0 waits for
+            # their answers a margin more); this outer bound only guards a hang.
+            stats = await asyncio.wait_for(asyncio.shield(future), deadline + 10.0)
         except TransferError as e:
             raise _transfer_error(e, peer) from e
         except (asyncio.TimeoutError, asyncio.CancelledError) as e:

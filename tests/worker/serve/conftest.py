@@ -109,6 +109,10 @@ class Workers:
         self.children.append(child)
         return f"http://127.0.0.1:{wait_ready(child, timeout_s=60)['http_port']}"
 
+    def stop_one(self, child: Child) -> None:
+        stop_children([child])
+        self.children.remove(child)
+
     def stop(self) -> None:
         stop_children(self.children)
 

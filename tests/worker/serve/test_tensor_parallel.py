@@ -1,0 +1,154 @@
+"""Tensor parallelism in the reference engine, with real rank processes, gloo and NIXL on
+loopback: TP output equals TP 1 token for token; P/D between different TP sizes equals
+aggregated TP 1, each decode rank reading exactly its KV heads from the prefill ranks that
+hold them; prefill blocks are freed once, after the last reader; a prefill rank stopped
+mid-request fails the request within its deadline with every block released, and a dead
+rank stops its engine."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from disagg_worker.engine.model import BOS
+from disagg_worker.engine.presets import get_preset
+from disagg_worker.transfer.ranks import rank_heads
+from tests.worker.serve.conftest import Workers, get, metric, post, wait_until
+
+GEN = 6
+LENGTHS = (1, 2, 16, 17, 33, 100, 255)  # block edges of 16-token blocks, and longer
+PAIRS = [(1, 2), (2, 1), (2, 2), (4, 1), (1, 4)]
+SPEC = get_preset("tiny")
+
+
+def _prompt(n: int, rng: random.Random) -> list[int]:
+    return [BOS] + [rng.randrange(256) for _ in range(n - 1)]
+
+
+def _bodies() -> list[dict[str, Any]]:
+    rng = random.Random(23)
+    return [{"prompt": _prompt(n, rng), "max_tokens": GEN, "ignore_eos": True} for n in LENGTHS]
+
+
+def _tokens(url: str, body: dict[str, Any]) -> list[int]:
+    status, out = post(url + "/v1/completions", body)
+    assert status == 200, out
+    return list(out["choices"][0]["token_ids"])
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
+    workers = Workers(tmp_path_factory.mktemp("tp"))
+    try:
+        yield workers
+    finally:
+        workers.stop()
+
+
+@pytest.fixture(scope="module")
+def aggregated(group: Workers) -> dict[str, Any]:
+    """TP 1 aggregated answers: the reference every TP size must reproduce."""
+    agg = group.worker("both", "agg-tp1")
+    return {"url": agg.url, "tokens": [_tokens(agg.url, b) for b in _bodies()]}
+
+
+def _pd(prefill: Any, decode: Any, body: dict[str, Any]) -> dict[str, Any]:
+    hop = {**body, "max_tokens": 1, "kv_transfer_params": {"do_remote_decode": True}}
+    status, first = post(prefill.url + "/v1/completions", hop)
+    assert status == 200, first
+    status, out = post(decode.url + "/v1/completions", {
+        **body, "kv_transfer_params": first["kv_transfer_params"]})  # fmt: skip
+    assert status == 200, out
+    return out
+
+
+def test_tp_output_equals_tp1_at_every_size(group: Workers, aggregated: dict[str, Any]) -> None:
+    """Aggregated TP 2, 4 and 8 (8 query heads; KV heads 2, replicated above TP 2)."""
+    for tp in (2, 4, 8):
+        agg = group.worker("both", f"agg-tp{tp}", tp_size=tp)
+        assert [_tokens(agg.url, b) for b in _bodies()] == aggregated["tokens"], tp
+        group.stop_one(agg)
+
+
+@pytest.mark.parametrize(("prefill_tp", "decode_tp"), PAIRS)
+def test_pd_between_tp_sizes_equals_aggregated_tp1(
+    group: Workers, aggregated: dict[str, Any], prefill_tp: int, decode_tp: int
+) -> None:
+    pre = group.spawn("prefill", f"pre-{prefill_tp}{decode_tp}", tp_size=prefill_tp)
+    dec = group.spawn("decode", f"dec-{prefill_tp}{decode_tp}", tp_size=decode_tp)
+    group.ready(pre, dec)
+    try:
+        per_block = 2 * SPEC.num_layers * 16 * SPEC.head_dim * 4  # one head's block
+        for body, want in zip(_bodies(), aggregated["tokens"], strict=True):
+            out = _pd(pre, dec, body)
+            assert out["choices"][0]["token_ids"] == want, (len(body["prompt"]), prefill_tp)
+            blocks = -(-len(body["prompt"]) // 16)
+            # every decode rank read exactly its heads: all heads of every block, once per
+            # decode rank holding them (replicas above 2 KV heads), one descriptor per head
+            # and per source rank (a run of blocks is one descriptor)
+            reads = sum(len(rank_heads(r, decode_tp, 2)) for r in range(decode_tp))
+            assert out["disagg"]["transfer_bytes"] == reads * blocks * per_block
+            assert out["disagg"]["transfer_descriptors"] == reads
+        wait_until(lambda: get(pre.url + "/debug/blocks")["used"] == 0, 20, "prefill release")
+        assert get(dec.url + "/debug/blocks")["used"] == 0
+        released = metric(
+            get(pre.url + "/metrics"), 'disagg_kv_block_releases_total{reason="notified"}'
+        )
+        assert released == len(LENGTHS)  # one release per request, after the last reader
+    finally:
+        group.stop_one(pre)
+        group.stop_one(dec)
+
+
+def _rank_pids(parent: int) -> list[int]:
+    """The rank processes rank 0 started (its children), by rank order of start."""
+    kids = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    return [int(k) for k in kids]
+
+
+def test_stopped_prefill_rank_fails_the_request_in_time_and_frees_every_block(
+    group: Workers, aggregated: dict[str, Any]
+) -> None:
+    """Prefill TP 2 → decode TP 1: prefill rank 1 stopped after the prefill hop, so decode's
+    READ of head 1 hangs: the request fails within the deadline, decode frees its blocks,
+    the proxy-style release frees the prefill's; killing the rank stops the prefill pod."""
+    pre = group.spawn("prefill", "pre-stop", tp_size=2, transfer_deadline_s=2, block_lease_s=20)
+    dec = group.spawn("decode", "dec-stop", transfer_deadline_s=2, block_lease_s=20)
+    group.ready(pre, dec)
+    body = _bodies()[4]
+    hop = {**body, "max_tokens": 1, "kv_transfer_params": {"do_remote_decode": True}}
+    status, first = post(pre.url + "/v1/completions", hop)
+    assert status == 200, first
+    (rank1,) = _rank_pids(pre.proc.pid)
+    os.kill(rank1, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        status, out = post(dec.url + "/v1/completions", {
+            **body, "kv_transfer_params": first["kv_transfer_params"]})  # fmt: skip
+        took = time.monotonic() - t0
+        assert status in (502, 504), out
+        assert took < 2 + 3, took  # the deadline, plus the answer's margin at most
+        assert get(dec.url + "/debug/blocks")["used"] == 0
+        status, ans = post(
+            pre.url + "/v1/kv/release", {"kv_transfer_params": first["kv_transfer_params"]}
+        )
+        assert (status, ans) == (200, {"released": True})
+        assert get(pre.url + "/debug/blocks")["used"] == 0
+    finally:
+        os.kill(rank1, signal.SIGKILL)
+    # a dead rank breaks the engine: rank 0 stops with an error instead of serving
+    pre.proc.wait(timeout=15)
+    assert pre.proc.returncode == 1
+    assert "tensor-parallel rank 1 exited" in pre.log_tail()
+    # and the next request to the decode fails at once, naming the prefill
+    status, out = post(dec.url + "/v1/completions", {
+        **body, "kv_transfer_params": first["kv_transfer_params"]})  # fmt: skip
+    assert status == 502, out
+    group.stop_one(dec)

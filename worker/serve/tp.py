@@ -1,0 +1,269 @@
+"""Rank 0 of a tensor-parallel reference engine: it starts the other ranks, mirrors every
+forward to them, and fans each decode READ out to them.
+
+I/O layer. ``disagg worker serve`` with ``DISAGG_TP_SIZE`` T > 1 is rank 0: it serves HTTP,
+owns the block allocator (a request's block ids are the same on every rank; each rank's
+cache holds its own KV heads of them) and the prefill's holds and claims, and starts ranks
+1..T-1 as child processes (:mod:`serve.rank_worker`, ``DISAGG_TP_RANK`` in their env, side
+channel on ``sideChannelPort + rank``). Each forward is sent to every rank before rank 0
+runs it, so all ranks run it together and meet in its all-gathers. A decode READ runs on
+every rank at once (each reads its heads from the prefill ranks that hold them); rank 0
+claims for the request, and notifies the prefill only once every rank has read, so the
+prefill frees its blocks after its last reader. A rank that dies breaks the engine: rank 0
+stops (``on_broken``) and the pod restarts, as a vLLM engine whose worker died does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import asdict
+from typing import Any
+
+import zmq
+
+from disagg_worker.config import WorkerConfig
+from disagg_worker.serve.collective import LOOPBACK, Collective, Sender, decode, open_store
+from disagg_worker.serve.localrun import die_with_parent
+from disagg_worker.transfer.engine import KVTransferAgent, PeerRef, TransferError, TransferStats
+
+log = logging.getLogger("disagg.worker.tp")
+START_TIMEOUT_S = 120.0  # the other ranks import torch and build their engine meanwhile
+STOP_WAIT_S = 5.0
+ANSWER_MARGIN_S = 5.0  # a rank's read ends by its deadline; its answer may take this long more
+
+
+def rank_env(config: WorkerConfig, rank: int, base: dict[str, str]) -> dict[str, str]:
+    """Rank ``rank``'s environment: ``base`` without its DISAGG_* settings, plus rank 0's
+    config with this rank and its side-channel port (``sideChannelPort + rank``; any free
+    port when rank 0's is 0, as in a local run)."""
+    port = config.side_channel_port + rank if config.side_channel_port else 0
+    mine = config.model_copy(update={"tp_rank": rank, "side_channel_port": port})
+    env = {k: v for k, v in base.items() if not k.startswith("DISAGG_")}
+    return {**env, **mine.to_env()}
+
+
+class RankGroup:
+    """Ranks 1..T-1 of this engine, seen from rank 0 (see module docstring)."""
+
+    def __init__(
+        self, config: WorkerConfig, incarnation: str, on_broken: Callable[[str], None]
+    ) -> None:
+        self.config, self.size = config, config.tp_size
+        self._incarnation, self._on_broken = incarnation, on_broken
+        self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self._down: list[Sender] = []
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._calls: dict[int, tuple[Future[TransferStats], int]] = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self.collective: Collective | None = None
+        self.ports: list[int] = []  # each other rank's side-channel port (0: none)
+        self._reader: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start ranks 1..T-1, join the gloo group, wait for each rank's ready message."""
+        up = self._ctx.socket(zmq.PULL)
+        up_port = up.bind_to_random_port(f"tcp://{LOOPBACK}")
+        store = open_store(self.size)
+        for rank in range(1, self.size):
+            down = self._ctx.socket(zmq.PUSH)
+            port = down.bind_to_random_port(f"tcp://{LOOPBACK}")
+            self._down.append(Sender(down))
+            argv = [
+                sys.executable, "-m", "disagg_worker.serve.rank_worker",
+                "--down", f"tcp://{LOOPBACK}:{port}", "--up", f"tcp://{LOOPBACK}:{up_port}",
+                "--store-port", str(store.port), "--incarnation", self._incarnation,
+            ]  # fmt: skip
+            env = rank_env(self.config, rank, dict(os.environ))
+            self._procs.append(subprocess.Popen(argv, env=env, preexec_fn=die_with_parent))
+        self.collective = Collective(0, self.size, store)
+        self.ports = self._await_ready(up)
+        self._reader = threading.Thread(
+            target=self._answers, args=(up,), name="tp-answers", daemon=True
+        )
+        self._reader.start()
+        threading.Thread(target=self._watch, name="tp-watch", daemon=True).start()
+
+    def _await_ready(self, up: zmq.Socket[bytes]) -> list[int]:
+        ports: dict[int, int] = {}
+        end = time.monotonic() + START_TIMEOUT_S
+        while len(ports) < self.size - 1:
+            self._check_alive()
+            if time.monotonic() > end:
+                late = sorted(set(range(1, self.size)) - set(ports))
+                raise RuntimeError(
+                    f"DISAGG_TP_SIZE {self.size}: ranks {late} not ready after "
+                    f"{START_TIMEOUT_S:.0f} s"
+                )
+            if up.poll(200):
+                msg = decode(up.recv())
+                if msg[0] == "ready":
+                    ports[int(msg[1])] = int(msg[2])
+                elif msg[0] == "error":
+                    raise RuntimeError(f"tensor-parallel rank {msg[1]} failed to start: {msg[2]}")
+        return [ports[r] for r in range(1, self.size)]
+
+    def _check_alive(self) -> None:
+        for rank, proc in enumerate(self._procs, start=1):
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"tensor-parallel rank {rank} exited with code {proc.returncode}; its "
+                    "log is above"
+                )
+
+    def gather(self, tensor: Any) -> Any:
+        assert self.collective is not None
+        return self.collective.gather(tensor)
+
+    def mirror(self, tokens: Sequence[int], start: int, table: Sequence[int]) -> None:
+        """Hand a forward to every other rank (before rank 0 runs it)."""
+        msg = ["fwd", list(tokens), start, list(table)]
+        for down in self._down:
+            down.send(msg)
+
+    def read(
+        self,
+        agent: KVTransferAgent,
+        peer: PeerRef,
+        request_id: str,
+        remote_ids: list[int],
+        local_ids: list[int],
+        deadline_s: float,
+        digest: str,
+    ) -> TransferStats:
+        """Every rank reads its heads at once (rank 0 also claims); once all have, the
+        prefill is notified. Raises the first rank's TransferError, after every rank's
+        read has ended (their blocks are free to reuse only then)."""
+        futures = self._fan_out(peer, request_id, remote_ids, local_ids, deadline_s, digest)
+        stats: list[TransferStats] = []
+        error: TransferError | None = None
+        try:
+            stats.append(
+                agent.read(
+                    peer, request_id, remote_ids, local_ids,
+                    deadline_s=deadline_s, prompt_digest=digest, notify=False,
+                )
+            )  # fmt: skip
+        except TransferError as e:
+            error = e
+        for rank, future in enumerate(futures, start=1):
+            try:
+                stats.append(future.result(timeout=deadline_s + ANSWER_MARGIN_S))
+            except FutureTimeout:
+                error = error or TransferError(f"rank {rank} did not answer its read", "deadline")
+            except TransferError as e:
+                error = error or e
+        if error is not None:
+            raise error
+        agent.notify(peer, request_id)
+        return _combined(stats)
+
+    def _fan_out(
+        self,
+        peer: PeerRef,
+        rid: str,
+        remote_ids: list[int],
+        local_ids: list[int],
+        deadline_s: float,
+        digest: str,
+    ) -> list[Future[TransferStats]]:
+        futures = []
+        for rank, down in enumerate(self._down, start=1):
+            call = next(self._ids)
+            future: Future[TransferStats] = Future()
+            with self._lock:
+                self._calls[call] = (future, rank)
+            where = [peer.host, peer.port, peer.engine_id, peer.incarnation]
+            down.send(["read", call, *where, rid, remote_ids, local_ids, deadline_s, digest])
+            futures.append(future)
+        return futures
+
+    def _answers(self, up: zmq.Socket[bytes]) -> None:
+        """The ranks' answers, until the group closes; a rank's fatal error breaks it."""
+        try:
+            while not self._closing.is_set():
+                if not up.poll(200):
+                    continue
+                msg = decode(up.recv())
+                kind = msg[0]
+                if kind in ("done", "fail"):
+                    with self._lock:
+                        future, _ = self._calls.pop(int(msg[1]), (None, 0))
+                    if future is None:
+                        continue
+                    if kind == "done":
+                        future.set_result(TransferStats(**msg[3]))
+                    else:
+                        future.set_exception(TransferError(str(msg[4]), str(msg[3])))
+                elif kind == "error":
+                    self._broken(f"tensor-parallel rank {msg[1]} failed: {msg[2]}")
+        finally:
+            up.close(linger=0)
+
+    def _watch(self) -> None:
+        while not self._closing.wait(0.5):
+            for rank, proc in enumerate(self._procs, start=1):
+                if proc.poll() is not None:
+                    self._broken(f"tensor-parallel rank {rank} exited with code {proc.returncode}")
+                    return
+
+    def _broken(self, why: str) -> None:
+        if self._closing.is_set():
+            return
+        log.error("%s; the engine cannot run without it and stops", why)
+        with self._lock:
+            calls, self._calls = list(self._calls.values()), {}
+        for future, rank in calls:
+            future.set_exception(TransferError(f"rank {rank} is gone: {why}", "closed"))
+        self._on_broken(why)
+
+    def close(self) -> None:
+        """Stop the other ranks (SIGKILL after STOP_WAIT_S), then leave the group."""
+        self._closing.set()
+        for down in self._down:
+            with contextlib.suppress(zmq.ZMQError):
+                down.send(["stop"], wait=False)
+        end = time.monotonic() + STOP_WAIT_S
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=STOP_WAIT_S)
+        for down in self._down:
+            down.close()
+        if self._reader is not None:
+            self._reader.join(timeout=2)  # it closes its socket as it ends
+        if self.collective is not None:
+            self.collective.close()
+        self._ctx.term()
+
+
+def _combined(stats: list[TransferStats]) -> TransferStats:
+    """One request's figures over its ranks: bytes and descriptors summed, times the
+    slowest rank's."""
+    return TransferStats(
+        bytes=sum(s.bytes for s in stats),
+        descriptors=sum(s.descriptors for s in stats),
+        handshake_ms=max(s.handshake_ms for s in stats),
+        post_ms=max(s.post_ms for s in stats),
+        transfer_ms=max(s.transfer_ms for s in stats),
+        total_ms=max(s.total_ms for s in stats),
+        claim_ms=max(s.claim_ms for s in stats),
+    )
+
+
+def stats_fields(stats: TransferStats) -> dict[str, Any]:
+    """A rank's TransferStats as a message (its fields by name)."""
+    return asdict(stats)
