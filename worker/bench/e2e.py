@@ -14,6 +14,11 @@ request per path (the first transfer pays the NIXL connection set-up).
   included when not warm), decode first step (0 when the prefill sent its first token in
   ``kv_transfer_params.first_token``; vLLM's decode recomputes the last prompt token
   instead), and the rest (HTTP, JSON, proxy, scheduling).
+- ``tokens_match``: every P/D answer of the case (``--gen-tokens`` tokens) equals the
+  aggregated worker's, token for token.
+
+``--prefill-tp A --decode-tp B`` runs the prefill and decode workers with A and B rank
+processes (the aggregated worker stays TP 1: the reference both must reproduce).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from disagg_worker.engine.model import BOS, get_preset
+from disagg_worker.engine.presets import tp_problem
 from disagg_worker.serve.localrun import Child, disagg_argv, start_child, stop_children, wait_ready
 
 KEYS = (
@@ -40,6 +46,7 @@ KEYS = (
     "transfer_ms",
     "decode_tps_agg",
     "decode_tps_disagg",
+    "tokens_match",
 )
 
 
@@ -62,11 +69,15 @@ def _prompt(n: int) -> list[int]:
     return [BOS] + [(i * 37 + 11) % 256 for i in range(n - 1)]
 
 
-def start_stack(log_dir: Path, env: dict[str, str], children: list[Child]) -> tuple[str, str]:
-    """Start the aggregated worker and the P/D stack; return (agg URL, proxy URL)."""
+def start_stack(
+    log_dir: Path, env: dict[str, str], children: list[Child], tp: dict[str, int] | None = None
+) -> tuple[str, str]:
+    """Start the aggregated worker and the P/D stack (``tp``: ranks per role, default 1);
+    return (agg URL, proxy URL)."""
     urls = {}
     for role in ("both", "prefill", "decode"):
         worker_env = {**env, "DISAGG_ROLE": role, "DISAGG_ENGINE_ID": f"bench-{role}"}
+        worker_env["DISAGG_TP_SIZE"] = str((tp or {}).get(role, 1))
         child = start_child(role, disagg_argv("worker", "serve"), worker_env, log_dir)
         children.append(child)
     for child in children:
@@ -85,6 +96,7 @@ def measure(agg: str, pd: str, prompt_tokens: int, repeat: int, gen: int) -> dic
     long = {"prompt": prompt, "max_tokens": gen, "ignore_eos": True}
     timed_post(agg, first), timed_post(pd, first)  # warm-up
     rows: dict[str, list[float]] = {}
+    match = True
     for i in range(repeat):
         progress(f"  {prompt_tokens} tokens: request {i + 1}/{repeat}")
         t_agg, _ = timed_post(agg, first)
@@ -100,13 +112,16 @@ def measure(agg: str, pd: str, prompt_tokens: int, repeat: int, gen: int) -> dic
             ("decode_first_step_ms", d["first_step_ms"]),
             ("rest_ms", t_pd - hop - d["transfer_ms"] - d["first_step_ms"]),
             ("transfer_bytes", d.get("transfer_bytes", 0.0)),
-            ("decode_tps_agg", _tps(timed_post(agg, long)[1], gen)),
-            ("decode_tps_disagg", _tps(timed_post(pd, long)[1], gen)),
         ):
             rows.setdefault(key, []).append(value)
+        whole, split = timed_post(agg, long)[1], timed_post(pd, long)[1]
+        rows.setdefault("decode_tps_agg", []).append(_tps(whole, gen))
+        rows.setdefault("decode_tps_disagg", []).append(_tps(split, gen))
+        match = match and whole["choices"][0]["token_ids"] == split["choices"][0]["token_ids"]
     case: dict[str, Any] = {"prompt_tokens": prompt_tokens}
     case.update({k: round(statistics.median(v), 3) for k, v in rows.items()})
     case["overhead_ms"] = round(case["ttft_disagg_ms"] - case["ttft_agg_ms"], 3)
+    case["tokens_match"] = match
     return case
 
 
@@ -169,6 +184,7 @@ def table(cases: list[dict[str, Any]]) -> str:
         ("rest", "rest_ms", "{:>7.1f}"),
         ("tok/s agg", "decode_tps_agg", "{:>10.0f}"),
         ("tok/s P/D", "decode_tps_disagg", "{:>10.0f}"),
+        ("match", "tokens_match", "{!s:>6}"),
     ]
     return format_columns(
         cols,
@@ -195,6 +211,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--gen-tokens", type=int, default=32, help="tokens per throughput request")
     p.add_argument("--model", default="tiny", help="reference model preset")
+    p.add_argument("--prefill-tp", type=int, default=1, help="prefill rank processes")
+    p.add_argument("--decode-tp", type=int, default=1, help="decode rank processes")
     p.add_argument(
         "--idle-s",
         type=float,
@@ -212,6 +230,11 @@ def main(argv: list[str]) -> int:
     if longest > spec.max_positions:
         print(f"--prompts: {longest} positions exceed {spec.max_positions}", file=sys.stderr)
         return 2
+    for flag, size in (("--prefill-tp", args.prefill_tp), ("--decode-tp", args.decode_tp)):
+        why = tp_problem(spec, size)
+        if why is not None:
+            print(f"{flag}: {why}", file=sys.stderr)
+            return 2
     env = {k: v for k, v in os.environ.items() if not k.startswith("DISAGG_")}
     env.update(
         DISAGG_MODEL=args.model,
@@ -223,7 +246,8 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="disagg-bench-") as tmp:
         try:
             progress("starting aggregated worker, prefill, decode and proxy ...")
-            agg, pd = start_stack(Path(tmp), env, children)
+            tp = {"prefill": args.prefill_tp, "decode": args.decode_tp}
+            agg, pd = start_stack(Path(tmp), env, children, tp)
             idle = idle_cpu(children, args.idle_s)
             cases = [measure(agg, pd, n, args.repeat, args.gen_tokens) for n in lengths]
         finally:
@@ -231,6 +255,8 @@ def main(argv: list[str]) -> int:
     result = {
         "model": args.model,
         "repeat": args.repeat,
+        "prefill_tp": args.prefill_tp,
+        "decode_tp": args.decode_tp,
         "engine_idle_cpu_cores": idle,
         "cases": cases,
     }

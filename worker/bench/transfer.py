@@ -8,7 +8,8 @@ descriptor per block per region) it times ``KVTransferAgent.read`` (the claim ro
 included, and reported apart as ``claim_ms``) and verifies every byte.
 In the same run, for the same bytes, it measures two limits: a single-thread memmove inside
 this process, and ``process_vm_readv`` from the prefill process (the kernel copy UCX's CMA
-transport does). ``ratio`` = gbps / limit_gbps.
+transport does). ``ratio`` = gbps / limit_gbps. With ``--prefill-tp A --decode-tp B``,
+the same between A prefill and B decode rank processes (:mod:`bench.transfer_tp`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from disagg_worker.config import WorkerConfig
 from disagg_worker.transfer.engine import KVTransferAgent, PeerRef
 from disagg_worker.transfer.layout import KVLayout
 from disagg_worker.transfer.peer_process import alloc, fill, spawn_prefill, words
+from disagg_worker.transfer.ranks import check_tp
 
 LLAMA3_8B = {"num_layers": 32, "num_kv_heads": 8, "head_dim": 128, "block_size": 16}
 MODES = {"merged": True, "per_block": False}
@@ -290,7 +292,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--modes", default="merged,per_block", help="merged,per_block")
     p.add_argument("--nixl-threads", type=int, default=0, help="NIXL/UCX backend threads")
     p.add_argument("--ucx-tls", help="UCX_TLS for both workers (default: UCX picks)")
+    p.add_argument("--prefill-tp", type=int, default=1, help="prefill ranks (processes)")
+    p.add_argument("--decode-tp", type=int, default=1, help="decode ranks (processes)")
     args = p.parse_args(argv)
+    for flag, tp in (("--prefill-tp", args.prefill_tp), ("--decode-tp", args.decode_tp)):
+        why = check_tp(tp, LLAMA3_8B["num_kv_heads"])
+        if why is not None:
+            p.error(f"{flag}: {why}")
     args.tokens = [int(t) for t in args.tokens.split(",") if t]
     args.post = [m for m in args.post.split(",") if m]
     args.modes = [m for m in args.modes.split(",") if m]
@@ -304,6 +312,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     torch.set_num_threads(1)
+    if (args.prefill_tp, args.decode_tp) != (1, 1):
+        from disagg_worker.bench import transfer_tp
+
+        steps = _Progress(len(args.tokens) * args.repeat, sys.stderr.isatty() or not args.json)
+        tp = transfer_tp.run(args.prefill_tp, args.decode_tp, args.tokens, args.repeat, steps.step)
+        print(json.dumps(tp, indent=2) if args.json else transfer_tp.table(tp))
+        return 0
     majors = {"block": [True], "layer": [False], "both": [True, False]}[args.layout]
     total = len(majors) * len(args.post) * len(args.tokens) * len(args.modes)
     progress = _Progress(total, sys.stderr.isatty() or not args.json)

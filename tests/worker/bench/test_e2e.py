@@ -27,5 +27,22 @@ def test_bench_reports_every_case_with_the_documented_keys() -> None:
         )
         assert case["transfer_bytes"] == 2 * 4 * 2 * 32 * 4 * 16 * (-(-case["prompt_tokens"] // 16))
         assert case["transfer_ms"] > 0 and case["decode_tps_disagg"] > 0
+        assert case["tokens_match"] is True
+    assert (result["prefill_tp"], result["decode_tp"]) == (1, 1)
     assert set(result["engine_idle_cpu_cores"]) == {"both", "prefill", "decode", "proxy"}
     assert "ttft P/D" in table(cases).splitlines()[0]
+
+
+def test_bench_between_tp_sizes_reports_token_identity() -> None:
+    """Prefill TP 2 → decode TP 1 against aggregated TP 1: tokens_match in every case."""
+    argv = [sys.executable, "-m", "disagg_operator.cli", "bench", "e2e", "--json"]
+    argv += ["--prompts", "33", "--repeat", "1", "--gen-tokens", "4", "--idle-s", "0.5"]
+    argv += ["--prefill-tp", "2", "--decode-tp", "1"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["prefill_tp"], result["decode_tp"]) == (2, 1)
+    (case,) = result["cases"]
+    assert case["tokens_match"] is True
+    # both heads of 3 blocks, one from each prefill rank
+    assert case["transfer_bytes"] == 2 * 4 * 2 * 32 * 4 * 16 * 3
