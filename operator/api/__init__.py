@@ -70,7 +70,6 @@ from disagg_operator.api.rules import (
     SIDECAR_IMAGE_RULE,
     SIDECAR_NEEDS_LLMD_RULE,
     TP_DIVIDES_RULE,
-    TP_RULE,
     UCX_REACH_RULE,
 )
 from disagg_operator.api.spec import (
@@ -128,7 +127,6 @@ __all__ = [
     "SINGULAR",
     "SPEC_HASH",
     "TP_DIVIDES_RULE",
-    "TP_RULE",
     "UCX_REACH_RULE",
     "VERSION",
     "Condition",

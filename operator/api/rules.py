@@ -10,13 +10,6 @@ from __future__ import annotations
 
 from disagg_worker import ucx
 
-TP_RULE = (
-    "self.prefill.tensorParallelSize <= self.decode.tensorParallelSize || "
-    "(has(self.modelConfig) && has(self.modelConfig.numKeyValueHeads))",
-    "spec.prefill.tensorParallelSize exceeds spec.decode.tensorParallelSize: lower prefill "
-    "TP, raise decode TP, or set spec.modelConfig.numKeyValueHeads so the operator can "
-    "check the pair against vLLM (>= 0.14 serves it when prefill KV is not replicated)",
-)
 TP_DIVIDES_RULE = (
     "self.prefill.tensorParallelSize > self.decode.tensorParallelSize ? "
     "self.prefill.tensorParallelSize % self.decode.tensorParallelSize == 0 : "
@@ -63,7 +56,6 @@ PER_DECODE_BOUNDS_RULE = (
     "spec.prefill.perDecode.min exceeds spec.prefill.perDecode.max; lower min or raise max",
 )
 CEL_RULES = (
-    TP_RULE,
     TP_DIVIDES_RULE,
     BACKENDS_UNIQUE_RULE,
     LEASE_RULE,

@@ -19,7 +19,6 @@ from disagg_operator.api.rules import (
     SIDECAR_IMAGE_RULE,
     SIDECAR_NEEDS_LLMD_RULE,
     TP_DIVIDES_RULE,
-    TP_RULE,
     UCX_REACH_RULE,
 )
 from disagg_operator.contracts import llmd as llmd_sidecar
@@ -281,7 +280,6 @@ class DeploymentSpec(_Model):
 
     model_config = ConfigDict(
         json_schema_extra=_rules(
-            TP_RULE,
             TP_DIVIDES_RULE,
         )
     )

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from disagg_operator.api import HMAC_DIR, HMAC_PATH, HTTP_PORT, ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
 from disagg_operator.derive import transfer
-from disagg_operator.engines import tensor_parallel
 from disagg_operator.engines.base import (
     Container,
     Engine,
@@ -27,7 +26,7 @@ from disagg_operator.engines.base import (
     disagg_argv,
 )
 from disagg_worker.config import WorkerConfig
-from disagg_worker.engine.presets import PRESETS
+from disagg_worker.engine.presets import PRESETS, tp_problem
 
 if TYPE_CHECKING:
     from disagg_operator.engines.settings import Settings
@@ -39,10 +38,14 @@ HANDSHAKE_VOLUME = "handshake"
 TMP_VOLUME, TMP_SIZE = "tmp", "64Mi"  # the writable /tmp under a read-only root
 # The worker images' user (Dockerfile: USER 65532:65532).
 WORKER_UID = 65532
+# TP sizes that split every preset's heads (the worker's rank split, transfer.ranks)
+TP_SIZES = [t for t in range(1, 65) if all(tp_problem(p, t) is None for p in PRESETS.values())]
+_SIZES = ", ".join(map(str, TP_SIZES))
 TP_RULE = (
-    "self.engine.type != 'reference' || "
-    "(self.prefill.tensorParallelSize == 1 && self.decode.tensorParallelSize == 1)",
-    "the reference engine runs tensorParallelSize 1 only; set it to 1 or use engine vllm",
+    f"self.engine.type != 'reference' || (self.prefill.tensorParallelSize in [{_SIZES}] && "
+    f"self.decode.tensorParallelSize in [{_SIZES}])",
+    f"spec.prefill/decode.tensorParallelSize: the reference engine splits its presets over "
+    f"{_SIZES} ranks; set it to one of them",
 )
 # Env that changes the KV blocks (WorkerConfig fields, by env name).
 KV_ENV = tuple(WorkerConfig.env_name(f) for f in ("block_size", "seed", "model"))
@@ -113,13 +116,35 @@ def _env_names() -> frozenset[str]:
     return frozenset({*(WorkerConfig.env_name(f) for f in fields), "UCX_TLS"})
 
 
+def _tp_problems(spec: DeploymentSpec, role: str) -> Iterator[Problem]:
+    """A role's TP size must split its preset's heads, on cpu. Prefill and decode sizes
+    need not match: each decode rank reads its KV heads from the prefill ranks holding
+    them (docs/worker.md)."""
+    r, field = spec.role(role), f"spec.{role}.tensorParallelSize"
+    preset = PRESETS.get(spec.model)
+    if r.tensor_parallel_size == 1 or preset is None:
+        return
+    problem = tp_problem(preset, r.tensor_parallel_size)
+    if problem is not None:
+        yield Problem(field, f"model {spec.model!r}: {problem}; use one of {_SIZES}")
+    if r.device != "cpu":
+        yield Problem(
+            field,
+            f"the reference engine runs tensor-parallel ranks on cpu only, not {r.device!r}; "
+            "set 1 or device cpu",
+        )
+
+
 def _field_ref(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
 class Reference(Engine):
     name = NAME
-    summary = "the built-in worker engine (`disagg worker serve`; cpu or cuda, TP 1)"
+    summary = (
+        "the built-in worker engine (`disagg worker serve`; cpu or cuda; tensor-parallel on "
+        "cpu, any prefill/decode pair of TP sizes)"
+    )
     cel_rules = (TP_RULE,)
     kv_env = KV_ENV
     local = LocalRun(
@@ -174,11 +199,7 @@ class Reference(Engine):
             )
         for role in ROLES:
             r = spec.role(role)
-            if r.tensor_parallel_size != 1:
-                yield Problem(
-                    f"spec.{role}.tensorParallelSize",
-                    "the reference engine runs tensorParallelSize 1 only; set 1 or use engine vllm",
-                )
+            yield from _tp_problems(spec, role)
             if r.device not in DEVICES:
                 yield Problem(
                     f"spec.{role}.device",
@@ -198,7 +219,6 @@ class Reference(Engine):
                     f"spec.{field}",
                     "vllm only: the reference engine serves its preset by name; remove it",
                 )
-        yield from tensor_parallel.problems(spec, None)
 
     def canary_image(self, spec: DeploymentSpec, settings: Settings) -> str | None:
         """The decode image: it has the ``disagg`` command."""

@@ -62,6 +62,15 @@ _CPU_POOL = (
     "'cpu' in self.{role}.resources.limits || "
     "(has(self.{role}.resources.requests) && 'cpu' in self.{role}.resources.requests)))"
 )
+# Prefill TP above decode TP: checked against the profile's rules when the KV heads are known.
+TP_RULE = (
+    "self.engine.type != 'vllm' || "
+    "self.prefill.tensorParallelSize <= self.decode.tensorParallelSize || "
+    "(has(self.modelConfig) && has(self.modelConfig.numKeyValueHeads))",
+    "spec.prefill.tensorParallelSize exceeds spec.decode.tensorParallelSize: lower prefill "
+    "TP, raise decode TP, or set spec.modelConfig.numKeyValueHeads so the operator can "
+    "check the pair against vLLM (>= 0.14 serves it when prefill KV is not replicated)",
+)
 CPU_POOL_RULES = tuple(
     (
         _CPU_POOL.format(role=role),
@@ -80,7 +89,7 @@ LOCAL_RENDERED_CPU = (vllm.CPU_RESERVED, derive.OMP_NUM_THREADS)
 class Vllm(Engine):
     name = NAME
     summary = "`vllm serve` with NixlConnector (real deployments)"
-    cel_rules = CPU_POOL_RULES
+    cel_rules = (TP_RULE, *CPU_POOL_RULES)
     kv_flags = KV_FLAGS
     kv_env = KV_ENV
     derived_flags = checks.DERIVED_FLAGS
@@ -224,7 +233,7 @@ class Vllm(Engine):
             env[vllm.SIDE_CHANNEL_PORT] = str(next(ports))
             adapted.append(f"side channel {LOCAL_HOST}:{env[vllm.SIDE_CHANNEL_PORT]}")
         if cores:
-            listed = ",".join(map(str, cores))
+            listed = rank_core_lists(cores, _tp_of(flags))
             env[vllm.CPU_OMP_THREADS_BIND] = listed
             for key in LOCAL_RENDERED_CPU:  # the binding list says it all
                 env.pop(key, None)
@@ -233,6 +242,29 @@ class Vllm(Engine):
 
     def derivation_rows(self, settings: Settings) -> list[Row]:
         return _rows()
+
+
+def rank_core_lists(cores: Sequence[int], tp: int) -> str:
+    """A pod's cores as vLLM's per-rank binding (``"0,1|2,3"``: one list per TP rank, as
+    its CPU worker requires): split evenly, each rank at least one core (reused round-robin
+    when the pod has fewer cores than ranks)."""
+    if tp <= 1:
+        return ",".join(map(str, cores))
+    if len(cores) < tp:
+        return "|".join(str(cores[r % len(cores)]) for r in range(tp))
+    per = len(cores) // tp
+    return "|".join(",".join(map(str, cores[r * per : (r + 1) * per])) for r in range(tp))
+
+
+def _tp_of(flags: Sequence[str]) -> int:
+    """The ``--tensor-parallel-size`` (``-tp``) a rendered command passes, 1 when none."""
+    for i, flag in enumerate(flags):
+        for name in ("--tensor-parallel-size", "-tp"):
+            if flag == name and i + 1 < len(flags):
+                return int(flags[i + 1])
+            if flag.startswith(name + "="):
+                return int(flag.split("=", 1)[1])
+    return 1
 
 
 def _rows() -> list[Row]:

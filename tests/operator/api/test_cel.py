@@ -77,6 +77,8 @@ def test_examples_satisfy_every_rule(path: Any) -> None:
 
 GOOD = [
     body(),
+    body(prefill=role(tensorParallelSize=2)),  # the reference engine: any pair it splits
+    body(prefill=role(tensorParallelSize=4), decode=role(tensorParallelSize=1)),
     body(engine="vllm", prefill=role(tensorParallelSize=2), decode=role(tensorParallelSize=4)),
     body(
         engine="vllm",
@@ -107,13 +109,13 @@ def test_good_objects_pass(obj: dict[str, Any]) -> None:
 BAD = [
     (
         body(engine="vllm", prefill=role(tensorParallelSize=4), decode=role(tensorParallelSize=2)),
-        models.TP_RULE[0],
+        vllm_engine.TP_RULE[0],
     ),
     (
         body(engine="vllm", prefill=role(tensorParallelSize=2), decode=role(tensorParallelSize=3)),
         models.TP_DIVIDES_RULE[0],
     ),
-    (body(decode=role(tensorParallelSize=2)), reference_engine.TP_RULE[0]),
+    (body(decode=role(tensorParallelSize=3)), reference_engine.TP_RULE[0]),
     (body(engine="vllm", prefill=role(resources={})), vllm_engine.CPU_POOL_RULES[0][0]),
     (
         body(engine="vllm", decode=role(resources={"limits": {"cpu": "2"}})),

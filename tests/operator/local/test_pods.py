@@ -166,3 +166,22 @@ def test_the_decode_pods_canary_runs_once_against_the_local_processes() -> None:
     assert flags[flags.index("--decode") + 1] == "http://127.0.0.1:2"
     assert flags.count("--prefill") == flags.count("--decode") == 1  # the Service's URL is gone
     assert flags[-1] == "--once" and "--timeout-s" in flags
+
+
+def test_a_tensor_parallel_vllm_pod_binds_one_core_list_per_rank() -> None:
+    """vLLM's CPU worker wants a list per rank ("a|b"): decode TP 2 on the cores the pod
+    gets, split evenly, or the one core reused when it has fewer cores than ranks."""
+    body = yaml.safe_load(VLLM_CPU.read_text())
+    body["metadata"].update(namespace="default", uid="u")
+    body["spec"]["decode"]["tensorParallelSize"] = 2
+    body["spec"]["decode"]["resources"]["limits"].update(cpu="4", memory="10Gi")
+    body["spec"]["decode"]["resources"]["requests"]["memory"] = "10Gi"
+    objects = render(body, hmac_key="k")
+    for cores, bound in (([2, 3], "2|3"), ([1], "1|1"), ([0, 1, 2, 3], "0,1|2,3")):
+        pods = local_pods(
+            objects, "/s", VLLM, ports=itertools.count(9000), cores=[[0], cores],
+            claims=CLAIMS, config_maps=FILES,
+        )  # fmt: skip
+        assert pods[0].env["VLLM_CPU_OMP_THREADS_BIND"] == "0"  # prefill: TP 1
+        assert pods[1].env["VLLM_CPU_OMP_THREADS_BIND"] == bound
+        assert "--tensor-parallel-size" in pods[1].argv

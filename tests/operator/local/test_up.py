@@ -100,6 +100,26 @@ def test_up_with_a_prompt_runs_a_real_transfer_and_stops() -> None:
     _assert_nothing_left(out, 3)
 
 
+def test_up_runs_prefill_and_decode_at_different_tp_sizes() -> None:
+    """examples/tp-mismatch-cpu.yaml: a TP-2 prefill (two rank processes) feeding a TP-1
+    decode, which reads one KV head from each prefill rank: the same tokens as the
+    quickstart's TP-1 pair for the same prompt, and nothing left behind."""
+    prompt = ["--prompt", "The quick brown fox", "--max-tokens", "8", "--port", "0"]
+    runs = {}
+    for path in (QUICKSTART, ROOT / "examples" / "tp-mismatch-cpu.yaml"):
+        done = subprocess.run(
+            [*UP, str(path), *prompt], capture_output=True, text=True, timeout=240
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        runs[path.name] = done.stdout
+    tokens = {name: re.search(r"tokens: +(\[.*\])", out).group(1) for name, out in runs.items()}  # type: ignore[union-attr]
+    assert tokens["tp-mismatch-cpu.yaml"] == tokens["quickstart-cpu.yaml"]
+    # both KV heads of the prompt's blocks, one descriptor from each prefill rank
+    assert "in 2 descriptor(s)" in runs["tp-mismatch-cpu.yaml"]
+    assert "in 1 descriptor(s)" not in runs["tp-mismatch-cpu.yaml"]
+    _assert_nothing_left(runs["tp-mismatch-cpu.yaml"], 3)
+
+
 def _start_serving() -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [*UP, str(QUICKSTART), "--port", "0"],

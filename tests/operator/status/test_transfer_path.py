@@ -189,7 +189,7 @@ def test_no_decode_pods_and_invalid_specs_are_unknown() -> None:
         "InvalidSpec",
         "Nothing is checked until the spec is fixed.",
     )
-    bad = body(prefill=role(tensorParallelSize=2))  # the reference engine runs TP 1
+    bad = body(prefill=role(tensorParallelSize=3))  # does not split the preset's heads
     found = _cond(_compute(bad, []), "TransferPathReady")
     assert (found["status"], found["reason"]) == ("Unknown", "InvalidSpec")
 
