@@ -169,6 +169,27 @@ def test_the_quickstart_moves_its_kv_between_two_isolated_pods(up: Any) -> None:
     assert _left(run_id) == []
 
 
+def test_prefill_tp2_feeds_a_tp1_decode_across_pods(up: Any) -> None:
+    """examples/tp-mismatch-cpu.yaml in containers: the prefill pod's two rank processes in
+    one container, each listening on its own side-channel port (5600, 5601) on the pod's
+    address; the decode pod reads one KV head from each, the tokens those of TP 1."""
+    run = up(ROOT / "examples" / "tp-mismatch-cpu.yaml")
+    url = run.wait_for(r"endpoint: (http://\S+)/v1/completions")[1]
+    assert re.search(r"proven\s+transfer path to tp-mismatch-decode-0", run.text), run.text
+    ranks = podman("exec", "tp-mismatch-prefill-0-engine", "ps", "-eo", "args", check=False)
+    if ranks.returncode == 0:  # procps may be absent from the image: then /proc says it
+        assert ranks.stdout.count("disagg_worker.serve.rank_worker") == 1, ranks.stdout
+    listening = podman("exec", "tp-mismatch-prefill-0-engine", "cat", "/proc/net/tcp").stdout
+    ports = {int(line.split()[1].split(":")[1], 16) for line in listening.splitlines()[1:]
+             if line.split()[3] == "0A"}  # fmt: skip
+    assert {5600, 5601} <= ports, ports
+    out = _post(url + "/v1/completions", {"prompt": PROMPT, "max_tokens": 16})
+    assert out["disagg"]["transfer_descriptors"] == 2  # a head from each prefill rank
+    assert out["choices"][0]["token_ids"] == _process_tokens()
+    assert run.stop() == 130
+    assert _left(run.run_id) == []
+
+
 def test_ctrl_c_while_starting_leaves_nothing(up: Any) -> None:
     run = up()
     run.wait_for(r"started prefill quickstart-prefill-0")

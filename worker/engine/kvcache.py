@@ -13,6 +13,7 @@ the lease arrives.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
@@ -122,3 +123,19 @@ class PagedKVCache:
         heads, dim = kv.shape[0], kv.shape[-1]
         kv = kv.permute(2, 1, 3, 0, 4).reshape(2, needed * size, heads, dim)
         return kv[0, :length], kv[1, :length]
+
+    def digest(self, table: Sequence[int], length: int) -> list[list[str]]:
+        """Per KV head this cache holds, per block of ``table``: a SHA-256 (32 hex chars) of
+        the K and V of positions ``0..length-1`` it holds, all layers. Positions past
+        ``length`` (generated tokens, stale bytes) do not count, so a decode that received
+        a prompt's KV and an aggregated run that computed it compare equal block by block
+        exactly when their prompt KV is bit-identical."""
+        size, out = self.layout.block_size, []
+        for head in range(self.layout.num_kv_heads):
+            row = []
+            for i in range(-(-length // size)):
+                used = min(size, length - i * size)
+                kv = self.tensor[head, table[i], :, :, :used].contiguous()
+                row.append(hashlib.sha256(kv.cpu().numpy().tobytes()).hexdigest()[:32])
+            out.append(row)
+        return out

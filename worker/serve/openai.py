@@ -42,6 +42,8 @@ HONOURED: dict[str, str] = {
     "stream_options": "{include_usage: bool}",
     "kv_transfer_params": "vLLM's P/D convention (do_remote_decode / do_remote_prefill)",
     "user": "accepted and ignored (an opaque client tag)",
+    "return_kv_digest": "true: disagg.kv_digest holds a SHA-256 per KV head and prompt block "
+    "of the prompt's K/V as this worker holds it (the judge compares P/D with aggregated)",
 }
 CHAT_ONLY = frozenset({"messages"})
 # a prefill's route to free a hold whose decode failed (the proxy posts the params back)
@@ -137,6 +139,7 @@ class CompletionRequest:
     stream: bool = False
     include_usage: bool = False
     chat: bool = False
+    kv_digest: bool = False
 
 
 def parse_request(
@@ -166,6 +169,7 @@ def parse_request(
         kv_transfer_params=params,
         min_tokens=min_tokens,
         stream=stream,
+        kv_digest=_bool(data, "return_kv_digest"),
         include_usage=_include_usage(data.get("stream_options")),
         chat=chat,
     )

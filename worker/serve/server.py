@@ -74,6 +74,7 @@ class Outcome:
     gen: Generation
     kv_transfer_params: dict[str, Any] | None
     timings: dict[str, float]
+    kv_digest: dict[str, list[str]] | None = None  # model KV head → per prompt block
 
 
 class Worker:
@@ -204,9 +205,21 @@ class Worker:
         )
         try:
             gen = await self._generate(req, table, on_token)
+            digest = await self._digest(req, table)
         finally:
             self.allocator.free(table)
-        return Outcome(gen, None, _timings(gen))
+        return Outcome(gen, None, _timings(gen), digest)
+
+    async def _digest(
+        self, req: CompletionRequest, table: list[int]
+    ) -> dict[str, list[str]] | None:
+        """The prompt's KV digest by model KV head (``return_kv_digest``), of the heads this
+        rank holds; None when not asked."""
+        if not req.kv_digest:
+            return None
+        rows = await self._compute_call(self.cache.digest, table, len(req.prompt))
+        heads = self.agent.kv_heads if self.agent is not None else range(len(rows))
+        return {str(h): row for h, row in zip(heads, rows, strict=True)}
 
     async def _generate(
         self,
@@ -302,6 +315,7 @@ class Worker:
             gen = await self._generate(
                 req, table, on_token, prompt_cached=True, first_token=remote.first_token
             )
+            digest = await self._digest(req, table)
         except _InFlight as e:  # the read thread still owns the blocks; it frees them
             if e.error is None:  # cancelled: the client left
                 raise asyncio.CancelledError from None
@@ -311,7 +325,7 @@ class Worker:
             raise
         self.allocator.free(table)
         timings = {**_timings(gen), "transfer_ms": transfer_ms, **_stats_fields(stats)}
-        return Outcome(gen, None, timings)
+        return Outcome(gen, None, timings, digest)
 
     async def _read(
         self, peer: Any, remote_req: str, remote_ids: list[int], table: list[int], digest: str

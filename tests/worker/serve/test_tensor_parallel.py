@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from disagg_worker.engine.judge import kv_mismatches
 from disagg_worker.engine.model import BOS
 from disagg_worker.engine.presets import get_preset
 from disagg_worker.transfer.ranks import rank_heads
@@ -34,7 +35,11 @@ def _prompt(n: int, rng: random.Random) -> list[int]:
 
 def _bodies() -> list[dict[str, Any]]:
     rng = random.Random(23)
-    return [{"prompt": _prompt(n, rng), "max_tokens": GEN, "ignore_eos": True} for n in LENGTHS]
+    digest = {"return_kv_digest": True}
+    return [
+        {"prompt": _prompt(n, rng), "max_tokens": GEN, "ignore_eos": True, **digest}
+        for n in LENGTHS
+    ]
 
 
 def _tokens(url: str, body: dict[str, Any]) -> list[int]:
@@ -56,7 +61,12 @@ def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
 def aggregated(group: Workers) -> dict[str, Any]:
     """TP 1 aggregated answers: the reference every TP size must reproduce."""
     agg = group.worker("both", "agg-tp1")
-    return {"url": agg.url, "tokens": [_tokens(agg.url, b) for b in _bodies()]}
+    outs = [post(agg.url + "/v1/completions", b)[1] for b in _bodies()]
+    return {
+        "url": agg.url,
+        "tokens": [o["choices"][0]["token_ids"] for o in outs],
+        "kv": [o["disagg"]["kv_digest"] for o in outs],
+    }
 
 
 def _pd(prefill: Any, decode: Any, body: dict[str, Any]) -> dict[str, Any]:
@@ -86,9 +96,14 @@ def test_pd_between_tp_sizes_equals_aggregated_tp1(
     group.ready(pre, dec)
     try:
         per_block = 2 * SPEC.num_layers * 16 * SPEC.head_dim * 4  # one head's block
-        for body, want in zip(_bodies(), aggregated["tokens"], strict=True):
+        for body, want, kv in zip(_bodies(), aggregated["tokens"], aggregated["kv"], strict=True):
             out = _pd(pre, dec, body)
             assert out["choices"][0]["token_ids"] == want, (len(body["prompt"]), prefill_tp)
+            # the prompt KV decode's rank 0 holds (its heads) is the aggregated KV, bit for bit
+            assert kv_mismatches(out["disagg"]["kv_digest"], kv) == []
+            assert sorted(out["disagg"]["kv_digest"]) == [
+                str(h) for h in rank_heads(0, decode_tp, 2)
+            ]
             blocks = -(-len(body["prompt"]) // 16)
             # every decode rank read exactly its heads: all heads of every block, once per
             # decode rank holding them (replicas above 2 KV heads), one descriptor per head
