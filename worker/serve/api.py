@@ -88,6 +88,12 @@ class WorkerMetrics:
             "disagg_requests", "Completion requests by kind and outcome",
             ["kind", "outcome"], registry=self.registry,
         )  # fmt: skip
+        self._recomputed = Counter(
+            "disagg_decode_recomputed",
+            "Requests a decode worker computed from the prompt instead of reading their KV, "
+            "by reason (no_kv_transfer_params: sent without do_remote_prefill)",
+            ["reason"], registry=self.registry,
+        )  # fmt: skip
         alloc = worker.allocator
         for name, text, fn in (
             ("disagg_kv_blocks_used", "KV blocks in use", lambda: alloc.num_used),
@@ -98,6 +104,9 @@ class WorkerMetrics:
 
     def request(self, kind: str, outcome: str) -> None:
         self._requests.labels(kind, outcome).inc()
+
+    def recomputed(self, reason: str) -> None:
+        self._recomputed.labels(reason).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -38,6 +38,7 @@ from disagg_worker.serve.canary_verdict import (
     Result,
     due,
     flipped,
+    kv_problem,
     request_body,
     token_problem,
     verdict,
@@ -118,7 +119,7 @@ class Canary:
                 self.proxy.complete(PATH, request_body(self.model), headers),
                 self.timeout_s + 1.0,
             )
-            problem = token_problem(answer)
+            problem = token_problem(answer) or kv_problem(answer)
         except HopError as e:
             problem = str(e) if self.warmed else f"{stage}: {e}"
         except asyncio.TimeoutError:

@@ -53,6 +53,22 @@ def due(last: Result | None, now: float, interval_s: float) -> bool:
     return last is None or now - last.at >= interval_s
 
 
+RECOMPUTED = "DecodeRecomputing"
+
+
+def kv_problem(answer: dict[str, Any]) -> str | None:
+    """None unless decode's answer says it computed the prompt itself instead of reading the
+    prefill's KV (the reference worker's ``disagg.kv_source``): correct tokens, but no P/D.
+    The message starts with :data:`RECOMPUTED`, the reason the canary reports."""
+    figures = answer.get("disagg")
+    if isinstance(figures, dict) and figures.get("kv_source") == "computed":
+        return (
+            f"{RECOMPUTED}: decode computed the prompt itself instead of reading its KV "
+            "from the prefill (the kv_transfer_params did not reach it)"
+        )
+    return None
+
+
 def token_problem(answer: dict[str, Any]) -> str | None:
     """None when decode's answer carries a generated token (vLLM: usage.completion_tokens or
     the choice's text; the reference worker also gives token_ids), else what is missing."""

@@ -63,7 +63,7 @@ def _whole(worker: Worker, req: CompletionRequest, rid: str, out: Outcome) -> di
                          gen.finish_reason)  # fmt: skip
     body["kv_transfer_params"] = out.kv_transfer_params
     body["disagg"] = {"engine_id": worker.config.engine_id, "role": worker.config.role,
-                      **out.timings}  # fmt: skip
+                      "kv_source": out.kv_source, **out.timings}  # fmt: skip
     if out.kv_digest is not None:
         body["disagg"]["kv_digest"] = out.kv_digest
     return body

@@ -58,6 +58,8 @@ from disagg_worker.serve.upstream import (
 
 log = logging.getLogger("disagg.proxy")
 RELEASE_TIMEOUT_S = 2.0
+# A request a decode computes itself by choice (vLLM reads the flags the same way).
+LOCAL_PARAMS = {"do_remote_prefill": False, "do_remote_decode": False}
 PREFILL_PARAMS = {
     "do_remote_decode": True,
     "do_remote_prefill": False,
@@ -235,8 +237,10 @@ class Proxy:
     async def aggregated(
         self, path: str, body: dict[str, Any], headers: dict[str, str]
     ) -> dict[str, Any]:
-        """One request straight to a decode worker, no prefill hop (it prefills locally),
-        bounded by the same deadline."""
+        """One request straight to a decode worker, no prefill hop (it prefills locally, on
+        purpose: ``do_remote_prefill: false`` says so, so the worker does not count a
+        fallback), bounded by the same deadline."""
+        body = {**body, "kv_transfer_params": LOCAL_PARAMS}
         deadline = time.monotonic() + self.timeout_s
         _, out = await self._hop("decode", self.decode, path, body, headers, deadline)
         return out

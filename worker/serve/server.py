@@ -75,6 +75,8 @@ class Outcome:
     kv_transfer_params: dict[str, Any] | None
     timings: dict[str, float]
     kv_digest: dict[str, list[str]] | None = None  # model KV head → per prompt block
+    # where the prompt's KV came from: "computed" here, or "transferred" from a prefill
+    kv_source: str = "computed"
 
 
 class Worker:
@@ -200,6 +202,11 @@ class Worker:
             return await self._prefill(req, request_id, on_token)
         if params.get("do_remote_prefill"):
             return await self._decode(req, request_id, params, on_token)
+        if self.config.role == "decode" and req.kv_transfer_params is None:
+            # P/D did not happen and nobody said so (an explicit do_remote_prefill: false is
+            # a decode-only request on purpose): count it
+            self.metrics.recomputed("no_kv_transfer_params")
+            log.info("request %s: a decode computed its prompt (no kv_transfer_params)", request_id)
         table = await self.admission.allocate(
             self.engine.blocks_needed(len(req.prompt), req.max_tokens)
         )
@@ -325,7 +332,7 @@ class Worker:
             raise
         self.allocator.free(table)
         timings = {**_timings(gen), "transfer_ms": transfer_ms, **_stats_fields(stats)}
-        return Outcome(gen, None, timings, digest)
+        return Outcome(gen, None, timings, digest, "transferred")
 
     async def _read(
         self, peer: Any, remote_req: str, remote_ids: list[int], table: list[int], digest: str

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from disagg_worker.serve.canary_verdict import (
     PROMPT,
+    RECOMPUTED,
     Result,
     due,
     flipped,
+    kv_problem,
     request_body,
     token_problem,
     verdict,
@@ -45,6 +47,14 @@ def test_a_token_is_a_counted_completion_token_a_token_id_or_text() -> None:
     assert "no token" in (token_problem({"choices": [{"text": ""}]}) or "")
     assert "without choices" in (token_problem({"choices": []}) or "")
     assert "without choices" in (token_problem({"object": "text_completion"}) or "")
+
+
+def test_a_decode_that_computed_the_prompt_itself_is_named_decode_recomputing() -> None:
+    computed = {"choices": [{"text": "a"}], "disagg": {"role": "decode", "kv_source": "computed"}}
+    problem = kv_problem(computed) or ""
+    assert problem.startswith(RECOMPUTED + ":") and "instead of reading its KV" in problem
+    assert kv_problem({"choices": [{"text": "a"}], "disagg": {"kv_source": "transferred"}}) is None
+    assert kv_problem({"choices": [{"text": "a"}]}) is None  # vLLM: its answer does not say
 
 
 def test_only_a_change_of_verdict_is_a_flip() -> None:

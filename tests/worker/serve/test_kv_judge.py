@@ -15,7 +15,7 @@ from disagg_worker.config import WorkerConfig
 from disagg_worker.engine.judge import kv_mismatches
 from disagg_worker.engine.model import BOS
 from disagg_worker.transfer.probe import _peer_meta
-from tests.worker.serve.conftest import Workers, post
+from tests.worker.serve.conftest import Workers, get, metric, post
 
 
 class _IOVec(ctypes.Structure):
@@ -97,3 +97,28 @@ def test_the_judge_compares_only_heads_both_sides_hold() -> None:
     assert kv_mismatches({"1": ["a"]}, {"1": ["a", "b"]}) == [(1, 0), (1, 1)]
     with pytest.raises(ValueError, match="no KV head in common"):
         kv_mismatches({"0": []}, {"1": []})
+
+
+def test_a_decode_that_computes_a_prompt_nobody_asked_it_to_counts_the_fallback(
+    trio: dict[str, Any],
+) -> None:
+    """A client that drops kv_transfer_params gets correct tokens from the decode, which
+    computed the prompt itself: counted by reason, and the answer says so; an explicit
+    do_remote_prefill: false (a decode-only request on purpose) and a real P/D hop are not
+    counted."""
+    name = 'disagg_decode_recomputed_total{reason="no_kv_transfer_params"}'
+    url = trio["decode"].url
+
+    def count() -> float:
+        return metric(get(url + "/metrics"), name)
+
+    before, body = count(), _body(20, 3)
+    status, out = post(url + "/v1/completions", body)
+    assert status == 200 and out["disagg"]["kv_source"] == "computed"
+    assert count() == before + 1
+    local = {**body, "kv_transfer_params": {"do_remote_prefill": False}}
+    assert post(url + "/v1/completions", local)[0] == 200
+    params = _prefill_hop(trio, body)["kv_transfer_params"]
+    status, out = post(url + "/v1/completions", {**body, "kv_transfer_params": params})
+    assert status == 200 and out["disagg"]["kv_source"] == "transferred"
+    assert count() == before + 1
