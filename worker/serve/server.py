@@ -322,7 +322,7 @@ class Worker:
             gen = await self._generate(
                 req, table, on_token, prompt_cached=True, first_token=remote.first_token
             )
-            digest = await self._digest(req, table)
+            kv_digest = await self._digest(req, table)
         except _InFlight as e:  # the read thread still owns the blocks; it frees them
             if e.error is None:  # cancelled: the client left
                 raise asyncio.CancelledError from None
@@ -332,7 +332,7 @@ class Worker:
             raise
         self.allocator.free(table)
         timings = {**_timings(gen), "transfer_ms": transfer_ms, **_stats_fields(stats)}
-        return Outcome(gen, None, timings, digest, "transferred")
+        return Outcome(gen, None, timings, kv_digest, "transferred")
 
     async def _read(
         self, peer: Any, remote_req: str, remote_ids: list[int], table: list[int], digest: str
