@@ -57,10 +57,10 @@ class Rank:
         up = self._ctx.socket(zmq.PUSH)
         up.connect(args.up)
         self.up = Sender(up)
-        store = dist.TCPStore(LOOPBACK, args.store_port, config.tp_size, is_master=False)
-        self.collective = Collective(self.rank, config.tp_size, store)
+        self._store_port = args.store_port
+        self.collective: Collective | None = None  # joined once rank 0 knows we are ready
         spec = get_preset(config.model)
-        shard = Shard(self.rank, config.tp_size, gather=self.collective.gather)
+        shard = Shard(self.rank, config.tp_size, gather=self._gather)
         layout = kv_layout(spec, config.block_size, config.num_blocks, shard)
         self.cache = PagedKVCache(layout, config.device)
         self.engine = ReferenceEngine(spec, self.cache, config.seed, shard)
@@ -75,9 +75,17 @@ class Rank:
         self._reads = ThreadPoolExecutor(TRANSFER_THREADS, thread_name_prefix="rank-read")
         self._failed = threading.Event()
 
+    def _gather(self, tensor: Any) -> Any:
+        assert self.collective is not None
+        return self.collective.gather(tensor)
+
     def run(self) -> None:
+        """Say ready (rank 0 waits for every rank before anyone joins the gloo group, so a
+        rank that fails to start is seen at once), join the group, then serve."""
         port = self.agent.side_channel_port if self.config.role == "prefill" and self.agent else 0
         self.up.send(["ready", self.rank, port])
+        store = dist.TCPStore(LOOPBACK, self._store_port, self.config.tp_size, is_master=False)
+        self.collective = Collective(self.rank, self.config.tp_size, store)
         engine = threading.Thread(target=self._engine_loop, name="engine", daemon=True)
         engine.start()
         parent = os.getppid()
@@ -127,7 +135,8 @@ class Rank:
             self.agent.close()
         self._down.close(linger=0)
         self.up.close()
-        self.collective.close()
+        if self.collective is not None:
+            self.collective.close()
         self._ctx.term()
 
 

@@ -114,6 +114,15 @@ class Worker:
         self._turn_waiting = 0
 
     def start(self) -> None:
+        """The transfer agent, then the other ranks; on any failure what was started is
+        stopped again (NIXL handles released, rank processes ended) and the error raised."""
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self) -> None:
         if self.config.role != "both":
             from disagg_worker.transfer.engine import KVTransferAgent
 

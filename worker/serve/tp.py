@@ -87,8 +87,14 @@ class RankGroup:
             ]  # fmt: skip
             env = rank_env(self.config, rank, dict(os.environ))
             self._procs.append(subprocess.Popen(argv, env=env, preexec_fn=die_with_parent))
-        self.collective = Collective(0, self.size, store)
-        self.ports = self._await_ready(up)
+        # every rank ready before the group forms: a rank that fails to start is seen here
+        # (its exit), not after the group's join timeout
+        try:
+            self.ports = self._await_ready(up)
+            self.collective = Collective(0, self.size, store)
+        except BaseException:
+            up.close(linger=0)  # else closing the context would wait for it for ever
+            raise
         self._reader = threading.Thread(
             target=self._answers, args=(up,), name="tp-answers", daemon=True
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,3 +168,36 @@ def test_stopped_prefill_rank_fails_the_request_in_time_and_frees_every_block(
         **body, "kv_transfer_params": first["kv_transfer_params"]})  # fmt: skip
     assert status == 502, out
     group.stop_one(dec)
+
+
+def _two_free_ports() -> tuple[int, socket.socket]:
+    """A free port P whose neighbour P + 1 is held open by the returned socket."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = probe.getsockname()[1]
+        held = socket.socket()
+        try:
+            held.bind(("127.0.0.1", base + 1))
+            held.listen()
+            return base, held
+        except OSError:
+            held.close()
+    raise AssertionError("no pair of ports")
+
+
+def test_a_rank_that_cannot_start_fails_the_worker_at_once(group: Workers) -> None:
+    """Rank 1's side channel (sideChannelPort + 1) is taken: the worker stops with an error
+    naming the rank long before the group's join timeout, and leaves no rank behind."""
+    base, held = _two_free_ports()
+    try:
+        t0 = time.monotonic()
+        child = group.spawn("prefill", "pre-busy", tp_size=2, side_channel_port=base)
+        child.proc.wait(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        held.close()
+    assert child.proc.returncode == 1
+    assert "tensor-parallel rank 1 exited with code" in child.log_tail(), child.log_tail()
+    assert took < 30, took  # the gloo join would have waited 60 s
+    group.stop_one(child)
