@@ -77,6 +77,10 @@ SPLIT_REFUSALS: dict[str, tuple[Callable[[Any], bool], str]] = {
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
+# The error type of a decode whose READ of the prefill's KV failed (502) or timed out (504).
+TRANSFER_FAILED = "kv_transfer_error"
+
+
 class ApiError(Exception):
     """An error answered as JSON: ``{"error": {"message", "type", "param", "code"}}``.
     Message and param are cut to their bounds here, whatever they quote."""
@@ -91,7 +95,7 @@ class ApiError(Exception):
     def body(self) -> dict[str, Any]:
         kind = "invalid_request_error" if self.status < 500 else "server_error"
         if self.status in (502, 504):
-            kind = "kv_transfer_error"
+            kind = TRANSFER_FAILED
         error = {"message": self.message, "type": kind, "param": self.param, "code": self.status}
         return {"error": error}
 

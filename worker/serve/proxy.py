@@ -50,9 +50,11 @@ from disagg_worker.serve.upstream import (
     Backend,
     HopError,
     Pool,
+    error_kind,
     first_taker,
     hop_failure,
     message_of,
+    prefill_gone,
     relay_status,
 )
 
@@ -81,6 +83,7 @@ class Proxy:
         timeout_s: float = 60.0,
         after_prefill: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
         refreshers: Sequence[Refresher] = (),
+        prefill_retries: int = 1,
     ) -> None:
         """``prefill`` and ``decode``: worker URLs, or pools that ``refreshers`` keep
         current from their Services (:mod:`disagg_worker.serve.discovery`)."""
@@ -88,6 +91,9 @@ class Proxy:
         self.decode = decode if isinstance(decode, Pool) else Pool(decode, policy)
         self.timeout_s = timeout_s
         self.after_prefill = after_prefill  # a test seam: act between the two hops
+        # a decode whose READ from its prefill failed is retried from another prefill, this
+        # many times at most (0: never); ``retried`` counts the retries made
+        self.prefill_retries, self.retried = prefill_retries, 0
         self.refreshers = list(refreshers)
         self._session: aiohttp.ClientSession | None = None
         self._releases: set[asyncio.Task[None]] = set()
@@ -133,14 +139,21 @@ class Proxy:
         go to both."""
         deadline = time.monotonic() + self.timeout_s
         t0 = time.perf_counter()
-        p, pre, params = await self._prefill(path, body, headers, deadline)
-        t1 = time.perf_counter()
-        second = {**body, "kv_transfer_params": params}
-        try:
-            d, out = await self._hop("decode", self.decode, path, second, headers, deadline)
-        except BaseException:  # failed, or the client left: the prefill's blocks go now
-            self.release_later(p, params, headers)
-            raise
+        tried: list[str] = []
+        while True:
+            p, pre, params = await self._prefill(path, body, headers, deadline, tried)
+            t1 = time.perf_counter()
+            second = {**body, "kv_transfer_params": params}
+            try:
+                d, out = await self._hop("decode", self.decode, path, second, headers, deadline)
+                break
+            except HopError as e:  # the prefill's blocks go now; its READ may be retried
+                self.release_later(p, params, headers)
+                if not self._retry(e, p, tried):
+                    raise
+            except BaseException:  # the client left: the prefill's blocks go now
+                self.release_later(p, params, headers)
+                raise
         t2 = time.perf_counter()
         ms = 1000.0
         figures = out.get("disagg")
@@ -152,6 +165,7 @@ class Proxy:
             "prefill_hop_ms": (t1 - t0) * ms,
             "decode_hop_ms": (t2 - t1) * ms,
             "total_ms": (t2 - t0) * ms,
+            "prefill_retries": len(tried),
         }
         if isinstance(pre.get("disagg"), dict):
             figures["prefill"] = pre["disagg"]
@@ -165,13 +179,20 @@ class Proxy:
         it ends the stream with an ``{"error": ...}`` event."""
         assert self._session is not None, "Proxy.start() first"
         deadline = time.monotonic() + self.timeout_s
-        p, _, params = await self._prefill(path, body, headers, deadline)
-        second = {**body, "kv_transfer_params": params}
-        try:
-            backend, resp = await self._open_decode(path, second, headers, deadline)
-        except BaseException:
-            self.release_later(p, params, headers)
-            raise
+        tried: list[str] = []
+        while True:
+            p, _, params = await self._prefill(path, body, headers, deadline, tried)
+            second = {**body, "kv_transfer_params": params}
+            try:
+                backend, resp = await self._open_decode(path, second, headers, deadline)
+                break
+            except HopError as e:  # before decode's first byte: nothing reached the client
+                self.release_later(p, params, headers)
+                if not self._retry(e, p, tried):
+                    raise
+            except BaseException:
+                self.release_later(p, params, headers)
+                raise
         backend.inflight += 1
         try:
             return await _relay_stream(request, resp, f"decode {backend.url + path}", headers)
@@ -214,15 +235,36 @@ class Proxy:
                 relay_status(resp.status),
                 f"{where} answered {resp.status}: {message_of(data)}",
                 retry_after=resp.headers.get("Retry-After", ""),
+                kind=error_kind(data),
             )
         return resp
 
+    def _retry(self, error: HopError, prefill: Backend, tried: list[str]) -> bool:
+        """Whether a failed decode hop is retried from another prefill (its READ from
+        ``prefill`` failed, another prefill is there, retries are left); counts it."""
+        tried.append(prefill.url)
+        if not prefill_gone(error) or len(tried) > self.prefill_retries:
+            return False
+        if not self.prefill.has_other(tried):
+            return False
+        self.retried += 1
+        log.warning(
+            "decode could not read its KV from prefill %s; retrying: %s", prefill.url, error
+        )
+        return True
+
     async def _prefill(
-        self, path: str, body: dict[str, Any], headers: dict[str, str], deadline: float
+        self,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        deadline: float,
+        avoid: Sequence[str] = (),
     ) -> tuple[Backend, dict[str, Any], dict[str, Any]]:
-        """The prefill hop: the worker, its answer and the kv_transfer_params for decode."""
+        """The prefill hop (on a worker not in ``avoid`` when there is one): the worker,
+        its answer and the kv_transfer_params for decode."""
         first = prefill_body(body)
-        p, pre = await self._hop("prefill", self.prefill, path, first, headers, deadline)
+        p, pre = await self._hop("prefill", self.prefill, path, first, headers, deadline, avoid)
         params = pre.get("kv_transfer_params")
         if not isinstance(params, dict):
             raise HopError(
@@ -253,10 +295,12 @@ class Proxy:
         body: dict[str, Any],
         headers: dict[str, str],
         deadline: float,
+        avoid: Sequence[str] = (),
     ) -> tuple[Backend, dict[str, Any]]:
-        """POST to the pool's pick; when it is full or unreachable, to each other worker."""
+        """POST to the pool's pick; when it is full or unreachable, to each other worker
+        (those in ``avoid`` last)."""
         return await first_taker(
-            pool, lambda b: self._post(role, b.url + path, body, headers, deadline)
+            pool, lambda b: self._post(role, b.url + path, body, headers, deadline), avoid
         )
 
     async def _post(
@@ -277,7 +321,8 @@ class Proxy:
             raise hop_failure(where, self.timeout_s, e) from None
         if status >= 400 or not isinstance(data, dict):
             message = f"{where} answered {status}: {message_of(data)}"
-            raise HopError(relay_status(status), message, retry_after=retry_after)
+            kind = error_kind(data)
+            raise HopError(relay_status(status), message, retry_after=retry_after, kind=kind)
         return data
 
 
@@ -359,7 +404,8 @@ def build_app(proxy: Proxy) -> web.Application:
         }
         if services:
             pools["services"] = services
-        return web.json_response({"status": "ok", "policy": proxy.prefill.policy, **pools})
+        info = {"status": "ok", "policy": proxy.prefill.policy, "prefill_retries": proxy.retried}
+        return web.json_response({**info, **pools})
 
     app = web.Application(client_max_size=CLIENT_MAX_SIZE, middlewares=[json_route_errors(_error)])
     app.router.add_post("/v1/completions", generate)
@@ -399,6 +445,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="listen address (0.0.0.0 in a pod)")
     p.add_argument("--port", type=int, default=8080, help="0: any free port")
     p.add_argument("--timeout-s", type=float, default=60.0, help="deadline for both hops")
+    p.add_argument(
+        "--prefill-retries",
+        type=int,
+        default=1,
+        help="a decode that could not read its KV from its prefill is retried from another "
+        "prefill this many times (default 1; 0: never)",
+    )
     return p
 
 
@@ -425,7 +478,10 @@ def main(argv: list[str]) -> int:
     from disagg_worker.serve.localrun import serve
 
     prefill, decode, refreshers = pools(args)
-    proxy = Proxy(prefill, decode, args.policy, args.timeout_s, refreshers=refreshers)
+    proxy = Proxy(
+        prefill, decode, args.policy, args.timeout_s,
+        refreshers=refreshers, prefill_retries=args.prefill_retries,
+    )  # fmt: skip
 
     async def ready(_: int) -> dict[str, Any]:
         return {

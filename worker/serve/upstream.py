@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aiohttp
 
 from disagg_worker.serve.limits import bounded
+from disagg_worker.serve.openai import TRANSFER_FAILED
 
 POLICIES = ("round-robin", "least-loaded")
 T = TypeVar("T")
@@ -37,15 +38,37 @@ def hop_failure(where: str, timeout_s: float, error: Exception) -> HopError:
 class HopError(Exception):
     """A hop failed; ``status`` is what the proxy answers. ``retryable``: another worker
     of the pool may take it (this one is full or unreachable); ``retry_after``: the
-    worker's Retry-After."""
+    worker's Retry-After; ``kind``: the worker's own error type, when it answered one."""
 
     def __init__(
-        self, status: int, message: str, *, retryable: bool = False, retry_after: str = ""
+        self,
+        status: int,
+        message: str,
+        *,
+        retryable: bool = False,
+        retry_after: str = "",
+        kind: str = "",
     ) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable or status == 503
         self.retry_after = retry_after
+        self.kind = kind
+
+
+def prefill_gone(error: HopError) -> bool:
+    """Whether a failed decode hop may be retried from another prefill: the decode said its
+    READ from the prefill failed (502: unreachable, disconnected, not held, ...; never a
+    client error or the deadline). A prefill hop is stateless and the decode produced no
+    output, so a new prefill hop elsewhere is the whole retry."""
+    return error.status == 502 and error.kind == TRANSFER_FAILED
+
+
+def error_kind(data: Any) -> str:
+    """The ``error.type`` a worker answered ("" when none)."""
+    err = data.get("error") if isinstance(data, dict) else None
+    kind = err.get("type") if isinstance(err, dict) else None
+    return kind if isinstance(kind, str) else ""
 
 
 @dataclass
@@ -82,19 +105,27 @@ class Pool:
             return min(order, key=lambda b: b.inflight)  # ties: round-robin order
         return order[0]
 
-    def candidates(self) -> list[Backend]:
+    def candidates(self, avoid: Collection[str] = ()) -> list[Backend]:
         """The policy's pick, then every other worker (where a full or unreachable
-        worker's request goes next). No worker (a Service with no ready pod): a 503."""
+        worker's request goes next); workers in ``avoid`` (URLs) last. No worker (a
+        Service with no ready pod): a 503."""
         if not self.backends:
             raise HopError(503, f"no ready pod behind {self.service}", retry_after="1")
         first = self.pick()
-        return [first, *(b for b in self.backends if b is not first)]
+        order = [first, *(b for b in self.backends if b is not first)]
+        return [b for b in order if b.url not in avoid] + [b for b in order if b.url in avoid]
+
+    def has_other(self, avoid: Collection[str]) -> bool:
+        return any(b.url not in avoid for b in self.backends)
 
 
-async def first_taker(pool: Pool, attempt: Callable[[Backend], Awaitable[T]]) -> tuple[Backend, T]:
-    """``attempt`` on the pool's pick, then on each other worker while the failure is
-    retryable (full or unreachable); the last failure is raised."""
-    candidates = pool.candidates()
+async def first_taker(
+    pool: Pool, attempt: Callable[[Backend], Awaitable[T]], avoid: Collection[str] = ()
+) -> tuple[Backend, T]:
+    """``attempt`` on the pool's pick (workers in ``avoid`` last), then on each other
+    worker while the failure is retryable (full or unreachable); the last failure is
+    raised."""
+    candidates = pool.candidates(avoid)
     for i, backend in enumerate(candidates):
         backend.inflight += 1
         try:

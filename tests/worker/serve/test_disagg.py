@@ -247,3 +247,80 @@ async def test_prefill_killed_between_hops_fails_naming_the_cause(
     # the decode worker is not stuck: its blocks are back and it still serves
     assert get(dec.url + "/debug/blocks")["used"] == 0
     assert get(dec.url + "/health")["status"] == "ok"
+
+
+async def _through_proxy(proxy: Proxy, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    server = TestServer(build_app(proxy), host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as session:
+            url = str(server.make_url("/v1/completions"))
+            async with session.post(url, json=body) as resp:
+                return resp.status, await resp.json()
+    finally:
+        await server.close()
+
+
+def _killer(pool: dict[str, Any], killed: list[str]) -> Any:
+    """An after_prefill hook that SIGKILLs the prefill of the first request only."""
+
+    async def kill(params: dict[str, Any]) -> None:
+        if not killed:
+            victim = pool[params["remote_engine_id"]]
+            victim.proc.send_signal(signal.SIGKILL)
+            victim.proc.wait()
+            killed.append(victim.name)
+
+    return kill
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_a_prefill_killed_between_hops_is_retried_on_another_unseen_by_the_client(
+    start_worker: StartWorker, streamed: bool
+) -> None:
+    """Two prefills; the one the proxy picked dies after answering: decode's READ fails
+    (its prefill is gone, no token was made), the proxy runs the prefill hop again on the
+    other prefill, and the client gets the aggregated answer, the retry counted."""
+    agg = start_worker("both")
+    pool = {n: start_worker("prefill", n) for n in ("p-first", "p-second")}
+    dec = start_worker("decode", transfer_deadline_s=3.0)
+    body = {"prompt": "retry me", "max_tokens": 5, "ignore_eos": True}
+    _, alone = post(agg.url + "/v1/completions", body)
+    killed: list[str] = []
+    proxy = Proxy([w.url for w in pool.values()], [dec.url], timeout_s=20.0,
+                  after_prefill=_killer(pool, killed))  # fmt: skip
+    if not streamed:
+        status, out = await _through_proxy(proxy, body)
+        assert status == 200, out
+        assert out["choices"][0]["token_ids"] == alone["choices"][0]["token_ids"]
+        assert out["disagg"]["proxy"]["prefill_retries"] == 1
+        assert out["disagg"]["kv_source"] == "transferred"
+        (survivor,) = set(pool) - set(killed)
+        assert out["disagg"]["prefill"]["engine_id"] == survivor
+    else:
+        server = TestServer(build_app(proxy), host="127.0.0.1")
+        await server.start_server()
+        try:
+            async with aiohttp.ClientSession() as session:
+                url = str(server.make_url("/v1/completions"))
+                async with session.post(url, json={**body, "stream": True}) as resp:
+                    assert resp.status == 200
+                    text = await resp.text()
+        finally:
+            await server.close()
+        assert "error" not in text and text.rstrip().endswith("data: [DONE]")
+    assert proxy.retried == 1 and len(killed) == 1
+    assert get(dec.url + "/debug/blocks")["used"] == 0
+
+
+async def test_without_retries_or_another_prefill_the_decode_error_reaches_the_client(
+    start_worker: StartWorker,
+) -> None:
+    pool = {n: start_worker("prefill", n) for n in ("p-a", "p-b")}
+    dec = start_worker("decode", transfer_deadline_s=3.0)
+    body = {"prompt": "no retry", "max_tokens": 3}
+    proxy = Proxy([w.url for w in pool.values()], [dec.url], timeout_s=20.0,
+                  after_prefill=_killer(pool, []), prefill_retries=0)  # fmt: skip
+    status, out = await _through_proxy(proxy, body)
+    assert status == 502 and "KV transfer from prefill" in out["error"]["message"], out
+    assert proxy.retried == 0
