@@ -80,12 +80,12 @@ def _pd(prefill: Any, decode: Any, body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def test_tp_output_equals_tp1_at_every_size(group: Workers, aggregated: dict[str, Any]) -> None:
-    """Aggregated TP 2, 4 and 8 (8 query heads; KV heads 2, replicated above TP 2)."""
-    for tp in (2, 4, 8):
-        agg = group.worker("both", f"agg-tp{tp}", tp_size=tp)
-        assert [_tokens(agg.url, b) for b in _bodies()] == aggregated["tokens"], tp
-        group.stop_one(agg)
+def test_tp8_output_equals_tp1(group: Workers, aggregated: dict[str, Any]) -> None:
+    """Aggregated TP 8: one query head per rank, each KV head on 4 ranks (TP 2 and 4 are
+    proven by the P/D pairs below, whose prefill or decode runs at that size)."""
+    agg = group.worker("both", "agg-tp8", tp_size=8)
+    assert [_tokens(agg.url, b) for b in _bodies()] == aggregated["tokens"]
+    group.stop_one(agg)
 
 
 @pytest.mark.parametrize(("prefill_tp", "decode_tp"), PAIRS)
