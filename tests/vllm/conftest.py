@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 import yaml
 
+from disagg_operator.local import vllm as local_vllm
 from disagg_operator.local.stack import Run, launch, start_aggregated
 from disagg_worker.serve.localrun import stop_children
-from disagg_worker.vllm import judge
+from disagg_worker.vllm import judge, metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_CPU = ROOT / "examples" / "vllm-cpu.yaml"
@@ -161,18 +162,40 @@ class Stack:
         return self.run.logs[self.run.names[self.url(role)]]
 
 
-@pytest.fixture(scope="module")
-def pd_stack(
-    aggregated_tokens: list[list[int]], tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Stack]:
-    """examples/vllm-cpu.yaml as `disagg up` runs it: rendered pods, proxy in front.
-    Module-scoped: stopped before any other module starts engines of its own."""
-    tmp = tmp_path_factory.mktemp("pd")
-    path = tmp / "vllm-cpu.yaml"
-    path.write_text(yaml.safe_dump(_manifest(tiny_llama)))
+def launched(body: dict[str, Any], tmp: Path) -> Iterator[Stack]:
+    """The manifest ``body`` as `disagg up` runs it (rendered pods, proxy in front), until
+    the generator is closed."""
+    path = tmp / "manifest.yaml"
+    path.write_text(yaml.safe_dump(body))
     run = Run([], {})
     try:
         launch(path, tmp, tmp, run, port=0, say=print)
         yield Stack(run)
     finally:
         stop_children(run.children)
+
+
+def assert_pd_equals_aggregated(
+    stack: Stack, chosen: list[list[int]], want: list[list[int]], wait_s: float
+) -> None:
+    """Greedy tokens of ``chosen`` through the stack's proxy equal ``want``, and the KV
+    really moved: decode's own metrics count one NIXL transfer per prompt, none failed (a
+    decode that silently recomputed would give the same tokens)."""
+    since = local_vllm.log_size(stack.log("decode"))
+    got = [greedy(stack.proxy, p) for p in chosen]
+    for n, (mine, theirs) in enumerate(zip(got, want, strict=True)):
+        assert mine == theirs, f"prompt {n} ({len(chosen[n])} tokens) differs"
+    figures = local_vllm.transfer_figures(
+        stack.log("decode"), since, wait_s=wait_s, expect=len(got)
+    )
+    assert figures[metrics.COUNT] >= len(got)
+    assert figures[metrics.FAILED] == 0
+
+
+@pytest.fixture(scope="module")
+def pd_stack(
+    aggregated_tokens: list[list[int]], tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """examples/vllm-cpu.yaml as `disagg up` runs it: rendered pods, proxy in front.
+    Module-scoped: stopped before any other module starts engines of its own."""
+    yield from launched(_manifest(tiny_llama), tmp_path_factory.mktemp("pd"))

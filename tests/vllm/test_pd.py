@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from disagg_operator.local import vllm as local_vllm
 from disagg_worker.serve.proxy import PREFILL_PARAMS
-from disagg_worker.vllm import judge, metrics
+from disagg_worker.vllm import judge
 
 from .conftest import (
     MAX_TOKENS,
     Logprobs,
     Stack,
+    assert_pd_equals_aggregated,
     greedy,
     greedy_logprobs,
     post,
@@ -36,17 +36,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 def test_pd_tokens_equal_aggregated_vllm(
     pd_stack: Stack, aggregated_tokens: list[list[int]]
 ) -> None:
-    since = local_vllm.log_size(pd_stack.log("decode"))
-    got = [greedy(pd_stack.proxy, p) for p in prompts()]
-    for n, (mine, theirs) in enumerate(zip(got, aggregated_tokens, strict=True)):
-        assert mine == theirs, f"prompt {n} ({len(prompts()[n])} tokens) differs"
-    # The KV really moved: decode's own metrics count one NIXL transfer per prompt, none
-    # failed (a decode that silently recomputed would give the same tokens).
-    figures = local_vllm.transfer_figures(
-        pd_stack.log("decode"), since, wait_s=30.0, expect=len(got)
-    )
-    assert figures[metrics.COUNT] >= len(got)
-    assert figures[metrics.FAILED] == 0
+    assert_pd_equals_aggregated(pd_stack, prompts(), aggregated_tokens, wait_s=30.0)
 
 
 def test_pd_logprobs_equal_aggregated_and_the_judge_sees_wrong_kv(

@@ -14,14 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
-from disagg_operator.local import vllm as local_vllm
-from disagg_operator.local.stack import Run, launch
-from disagg_worker.serve.localrun import stop_children
-from disagg_worker.vllm import metrics
-
-from .conftest import Stack, _manifest, greedy, prompts
+from .conftest import Stack, _manifest, assert_pd_equals_aggregated, launched, prompts
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1200)]
 
@@ -32,33 +26,16 @@ def tp_stack(
 ) -> Iterator[Stack]:
     """examples/vllm-cpu.yaml with decode at tensorParallelSize 2 (the memory the operator
     derives for two ranks), as `disagg up` runs it."""
-    tmp = tmp_path_factory.mktemp("pd-tp")
     body = _manifest(tiny_llama)
     decode = body["spec"]["decode"]
     decode["tensorParallelSize"] = 2
     decode["resources"] = {"requests": {"cpu": "1", "memory": "10Gi"},
                            "limits": {"cpu": "2", "memory": "10Gi"}}  # fmt: skip
-    path = tmp / "vllm-cpu-tp.yaml"
-    path.write_text(yaml.safe_dump(body))
-    run = Run([], {})
-    try:
-        launch(path, tmp, tmp, run, port=0, say=print)
-        yield Stack(run)
-    finally:
-        stop_children(run.children)
+    yield from launched(body, tmp_path_factory.mktemp("pd-tp"))
 
 
 def test_decode_tp2_from_prefill_tp1_equals_aggregated_vllm(
     tp_stack: Stack, aggregated_tokens: list[list[int]]
 ) -> None:
-    since = local_vllm.log_size(tp_stack.log("decode"))
-    chosen = prompts()[::3]  # three prompt lengths: a TP-2 decode on two shared cores is slow
-    got = [greedy(tp_stack.proxy, p) for p in chosen]
-    want = aggregated_tokens[::3]
-    for n, (mine, theirs) in enumerate(zip(got, want, strict=True)):
-        assert mine == theirs, f"prompt {n} ({len(chosen[n])} tokens) differs"
-    figures = local_vllm.transfer_figures(
-        tp_stack.log("decode"), since, wait_s=60.0, expect=len(got)
-    )
-    assert figures[metrics.COUNT] >= len(got)
-    assert figures[metrics.FAILED] == 0
+    # three prompt lengths: a TP-2 decode on two shared cores is slow
+    assert_pd_equals_aggregated(tp_stack, prompts()[::3], aggregated_tokens[::3], wait_s=60.0)

@@ -59,6 +59,7 @@ from disagg_worker.serve.kv_params import (
 from disagg_worker.serve.openai import ApiError, CompletionRequest
 from disagg_worker.transfer.handshake import load_secret
 from disagg_worker.transfer.protocol import prompt_digest
+from disagg_worker.transfer.ranks import rank_heads
 
 log = logging.getLogger("disagg.worker")
 OnToken = Callable[[int], None]
@@ -234,7 +235,8 @@ class Worker:
         if not req.kv_digest:
             return None
         rows = await self._compute_call(self.cache.digest, table, len(req.prompt))
-        heads = self.agent.kv_heads if self.agent is not None else range(len(rows))
+        cfg = self.config
+        heads = rank_heads(cfg.tp_rank, cfg.tp_size, self.spec.num_kv_heads)
         return {str(h): row for h, row in zip(heads, rows, strict=True)}
 
     async def _generate(

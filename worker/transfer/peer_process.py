@@ -5,7 +5,7 @@ that owns a :class:`KVTransferAgent` with a KV cache filled with :func:`pattern`
 reading side can verify every byte it receives. Commands: ``publish``, ``events``,
 ``ports`` (rank 0 of a tensor-parallel prefill: every rank's side-channel port), ``stop``.
 A rank of a tensor-parallel prefill is one such process per rank (``model_kv_heads`` and a
-shared ``incarnation``); each rank's cache is filled with seed ``seed + rank``.
+shared ``incarnation``; the TP transfer benchmark fills rank r's cache with seed r).
 """
 
 from __future__ import annotations

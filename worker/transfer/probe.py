@@ -33,7 +33,7 @@ from disagg_worker.transfer import handshake, protocol
 from disagg_worker.transfer.layout import KVLayout
 
 
-def _peer_meta(cfg: WorkerConfig, host: str, port: int, timeout: float) -> protocol.PeerMetadata:
+def peer_meta(cfg: WorkerConfig, host: str, port: int, timeout: float) -> protocol.PeerMetadata:
     """Fetch the peer's metadata over the side channel (no NIXL)."""
     import zmq
 
@@ -66,7 +66,7 @@ def probe(
 
     report: dict[str, Any] = {"peer": f"{host}:{port}", "ok": False, "step": "handshake"}
     try:
-        meta = _peer_meta(cfg, host, port, deadline)
+        meta = peer_meta(cfg, host, port, deadline)
         theirs = KVLayout.model_validate(msgspec.structs.asdict(meta.layout))
     except (handshake.HandshakeTimeout, protocol.ProtocolError, RuntimeError, ValueError) as e:
         return {**report, "error": str(e)}

@@ -16,9 +16,8 @@ from disagg_operator.api.problems import Problem
 from disagg_operator.contracts import vllm
 from disagg_operator.derive import transfer
 from disagg_operator.derive.resources import cpu_limits
-from disagg_operator.engines import tensor_parallel
 from disagg_operator.engines.base import flag_values
-from disagg_operator.engines.vllm import derive
+from disagg_operator.engines.vllm import derive, tensor_parallel
 from disagg_worker import platforms
 from disagg_worker.platforms import Table
 

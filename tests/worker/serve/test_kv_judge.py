@@ -14,7 +14,7 @@ import pytest
 from disagg_worker.config import WorkerConfig
 from disagg_worker.engine.judge import kv_mismatches
 from disagg_worker.engine.model import BOS
-from disagg_worker.transfer.probe import _peer_meta
+from disagg_worker.transfer.probe import peer_meta
 from tests.worker.serve.conftest import Workers, get, metric, post
 
 
@@ -84,7 +84,7 @@ def test_one_corrupted_byte_in_a_transferred_block_is_caught(trio: dict[str, Any
     want = _aggregated(trio, body)
     params = _prefill_hop(trio, body)["kv_transfer_params"]
     # head 1's region of the prefill, third block of the prompt, somewhere inside layer 2
-    meta = _peer_meta(WorkerConfig(role="decode"), "127.0.0.1", params["remote_port"], 5.0)
+    meta = peer_meta(WorkerConfig(role="decode"), "127.0.0.1", params["remote_port"], 5.0)
     block = params["remote_block_ids"][2]
     address = meta.region_addrs[1] + block * meta.block_len + meta.block_len // 2 + 12
     _flip_byte(trio["prefill"].proc.pid, address)

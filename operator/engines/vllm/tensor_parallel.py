@@ -1,8 +1,9 @@
-"""Which prefill/decode tensor-parallel pairs an engine serves: one check, read by each
-engine with the rules of its version (vLLM's profile) or none (TP pairs a multiple apart,
-prefill never above decode).
+"""Which prefill/decode tensor-parallel pairs a vLLM version serves: the rules of its
+profile, or, when the version is unresolved (no profile), the safe ones (TP pairs a
+multiple apart, prefill never above decode). The reference engine maps KV heads between
+any sizes its presets split (engines/reference).
 
-Pure layer, part of engines.
+Pure layer, part of engines.vllm.
 """
 
 from __future__ import annotations
