@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "crd": ("disagg_operator.render.crd_cli", "print the generated CustomResourceDefinition"),
     "operator": ("disagg_operator.controller.run", "run the operator (kopf) against a cluster"),
     "worker": ("disagg_worker.cli", "in-pod worker: serve a prefill/decode role, probe"),
-    "proxy": ("disagg_worker.serve.proxy", "P/D proxy: prefill then decode for each request"),
+    "proxy": ("disagg_worker.serve.proxy.app", "P/D proxy: prefill then decode for each request"),
     "bench": ("disagg_operator.bench.cli", "benchmarks: transfer, e2e, operator, faults"),
     "model": ("disagg_worker.vllm.checkpoint", "write a local checkpoint (tiny-llama) for vLLM"),
 }

@@ -65,7 +65,7 @@ LAYERS = "Operator subsystems are layered BROKEN"
         ),
         (
             "disagg_worker/transfer/plan.py",
-            "import disagg_worker.serve.proxy",
+            "import disagg_worker.serve.proxy.flow",
             "Worker subsystems are layered BROKEN",
         ),
         ("disagg_operator/controller/sync.py", "import disagg_operator.emulator.server", LAYERS),

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from disagg_worker.serve.proxy import PREFILL_PARAMS
+from disagg_worker.serve.proxy.hops import PREFILL_PARAMS
 from disagg_worker.vllm import judge
 
 from .conftest import (

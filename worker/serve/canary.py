@@ -1,7 +1,7 @@
 """`disagg worker canary`: prove, behind a readiness probe, that this decode pod can pull KV
 from the prefill pool through the engine's own HTTP API.
 
-I/O layer (aiohttp server; the two hops go through :class:`~disagg_worker.serve.proxy.Proxy`,
+I/O layer (aiohttp server; the two hops go through :class:`~disagg_worker.serve.proxy.flow.Proxy`,
 the same client, body rewriting, deadline and error messages as the P/D proxy). It runs as
 the ``transfer-canary`` container of each decode pod: ``GET /ready`` runs a canary when one
 is due (:mod:`~disagg_worker.serve.canary_verdict`: at most one per ``--interval-s``, probes
@@ -43,8 +43,8 @@ from disagg_worker.serve.canary_verdict import (
     token_problem,
     verdict,
 )
-from disagg_worker.serve.proxy import Proxy
-from disagg_worker.serve.upstream import HopError
+from disagg_worker.serve.proxy.flow import Proxy
+from disagg_worker.serve.proxy.upstream import HopError
 
 DEFAULT_PORT = 8090
 PATH = "/v1/completions"

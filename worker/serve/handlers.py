@@ -1,5 +1,6 @@
 """The worker's HTTP routes: ``/v1/completions`` and ``/v1/chat/completions`` (whole or
-streamed), ``/health``, ``/metrics``, ``/debug/blocks``, ``/v1/models``.
+streamed), ``/tokenize`` (vLLM's shape), ``/health``, ``/metrics``, ``/debug/blocks``,
+``/v1/models``.
 
 I/O layer (aiohttp). A stream is server-sent events, one chunk per token as the engine makes
 it, then a chunk with ``finish_reason``, the usage chunk when asked, and ``data: [DONE]``.
@@ -24,9 +25,11 @@ from disagg_worker.engine.model import decode, encode
 from disagg_worker.serve.api import json_error
 from disagg_worker.serve.openai import (
     RELEASE_PATH,
+    TOKENIZE_PATH,
     ApiError,
     CompletionRequest,
     parse_request,
+    parse_tokenize,
     request_id,
 )
 from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
@@ -176,7 +179,7 @@ async def _release(worker: Worker, request: web.Request) -> web.Response:
 
 
 def build_app(worker: Worker) -> web.Application:
-    """Routes: POST /v1/completions, /v1/chat/completions, /v1/kv/release; GET /health,
+    """Routes: POST /v1/completions, /v1/chat/completions, /v1/kv/release, /tokenize; GET /health,
     /metrics, /debug/blocks, /v1/models. Others answer JSON 404/405."""
 
     async def health(_: web.Request) -> web.Response:
@@ -192,6 +195,14 @@ def build_app(worker: Worker) -> web.Application:
 
     async def release(request: web.Request) -> web.Response:
         return await _release(worker, request)
+
+    async def tokenize(request: web.Request) -> web.Response:
+        try:
+            tokens = parse_tokenize(await read_json(request), worker.config.model, encode)
+        except ApiError as e:
+            return json_error(e)
+        body = {"count": len(tokens), "tokens": tokens, "max_model_len": worker.spec.max_positions}
+        return web.json_response(body)
 
     async def models(_: web.Request) -> web.Response:
         data = [{"id": worker.config.model, "object": "model", "owned_by": "disagg"}]
@@ -210,6 +221,7 @@ def build_app(worker: Worker) -> web.Application:
     app.router.add_get("/debug/blocks", blocks)
     app.router.add_post(RELEASE_PATH, release)
     app.router.add_get("/v1/models", models)
+    app.router.add_post(TOKENIZE_PATH, tokenize)
     return app
 
 

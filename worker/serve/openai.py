@@ -179,6 +179,29 @@ def parse_request(
     )
 
 
+TOKENIZE_PATH = "/tokenize"  # vLLM's path and shapes: {model, prompt} or {model, messages}
+# keys vLLM's tokenize requests take that change nothing here
+TOKENIZE_IGNORED = frozenset(
+    {"add_special_tokens", "add_generation_prompt", "return_token_strs", "continue_final_message"}
+)
+
+
+def parse_tokenize(data: Any, served_model: str, encode: Callable[[str], list[int]]) -> list[int]:
+    """The tokens of a ``POST /tokenize`` body, as the completion or chat request with the
+    same prompt or messages would count them."""
+    if not isinstance(data, dict):
+        raise ApiError(400, "body: must be a JSON object", "body")
+    _model(data, served_model)
+    chat = "messages" in data
+    for key in data:
+        if key not in ("model", "messages" if chat else "prompt") and key not in TOKENIZE_IGNORED:
+            raise ApiError(
+                400, f"{bounded(key, SHOWN_CHARS)}: not supported by /tokenize; remove it", key
+            )
+    text_or_ids = chat_prompt(data["messages"]) if chat else data.get("prompt")
+    return _prompt_tokens(text_or_ids, encode, "messages" if chat else "prompt")
+
+
 def _refuse_unknown(data: dict[str, Any], chat: bool) -> None:
     other = COMPLETION_ONLY if chat else CHAT_ONLY
     for key in data:

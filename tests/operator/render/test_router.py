@@ -12,7 +12,7 @@ import pytest
 from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.render.objects import render, selector
 from disagg_operator.validation import spec as validation
-from disagg_worker.serve import proxy
+from disagg_worker.serve.proxy import app as proxy
 from tests.operator.builders import body
 
 KEY = "k" * 32

@@ -18,7 +18,8 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from disagg_worker.engine.model import BOS
-from disagg_worker.serve.proxy import Proxy, build_app
+from disagg_worker.serve.proxy.app import build_app
+from disagg_worker.serve.proxy.flow import Proxy
 from tests.worker.serve.conftest import (
     StartWorker,
     Workers,

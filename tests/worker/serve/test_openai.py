@@ -251,3 +251,18 @@ def test_each_transfer_param_is_refused_by_name(key: str, value: object, problem
     assert (err.status, err.param) == (400, f"kv_transfer_params.{key}")
     assert err.message.startswith(f"kv_transfer_params.{key}: {problem}; pass the "), err.message
     assert len(err.message) < 200  # names the field, never echoes the value
+
+
+def test_tokenize_counts_as_the_completion_would() -> None:
+    from disagg_worker.engine.model import encode
+    from disagg_worker.serve.openai import parse_tokenize
+
+    assert parse_tokenize({"prompt": "hi"}, "m", encode) == encode("hi")
+    chat = [{"role": "user", "content": "hi"}]
+    assert parse_tokenize({"model": "m", "messages": chat}, "m", encode) == encode(
+        "user: hi\nassistant: "
+    )
+    with pytest.raises(ApiError, match="temperature: not supported by /tokenize"):
+        parse_tokenize({"prompt": "hi", "temperature": 0}, "m", encode)
+    with pytest.raises(ApiError, match="not served here"):
+        parse_tokenize({"model": "other", "prompt": "hi"}, "m", encode)

@@ -1,7 +1,7 @@
 """The proxy's upstream side: the workers of each role, the policy that picks one, the
 next worker that takes a request when one is full or down, and what a failed hop answers.
 
-I/O-free layer (aiohttp only for its exception types): :mod:`serve.proxy` does the HTTP.
+I/O-free layer (aiohttp only for its exception types): :mod:`serve.proxy.flow` does the HTTP.
 A hop whose worker answers 503 (full) or cannot be reached is *retryable*: the request is
 tried once on each other worker of the pool; the last failure is what the client gets. A
 worker's 4xx, 503 and 504 keep their status; any other worker failure is a 502.
@@ -20,7 +20,7 @@ import aiohttp
 from disagg_worker.serve.limits import bounded
 from disagg_worker.serve.openai import TRANSFER_FAILED
 
-POLICIES = ("round-robin", "least-loaded")
+POLICIES = ("least-loaded", "round-robin")
 T = TypeVar("T")
 
 
@@ -82,7 +82,7 @@ class Pool:
 
     def __init__(self, urls: Sequence[str], policy: str, service: str = "") -> None:
         """A pool of ``urls``, or, with ``service`` (a Service's name), of the addresses
-        :mod:`disagg_worker.serve.discovery` keeps setting (:meth:`set_urls`)."""
+        :mod:`disagg_worker.serve.proxy.discovery` keeps setting (:meth:`set_urls`)."""
         if policy not in POLICIES:
             raise ValueError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
         if not urls and not service:
@@ -105,13 +105,16 @@ class Pool:
             return min(order, key=lambda b: b.inflight)  # ties: round-robin order
         return order[0]
 
-    def candidates(self, avoid: Collection[str] = ()) -> list[Backend]:
-        """The policy's pick, then every other worker (where a full or unreachable
-        worker's request goes next); workers in ``avoid`` (URLs) last. No worker (a
-        Service with no ready pod): a 503."""
+    def candidates(
+        self, avoid: Collection[str] = (), first: Backend | None = None
+    ) -> list[Backend]:
+        """``first`` (when still in the pool) or the policy's pick, then every other
+        worker (where a full or unreachable worker's request goes next); workers in
+        ``avoid`` (URLs) last. No worker (a Service with no ready pod): a 503."""
         if not self.backends:
             raise HopError(503, f"no ready pod behind {self.service}", retry_after="1")
-        first = self.pick()
+        if first is None or not any(b is first for b in self.backends):
+            first = self.pick()
         order = [first, *(b for b in self.backends if b is not first)]
         return [b for b in order if b.url not in avoid] + [b for b in order if b.url in avoid]
 
@@ -120,12 +123,15 @@ class Pool:
 
 
 async def first_taker(
-    pool: Pool, attempt: Callable[[Backend], Awaitable[T]], avoid: Collection[str] = ()
+    pool: Pool,
+    attempt: Callable[[Backend], Awaitable[T]],
+    avoid: Collection[str] = (),
+    first: Backend | None = None,
 ) -> tuple[Backend, T]:
-    """``attempt`` on the pool's pick (workers in ``avoid`` last), then on each other
-    worker while the failure is retryable (full or unreachable); the last failure is
-    raised."""
-    candidates = pool.candidates(avoid)
+    """``attempt`` on ``first`` or the pool's pick (workers in ``avoid`` last), then on
+    each other worker while the failure is retryable (full or unreachable); the last
+    failure is raised."""
+    candidates = pool.candidates(avoid, first)
     for i, backend in enumerate(candidates):
         backend.inflight += 1
         try:

@@ -5,7 +5,7 @@ endpoints controller leaves unready pods out), so resolving it again every few s
 follows scale-ups, rollouts and failures. A ClusterIP or a cached single answer would
 pin the proxy to one pod; this spreads requests over all of them by the pool's policy.
 
-:class:`Refresher` keeps one :class:`~disagg_worker.serve.upstream.Pool` current: once
+:class:`Refresher` keeps one :class:`~disagg_worker.serve.proxy.upstream.Pool` current: once
 before serving (the first answer) and then every ``refresh_s``. A name that does not
 resolve (a headless Service with no ready pod answers NXDOMAIN) empties the pool, and its
 requests get a 503 naming the Service until a pod is ready again.
@@ -18,7 +18,7 @@ import logging
 import socket
 from collections.abc import Awaitable, Callable
 
-from disagg_worker.serve.upstream import Pool
+from disagg_worker.serve.proxy.upstream import Pool
 
 log = logging.getLogger("disagg.proxy")
 Resolve = Callable[[str, int], Awaitable[list[str]]]

@@ -29,24 +29,23 @@ vLLM answers 404 and keeps its lease) so the blocks are freed now, not when the 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from disagg_worker.serve.discovery import Refresher, parse_service
-from disagg_worker.serve.limits import bounded
-from disagg_worker.serve.openai import RELEASE_PATH, ApiError, proxy_refusal, request_id
-from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
-from disagg_worker.serve.upstream import (
-    POLICIES,
+from disagg_worker.serve.openai import RELEASE_PATH
+from disagg_worker.serve.proxy.discovery import Refresher
+from disagg_worker.serve.proxy.evidence import recompute_reason
+from disagg_worker.serve.proxy.hops import LOCAL_PARAMS, prefill_body, relay_stream
+from disagg_worker.serve.proxy.metrics import ProxyMetrics
+from disagg_worker.serve.proxy.planner import Plan, Planner
+from disagg_worker.serve.proxy.routing import Policy, Route
+from disagg_worker.serve.proxy.upstream import (
     Backend,
     HopError,
     Pool,
@@ -60,20 +59,10 @@ from disagg_worker.serve.upstream import (
 
 log = logging.getLogger("disagg.proxy")
 RELEASE_TIMEOUT_S = 2.0
-# A request a decode computes itself by choice (vLLM reads the flags the same way).
-LOCAL_PARAMS = {"do_remote_prefill": False, "do_remote_decode": False}
-PREFILL_PARAMS = {
-    "do_remote_decode": True,
-    "do_remote_prefill": False,
-    "remote_engine_id": None,
-    "remote_block_ids": None,
-    "remote_host": None,
-    "remote_port": None,
-}
 
 
 class Proxy:
-    """Two pools, one client session, and the two-hop request flow."""
+    """Two pools, one client session, the routing policy and the request flow."""
 
     def __init__(
         self,
@@ -84,9 +73,10 @@ class Proxy:
         after_prefill: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
         refreshers: Sequence[Refresher] = (),
         prefill_retries: int = 1,
+        routing: Policy | None = None,
     ) -> None:
         """``prefill`` and ``decode``: worker URLs, or pools that ``refreshers`` keep
-        current from their Services (:mod:`disagg_worker.serve.discovery`)."""
+        current from their Services (:mod:`disagg_worker.serve.proxy.discovery`)."""
         self.prefill = prefill if isinstance(prefill, Pool) else Pool(prefill, policy)
         self.decode = decode if isinstance(decode, Pool) else Pool(decode, policy)
         self.timeout_s = timeout_s
@@ -95,6 +85,8 @@ class Proxy:
         # many times at most (0: never); ``retried`` counts the retries made
         self.prefill_retries, self.retried = prefill_retries, 0
         self.refreshers = list(refreshers)
+        self.metrics = ProxyMetrics()
+        self.planner = Planner(routing or Policy(), self.prefill, self.decode, self._post)
         self._session: aiohttp.ClientSession | None = None
         self._releases: set[asyncio.Task[None]] = set()
 
@@ -135,17 +127,46 @@ class Proxy:
     async def complete(
         self, path: str, body: dict[str, Any], headers: dict[str, str]
     ) -> dict[str, Any]:
-        """Both hops for one request; ``headers`` (request id, the client's Authorization)
-        go to both."""
+        """One request on its route: both hops, or decode alone; ``headers`` (request id,
+        the client's Authorization) go to every hop."""
         deadline = time.monotonic() + self.timeout_s
         t0 = time.perf_counter()
+        plan = await self.planner.plan(path, body, headers, deadline, self.metrics)
+        if plan.route.path == "decode":
+            d, out = await self._local(path, body, headers, deadline, plan.decode)
+            figures = _figures(out)
+            figures["proxy"] = {"decode_url": d.url, "decode_hop_ms": _ms(t0)}
+        else:
+            d, out = await self._both(path, body, headers, deadline, plan, t0)
+            figures = _figures(out)
+            reason = recompute_reason(out)
+            if reason is not None:  # correct tokens, but no P/D: counted, never silent
+                self.metrics.recomputed(reason)
+                log.warning("decode %s computed the prompt itself (%s)", d.url, reason)
+        figures["proxy"].update(_route_figures(plan.route), total_ms=_ms(t0))
+        self._answered(plan, d)
+        return out
+
+    async def _both(
+        self,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        deadline: float,
+        plan: Plan,
+        t0: float,
+    ) -> tuple[Backend, dict[str, Any]]:
+        """Prefill, then decode with its kv_transfer_params; a decode that could not read
+        them is retried from another prefill."""
         tried: list[str] = []
         while True:
             p, pre, params = await self._prefill(path, body, headers, deadline, tried)
             t1 = time.perf_counter()
             second = {**body, "kv_transfer_params": params}
             try:
-                d, out = await self._hop("decode", self.decode, path, second, headers, deadline)
+                d, out = await self._hop(
+                    "decode", self.decode, path, second, headers, deadline, first=plan.decode
+                )
                 break
             except HopError as e:  # the prefill's blocks go now; its READ may be retried
                 self.release_later(p, params, headers)
@@ -154,61 +175,87 @@ class Proxy:
             except BaseException:  # the client left: the prefill's blocks go now
                 self.release_later(p, params, headers)
                 raise
-        t2 = time.perf_counter()
-        ms = 1000.0
-        figures = out.get("disagg")
-        if not isinstance(figures, dict):
-            figures = out["disagg"] = {}
+        figures = _figures(out)
         figures["proxy"] = {
             "prefill_url": p.url,
             "decode_url": d.url,
-            "prefill_hop_ms": (t1 - t0) * ms,
-            "decode_hop_ms": (t2 - t1) * ms,
-            "total_ms": (t2 - t0) * ms,
+            "prefill_hop_ms": (t1 - t0) * 1000.0,
+            "decode_hop_ms": _ms(t1),
             "prefill_retries": len(tried),
         }
         if isinstance(pre.get("disagg"), dict):
             figures["prefill"] = pre["disagg"]
-        return out
+        return d, out
+
+    def _answered(self, plan: Plan, decode: Backend) -> None:
+        """A request ended well on ``decode``: count its route, remember its prefix there."""
+        self.metrics.request(plan.route.path, plan.route.reason)
+        self.planner.answered(plan, decode)
 
     async def stream(
         self, request: web.Request, path: str, body: dict[str, Any], headers: dict[str, str]
     ) -> web.StreamResponse:
-        """Prefill as for :meth:`complete`, then decode's event stream, passed through as it
-        comes. An error before decode's first byte is raised (answered as JSON); after it,
-        it ends the stream with an ``{"error": ...}`` event."""
+        """The request on its route as for :meth:`complete`, with decode's event stream
+        passed through as it comes. An error before decode's first byte is raised
+        (answered as JSON); after it, it ends the stream with an ``{"error": ...}``
+        event."""
         assert self._session is not None, "Proxy.start() first"
         deadline = time.monotonic() + self.timeout_s
-        tried: list[str] = []
-        while True:
-            p, _, params = await self._prefill(path, body, headers, deadline, tried)
-            second = {**body, "kv_transfer_params": params}
-            try:
-                backend, resp = await self._open_decode(path, second, headers, deadline)
-                break
-            except HopError as e:  # before decode's first byte: nothing reached the client
-                self.release_later(p, params, headers)
-                if not self._retry(e, p, tried):
-                    raise
-            except BaseException:
-                self.release_later(p, params, headers)
-                raise
+        plan = await self.planner.plan(path, body, headers, deadline, self.metrics)
+        if plan.route.path == "decode":
+            local = {**body, "kv_transfer_params": LOCAL_PARAMS}
+            backend, resp = await self._open_decode(path, local, headers, deadline, plan)
+        else:
+            backend, resp = await self._open_both(path, body, headers, deadline, plan)
         backend.inflight += 1
         try:
-            return await _relay_stream(request, resp, f"decode {backend.url + path}", headers)
+            out = await relay_stream(request, resp, f"decode {backend.url + path}", headers)
         except BaseException:  # cancelled when the client left: decode must stop too
             resp.close()
             raise
         finally:
             resp.release()
             backend.inflight -= 1
+        self._answered(plan, backend)
+        return out
+
+    async def _open_both(
+        self,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        deadline: float,
+        plan: Plan,
+    ) -> tuple[Backend, aiohttp.ClientResponse]:
+        """Prefill, then open decode's stream, retried from another prefill as in
+        :meth:`complete` (only before decode's first byte: nothing reached the client)."""
+        tried: list[str] = []
+        while True:
+            p, _, params = await self._prefill(path, body, headers, deadline, tried)
+            second = {**body, "kv_transfer_params": params}
+            try:
+                return await self._open_decode(path, second, headers, deadline, plan)
+            except HopError as e:
+                self.release_later(p, params, headers)
+                if not self._retry(e, p, tried):
+                    raise
+            except BaseException:
+                self.release_later(p, params, headers)
+                raise
 
     async def _open_decode(
-        self, path: str, body: dict[str, Any], headers: dict[str, str], deadline: float
+        self,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        deadline: float,
+        plan: Plan,
     ) -> tuple[Backend, aiohttp.ClientResponse]:
         """The streaming decode hop, on the next decode worker when one is full or down."""
         return await first_taker(
-            self.decode, lambda b: self._open(b.url + path, body, headers, deadline)
+            self.decode,
+            lambda b: self._open(b.url + path, body, headers, deadline),
+            first=plan.decode,
         )
 
     async def _open(
@@ -248,6 +295,7 @@ class Proxy:
         if not self.prefill.has_other(tried):
             return False
         self.retried += 1
+        self.metrics.retried()
         log.warning(
             "decode could not read its KV from prefill %s; retrying: %s", prefill.url, error
         )
@@ -279,13 +327,24 @@ class Proxy:
     async def aggregated(
         self, path: str, body: dict[str, Any], headers: dict[str, str]
     ) -> dict[str, Any]:
-        """One request straight to a decode worker, no prefill hop (it prefills locally, on
-        purpose: ``do_remote_prefill: false`` says so, so the worker does not count a
-        fallback), bounded by the same deadline."""
-        body = {**body, "kv_transfer_params": LOCAL_PARAMS}
+        """One request straight to a decode worker, no prefill hop, whatever the policy,
+        bounded by the same deadline."""
         deadline = time.monotonic() + self.timeout_s
-        _, out = await self._hop("decode", self.decode, path, body, headers, deadline)
+        _, out = await self._local(path, body, headers, deadline)
         return out
+
+    async def _local(
+        self,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        deadline: float,
+        first: Backend | None = None,
+    ) -> tuple[Backend, dict[str, Any]]:
+        """Decode alone: it prefills the prompt itself, on purpose (``do_remote_prefill:
+        false`` says so, so the worker does not count a fallback)."""
+        body = {**body, "kv_transfer_params": LOCAL_PARAMS}
+        return await self._hop("decode", self.decode, path, body, headers, deadline, first=first)
 
     async def _hop(
         self,
@@ -296,11 +355,12 @@ class Proxy:
         headers: dict[str, str],
         deadline: float,
         avoid: Sequence[str] = (),
+        first: Backend | None = None,
     ) -> tuple[Backend, dict[str, Any]]:
-        """POST to the pool's pick; when it is full or unreachable, to each other worker
-        (those in ``avoid`` last)."""
+        """POST to ``first`` or the pool's pick; when it is full or unreachable, to each
+        other worker (those in ``avoid`` last)."""
         return await first_taker(
-            pool, lambda b: self._post(role, b.url + path, body, headers, deadline), avoid
+            pool, lambda b: self._post(role, b.url + path, body, headers, deadline), avoid, first
         )
 
     async def _post(
@@ -326,172 +386,20 @@ class Proxy:
         return data
 
 
-def prefill_body(body: dict[str, Any]) -> dict[str, Any]:
-    """The client's request as a prefill gets it (vLLM's toy proxy does the same): one
-    token, no streaming, and no minimum lengths, which a one-token request cannot honour."""
-    first = {**body, "max_tokens": 1, "stream": False, "kv_transfer_params": PREFILL_PARAMS}
-    if "max_completion_tokens" in first:
-        first["max_completion_tokens"] = 1
-    for key in ("stream_options", "min_tokens", "min_completion_tokens"):
-        first.pop(key, None)
-    return first
+def _figures(out: dict[str, Any]) -> dict[str, Any]:
+    """The answer's ``disagg`` object, made when the worker sent none."""
+    figures = out.get("disagg")
+    if not isinstance(figures, dict):
+        figures = out["disagg"] = {}
+    return figures
 
 
-async def _relay_stream(
-    request: web.Request, resp: aiohttp.ClientResponse, where: str, headers: dict[str, str]
-) -> web.StreamResponse:
-    """Copy decode's event stream to the client as the bytes arrive (no re-framing: the
-    worker's ``data:`` lines and ``[DONE]`` pass unchanged)."""
-    out = web.StreamResponse(
-        headers={
-            "Content-Type": resp.headers.get("Content-Type", "text/event-stream"),
-            "Cache-Control": "no-cache",
-            "X-Request-Id": headers["X-Request-Id"],
-        }
-    )
-    await out.prepare(request)
-    try:
-        async for data in resp.content.iter_any():
-            await out.write(data)
-    except ConnectionResetError:  # the client left: drop decode's connection, it stops
-        resp.close()
-        return out
-    except (aiohttp.ClientError, asyncio.TimeoutError) as e:
-        # the status line is gone: the failure can only be an event, then the end
-        cause = "no data within the read timeout" if isinstance(e, asyncio.TimeoutError) else e
-        event = {"error": {"message": bounded(f"{where}: stream broken: {cause}"),
-                           "type": "proxy_error", "param": None, "code": 502}}  # fmt: skip
-        await out.write(b"data: " + json.dumps(event).encode() + b"\n\ndata: [DONE]\n\n")
-    await out.write_eof()
+def _route_figures(route: Route) -> dict[str, Any]:
+    out: dict[str, Any] = {"path": route.path, "route_reason": route.reason}
+    if route.prompt_tokens is not None:
+        out.update(prompt_tokens=route.prompt_tokens, cached_tokens=route.cached_tokens)
     return out
 
 
-def build_app(proxy: Proxy) -> web.Application:
-    """POST /v1/completions, /v1/chat/completions; GET /health. Others: JSON 404/405."""
-
-    async def generate(request: web.Request) -> web.StreamResponse:
-        rid = request_id(request.headers.get("X-Request-Id"), lambda: f"cmpl-{uuid.uuid4().hex}")
-        headers = {"X-Request-Id": rid}  # the same id on both hops and in the answer
-        if "Authorization" in request.headers:
-            headers["Authorization"] = request.headers["Authorization"]
-        try:
-            body = await read_json(request)
-        except ApiError as e:
-            return _error(e.status, e.message, rid, e.param)
-        refused = proxy_refusal(body)
-        if refused:
-            return _error(400, refused, rid)
-        try:
-            if body.get("stream"):
-                return await proxy.stream(request, request.path, body, headers)
-            out = await proxy.complete(request.path, body, headers)
-        except HopError as e:
-            response = _error(e.status, str(e), rid)
-            if e.status == 503:  # no worker had room: say when to come back
-                response.headers["Retry-After"] = e.retry_after or "1"
-            return response
-        return web.json_response(out, headers={"X-Request-Id": rid})
-
-    async def health(_: web.Request) -> web.Response:
-        pools: dict[str, Any] = {
-            name: [{"url": b.url, "inflight": b.inflight} for b in pool.backends]
-            for name, pool in (("prefill", proxy.prefill), ("decode", proxy.decode))
-        }
-        services = {
-            name: pool.service
-            for name, pool in (("prefill", proxy.prefill), ("decode", proxy.decode))
-            if pool.service
-        }
-        if services:
-            pools["services"] = services
-        info = {"status": "ok", "policy": proxy.prefill.policy, "prefill_retries": proxy.retried}
-        return web.json_response({**info, **pools})
-
-    app = web.Application(client_max_size=CLIENT_MAX_SIZE, middlewares=[json_route_errors(_error)])
-    app.router.add_post("/v1/completions", generate)
-    app.router.add_post("/v1/chat/completions", generate)
-    app.router.add_get("/health", health)
-    app.on_startup.append(proxy.start)
-    app.on_cleanup.append(proxy.close)
-    return app
-
-
-def _error(
-    status: int, message: str, rid: str | None = None, param: str | None = None
-) -> web.Response:
-    kind = "invalid_request_error" if status < 500 else "proxy_error"
-    error = {"message": bounded(message), "type": kind, "param": param, "code": status}
-    body = {"error": error}
-    return web.json_response(body, status=status, headers={"X-Request-Id": rid} if rid else None)
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="disagg proxy",
-        description="P/D proxy: each completion goes to a prefill worker, then to a decode "
-        "worker with the returned kv_transfer_params (vLLM's convention).",
-    )
-    for role in ("prefill", "decode"):
-        pool = p.add_mutually_exclusive_group(required=True)
-        pool.add_argument(f"--{role}", nargs="+", metavar="URL", help=f"the {role} workers")
-        pool.add_argument(
-            f"--{role}-service",
-            metavar="HOST:PORT",
-            help=f"a headless Service over the {role} pods: every ready pod it resolves to, "
-            "resolved again every --refresh-s",
-        )
-    p.add_argument("--refresh-s", type=float, default=5.0, help="Service re-resolve period")
-    p.add_argument("--policy", choices=POLICIES, default="round-robin")
-    p.add_argument("--host", default="127.0.0.1", help="listen address (0.0.0.0 in a pod)")
-    p.add_argument("--port", type=int, default=8080, help="0: any free port")
-    p.add_argument("--timeout-s", type=float, default=60.0, help="deadline for both hops")
-    p.add_argument(
-        "--prefill-retries",
-        type=int,
-        default=1,
-        help="a decode that could not read its KV from its prefill is retried from another "
-        "prefill this many times (default 1; 0: never)",
-    )
-    return p
-
-
-def pools(args: argparse.Namespace) -> tuple[Pool, Pool, list[Refresher]]:
-    """The two pools the command line names, and what keeps Service-backed ones current."""
-    out, refreshers = [], []
-    for role in ("prefill", "decode"):
-        service = getattr(args, f"{role}_service")
-        if service is None:
-            out.append(Pool(getattr(args, role), args.policy))
-            continue
-        try:
-            host, port = parse_service(service)
-        except ValueError as e:
-            raise SystemExit(f"disagg proxy: --{role}-service {e}") from None
-        pool = Pool([], args.policy, service=service)
-        refreshers.append(Refresher(pool, host, port, args.refresh_s))
-        out.append(pool)
-    return out[0], out[1], refreshers
-
-
-def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
-    from disagg_worker.serve.localrun import serve
-
-    prefill, decode, refreshers = pools(args)
-    proxy = Proxy(
-        prefill, decode, args.policy, args.timeout_s,
-        refreshers=refreshers, prefill_retries=args.prefill_retries,
-    )  # fmt: skip
-
-    async def ready(_: int) -> dict[str, Any]:
-        return {
-            "role": "proxy",
-            "prefill": args.prefill or args.prefill_service,
-            "decode": args.decode or args.decode_service,
-        }
-
-    # a client that leaves cancels its request: the decode hop is dropped and the
-    # prefill's blocks released at once (Proxy.complete)
-    app = build_app(proxy)
-    asyncio.run(serve(app, args.host, args.port, ready, cancel_on_disconnect=True))
-    return 0
+def _ms(since: float) -> float:
+    return (time.perf_counter() - since) * 1000.0

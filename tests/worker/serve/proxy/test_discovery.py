@@ -12,9 +12,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from disagg_worker.serve import proxy as proxy_cli
-from disagg_worker.serve.discovery import Refresher, parse_service, resolve
-from disagg_worker.serve.upstream import Backend, HopError, Pool
+from disagg_worker.serve.proxy import app as proxy_cli
+from disagg_worker.serve.proxy.discovery import Refresher, parse_service, resolve
+from disagg_worker.serve.proxy.upstream import Backend, HopError, Pool
 
 
 async def test_a_name_resolves_to_every_address_as_urls_with_the_real_resolver() -> None:

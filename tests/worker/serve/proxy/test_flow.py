@@ -16,7 +16,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from disagg_worker.serve.openai import RELEASE_PATH
-from disagg_worker.serve.proxy import Pool, Proxy, build_app
+from disagg_worker.serve.proxy.app import build_app
+from disagg_worker.serve.proxy.flow import Proxy
+from disagg_worker.serve.proxy.upstream import Pool
 
 VLLM_PARAMS = {
     "do_remote_prefill": True,

@@ -1,0 +1,4 @@
+"""The P/D proxy (`disagg proxy`): the two-hop request flow (:mod:`.flow`), its HTTP
+app and command line (:mod:`.app`), the worker pools and what a failed hop answers
+(:mod:`.upstream`), the Services that keep the pools current (:mod:`.discovery`), the routing
+policy (:mod:`.routing`) and the proxy's metrics (:mod:`.metrics`)."""

@@ -1,0 +1,49 @@
+"""The proxy's Prometheus metrics (``GET /metrics``), in a registry of its own.
+
+I/O layer (prometheus_client). What a platform engineer watches to know P/D is happening:
+how many requests took each path and why (the routing policy), how many disaggregated
+requests reached a decode that computed the prompt itself (by reason: never silent), the
+prefill retries, and the prompts the engine could not count.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+
+
+class ProxyMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self._requests = Counter(
+            "disagg_proxy_requests", "Requests answered, by path (pd: prefill then decode; "
+            "decode: decode alone) and the routing reason", ["path", "reason"],
+            registry=self.registry,
+        )  # fmt: skip
+        self._recomputed = Counter(
+            "disagg_proxy_decode_recomputed", "Requests sent through prefill whose decode "
+            "computed the prompt itself instead of reading its KV, by reason", ["reason"],
+            registry=self.registry,
+        )  # fmt: skip
+        self._retries = Counter(
+            "disagg_proxy_prefill_retries", "Decode hops retried from another prefill after "
+            "the KV read from the first failed", registry=self.registry,
+        )  # fmt: skip
+        self._uncounted = Counter(
+            "disagg_proxy_tokenize_failures", "Prompts the engine's /tokenize could not count "
+            "(routed through prefill)", registry=self.registry,
+        )  # fmt: skip
+
+    def request(self, path: str, reason: str) -> None:
+        self._requests.labels(path, reason).inc()
+
+    def recomputed(self, reason: str) -> None:
+        self._recomputed.labels(reason).inc()
+
+    def retried(self) -> None:
+        self._retries.inc()
+
+    def uncounted(self) -> None:
+        self._uncounted.inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,116 @@
+"""The proxy's routing step: a request's tokens counted by the engine, the decode worker
+that likely holds its prefix, and its path under the policy (:mod:`.routing`).
+
+I/O layer (one HTTP call, ``POST /tokenize`` on a decode worker, through the proxy's own
+hop; the decisions are :mod:`.routing`'s, pure). Nothing is asked when the policy needs no
+tokens (``always`` without a decode prefix cache): no cost on the default path.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from disagg_worker.serve.openai import TOKENIZE_PATH, is_int
+from disagg_worker.serve.proxy.metrics import ProxyMetrics
+from disagg_worker.serve.proxy.routing import (
+    UNCOUNTED,
+    Policy,
+    PrefixIndex,
+    Route,
+    affinity_order,
+    block_hashes,
+    decide,
+)
+from disagg_worker.serve.proxy.upstream import Backend, HopError, Pool
+
+log = logging.getLogger("disagg.proxy")
+TOKENIZE_TIMEOUT_S = 5.0
+# what a tokenize request carries of a chat request (vLLM's TokenizeChatRequest fields)
+CHAT_TOKENIZE_KEYS = ("messages", "chat_template", "chat_template_kwargs", "tools",
+                      "add_generation_prompt", "continue_final_message")  # fmt: skip
+Post = Callable[[str, str, dict[str, Any], dict[str, str], float], Awaitable[dict[str, Any]]]
+
+
+@dataclass
+class Plan:
+    """A request's route, the decode worker it should go to (None: the pool's pick) and
+    its prompt's block hashes (recorded on that decode once it answers)."""
+
+    route: Route
+    decode: Backend | None = None
+    hashes: list[bytes] = field(default_factory=list)
+
+
+class Planner:
+    """The policy, the prefix index over the decode pool, and the tokenize call."""
+
+    def __init__(self, policy: Policy, prefill: Pool, decode: Pool, post: Post) -> None:
+        """``post(role, url, body, headers, deadline)``: the proxy's JSON hop."""
+        self.policy, self.prefill, self.decode, self._post = policy, prefill, decode, post
+        self.index = PrefixIndex(policy.index_blocks)
+
+    def answered(self, plan: Plan, decode: Backend) -> None:
+        """``decode`` answered the request: it now holds the prompt's blocks."""
+        if plan.hashes:
+            self.index.record(decode.url, plan.hashes)
+            self.index.keep(b.url for b in self.decode.backends)
+
+    async def plan(
+        self,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        deadline: float,
+        metrics: ProxyMetrics,
+    ) -> Plan:
+        """The request's route under the policy: its tokens counted by the engine when the
+        policy needs them, the decode holding its longest prefix, the prefills' load."""
+        policy = self.policy
+        if not policy.needs_tokens:
+            return Plan(decide(policy, None, 0, ()))
+        tokens = await self._tokens(path, body, headers, deadline)
+        if tokens is None:
+            metrics.uncounted()
+            return Plan(Route("pd", UNCOUNTED))
+        hashes = block_hashes(tokens, policy.block_tokens) if policy.prefix_cache else []
+        backends = self.decode.backends
+        best, cached = None, 0
+        if hashes and backends:
+            matched = [self.index.matched(b.url, hashes) for b in backends]
+            i = affinity_order([(b.url, b.inflight) for b in backends], matched)[0]
+            if matched[i]:  # else no decode holds any of it: the pool's own pick
+                best, cached = backends[i], matched[i] * policy.block_tokens
+        loads = [b.inflight for b in self.prefill.backends]
+        return Plan(decide(policy, len(tokens), cached, loads), best, hashes)
+
+    async def _tokens(
+        self, path: str, body: dict[str, Any], headers: dict[str, str], deadline: float
+    ) -> list[int] | None:
+        """The prompt's tokens: given as ids, or counted by a decode worker's /tokenize
+        (vLLM's endpoint: the engine's own tokenizer and chat template). None when it
+        cannot say (no decode, an error, an old engine)."""
+        if not path.endswith("chat/completions"):
+            prompt = body.get("prompt")
+            if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], list):
+                prompt = prompt[0]
+            if isinstance(prompt, list) and prompt and all(is_int(t) for t in prompt):
+                return list(prompt)
+            ask = {"model": body.get("model"), "prompt": prompt}
+        else:
+            ask = {k: body[k] for k in ("model", *CHAT_TOKENIZE_KEYS) if k in body}
+        ask = {k: v for k, v in ask.items() if v is not None}
+        left = min(deadline - time.monotonic(), TOKENIZE_TIMEOUT_S)
+        try:
+            url = self.decode.candidates()[0].url + TOKENIZE_PATH
+            out = await self._post("tokenize", url, ask, headers, time.monotonic() + left)
+        except HopError as e:
+            log.debug("could not count the prompt's tokens: %s", e)
+            return None
+        tokens = out.get("tokens")
+        if isinstance(tokens, list) and all(is_int(t) for t in tokens):
+            return tokens
+        return None
