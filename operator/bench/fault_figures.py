@@ -49,6 +49,10 @@ KEYS = (
     "fuzz_rss_after_mb",
     "fuzz_rss_growth_mb",
     "fuzz_still_serves",
+    "prefill_kill_requests",
+    "prefill_kill_client_failed",
+    "prefill_kill_statuses",
+    "prefill_kill_decode_retries",
 )
 
 TARGETS: dict[str, Any] = {
@@ -57,6 +61,7 @@ TARGETS: dict[str, Any] = {
     "prefill_restart_failed": 0,
     "release_after_decode_fail_s": "<= 1",
     "fuzz_rss_growth_mb": "<= 16",
+    "prefill_kill_client_failed": 0,
 }
 
 # target → (the figures it reads, whether they meet it)
@@ -69,6 +74,7 @@ _CHECKS: dict[str, tuple[tuple[str, ...], Callable[..., bool]]] = {
     "prefill_restart_failed": (("prefill_restart_failed",), lambda failed: failed == 0),
     "release_after_decode_fail_s": (("release_after_decode_fail_s",), lambda s: s <= 1.0),
     "fuzz_rss_growth_mb": (("fuzz_rss_growth_mb",), lambda mb: mb <= 16.0),
+    "prefill_kill_client_failed": (("prefill_kill_client_failed",), lambda failed: failed == 0),
 }
 
 

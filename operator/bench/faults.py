@@ -18,6 +18,10 @@ kills and restarts them, talks HTTP and ZMQ). Phases (``--only`` picks some):
 5. ``fuzz``: ``--fuzz-frames`` hostile frames at the prefill's side channel
    (:mod:`~disagg_operator.bench.hostile_frames`), then its resident memory 2 s later,
    and whether a request through the proxy still succeeds.
+6. ``prefill-kill``: the manifest again with two prefills (a run of its own, no
+   supervisor); ``--clients`` clients through the proxy for twice ``--phase-s``, one
+   prefill SIGKILLed a quarter in and left dead. The proxy retries a prefill hop that lost
+   its worker and a decode that could not read from it on the other: no client may see it.
 
 Figures, their targets and what each means: docs/local-run.md, "Faults benchmark".
 """
@@ -38,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from disagg_operator.bench import fault_figures as ff
 from disagg_operator.bench.fault_clients import Body, Clients, flood, hung_peer, post, rss_mb
 from disagg_operator.bench.fault_requests import completion, ghost_completion, prompt
@@ -52,7 +58,7 @@ from disagg_worker.transfer.handshake import load_secret
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "examples" / "quickstart-cpu.yaml"
-PHASES = ("load", "bad-peer", "restart", "release", "fuzz")
+PHASES = ("load", "bad-peer", "restart", "release", "fuzz", "prefill-kill")
 HEALTHY_CLIENTS = 4
 BAD_CLIENTS = 16
 START_TIMEOUT_S = 120.0  # a reference worker's start, as `disagg up` allows it
@@ -254,9 +260,51 @@ def _serving(s: Stack) -> None:
             s.sup.wait_ready(child.name, START_TIMEOUT_S)
 
 
+def phase_prefill_kill(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    manifest = yaml.safe_load(Path(args.manifest).read_text())
+    manifest["spec"]["prefill"]["replicas"] = 2
+    path = tmp / "two-prefills.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    run = Run([], {})
+    try:
+        progress("prefill kill: the manifest with two prefills ...")
+        launch(path, tmp, tmp, run, port=0, say=progress)
+        victim = next(c for c in run.children if c.name == run.names[run.workers["prefill"][1]])
+        completions = run.proxy_url + "/v1/completions"
+        post(completions, completion(prompt(random.Random(0), 64, 64)))  # warm-up
+        progress(f"  {args.clients} clients for {2 * args.phase_s:g} s; SIGKILL {victim.name} ...")
+        clients = Clients(completions, _body(64, 512), args.clients, f"{args.seed}-kill")
+        clients.start()
+        try:
+            time.sleep(args.phase_s / 2)
+            victim.proc.send_signal(signal.SIGKILL)
+            time.sleep(args.phase_s * 3 / 2)
+        finally:
+            records = clients.stop()
+        with urllib.request.urlopen(run.proxy_url + "/health", timeout=10) as resp:
+            retries = json.load(resp).get("prefill_retries", 0)
+    finally:
+        stop_children(run.children)
+    figures = {
+        "prefill_kill_requests": len(records),
+        "prefill_kill_client_failed": ff.failed(records),
+        "prefill_kill_statuses": ff.status_counts(records),
+        "prefill_kill_decode_retries": retries,
+    }
+    progress(
+        f"  {figures['prefill_kill_requests']} requests, "
+        f"{figures['prefill_kill_client_failed']} failed; {retries} decode retries"
+    )
+    return figures
+
+
 def run_phases(args: argparse.Namespace, phases: list[str]) -> dict[str, Any]:
     figures: dict[str, Any] = dict.fromkeys(ff.KEYS)
     run = Run([], {})
+    if phases == ["prefill-kill"]:  # a run of its own: the quickstart is not needed
+        with tempfile.TemporaryDirectory(prefix="disagg-bench-faults-") as tmp:
+            figures.update(phase_prefill_kill(args, Path(tmp)))
+        return figures
     with tempfile.TemporaryDirectory(prefix="disagg-bench-faults-") as tmp:
         try:
             progress(f"starting {MANIFEST.name} as `disagg up` does ...")
@@ -264,11 +312,13 @@ def run_phases(args: argparse.Namespace, phases: list[str]) -> dict[str, Any]:
             s = Stack(run, supervise(run, say=lambda line: progress("  " + line)))
             warm = post(s.completions, completion(prompt(random.Random(0), 64, 64)))
             progress(f"  warm-up request through the proxy: {warm.status} in {warm.ms:.0f} ms")
-            for phase in phases:
+            for phase in (p for p in phases if p in RUNNERS):
                 _serving(s)
                 figures.update(RUNNERS[phase](s, args))
         finally:
             stop_children(run.children)
+        if "prefill-kill" in phases:
+            figures.update(phase_prefill_kill(args, Path(tmp)))
     return figures
 
 

@@ -10,16 +10,19 @@ import sys
 
 from disagg_operator.bench.fault_figures import KEYS, TARGETS
 
-COUNTS = {"load_statuses", "bad_peer_statuses", "prefill_restart_requests", "fuzz_kinds"}
+COUNTS = {
+    "load_statuses", "bad_peer_statuses", "prefill_restart_requests", "fuzz_kinds",
+    "prefill_kill_statuses",
+}  # fmt: skip
 FLAGS = {"release_freed", "fuzz_still_serves"}
 
 
 def test_every_phase_reports_the_documented_keys() -> None:
     argv = [sys.executable, "-m", "disagg_operator.cli", "bench", "faults", "--json"]
     argv += ["--load-s", "3", "--phase-s", "2", "--fuzz-frames", "300", "--clients", "4"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    for phase in ("load:", "bad peer:", "prefill restart:", "release:", "fuzz:"):
+    for phase in ("load:", "bad peer:", "prefill restart:", "release:", "fuzz:", "prefill kill:"):
         assert phase in done.stderr  # progress goes to stderr
     result = json.loads(done.stdout)
     for key in KEYS:
@@ -35,6 +38,7 @@ def test_every_phase_reports_the_documented_keys() -> None:
     assert result["bad_peer_requests"] > 0
     assert result["fuzz_frames"] == 300
     assert result["fuzz_still_serves"] is True
+    assert result["prefill_kill_requests"] > 0
     assert result["targets"] == TARGETS
     assert set(result["met"]) == set(TARGETS)
     assert all(isinstance(v, bool) for v in result["met"].values())

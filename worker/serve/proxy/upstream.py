@@ -24,15 +24,23 @@ POLICIES = ("least-loaded", "round-robin")
 T = TypeVar("T")
 
 
-def hop_failure(where: str, timeout_s: float, error: Exception) -> HopError:
+def hop_failure(
+    where: str, timeout_s: float, error: Exception, stateless: bool = False
+) -> HopError:
     """What the proxy answers when a hop's HTTP call fails: 504 for the deadline, 502 for
-    a worker that cannot be reached or answers something that is not JSON."""
+    a worker that cannot be reached or answers something that is not JSON. A worker that
+    dropped the connection mid-request (it died) may be retried elsewhere only for a
+    ``stateless`` hop (a prefill's: what it held died with it, nothing reached the
+    client)."""
     if isinstance(error, asyncio.TimeoutError):
         return HopError(504, f"{where}: no answer within the {timeout_s:g}s deadline")
     if isinstance(error, aiohttp.ClientConnectorError):
         cause = f"{where}: cannot connect ({error.os_error or error})"
         return HopError(502, cause, retryable=True)
-    return HopError(502, f"{where}: {type(error).__name__}: {error}")
+    dropped = isinstance(error, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError))
+    return HopError(
+        502, f"{where}: {type(error).__name__}: {error}", retryable=stateless and dropped
+    )
 
 
 class HopError(Exception):
