@@ -223,6 +223,35 @@ class TransferCanary(_Model):
     )
 
 
+# The threshold's default (non-cached prompt tokens): measured, docs/routing.md.
+DEFAULT_THRESHOLD_TOKENS = 256
+
+
+class Routing(_Model):
+    """Which requests take both hops (docs/routing.md). One policy for every router: the
+    disagg router's flags and llm-d's endpoint picker config are rendered from it."""
+
+    disaggregate: Literal["always", "threshold"] = Field(
+        default="always",
+        description="always: every request through prefill, then decode; threshold: only "
+        "requests whose prompt tokens not already cached on the picked decode reach "
+        "thresholdTokens (shorter ones are prefilled by decode itself, on purpose)",
+    )
+    threshold_tokens: int = Field(
+        default=DEFAULT_THRESHOLD_TOKENS,
+        ge=0,
+        description="with disaggregate threshold: non-cached prompt tokens from which a "
+        f"request goes through prefill (default {DEFAULT_THRESHOLD_TOKENS}, measured: "
+        "docs/routing.md)",
+    )
+    prefill_queue_limit: int | None = Field(
+        default=None,
+        ge=1,
+        description="with disaggregate threshold: also keep a request on decode while every "
+        "prefill has this many requests in flight (disagg router only)",
+    )
+
+
 ROUTER_PORT = 8080  # the router container's port; its Service serves port 80
 
 
@@ -240,8 +269,10 @@ class Router(_Model):
         "reference, the operator's worker image (--canary-image, the chart's "
         "transferCanary image) for engine vllm",
     )
-    policy: Literal["round-robin", "least-loaded"] = Field(
-        default="round-robin", description="how a pod is picked for each hop"
+    policy: Literal["least-loaded", "round-robin"] = Field(
+        default="least-loaded",
+        description="how a pod is picked for each hop (decode: after prefix affinity, when "
+        "the engine keeps a prefix cache)",
     )
     timeout_seconds: float = Field(
         default=60.0, gt=0, description="the deadline of one request's two hops"
@@ -320,6 +351,11 @@ class DeploymentSpec(_Model):
     transfer_canary: TransferCanary = Field(
         default_factory=TransferCanary,
         description="transfer-path canary in decode pods (TransferPathReady condition)",
+        **_EMPTY,
+    )
+    routing: Routing = Field(
+        default_factory=Routing,
+        description="which requests take both hops; read by the router and llm-d",
         **_EMPTY,
     )
     router: Router = Field(

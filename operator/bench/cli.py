@@ -13,6 +13,7 @@ BENCHES = {
     "transfer": ("disagg_worker.bench.transfer", "NIXL block transfer between two processes"),
     "e2e": ("disagg_worker.bench.e2e", "TTFT and decode throughput, aggregated vs P/D"),
     "operator": ("disagg_operator.bench.operator", "reconcile latency against the emulator"),
+    "e2e-routing": ("disagg_worker.bench.routing", "e2e --routing threshold: P/D vs decode alone"),
     "e2e-vllm": ("disagg_operator.bench.e2e_vllm", "e2e --engine vllm: real vLLM, agg vs P/D"),
     "faults": ("disagg_operator.bench.faults", "data path under faults and load on the quickstart"),
     "pods": ("disagg_operator.bench.pods", "the quickstart as processes vs podman pods"),
@@ -29,6 +30,8 @@ def main(argv: list[str]) -> int:
     if argv[0] == "e2e" and any(a in ("--engine", "--engine=vllm") for a in argv[1:]):
         # real vLLM: the operator's rendered pods (operator/local), not the worker's engine
         argv = ["e2e-vllm", *argv[1:]]
+    elif argv[0] == "e2e" and any(a.startswith("--routing") for a in argv[1:]):
+        argv = ["e2e-routing", *argv[1:]]
     entry = BENCHES.get(argv[0])
     if entry is None:
         print(

@@ -12,6 +12,8 @@ own decode manifests (``deploy/components/vllm-decode/deployment.yaml``), which 
 
 from __future__ import annotations
 
+from typing import Any
+
 MIN_VERSION = "v0.10.0"
 # What the sidecar answers 200 on once it serves (pkg/sidecar/proxy/proxy.go, createRoutes):
 # its readiness, so a decode pod is not Ready before the pod's port listens.
@@ -63,3 +65,163 @@ def flag_problem(arg: str) -> str | None:
     if name in RETIRED_FLAGS:
         return f"{name} is {RETIRED_FLAGS[name]}; remove it"
     return None
+
+
+# --- The endpoint picker's scheduler config (EndpointPickerConfig) -------------------------
+# Source: llm-d/llm-d-router v0.10.0 (commit 71f4f099): apix/config/v1alpha1
+# (endpointpickerconfig_types.go), pkg/epp/config/loader/configloader.go (strict decoding:
+# unknown and duplicate keys fail; one profile handler; every pluginRef defined), and each
+# plugin's factory under pkg/epp/framework/plugins (parameters decoded with
+# DisallowUnknownFields unless the factory ignores its decoder). The Go loader cannot be
+# built here (its ~180 modules come from the Go module proxy, which this project's machines
+# cannot reach), so :func:`epp_config_problems` restates those rules and the tests hold the
+# rendered config to it.
+EPP_API_VERSION = "llm-d.ai/v1alpha1"  # v0.10.0 has no llm-d.ai/v1 (a later router adds it)
+EPP_KIND = "EndpointPickerConfig"
+EPP_CONFIG_KEY = "epp-config.yaml"  # the key llm-d's own EPP manifests read (--config-file)
+EPP_TOP_KEYS = frozenset(
+    {"apiVersion", "kind", "featureGates", "plugins", "schedulingProfiles", "dataLayer",
+     "flowControl", "requestHandler", "saturationDetector", "parser"}
+)  # fmt: skip
+EPP_FEATURE_GATES = frozenset({"flowControl", "haPopulateNonLeaderDatastore"})
+PREFILL_PROFILE, DECODE_PROFILE = "prefill", "decode"  # the handler's defaults; the prefix
+# producer also writes to the profile named "prefill" by name
+ALWAYS_DECIDER = "always-disagg-pd-decider"
+THRESHOLD_DECIDER = "prefix-based-pd-decider"
+PROFILE_HANDLER = "disagg-profile-handler"
+# plugin type → the parameter keys its factory decodes strictly; None: the factory ignores
+# its parameters (any are accepted, none do anything)
+EPP_PLUGINS: dict[str, frozenset[str] | None] = {
+    PROFILE_HANDLER: frozenset({"stageOrder", "profiles", "deciders"}),
+    ALWAYS_DECIDER: None,
+    THRESHOLD_DECIDER: frozenset({"nonCachedTokens", "promptTokens"}),
+    "prefill-filter": None,
+    "decode-filter": None,
+    "encode-filter": None,
+    "approx-prefix-cache-producer": frozenset(
+        {
+            "autoTune",
+            "blockSizeTokens",
+            "blockSize",
+            "maxPrefixBlocksToMatch",
+            "maxPrefixTokensToMatch",
+            "lruCapacityPerServer",
+        }
+    ),
+    "prefix-cache-scorer": frozenset(
+        {"prefixMatchInfoProducerName", "matchLengthWeight", "matchLengthScaleTokens"}
+    ),
+    "queue-scorer": None,
+    "kv-cache-utilization-scorer": None,
+    "active-request-scorer": frozenset(
+        {"idleThreshold", "maxBusyScore", "requestTimeout", "inFlightLoadProducerName"}
+    ),
+    "load-aware-scorer": frozenset({"threshold"}),
+    "max-score-picker": frozenset({"maxNumOfEndpoints"}),
+    "random-picker": frozenset({"maxNumOfEndpoints"}),
+}
+PROFILE_HANDLERS = frozenset({PROFILE_HANDLER, "single-profile-handler"})
+DECIDERS = frozenset({ALWAYS_DECIDER, THRESHOLD_DECIDER})
+# keys older configs used that v0.10.0 refuses → what to write instead
+RETIRED_PARAMETERS = {
+    "threshold": "v0.7.0 removed it; prefix-based-pd-decider takes nonCachedTokens (0 means "
+    "never), always-disagg-pd-decider always disaggregates",
+    "hashBlockSize": "v0.7.0 removed it; approx-prefix-cache-producer takes blockSizeTokens",
+}
+
+
+def epp_config_problems(doc: Any) -> list[str]:
+    """What llm-d-router v0.10.0's loader would refuse in an EndpointPickerConfig (empty:
+    it loads), each naming the field."""
+    if not isinstance(doc, dict):
+        return ["the config must be a mapping"]
+    out = [f"{k}: unknown field (strict decoding)" for k in doc if k not in EPP_TOP_KEYS]
+    if (doc.get("apiVersion"), doc.get("kind")) != (EPP_API_VERSION, EPP_KIND):
+        out.append(f"apiVersion/kind: must be {EPP_API_VERSION} {EPP_KIND}")
+    for gate in doc.get("featureGates") or []:
+        if str(gate).split("=", 1)[0] not in EPP_FEATURE_GATES:
+            out.append(f"featureGates: {gate!r} is unknown or unregistered")
+    plugins: dict[str, str] = {}
+    for i, spec in enumerate(doc.get("plugins") or []):
+        out += _plugin_problems(i, spec, plugins)
+    out += _profile_problems(doc.get("schedulingProfiles"), plugins)
+    handlers = [n for n, t in plugins.items() if t in PROFILE_HANDLERS]
+    single = len(doc.get("schedulingProfiles") or []) == 1  # a handler is added for one
+    if len(handlers) > 1 or (not handlers and not single):
+        out.append(f"plugins: exactly one profile handler is needed, found {len(handlers)}")
+    for name, spec in _specs(doc).items():
+        if spec.get("type") == PROFILE_HANDLER:
+            out += _handler_problems(name, spec.get("parameters") or {}, plugins)
+    return out
+
+
+def _specs(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    specs = [s for s in doc.get("plugins") or [] if isinstance(s, dict)]
+    return {str(s.get("name") or s.get("type")): s for s in specs}
+
+
+def _plugin_problems(i: int, spec: Any, plugins: dict[str, str]) -> list[str]:
+    where = f"plugins[{i}]"
+    if not isinstance(spec, dict):
+        return [f"{where}: must be a mapping"]
+    out = [f"{where}.{k}: unknown field" for k in spec if k not in ("name", "type", "parameters")]
+    kind = spec.get("type")
+    if not kind:
+        return [*out, f"{where}: is missing a type"]
+    name = str(spec.get("name") or kind)  # a missing name defaults to the type
+    if name in plugins:
+        out.append(f"{where}: duplicate plugin name {name!r}")
+    plugins[name] = kind
+    if kind not in EPP_PLUGINS:
+        return [*out, f"{where}: plugin type {kind!r} is not registered (or not checked here)"]
+    allowed, params = EPP_PLUGINS[kind], spec.get("parameters")
+    if allowed is not None and params is not None:
+        if not isinstance(params, dict):
+            return [*out, f"{where}.parameters: must be a mapping"]
+        for key in params:
+            if key not in allowed:
+                fix = RETIRED_PARAMETERS.get(key, f"{kind} takes {', '.join(sorted(allowed))}")
+                out.append(f"{where}.parameters.{key}: unknown field; {fix}")
+        for key in ("nonCachedTokens", "promptTokens", "blockSizeTokens"):
+            value = params.get(key)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                out.append(f"{where}.parameters.{key}: must be an integer >= 0")
+    return out
+
+
+def _profile_problems(profiles: Any, plugins: dict[str, str]) -> list[str]:
+    if not isinstance(profiles, list) or not profiles:
+        return ["schedulingProfiles: at least one profile is required"]
+    out, seen = [], set()
+    for i, profile in enumerate(profiles):
+        where = f"schedulingProfiles[{i}]"
+        if not isinstance(profile, dict) or not profile.get("name"):
+            out.append(f"{where}: a profile needs a name")
+            continue
+        if profile["name"] in seen:
+            out.append(f"{where}: duplicate profile name {profile['name']!r}")
+        seen.add(profile["name"])
+        for j, ref in enumerate(profile.get("plugins") or []):
+            name = ref.get("pluginRef") if isinstance(ref, dict) else None
+            if name not in plugins:
+                out.append(f"{where}.plugins[{j}].pluginRef: {name!r} is not a defined plugin")
+            weight = ref.get("weight") if isinstance(ref, dict) else None
+            if weight is not None and not isinstance(weight, (int, float)):
+                out.append(f"{where}.plugins[{j}].weight: must be a number")
+    return out
+
+
+def _handler_problems(name: str, params: dict[str, Any], plugins: dict[str, str]) -> list[str]:
+    out = []
+    deciders = params.get("deciders") or {}
+    for stage, ref in deciders.items() if isinstance(deciders, dict) else ():
+        if stage not in ("prefill", "encode"):
+            out.append(f"{name}.parameters.deciders.{stage}: unknown field")
+        elif ref not in plugins:
+            out.append(f"{name}.parameters.deciders.{stage}: plugin {ref!r} not found")
+        elif plugins[ref] not in DECIDERS:
+            out.append(f"{name}.parameters.deciders.{stage}: {ref!r} is not a decider")
+    order = str(params.get("stageOrder", "")).lower().replace("-", "").replace("_", "")
+    if order not in ("", "decodefirst", "decode", "prefillfirst", "prefill"):
+        out.append(f"{name}.parameters.stageOrder: must be decode-first or prefill-first")
+    return out

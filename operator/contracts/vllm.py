@@ -78,6 +78,13 @@ ENGINE_IDLE_CHECKED = "nixl-cu12 1.5.1, vLLM 0.32.0 (CPU)"
 # activations and the KV cache (vllm/config/cache.py: 0.92 in 0.32.0; 0.9 in older
 # releases, so an estimate from 0.92 is an upper bound for them).
 GPU_MEMORY_UTILIZATION_DEFAULT = 0.92
+# The KV block size (tokens) when --block-size is not given: the CPU platform sets 128
+# (vllm/platforms/cpu.py, check_and_update_config, 0.32.0; measured: prefix-cache hits of
+# 128 and 256 tokens), CacheConfig's default of 16 elsewhere. The prefix cache's unit.
+DEFAULT_BLOCK_SIZE = {"cpu": 128}
+DEFAULT_BLOCK_SIZE_OTHER = 16
+# vLLM V1 keeps a prefix cache unless told not to.
+NO_PREFIX_CACHE_FLAG = "--no-enable-prefix-caching"
 # Flags that size the device KV cache (and so a cpu buffer's host mirror of it).
 GPU_MEMORY_UTILIZATION = "--gpu-memory-utilization"
 KV_CACHE_MEMORY_BYTES = "--kv-cache-memory-bytes"

@@ -37,6 +37,7 @@ import kopf
 from disagg_operator.api import GROUP, KIND, PLURAL, VERSION, kinds
 from disagg_operator.controller import cache
 from disagg_operator.controller import client as k8s
+from disagg_operator.controller.canaries import CanaryReader
 from disagg_operator.controller.reconciler import Reconciler
 from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.render.objects import LABEL_DEPLOYMENT
@@ -110,12 +111,15 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
             "no root key (--root-key-file): handshake keys derive from a random key of this "
             "process; a handshake Secret deleted after a restart comes back with another key"
         )
+    memo.canaries = CanaryReader()
+    await memo.canaries.start()
     memo.reconciler = Reconciler(
         memo.api,
         memo.cache,
         root_key=memo.get("root_key"),
         backoff=memo.get("backoff"),
         settings=memo.get("settings") or DEFAULT,
+        canaries=memo.canaries,
     )
     if memo.get("resync_seconds"):
         resync = memo.reconciler.resync_forever(memo.get("namespaces", ()), memo.resync_seconds)
@@ -134,6 +138,7 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     if memo.get("resync_task"):
         memo.resync_task.cancel()
     memo.reconciler.close()
+    await memo.canaries.close()
     await memo.api.close()
 
 

@@ -23,6 +23,7 @@ from typing import Any, cast
 from disagg_operator.api import kinds
 from disagg_operator.controller import metrics
 from disagg_operator.controller.cache import Cache
+from disagg_operator.controller.canaries import CanaryReader
 from disagg_operator.controller.refusals import Backoff
 from disagg_operator.controller.retries import CallLater, Retries
 from disagg_operator.controller.sync import Client, sync
@@ -85,8 +86,10 @@ class Reconciler:
         settings: Settings = DEFAULT,
         monotonic: Callable[[], float] = time.monotonic,
         call_later: CallLater | None = None,
+        canaries: CanaryReader | None = None,
     ) -> None:
         self.api = api
+        self.canaries = canaries
         self.settings = settings
         self.cache = cache
         self.root_key = root_key or secrets.token_bytes(32)
@@ -260,6 +263,7 @@ class Reconciler:
                 root_key=self.root_key,
                 held=holding,
                 settings=self.settings,
+                canaries=self.canaries,
             )
         except Exception:
             self._synced.pop(key, None)

@@ -46,6 +46,7 @@ from typing import Any, Protocol
 from disagg_operator.api import API_VERSION, INFERENCE_POOL_APIS, DisaggregatedDeployment, kinds
 from disagg_operator.controller import keys
 from disagg_operator.controller.cache import Cache, Recorder
+from disagg_operator.controller.canaries import CanaryReader
 from disagg_operator.controller.refusals import (
     ApiError,
     Refusal,
@@ -221,6 +222,7 @@ async def sync(
     root_key: bytes,
     held: Sequence[Refusal] = (),
     settings: Settings = DEFAULT,
+    canaries: CanaryReader | None = None,
 ) -> Outcome:
     """One level-triggered pass over deployment ``body``, reading its children from
     ``cache`` (no LIST) and recording every write's answer there.
@@ -228,7 +230,8 @@ async def sync(
     ``root_key``: the operator's root key (the handshake key is derived from it, see
     keys.py); ``held``: writes refused by an earlier sync whose back-off has not ended:
     writes to those objects are not attempted and, while still planned, still reported;
-    ``settings``: the operator's engines, platforms and canary image."""
+    ``settings``: the operator's engines, platforms and canary image; ``canaries``: asks
+    failing transfer canaries why (None: not asked, TransferPathReady says CanaryFailing)."""
     observed = await observe(api, cache, body)
     dd, problems = parse(body, settings)
     outcome = Outcome(problems=problems)
@@ -261,6 +264,7 @@ async def sync(
             dd, uid=uid, pods=pods, routed=steps.routed, settings=settings, target=steps.target
         )
         outcome.more = any(steps.create.values()) or bool(steps.delete)
+    reasons = await canaries.reasons(pods) if canaries is not None else None
     status = status_mod.compute(
         name=body["metadata"]["name"],
         spec=dd.spec if dd is not None else None,
@@ -272,6 +276,7 @@ async def sync(
         rollout=steps,
         refusals=outcome.refusals,
         settings=settings,
+        canary_reasons=reasons,
     )
     outcome.status_written = await _write_status(api, body, status, outcome, record)
     return outcome

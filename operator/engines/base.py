@@ -184,6 +184,11 @@ class Engine:
     def derived_env(self, spec: DeploymentSpec, role: str) -> Mapping[str, str]:
         return {}
 
+    def prefix_cache_block(self, spec: DeploymentSpec) -> int | None:
+        """The decode engine's prefix cache unit in tokens (routers count a prompt's blocks
+        it already holds), or None when it keeps no prefix cache."""
+        return None
+
     def local_process(
         self,
         name: str,

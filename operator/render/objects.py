@@ -9,7 +9,8 @@ headless Service per role with replicas (``<name>-prefill``, ``<name>-decode``),
 NetworkPolicy ``<name>-side-channel``, a PodDisruptionBudget per role (``<name>-<role>``,
 ``minAvailable`` = replicas - maxUnavailable; none when that is 0, as a budget that
 could refuse no eviction, or when the role's ``disruptionBudget.enabled`` is false), the Pods
-``<name>-<role>-<i>``, and with llm-d an InferencePool ``<name>``. Every object carries the
+``<name>-<role>-<i>``, and with llm-d an InferencePool ``<name>`` and the endpoint picker's
+config, the ConfigMap ``<name>-epp-config`` (:mod:`.epp`). Every object carries the
 deployment's labels, its namespace and an ownerReference to the CR (controller,
 blockOwnerDeletion), so deleting the CR deletes them (no finalizer). Invalid specs raise
 :class:`validation.InvalidSpec`.
@@ -36,6 +37,7 @@ from typing import Any
 
 from disagg_operator.api import (
     API_VERSION,
+    CANARY_PORT,
     HMAC_KEY,
     HTTP_PORT,
     KIND,
@@ -51,8 +53,8 @@ from disagg_operator.api import (
 from disagg_operator.derive.scaling import effective_replicas, min_available
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render import canary as render_canary
+from disagg_operator.render import epp, router
 from disagg_operator.render import pods as render_pods
-from disagg_operator.render import router
 from disagg_operator.render.kvkey import kv_revision
 from disagg_operator.validation.spec import InvalidSpec, parse
 
@@ -188,6 +190,10 @@ def render_model(
     objects += front[1:]  # the router Deployment
     if spec.llmd.enabled and spec.llmd.inference_pool.enabled:
         objects.append(_inference_pool(spec, name, _meta(dd, uid, name), kv))
+    if spec.llmd.enabled:  # the endpoint picker's config, for llm-d's charts to mount
+        meta = _meta(dd, uid, epp.name_of(name))
+        data = epp.data(spec, settings)
+        objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
     return copy.deepcopy(objects)  # no shared sub-dicts: callers may mutate freely
 
 
@@ -241,8 +247,15 @@ def _pdb(floor: int, meta: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# The operator's pods as the chart labels them (charts/disagg/templates/_helpers.tpl).
+OPERATOR = {
+    "matchLabels": {"app.kubernetes.io/name": "disagg", "app.kubernetes.io/component": "operator"}
+}
+
+
 def _network_policy(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> dict[str, Any]:
-    """Every port from this deployment's pods; the serving port from ``servingAccess``.
+    """Every port from this deployment's pods; the serving port from ``servingAccess``; the
+    canary port from the operator (which asks a failing canary why).
 
     Pods of the deployment reach each other on every port, not just the side-channel
     ports: UCX's tcp transport moves the KV on ephemeral ports it picks itself, so a list
@@ -254,9 +267,12 @@ def _network_policy(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> di
     peers = [{"podSelector": {"matchLabels": selector(name)}}]
     serving: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": HTTP_PORT}]}
     clients = serving_peers(spec, name)
-    ingress = [{"from": peers}]
+    ingress: list[dict[str, Any]] = [{"from": peers}]
     if clients:
         ingress.append({"from": clients, **serving})
+    if spec.transfer_canary.enabled:  # the operator asks a failing canary why
+        canary = {"ports": [{"protocol": "TCP", "port": CANARY_PORT}]}
+        ingress.append({"from": [{"namespaceSelector": {}, "podSelector": OPERATOR}], **canary})
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

@@ -75,6 +75,21 @@ def objects(
     return [service, deployment]
 
 
+def routing_args(spec: DeploymentSpec, settings: Settings) -> list[str]:
+    """The proxy's routing flags from spec.routing and what the engine says of its
+    prefix cache (docs/routing.md)."""
+    policy = spec.routing
+    out = ["--disaggregate", policy.disaggregate]
+    if policy.disaggregate == "threshold":
+        out += ["--threshold-tokens", str(policy.threshold_tokens)]
+        if policy.prefill_queue_limit is not None:
+            out += ["--prefill-queue-limit", str(policy.prefill_queue_limit)]
+    block = settings.engine(spec).prefix_cache_block(spec)
+    if block is not None:
+        out += ["--decode-prefix-cache", "--block-tokens", str(block)]
+    return out
+
+
 def _pod(spec: DeploymentSpec, name: str, namespace: str, settings: Settings) -> dict[str, Any]:
     r = spec.router
     args = [
@@ -83,6 +98,7 @@ def _pod(spec: DeploymentSpec, name: str, namespace: str, settings: Settings) ->
         *("--refresh-s", str(REFRESH_S), "--policy", r.policy),
         *("--timeout-s", f"{r.timeout_seconds:g}"),
         *("--host", "0.0.0.0", "--port", str(ROUTER_PORT)),
+        *routing_args(spec, settings),
     ]
 
     def probe(period: int, failures: int) -> dict[str, Any]:

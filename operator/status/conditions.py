@@ -63,6 +63,7 @@ Conditions (metav1.Condition shape, observedGeneration on each)::
     TransferPathReady                      always, last: the decode pods' transfer canaries
                                            (transfer_path; the message names failing pods)
                  True    CanaryPassing     every running decode pod's canary is ready
+                 False   DecodeRecomputing a failing canary says decode computed the prompt
                  False   CanaryFailing     some running decode pod's canary is not
                  Unknown NoDecodePods      no running decode pod runs a canary yet
                  Unknown CanaryDisabled    spec.transferCanary.enabled is false
@@ -74,7 +75,7 @@ Conditions (metav1.Condition shape, observedGeneration on each)::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -142,8 +143,10 @@ def compute(
     rollout: Plan | None = None,
     refusals: Sequence[Refusal] = (),
     settings: Settings = DEFAULT,
+    canary_reasons: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The status subresource for this observation (camelCase dict)."""
+    """The status subresource for this observation (camelCase dict); ``canary_reasons``:
+    what failing transfer canaries said (pod name → reason)."""
     previous = previous or {}
     live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")]
     roles: dict[str, Any]
@@ -168,7 +171,9 @@ def compute(
     engine = engine_version(spec, settings)
     if engine is not None:
         conditions.append(_condition(ENGINE_VERSION_KNOWN, *engine, generation, previous, now))
-    path = transfer_path(spec, live, settings, invalid=bool(problems))
+    path = transfer_path(
+        spec, live, settings, invalid=bool(problems), canary_reasons=canary_reasons
+    )
     conditions.append(_condition(TRANSFER_PATH_READY, *path, generation, previous, now))
     if not revisions:  # invalid: keep what the last valid spec reported
         revisions = {k: previous[k] for k in ("kvRevision", "routedKvRevision") if k in previous}

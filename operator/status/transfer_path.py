@@ -8,6 +8,9 @@ reads. This module folds them into one condition::
 
     status   reason          when
     True     CanaryPassing   every running decode pod's canary is ready
+    False    DecodeRecomputing  a failing canary says its decode computed the prompt
+                             instead of reading its KV (the operator asks failing
+                             canaries why: :mod:`disagg_operator.controller.canaries`)
     False    CanaryFailing   some running decode pod's canary is not (message names them)
     Unknown  NoDecodePods    no decode pod runs a canary yet (none wanted, none running)
     Unknown  CanaryDisabled  spec.transferCanary.enabled is false
@@ -20,7 +23,7 @@ are left out: they say nothing about the path the current pods take.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from disagg_operator.api import LABEL_ROLE, DeploymentSpec
@@ -30,9 +33,12 @@ from disagg_operator.render.canary import NAME as CANARY
 from disagg_operator.render.canary import image as canary_image
 
 TRANSFER_PATH_READY = "TransferPathReady"
+# the canary's reason for a decode that computed the prompt (serve/canary_verdict.py says it)
+RECOMPUTED = "DecodeRecomputing"
 REASONS = frozenset(
     {
         "CanaryPassing",
+        RECOMPUTED,
         "CanaryFailing",
         "NoDecodePods",
         "CanaryDisabled",
@@ -49,8 +55,10 @@ def condition(
     settings: Settings,
     *,
     invalid: bool = False,
+    canary_reasons: Mapping[str, str] | None = None,
 ) -> tuple[str, str, str]:
-    """(status, reason, message) of TransferPathReady for the observed ``pods``."""
+    """(status, reason, message) of TransferPathReady for the observed ``pods``;
+    ``canary_reasons``: what failing canaries said (pod name → their /ready reason)."""
     if spec is None or invalid:
         return ("Unknown", "InvalidSpec", "Nothing is checked until the spec is fixed.")
     if not spec.transfer_canary.enabled:
@@ -72,6 +80,16 @@ def condition(
     if not running:
         return ("Unknown", "NoDecodePods", "No running decode pod runs the transfer canary yet.")
     failing = sorted(p["metadata"]["name"] for p in running if not _canary_ready(p))
+    recomputing = [n for n in failing if RECOMPUTED in (canary_reasons or {}).get(n, "")]
+    if recomputing:
+        return (
+            "False",
+            RECOMPUTED,
+            f"The decode computed the canary's prompt itself instead of reading its KV from "
+            f"prefill in {len(recomputing)} of {len(running)} decode pod(s): "
+            f"{listing(recomputing)}: tokens are right but P/D is not happening "
+            f"(docs/routing.md). Their canaries say: {(canary_reasons or {})[recomputing[0]]}",
+        )
     if failing:
         return (
             "False",
@@ -84,6 +102,11 @@ def condition(
         "CanaryPassing",
         f"Every running decode pod ({len(running)}) pulled KV from prefill in a canary request.",
     )
+
+
+def failing_canaries(pods: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The running decode pods whose canary is not ready (whose reason is worth asking)."""
+    return [p for p in _decode(pods) if _running(p) and _canary_status(p) and not _canary_ready(p)]
 
 
 def listing(names: Sequence[str]) -> str:

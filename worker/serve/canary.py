@@ -15,6 +15,11 @@ engine's first forward pass is a decode step over transferred KV, and in a clust
 canary's is the first request a decode engine sees. Until a warm-up passes, a canary
 fails naming it.
 
+A canary that got its tokens but whose decode computed the prompt itself fails with
+``DecodeRecomputing``: the reference worker says so in its answer; for vLLM the canary
+reads the engine's prompt-token sources from its ``/metrics`` before and after the request
+(:mod:`~disagg_worker.serve.proxy.evidence`).
+
 Every hop is bounded by ``--timeout-s`` (one deadline over both), so a probe never hangs.
 One JSON line is logged when the verdict flips. ``--once`` runs one canary, prints its
 result as a JSON line and exits 0 (passed) or 1 (failed): ``disagg up`` and
@@ -43,11 +48,13 @@ from disagg_worker.serve.canary_verdict import (
     token_problem,
     verdict,
 )
+from disagg_worker.serve.proxy.evidence import vllm_sources
 from disagg_worker.serve.proxy.flow import Proxy
 from disagg_worker.serve.proxy.upstream import HopError
 
 DEFAULT_PORT = 8090
 PATH = "/v1/completions"
+METRICS_TIMEOUT_S = 2.0
 
 
 class Canary:
@@ -114,18 +121,29 @@ class Canary:
                     raise HopError(502, f"decode {self.decode}: {problem}")
                 self.warmed = True
                 stage = "canary"
+            before = await self._sources()
             # the proxy's deadline bounds each hop; this bounds anything around them too
             answer = await asyncio.wait_for(
                 self.proxy.complete(PATH, request_body(self.model), headers),
                 self.timeout_s + 1.0,
             )
-            problem = token_problem(answer) or kv_problem(answer)
+            after = await self._sources() if before else None
+            problem = token_problem(answer) or kv_problem(answer, before, after)
         except HopError as e:
             problem = str(e) if self.warmed else f"{stage}: {e}"
         except asyncio.TimeoutError:
             problem = f"{stage}: no answer within the {self.timeout_s:g}s deadline"
         now = self.clock()
         return Result(at=now, took_ms=(now - t0) * 1e3, problem=problem)
+
+    async def _sources(self) -> dict[str, float]:
+        """The engine's prompt-token sources (vLLM's /metrics; empty for an engine that
+        does not export them, or when the page cannot be read: no evidence, no verdict)."""
+        try:
+            text = await self.proxy.fetch_text(self.decode + "/metrics", METRICS_TIMEOUT_S)
+        except HopError:
+            return {}
+        return vllm_sources(text)
 
 
 def _log_flip(canary: Canary, result: Result) -> None:

@@ -14,8 +14,11 @@ verdict is ready only while the last canary passed and is at most ``fresh_s`` ol
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from disagg_worker.serve.proxy.evidence import recompute_reason, vllm_recomputed
 
 # A short fixed text: a few tokens for any tokenizer, one KV block for any block size.
 PROMPT = "The transfer path works."
@@ -56,15 +59,26 @@ def due(last: Result | None, now: float, interval_s: float) -> bool:
 RECOMPUTED = "DecodeRecomputing"
 
 
-def kv_problem(answer: dict[str, Any]) -> str | None:
-    """None unless decode's answer says it computed the prompt itself instead of reading the
-    prefill's KV (the reference worker's ``disagg.kv_source``): correct tokens, but no P/D.
-    The message starts with :data:`RECOMPUTED`, the reason the canary reports."""
-    figures = answer.get("disagg")
-    if isinstance(figures, dict) and figures.get("kv_source") == "computed":
+def kv_problem(
+    answer: dict[str, Any],
+    before: Mapping[str, float] | None = None,
+    after: Mapping[str, float] | None = None,
+) -> str | None:
+    """None unless decode computed the prompt itself instead of reading the prefill's KV:
+    correct tokens, but no P/D. The reference worker says so in its answer; vLLM only in
+    its prompt-token sources (``before`` and ``after`` the request, from its /metrics:
+    :mod:`~disagg_worker.serve.proxy.evidence`). The message starts with
+    :data:`RECOMPUTED`, the reason the canary reports."""
+    if recompute_reason(answer) is not None:
         return (
             f"{RECOMPUTED}: decode computed the prompt itself instead of reading its KV "
             "from the prefill (the kv_transfer_params did not reach it)"
+        )
+    if before is not None and after is not None and vllm_recomputed(before, after):
+        return (
+            f"{RECOMPUTED}: decode computed the canary's prompt itself (its "
+            "vllm:prompt_tokens_by_source_total grew in local_compute, not "
+            "external_kv_transfer): its KV connector did not load the prefill's KV"
         )
     return None
 

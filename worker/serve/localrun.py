@@ -17,8 +17,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -242,3 +243,23 @@ def keep_buffers_on_heap() -> None:
         libc.mallopt(m_trim_threshold, 256 << 20)
     except (OSError, AttributeError):  # not glibc: its allocator has its own policy
         pass
+
+
+@contextlib.contextmanager
+def serve_in_thread(app: web.Application) -> Iterator[str]:
+    """Serve an aiohttp app on a loopback port from a thread of its own; yields its URL."""
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.run_until_complete(runner.cleanup())
+        loop.close()

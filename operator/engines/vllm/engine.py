@@ -193,6 +193,15 @@ class Vllm(Engine):
             return {**checks.DERIVED_ENV, **checks.ENGINE_IDLE_ENV}
         return checks.DERIVED_ENV
 
+    def prefix_cache_block(self, spec: DeploymentSpec) -> int | None:
+        """vLLM keeps a prefix cache in units of its KV block (spec.modelConfig.blockSize,
+        else the decode device's default) unless decode's args turn it off."""
+        if vllm.NO_PREFIX_CACHE_FLAG in (spec.decode.args or []):
+            return None
+        if spec.model_spec.block_size is not None:
+            return spec.model_spec.block_size
+        return vllm.DEFAULT_BLOCK_SIZE.get(spec.decode.device, vllm.DEFAULT_BLOCK_SIZE_OTHER)
+
     def local_image(self, image: str) -> str:
         """vLLM's pods: the vllm-cpu image at the vLLM version of the rendered image's tag
         (the newest profile's when the tag has none); a worker image (the canary) as the

@@ -101,3 +101,44 @@ def test_the_router_and_the_llmd_sidecar_are_one_router_too_many() -> None:
 def test_the_router_passes_the_upstream_schemas() -> None:
     for child in _router(body(router={"enabled": True})).values():
         kubernetes_validate.validate(child, "1.31.0", strict=True)
+
+
+def _routing(obj: dict[str, Any]) -> Any:
+    """The routing policy `disagg proxy` builds from the rendered router's arguments."""
+    settings = dataclasses.replace(DEFAULT, canary_image="example.com/worker-cpu:1")
+    deployment = _router(obj, settings=settings)["Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return proxy.policy(proxy._parser().parse_args(container["args"]))
+
+
+def test_the_router_always_disaggregates_by_default() -> None:
+    got = _routing(body(router={"enabled": True}))
+    assert (got.mode, got.prefix_cache) == ("always", False)  # the reference keeps no cache
+
+
+@pytest.mark.parametrize(
+    ("decode", "model", "block"),
+    [
+        ({}, {}, 128),  # vLLM's CPU default block (vllm/platforms/cpu.py)
+        ({"device": "cuda", "resources": {"limits": {"nvidia.com/gpu": 1}}}, {}, 16),
+        ({}, {"blockSize": 64}, 64),
+        ({"args": ["--no-enable-prefix-caching"]}, {}, None),
+    ],
+)
+def test_the_threshold_policy_reaches_the_router_with_the_engines_prefix_cache(
+    decode: dict[str, Any], model: dict[str, Any], block: int | None
+) -> None:
+    routing = {"disaggregate": "threshold", "thresholdTokens": 300, "prefillQueueLimit": 4}
+    prefill = {
+        "device": decode.get("device", "cpu"),
+        **{k: v for k, v in decode.items() if k == "resources"},
+    }
+    obj = body(
+        engine="vllm", prefill=prefill, decode={"device": "cpu", **decode},
+        router={"enabled": True}, routing=routing, modelConfig=model,
+    )  # fmt: skip
+    got = _routing(obj)
+    assert (got.mode, got.threshold_tokens, got.prefill_queue_limit) == ("threshold", 300, 4)
+    assert got.prefix_cache is (block is not None)
+    if block is not None:
+        assert got.block_tokens == block

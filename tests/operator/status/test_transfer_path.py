@@ -156,6 +156,25 @@ def test_failing_names_the_pods_whose_canary_is_not_ready() -> None:
     assert "kubectl logs POD -c transfer-canary" in found["message"]
 
 
+def test_a_canary_that_says_decode_recomputed_sets_the_reason() -> None:
+    obj = body(decode=role(replicas=3))
+    pods = _running(_pods(obj), {"demo-decode-1": False, "demo-decode-2": False})
+    said = {
+        "demo-decode-1": "the last canary failed: DecodeRecomputing: decode computed ...",
+        "demo-decode-2": "the last canary failed: prefill http://p:8000: cannot connect",
+    }
+    found = condition(_spec(obj), pods, DEFAULT, canary_reasons=said)
+    assert found[:2] == ("False", "DecodeRecomputing")
+    assert "1 of 3 decode pod(s): demo-decode-1:" in found[2] and said["demo-decode-1"] in found[2]
+    # a reason that is not a recompute, or none at all: the canary just fails
+    other = {"demo-decode-2": said["demo-decode-2"]}
+    assert condition(_spec(obj), pods, DEFAULT, canary_reasons=other)[1] == "CanaryFailing"
+    assert condition(_spec(obj), pods, DEFAULT)[1] == "CanaryFailing"
+    # a ready pod's old words count for nothing
+    ready = _running(_pods(obj), {})
+    assert condition(_spec(obj), ready, DEFAULT, canary_reasons=said)[1] == "CanaryPassing"
+
+
 def test_failing_lists_five_pods_then_how_many_more() -> None:
     obj = body(decode=role(replicas=8))
     pods = _running(_pods(obj), {f"demo-decode-{i}": False for i in range(8)})

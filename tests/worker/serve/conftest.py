@@ -6,11 +6,8 @@ stopped at teardown, whatever the test did.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -18,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from disagg_worker.serve.localrun import Child, disagg_argv, start_child, stop_children, wait_ready
 
@@ -149,23 +145,3 @@ def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"{what} did not happen within {timeout_s}s")
         time.sleep(0.1)
-
-
-@contextlib.contextmanager
-def serve_in_thread(app: web.Application) -> Iterator[str]:
-    """Serve an aiohttp app on a loopback port from a thread of its own; yields its URL."""
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.run_until_complete(runner.cleanup())
-        loop.close()

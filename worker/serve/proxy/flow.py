@@ -103,6 +103,19 @@ class Proxy:
         if self._session is not None:
             await self._session.close()
 
+    async def fetch_text(self, url: str, timeout_s: float) -> str:
+        """GET a worker's page (its /metrics) as text; a failure is a HopError."""
+        assert self._session is not None, "Proxy.start() first"
+        try:
+            async with self._session.get(
+                url, timeout=aiohttp.ClientTimeout(total=timeout_s)
+            ) as resp:
+                if resp.status != 200:
+                    raise HopError(502, f"GET {url} answered {resp.status}")
+                return await resp.text()
+        except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
+            raise hop_failure(f"GET {url}", timeout_s, e) from None
+
     def release_later(
         self, prefill: Backend, params: dict[str, Any], headers: dict[str, str]
     ) -> None:
@@ -378,7 +391,7 @@ class Proxy:
                 data = await resp.json(content_type=None)
                 status, retry_after = resp.status, resp.headers.get("Retry-After", "")
         except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
-            raise hop_failure(where, self.timeout_s, e) from None
+            raise hop_failure(where, self.timeout_s, e, stateless=role == "prefill") from None
         if status >= 400 or not isinstance(data, dict):
             message = f"{where} answered {status}: {message_of(data)}"
             kind = error_kind(data)

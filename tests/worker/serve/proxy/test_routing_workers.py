@@ -13,7 +13,8 @@ import pytest
 from aiohttp import web
 
 from disagg_worker.engine.model import BOS
-from tests.worker.serve.conftest import Workers, get, metric, post, serve_in_thread
+from disagg_worker.serve.localrun import serve_in_thread
+from tests.worker.serve.conftest import Workers, get, metric, post
 
 THRESHOLD = 64
 

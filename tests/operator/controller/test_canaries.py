@@ -1,0 +1,101 @@
+"""The operator asks a failing transfer canary why, over real HTTP: a real canary whose
+decode lost its kv_transfer_params on the way (a relay drops them) says
+DecodeRecomputing, and TransferPathReady carries that reason."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from disagg_operator.controller.canaries import CanaryReader
+from disagg_operator.engines.settings import DEFAULT
+from disagg_operator.status.transfer_path import condition
+from disagg_operator.validation import spec as validation
+from disagg_worker.serve.localrun import disagg_argv, serve_in_thread, start_child, wait_ready
+from tests.operator.builders import body
+from tests.worker.serve.conftest import Workers
+
+
+def _dropper(decode: str) -> web.Application:
+    """A relay that loses kv_transfer_params on the way to decode."""
+
+    async def relay(request: web.Request) -> web.Response:
+        sent = await request.json()
+        sent.pop("kv_transfer_params", None)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(decode + request.path, json=sent) as resp,
+        ):
+            return web.json_response(await resp.json(), status=resp.status)
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(text="")
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", relay)
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    group = Workers(tmp_path)
+    yield group
+    group.stop()
+
+
+def _canary(group: Workers, prefill: str, decode: str) -> int:
+    argv = disagg_argv("worker", "canary", "--prefill", prefill, "--decode", decode)
+    argv += ["--model", "tiny", "--port", "0", "--host", "127.0.0.1", "--interval-s", "0.5"]
+    child = start_child(f"canary-{len(group.children)}", argv, group._base, group.log_dir)
+    group.children.append(child)
+    return int(wait_ready(child, timeout_s=60)["http_port"])
+
+
+def _pod(name: str, port_owner: str = "127.0.0.1") -> dict[str, Any]:
+    """A decode pod as the API reports it: running, its canary container not ready."""
+    return {
+        "metadata": {"name": name, "labels": {"disagg.dev/role": "decode"}},
+        "status": {
+            "phase": "Running",
+            "podIP": port_owner,
+            "containerStatuses": [{"name": "transfer-canary", "ready": False}],
+        },
+    }
+
+
+async def _reasons(port: int, pods: list[dict[str, Any]]) -> dict[str, str]:
+    reader = CanaryReader(port=port)
+    await reader.start()
+    try:
+        return dict(await reader.reasons(pods))
+    finally:
+        await reader.close()
+
+
+def test_the_operator_reads_decode_recomputing_from_a_real_canary(workers: Workers) -> None:
+    prefill, decode = (workers.worker(role).url for role in ("prefill", "decode"))  # type: ignore[attr-defined]
+    with serve_in_thread(_dropper(decode)) as relay:
+        port = _canary(workers, prefill, relay)
+        said = asyncio.run(_reasons(port, [_pod("demo-decode-0")]))
+    assert "DecodeRecomputing" in said["demo-decode-0"]
+    dd, problems = validation.parse(body())
+    assert dd is not None and not problems
+    pods = [_pod("demo-decode-0")]
+    pods[0]["metadata"]["labels"]["disagg.dev/deployment"] = "demo"
+    found = condition(dd.spec, pods, DEFAULT, canary_reasons=said)
+    assert found[:2] == ("False", "DecodeRecomputing")
+
+
+def test_a_healthy_canary_and_an_unreachable_one_give_no_recompute(workers: Workers) -> None:
+    prefill, decode = (workers.worker(role).url for role in ("prefill", "decode"))  # type: ignore[attr-defined]
+    port = _canary(workers, prefill, decode)
+    said = asyncio.run(_reasons(port, [_pod("ok"), _pod("gone", "127.0.0.2")]))
+    assert "gone" not in said  # nothing answered there: no reason, no wait past the timeout
+    assert "DecodeRecomputing" not in said.get("ok", "")
