@@ -386,6 +386,36 @@ async def test_a_full_prefill_sends_the_request_to_the_next_one(stack: Any) -> N
     assert len(seen_p) == 2 and len(seen_d) == 1  # tried the full one, then the other
 
 
+def _dies(body: dict[str, Any]) -> Any:
+    """A worker that drops the connection mid-request, as one killed then does."""
+
+    async def respond(request: web.Request) -> web.StreamResponse:
+        assert request.transport is not None
+        request.transport.close()
+        await asyncio.sleep(1)
+        return web.Response()
+
+    return respond
+
+
+async def test_a_prefill_that_dies_mid_request_is_retried_on_the_next_one(stack: Any) -> None:
+    client, seen_p, seen_d = await stack([_dies, _prefill_ok], _decode_ok, policy="round-robin")
+    for _ in range(2):  # whichever the policy picks first: no client sees the dead one
+        async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
+            assert resp.status == 200, await resp.text()
+    assert len(seen_p) == 3 and len(seen_d) == 2
+
+
+async def test_a_decode_that_dies_mid_request_is_not_retried(stack: Any) -> None:
+    # decode may have produced output: what it did is not repeated elsewhere
+    client, _, seen_d = await stack(_prefill_ok, [_dies, _decode_ok], policy="round-robin")
+    statuses = []
+    for _ in range(2):
+        async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
+            statuses.append(resp.status)
+    assert sorted(statuses) == [200, 502] and len(seen_d) == 2
+
+
 async def test_a_down_decode_sends_the_request_to_the_next_one(stack: Any) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
