@@ -224,7 +224,7 @@ class TransferCanary(_Model):
 
 
 # The threshold's default (non-cached prompt tokens): measured, docs/routing.md.
-DEFAULT_THRESHOLD_TOKENS = 256
+DEFAULT_THRESHOLD_TOKENS = 64
 
 
 class Routing(_Model):

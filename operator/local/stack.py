@@ -40,8 +40,9 @@ from disagg_operator.local.pods import (
     pin_ports,
     share_cores,
 )
+from disagg_operator.render import router
 from disagg_operator.render.objects import render
-from disagg_operator.validation.spec import InvalidSpec
+from disagg_operator.validation.spec import InvalidSpec, parse
 from disagg_worker.serve.localrun import Child, disagg_argv, start_child, wait_ready
 
 PROXY = "proxy"  # the proxy's process name (pods keep theirs)
@@ -56,6 +57,7 @@ class Run:
     children: list[Child]
     workers: dict[str, list[str]]
     proxy_url: str = ""
+    proxy_flags: list[str] = field(default_factory=list)  # the routing policy's
     local: LocalRun | None = None  # how its engine runs here (the pods' engine)
     logs: dict[str, Path] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # worker URL → pod name
@@ -222,6 +224,7 @@ def launch(
             "UCX picks local transports (shared memory, CMA)"
         )
     start_workers(pods, logs, run, say)
+    run.proxy_flags = routing_flags(body)
     start_proxy(port, logs, run, say)
     prove_transfer_path(pods, run, say)
     if engine.local.warm_up:
@@ -299,6 +302,12 @@ def start_proxy(port: int, log_dir: Path, run: Run, say: Say) -> None:
     say(f"  ready   proxy (pid {child.proc.pid}): {run.proxy_url}")
 
 
+def routing_flags(body: dict[str, Any], settings: Settings = DEFAULT) -> list[str]:
+    """The routing policy's flags, as the router Deployment gets them (spec.routing)."""
+    dd, _ = parse(body, settings)
+    return [] if dd is None else router.routing_args(dd.spec, settings)
+
+
 def _proxy_argv(port: int, run: Run) -> list[str]:
     argv = disagg_argv("proxy", "--port", str(port), "--prefill", *run.workers["prefill"])
-    return [*argv, "--decode", *run.workers["decode"]]
+    return [*argv, "--decode", *run.workers["decode"], *run.proxy_flags]

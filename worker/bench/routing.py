@@ -25,6 +25,7 @@ decode (what a misconfigured sidecar does): ``fallbacks_detected`` is what the r
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -54,6 +55,8 @@ RECOMPUTED = "disagg_proxy_decode_recomputed_total"
 THRESHOLD = ["--disaggregate", "threshold", "--threshold-tokens"]
 NEVER = 1 << 30  # a threshold no prompt reaches: decode alone for every request
 TOLERANCE = 0.10  # the issue's target: within 10% of the path the request stands for
+WARM_UP = 20  # requests through the threshold router before its cases (measured: its first
+# requests ran 5-40% slower than the swept routers' at 4-32 tokens)
 WORKER_RECOMPUTED = 'disagg_decode_recomputed_total{reason="no_kv_transfer_params"}'
 
 
@@ -247,7 +250,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--routing", choices=["threshold"], required=True)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--prompts", default="4,8,16,32,64,128,256,512,1024,2048")
-    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--repeat", type=int, default=6, help="requests per router and length "
+                   "(6: each of the routers' orders once)")  # fmt: skip
     p.add_argument("--model", default="tiny", help="reference model preset")
     p.add_argument("--load", type=int, default=0, help="clients generating on decode")
     p.add_argument("--load-tokens", type=int, default=16, help="tokens per load request")
@@ -285,6 +289,8 @@ def main(argv: list[str]) -> int:
                 cut = threshold if threshold is not None else lengths[-1] + 1
                 routed = _proxy(prefill, decode, [*THRESHOLD, str(cut)], env, log, children)
                 routers = {"decode": alone, "pd": pd, "threshold": routed}
+                for i in range(WARM_UP):  # the new router as warm as the swept ones
+                    _probe(routed, lengths[i % len(lengths)], 2000 + i)
                 cases = [_case(n, routers, args.repeat, cut, load) for n in lengths]
             injected = fallbacks(prefill, decode, args.fallbacks, env, log, children)
         finally:
@@ -303,16 +309,18 @@ def main(argv: list[str]) -> int:
 
 
 def _case(n: int, routers: dict[str, str], repeat: int, cut: int, load: Load) -> dict[str, Any]:
-    """One length through the three routers, request by request in turn, the order
-    rotating (so drift on this host, and what one request leaves running, fall on all
-    three alike): medians of TTFT and of the load's worst delay."""
+    """One length through the three routers, request by request in turn, in every order
+    (so drift on this host, and what one request leaves running, fall on all three
+    alike): medians of TTFT and of the load's worst delay."""
     progress(f"  {n} tokens: decode alone, always P/D and the threshold router in turn")
     for url in routers.values():
         _probe(url, n, 0)  # warm-up
     probes: dict[str, list[tuple[float, float, float, str]]] = {k: [] for k in routers}
-    names = list(routers)
-    for i in range(repeat):  # each router first, second and third in turn: no order bias
-        for name in names[i % len(names) :] + names[: i % len(names)]:
+    # every order of the routers in turn: each follows each other one equally often (a
+    # P/D request leaves work behind on both workers that slows whatever comes next)
+    orders = itertools.cycle(itertools.permutations(routers))
+    for i in range(repeat):
+        for name in next(orders):
             probes[name].append(_probe(routers[name], n, 1000 + i))
     time.sleep(0.3)  # the load request in flight at the last probe's end ends too
     case: dict[str, Any] = {"prompt_tokens": n, "threshold_tokens": cut}

@@ -43,6 +43,7 @@ from disagg_operator.local.stack import (
     Run,
     load,
     render_manifest,
+    routing_flags,
     start_proxy,
     with_model,
 )
@@ -117,6 +118,7 @@ def launch_containers(
         f"on network {runtime.name} (node {runtime.host_ip})"
     )
     _start_pods(plans, runtime, engine, run, say)
+    run.proxy_flags = routing_flags(body)
     start_proxy(port, logs, run, say)
     _prove_transfer_path(plans, runtime, run, say)
     if engine.local.warm_up:

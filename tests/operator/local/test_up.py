@@ -351,3 +351,17 @@ def test_killed_processes_are_restarted_at_their_address_while_the_rest_serves()
     assert proc.returncode == 130
     assert "stopped 3 processes" in seen[-1], "".join(seen)
     _assert_nothing_left("".join(seen), 5)  # the three first processes and two restarted ones
+
+
+def test_up_runs_its_proxy_with_the_manifests_routing_policy() -> None:
+    from disagg_operator.local.stack import routing_flags
+    from disagg_worker.serve.proxy import app as proxy_app
+
+    manifest = yaml.safe_load(QUICKSTART.read_text())
+    manifest["spec"]["routing"] = {"disaggregate": "threshold", "thresholdTokens": 100}
+    flags = routing_flags(manifest)
+    policy = proxy_app.policy(
+        proxy_app._parser().parse_args(["--prefill", "p", "--decode", "d", *flags])
+    )
+    assert (policy.mode, policy.threshold_tokens, policy.prefix_cache) == ("threshold", 100, False)
+    assert routing_flags(yaml.safe_load(QUICKSTART.read_text())) == ["--disaggregate", "always"]

@@ -103,9 +103,12 @@ class Planner:
         else:
             ask = {k: body[k] for k in ("model", *CHAT_TOKENIZE_KEYS) if k in body}
         ask = {k: v for k, v in ask.items() if v is not None}
+        if not self.decode.backends:
+            return None
+        # the least busy decode counts them; not the pool's pick, whose turn it would take
+        url = min(self.decode.backends, key=lambda b: b.inflight).url + TOKENIZE_PATH
         left = min(deadline - time.monotonic(), TOKENIZE_TIMEOUT_S)
         try:
-            url = self.decode.candidates()[0].url + TOKENIZE_PATH
             out = await self._post("tokenize", url, ask, headers, time.monotonic() + left)
         except HopError as e:
             log.debug("could not count the prompt's tokens: %s", e)

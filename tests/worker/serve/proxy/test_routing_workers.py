@@ -88,6 +88,16 @@ def test_chat_prompts_are_counted_by_the_engine(stack: Stack) -> None:
     assert status == 200 and counted["count"] == len(counted["tokens"]) > 2
 
 
+def test_counting_text_prompts_leaves_the_round_robin_turn_alone(stack: Stack) -> None:
+    seen = []
+    for i in range(4):  # text: the router asks a decode's /tokenize before it picks
+        body = {"prompt": f"{i} " + "round robin " * 20, "max_tokens": 2}
+        _, out = _tokens(stack.proxy + "/v1/completions", body)
+        assert out["disagg"]["proxy"]["prompt_tokens"] == len(body["prompt"]) + 1  # BOS
+        seen.append(stack.decodes.index(out["disagg"]["proxy"]["decode_url"]))
+    assert seen in ([0, 1, 0, 1], [1, 0, 1, 0])
+
+
 def test_a_repeated_prefix_returns_to_the_decode_that_holds_it(stack: Stack) -> None:
     a, b = _prompt(200, 1), _prompt(200, 2)
     cases = [  # (prompt, path, cached tokens): round-robin alone would pick d0, d1, d0, d1
