@@ -15,10 +15,9 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-import aiohttp
 import pytest
-from aiohttp import web
 
+from disagg_worker.bench.relay import params_dropper
 from disagg_worker.serve.canary import Canary
 from disagg_worker.serve.localrun import serve_in_thread
 from disagg_worker.serve.proxy.hops import PREFILL_PARAMS
@@ -116,28 +115,6 @@ def _status(url: str, body: dict[str, Any], timeout: float) -> tuple[int, float]
         return e.code, time.monotonic() - t0
 
 
-def _dropper(decode: str) -> web.Application:
-    """A relay to vLLM's decode that loses kv_transfer_params (and serves its /metrics)."""
-
-    async def relay(request: web.Request) -> web.Response:
-        sent = await request.json()
-        sent.pop("kv_transfer_params", None)
-        async with (
-            aiohttp.ClientSession() as session,
-            session.post(decode + request.path, json=sent) as resp,
-        ):
-            return web.json_response(await resp.json(), status=resp.status)
-
-    async def metrics(_: web.Request) -> web.Response:
-        async with aiohttp.ClientSession() as session, session.get(decode + "/metrics") as resp:
-            return web.Response(text=await resp.text())
-
-    app = web.Application()
-    app.router.add_post("/v1/completions", relay)
-    app.router.add_get("/metrics", metrics)
-    return app
-
-
 async def _canary(prefill: str, decode: str) -> str | None:
     canary = Canary(prefill, decode, "tiny-llama", timeout_s=60, interval_s=1, fresh_s=60)
     await canary.start()
@@ -152,7 +129,7 @@ def test_the_canary_sees_a_vllm_decode_that_recomputed(pd_stack: Stack) -> None:
     """vLLM's answer does not say where its KV came from; its prompt-token sources do."""
     prefill, decode = pd_stack.url("prefill"), pd_stack.url("decode")
     assert asyncio.run(_canary(prefill, decode)) is None
-    with serve_in_thread(_dropper(decode)) as relay:
+    with serve_in_thread(params_dropper(decode)) as relay:
         problem = asyncio.run(_canary(prefill, relay))
     assert problem is not None and problem.startswith("DecodeRecomputing"), problem
 

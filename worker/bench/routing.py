@@ -36,10 +36,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-from aiohttp import web
-
 from disagg_worker.bench.e2e import format_columns, progress, timed_post
+from disagg_worker.bench.relay import params_dropper
 from disagg_worker.engine.model import BOS, get_preset
 from disagg_worker.serve.localrun import (
     Child,
@@ -186,23 +184,6 @@ def crossover(figures: dict[int, dict[str, float]]) -> int | None:
     return found
 
 
-def _dropper(decode: str) -> web.Application:
-    """A relay that loses kv_transfer_params on the way to decode."""
-
-    async def relay(request: web.Request) -> web.Response:
-        body = await request.json()
-        body.pop("kv_transfer_params", None)
-        async with (
-            aiohttp.ClientSession() as session,
-            session.post(decode + request.path, json=body) as resp,
-        ):
-            return web.json_response(await resp.json(), status=resp.status)
-
-    app = web.Application()
-    app.router.add_post("/v1/completions", relay)
-    return app
-
-
 def _metric(url: str, name: str) -> float:
     """A counter's value (summed over its label sets when ``name`` has none)."""
     with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
@@ -214,7 +195,7 @@ def fallbacks(prefill: str, decode: str, count: int, env: dict[str, str], log: P
               children: list[Child]) -> dict[str, int]:  # fmt: skip
     """``count`` P/D requests whose kv_transfer_params a relay drops before decode."""
     before = _metric(decode, WORKER_RECOMPUTED)
-    with serve_in_thread(_dropper(decode)) as relay:
+    with serve_in_thread(params_dropper(decode)) as relay:
         proxy = _proxy(prefill, relay, [], env, log, children)
         for i in range(count):
             timed_post(proxy + "/v1/completions", {"prompt": _prompt(100, 50 + i), "max_tokens": 2})

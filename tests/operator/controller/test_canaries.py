@@ -9,38 +9,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
-from aiohttp import web
 
 from disagg_operator.controller.canaries import CanaryReader
 from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.status.transfer_path import condition
 from disagg_operator.validation import spec as validation
+from disagg_worker.bench.relay import params_dropper
 from disagg_worker.serve.localrun import disagg_argv, serve_in_thread, start_child, wait_ready
 from tests.operator.builders import body
 from tests.worker.serve.conftest import Workers
-
-
-def _dropper(decode: str) -> web.Application:
-    """A relay that loses kv_transfer_params on the way to decode."""
-
-    async def relay(request: web.Request) -> web.Response:
-        sent = await request.json()
-        sent.pop("kv_transfer_params", None)
-        async with (
-            aiohttp.ClientSession() as session,
-            session.post(decode + request.path, json=sent) as resp,
-        ):
-            return web.json_response(await resp.json(), status=resp.status)
-
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(text="")
-
-    app = web.Application()
-    app.router.add_post("/v1/completions", relay)
-    app.router.add_get("/metrics", metrics)
-    return app
 
 
 @pytest.fixture
@@ -81,7 +59,7 @@ async def _reasons(port: int, pods: list[dict[str, Any]]) -> dict[str, str]:
 
 def test_the_operator_reads_decode_recomputing_from_a_real_canary(workers: Workers) -> None:
     prefill, decode = (workers.worker(role).url for role in ("prefill", "decode"))  # type: ignore[attr-defined]
-    with serve_in_thread(_dropper(decode)) as relay:
+    with serve_in_thread(params_dropper(decode)) as relay:
         port = _canary(workers, prefill, relay)
         said = asyncio.run(_reasons(port, [_pod("demo-decode-0")]))
     assert "DecodeRecomputing" in said["demo-decode-0"]

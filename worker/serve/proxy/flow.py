@@ -33,7 +33,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 from aiohttp import web
@@ -58,6 +58,7 @@ from disagg_worker.serve.proxy.upstream import (
 )
 
 log = logging.getLogger("disagg.proxy")
+T = TypeVar("T")
 RELEASE_TIMEOUT_S = 2.0
 
 
@@ -169,25 +170,14 @@ class Proxy:
         plan: Plan,
         t0: float,
     ) -> tuple[Backend, dict[str, Any]]:
-        """Prefill, then decode with its kv_transfer_params; a decode that could not read
-        them is retried from another prefill."""
-        tried: list[str] = []
-        while True:
-            p, pre, params = await self._prefill(path, body, headers, deadline, tried)
-            t1 = time.perf_counter()
-            second = {**body, "kv_transfer_params": params}
-            try:
-                d, out = await self._hop(
-                    "decode", self.decode, path, second, headers, deadline, first=plan.decode
-                )
-                break
-            except HopError as e:  # the prefill's blocks go now; its READ may be retried
-                self.release_later(p, params, headers)
-                if not self._retry(e, p, tried):
-                    raise
-            except BaseException:  # the client left: the prefill's blocks go now
-                self.release_later(p, params, headers)
-                raise
+        """Prefill, then decode with its kv_transfer_params (:meth:`_pair`)."""
+
+        def decode(second: dict[str, Any]) -> Awaitable[tuple[Backend, dict[str, Any]]]:
+            return self._hop(
+                "decode", self.decode, path, second, headers, deadline, first=plan.decode
+            )
+
+        p, pre, (d, out), tried, t1 = await self._pair(path, body, headers, deadline, decode)
         figures = _figures(out)
         figures["proxy"] = {
             "prefill_url": p.url,
@@ -199,6 +189,32 @@ class Proxy:
         if isinstance(pre.get("disagg"), dict):
             figures["prefill"] = pre["disagg"]
         return d, out
+
+    async def _pair(
+        self,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        deadline: float,
+        decode: Callable[[dict[str, Any]], Awaitable[T]],
+    ) -> tuple[Backend, dict[str, Any], T, list[str], float]:
+        """The prefill hop, then ``decode`` of the client's body with the prefill's
+        kv_transfer_params; a decode that could not read them is retried from another
+        prefill. (The prefill, its answer, decode's result, the prefills tried before,
+        when the last prefill hop ended.)"""
+        tried: list[str] = []
+        while True:
+            p, pre, params = await self._prefill(path, body, headers, deadline, tried)
+            t1 = time.perf_counter()
+            try:
+                return p, pre, await decode({**body, "kv_transfer_params": params}), tried, t1
+            except HopError as e:  # the prefill's blocks go now; its READ may be retried
+                self.release_later(p, params, headers)
+                if not self._retry(e, p, tried):
+                    raise
+            except BaseException:  # the client left: the prefill's blocks go now
+                self.release_later(p, params, headers)
+                raise
 
     def _answered(self, plan: Plan, decode: Backend) -> None:
         """A request ended well on ``decode``: count its route, remember its prefix there."""
@@ -240,21 +256,13 @@ class Proxy:
         deadline: float,
         plan: Plan,
     ) -> tuple[Backend, aiohttp.ClientResponse]:
-        """Prefill, then open decode's stream, retried from another prefill as in
-        :meth:`complete` (only before decode's first byte: nothing reached the client)."""
-        tried: list[str] = []
-        while True:
-            p, _, params = await self._prefill(path, body, headers, deadline, tried)
-            second = {**body, "kv_transfer_params": params}
-            try:
-                return await self._open_decode(path, second, headers, deadline, plan)
-            except HopError as e:
-                self.release_later(p, params, headers)
-                if not self._retry(e, p, tried):
-                    raise
-            except BaseException:
-                self.release_later(p, params, headers)
-                raise
+        """Prefill, then open decode's stream (:meth:`_pair`: retried only before
+        decode's first byte, when nothing reached the client)."""
+
+        def decode(second: dict[str, Any]) -> Awaitable[tuple[Backend, aiohttp.ClientResponse]]:
+            return self._open_decode(path, second, headers, deadline, plan)
+
+        return (await self._pair(path, body, headers, deadline, decode))[2]
 
     async def _open_decode(
         self,

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from aiohttp import web
 
+from disagg_worker.bench.relay import params_dropper
 from disagg_worker.engine.model import BOS
 from disagg_worker.serve.localrun import serve_in_thread
 from tests.worker.serve.conftest import Workers, get, metric, post
@@ -116,31 +116,11 @@ def test_a_repeated_prefix_returns_to_the_decode_that_holds_it(stack: Stack) -> 
     assert order[0] != order[1] and order[2] == order[1] and order[3] == order[1]
 
 
-def _dropper(decode: str) -> web.Application:
-    """A relay that loses kv_transfer_params on the way to decode, as a misconfigured
-    sidecar or gateway does (llm-d-router #1461): the decode computes the prompt itself."""
-    import aiohttp
-
-    async def relay(request: web.Request) -> web.Response:
-        body = await request.json()
-        body.pop("kv_transfer_params", None)
-        async with (
-            aiohttp.ClientSession() as session,
-            session.post(decode + request.path, json=body) as resp,
-        ):
-            return web.json_response(await resp.json(), status=resp.status)
-
-    app = web.Application()
-    app.router.add_post("/v1/completions", relay)
-    app.router.add_post("/tokenize", relay)
-    return app
-
-
 def test_a_decode_that_lost_its_params_is_counted_at_proxy_and_worker(
     stack: Stack, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     d = stack.decodes[0]
-    with serve_in_thread(_dropper(d)) as relay:
+    with serve_in_thread(params_dropper(d)) as relay:
         group = Workers(tmp_path_factory.mktemp("dropped"))
         try:
             proxy = group.proxy([stack.prefill], [relay])

@@ -1,0 +1,38 @@
+"""A relay that loses ``kv_transfer_params`` on the way to a decode worker, as a
+misconfigured sidecar or gateway does (llm-d-router #1461): the decode computes every
+prompt itself and still answers the right tokens.
+
+Benchmark tool (I/O: aiohttp). The routing benchmark injects fallbacks through it; the
+tests use it to prove that each detector (the router's counter, the worker's, the canary
+on the reference worker and on vLLM) sees what the tokens hide. ``GET /metrics`` passes
+through, so a canary behind it reads the engine's own counters.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+from aiohttp import web
+
+
+def params_dropper(decode: str) -> web.Application:
+    """An app relaying completions, chat completions and /tokenize to ``decode`` without
+    their kv_transfer_params, and decode's /metrics unchanged."""
+
+    async def relay(request: web.Request) -> web.Response:
+        sent = await request.json()
+        sent.pop("kv_transfer_params", None)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(decode + request.path, json=sent) as resp,
+        ):
+            return web.json_response(await resp.json(content_type=None), status=resp.status)
+
+    async def metrics(_: web.Request) -> web.Response:
+        async with aiohttp.ClientSession() as session, session.get(decode + "/metrics") as resp:
+            return web.Response(text=await resp.text(), status=resp.status)
+
+    app = web.Application()
+    for path in ("/v1/completions", "/v1/chat/completions", "/tokenize"):
+        app.router.add_post(path, relay)
+    app.router.add_get("/metrics", metrics)
+    return app
