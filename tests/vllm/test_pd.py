@@ -13,13 +13,21 @@ import signal
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from disagg_worker.bench.relay import params_dropper
 from disagg_worker.serve.canary import Canary
-from disagg_worker.serve.localrun import serve_in_thread
+from disagg_worker.serve.localrun import (
+    disagg_argv,
+    serve_in_thread,
+    start_child,
+    stop_children,
+    wait_ready,
+)
 from disagg_worker.serve.proxy.hops import PREFILL_PARAMS
 from disagg_worker.vllm import judge
 
@@ -104,6 +112,51 @@ def test_unknown_route_is_a_json_404(pd_stack: Stack) -> None:
         post(pd_stack.proxy + "/v1/nothing", {})
     assert e.value.code == 404
     assert "error" in json.load(e.value)
+
+
+@pytest.fixture
+def threshold_router(pd_stack: Stack, tmp_path: Path) -> Iterator[str]:
+    """A second router over the same vLLM pair with the threshold policy and vLLM's prefix
+    cache (examples/vllm-cpu.yaml sets no block size: vLLM's CPU default, 128)."""
+    argv = disagg_argv(
+        "proxy", "--port", "0", "--prefill", pd_stack.url("prefill"),
+        "--decode", pd_stack.url("decode"), "--disaggregate", "threshold",
+        "--threshold-tokens", "150", "--decode-prefix-cache", "--block-tokens", "128",
+    )  # fmt: skip
+    child = start_child("threshold-router", argv, dict(os.environ), tmp_path)
+    try:
+        yield f"http://127.0.0.1:{wait_ready(child, timeout_s=60)['http_port']}"
+    finally:
+        stop_children([child])
+
+
+def _routed(url: str, body: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
+    out = post(url + "/v1/completions", {**body, "temperature": 0, "return_token_ids": True})
+    return out["choices"][0]["token_ids"], out
+
+
+def test_the_threshold_router_counts_with_vllms_tokenizer_and_prefix_cache(
+    pd_stack: Stack, threshold_router: str
+) -> None:
+    """Real vLLM behind the threshold policy: text counted by vLLM's /tokenize, a short
+    prompt on decode alone, a long one through prefill, the same long one again on decode
+    alone (two of its 128-token blocks held there), tokens equal to the always-P/D
+    router's every time."""
+    text = {"prompt": "rivers flow to the sea " * 4, "max_tokens": 4}
+    got, out = _routed(threshold_router, text)
+    assert out["disagg"]["proxy"]["path"] == "decode"
+    assert out["disagg"]["proxy"]["prompt_tokens"] == out["usage"]["prompt_tokens"]
+    assert got == _routed(pd_stack.proxy, text)[0]
+    long = {"prompt": [0] + [11 + (i * 37) % 900 for i in range(299)], "max_tokens": 4}
+    want = _routed(pd_stack.proxy, long)[0]
+    for path, cached in (("pd", 0), ("decode", 256)):
+        got, out = _routed(threshold_router, long)
+        figures = out["disagg"]["proxy"]
+        assert (figures["path"], figures["cached_tokens"], got) == (path, cached, want)
+    with urllib.request.urlopen(threshold_router + "/metrics", timeout=10) as resp:
+        page = resp.read().decode()
+    assert 'disagg_proxy_requests_total{path="decode",reason="below_threshold"} 2.0' in page
+    assert 'disagg_proxy_requests_total{path="pd",reason="above_threshold"} 1.0' in page
 
 
 def _status(url: str, body: dict[str, Any], timeout: float) -> tuple[int, float]:
