@@ -207,7 +207,7 @@ def fallbacks(prefill: str, decode: str, count: int, env: dict[str, str], log: P
     }
 
 
-def table(cases: list[dict[str, Any]], threshold: int | None) -> str:
+def table(cases: list[dict[str, Any]], threshold: int | None, load: int = 0) -> str:
     cols = [
         ("prompt", "prompt_tokens", "{:>6}"),
         ("decode alone", "ttft_decode_ms", "{:>12.1f}"),
@@ -220,8 +220,9 @@ def table(cases: list[dict[str, Any]], threshold: int | None) -> str:
         ("vs path", "vs_path", "{:>7.2f}"),
         ("ok", "within_target", "{!s:>5}"),
     ]
-    note = (f"TTFT in ms, medians, decode busy with other requests; threshold {threshold} "
-            "non-cached tokens; vs best = threshold TTFT / the faster of the others")  # fmt: skip
+    busy = f"{load} client(s) generating on decode" if load else "decode idle"
+    note = (f"TTFT in ms, medians, {busy}; threshold {threshold} non-cached tokens; vs best "
+            "= threshold TTFT / the faster of the others; ok: within 10% of its path")  # fmt: skip
     return format_columns(cols, cases, note)
 
 
@@ -284,7 +285,7 @@ def main(argv: list[str]) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(table(cases, threshold))
+        print(table(cases, threshold, args.load))
         print(", ".join(f"{k} {v}" for k, v in injected.items()))
     return 0
 
