@@ -9,9 +9,14 @@ real ``vllm serve`` instances with the NixlConnector as well as the reference wo
    ``kv_transfer_params: {do_remote_decode: true, do_remote_prefill: false, remote_*: null}``;
 2. decode: the client's body (``stream`` and ``stream_options`` as sent) with the prefill
    response's ``kv_transfer_params``;
-3. answer: the decode response, plus ``disagg.proxy`` (hop times, which workers) and
-   ``disagg.prefill`` (the prefill's own figures) when the workers report them; a stream is
-   passed through chunk by chunk as decode writes it.
+3. answer: the decode response, plus ``disagg.proxy`` (hop times, which workers, the
+   route) and ``disagg.prefill`` (the prefill's own figures) when the workers report them;
+   a stream is passed through chunk by chunk as decode writes it.
+
+Before the hops the routing policy (:mod:`.planner`, :mod:`.routing`) may send a request
+to decode alone (``do_remote_prefill: false``: it prefills on purpose) and picks the decode
+holding its prompt's prefix. A decode that answered a P/D request having computed the
+prompt itself is counted (:mod:`.evidence`, :mod:`.metrics`).
 
 Both hops carry one X-Request-Id (the client's when it is a safe token) and share one
 deadline (``--timeout-s``; in a stream, up to decode's first byte, then per read). What a
@@ -20,9 +25,12 @@ is refused before any hop. Any failure answers a JSON error that names the hop, 
 and the cause: a worker's 4xx/503/504 keeps its status, other worker failures and invalid
 answers are 502, the deadline 504.
 
-Faults: a hop whose worker is full (503) or cannot be reached is tried once on each other
+Faults: a hop whose worker is full (503) or cannot be reached, or a prefill hop whose
+worker dropped the connection (a prefill hop is stateless), is tried once on each other
 worker of its pool; when none takes it, a 503 goes to the client with the worker's
-``Retry-After``. When the decode hop fails (or the client leaves before it ends), the proxy
+``Retry-After``. A decode that could not read its KV from its prefill (502
+``kv_transfer_error``, before any output) is retried from another prefill
+(``prefill_retries``). When the decode hop fails (or the client leaves before it ends), the proxy
 posts the prefill's ``kv_transfer_params`` back to it (``POST /v1/kv/release``, best effort:
 vLLM answers 404 and keeps its lease) so the blocks are freed now, not when the lease ends.
 """
