@@ -140,7 +140,7 @@ class Canary:
         """The engine's prompt-token sources (vLLM's /metrics; empty for an engine that
         does not export them, or when the page cannot be read: no evidence, no verdict)."""
         try:
-            text = await self.proxy.fetch_text(self.decode + "/metrics", METRICS_TIMEOUT_S)
+            text = await self.proxy.http.text(self.decode + "/metrics", METRICS_TIMEOUT_S)
         except HopError:
             return {}
         return vllm_sources(text)

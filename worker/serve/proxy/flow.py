@@ -46,10 +46,15 @@ from typing import Any, TypeVar
 import aiohttp
 from aiohttp import web
 
-from disagg_worker.serve.openai import RELEASE_PATH
 from disagg_worker.serve.proxy.discovery import Refresher
 from disagg_worker.serve.proxy.evidence import recompute_reason
-from disagg_worker.serve.proxy.hops import LOCAL_PARAMS, prefill_body, relay_stream
+from disagg_worker.serve.proxy.hops import (
+    LOCAL_PARAMS,
+    RELEASE_TIMEOUT_S,
+    HopClient,
+    prefill_body,
+    relay_stream,
+)
 from disagg_worker.serve.proxy.metrics import ProxyMetrics
 from disagg_worker.serve.proxy.planner import Plan, Planner
 from disagg_worker.serve.proxy.routing import Policy, Route
@@ -57,17 +62,12 @@ from disagg_worker.serve.proxy.upstream import (
     Backend,
     HopError,
     Pool,
-    error_kind,
     first_taker,
-    hop_failure,
-    message_of,
     prefill_gone,
-    relay_status,
 )
 
 log = logging.getLogger("disagg.proxy")
 T = TypeVar("T")
-RELEASE_TIMEOUT_S = 2.0
 
 
 class Proxy:
@@ -95,12 +95,12 @@ class Proxy:
         self.prefill_retries, self.retried = prefill_retries, 0
         self.refreshers = list(refreshers)
         self.metrics = ProxyMetrics()
-        self.planner = Planner(routing or Policy(), self.prefill, self.decode, self._post)
-        self._session: aiohttp.ClientSession | None = None
+        self.http = HopClient(timeout_s)
+        self.planner = Planner(routing or Policy(), self.prefill, self.decode, self.http.post)
         self._releases: set[asyncio.Task[None]] = set()
 
     async def start(self, _: web.Application | None = None) -> None:
-        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        await self.http.start()
         for refresher in self.refreshers:
             await refresher.start()
 
@@ -109,42 +109,16 @@ class Proxy:
             await refresher.close()
         if self._releases:
             await asyncio.wait(self._releases, timeout=RELEASE_TIMEOUT_S)
-        if self._session is not None:
-            await self._session.close()
-
-    async def fetch_text(self, url: str, timeout_s: float) -> str:
-        """GET a worker's page (its /metrics) as text; a failure is a HopError."""
-        assert self._session is not None, "Proxy.start() first"
-        try:
-            async with self._session.get(
-                url, timeout=aiohttp.ClientTimeout(total=timeout_s)
-            ) as resp:
-                if resp.status != 200:
-                    raise HopError(502, f"GET {url} answered {resp.status}")
-                return await resp.text()
-        except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
-            raise hop_failure(f"GET {url}", timeout_s, e) from None
+        await self.http.close()
 
     def release_later(
         self, prefill: Backend, params: dict[str, Any], headers: dict[str, str]
     ) -> None:
         """The decode hop failed: tell the prefill to free the blocks (in the background,
         best effort; the lease stays the backstop)."""
-        task = asyncio.ensure_future(self._release(prefill.url, params, headers))
+        task = asyncio.ensure_future(self.http.release(prefill.url, params, headers))
         self._releases.add(task)
         task.add_done_callback(self._releases.discard)
-
-    async def _release(self, url: str, params: dict[str, Any], headers: dict[str, str]) -> None:
-        assert self._session is not None
-        timeout = aiohttp.ClientTimeout(total=RELEASE_TIMEOUT_S)
-        body = {"kv_transfer_params": params}
-        try:
-            async with self._session.post(
-                url + RELEASE_PATH, json=body, headers=headers, timeout=timeout
-            ) as resp:
-                await resp.read()
-        except (asyncio.TimeoutError, aiohttp.ClientError) as e:
-            log.debug("release at %s failed: %s", url, e)
 
     async def complete(
         self, path: str, body: dict[str, Any], headers: dict[str, str]
@@ -236,7 +210,6 @@ class Proxy:
         passed through as it comes. An error before decode's first byte is raised
         (answered as JSON); after it, it ends the stream with an ``{"error": ...}``
         event."""
-        assert self._session is not None, "Proxy.start() first"
         deadline = time.monotonic() + self.timeout_s
         plan = await self.planner.plan(path, body, headers, deadline, self.metrics)
         if plan.route.path == "decode":
@@ -283,37 +256,9 @@ class Proxy:
         """The streaming decode hop, on the next decode worker when one is full or down."""
         return await first_taker(
             self.decode,
-            lambda b: self._open(b.url + path, body, headers, deadline),
+            lambda b: self.http.open(b.url + path, body, headers, deadline),
             first=plan.decode,
         )
-
-    async def _open(
-        self, url: str, body: dict[str, Any], headers: dict[str, str], deadline: float
-    ) -> aiohttp.ClientResponse:
-        """POST a streaming hop: the deadline bounds the answer's head, ``--timeout-s``
-        each later read. A 4xx/5xx is raised as the hop's error."""
-        assert self._session is not None
-        where, left = f"decode {url}", deadline - time.monotonic()
-        timeout = aiohttp.ClientTimeout(total=None, sock_read=self.timeout_s)
-        try:
-            post = self._session.post(url, json=body, headers=headers, timeout=timeout)
-            resp = await asyncio.wait_for(post, max(left, 0.001))
-        except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
-            raise hop_failure(where, self.timeout_s, e) from None
-        if resp.status >= 400:
-            try:
-                data: Any = await resp.json(content_type=None)
-            except (aiohttp.ClientError, ValueError):
-                data = f"(an unreadable {resp.content_type} body)"
-            finally:
-                resp.release()
-            raise HopError(
-                relay_status(resp.status),
-                f"{where} answered {resp.status}: {message_of(data)}",
-                retry_after=resp.headers.get("Retry-After", ""),
-                kind=error_kind(data),
-            )
-        return resp
 
     def _retry(self, error: HopError, prefill: Backend, tried: list[str]) -> bool:
         """Whether a failed decode hop is retried from another prefill (its READ from
@@ -389,30 +334,11 @@ class Proxy:
         """POST to ``first`` or the pool's pick; when it is full or unreachable, to each
         other worker (those in ``avoid`` last)."""
         return await first_taker(
-            pool, lambda b: self._post(role, b.url + path, body, headers, deadline), avoid, first
+            pool,
+            lambda b: self.http.post(role, b.url + path, body, headers, deadline),
+            avoid,
+            first,
         )
-
-    async def _post(
-        self, role: str, url: str, body: dict[str, Any], headers: dict[str, str], deadline: float
-    ) -> dict[str, Any]:
-        assert self._session is not None, "Proxy.start() first"
-        left = deadline - time.monotonic()
-        where = f"{role} {url}"
-        if left <= 0:
-            raise HopError(504, f"{where}: not tried, the {self.timeout_s:g}s deadline passed")
-        try:
-            async with self._session.post(
-                url, json=body, headers=headers, timeout=aiohttp.ClientTimeout(total=left)
-            ) as resp:
-                data = await resp.json(content_type=None)
-                status, retry_after = resp.status, resp.headers.get("Retry-After", "")
-        except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
-            raise hop_failure(where, self.timeout_s, e, stateless=role == "prefill") from None
-        if status >= 400 or not isinstance(data, dict):
-            message = f"{where} answered {status}: {message_of(data)}"
-            kind = error_kind(data)
-            raise HopError(relay_status(status), message, retry_after=retry_after, kind=kind)
-        return data
 
 
 def _figures(out: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,7 @@
-"""What each hop of the proxy sends, and how decode's event stream reaches the client.
+"""What each hop of the proxy sends, the HTTP calls that send it (:class:`HopClient`), and
+how decode's event stream reaches the client.
 
-I/O layer (aiohttp's stream types). The bodies follow vLLM's convention (its toy P/D proxy
+I/O layer (aiohttp). The bodies follow vLLM's convention (its toy P/D proxy
 does the same): a prefill gets the client's request for one token with
 ``do_remote_decode``; a decode the client's request with the prefill's
 ``kv_transfer_params``, or :data:`LOCAL_PARAMS` when it is to prefill the prompt itself.
@@ -10,12 +11,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import time
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from disagg_worker.serve.limits import bounded
+from disagg_worker.serve.openai import RELEASE_PATH
+from disagg_worker.serve.proxy.upstream import (
+    HopError,
+    error_kind,
+    hop_failure,
+    message_of,
+    relay_status,
+)
+
+log = logging.getLogger("disagg.proxy")
+RELEASE_TIMEOUT_S = 2.0
 
 # A request a decode computes itself by choice (vLLM reads the flags the same way).
 LOCAL_PARAMS = {"do_remote_prefill": False, "do_remote_decode": False}
@@ -67,3 +81,98 @@ async def relay_stream(
         await out.write(b"data: " + json.dumps(event).encode() + b"\n\ndata: [DONE]\n\n")
     await out.write_eof()
     return out
+
+
+class HopClient:
+    """The proxy's HTTP calls to workers: one session (no connection limit), a JSON hop, a
+    streamed hop, a page, and a release; ``timeout_s`` bounds each later read of a
+    stream."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+
+    async def post(
+        self, role: str, url: str, body: dict[str, Any], headers: dict[str, str], deadline: float
+    ) -> dict[str, Any]:
+        """POST a JSON hop within ``deadline``: the answer, or the hop's error (a
+        prefill hop whose worker dropped the connection may go to another worker)."""
+        assert self.session is not None, "HopClient.start() first"
+        left = deadline - time.monotonic()
+        where = f"{role} {url}"
+        if left <= 0:
+            raise HopError(504, f"{where}: not tried, the {self.timeout_s:g}s deadline passed")
+        try:
+            async with self.session.post(
+                url, json=body, headers=headers, timeout=aiohttp.ClientTimeout(total=left)
+            ) as resp:
+                data = await resp.json(content_type=None)
+                status, retry_after = resp.status, resp.headers.get("Retry-After", "")
+        except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
+            raise hop_failure(where, self.timeout_s, e, stateless=role == "prefill") from None
+        if status >= 400 or not isinstance(data, dict):
+            message = f"{where} answered {status}: {message_of(data)}"
+            kind = error_kind(data)
+            raise HopError(relay_status(status), message, retry_after=retry_after, kind=kind)
+        return data
+
+    async def open(
+        self, url: str, body: dict[str, Any], headers: dict[str, str], deadline: float
+    ) -> aiohttp.ClientResponse:
+        """POST a streaming hop: the deadline bounds the answer's head, ``--timeout-s``
+        each later read. A 4xx/5xx is raised as the hop's error."""
+        assert self.session is not None
+        where, left = f"decode {url}", deadline - time.monotonic()
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=self.timeout_s)
+        try:
+            post = self.session.post(url, json=body, headers=headers, timeout=timeout)
+            resp = await asyncio.wait_for(post, max(left, 0.001))
+        except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
+            raise hop_failure(where, self.timeout_s, e) from None
+        if resp.status >= 400:
+            try:
+                data: Any = await resp.json(content_type=None)
+            except (aiohttp.ClientError, ValueError):
+                data = f"(an unreadable {resp.content_type} body)"
+            finally:
+                resp.release()
+            raise HopError(
+                relay_status(resp.status),
+                f"{where} answered {resp.status}: {message_of(data)}",
+                retry_after=resp.headers.get("Retry-After", ""),
+                kind=error_kind(data),
+            )
+        return resp
+
+    async def text(self, url: str, timeout_s: float) -> str:
+        """GET a worker's page (its /metrics) as text; a failure is a HopError."""
+        assert self.session is not None, "HopClient.start() first"
+        try:
+            async with self.session.get(
+                url, timeout=aiohttp.ClientTimeout(total=timeout_s)
+            ) as resp:
+                if resp.status != 200:
+                    raise HopError(502, f"GET {url} answered {resp.status}")
+                return await resp.text()
+        except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
+            raise hop_failure(f"GET {url}", timeout_s, e) from None
+
+    async def release(self, url: str, params: dict[str, Any], headers: dict[str, str]) -> None:
+        """Tell a prefill to free the blocks it holds for ``params`` (best effort)."""
+        assert self.session is not None
+        timeout = aiohttp.ClientTimeout(total=RELEASE_TIMEOUT_S)
+        body = {"kv_transfer_params": params}
+        try:
+            async with self.session.post(
+                url + RELEASE_PATH, json=body, headers=headers, timeout=timeout
+            ) as resp:
+                await resp.read()
+        except (asyncio.TimeoutError, aiohttp.ClientError) as e:
+            log.debug("release at %s failed: %s", url, e)
