@@ -81,10 +81,13 @@ def _ask(run: Run, prompt: str, max_tokens: int) -> None:
         return
     url = run.proxy_url + "/v1/completions"
     warm = get_json(url, {"prompt": "", "max_tokens": 1}, timeout=120).get("disagg", {})
-    _say(
-        f"\nwarm-up request: its transfer took {warm.get('transfer_ms', 0):.1f} ms (the first "
-        "handshake and NIXL connection are paid once per prefill/decode pair)"
-    )
+    if warm.get("proxy", {}).get("path") == "decode":
+        _say("\nwarm-up request: decode alone (the manifest's routing policy), no transfer")
+    else:
+        _say(
+            f"\nwarm-up request: its transfer took {warm.get('transfer_ms', 0):.1f} ms (the "
+            "first handshake and NIXL connection are paid once per prefill/decode pair)"
+        )
     out = get_json(url, {"prompt": prompt, "max_tokens": max_tokens}, timeout=120)
     _say(f"\nprompt:     {prompt!r}\ncompletion: {out['choices'][0]['text']!r}")
     _say(f"tokens:     {out['choices'][0].get('token_ids')}")
@@ -138,6 +141,18 @@ def _ask_vllm(run: Run, prompt: str, max_tokens: int) -> None:
 
 def _figures(d: dict[str, Any]) -> Iterator[str]:
     proxy, pre = d.get("proxy", {}), d.get("prefill", {})
+    alone = proxy.get("path") == "decode"
+    if "prompt_tokens" in proxy:  # the routing policy counted the prompt
+        where = "decode alone" if alone else "prefill, then decode"
+        held = proxy.get("cached_tokens", 0)
+        held_text = f", {held} of them held on decode" if held else ""
+        reason = proxy.get("route_reason")
+        yield f"route:      {where} ({reason}: {proxy['prompt_tokens']} prompt tokens{held_text})"
+    if alone:
+        rest = d.get("decode_ms", 0)
+        yield f"decode:     {d.get('engine_id')}: the prompt, then {rest:.1f} ms for the rest"
+        yield f"proxy hops: decode {proxy.get('decode_hop_ms', 0):.1f} ms"
+        return
     compute = pre.get("prompt_ms", 0) + pre.get("first_step_ms", 0)
     yield f"prefill:    {pre.get('engine_id')} computed the prompt in {compute:.1f} ms"
     if "transfer_ms" in d:

@@ -100,6 +100,23 @@ def test_up_with_a_prompt_runs_a_real_transfer_and_stops() -> None:
     _assert_nothing_left(out, 3)
 
 
+def test_up_routes_by_the_manifests_threshold() -> None:
+    """examples/routing-threshold-cpu.yaml: a short prompt is prefilled by decode alone,
+    a long one goes through a prefill and its KV moves."""
+    example = str(ROOT / "examples" / "routing-threshold-cpu.yaml")
+    outs = []
+    for prompt in ("Hi", "The river runs to the sea. " * 4):
+        args = [*UP, example, "--prompt", prompt, "--max-tokens", "4", "--port", "0"]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stdout + done.stderr
+        outs.append(done.stdout)
+    assert "route:      decode alone (below_threshold: 3 prompt tokens)" in outs[0]
+    assert "NIXL READ" not in outs[0].split("prompt:")[1]
+    assert "route:      prefill, then decode (above_threshold: 109 prompt tokens)" in outs[1]
+    assert "NIXL READ" in outs[1].split("prompt:")[1]
+    _assert_nothing_left(outs[1], 4)
+
+
 def test_up_runs_prefill_and_decode_at_different_tp_sizes() -> None:
     """examples/tp-mismatch-cpu.yaml: a TP-2 prefill (two rank processes) feeding a TP-1
     decode, which reads one KV head from each prefill rank: the same tokens as the
