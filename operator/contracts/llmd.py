@@ -141,26 +141,21 @@ def epp_config_problems(doc: Any) -> list[str]:
     for gate in doc.get("featureGates") or []:
         if str(gate).split("=", 1)[0] not in EPP_FEATURE_GATES:
             out.append(f"featureGates: {gate!r} is unknown or unregistered")
-    plugins: dict[str, str] = {}
+    plugins: dict[str, dict[str, Any]] = {}  # name → spec, as the loader names them
     for i, spec in enumerate(doc.get("plugins") or []):
         out += _plugin_problems(i, spec, plugins)
     out += _profile_problems(doc.get("schedulingProfiles"), plugins)
-    handlers = [n for n, t in plugins.items() if t in PROFILE_HANDLERS]
+    handlers = [n for n, p in plugins.items() if p["type"] in PROFILE_HANDLERS]
     single = len(doc.get("schedulingProfiles") or []) == 1  # a handler is added for one
     if len(handlers) > 1 or (not handlers and not single):
         out.append(f"plugins: exactly one profile handler is needed, found {len(handlers)}")
-    for name, spec in _specs(doc).items():
-        if spec.get("type") == PROFILE_HANDLER:
+    for name, spec in plugins.items():
+        if spec["type"] == PROFILE_HANDLER:
             out += _handler_problems(name, spec.get("parameters") or {}, plugins)
     return out
 
 
-def _specs(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    specs = [s for s in doc.get("plugins") or [] if isinstance(s, dict)]
-    return {str(s.get("name") or s.get("type")): s for s in specs}
-
-
-def _plugin_problems(i: int, spec: Any, plugins: dict[str, str]) -> list[str]:
+def _plugin_problems(i: int, spec: Any, plugins: dict[str, dict[str, Any]]) -> list[str]:
     where = f"plugins[{i}]"
     if not isinstance(spec, dict):
         return [f"{where}: must be a mapping"]
@@ -171,7 +166,7 @@ def _plugin_problems(i: int, spec: Any, plugins: dict[str, str]) -> list[str]:
     name = str(spec.get("name") or kind)  # a missing name defaults to the type
     if name in plugins:
         out.append(f"{where}: duplicate plugin name {name!r}")
-    plugins[name] = kind
+    plugins[name] = spec
     if kind not in EPP_PLUGINS:
         return [*out, f"{where}: plugin type {kind!r} is not registered (or not checked here)"]
     allowed, params = EPP_PLUGINS[kind], spec.get("parameters")
@@ -189,7 +184,7 @@ def _plugin_problems(i: int, spec: Any, plugins: dict[str, str]) -> list[str]:
     return out
 
 
-def _profile_problems(profiles: Any, plugins: dict[str, str]) -> list[str]:
+def _profile_problems(profiles: Any, plugins: dict[str, dict[str, Any]]) -> list[str]:
     if not isinstance(profiles, list) or not profiles:
         return ["schedulingProfiles: at least one profile is required"]
     out, seen = [], set()
@@ -211,7 +206,9 @@ def _profile_problems(profiles: Any, plugins: dict[str, str]) -> list[str]:
     return out
 
 
-def _handler_problems(name: str, params: dict[str, Any], plugins: dict[str, str]) -> list[str]:
+def _handler_problems(
+    name: str, params: dict[str, Any], plugins: dict[str, dict[str, Any]]
+) -> list[str]:
     out = []
     deciders = params.get("deciders") or {}
     for stage, ref in deciders.items() if isinstance(deciders, dict) else ():
@@ -219,7 +216,7 @@ def _handler_problems(name: str, params: dict[str, Any], plugins: dict[str, str]
             out.append(f"{name}.parameters.deciders.{stage}: unknown field")
         elif ref not in plugins:
             out.append(f"{name}.parameters.deciders.{stage}: plugin {ref!r} not found")
-        elif plugins[ref] not in DECIDERS:
+        elif plugins[ref]["type"] not in DECIDERS:
             out.append(f"{name}.parameters.deciders.{stage}: {ref!r} is not a decider")
     order = str(params.get("stageOrder", "")).lower().replace("-", "").replace("_", "")
     if order not in ("", "decodefirst", "decode", "prefillfirst", "prefill"):

@@ -31,10 +31,9 @@ from disagg_operator.derive.scaling import effective_replicas
 from disagg_operator.engines.settings import Settings
 from disagg_operator.render.canary import NAME as CANARY
 from disagg_operator.render.canary import image as canary_image
+from disagg_worker.serve.canary_verdict import RECOMPUTED  # the reason the canary reports
 
 TRANSFER_PATH_READY = "TransferPathReady"
-# the canary's reason for a decode that computed the prompt (serve/canary_verdict.py says it)
-RECOMPUTED = "DecodeRecomputing"
 REASONS = frozenset(
     {
         "CanaryPassing",
@@ -79,8 +78,9 @@ def condition(
     running = [p for p in _decode(pods) if _running(p) and _canary_status(p) is not None]
     if not running:
         return ("Unknown", "NoDecodePods", "No running decode pod runs the transfer canary yet.")
-    failing = sorted(p["metadata"]["name"] for p in running if not _canary_ready(p))
-    recomputing = [n for n in failing if RECOMPUTED in (canary_reasons or {}).get(n, "")]
+    failing = sorted(p["metadata"]["name"] for p in failing_canaries(pods))
+    said = canary_reasons or {}
+    recomputing = [n for n in failing if RECOMPUTED in said.get(n, "")]
     if recomputing:
         return (
             "False",
@@ -88,7 +88,7 @@ def condition(
             f"The decode computed the canary's prompt itself instead of reading its KV from "
             f"prefill in {len(recomputing)} of {len(running)} decode pod(s): "
             f"{listing(recomputing)}: tokens are right but P/D is not happening "
-            f"(docs/routing.md). Their canaries say: {(canary_reasons or {})[recomputing[0]]}",
+            f"(docs/routing.md). Their canaries say: {said[recomputing[0]]}",
         )
     if failing:
         return (

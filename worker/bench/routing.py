@@ -126,7 +126,11 @@ class Load:
             t.join(120)
 
 
-def _probe(url: str, n: int, salt: int) -> tuple[float, float, float, str]:
+Probe = tuple[float, float, float, str]  # start, end, TTFT ms, the path taken
+SETTLE_S = 0.3  # after the last probe: the load request then in flight ends too
+
+
+def _probe(url: str, n: int, salt: int) -> Probe:
     """One fresh prompt of ``n`` tokens: (start, end, TTFT ms, the path it took)."""
     body: dict[str, Any] = {"prompt": _prompt(n, salt), "max_tokens": 1}
     start = time.monotonic()
@@ -135,14 +139,19 @@ def _probe(url: str, n: int, salt: int) -> tuple[float, float, float, str]:
     return start, time.monotonic(), ms, path
 
 
-def _ttft(url: str, n: int, repeat: int, load: Load) -> tuple[float, float, list[str]]:
-    """Medians over ``repeat`` fresh prompts of ``n`` tokens of the TTFT and of the slowest
-    load request each overlapped; the paths they took."""
-    probes = [_probe(url, n, i + 1) for i in range(repeat)]
-    time.sleep(0.3)  # the load request in flight at the last probe's end ends too
-    worst = [load.worst_during(s, e) for s, e, _, _ in probes]
+def _summary(probes: list[Probe], load: Load) -> tuple[float, float, list[str]]:
+    """Medians of the probes' TTFT and of the slowest load request each overlapped; the
+    paths they took."""
+    worst = [load.worst_during(start, end) for start, end, _, _ in probes]
     ttft = statistics.median(ms for _, _, ms, _ in probes)
     return ttft, statistics.median(worst), [p for *_, p in probes]
+
+
+def _ttft(url: str, n: int, repeat: int, load: Load) -> tuple[float, float, list[str]]:
+    """:func:`_summary` of ``repeat`` fresh prompts of ``n`` tokens through ``url``."""
+    probes = [_probe(url, n, i + 1) for i in range(repeat)]
+    time.sleep(SETTLE_S)
+    return _summary(probes, load)
 
 
 def sweep(
@@ -297,19 +306,18 @@ def _case(n: int, routers: dict[str, str], repeat: int, cut: int, load: Load) ->
     progress(f"  {n} tokens: decode alone, always P/D and the threshold router in turn")
     for url in routers.values():
         _probe(url, n, 0)  # warm-up
-    probes: dict[str, list[tuple[float, float, float, str]]] = {k: [] for k in routers}
+    probes: dict[str, list[Probe]] = {k: [] for k in routers}
     # every order of the routers in turn: each follows each other one equally often (a
     # P/D request leaves work behind on both workers that slows whatever comes next)
     orders = itertools.cycle(itertools.permutations(routers))
     for i in range(repeat):
         for name in next(orders):
             probes[name].append(_probe(routers[name], n, 1000 + i))
-    time.sleep(0.3)  # the load request in flight at the last probe's end ends too
+    time.sleep(SETTLE_S)
     case: dict[str, Any] = {"prompt_tokens": n, "threshold_tokens": cut}
     for name, done in probes.items():
-        case[f"ttft_{name}_ms"] = round(statistics.median(ms for _, _, ms, _ in done), 2)
-        worst = [load.worst_during(start, end) for start, end, _, _ in done]
-        case[f"load_{name}_ms"] = round(statistics.median(worst), 2)
+        ttft, worst, _ = _summary(done, load)
+        case[f"ttft_{name}_ms"], case[f"load_{name}_ms"] = round(ttft, 2), round(worst, 2)
     paths = [p for *_, p in probes["threshold"]]
     path = max(set(paths), key=paths.count)
     # the target: within TOLERANCE of the path it stands for (decode alone below the

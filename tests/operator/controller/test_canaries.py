@@ -76,4 +76,4 @@ def test_a_healthy_canary_and_an_unreachable_one_give_no_recompute(workers: Work
     port = _canary(workers, prefill, decode)
     said = asyncio.run(_reasons(port, [_pod("ok"), _pod("gone", "127.0.0.2")]))
     assert "gone" not in said  # nothing answered there: no reason, no wait past the timeout
-    assert "DecodeRecomputing" not in said.get("ok", "")
+    assert said["ok"].startswith("the last canary passed"), said

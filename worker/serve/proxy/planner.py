@@ -48,9 +48,13 @@ class Plan:
 class Planner:
     """The policy, the prefix index over the decode pool, and the tokenize call."""
 
-    def __init__(self, policy: Policy, prefill: Pool, decode: Pool, post: Post) -> None:
-        """``post(role, url, body, headers, deadline)``: the proxy's JSON hop."""
+    def __init__(
+        self, policy: Policy, prefill: Pool, decode: Pool, post: Post, metrics: ProxyMetrics
+    ) -> None:
+        """``post(role, url, body, headers, deadline)``: the proxy's JSON hop; ``metrics``:
+        where a prompt that could not be counted is."""
         self.policy, self.prefill, self.decode, self._post = policy, prefill, decode, post
+        self.metrics = metrics
         self.index = PrefixIndex(policy.index_blocks)
 
     def answered(self, plan: Plan, decode: Backend) -> None:
@@ -60,12 +64,7 @@ class Planner:
             self.index.keep(b.url for b in self.decode.backends)
 
     async def plan(
-        self,
-        path: str,
-        body: dict[str, Any],
-        headers: dict[str, str],
-        deadline: float,
-        metrics: ProxyMetrics,
+        self, path: str, body: dict[str, Any], headers: dict[str, str], deadline: float
     ) -> Plan:
         """The request's route under the policy: its tokens counted by the engine when the
         policy needs them, the decode holding its longest prefix, the prefills' load."""
@@ -74,14 +73,14 @@ class Planner:
             return Plan(decide(policy, None, 0, ()))
         tokens = await self._tokens(path, body, headers, deadline)
         if tokens is None:
-            metrics.uncounted()
+            self.metrics.uncounted()
             return Plan(Route("pd", UNCOUNTED))
         hashes = block_hashes(tokens, policy.block_tokens) if policy.prefix_cache else []
         backends = self.decode.backends
         best, cached = None, 0
         if hashes and backends:
             matched = [self.index.matched(b.url, hashes) for b in backends]
-            i = affinity_order([(b.url, b.inflight) for b in backends], matched)[0]
+            i = affinity_order([b.inflight for b in backends], matched)[0]
             if matched[i]:  # else no decode holds any of it: the pool's own pick
                 best, cached = backends[i], matched[i] * policy.block_tokens
         loads = [b.inflight for b in self.prefill.backends]

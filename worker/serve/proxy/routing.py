@@ -151,7 +151,7 @@ class PrefixIndex:
             del self._held[url]
 
 
-def affinity_order(urls_inflight: Sequence[tuple[str, int]], matched: Sequence[int]) -> list[int]:
-    """Indices of the workers, best first: most matched blocks, then fewest in flight,
-    then pool order."""
-    return sorted(range(len(urls_inflight)), key=lambda i: (-matched[i], urls_inflight[i][1], i))
+def affinity_order(inflight: Sequence[int], matched: Sequence[int]) -> list[int]:
+    """Indices of the workers (each with its in-flight count and its matched blocks),
+    best first: most matched blocks, then fewest in flight, then pool order."""
+    return sorted(range(len(inflight)), key=lambda i: (-matched[i], inflight[i], i))

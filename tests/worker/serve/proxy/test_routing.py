@@ -92,6 +92,6 @@ def test_index_matches_the_longest_held_prefix_and_forgets_the_oldest() -> None:
 
 
 def test_affinity_prefers_the_prefix_then_the_least_loaded() -> None:
-    workers = [("a", 3), ("b", 0), ("c", 1)]
-    assert routing.affinity_order(workers, [2, 0, 2]) == [2, 0, 1]
-    assert routing.affinity_order(workers, [0, 0, 0]) == [1, 2, 0]
+    inflight = [3, 0, 1]
+    assert routing.affinity_order(inflight, [2, 0, 2]) == [2, 0, 1]
+    assert routing.affinity_order(inflight, [0, 0, 0]) == [1, 2, 0]
