@@ -46,6 +46,11 @@ SIDECAR_NEEDS_LLMD_RULE = (
     "spec.llmd.routingSidecar.enabled needs spec.llmd.enabled: true; enable llm-d or "
     "disable the sidecar",
 )
+ROUTING_QUEUE_RULE = (
+    "!has(self.prefillQueueLimit) || self.disaggregate == 'threshold'",
+    "spec.routing.prefillQueueLimit applies only with spec.routing.disaggregate: threshold "
+    "(always sends every request through prefill); set threshold or remove the limit",
+)
 # Scaling (see the classes below the role specs).
 PREFILL_COUNT_RULE = (
     "!has(self.replicas) || !has(self.perDecode)",
@@ -62,6 +67,7 @@ CEL_RULES = (
     UCX_REACH_RULE,
     SIDECAR_IMAGE_RULE,
     SIDECAR_NEEDS_LLMD_RULE,
+    ROUTING_QUEUE_RULE,
     PREFILL_COUNT_RULE,
     PER_DECODE_BOUNDS_RULE,
     ENV_VALUE_RULE,

@@ -16,6 +16,7 @@ from disagg_operator.api.roles import DecodeSpec, PrefillSpec
 from disagg_operator.api.rules import (
     BACKENDS_UNIQUE_RULE,
     LEASE_RULE,
+    ROUTING_QUEUE_RULE,
     SIDECAR_IMAGE_RULE,
     SIDECAR_NEEDS_LLMD_RULE,
     TP_DIVIDES_RULE,
@@ -230,6 +231,8 @@ DEFAULT_THRESHOLD_TOKENS = 64
 class Routing(_Model):
     """Which requests take both hops (docs/routing.md). One policy for every router: the
     disagg router's flags and llm-d's endpoint picker config are rendered from it."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(ROUTING_QUEUE_RULE))
 
     disaggregate: Literal["always", "threshold"] = Field(
         default="always",

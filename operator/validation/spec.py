@@ -102,6 +102,7 @@ def check(dd: DisaggregatedDeployment, settings: Settings = DEFAULT) -> list[Pro
     problems += _resources(spec, settings)
     problems += _llmd(spec)
     problems += _router(spec, settings)
+    problems += _routing(spec)
     problems += _access(spec)
     problems += _ports(spec, engine)
     problems += scaling_problems(spec)
@@ -270,6 +271,16 @@ def _llmd(spec: DeploymentSpec) -> Iterator[Problem]:
         why = llmd.flag_problem(arg)
         if why:
             yield Problem(f"spec.llmd.routingSidecar.args[{i}]", why)
+
+
+def _routing(spec: DeploymentSpec) -> Iterator[Problem]:
+    policy = spec.routing
+    if policy.prefill_queue_limit is not None and policy.disaggregate != "threshold":
+        yield Problem(
+            "spec.routing.prefillQueueLimit",
+            "applies only with spec.routing.disaggregate: threshold (always sends every "
+            "request through prefill); set threshold or remove the limit",
+        )
 
 
 def _router(spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:

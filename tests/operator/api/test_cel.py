@@ -141,6 +141,7 @@ BAD = [
         body(llmd={"routingSidecar": {"enabled": True, "image": "x:1"}}),
         models.SIDECAR_NEEDS_LLMD_RULE[0],
     ),
+    (body(routing={"prefillQueueLimit": 4}), models.ROUTING_QUEUE_RULE[0]),
     (body(prefill=role(replicas=2, perDecode={"ratio": 0.5})), models.PREFILL_COUNT_RULE[0]),
     (
         body(decode=role(env=[{"name": "A", "value": "1", "valueFrom": {"fieldRef": {}}}])),

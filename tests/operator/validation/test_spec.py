@@ -245,6 +245,13 @@ def test_sidecar_rules() -> None:
     )
 
 
+def test_a_prefill_queue_limit_needs_the_threshold_policy() -> None:
+    p = _only(body(routing={"prefillQueueLimit": 4}))
+    assert p.field == "spec.routing.prefillQueueLimit" and "disaggregate: threshold" in p.message
+    limited = {"disaggregate": "threshold", "prefillQueueLimit": 4}
+    assert validation.parse(body(routing=limited))[1] == []
+
+
 def test_sidecar_args_that_fight_derived_or_retired_flags_are_refused() -> None:
     llmd = {"enabled": True, "routingSidecar": {"enabled": True, "image": "x:1"}}
     llmd["routingSidecar"]["args"] = ["--enable-ssrf-protection=true", "--connector=nixlv2"]
