@@ -118,6 +118,16 @@ class RoleSpec(_Model):
         "most 2 ms): the engine-idle sitecustomize, ConfigMap <name>-engine-idle. Default 100 "
         "on CPU pools, vLLM's loop elsewhere; 0 leaves vLLM's loop as it is",
     )
+    keep_cpu_affinity: bool | None = Field(
+        default=None,
+        description="vllm: vLLM's NIXL worker (>= 0.17, CPU pools) pins the thread that runs "
+        "the model to the host's highest CPU of each NUMA node, so the model computes on one "
+        "CPU whatever the pod's binding (and every engine on a node on the same one); true "
+        "gives that thread its CPUs back once the connector is built and skips a pin "
+        "outside the pod's cpuset: the engine-idle "
+        "sitecustomize, ConfigMap <name>-engine-idle. Default true on CPU pools of versions "
+        "that pin; false leaves vLLM's pin as it is",
+    )
     image: str | None = Field(default=None, description="image override for this role")
     drain_seconds: int | None = Field(
         default=None,

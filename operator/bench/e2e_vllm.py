@@ -234,11 +234,19 @@ def main(argv: list[str]) -> int:
         help="spec.<role>.queuePollMicroseconds of both pools for this run (0: vLLM's own "
         "sched_yield loop on its message queue; default: the manifest's)",
     )
+    p.add_argument(
+        "--keep-cpu-affinity",
+        choices=["true", "false"],
+        help="spec.<role>.keepCpuAffinity of both pools for this run (false: vLLM's NIXL "
+        "worker pin moves each engine's model thread to the host's highest CPU; default: "
+        "the manifest's)",
+    )
     args = p.parse_args(argv)
     lengths = [int(x) for x in args.prompts.split(",") if x.strip()]
     with tempfile.TemporaryDirectory(prefix="disagg-bench-manifest-") as folder:
+        keep = None if args.keep_cpu_affinity is None else args.keep_cpu_affinity == "true"
         manifest, idle = _manifest(
-            Path(args.manifest), args.nixl_delay_us, args.queue_poll_us, Path(folder)
+            Path(args.manifest), args.nixl_delay_us, args.queue_poll_us, Path(folder), keep
         )
         return _bench(args, lengths, manifest, idle)
 
@@ -247,7 +255,7 @@ NIXL_DELAY_DEFAULT = KVTransfer.model_fields["nixl_progress_delay_microseconds"]
 
 
 def _manifest(
-    path: Path, delay: int | None, poll: int | None, folder: Path
+    path: Path, delay: int | None, poll: int | None, folder: Path, keep: bool | None = None
 ) -> tuple[Path, dict[str, Any]]:
     """The manifest to run (with the settings given written in) and the engine-idle
     settings it runs with (None: the pool's derived default)."""
@@ -256,16 +264,19 @@ def _manifest(
     kv = spec.setdefault("kvTransfer", {})
     if delay is not None:
         kv["nixlProgressDelayMicroseconds"] = delay
-    if poll is not None:
-        for role in ROLES:
+    for role in ROLES:
+        if poll is not None:
             spec[role]["queuePollMicroseconds"] = poll
+        if keep is not None:
+            spec[role]["keepCpuAffinity"] = keep
     settings = {
         "nixl_progress_delay_us": int(kv.get("nixlProgressDelayMicroseconds", NIXL_DELAY_DEFAULT)),
         "queue_poll_us": {
             role: spec[role].get("queuePollMicroseconds", "derived") for role in ROLES
         },
+        "keep_cpu_affinity": {role: spec[role].get("keepCpuAffinity", "derived") for role in ROLES},
     }
-    if delay is None and poll is None:
+    if delay is None and poll is None and keep is None:
         return path, settings
     out = folder / path.name
     out.write_text(yaml.safe_dump(body))

@@ -68,9 +68,13 @@ class Lease:
 # - vLLM's shared-memory message queue: its readers spin on sched_yield for a fixed second
 #   after each message (shm_broadcast SpinCondition, busy_loop_s=1; no setting in 0.32.0,
 #   open upstream as vLLM PR #52814). The shim leaves any class without it alone.
+# - vLLM's NIXL worker pin (profile.nixl_pins_cpu): the thread it pins to the host's highest
+#   CPU per NUMA node is the one that runs the model; the shim gives it its CPUs back after
+#   the connector is built (vLLM 0.32.0 nixl/base_worker.py).
 # The environment variables it reads, and where the engine container finds it.
 NIXL_DELAY_ENV = "DISAGG_NIXL_PROGRESS_DELAY_US"
 QUEUE_POLL_ENV = "DISAGG_VLLM_QUEUE_POLL_US"
+AFFINITY_ENV = "DISAGG_VLLM_KEEP_CPU_AFFINITY"
 ENGINE_IDLE_DIR = "/opt/disagg/python"
 ENGINE_IDLE_CHECKED = "nixl-cu12 1.5.1, vLLM 0.32.0 (CPU)"
 

@@ -208,7 +208,7 @@ async def _vllm_life(emu: Emulator) -> None:
     def off(spec: dict[str, Any]) -> None:
         spec["kvTransfer"].update(nixlProgressDelayMicroseconds=0)
         for role in ("prefill", "decode"):
-            spec[role].update(queuePollMicroseconds=0)
+            spec[role].update(queuePollMicroseconds=0, keepCpuAffinity=False)
 
     _edit(emu, "cpu", off)
     await until("shim ConfigMap removed", lambda: emu.find(maps, NS, "cpu-engine-idle") is None)

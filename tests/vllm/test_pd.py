@@ -70,6 +70,41 @@ def test_pd_logprobs_equal_aggregated_and_the_judge_sees_wrong_kv(
     assert min(controls) > 5 * judge.TOLERANCE, controls
 
 
+def _workers(pid: int) -> list[int]:
+    """The ``VLLM::Worker`` processes below ``pid`` (vLLM's worker: the model's thread)."""
+    out, todo = [], [pid]
+    while todo:
+        here = todo.pop()
+        children = Path(f"/proc/{here}/task/{here}/children").read_text().split()
+        for child in map(int, children):
+            if Path(f"/proc/{child}/comm").read_text().strip() == "VLLM::Worker":
+                out.append(child)
+            todo.append(child)
+    return out
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a core per engine")
+def test_each_engine_computes_on_its_own_core_despite_vllm_s_nixl_pin(pd_stack: Stack) -> None:
+    """vLLM's NIXL worker pins its main thread (the model's) to the host's highest core;
+    the engine-idle module gives it back the core `disagg up` bound the engine to, so the
+    prefill does not compute on decode's core (docs/derivation.md, "The NIXL worker pin")."""
+    cores = {}
+    for child in pd_stack.run.children:
+        bind = child.env.get("VLLM_CPU_OMP_THREADS_BIND")
+        if bind is None or child.env.get("DISAGG_VLLM_KEEP_CPU_AFFINITY") != "1":
+            continue
+        (worker,) = _workers(child.proc.pid)
+        cores[child.name] = (bind, sorted(os.sched_getaffinity(worker)))
+    assert len(cores) == 2, cores  # both engines, the lever rendered on both
+    for bind, got in cores.values():
+        want = []
+        for part in bind.split(","):
+            low, _, high = part.partition("-")
+            want += range(int(low), int(high or low) + 1)
+        assert got == want, cores
+    assert len({tuple(got) for _, got in cores.values()}) == 2, cores
+
+
 def test_stream_through_the_proxy_equals_the_whole_answer(pd_stack: Stack) -> None:
     prompt = [0] + [5 + (i * 13) % 1000 for i in range(57)]
     whole = greedy(pd_stack.proxy, prompt)

@@ -41,11 +41,13 @@ DERIVED_ENV = {
     vllm.CPU_KVCACHE_SPACE: "spec.<role>.resources.limits.memory",
     vllm.NIXL_DELAY_ENV: "spec.kvTransfer.nixlProgressDelayMicroseconds",
     vllm.QUEUE_POLL_ENV: "spec.<role>.queuePollMicroseconds",
+    vllm.AFFINITY_ENV: "spec.<role>.keepCpuAffinity",
 }
 # Derived on the pools that run the engine-idle shim (derive.engine_idle).
 ENGINE_IDLE_ENV = {
-    "PYTHONPATH": "spec.kvTransfer.nixlProgressDelayMicroseconds: 0 and "
-    "spec.<role>.queuePollMicroseconds: 0 (the shim's folder is the engine's PYTHONPATH)",
+    "PYTHONPATH": "spec.kvTransfer.nixlProgressDelayMicroseconds: 0, "
+    "spec.<role>.queuePollMicroseconds: 0 and spec.<role>.keepCpuAffinity: false (the "
+    "shim's folder is the engine's PYTHONPATH)",
 }
 
 

@@ -118,19 +118,28 @@ QUEUE_POLL_CPU_DEFAULT_US = 100
 
 def engine_idle(spec: DeploymentSpec, role: str) -> dict[str, str]:
     """The engine-idle shim's settings for ``role``'s engine, by env name (0: that lever
-    off); none (no shim) when both are off: NIXL's progress delay on CPU pools, the queue
-    poll where set and on CPU pools by default (docs/derivation.md, "vLLM's message
-    queue")."""
+    off); none (no shim) when all are off: NIXL's progress delay on CPU pools, the queue
+    poll where set and on CPU pools by default, the model thread's CPUs kept on CPU pools
+    of versions whose NIXL worker pins it (docs/derivation.md, "vLLM's message queue" and
+    "The NIXL worker pin")."""
     r = spec.role(role)
     cpu = r.device == "cpu"
     delay = spec.kv_transfer.nixl_progress_delay_microseconds if cpu else 0
     poll = r.queue_poll_microseconds
     if poll is None:
         poll = QUEUE_POLL_CPU_DEFAULT_US if cpu else 0
-    if delay == 0 and poll == 0:
+    keep = r.keep_cpu_affinity
+    if keep is None:
+        keep = cpu
+    keep = keep and cpu and profile(spec).nixl_pins_cpu
+    if delay == 0 and poll == 0 and not keep:
         return {}
-    # both, 0 included: the shim's own default for an absent setting is not the pool's
-    return {vllm.NIXL_DELAY_ENV: str(delay), vllm.QUEUE_POLL_ENV: str(poll)}
+    # all, 0 included: the shim's own default for an absent setting is not the pool's
+    return {
+        vllm.NIXL_DELAY_ENV: str(delay),
+        vllm.QUEUE_POLL_ENV: str(poll),
+        vllm.AFFINITY_ENV: str(int(keep)),
+    }
 
 
 def host_buffer_bytes(spec: DeploymentSpec, role: str, table: Table) -> float | None:

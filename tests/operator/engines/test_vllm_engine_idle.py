@@ -1,4 +1,4 @@
-"""vLLM CPU pools get the NIXL idle shim: a ConfigMap with the module, mounted as the
+"""vLLM CPU pools get the engine-idle shim: a ConfigMap with the module, mounted as the
 engine's PYTHONPATH; GPU pools and a delay of 0 do not."""
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def test_cpu_pools_mount_the_shim_as_their_pythonpath() -> None:
         assert env["PYTHONPATH"] == "/opt/disagg/python"
         assert env["DISAGG_NIXL_PROGRESS_DELAY_US"] == "1000"
         assert env["DISAGG_VLLM_QUEUE_POLL_US"] == "100"
+        assert env["DISAGG_VLLM_KEEP_CPU_AFFINITY"] == "1"  # vLLM 0.32's NIXL worker pins
         mount = {"name": "engine-idle", "mountPath": "/opt/disagg/python", "readOnly": True}
         assert mount in engine["volumeMounts"]
         volume = {"name": "engine-idle", "configMap": {"name": "demo-engine-idle"}}
@@ -58,8 +59,13 @@ def test_a_gpu_pool_and_a_zero_delay_get_none() -> None:
     )
     env = {e["name"]: e.get("value") for e in _engine(gpu["demo-prefill-0"])["env"]}
     assert env["DISAGG_VLLM_QUEUE_POLL_US"] == "50" and env["DISAGG_NIXL_PROGRESS_DELAY_US"] == "0"
+    assert env["DISAGG_VLLM_KEEP_CPU_AFFINITY"] == "0"  # vLLM pins only on CPU pools
     for r in ("prefill", "decode"):
         obj["spec"][r].update(zero)
+    # the pin's lever alone keeps the shim
+    assert "demo-engine-idle" in _objects(obj)
+    for r in ("prefill", "decode"):
+        obj["spec"][r]["keepCpuAffinity"] = False
     off = _objects(obj)
     assert "demo-engine-idle" not in off
     assert all(v["name"] != "engine-idle" for v in off["demo-decode-0"]["spec"]["volumes"])
@@ -70,8 +76,8 @@ def test_the_shim_s_env_is_derived() -> None:
     obj = body(engine="vllm", decode=role(env=[{"name": "PYTHONPATH", "value": "/x"}]))
     (p,) = validation.parse(obj)[1]
     assert p.field == "spec.decode.env[0]" and "nixlProgressDelayMicroseconds: 0" in p.message
-    assert "queuePollMicroseconds: 0" in p.message
+    assert "queuePollMicroseconds: 0" in p.message and "keepCpuAffinity: false" in p.message
     obj = body(engine="vllm", kvTransfer={"nixlProgressDelayMicroseconds": 0})
-    obj["spec"]["decode"]["queuePollMicroseconds"] = 0
+    obj["spec"]["decode"].update(queuePollMicroseconds=0, keepCpuAffinity=False)
     obj["spec"]["decode"]["env"] = [{"name": "PYTHONPATH", "value": "/x"}]
     assert validation.parse(obj)[1] == []  # off: PYTHONPATH is the user's

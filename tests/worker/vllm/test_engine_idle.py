@@ -159,3 +159,71 @@ out = {"reader": reader.original,
 """
     for env in ({}, {"DISAGG_VLLM_QUEUE_POLL_US": "0"}):
         assert _queue(setup, env) == {"reader": 1, "wrapped": False}
+
+
+# A stand-in for vLLM 0.32's NIXL connector worker (nixl/base_worker.py): its constructor
+# pins the calling thread to the host's highest CPU and starts a thread (as NIXL's agent
+# does); the pull worker is a subclass. The model's thread is bound to the lowest CPU first,
+# as vLLM's CPU worker binds OpenMP.
+NIXL_WORKER = """
+import os, threading
+PIN = None  # the CPUs the constructor pins to; None: the host's highest
+
+class NixlBaseConnectorWorker:
+    def __init__(self):
+        os.sched_setaffinity(0, PIN if PIN is not None else {max(os.sched_getaffinity(0) | ALL)})
+        self.started = []
+        t = threading.Thread(target=lambda: self.started.append(sorted(os.sched_getaffinity(0))))
+        t.start(); t.join()
+
+class NixlPullConnectorWorker(NixlBaseConnectorWorker):
+    pass
+
+ALL = set()
+"""
+
+
+def _pin(tmp_path: Path, env: dict[str, str], pin: str = "None") -> dict[str, object]:
+    package = tmp_path / "vllm" / "distributed" / "kv_transfer" / "kv_connector" / "v1" / "nixl"
+    package.mkdir(parents=True)
+    for folder in [tmp_path / "vllm", *(p for p in package.relative_to(tmp_path).parents)]:
+        (tmp_path / folder / "__init__.py").touch()
+    (package / "__init__.py").touch()
+    (package / "base_worker.py").write_text(NIXL_WORKER)
+    code = f"""
+import json, os
+allowed = os.sched_getaffinity(0)
+os.sched_setaffinity(0, {{min(allowed)}})  # the model's thread, bound as vLLM binds OpenMP
+from vllm.distributed.kv_transfer.kv_connector.v1.nixl import base_worker as bw
+bw.ALL = allowed; bw.PIN = {pin}
+w = bw.NixlPullConnectorWorker()
+print(json.dumps({{"main": sorted(os.sched_getaffinity(0)), "started": w.started[0],
+                  "lowest": min(allowed), "highest": max(allowed)}}))
+"""
+    return _run(code, env, [SHIM, tmp_path])
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to see a pin")
+def test_the_model_s_thread_keeps_its_cpus_after_the_nixl_pin(tmp_path: Path) -> None:
+    got = _pin(tmp_path, {"DISAGG_VLLM_KEEP_CPU_AFFINITY": "1"})
+    assert got["main"] == [got["lowest"]]  # its own CPU again
+    assert got["started"] == [got["highest"]]  # NIXL's threads keep vLLM's pin
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to see a pin")
+def test_without_the_lever_vllm_s_pin_moves_the_model_s_thread(tmp_path: Path) -> None:
+    got = _pin(tmp_path, {"DISAGG_VLLM_KEEP_CPU_AFFINITY": "0"})
+    assert got["main"] == [got["highest"]] == got["started"]
+
+
+def test_a_pin_outside_the_cpuset_is_skipped_not_fatal(tmp_path: Path) -> None:
+    """vLLM pins to the host's highest CPU; in an exclusive cpuset without it the kernel
+    refuses (EINVAL) and vLLM fails to start. A CPU id past any host's stands for it."""
+    got = _pin(tmp_path, {"DISAGG_VLLM_KEEP_CPU_AFFINITY": "1"}, pin="{4095}")
+    assert got["main"] == [got["lowest"]] == got["started"]
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; os.sched_setaffinity(0, {4095})"],
+        capture_output=True,
+        text=True,
+    )
+    assert "Invalid argument" in done.stderr  # what vLLM meets without the lever

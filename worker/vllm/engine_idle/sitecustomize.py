@@ -1,6 +1,7 @@
 """A vLLM engine's waiting processes wait instead of spinning: put this folder first on the
-engine's PYTHONPATH. Two loops burn a core each on a CPU pool, and this module changes how
-each waits, nothing else:
+engine's PYTHONPATH. Two loops burn a core each on a CPU pool, and one pin moves the model
+onto a single CPU; this module changes how each loop waits and undoes the pin for the
+model's thread, nothing else:
 
 - NIXL's progress thread. NIXL's Python API (``nixl_agent``) sets ``pthrDelay = 0`` on
   every agent's config, so the thread polls the UCX worker's event fd with a zero timeout
@@ -17,6 +18,17 @@ each waits, nothing else:
   wait so far (at most 2 ms), so a message is seen at most 2% (or that long) late; after
   the second, vLLM's own blocking wait is unchanged. The queue's data path is untouched,
   so no message can be missed: a check only comes later, by at most the sleep.
+- vLLM's NIXL worker pin (CPU pools, vLLM >= 0.17). When the NIXL connector's worker is
+  built it pins the calling thread to the highest CPU of each NUMA node of the host
+  (``os.sched_setaffinity(0, ...)``, meant to keep KV transfers off the model's cores). The
+  calling thread is the worker's main thread, which also runs the model: after the pin the
+  OpenMP master thread computes on that one CPU, whatever the pod's CPU binding said, and
+  every engine on a node computes on the same CPU. With ``DISAGG_VLLM_KEEP_CPU_AFFINITY=1``
+  the main thread gets its own CPUs back once the connector is built (a thread started
+  inside keeps the pin; in vLLM 0.32 there is none: NIXL's agent and its progress thread
+  come before the pin, the handshake pool's threads later), and a pin the kernel refuses
+  (an exclusive cpuset without that CPU, where vLLM fails to start with EINVAL) is
+  skipped.
 
 Standalone on purpose: it runs inside the engine's image, which has no disagg package.
 An image's own ``sitecustomize`` (later on ``sys.path``) still runs after this one.
@@ -24,6 +36,8 @@ An image's own ``sitecustomize`` (later on ``sys.path``) still runs after this o
 
 from __future__ import annotations
 
+import errno
+import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -36,8 +50,14 @@ from typing import Any
 
 DELAY_ENV = "DISAGG_NIXL_PROGRESS_DELAY_US"
 POLL_ENV = "DISAGG_VLLM_QUEUE_POLL_US"
+AFFINITY_ENV = "DISAGG_VLLM_KEEP_CPU_AFFINITY"
 NIXL_MODULES = ("nixl._bindings", "nixl_cu12._bindings", "nixl_cu13._bindings")
 QUEUE_MODULE = "vllm.distributed.device_communicators.shm_broadcast"
+# vLLM's NIXL connector worker classes whose constructor pins the calling thread
+NIXL_WORKERS = {
+    "vllm.distributed.kv_transfer.kv_connector.v1.nixl.base_worker": "NixlBaseConnectorWorker",
+    "vllm.distributed.kv_transfer.kv_connector.v1.nixl_connector": "NixlConnectorWorker",
+}
 MAX_SLEEP_S = 0.002  # the longest sleep between two checks of vLLM's queue
 applied: list[int] = []  # the delay given to each NIXL agent created (read by tests)
 
@@ -82,6 +102,39 @@ def patch_queue(module: ModuleType, poll_us: int) -> None:
     cls.wait = wait
 
 
+def patch_pin(module: ModuleType, name: str) -> None:
+    """Wrap ``module.<name>.__init__`` so the calling thread's CPU affinity after it is
+    what it was before (threads started inside keep what they were given), and a pin the
+    kernel refuses (EINVAL: none of its CPUs in the cpuset) is skipped."""
+    cls = getattr(module, name, None)
+    original = getattr(cls, "__init__", None)
+    if cls is None or original is None or getattr(original, "_disagg_wrapped", False):
+        return
+    if not hasattr(os, "sched_getaffinity"):
+        return
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        before = os.sched_getaffinity(0)
+        pin = os.sched_setaffinity
+
+        def guarded(pid: int, cpus: Any) -> None:
+            try:
+                pin(pid, cpus)
+            except OSError as e:  # no CPU of it in the cpuset: vLLM would fail to start
+                if pid != 0 or e.errno != errno.EINVAL:
+                    raise
+
+        os.sched_setaffinity = guarded
+        try:
+            original(self, *args, **kwargs)
+        finally:
+            os.sched_setaffinity = pin
+            pin(0, before)
+
+    init._disagg_wrapped = True  # type: ignore[attr-defined]
+    cls.__init__ = init
+
+
 class _Loader(importlib.abc.Loader):
     def __init__(self, inner: importlib.abc.Loader, then: Callable[[ModuleType], None]) -> None:
         self.inner, self.then = inner, then
@@ -116,7 +169,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         return None
 
 
-def install(delay_us: int = 0, poll_us: int = 0) -> None:
+def install(delay_us: int = 0, poll_us: int = 0, keep_affinity: bool = False) -> None:
     """Patch the modules each non-zero setting applies to now if imported, else when
     they are."""
     patches: dict[str, Callable[[ModuleType], None]] = {}
@@ -124,6 +177,9 @@ def install(delay_us: int = 0, poll_us: int = 0) -> None:
         patches.update({name: lambda m: patch(m, delay_us) for name in NIXL_MODULES})
     if poll_us > 0:
         patches[QUEUE_MODULE] = lambda m: patch_queue(m, poll_us)
+    if keep_affinity:
+        for module, cls in NIXL_WORKERS.items():
+            patches[module] = functools.partial(patch_pin, name=cls)
     for name, then in patches.items():
         if name in sys.modules:
             then(sys.modules[name])
@@ -150,5 +206,5 @@ def _setting(env: str, default: str) -> int:
     return int(value) if value.isdigit() else 0
 
 
-install(_setting(DELAY_ENV, "1000"), _setting(POLL_ENV, "0"))
+install(_setting(DELAY_ENV, "1000"), _setting(POLL_ENV, "0"), _setting(AFFINITY_ENV, "0") > 0)
 _chain()
