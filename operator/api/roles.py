@@ -113,9 +113,10 @@ class RoleSpec(_Model):
         le=100_000,
         description="vllm: for a second after each message on vLLM's shared-memory queue, "
         "its readers (the engine core waiting for its workers, each worker for the next "
-        "step) check it again in a sched_yield loop, a core per waiting process; they sleep "
-        "this long between checks instead, longer as the wait goes on (a fiftieth of it, at "
-        "most 2 ms): the engine-idle sitecustomize, ConfigMap <name>-engine-idle. Default 100 "
+        "step) check it again in a sched_yield loop, a core per waiting process; they block "
+        "on the queue's own notification instead and check again after this long at most "
+        "(whole milliseconds), longer as the wait goes on (a fiftieth of it, at most 2 ms): "
+        "the engine-idle sitecustomize, ConfigMap <name>-engine-idle. Default 100 "
         "on CPU pools, vLLM's loop elsewhere; 0 leaves vLLM's loop as it is",
     )
     keep_cpu_affinity: bool | None = Field(

@@ -1,6 +1,7 @@
 """The engine-idle shim against the installed vLLM's own message queue (``make
 test-vllm``): the class and attributes it wraps exist, and a reader waiting in the busy
-window sleeps instead of spinning (CPU time measured on vLLM's SpinCondition)."""
+window blocks on vLLM's own notification instead of spinning (CPU time measured on vLLM's
+SpinCondition)."""
 
 from __future__ import annotations
 
@@ -33,10 +34,28 @@ print(json.dumps({"cpu": (time.process_time() - cpu) / (time.monotonic() - wall)
 """
 
 
-def _wait(env: dict[str, str]) -> dict[str, float]:
+# The writer notifies once inside the reader's busy window; one wait() of the reader:
+# is the notification still on the reader's socket after it?
+NOTIFIED = """
+import json, time, zmq
+from vllm.distributed.device_communicators import shm_broadcast as shm
+from vllm.utils.network_utils import get_open_zmq_ipc_path
+ctx, address = zmq.Context(), get_open_zmq_ipc_path()
+writer = shm.SpinCondition(is_reader=False, context=ctx, notify_address=address)
+reader = shm.SpinCondition(is_reader=True, context=ctx, notify_address=address)
+time.sleep(0.2)  # the subscription reaches the writer first (zmq drops messages before)
+reader.record_read()
+writer.notify()
+arrived = reader.local_notify_socket.poll(5000)  # there, not taken
+reader.wait(timeout_ms=1000)
+print(json.dumps({"arrived": arrived, "left": reader.local_notify_socket.poll(0)}))
+"""
+
+
+def _wait(env: dict[str, str], code: str = WAIT) -> dict[str, float]:
     full = {**os.environ, **env, "PYTHONPATH": str(SHIM)}
     done = subprocess.run(
-        [sys.executable, "-c", WAIT], env=full, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
     out: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -49,3 +68,12 @@ def test_a_waiting_reader_of_vllm_s_queue_stops_spinning() -> None:
     assert spinning["wrapped"] is False and idle["wrapped"] is True
     assert spinning["cpu"] > 0.5  # vLLM's own loop: sched_yield for the whole window
     assert idle["cpu"] < spinning["cpu"] / 3
+
+
+def test_a_waiting_reader_wakes_on_vllm_s_notification() -> None:
+    """The shim's reader takes the writer's notification off vLLM's own socket (it blocked
+    on it); vLLM's loop inside the window only yields and leaves it there."""
+    vllm_loop = _wait({"DISAGG_VLLM_QUEUE_POLL_US": "0"}, NOTIFIED)
+    shim = _wait({"DISAGG_VLLM_QUEUE_POLL_US": "100"}, NOTIFIED)
+    assert vllm_loop["arrived"] and shim["arrived"]
+    assert vllm_loop["left"] and not shim["left"]

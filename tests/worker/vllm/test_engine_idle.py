@@ -128,8 +128,8 @@ print(json.dumps(out))
 
 
 def test_a_reader_in_the_busy_window_sleeps_instead_of_yielding() -> None:
-    """Sleeps of poll_us at first, a fiftieth of the wait later (at most 2 ms); vLLM's own
-    wait past the window and for the writer."""
+    """A reader without vLLM's poller: sleeps of poll_us at first, a fiftieth of the wait
+    later (at most 2 ms); vLLM's own wait past the window and for the writer."""
     setup = """
 slept = []
 time.sleep = slept.append
@@ -149,6 +149,49 @@ out = {"slept": slept, "reader": reader.original, "writer": writer.original,
     first, later, longest = got["slept"]  # type: ignore[misc]
     assert first == pytest.approx(200e-6, rel=0.2)
     assert later == pytest.approx(0.03 / 50, rel=0.2) and longest == 0.002
+
+
+# vLLM's reader holds a zmq poller over its notification socket and a cancel socket; these
+# stand-ins record the poll timeouts and say which socket has a message.
+POLLER = """
+class Socket:
+    def __init__(self, name, pending):
+        self.name, self.pending, self.taken = name, pending, 0
+    def recv(self, flags=0, copy=True):
+        assert flags == 1 and self.pending  # non-blocking, and only what is there
+        self.pending -= 1; self.taken += 1
+class Poller:
+    def __init__(self, *sockets): self.sockets, self.timeouts = sockets, []
+    def poll(self, timeout=None):
+        self.timeouts.append(timeout)
+        return [(s, 1) for s in self.sockets if s.pending]
+"""
+
+
+def test_a_reader_in_the_busy_window_waits_for_the_writer_s_notification() -> None:
+    """With vLLM's poller: blocks on it for its pause in whole milliseconds (rounded up)
+    instead of sleeping, takes a notification, and leaves a cancellation for vLLM."""
+    setup = f"""
+{POLLER}
+slept = []
+time.sleep = slept.append
+reader = shm.SpinCondition(True)
+notify, cancel = Socket("notify", 1), Socket("cancel", 0)
+reader.local_notify_socket, reader.poller = notify, Poller(cancel, notify)
+now = time.monotonic()
+for ago in (0.0, 0.06, 0.5):
+    reader.last_read = now - ago
+    reader.wait()
+cancel.pending = 1
+reader.wait()
+out = {{"slept": slept, "timeouts": reader.poller.timeouts, "notified": notify.taken,
+       "cancel": cancel.pending, "reader": reader.original}}
+"""
+    got = _queue(setup, {"DISAGG_VLLM_QUEUE_POLL_US": "100"})
+    # 100 us -> 1 ms; 60 ms / 50 = 1.2 ms -> 2 ms; 0.5 s / 50 capped at 2 ms
+    assert got["timeouts"][:3] == [1, 2, 2]
+    assert got["notified"] == 1 and got["cancel"] == 1  # the cancellation stays for vLLM
+    assert got["slept"] == [] and got["reader"] == 0
 
 
 def test_no_queue_poll_leaves_vllm_s_wait_alone() -> None:

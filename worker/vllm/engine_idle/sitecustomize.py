@@ -13,11 +13,13 @@ model's thread, nothing else:
   for its workers' results) and each worker (waiting for the next step) check the queue in
   a ``sched_yield`` loop for a second before they block on a socket (``SpinCondition`` in
   ``shm_broadcast``, a fixed second): between requests, and through a whole request, a core
-  per waiting process. With ``DISAGG_VLLM_QUEUE_POLL_US`` set, a waiting reader sleeps
-  between checks during that second instead: that long at first, then a fiftieth of its
-  wait so far (at most 2 ms), so a message is seen at most 2% (or that long) late; after
-  the second, vLLM's own blocking wait is unchanged. The queue's data path is untouched,
-  so no message can be missed: a check only comes later, by at most the sleep.
+  per waiting process. With ``DISAGG_VLLM_QUEUE_POLL_US`` set, a waiting reader blocks
+  during that second on the socket vLLM's writer notifies after every message (the one
+  vLLM's own wait uses after the second), so it wakes when a message comes; it checks the
+  queue again after that long at most at first, later after a fiftieth of its wait so far
+  (at most 2 ms), notified or not. After the second, vLLM's own blocking wait is
+  unchanged. The queue's data path is untouched, so no message can be missed: a lost
+  notification only delays a check, by at most the pause.
 - vLLM's NIXL worker pin (CPU pools, vLLM >= 0.17). When the NIXL connector's worker is
   built it pins the calling thread to the highest CPU of each NUMA node of the host
   (``os.sched_setaffinity(0, ...)``, meant to keep KV transfers off the model's cores). The
@@ -41,6 +43,7 @@ import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import math
 import os
 import sys
 import time
@@ -79,27 +82,43 @@ def patch(bindings: ModuleType, delay_us: int) -> None:
 
 
 def patch_queue(module: ModuleType, poll_us: int) -> None:
-    """Wrap ``SpinCondition.wait`` so a reader inside its busy window sleeps between
-    checks instead of yielding: ``poll_us`` at first, then a fiftieth of how long it has
-    waited (at most ``MAX_SLEEP_S``), so a check comes at most 2% late or ``poll_us``. Outside
-    the window (and for a class without these attributes) vLLM's own wait runs."""
+    """Wrap ``SpinCondition.wait`` so a reader inside its busy window waits for the
+    writer's notification instead of yielding: vLLM's writer sends one on the queue's
+    socket after every message, and the reader blocks on it for at most ``poll_us`` at
+    first, then a fiftieth of how long it has waited (at most ``MAX_SLEEP_S``), and checks
+    the queue again either way. Outside the window (and for a class without these
+    attributes) vLLM's own wait runs."""
     cls = getattr(module, "SpinCondition", None)
     original = getattr(cls, "wait", None)
     if cls is None or original is None or getattr(original, "_disagg_wrapped", False):
         return
     shortest = poll_us / 1e6
+    noblock = getattr(getattr(module, "zmq", None), "NOBLOCK", 1)
 
     def wait(self: Any, timeout_ms: int | None = None) -> None:
         last, window = getattr(self, "last_read", None), getattr(self, "busy_loop_s", None)
         if getattr(self, "is_reader", False) and last is not None and window:
             waited = time.monotonic() - last
             if waited <= window:
-                time.sleep(min(max(shortest, waited / 50), MAX_SLEEP_S))
+                pause(self, min(max(shortest, waited / 50), MAX_SLEEP_S), noblock)
                 return
         original(self, timeout_ms)
 
     wait._disagg_wrapped = True  # type: ignore[attr-defined]
     cls.wait = wait
+
+
+def pause(condition: Any, seconds: float, noblock: int) -> None:
+    """Block on the condition's notification socket for at most ``seconds`` (zmq's poll
+    counts whole milliseconds: rounded up) and take the notification if one came; a
+    cancellation is left for vLLM's reader to see. Without vLLM's poller, sleep."""
+    poller = getattr(condition, "poller", None)
+    notify = getattr(condition, "local_notify_socket", None)
+    if poller is None or notify is None:
+        time.sleep(seconds)
+        return
+    if notify in dict(poller.poll(timeout=math.ceil(seconds * 1000))):
+        notify.recv(flags=noblock, copy=False)
 
 
 def patch_pin(module: ModuleType, name: str) -> None:
