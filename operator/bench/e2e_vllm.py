@@ -18,7 +18,13 @@ a fresh prompt (no prefix-cache hits on either side), greedy.
   (:mod:`disagg_worker.vllm.judge`; ``logprobs_match`` when within its tolerance): equal
   tokens from a degenerate model can hide partly wrong KV, its logprobs cannot.
 - breakdown of ``ttft_disagg_ms``: prefill hop and decode hop as the proxy times them; the
-  rest is the client ↔ proxy HTTP.
+  rest is the client ↔ proxy HTTP. Inside the decode hop, vLLM's own request phases on
+  the decode engine (means over the case's requests, from its ``/metrics``):
+  ``decode_kv_wait_ms`` (its queue phase: from taking the request to the step that runs
+  it, the NIXL read and the steps around it included) and ``decode_first_step_ms`` (its
+  prefill phase: the one-token step after the read); the rest of the hop is vLLM's API
+  server and HTTP. ``prefill_step_ms`` / ``agg_step_ms``: the prefill phase of the
+  prefill engine and of the aggregated engine (the prompt's forward pass).
 - ``engine_idle_cpu_cores``: each engine's process tree, idle after start-up and warm-up:
   CPU seconds over a :data:`IDLE_WINDOW_S` window / wall seconds (NIXL's progress thread
   spins a core unless the NIXL idle shim is on: docs/derivation.md).
@@ -112,13 +118,35 @@ def idle_cores(run: Run) -> dict[str, float]:
     return idle_cpu(engines, IDLE_WINDOW_S)
 
 
+def _phases(run: Run) -> dict[str, dict[str, tuple[float, float]]]:
+    """Each engine's request-phase histograms, by role (vLLM's /metrics)."""
+    out = {}
+    for role, urls in run.workers.items():
+        with urllib.request.urlopen(urls[0] + "/metrics", timeout=30) as resp:
+            out[role] = metrics.histograms(resp.read().decode())
+    return out
+
+
+def _phase_means(
+    before: dict[str, dict[str, tuple[float, float]]],
+    after: dict[str, dict[str, tuple[float, float]]],
+) -> dict[str, float | None]:
+    """``<role>_queue_ms`` and ``<role>_step_ms``: the mean queue and prefill phase of the
+    requests each engine served between two readings."""
+    out = {}
+    for role in after:
+        for key, name in (("queue", metrics.QUEUE_TIME), ("step", metrics.PREFILL_TIME)):
+            out[f"{role}_{key}_ms"] = metrics.mean_ms(before[role], after[role], name)
+    return out
+
+
 def _phase(
     start: Callable[[Run, Path], str], lengths: list[int], args: argparse.Namespace, tag: str
-) -> tuple[dict[int, list[dict[str, Any]]], dict[int, dict[str, float]], dict[str, float]]:
-    """Start engines, measure them idle, run the requests, read vLLM's transfer figures per
-    case, stop."""
+) -> tuple[dict[int, list[dict[str, Any]]], dict[int, dict[str, Any]], dict[str, float]]:
+    """Start engines, measure them idle, run the requests, read vLLM's transfer figures
+    (P/D) and each engine's request phases per case, stop."""
     run = Run([], {})
-    figures: dict[int, dict[str, float]] = {}
+    figures: dict[int, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix=f"disagg-bench-{tag.replace('/', '')}-") as tmp:
         try:
             url = start(run, Path(tmp))
@@ -127,11 +155,12 @@ def _phase(
             results: dict[int, list[dict[str, Any]]] = {}
             for n in lengths:
                 log = run.logs[run.names[run.workers["decode"][0]]]
-                since = vllm.log_size(log)
+                since, before = vllm.log_size(log), _phases(run)
                 results.update(_requests(url, [n], args.repeat, args.gen_tokens, tag))
+                figures[n] = _phase_means(before, _phases(run))
                 if tag == "P/D":
                     expect = 2 * args.repeat + 2  # warm-up, repeats, the judge's request
-                    figures[n] = vllm.transfer_figures(log, since, wait_s=25.0, expect=expect)
+                    figures[n].update(vllm.transfer_figures(log, since, wait_s=25.0, expect=expect))
         finally:
             stop_children(run.children)
     return results, figures, idle
@@ -146,15 +175,20 @@ def _tps(rows: list[dict[str, Any]], gen: int) -> float:
     return float(statistics.median((gen - 1) / ((r["full"] - r["first"]) / 1e3) for r in rows))
 
 
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
 def cases(
     agg: dict[int, list[dict[str, Any]]],
     pd: dict[int, list[dict[str, Any]]],
-    figures: dict[int, dict[str, float]],
+    figures: dict[int, dict[str, Any]],
     gen: int,
+    agg_figures: dict[int, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     out = []
     for n in agg:
-        a, d, f = agg[n], pd[n], figures.get(n, {})
+        a, d, f, g = agg[n], pd[n], figures.get(n, {}), (agg_figures or {}).get(n, {})
         prefill_hop = statistics.median(r["proxy"].get("prefill_hop_ms", 0.0) for r in d)
         decode_hop = statistics.median(r["proxy"].get("decode_hop_ms", 0.0) for r in d)
         ttft_agg, ttft_pd = _median(a, "ttft"), _median(d, "ttft")
@@ -167,6 +201,11 @@ def cases(
                 "overhead_ms": round(ttft_pd - ttft_agg, 2),
                 "prefill_hop_ms": round(prefill_hop, 2),
                 "decode_hop_ms": round(decode_hop, 2),
+                # vLLM's own request phases (means over the case's requests)
+                "agg_step_ms": _ms(g.get("decode_step_ms")),
+                "prefill_step_ms": _ms(f.get("prefill_step_ms")),
+                "decode_kv_wait_ms": _ms(f.get("decode_queue_ms")),
+                "decode_first_step_ms": _ms(f.get("decode_step_ms")),
                 "transfer_ms": round(f.get("Avg xfer time (ms)", 0.0), 3),
                 "transfer_count": int(f.get(metrics.COUNT, 0)),
                 "transfer_failed": int(f.get(metrics.FAILED, 0)),
@@ -190,6 +229,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         ("overhead", "overhead_ms", "{:>9.1f}"),
         ("prefill hop", "prefill_hop_ms", "{:>11.1f}"),
         ("decode hop", "decode_hop_ms", "{:>10.1f}"),
+        ("kv wait", "decode_kv_wait_ms", "{:>8.1f}"),
+        ("1st step", "decode_first_step_ms", "{:>9.1f}"),
         ("transfer", "transfer_ms", "{:>9.3f}"),
         ("xfers", "transfer_count", "{:>6}"),
         ("kB", "transfer_kb", "{:>7.0f}"),
@@ -202,7 +243,9 @@ def table(rows: list[dict[str, Any]]) -> str:
         cols,
         rows,
         "times in ms, medians. transfer = vLLM's own average NIXL READ time (decode's KV "
-        "Transfer metrics); decode hop = decode engine incl. its READ and its first step.",
+        "Transfer metrics); decode hop = decode engine incl. its READ and its first step; "
+        "kv wait and 1st step = decode's own request phases (means: queue = from taking "
+        "the request to its first scheduled step, the read included; prefill = that step).",
     )
 
 
@@ -213,7 +256,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--engine", choices=["vllm"], default="vllm")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--prompts", default="16,128,512", help="prompt lengths in tokens")
-    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--repeat", type=int, default=20, help="fresh prompts per length and side")
     p.add_argument("--gen-tokens", type=int, default=32, help="tokens per throughput request")
     p.add_argument("--model", required=True, help="local model dir (disagg model tiny-llama DIR)")
     p.add_argument("--manifest", default=str(MANIFEST))
@@ -302,12 +345,12 @@ def _bench(
         return run.proxy_url + "/v1/completions"
 
     progress("aggregated vLLM (the decode pod without its KV connector) ...")
-    agg, _, idle_agg = _phase(
+    agg, agg_figures, idle_agg = _phase(
         lambda r, t: aggregated(r, t) + "/v1/completions", lengths, args, "agg"
     )
     progress("P/D: prefill and decode vLLM behind the disagg proxy ...")
     pd, figures, idle_pd = _phase(disaggregated, lengths, args, "P/D")
-    rows = cases(agg, pd, figures, args.gen_tokens)
+    rows = cases(agg, pd, figures, args.gen_tokens, agg_figures)
     result = {
         "engine": "vllm",
         "manifest": str(manifest),

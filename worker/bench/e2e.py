@@ -194,12 +194,17 @@ def table(cases: list[dict[str, Any]]) -> str:
     )
 
 
+def _cell(fmt: str, value: Any) -> str:
+    return fmt.format(value) if value is not None else f"{'-':>{len(fmt.format(0))}}"
+
+
 def format_columns(cols: list[tuple[str, str, str]], rows: list[dict[str, Any]], note: str) -> str:
     """A right-aligned table: ``cols`` are (heading, key, format), one line per row, then
-    ``note``; each column is as wide as its format renders a value."""
+    ``note``; each column is as wide as its format renders a value (a missing value, None,
+    is a dash)."""
     head = "  ".join(f"{name:>{len(fmt.format(0))}}" for name, _, fmt in cols)
     lines = [head, "-" * len(head)]
-    lines += ["  ".join(fmt.format(row[key]) for _, key, fmt in cols) for row in rows]
+    lines += ["  ".join(_cell(fmt, row[key]) for _, key, fmt in cols) for row in rows]
     lines.append(note)
     return "\n".join(lines)
 

@@ -1,4 +1,5 @@
-"""vLLM's own KV-transfer figures, read from the "KV Transfer metrics" lines it logs.
+"""vLLM's own figures: KV transfers from the "KV Transfer metrics" lines it logs, and the
+phases of its requests from its ``/metrics`` page.
 
 Pure layer. vLLM's NixlConnector logs, once per stats interval (10 s by default), one line
 per engine with the transfers finished in that interval::
@@ -10,12 +11,19 @@ per engine with the transfers finished in that interval::
 :func:`parse_line` turns one line into ``{field: number}``; :func:`summarize` adds up the
 intervals (counts summed, averages weighted by their interval's transfer count), so a
 caller can report exactly what vLLM measured for a span of requests.
+
+:func:`histograms` reads a request-phase histogram's sum and count from a ``/metrics`` page
+(over its label sets); :func:`mean_ms` the mean of the requests between two pages. vLLM's
+phases: the queue (:data:`QUEUE_TIME`, from the engine core taking the request to its
+first scheduled step: on a P/D decode the wait for the remote KV) and the prefill
+(:data:`PREFILL_TIME`, from that step to the first token: on a P/D decode the one-token
+step after the read).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 MARKER = "KV Transfer metrics:"
 _FIELD = re.compile(r"\s*([^=,]+?)=([-+0-9.eE]+)\s*(?:,|$)")
@@ -28,6 +36,11 @@ AVERAGES = (
     "Avg MB per transfer",
     "Avg number of descriptors",
 )
+
+
+QUEUE_TIME = "vllm:request_queue_time_seconds"
+PREFILL_TIME = "vllm:request_prefill_time_seconds"
+PHASES = (QUEUE_TIME, PREFILL_TIME)
 
 
 def parse_line(line: str) -> dict[str, float] | None:
@@ -62,3 +75,29 @@ def summarize(lines: Iterable[str]) -> dict[str, float]:
         out[key] = weighted[key] / count if count else 0.0
     out["Max P90 xfer time (ms)"] = p90
     return out
+
+
+def histograms(page: str, names: Iterable[str] = PHASES) -> dict[str, tuple[float, float]]:
+    """``name`` → (sum, count) of each histogram on a Prometheus text page, added up over
+    its label sets (a missing one is (0, 0))."""
+    totals = {name: [0.0, 0.0] for name in names}
+    for line in page.splitlines():
+        head, _, value = line.rpartition(" ")
+        name, _, _ = head.partition("{")
+        for suffix, i in (("_sum", 0), ("_count", 1)):
+            base = name.removesuffix(suffix)
+            if name.endswith(suffix) and base in totals:
+                try:
+                    totals[base][i] += float(value)
+                except ValueError:
+                    pass
+    return {name: (s, c) for name, (s, c) in totals.items()}
+
+
+def mean_ms(
+    before: Mapping[str, tuple[float, float]], after: Mapping[str, tuple[float, float]], name: str
+) -> float | None:
+    """The mean of ``name`` (seconds) over the requests between two readings, in ms; None
+    when none was counted."""
+    (s0, c0), (s1, c1) = before.get(name, (0.0, 0.0)), after.get(name, (0.0, 0.0))
+    return (s1 - s0) / (c1 - c0) * 1e3 if c1 > c0 else None

@@ -28,12 +28,23 @@ def test_medians_breakdown_and_throughput_within_a_stream() -> None:
             _row(60, 10, 110, [7], prefill_hop_ms=40, decode_hop_ms=45),
         ]
     }
-    figures = {16: {"Avg xfer time (ms)": 1.5, "Num successful transfers": 7.0}}
-    (case,) = cases(agg, pd, figures, GEN)
+    figures = {
+        16: {
+            "Avg xfer time (ms)": 1.5,
+            "Num successful transfers": 7.0,
+            "decode_queue_ms": 6.25,
+            "decode_step_ms": 9.5,
+            "prefill_step_ms": 14.0,
+        }
+    }
+    (case,) = cases(agg, pd, figures, GEN, {16: {"decode_step_ms": 12.0}})
     assert case["ttft_agg_ms"] == 20 and case["ttft_disagg_ms"] == 60
     assert case["overhead_ms"] == 40
     assert case["prefill_hop_ms"] == 30 and case["decode_hop_ms"] == 35
     assert case["transfer_ms"] == 1.5 and case["transfer_count"] == 7
+    # vLLM's own phases: decode's queue (the read) and first step, each engine's prefill
+    assert case["decode_kv_wait_ms"] == 6.25 and case["decode_first_step_ms"] == 9.5
+    assert case["prefill_step_ms"] == 14.0 and case["agg_step_ms"] == 12.0
     # (GEN - 1) tokens between the first and the last chunk of each stream, median
     assert case["decode_tps_agg"] == pytest.approx(80.0)  # median of 40, 80, 100
     assert case["decode_tps_disagg"] == pytest.approx(40.0)  # median of 20, 40, 40

@@ -48,3 +48,28 @@ def test_summarize_weights_averages_by_transfers() -> None:
 def test_summarize_of_nothing_is_zero() -> None:
     s = metrics.summarize([])
     assert s["Num successful transfers"] == 0 and s["Avg xfer time (ms)"] == 0
+
+
+# The request-phase histograms as vLLM's /metrics page writes them (two engines' label sets).
+PAGE = """# HELP vllm:request_queue_time_seconds Histogram of time spent in WAITING phase.
+# TYPE vllm:request_queue_time_seconds histogram
+vllm:request_queue_time_seconds_sum{{engine="0",model_name="m"}} {q0}
+vllm:request_queue_time_seconds_bucket{{engine="0",le="0.3",model_name="m"}} {n}
+vllm:request_queue_time_seconds_count{{engine="0",model_name="m"}} {n}
+vllm:request_queue_time_seconds_sum{{engine="1",model_name="m"}} {q1}
+vllm:request_queue_time_seconds_count{{engine="1",model_name="m"}} 1.0
+vllm:request_prefill_time_seconds_sum{{engine="0",model_name="m"}} {p}
+vllm:request_prefill_time_seconds_count{{engine="0",model_name="m"}} {n}
+vllm:request_prefill_time_seconds_created{{engine="0",model_name="m"}} 1.7e9
+vllm:request_decode_time_seconds_sum{{engine="0",model_name="m"}} 99.0
+"""
+
+
+def test_request_phases_are_read_from_the_metrics_page() -> None:
+    before = metrics.histograms(PAGE.format(q0=0.5, q1=0.5, p=1.0, n=10.0))
+    after = metrics.histograms(PAGE.format(q0=0.56, q1=0.5, p=1.04, n=14.0))
+    assert before[metrics.QUEUE_TIME] == (1.0, 11.0)  # both engines' label sets
+    assert metrics.mean_ms(before, after, metrics.QUEUE_TIME) == pytest.approx(15.0)
+    assert metrics.mean_ms(before, after, metrics.PREFILL_TIME) == pytest.approx(10.0)
+    assert metrics.mean_ms(before, before, metrics.PREFILL_TIME) is None  # no request between
+    assert metrics.histograms("") == dict.fromkeys(metrics.PHASES, (0.0, 0.0))
