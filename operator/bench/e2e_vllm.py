@@ -82,34 +82,27 @@ def _stream(url: str, body: dict[str, Any]) -> tuple[float, float, list[int]]:
     return first, (time.perf_counter() - start) * 1000.0, tokens
 
 
-def _requests(
-    url: str, lengths: list[int], repeat: int, gen: int, tag: str
-) -> dict[int, list[dict[str, Any]]]:
-    """Per prompt length: ``repeat`` times (ttft request, gen-token request) on fresh prompts."""
-    out: dict[int, list[dict[str, Any]]] = {}
-    for case, n in enumerate(lengths):
-        timed_post(url, {"prompt": prompt(n, case, 999), "max_tokens": 1})  # warm-up
-        for i in range(repeat):
-            progress(f"  {tag} {n} tokens: {i + 1}/{repeat}")
-            p = prompt(n, case, i)
-            ttft, first = timed_post(url, {"prompt": p, "max_tokens": 1, "temperature": 0})
-            q = prompt(n, case, repeat + i)
-            body = {"prompt": q, "max_tokens": gen, "temperature": 0, "ignore_eos": True}
-            first_ms, full_ms, tokens = _stream(url, {**body, "return_token_ids": True})
-            out.setdefault(n, []).append(
-                {
-                    "ttft": ttft,
-                    "first": first_ms,
-                    "full": full_ms,
-                    "tokens": tokens,
-                    "proxy": first.get("disagg", {}).get("proxy", {}),
-                }
-            )
-        # the judge's request: the same fresh prompt on both sides, with top logprobs
-        body = {"prompt": prompt(n, case, 2 * repeat), "max_tokens": gen, "temperature": 0}
-        _, answer = timed_post(url, {**body, "ignore_eos": True, **judge.request_fields()})
-        out[n][0]["tops"] = judge.tops_of(answer["choices"][0])
+def _requests(url: str, n: int, case: int, repeat: int, gen: int, tag: str) -> list[dict[str, Any]]:
+    """``repeat`` times (ttft request, gen-token request) of ``n`` tokens on fresh prompts."""
+    out = []
+    for i in range(repeat):
+        progress(f"  {tag} {n} tokens: {i + 1}/{repeat}")
+        p = prompt(n, case, i)
+        ttft, first = timed_post(url, {"prompt": p, "max_tokens": 1, "temperature": 0})
+        q = prompt(n, case, repeat + i)
+        body = {"prompt": q, "max_tokens": gen, "temperature": 0, "ignore_eos": True}
+        first_ms, full_ms, tokens = _stream(url, {**body, "return_token_ids": True})
+        proxy = first.get("disagg", {}).get("proxy", {})
+        out.append({"ttft": ttft, "first": first_ms, "full": full_ms, "tokens": tokens,
+                    "proxy": proxy})  # fmt: skip
     return out
+
+
+def _judge(url: str, n: int, case: int, repeat: int, gen: int) -> Any:
+    """The judge's request: a fresh prompt, the same on both sides, with top logprobs."""
+    body = {"prompt": prompt(n, case, 2 * repeat), "max_tokens": gen, "temperature": 0}
+    _, answer = timed_post(url, {**body, "ignore_eos": True, **judge.request_fields()})
+    return judge.tops_of(answer["choices"][0])
 
 
 def idle_cores(run: Run) -> dict[str, float]:
@@ -153,11 +146,16 @@ def _phase(
             progress(f"  {tag}: engines idle for {IDLE_WINDOW_S:g} s ...")
             idle = idle_cores(run)
             results: dict[int, list[dict[str, Any]]] = {}
-            for n in lengths:
+            for case, n in enumerate(lengths):
                 log = run.logs[run.names[run.workers["decode"][0]]]
-                since, before = vllm.log_size(log), _phases(run)
-                results.update(_requests(url, [n], args.repeat, args.gen_tokens, tag))
+                since = vllm.log_size(log)
+                timed_post(url, {"prompt": prompt(n, case, 999), "max_tokens": 1})  # warm-up
+                # vLLM's phases of the timed requests alone (a first request and the
+                # judge's, with its logprobs, take steps of their own)
+                before = _phases(run)
+                results[n] = _requests(url, n, case, args.repeat, args.gen_tokens, tag)
                 figures[n] = _phase_means(before, _phases(run))
+                results[n][0]["tops"] = _judge(url, n, case, args.repeat, args.gen_tokens)
                 if tag == "P/D":
                     expect = 2 * args.repeat + 2  # warm-up, repeats, the judge's request
                     figures[n].update(vllm.transfer_figures(log, since, wait_s=25.0, expect=expect))
