@@ -35,6 +35,13 @@ CPU_MIN_KV_GIB = 1
 # The least of a pool's CPUs kept out of OpenMP: NIXL's progress thread (vLLM always runs
 # it) and the engine loop; a version's P/D reserve (Profile.reserved_cpus) may ask more.
 CPU_PROGRESS_CORES = 1
+# CPUs per rank kept out of OpenMP once nothing spins (the engine-idle shim's NIXL and
+# queue levers both on): vLLM's reserve is one CPU per rank for its engine-core process
+# ("TODO: make scheduler proc sleep when idle", utils/ompmultiprocessing.py in 0.32) and,
+# from 0.20, one more for the NIXL connector; with both waits blocking, one per rank is
+# left for the engine core, the API server and NIXL's threads, which work at every step
+# (docs/derivation.md, "The CPU thread budget").
+CPU_RESERVE_SPIN_FREE_PER_RANK = 1
 
 _GIB = 1024**3
 
@@ -180,10 +187,21 @@ def cpu_kvcache_gib(memory: float, tp: int, weights: float = 0.0) -> int:
     return max(CPU_MIN_KV_GIB, math.floor(spare / _GIB))
 
 
-def cpu_reserve(p: vllm.Profile, tp: int) -> int:
+def cpu_reserve(p: vllm.Profile, tp: int, spin_free: bool = False) -> int:
     """CPUs of a pool kept out of OpenMP (VLLM_CPU_NUM_OF_RESERVED_CPU): the version's P/D
-    reserve for ``tp`` ranks, at least :data:`CPU_PROGRESS_CORES`."""
-    return max(CPU_PROGRESS_CORES, p.reserved_cpus(tp))
+    reserve for ``tp`` ranks, or, when nothing spins (``spin_free``), at most
+    :data:`CPU_RESERVE_SPIN_FREE_PER_RANK` per rank; at least :data:`CPU_PROGRESS_CORES`."""
+    reserve = p.reserved_cpus(tp)
+    if spin_free:
+        reserve = min(reserve, CPU_RESERVE_SPIN_FREE_PER_RANK * tp)
+    return max(CPU_PROGRESS_CORES, reserve)
+
+
+def spin_free(spec: DeploymentSpec, role: str) -> bool:
+    """Whether ``role``'s engine runs with neither of vLLM's spinning waits: the engine-idle
+    shim's NIXL progress delay and queue poll both on."""
+    idle = engine_idle(spec, role)
+    return all(idle.get(name, "0") != "0" for name in (vllm.NIXL_DELAY_ENV, vllm.QUEUE_POLL_ENV))
 
 
 def cpu_threads(cpus: float, tp: int, reserve: int = CPU_PROGRESS_CORES) -> int:
@@ -191,8 +209,11 @@ def cpu_threads(cpus: float, tp: int, reserve: int = CPU_PROGRESS_CORES) -> int:
     return max(1, (math.floor(cpus) - reserve) // tp)
 
 
-def cpu_engine_env(role: RoleSpec, p: vllm.Profile, weights: float = 0.0) -> dict[str, str]:
-    """vLLM CPU-engine env for a pool on device cpu (empty for other devices).
+def cpu_engine_env(
+    role: RoleSpec, p: vllm.Profile, weights: float = 0.0, spin_free: bool = False
+) -> dict[str, str]:
+    """vLLM CPU-engine env for a pool on device cpu (empty for other devices); the reserve
+    as :func:`cpu_reserve` gives it.
 
     nobind: OpenMP never pins, so two pods on one node cannot bind the same cores under
     either kubelet CPU policy; the thread count keeps the pool inside its CPU budget.
@@ -202,7 +223,7 @@ def cpu_engine_env(role: RoleSpec, p: vllm.Profile, weights: float = 0.0) -> dic
     cpus, memory = cpu_limits(role)
     tp = role.tensor_parallel_size
     env = {vllm.CPU_OMP_THREADS_BIND: "nobind"}
-    reserve = cpu_reserve(p, tp)
+    reserve = cpu_reserve(p, tp, spin_free)
     if cpus is not None:
         env[OMP_NUM_THREADS] = str(cpu_threads(cpus, tp, reserve))
     env[vllm.CPU_RESERVED] = str(reserve)

@@ -131,7 +131,10 @@ class Vllm(Engine):
         derived = {
             **derive.lease_env(spec, role),
             **derive.cpu_engine_env(
-                spec.role(role), derive.profile(spec), derive.weights_bytes(spec)
+                spec.role(role),
+                derive.profile(spec),
+                derive.weights_bytes(spec),
+                derive.spin_free(spec, role),
             ),
         }
         env += [{"name": k, "value": v} for k, v in derived.items()]
@@ -348,9 +351,12 @@ def _rows() -> list[Row]:
         ),
         (
             vllm.CPU_RESERVED,
-            f"{cpu}, TP t",
-            f"max({derive.CPU_PROGRESS_CORES}, vLLM's P/D minimum)",
-            "vLLM >= 0.20 warns below 2 x t; 0.17-0.19 forces 1",
+            f"{cpu}, TP t, engine-idle NIXL delay and queue poll",
+            f"max({derive.CPU_PROGRESS_CORES}, vLLM's P/D minimum); both levers on: at most "
+            f"{derive.CPU_RESERVE_SPIN_FREE_PER_RANK} x t",
+            "vLLM's minimum is a CPU per rank for its spinning engine core and, from 0.20, "
+            "one for NIXL's spinning thread; neither spins with the levers on (vLLM >= 0.20 "
+            "then logs that the reserve is below its minimum); 0.17-0.19 forces 1",
         ),
         (
             vllm.CPU_KVCACHE_SPACE,

@@ -338,8 +338,8 @@ def test_vllm_heterogeneous_gpu_prefill_cpu_decode() -> None:
     assert "VLLM_NIXL_ABORT_REQUEST_TIMEOUT" not in p_env  # vLLM >= 0.22 ignores it
     assert d_env["VLLM_CPU_KVCACHE_SPACE"] == "9"  # floor((16 - 3) * 0.75)
     assert d_env["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
-    assert d_env["OMP_NUM_THREADS"] == "6"  # 8 CPUs less the P/D reserve of 2 (>= 0.20)
-    assert d_env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "2"  # vLLM >= 0.20: 2 x TP for P/D
+    # nothing spins (the engine-idle shim on): a CPU per rank reserved, not vLLM's 2
+    assert d_env["OMP_NUM_THREADS"] == "7" and d_env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
     assert prefill["resources"]["limits"]["nvidia.com/gpu"] == 1
 
 
@@ -361,6 +361,32 @@ def test_cpu_engine_env_follows_the_pod_size() -> None:
     }
     old = vllm.profile_for((0, 13, 0))
     assert vllm_derive.cpu_engine_env(small, old)["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
+
+
+def test_the_reserve_shrinks_to_a_cpu_per_rank_only_when_nothing_spins() -> None:
+    """vLLM's P/D minimum (2 x TP from 0.20) is for its spinning engine core and NIXL
+    thread; with both engine-idle levers on, one CPU per rank stays out of OpenMP."""
+    limits = {"limits": {"cpu": "16", "memory": "32Gi"}}
+    for tp, spin, free in ((1, "14", "15"), (2, "6", "7")):
+        r = role(tensorParallelSize=tp, resources=limits)
+        for levers, threads, reserve in (
+            ({}, free, tp),
+            ({"queuePollMicroseconds": 0}, spin, 2 * tp),
+        ):
+            obj = body(engine="vllm", decode={**r, **levers})
+            env = env_of(_engine(_pod(render(obj, hmac_key=KEY), "demo-decode-0")))
+            assert env["OMP_NUM_THREADS"] == threads, (tp, levers)
+            assert env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == str(reserve), (tp, levers)
+    obj = body(
+        engine="vllm",
+        kvTransfer={"nixlProgressDelayMicroseconds": 0},
+        decode=role(resources=limits),
+    )
+    env = env_of(_engine(_pod(render(obj, hmac_key=KEY), "demo-decode-0")))
+    assert env["OMP_NUM_THREADS"] == "14"  # NIXL's thread spins again: the version's 2
+    old = vllm.profile_for((0, 13, 0))  # no P/D reserve in the version: never raised
+    small = DeploymentSpec.model_validate(body(decode=role(resources=limits))["spec"]).decode
+    assert vllm_derive.cpu_engine_env(small, old, spin_free=True)["OMP_NUM_THREADS"] == "15"
 
 
 def test_cpu_engine_env_splits_threads_and_memory_per_rank() -> None:
