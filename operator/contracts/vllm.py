@@ -76,7 +76,10 @@ NIXL_DELAY_ENV = "DISAGG_NIXL_PROGRESS_DELAY_US"
 QUEUE_POLL_ENV = "DISAGG_VLLM_QUEUE_POLL_US"
 AFFINITY_ENV = "DISAGG_VLLM_KEEP_CPU_AFFINITY"
 ENGINE_IDLE_DIR = "/opt/disagg/python"
-ENGINE_IDLE_CHECKED = "nixl-cu12 1.5.1, vLLM 0.32.0 (CPU)"
+# Where the shim's levers were measured with real vLLM (Profile.engine_idle_checked): the
+# shim patches by what it finds (a class or attribute it does not find is left alone), so
+# other versions are safe, and measured only here.
+ENGINE_IDLE_CHECKED = "0.32.0 CPU, nixl-cu12 1.5.1"
 
 # --gpu-memory-utilization's default, the share of device memory vLLM plans for weights,
 # activations and the KV cache (vllm/config/cache.py: 0.92 in 0.32.0; 0.9 in older
@@ -125,6 +128,7 @@ class Profile:
     nixl_pins_cpu: bool  # NIXL worker sched_setaffinity to the highest CPU per NUMA node
     cpu_decode_repacks: bool  # a CPU decode repacks KV from another attention backend
     env_names: frozenset[str]
+    engine_idle_checked: str = ""  # releases of the range the engine-idle shim was measured on
     kv_roles: tuple[str, ...] = KV_ROLES
 
     @property
@@ -195,6 +199,7 @@ _P_0_22_0 = replace(
     since=(0, 22, 0),
     lease=Lease("extra", "kv_lease_duration", 30, minimum=6),
     env_names=_CPU_ENV | _NIXL_ENV,
+    engine_idle_checked=ENGINE_IDLE_CHECKED,
 )
 
 # Oldest first. The newest row is what unknown versions get.

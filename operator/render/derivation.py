@@ -93,9 +93,9 @@ def profile_table() -> str:
         "| vLLM | kv_buffer_device per device | default buffer | lease | handshake compat key "
         "| side channel "
         "| prefill TP > decode TP | kv_load_failure_policy | P/D reserved CPUs | "
-        "NIXL pins CPU | CPU decode repacks |"
+        "NIXL pins CPU | CPU decode repacks | engine-idle measured on |"
     )
-    lines = [head, "|" + " --- |" * 11]
+    lines = [head, "|" + " --- |" * 12]
     for p in vllm.PROFILES:
         buffers = "; ".join(f"{d}: {', '.join(b)}" for d, b in p.buffer_devices)
         tp = "no"
@@ -108,7 +108,7 @@ def profile_table() -> str:
             f"| {'port + TP rank' if p.side_channel_per_tp_rank else 'port + DP index'} "
             f"| {tp} | {p.failure_policy_default or '-'} "
             f"| {p.cpu_reserved_per_rank} x TP | {_yes(p.nixl_pins_cpu)} "
-            f"| {_yes(p.cpu_decode_repacks)} |"
+            f"| {_yes(p.cpu_decode_repacks)} | {p.engine_idle_checked or '-'} |"
         )
     return "\n".join(lines) + "\n"
 

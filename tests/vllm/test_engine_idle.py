@@ -77,3 +77,16 @@ def test_a_waiting_reader_wakes_on_vllm_s_notification() -> None:
     shim = _wait({"DISAGG_VLLM_QUEUE_POLL_US": "100"}, NOTIFIED)
     assert vllm_loop["arrived"] and shim["arrived"]
     assert vllm_loop["left"] and not shim["left"]
+
+
+def test_the_profile_records_the_release_the_shim_was_measured_on() -> None:
+    """The vLLM this suite runs is the one the engine-idle levers were measured on: a new
+    release fails here until they are measured again (docs/vllm.md, Figures)."""
+    import vllm as installed
+
+    from disagg_operator.contracts import vllm
+
+    version = vllm.parse_version(installed.__version__)
+    assert version is not None
+    row = vllm.profile_for(version)
+    assert row.engine_idle_checked.startswith(vllm.format_version(version) + " ")
