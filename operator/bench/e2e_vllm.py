@@ -2,9 +2,12 @@
 
 Benchmark script (I/O: starts vLLM engines, talks HTTP). Both sides run the operator's
 rendered pods for examples/vllm-cpu.yaml as ``disagg up`` runs them (each engine on its own
-core): the aggregated engine is the decode pod without its KV connector, run alone first
-on the decode engine's core; then the P/D pair behind the disagg proxy. Every request uses
-a fresh prompt (no prefix-cache hits on either side), greedy.
+core): the aggregated engine is the decode pod without its KV connector, on the decode
+engine's core; the P/D pair runs behind the disagg proxy. All three engines run at once
+and the two sides' requests alternate (which goes first too), so each figure is compared
+with the other side's at the same moment of a host whose speed drifts by tens of percent
+within minutes (measured here: two runs a few minutes apart differed by 1.5x). Every
+request uses a fresh prompt (no prefix-cache hits on either side), greedy.
 
 - ``ttft_*_ms``: client wall time of a ``max_tokens: 1`` request (P/D: through the proxy,
   both hops).
@@ -25,9 +28,10 @@ a fresh prompt (no prefix-cache hits on either side), greedy.
   prefill phase: the one-token step after the read); the rest of the hop is vLLM's API
   server and HTTP. ``prefill_step_ms`` / ``agg_step_ms``: the prefill phase of the
   prefill engine and of the aggregated engine (the prompt's forward pass).
-- ``engine_idle_cpu_cores``: each engine's process tree, idle after start-up and warm-up:
-  CPU seconds over a :data:`IDLE_WINDOW_S` window / wall seconds (NIXL's progress thread
-  spins a core unless the NIXL idle shim is on: docs/derivation.md).
+- ``engine_idle_cpu_cores``: each engine's process tree, idle after start-up and warm-up,
+  all three in one window: CPU seconds over a :data:`IDLE_WINDOW_S` window / wall seconds
+  (NIXL's progress thread and vLLM's queue readers spin a core each unless the engine-idle
+  shim is on: docs/derivation.md).
 """
 
 from __future__ import annotations
@@ -39,7 +43,6 @@ import statistics
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,20 +85,16 @@ def _stream(url: str, body: dict[str, Any]) -> tuple[float, float, list[int]]:
     return first, (time.perf_counter() - start) * 1000.0, tokens
 
 
-def _requests(url: str, n: int, case: int, repeat: int, gen: int, tag: str) -> list[dict[str, Any]]:
-    """``repeat`` times (ttft request, gen-token request) of ``n`` tokens on fresh prompts."""
-    out = []
-    for i in range(repeat):
-        progress(f"  {tag} {n} tokens: {i + 1}/{repeat}")
-        p = prompt(n, case, i)
-        ttft, first = timed_post(url, {"prompt": p, "max_tokens": 1, "temperature": 0})
-        q = prompt(n, case, repeat + i)
-        body = {"prompt": q, "max_tokens": gen, "temperature": 0, "ignore_eos": True}
-        first_ms, full_ms, tokens = _stream(url, {**body, "return_token_ids": True})
-        proxy = first.get("disagg", {}).get("proxy", {})
-        out.append({"ttft": ttft, "first": first_ms, "full": full_ms, "tokens": tokens,
-                    "proxy": proxy})  # fmt: skip
-    return out
+def _request(url: str, n: int, case: int, i: int, repeat: int, gen: int) -> dict[str, Any]:
+    """Repeat ``i`` of a case on one side: a ttft request and a gen-token streamed request,
+    each on a fresh prompt of ``n`` tokens."""
+    p = prompt(n, case, i)
+    ttft, first = timed_post(url, {"prompt": p, "max_tokens": 1, "temperature": 0})
+    q = prompt(n, case, repeat + i)
+    body = {"prompt": q, "max_tokens": gen, "temperature": 0, "ignore_eos": True}
+    first_ms, full_ms, tokens = _stream(url, {**body, "return_token_ids": True})
+    proxy = first.get("disagg", {}).get("proxy", {})
+    return {"ttft": ttft, "first": first_ms, "full": full_ms, "tokens": tokens, "proxy": proxy}
 
 
 def _judge(url: str, n: int, case: int, repeat: int, gen: int) -> Any:
@@ -103,12 +102,6 @@ def _judge(url: str, n: int, case: int, repeat: int, gen: int) -> Any:
     body = {"prompt": prompt(n, case, 2 * repeat), "max_tokens": gen, "temperature": 0}
     _, answer = timed_post(url, {**body, "ignore_eos": True, **judge.request_fields()})
     return judge.tops_of(answer["choices"][0])
-
-
-def idle_cores(run: Run) -> dict[str, float]:
-    """Each engine's CPU use while nothing is asked of it: pod name → cores."""
-    engines = [c for c in run.children if c.name in run.names.values()]
-    return idle_cpu(engines, IDLE_WINDOW_S)
 
 
 def _phases(run: Run) -> dict[str, dict[str, tuple[float, float]]]:
@@ -133,35 +126,38 @@ def _phase_means(
     return out
 
 
-def _phase(
-    start: Callable[[Run, Path], str], lengths: list[int], args: argparse.Namespace, tag: str
-) -> tuple[dict[int, list[dict[str, Any]]], dict[int, dict[str, Any]], dict[str, float]]:
-    """Start engines, measure them idle, run the requests, read vLLM's transfer figures
-    (P/D) and each engine's request phases per case, stop."""
-    run = Run([], {})
-    figures: dict[int, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix=f"disagg-bench-{tag.replace('/', '')}-") as tmp:
-        try:
-            url = start(run, Path(tmp))
-            progress(f"  {tag}: engines idle for {IDLE_WINDOW_S:g} s ...")
-            idle = idle_cores(run)
-            results: dict[int, list[dict[str, Any]]] = {}
-            for case, n in enumerate(lengths):
-                log = run.logs[run.names[run.workers["decode"][0]]]
-                since = vllm.log_size(log)
-                timed_post(url, {"prompt": prompt(n, case, 999), "max_tokens": 1})  # warm-up
-                # vLLM's phases of the timed requests alone (a first request and the
-                # judge's, with its logprobs, take steps of their own)
-                before = _phases(run)
-                results[n] = _requests(url, n, case, args.repeat, args.gen_tokens, tag)
-                figures[n] = _phase_means(before, _phases(run))
-                results[n][0]["tops"] = _judge(url, n, case, args.repeat, args.gen_tokens)
-                if tag == "P/D":
-                    expect = 2 * args.repeat + 2  # warm-up, repeats, the judge's request
-                    figures[n].update(vllm.transfer_figures(log, since, wait_s=25.0, expect=expect))
-        finally:
-            stop_children(run.children)
-    return results, figures, idle
+Sides = dict[str, dict[int, list[dict[str, Any]]]]
+
+
+def _measure(
+    runs: dict[str, Run], urls: dict[str, str], lengths: list[int], args: argparse.Namespace
+) -> tuple[Sides, dict[str, dict[int, dict[str, Any]]]]:
+    """Per prompt length, the two sides' requests interleaved (which goes first alternates),
+    so both meet the same moment of this host; then each side's vLLM phases and the judge's
+    request, and decode's transfer figures."""
+    results: Sides = {side: {} for side in runs}
+    figures: dict[str, dict[int, dict[str, Any]]] = {side: {} for side in runs}
+    pd = runs["P/D"]
+    log = pd.logs[pd.names[pd.workers["decode"][0]]]
+    for case, n in enumerate(lengths):
+        since = vllm.log_size(log)
+        for url in urls.values():
+            timed_post(url, {"prompt": prompt(n, case, 999), "max_tokens": 1})  # warm-up
+        # vLLM's phases of the timed requests alone (a first request and the judge's, with
+        # its logprobs, take steps of their own)
+        before = {side: _phases(run) for side, run in runs.items()}
+        for i in range(args.repeat):
+            progress(f"  {n} tokens: {i + 1}/{args.repeat}")
+            order = list(urls) if i % 2 == 0 else list(urls)[::-1]
+            for side in order:
+                row = _request(urls[side], n, case, i, args.repeat, args.gen_tokens)
+                results[side].setdefault(n, []).append(row)
+        for side, run in runs.items():
+            figures[side][n] = _phase_means(before[side], _phases(run))
+            results[side][n][0]["tops"] = _judge(urls[side], n, case, args.repeat, args.gen_tokens)
+        expect = 2 * args.repeat + 2  # warm-up, repeats, the judge's request
+        figures["P/D"][n].update(vllm.transfer_figures(log, since, wait_s=25.0, expect=expect))
+    return results, figures
 
 
 def _median(rows: list[dict[str, Any]], key: str) -> float:
@@ -327,40 +323,46 @@ def _manifest(
 def _bench(
     args: argparse.Namespace, lengths: list[int], manifest: Path, idle: dict[str, Any]
 ) -> int:
-    def aggregated(run: Run, logs: Path) -> str:
-        return start_aggregated(manifest, logs, run, model=args.model, say=progress)
-
-    def disaggregated(run: Run, logs: Path) -> str:
-        launch(
-            manifest,
-            logs,
-            logs,
-            run,
-            model=args.model,
-            keep_cpu_binding=args.keep_cpu_binding,
-            say=progress,
-        )
-        return run.proxy_url + "/v1/completions"
-
-    progress("aggregated vLLM (the decode pod without its KV connector) ...")
-    agg, agg_figures, idle_agg = _phase(
-        lambda r, t: aggregated(r, t) + "/v1/completions", lengths, args, "agg"
-    )
-    progress("P/D: prefill and decode vLLM behind the disagg proxy ...")
-    pd, figures, idle_pd = _phase(disaggregated, lengths, args, "P/D")
-    rows = cases(agg, pd, figures, args.gen_tokens, agg_figures)
+    runs = {"agg": Run([], {}), "P/D": Run([], {})}
+    with tempfile.TemporaryDirectory(prefix="disagg-bench-vllm-") as tmp:
+        try:
+            progress("aggregated vLLM (the decode pod without its KV connector) ...")
+            (Path(tmp) / "agg").mkdir()
+            agg = start_aggregated(
+                manifest, Path(tmp) / "agg", runs["agg"], model=args.model, say=progress
+            )
+            progress("P/D: prefill and decode vLLM behind the disagg proxy ...")
+            (Path(tmp) / "pd").mkdir()
+            launch(manifest, Path(tmp) / "pd", Path(tmp) / "pd", runs["P/D"], model=args.model,
+                   keep_cpu_binding=args.keep_cpu_binding, say=progress)  # fmt: skip
+            progress(f"  engines idle for {IDLE_WINDOW_S:g} s ...")
+            engines = [
+                (side, c) for side, r in runs.items() for c in r.children
+                if c.name in r.names.values()
+            ]  # fmt: skip
+            labels = [f"{side} {c.name}" for side, c in engines]
+            cores = idle_cpu([c for _, c in engines], IDLE_WINDOW_S, labels)
+            idle_by_side: dict[str, dict[str, float]] = {side: {} for side in runs}
+            for (side, c), label in zip(engines, labels, strict=True):
+                idle_by_side[side][c.name] = cores[label]
+            pd = runs["P/D"].proxy_url
+            urls = {"agg": agg + "/v1/completions", "P/D": pd + "/v1/completions"}
+            results, figures = _measure(runs, urls, lengths, args)
+        finally:
+            stop_children([c for r in runs.values() for c in r.children])
+    rows = cases(results["agg"], results["P/D"], figures["P/D"], args.gen_tokens, figures["agg"])
     result = {
         "engine": "vllm",
         "manifest": str(manifest),
         "repeat": args.repeat,
         "cpu_binding": "rendered" if args.keep_cpu_binding else "a core per engine",
         **idle,
-        "engine_idle_cpu_cores": {"agg": idle_agg, "P/D": idle_pd},
+        "engine_idle_cpu_cores": idle_by_side,
         "cases": rows,
     }
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print(table(rows))
-        print(f"idle engines (cores, {IDLE_WINDOW_S:g} s window): agg {idle_agg}, P/D {idle_pd}")
+        print(f"idle engines (cores, {IDLE_WINDOW_S:g} s window): {idle_by_side}")
     return 0

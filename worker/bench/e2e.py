@@ -153,17 +153,22 @@ def tree_cpu_s(pid: int, stats: dict[int, tuple[int, float]]) -> float:
     return total
 
 
-def idle_cpu(children: list[Child], seconds: float = IDLE_WINDOW_S) -> dict[str, float]:
-    """CPU cores each idle process tree burns (user + system over a quiet window): the
-    background cost, e.g. NIXL progress threads, that engines compete with on shared
-    cores. A process that ended counts its CPU until it did."""
+def idle_cpu(
+    children: list[Child], seconds: float = IDLE_WINDOW_S, labels: list[str] | None = None
+) -> dict[str, float]:
+    """CPU cores each idle process tree burns (user + system over a quiet window), by
+    ``labels`` (default: the children's names): the background cost, e.g. NIXL progress
+    threads, that engines compete with on shared cores. A process that ended counts its
+    CPU until it did."""
+    keys = labels or [c.name for c in children]
     first = _stats()
-    before = {c.name: tree_cpu_s(c.proc.pid, first) for c in children}
+    before = [tree_cpu_s(c.proc.pid, first) for c in children]
     t0 = time.monotonic()
     time.sleep(seconds)
     wall, last = time.monotonic() - t0, _stats()
     return {
-        c.name: round((tree_cpu_s(c.proc.pid, last) - before[c.name]) / wall, 3) for c in children
+        key: round((tree_cpu_s(c.proc.pid, last) - spent) / wall, 3)
+        for key, c, spent in zip(keys, children, before, strict=True)
     }
 
 
