@@ -119,12 +119,13 @@ class KVTransfer(_Model):
         "the prefill locally when a KV load fails; vLLM's default when omitted",
     )
     nixl_progress_delay_microseconds: int = Field(
-        default=1000,
+        default=5000,
         ge=0,
         le=1_000_000,
         description="vllm, CPU pools: how long NIXL's progress thread waits for a UCX event "
         "before it looks again (NIXL's Python API sets 0: the thread spins and an idle engine "
-        "burns a core). Rendered as a sitecustomize module on the engine's PYTHONPATH "
+        "burns a core; an event wakes it at once, whatever the delay). Rendered as a "
+        "sitecustomize module on the engine's PYTHONPATH "
         "(ConfigMap <name>-engine-idle); 0 leaves NIXL's spin as it is",
     )
     kv_connector_extra_config: FreeForm | None = Field(

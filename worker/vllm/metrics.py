@@ -22,6 +22,7 @@ step after the read).
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable, Mapping
 
@@ -87,10 +88,8 @@ def histograms(page: str, names: Iterable[str] = PHASES) -> dict[str, tuple[floa
         for suffix, i in (("_sum", 0), ("_count", 1)):
             base = name.removesuffix(suffix)
             if name.endswith(suffix) and base in totals:
-                try:
+                with contextlib.suppress(ValueError):  # not a number: not a sample
                     totals[base][i] += float(value)
-                except ValueError:
-                    pass
     return {name: (s, c) for name, (s, c) in totals.items()}
 
 

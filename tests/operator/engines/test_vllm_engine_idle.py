@@ -32,7 +32,7 @@ def test_cpu_pools_mount_the_shim_as_their_pythonpath() -> None:
         engine = _engine(pod)
         env = {e["name"]: e.get("value") for e in engine["env"]}
         assert env["PYTHONPATH"] == "/opt/disagg/python"
-        assert env["DISAGG_NIXL_PROGRESS_DELAY_US"] == "1000"
+        assert env["DISAGG_NIXL_PROGRESS_DELAY_US"] == "5000"
         assert env["DISAGG_VLLM_QUEUE_POLL_US"] == "100"
         assert env["DISAGG_VLLM_KEEP_CPU_AFFINITY"] == "1"  # vLLM 0.32's NIXL worker pins
         mount = {"name": "engine-idle", "mountPath": "/opt/disagg/python", "readOnly": True}
@@ -53,7 +53,7 @@ def test_a_gpu_pool_and_a_zero_delay_get_none() -> None:
     only_queue = _objects(obj)
     env = {e["name"]: e.get("value") for e in _engine(only_queue["demo-decode-0"])["env"]}
     assert env["DISAGG_VLLM_QUEUE_POLL_US"] == "100"
-    assert env["DISAGG_NIXL_PROGRESS_DELAY_US"] == "0"  # off, said: the shim's default is 1000
+    assert env["DISAGG_NIXL_PROGRESS_DELAY_US"] == "0"  # off, said: the shim's default is 5000
     gpu = _objects(
         body(engine="vllm", prefill=role("cuda", resources=GPU, queuePollMicroseconds=50))
     )

@@ -65,7 +65,7 @@ def test_vllm_pods_keep_their_rendered_flags_and_env() -> None:
         assert "claim models (mounted at /mnt/models) → /data/models" in pod.adapted
         # the NIXL idle shim's ConfigMap folder is the engine's PYTHONPATH here too
         assert pod.env["PYTHONPATH"] == "/run/cm/engine-idle"
-        assert pod.env["DISAGG_NIXL_PROGRESS_DELAY_US"] == "1000"
+        assert pod.env["DISAGG_NIXL_PROGRESS_DELAY_US"] == "5000"
         # every rendered flag but the port travels unchanged, the KV config included
         flags = rendered[3:]
         i = flags.index("--port")

@@ -41,7 +41,7 @@ def image_site(tmp_path: Path) -> Path:
 
 def test_the_agent_an_engine_creates_gets_the_delay(image_site: Path) -> None:
     got = _run(AGENT, {}, [SHIM, image_site])
-    assert got == {"applied": [1000], "image": True}
+    assert got == {"applied": [5000], "image": True}
     got = _run(AGENT, {"DISAGG_NIXL_PROGRESS_DELAY_US": "250"}, [SHIM])
     assert got["applied"] == [250]
 
@@ -81,7 +81,7 @@ finders = sum(1 for f in sys.meta_path if getattr(f, "disagg_engine_idle", False
 print(json.dumps({{"applied": first.applied + again.applied, "finders": finders}}))
 """
     got = _run(code, {}, [SHIM])
-    assert got == {"applied": [1000], "finders": 1}
+    assert got == {"applied": [5000], "finders": 1}
 
 
 def test_the_shim_is_what_the_operator_ships() -> None:

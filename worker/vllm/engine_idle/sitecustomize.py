@@ -7,7 +7,7 @@ model's thread, nothing else:
   every agent's config, so the thread polls the UCX worker's event fd with a zero timeout
   and never sleeps: an idle engine burns a core. When NIXL's ``_bindings`` module is
   imported, its ``nixlAgent`` constructor is wrapped to raise a zero ``pthrDelay`` to
-  ``DISAGG_NIXL_PROGRESS_DELAY_US`` (default 1000 microseconds): the thread then blocks on
+  ``DISAGG_NIXL_PROGRESS_DELAY_US`` (default 5000 microseconds): the thread then blocks on
   the fd, woken by UCX events, and looks again at least that often.
 - vLLM's shared-memory message queue. After each message, the engine-core process (waiting
   for its workers' results) and each worker (waiting for the next step) check the queue in
@@ -225,5 +225,5 @@ def _setting(env: str, default: str) -> int:
     return int(value) if value.isdigit() else 0
 
 
-install(_setting(DELAY_ENV, "1000"), _setting(POLL_ENV, "0"), _setting(AFFINITY_ENV, "0") > 0)
+install(_setting(DELAY_ENV, "5000"), _setting(POLL_ENV, "0"), _setting(AFFINITY_ENV, "0") > 0)
 _chain()
