@@ -197,10 +197,9 @@ def cpu_reserve(p: vllm.Profile, tp: int, spin_free: bool = False) -> int:
     return max(CPU_PROGRESS_CORES, reserve)
 
 
-def spin_free(spec: DeploymentSpec, role: str) -> bool:
-    """Whether ``role``'s engine runs with neither of vLLM's spinning waits: the engine-idle
-    shim's NIXL progress delay and queue poll both on."""
-    idle = engine_idle(spec, role)
+def spin_free(idle: dict[str, str]) -> bool:
+    """Whether an engine with these engine-idle settings (:func:`engine_idle`) runs with
+    neither of vLLM's spinning waits: the NIXL progress delay and the queue poll both on."""
     return all(idle.get(name, "0") != "0" for name in (vllm.NIXL_DELAY_ENV, vllm.QUEUE_POLL_ENV))
 
 

@@ -128,18 +128,18 @@ class Vllm(Engine):
             {"name": vllm.SIDE_CHANNEL_PORT, "value": str(spec.kv_transfer.side_channel_port)},
             {"name": "UCX_TLS", "value": transfer.ucx_tls(spec, role, settings.platforms)},
         ]
+        idle = derive.engine_idle(spec, role)
         derived = {
             **derive.lease_env(spec, role),
             **derive.cpu_engine_env(
                 spec.role(role),
                 derive.profile(spec),
                 derive.weights_bytes(spec),
-                derive.spin_free(spec, role),
+                derive.spin_free(idle),
             ),
         }
         env += [{"name": k, "value": v} for k, v in derived.items()]
         mounts: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
-        idle = derive.engine_idle(spec, role)
         if idle:
             env += [{"name": "PYTHONPATH", "value": vllm.ENGINE_IDLE_DIR}]
             env += [{"name": k, "value": v} for k, v in idle.items()]
