@@ -95,6 +95,8 @@ NO_PREFIX_CACHE_FLAG = "--no-enable-prefix-caching"
 # Flags that size the device KV cache (and so a cpu buffer's host mirror of it).
 GPU_MEMORY_UTILIZATION = "--gpu-memory-utilization"
 KV_CACHE_MEMORY_BYTES = "--kv-cache-memory-bytes"
+# Pipeline stages of one engine (each stage's TP ranks take GPUs of their own).
+PIPELINE_PARALLEL_FLAGS = ("--pipeline-parallel-size", "-pp")
 # vLLM's integer suffixes: lowercase decimal, uppercase binary (8G = 8 GiB).
 _HUMAN = {
     **{u: 1000 ** (n + 1) for n, u in enumerate("kmgt")},

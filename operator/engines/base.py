@@ -158,6 +158,10 @@ class Engine:
         base, tp = spec.kv_transfer.side_channel_port, spec.role(role).tensor_parallel_size
         return [base + rank for rank in range(tp)]
 
+    def devices_per_pod(self, spec: DeploymentSpec, role: str) -> int:
+        """Accelerators one pod of ``role`` computes on: one per tensor-parallel rank."""
+        return spec.role(role).tensor_parallel_size
+
     def drain_seconds(self, spec: DeploymentSpec) -> int:
         raise NotImplementedError
 

@@ -11,7 +11,8 @@ Pure layer, part of validation. Two halves:
 - the API server's own rules for pods that no schema states (its Go validation,
   ``pkg/apis/core/validation``), for the shapes users pass: an env var has ``value`` or
   ``valueFrom``, not both, and a ``valueFrom`` names exactly one source; a volume has one
-  source and a DNS-label name; container names are DNS labels.
+  source and a DNS-label name; container names are DNS labels; an extended resource
+  (a GPU, an RDMA device) is a whole number whose request, if any, equals its limit.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from disagg_operator.api.corev1 import SCHEMAS
 from disagg_operator.api.problems import Problem
+from disagg_operator.derive.resources import parse_quantity
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -111,3 +113,53 @@ def volume_problems(path: str, volume: dict[str, Any]) -> Iterator[Problem]:
 def container_name_problems(path: str, name: Any) -> Iterator[Problem]:
     if isinstance(name, str) and not DNS_LABEL.match(name):
         yield Problem(path, f"{name!r} is not a DNS label (lower case, digits, '-')")
+
+
+def extended(resource: str) -> bool:
+    """An extended resource (``nvidia.com/gpu``, ``rdma/hca``): a domain-prefixed name outside
+    ``kubernetes.io``, not a quota's ``requests.`` name (the API server's
+    IsExtendedResourceName). Such a resource is a whole number and cannot be overcommitted."""
+    return (
+        "/" in resource
+        and "kubernetes.io/" not in resource
+        and not resource.startswith("requests.")
+    )
+
+
+def resource_problems(
+    path: str, requests: dict[str, Any], limits: dict[str, Any]
+) -> Iterator[Problem]:
+    """A container's extended resources as the API server takes them
+    (validateResourceRequirements, validateResourceQuantityValue): whole numbers, and a
+    request needs a limit and equals it (a limit alone is the request too)."""
+    for where, source in (("requests", requests), ("limits", limits)):
+        for key, value in source.items():
+            if extended(key) and _fraction(value):
+                yield Problem(
+                    f"{path}.{where}[{key}]",
+                    f"{value!r} must be a whole number: {key} is an extended resource, "
+                    "counted in whole devices",
+                )
+    for key, value in requests.items():
+        if not extended(key) or _fraction(value):
+            continue
+        if key not in limits:
+            yield Problem(
+                f"{path}.limits[{key}]",
+                f"{key} cannot be overcommitted: a request needs a limit; set "
+                f"limits[{key}]: {value} and omit the request (it defaults to the limit)",
+            )
+        elif not _fraction(limits[key]) and parse_quantity(value) != parse_quantity(limits[key]):
+            yield Problem(
+                f"{path}.requests[{key}]",
+                f"{value} must equal its limit {limits[key]} ({key} cannot be overcommitted); "
+                "omit the request (it defaults to the limit)",
+            )
+
+
+def _fraction(value: Any) -> bool:
+    try:
+        number = parse_quantity(value)
+    except ValueError:
+        return False  # not a quantity at all: reported by the caller's own parse
+    return bool(number != int(number))

@@ -99,7 +99,7 @@ def check(dd: DisaggregatedDeployment, settings: Settings = DEFAULT) -> list[Pro
     problems += _backends(spec, settings)
     problems += _lease(spec)
     problems += _ucx_reach(spec)
-    problems += _resources(spec, settings)
+    problems += _resources(spec, settings, engine)
     problems += _llmd(spec)
     problems += _router(spec, settings)
     problems += _routing(spec)
@@ -225,34 +225,58 @@ def _ucx_reach(spec: DeploymentSpec) -> Iterator[Problem]:
         )
 
 
-def _resources(spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
+def _resources(spec: DeploymentSpec, settings: Settings, engine: Engine) -> Iterator[Problem]:
     for role in ROLES:
         r = spec.role(role)
         resource = platforms.get_platform(r.device, settings.platforms).accelerator_resource
         limits = (r.resources.limits if r.resources else None) or {}
-        for where in ("limits", "requests"):
-            source = getattr(r.resources, where, None) or {}
+        requests = (r.resources.requests if r.resources else None) or {}
+        for where, source in (("limits", limits), ("requests", requests)):
             for key, value in source.items():
                 try:
                     parse_quantity(value)
                 except ValueError as e:
                     yield Problem(f"spec.{role}.resources.{where}[{key}]", str(e))
+        yield from corev1.resource_problems(f"spec.{role}.resources", requests, limits)
         if resource is None or effective_replicas(spec, role) == 0:
             continue
+        ranks = engine.devices_per_pod(spec, role)
         if resource not in limits:
-            yield Problem(
-                f"spec.{role}.resources.limits",
-                f"device {r.device!r} needs the {resource} resource; add "
-                f"resources.limits['{resource}']: {r.tensor_parallel_size}",
-            )
+            if resource not in requests:  # else the API server's rule above names it
+                yield Problem(
+                    f"spec.{role}.resources.limits",
+                    f"device {r.device!r} needs the {resource} resource; add "
+                    f"resources.limits['{resource}']: {ranks}",
+                )
             continue
-        count = parse_quantity(limits[resource])
-        if count < r.tensor_parallel_size:
-            yield Problem(
-                f"spec.{role}.resources.limits[{resource}]",
-                f"{count:g} devices for tensorParallelSize {r.tensor_parallel_size}; "
-                f"set it to {r.tensor_parallel_size}",
-            )
+        yield from _device_count(
+            f"spec.{role}.resources.limits[{resource}]",
+            limits[resource],
+            ranks,
+            r.tensor_parallel_size,
+        )
+
+
+def _device_count(at: str, value: int | str, ranks: int, tp: int) -> Iterator[Problem]:
+    """A pod's accelerators against the ranks that compute on them: fewer cannot start,
+    more sit idle (the scheduler still reserves them)."""
+    try:
+        count = parse_quantity(value)
+    except ValueError:
+        return  # reported with the quantities
+    if count != int(count):
+        return  # not a whole number: reported with the API server's rules
+    shown = f"tensorParallelSize {tp}" + (
+        f" x {ranks // tp} pipeline stages" if ranks != tp else ""
+    )
+    if count < ranks:
+        yield Problem(at, f"{count:g} devices for {shown}; set it to {ranks}")
+    elif count > ranks:
+        yield Problem(
+            at,
+            f"{count:g} devices for {shown}: {count - ranks:g} would sit idle, held from "
+            f"other pods; set it to {ranks} (or raise tensorParallelSize)",
+        )
 
 
 def _llmd(spec: DeploymentSpec) -> Iterator[Problem]:

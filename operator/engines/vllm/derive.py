@@ -98,6 +98,14 @@ def pool_flags(spec: DeploymentSpec) -> list[str]:
     return out
 
 
+def pipeline_stages(spec: DeploymentSpec, role: str) -> int:
+    """``--pipeline-parallel-size`` (``-pp``) of the role's args, 1 when absent or unreadable
+    (vLLM's own parser refuses the latter at start)."""
+    found = flag_values(spec.role(role).args, vllm.PIPELINE_PARALLEL_FLAGS)
+    value = next(iter(found.values()), "1")
+    return int(value) if value.isdigit() and int(value) > 0 else 1
+
+
 def lease_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
     """The lease as env, for versions that read it there (prefill holds the blocks)."""
     lease = profile(spec).lease

@@ -166,6 +166,10 @@ class Vllm(Engine):
     def side_channel_ports(self, spec: DeploymentSpec, role: str) -> list[int]:
         return derive.side_channel_ports(spec, role)
 
+    def devices_per_pod(self, spec: DeploymentSpec, role: str) -> int:
+        """A rank per GPU: tensor-parallel ranks times the pipeline stages its args ask."""
+        return spec.role(role).tensor_parallel_size * derive.pipeline_stages(spec, role)
+
     def drain_seconds(self, spec: DeploymentSpec) -> int:
         """The lease as vLLM reads it (it has no per-transfer deadline setting)."""
         return transfer.lease_seconds(spec)

@@ -167,11 +167,10 @@ def test_cpu_prefill_gpu_decode_is_refused() -> None:
 
 
 def test_tp_without_kv_heads_is_conservative() -> None:
-    gpu = {"limits": {"nvidia.com/gpu": 4}}
     obj = body(
         engine="vllm",
-        prefill=role("cuda", tensorParallelSize=4, resources=gpu),
-        decode=role("cuda", tensorParallelSize=2, resources=gpu),
+        prefill=role("cuda", tensorParallelSize=4, resources={"limits": {"nvidia.com/gpu": 4}}),
+        decode=role("cuda", tensorParallelSize=2, resources={"limits": {"nvidia.com/gpu": 2}}),
     )
     (problem,) = validation.parse(obj)[1]
     assert "spec.modelConfig.numKeyValueHeads" in problem.message

@@ -621,8 +621,8 @@ VARIANTS = {
     ),
     "tpu-tpu": body(
         engine="vllm",
-        prefill=role("tpu", resources={"limits": {"google.com/tpu": 4}}),
-        decode=role("tpu", resources={"limits": {"google.com/tpu": 4}}),
+        prefill=role("tpu", tensorParallelSize=4, resources={"limits": {"google.com/tpu": 4}}),
+        decode=role("tpu", tensorParallelSize=4, resources={"limits": {"google.com/tpu": 4}}),
     ),
     "env-from-secret": body(
         prefill=role(
