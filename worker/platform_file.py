@@ -13,6 +13,7 @@ The document is a YAML (or JSON) list, one mapping per platform::
       ucxTls: tcp,self                     # derived UCX_TLS (default tcp,self)
       backends: [UCX]                      # NIXL backends usable (default: any)
       engineDevice: hpu                    # vLLM's device type (default: name)
+      acceleratorMemoryLabel: habana.ai/memory  # node label: one device's memory in MiB
       overrides: false                     # true to replace a built-in of the same name
 
 Memory types follow the buffer device: ``cpu`` registers as DRAM, any other as VRAM.
@@ -38,6 +39,7 @@ KEYS = (
     "ucxTls",
     "backends",
     "engineDevice",
+    "acceleratorMemoryLabel",
     "overrides",
 )
 # Lowercase DNS-label-like names: device names appear in pod env and docs tables.
@@ -45,6 +47,7 @@ _NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 _TOKEN = re.compile(r"^[a-z][a-z0-9_]*$")
 # Extended resources are domain-qualified (kubernetes.io is reserved for built-ins).
 _RESOURCE = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+_LABEL = re.compile(r"^([a-z0-9]([a-z0-9.-]*[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 # Transports that need CAP_SYS_PTRACE or an IPC namespace shared between pods.
 UNSAFE_TLS = ucx.needs_privilege()
 
@@ -101,6 +104,7 @@ def _platform(entry: dict[str, Any]) -> Platform:
         ucx_tls=entry.get("ucxTls") or DEFAULT_UCX_TLS,
         backends=tuple(entry.get("backends") or ()),
         engine_device=entry.get("engineDevice"),
+        memory_label=entry.get("acceleratorMemoryLabel"),
         note="declared in the platforms file",
     )
 
@@ -122,6 +126,14 @@ def _entry(where: str, entry: Any, builtin: frozenset[str]) -> list[Problem]:
     if engine is not None and not (isinstance(engine, str) and _TOKEN.match(engine)):
         problems.append(
             Problem(f"{where}.engineDevice", f"{engine!r} is not a device type such as cuda")
+        )
+    label = entry.get("acceleratorMemoryLabel")
+    if label is not None and not (isinstance(label, str) and _LABEL.match(label)):
+        problems.append(
+            Problem(
+                f"{where}.acceleratorMemoryLabel",
+                f"{label!r} is not a node label key such as nvidia.com/gpu.memory",
+            )
         )
     return problems
 

@@ -36,7 +36,10 @@ class Platform:
     backends usable on this platform (empty: every backend that moves the buffer's memory
     type). ``engine_device``: the device type vLLM reports on this platform
     (``current_platform.device_type``), the key of vLLM's buffer table; None: ``name``.
-    ``note``: why the entry is what it is (printed in docs/derivation.md).
+    ``memory_label``: a node label whose value is one device's memory in MiB (NVIDIA GPU
+    Feature Discovery's ``nvidia.com/gpu.memory``), read when a pool's nodeSelector pins
+    it; None: the pool states acceleratorMemory. ``note``: why the entry is what it is
+    (printed in docs/derivation.md).
 
     rocm: vLLM runs AMD GPUs as device type "cuda" (``RocmPlatform.device_type``, with
     ``current_platform.is_rocm()`` for the differences) and NixlConnector checks
@@ -52,6 +55,7 @@ class Platform:
     ucx_tls: str
     backends: tuple[str, ...] = ()
     engine_device: str | None = None
+    memory_label: str | None = None
     note: str = ""
 
     @property
@@ -85,6 +89,7 @@ BUILTIN: tuple[Platform, ...] = (
         ("cuda", "cpu"),
         "nvidia.com/gpu",
         "rc,ud,tcp,cuda_copy,self",
+        memory_label="nvidia.com/gpu.memory",
         note="cuda_copy moves GPU memory",
     ),
     Platform(

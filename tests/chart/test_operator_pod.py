@@ -172,6 +172,7 @@ async def test_platforms_from_values_let_the_operator_run_an_hpu_pool(
         body["metadata"] = {"name": "gaudi", "namespace": NS}
         body["spec"]["prefill"] = {
             "device": "hpu",
+            "acceleratorMemory": "24Gi",  # sizes the host copy a cpu buffer keeps
             "resources": {"limits": {"habana.ai/gaudi": 1, "memory": "24Gi"}},
         }
         emulator.put_object(DD, body)

@@ -13,6 +13,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 GPU = {"limits": {"nvidia.com/gpu": 1}}
 # What a vLLM CPU pool must declare (its threads and KV cache derive from it).
 CPU_POOL = {"limits": {"cpu": "8", "memory": "16Gi"}}
+DEVICE_MEMORY = "24Gi"
 
 
 def role(device: str = "cpu", replicas: int = 1, **extra: Any) -> dict[str, Any]:
@@ -31,7 +32,9 @@ def body(
 ) -> dict[str, Any]:
     """A valid body (two CPU pods, reference engine) unless the arguments say otherwise.
 
-    vLLM CPU pools without resources get :data:`CPU_POOL` (pass resources={} for none).
+    vLLM CPU pools without resources get :data:`CPU_POOL` (pass resources={} for none);
+    vLLM accelerator pools without acceleratorMemory get :data:`DEVICE_MEMORY` (what a cpu
+    KV buffer's host copy is sized from; pass acceleratorMemory=None for none).
     """
     roles = [prefill if prefill is not None else role(), decode if decode is not None else role()]
     if engine == "vllm":
@@ -40,6 +43,8 @@ def body(
                 r["resources"] = copy.deepcopy(CPU_POOL)
             elif r.get("resources") == {}:
                 del r["resources"]
+            if r.get("device", "cpu") != "cpu" and "acceleratorMemory" not in r:
+                r["acceleratorMemory"] = DEVICE_MEMORY
     return {
         "apiVersion": "disagg.dev/v1alpha1",
         "kind": "DisaggregatedDeployment",

@@ -16,6 +16,7 @@ from disagg_operator.api.problems import Problem
 from disagg_operator.contracts import vllm
 from disagg_operator.derive import transfer
 from disagg_operator.derive.resources import cpu_limits
+from disagg_operator.derive.scaling import effective_replicas
 from disagg_operator.engines.base import flag_values
 from disagg_operator.engines.vllm import derive, tensor_parallel
 from disagg_worker import platforms
@@ -160,13 +161,24 @@ def buffers(spec: DeploymentSpec, p: vllm.Profile, table: Table) -> Iterator[Pro
 
 def host_buffers(spec: DeploymentSpec, table: Table) -> Iterator[Problem]:
     """A GPU pool with a cpu buffer holds a host copy of its device KV cache: refused when
-    its memory limit cannot hold that and the runtime."""
+    its size cannot be told, or its memory limit cannot hold it and the runtime."""
     gib = 1024**3
     for role in ROLES:
         r = spec.role(role)
         buffer = derive.host_buffer_bytes(spec, role, table)
+        if buffer is None and effective_replicas(spec, role) > 0:
+            label = platforms.get_platform(r.device, table).memory_label
+            pin = f", or pin the pool to one GPU model with nodeSelector {label}" if label else ""
+            yield Problem(
+                f"spec.{role}.acceleratorMemory",
+                f"required: kvBufferDevice cpu on device {r.device!r} makes vLLM keep a "
+                "host copy of the whole device KV cache (tens of GiB on a large GPU), which "
+                "the pod's memory must hold; set one device's memory (e.g. 80Gi), cap the "
+                f"device KV cache with --kv-cache-memory-bytes{pin}",
+            )
+            continue
         memory = cpu_limits(r)[1]
-        if buffer is None or memory is None:
+        if buffer is None or not buffer or memory is None:
             continue
         runtime = r.tensor_parallel_size * derive.CPU_RUNTIME_GIB * gib
         if memory < buffer + runtime:
@@ -175,7 +187,7 @@ def host_buffers(spec: DeploymentSpec, table: Table) -> Iterator[Problem]:
                 f"spec.{role}.resources.limits.memory",
                 f"{memory / gib:.3g} GiB cannot hold vLLM's host KV buffer (kvBufferDevice "
                 f"cpu mirrors the device KV cache: {buffer / gib:.3g} GiB for "
-                f"{r.tensor_parallel_size} rank(s), from acceleratorMemory, "
+                f"{r.tensor_parallel_size} rank(s), from the device memory, "
                 "--gpu-memory-utilization and the weights, or --kv-cache-memory-bytes) and "
                 f"the runtime (~{derive.CPU_RUNTIME_GIB} GiB per rank); set at least "
                 f"{need}Gi, or cap the device KV cache with --kv-cache-memory-bytes",

@@ -19,6 +19,7 @@ from disagg_operator.contracts import vllm
 from disagg_operator.derive import transfer
 from disagg_operator.derive.resources import cpu_limits, parse_quantity
 from disagg_operator.engines.base import flag_values
+from disagg_worker import platforms
 from disagg_worker.platforms import Table
 
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
@@ -157,18 +158,35 @@ def engine_idle(spec: DeploymentSpec, role: str) -> dict[str, str]:
     }
 
 
+def needs_host_buffer(spec: DeploymentSpec, role: str, table: Table) -> bool:
+    """An accelerator pool whose KV buffer is host memory: vLLM mirrors its device cache."""
+    r = spec.role(role)
+    return r.device != "cpu" and transfer.buffer_device(spec, role, table) == "cpu"
+
+
+def accelerator_memory(spec: DeploymentSpec, role: str, table: Table) -> float | None:
+    """One device's memory in bytes: spec.<role>.acceleratorMemory, else the platform's
+    node label (MiB) where the pool's nodeSelector pins it; None when neither says."""
+    r = spec.role(role)
+    if r.accelerator_memory is not None:
+        return parse_quantity(r.accelerator_memory)
+    label = platforms.get_platform(r.device, table).memory_label
+    value = (r.node_selector or {}).get(label) if label else None
+    return float(value) * 1024**2 if value is not None and value.isdigit() else None
+
+
 def host_buffer_bytes(spec: DeploymentSpec, role: str, table: Table) -> float | None:
-    """The host memory a GPU pool's cpu KV buffer takes, all ranks together, or None when
-    it has none or its size cannot be told (no acceleratorMemory).
+    """The host memory a GPU pool's cpu KV buffer takes, all ranks together (0 when it has
+    none), or None when its size cannot be told (no device memory figure).
 
     vLLM's NIXL worker (``initialize_host_xfer_buffer``) allocates, per rank, a host tensor
     shaped like each layer's device KV tensor: the whole device KV cache. That cache is
     ``--kv-cache-memory-bytes`` when set, else at most the planned share of the device
-    (``--gpu-memory-utilization`` x acceleratorMemory) less the rank's weights; an upper
+    (``--gpu-memory-utilization`` x the device's memory) less the rank's weights; an upper
     bound, since activations take some of the share too."""
+    if not needs_host_buffer(spec, role, table):
+        return 0.0
     r = spec.role(role)
-    if r.device == "cpu" or transfer.buffer_device(spec, role, table) != "cpu":
-        return None
     flags = flag_values(r.args, (vllm.KV_CACHE_MEMORY_BYTES, vllm.GPU_MEMORY_UTILIZATION))
     tp = r.tensor_parallel_size
     try:
@@ -176,10 +194,11 @@ def host_buffer_bytes(spec: DeploymentSpec, role: str, table: Table) -> float | 
             return float(tp * vllm.human_readable_int(flags[vllm.KV_CACHE_MEMORY_BYTES]))
         share = float(flags.get(vllm.GPU_MEMORY_UTILIZATION, vllm.GPU_MEMORY_UTILIZATION_DEFAULT))
     except ValueError:  # vLLM's own parser refuses it at start; nothing to size here
+        return 0.0
+    device = accelerator_memory(spec, role, table)
+    if device is None:
         return None
-    if r.accelerator_memory is None:
-        return None
-    per_rank = parse_quantity(r.accelerator_memory) * share - weights_bytes(spec) / tp
+    per_rank = device * share - weights_bytes(spec) / tp
     return tp * max(0.0, per_rank)
 
 

@@ -49,18 +49,39 @@ def test_vllm_s_own_flags_size_the_buffer(args: list[str], fits: str, need: str)
     assert need in message
 
 
-def test_no_check_without_a_size_or_without_a_host_buffer() -> None:
-    assert _memory_problems(_gpu_prefill("4Gi")) == []  # no acceleratorMemory: unknown
+def _size_problems(obj: dict[str, Any]) -> list[str]:
+    return [
+        p.message for p in validation.parse(obj)[1] if p.field == "spec.prefill.acceleratorMemory"
+    ]
+
+
+def test_a_host_buffer_of_unknown_size_is_refused_naming_the_three_fixes() -> None:
+    (message,) = _size_problems(_gpu_prefill("24Gi", acceleratorMemory=None))
+    assert "host copy of the whole device KV cache" in message
+    assert "e.g. 80Gi" in message and "--kv-cache-memory-bytes" in message
+    assert "nodeSelector nvidia.com/gpu.memory" in message
+    # vLLM's own cap sizes it without the device's memory
+    capped = _gpu_prefill("24Gi", acceleratorMemory=None, args=["--kv-cache-memory-bytes", "8G"])
+    assert _size_problems(capped) == []
+
+
+def test_gpu_feature_discovery_s_memory_label_sizes_the_buffer() -> None:
+    # nvidia.com/gpu.memory is MiB: 81559 MiB = 79.65 GiB; x 0.92 - 6 = 67.3 GiB + 3 GiB runtime
+    pinned = {"nvidia.com/gpu.memory": "81559"}
+    obj = _gpu_prefill("24Gi", acceleratorMemory=None, nodeSelector=pinned)
+    assert _size_problems(obj) == []
+    (message,) = _memory_problems(obj)
+    assert "67.3 GiB" in message and "set at least 71Gi" in message
+    assert _memory_problems(_gpu_prefill("71Gi", acceleratorMemory=None, nodeSelector=pinned)) == []
+
+
+def test_no_host_buffer_on_a_gpu_pair_with_cuda_buffers() -> None:
     gpu_to_gpu = body(
         engine="vllm",
-        prefill=role(
-            "cuda",
-            acceleratorMemory="80Gi",
-            resources={"limits": {"nvidia.com/gpu": 1, "memory": "4Gi"}},
-        ),
+        prefill=role("cuda", resources={"limits": {"nvidia.com/gpu": 1, "memory": "4Gi"}}),
         decode=role("cuda", resources={"limits": {"nvidia.com/gpu": 1}}),
     )
-    assert _memory_problems(gpu_to_gpu) == []  # a cuda buffer: no host copy
+    assert validation.parse(gpu_to_gpu)[1] == []  # a cuda buffer: no host copy, no size
 
 
 def test_integer_flags_are_read_as_vllm_reads_them() -> None:
