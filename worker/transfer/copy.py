@@ -7,12 +7,16 @@ READ. On a pure-CPU worker the cache itself is registered and nothing is copied
 (:func:`needs_copy` is False), which is the path upstream's CPU platform lacked.
 
 Blocks are the first dimension of every region tensor. Contiguous runs are copied as
-slices (one memcpy each); fragmented lists fall back to index_select / index_copy_.
+slices (one memcpy each); fragmented lists fall back to index_select / index_copy_. CUDA
+copies are asynchronous: a host-side scatter waits for the device→host copy it reads, and
+every copy has landed when :func:`copy_blocks` returns (:class:`Copies` is the seam the
+tests observe that order through).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import torch
 
@@ -43,31 +47,72 @@ def alloc_staging(cache: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     return [torch.empty(t.shape, dtype=t.dtype, device="cpu", pin_memory=pin) for t in cache]
 
 
+class Copies(Protocol):
+    """How tensors move between devices. ``copy_into`` and ``move`` may return before the
+    data lands (CUDA copies with non_blocking); ``wait`` returns once every copy issued so
+    far has landed."""
+
+    def copy_into(self, dst: torch.Tensor, src: torch.Tensor) -> None: ...
+
+    def move(self, t: torch.Tensor, device: torch.device) -> torch.Tensor: ...
+
+    def wait(self) -> None: ...
+
+
+class TorchCopies:
+    """torch's copies: asynchronous on CUDA streams, waited for with a device sync (a
+    no-op when no CUDA tensor moved)."""
+
+    def __init__(self) -> None:
+        self._cuda = False
+
+    def copy_into(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        self._cuda = self._cuda or dst.is_cuda or src.is_cuda
+        dst.copy_(src, non_blocking=True)
+
+    def move(self, t: torch.Tensor, device: torch.device) -> torch.Tensor:
+        self._cuda = self._cuda or t.is_cuda or device.type == "cuda"
+        return t.to(device, non_blocking=True)
+
+    def wait(self) -> None:
+        if self._cuda:
+            torch.cuda.synchronize()
+            self._cuda = False
+
+
 def copy_blocks(
     src: Sequence[torch.Tensor],
     dst: Sequence[torch.Tensor],
     src_ids: Sequence[int],
     dst_ids: Sequence[int] | None = None,
+    copies: Copies | None = None,
 ) -> None:
-    """``dst[r][dst_ids[i]] = src[r][src_ids[i]]`` for every region r (any devices)."""
+    """``dst[r][dst_ids[i]] = src[r][src_ids[i]]`` for every region r (any devices); every
+    block has landed when it returns."""
     if len(src) != len(dst):
         raise ValueError(f"{len(src)} source regions but {len(dst)} destination regions")
+    copies = copies or TorchCopies()
     dst_ids = list(src_ids) if dst_ids is None else list(dst_ids)
     if not src_ids:
         return
     runs = block_runs(dst_ids, list(src_ids))  # Run.local = dst, Run.remote = src
     for s, d in zip(src, dst, strict=True):
         if len(runs) <= _MAX_SLICE_RUNS:
-            for run in runs:
-                d[run.local : run.local + run.count].copy_(
-                    s[run.remote : run.remote + run.count], non_blocking=True
+            for run in runs:  # copied in place, stream-ordered: one wait at the end
+                copies.copy_into(
+                    d[run.local : run.local + run.count], s[run.remote : run.remote + run.count]
                 )
-        else:
-            si = torch.as_tensor(list(src_ids), device=s.device)
-            di = torch.as_tensor(dst_ids, device=d.device)
-            d.index_copy_(0, di, s.index_select(0, si).to(d.device, non_blocking=True))
-    if any(t.is_cuda for t in (*src, *dst)):
-        torch.cuda.synchronize()
+            continue
+        si = torch.as_tensor(list(src_ids), device=s.device)
+        di = torch.as_tensor(dst_ids, device=d.device)
+        moved = copies.move(s.index_select(0, si), d.device)
+        if d.device.type == "cpu":
+            # a host scatter reads ``moved`` at once, not in a stream's order: a device→host
+            # copy must have landed first (on CUDA, index_copy_ would read pinned memory the
+            # copy engine is still writing)
+            copies.wait()
+        d.index_copy_(0, di, moved)
+    copies.wait()
 
 
 def check_caches(device: str, layout: KVLayout, caches: Sequence[torch.Tensor]) -> None:
