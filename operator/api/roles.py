@@ -130,6 +130,14 @@ class RoleSpec(_Model):
         "that pin; false leaves vLLM's pin as it is",
     )
     image: str | None = Field(default=None, description="image override for this role")
+    nixl_version: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$",
+        description="vllm: the NIXL release this role's image ships (`pip show nixl` "
+        "in it; vLLM 0.32's CUDA 13 image pins 1.5.0, its CUDA 12 one 1.4.1). Both pools "
+        "must name one release; required on both when pools of different devices run "
+        "different images (vLLM compares no NIXL version)",
+    )
     drain_seconds: int | None = Field(
         default=None,
         ge=0,

@@ -69,7 +69,29 @@ class ModelConfig(_Model):
         default=None,
         ge=1,
         description="vllm: tokens per KV block, rendered as --block-size on both pools "
-        "(P/D pairs need one block size); vLLM's platform default when omitted",
+        "(P/D pairs need one block size); vLLM's platform default when omitted. Required "
+        "for pools of different devices (a cpu decode: a multiple of 32)",
+    )
+    dtype: Literal["bfloat16", "float16", "float32"] | None = Field(
+        default=None,
+        description="vllm: the model's compute dtype, rendered as --dtype on both pools. "
+        "Required for pools of different devices: vLLM's handshake check that compares it "
+        "is off for such pairs, and a float16 prefill feeding a bfloat16 decode passes "
+        "every size check and produces wrong tokens",
+    )
+    kv_cache_dtype: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9_]+$",
+        description="vllm: the KV cache's dtype, rendered as --kv-cache-dtype on both pools "
+        "(auto: the model's dtype; fp8, fp8_e4m3, ...). Required for pools of different "
+        "devices, and auto with a cpu decode (its KV repack takes no fp8)",
+    )
+    quantization: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9_-]+$",
+        description="vllm: the weights' quantization method, rendered as --quantization on "
+        "both pools (no vLLM version compares it between prefill and decode); the model's "
+        "own when omitted",
     )
 
 

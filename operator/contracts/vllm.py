@@ -90,6 +90,21 @@ GPU_MEMORY_UTILIZATION_DEFAULT = 0.92
 # 128 and 256 tokens), CacheConfig's default of 16 elsewhere. The prefix cache's unit.
 DEFAULT_BLOCK_SIZE = {"cpu": 128}
 DEFAULT_BLOCK_SIZE_OTHER = 16
+# What vLLM's handshake compatibility hash compares (nixl/metadata.py
+# compute_nixl_compatibility_hash, 0.13.0-0.33.0): the vLLM and NIXL connector versions, the
+# model, dtype, KV heads, head size, layers, attention backend and KV-cache dtype (later also
+# the hybrid KV manager, speculative decoding and the transfer mode); quantization is in no
+# release's hash. With enforce_handshake_compat false (pools of different devices: their
+# attention backends always differ) only byte sizes per block are compared, so bf16 and fp16
+# pass. The operator then requires these modelConfig fields, one value rendered on both.
+PAIR_FIELDS = ("dtype", "kvCacheDtype", "blockSize")
+# A CPU decode repacks a remote KV (platforms/cpu.py pack_kv_cache, 0.21.0-0.33.0): it raises
+# "FP8 KV cache is not yet supported with KV transfer on CPU" for an fp8 cache and converts
+# no dtype, so its KV-cache dtype is auto (the model's dtype, equal on both pools).
+CPU_TRANSFER_KV_DTYPES = ("auto",)
+# CPU attention's kernel block sizes (v1/attention/backends/cpu_attn.py, 0.32.0-0.33.0:
+# MultipleOf(32)).
+CPU_BLOCK_MULTIPLE = 32
 # vLLM V1 keeps a prefix cache unless told not to.
 NO_PREFIX_CACHE_FLAG = "--no-enable-prefix-caching"
 # Flags that size the device KV cache (and so a cpu buffer's host mirror of it).

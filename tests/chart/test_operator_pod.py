@@ -173,6 +173,7 @@ async def test_platforms_from_values_let_the_operator_run_an_hpu_pool(
         body["spec"]["prefill"] = {
             "device": "hpu",
             "acceleratorMemory": "24Gi",  # sizes the host copy a cpu buffer keeps
+            "nixlVersion": "1.5.0",  # the decode's
             "resources": {"limits": {"habana.ai/gaudi": 1, "memory": "24Gi"}},
         }
         emulator.put_object(DD, body)

@@ -14,6 +14,8 @@ GPU = {"limits": {"nvidia.com/gpu": 1}}
 # What a vLLM CPU pool must declare (its threads and KV cache derive from it).
 CPU_POOL = {"limits": {"cpu": "8", "memory": "16Gi"}}
 DEVICE_MEMORY = "24Gi"
+# What a pair of different devices must declare (vLLM's handshake check is off for it).
+PAIR_MODEL = {"dtype": "bfloat16", "kvCacheDtype": "auto", "blockSize": 64}
 
 
 def role(device: str = "cpu", replicas: int = 1, **extra: Any) -> dict[str, Any]:
@@ -34,9 +36,12 @@ def body(
 
     vLLM CPU pools without resources get :data:`CPU_POOL` (pass resources={} for none);
     vLLM accelerator pools without acceleratorMemory get :data:`DEVICE_MEMORY` (what a cpu
-    KV buffer's host copy is sized from; pass acceleratorMemory=None for none).
+    KV buffer's host copy is sized from; pass acceleratorMemory=None for none), and vLLM
+    pools of different devices :data:`PAIR_MODEL` under the modelConfig given.
     """
     roles = [prefill if prefill is not None else role(), decode if decode is not None else role()]
+    if engine == "vllm" and len({r.get("device", "cpu") for r in roles}) > 1:
+        spec["modelConfig"] = {**PAIR_MODEL, **spec.get("modelConfig", {})}
     if engine == "vllm":
         for r in roles:
             if r.get("device", "cpu") == "cpu" and "resources" not in r:

@@ -77,8 +77,9 @@ def problems(spec: DeploymentSpec, table: Table) -> Iterator[Problem]:
 
 
 def pool_flags(spec: DeploymentSpec) -> Iterator[Problem]:
-    """--max-model-len and --block-size: one value for both pools. From spec.modelConfig
-    (then args may not set them), or the same in both pools' args."""
+    """--max-model-len, --block-size, --dtype, --kv-cache-dtype, --quantization: one value
+    for both pools. From spec.modelConfig (then args may not set them), or the same in both
+    pools' args."""
     for flag, value in derive.pool_values(spec).items():
         where = f"spec.modelConfig.{derive.POOL_FLAGS[flag]}"
         given = {r: flag_values(spec.role(r).args, (flag,)).get(flag) for r in ROLES}
@@ -98,6 +99,84 @@ def pool_flags(spec: DeploymentSpec) -> Iterator[Problem]:
                 f"(a prefill that takes more than its decode fails late); set {where} "
                 "and remove the flag from the args",
             )
+
+
+def pair(spec: DeploymentSpec) -> Iterator[Problem]:
+    """What vLLM's handshake hash would have compared, where the operator turns it off
+    (pools of different devices): one dtype, KV-cache dtype and block size declared for
+    both, a KV a CPU decode can repack, known and equal vLLM versions, one NIXL release."""
+    if transfer.mixed_attention(spec) and spec.decode.device == "cpu":  # else refused: buffers
+        devices = f"a {spec.prefill.device!r} prefill with a {spec.decode.device!r} decode"
+        fields = spec.model_spec.model_dump(by_alias=True)
+        for name in vllm.PAIR_FIELDS:
+            if fields[name] is None:
+                yield Problem(
+                    f"spec.modelConfig.{name}",
+                    f"required for {devices}: vLLM's handshake compatibility check is off "
+                    "for pools of different devices (their attention backends differ), so "
+                    "the operator renders one value on both pools instead; set it (dtype "
+                    "e.g. bfloat16, kvCacheDtype auto, blockSize e.g. 64)",
+                )
+        yield from _cpu_decode(spec)
+        yield from _known_version(spec, devices)
+    yield from _nixl_versions(spec)
+
+
+def _cpu_decode(spec: DeploymentSpec) -> Iterator[Problem]:
+    m = spec.model_spec
+    if spec.decode.device != "cpu":
+        return
+    if m.kv_cache_dtype is not None and m.kv_cache_dtype not in vllm.CPU_TRANSFER_KV_DTYPES:
+        yield Problem(
+            "spec.modelConfig.kvCacheDtype",
+            f"{m.kv_cache_dtype!r}: a cpu decode repacks the KV it reads and refuses an fp8 "
+            'one (vLLM: "FP8 KV cache is not yet supported with KV transfer on CPU"); '
+            "set auto",
+        )
+    if m.block_size is not None and m.block_size % vllm.CPU_BLOCK_MULTIPLE:
+        yield Problem(
+            "spec.modelConfig.blockSize",
+            f"{m.block_size}: vLLM's CPU attention takes a block size that is a multiple of "
+            f"{vllm.CPU_BLOCK_MULTIPLE} tokens; set e.g. 64",
+        )
+
+
+def _known_version(spec: DeploymentSpec, devices: str) -> Iterator[Problem]:
+    images = {spec.role(r).image or spec.engine.image for r in ROLES}
+    if spec.engine.version is not None or len(images) == 1:
+        return  # declared, or one image: one vLLM
+    untagged = [
+        f"spec.{r}.image" if spec.role(r).image else "spec.engine.image"
+        for r in ROLES
+        if vllm.image_version(spec.role(r).image or spec.engine.image) is None
+    ]
+    if untagged:
+        yield Problem(
+            "spec.engine.version",
+            f"{devices} must run the same vLLM, and with its handshake check off nothing "
+            f"compares the versions: {' and '.join(dict.fromkeys(untagged))} has no version "
+            "in its tag; use versioned image tags or set spec.engine.version",
+        )
+
+
+def _nixl_versions(spec: DeploymentSpec) -> Iterator[Problem]:
+    given = {r: spec.role(r).nixl_version for r in ROLES}
+    images = {spec.role(r).image or spec.engine.image for r in ROLES}
+    if not any(given.values()) and not (transfer.mixed_attention(spec) and len(images) > 1):
+        return
+    for role, version in given.items():
+        if version is None:
+            yield Problem(
+                f"spec.{role}.nixlVersion",
+                "required: the pools run different images and vLLM compares no NIXL "
+                "version; name the release each image ships (pip show nixl in it)",
+            )
+    if None not in given.values() and given["prefill"] != given["decode"]:
+        yield Problem(
+            "spec.decode.nixlVersion",
+            f"the pools run different NIXL releases (prefill {given['prefill']}, decode "
+            f"{given['decode']}); build both images with one release",
+        )
 
 
 def extra_config(spec: DeploymentSpec) -> Iterator[Problem]:

@@ -81,10 +81,16 @@ def kv_transfer_config(spec: DeploymentSpec, role: str, table: Table) -> dict[st
 
 
 # The vLLM flags both pools get from one spec.modelConfig field (flag → field name).
-POOL_FLAGS = {"--max-model-len": "maxModelLen", "--block-size": "blockSize"}
+POOL_FLAGS = {
+    "--max-model-len": "maxModelLen",
+    "--block-size": "blockSize",
+    "--dtype": "dtype",
+    "--kv-cache-dtype": "kvCacheDtype",
+    "--quantization": "quantization",
+}
 
 
-def pool_values(spec: DeploymentSpec) -> dict[str, int | None]:
+def pool_values(spec: DeploymentSpec) -> dict[str, int | str | None]:
     """flag → the modelConfig value both pools render (None: not set)."""
     fields = spec.model_spec.model_dump(by_alias=True)
     return {flag: fields[name] for flag, name in POOL_FLAGS.items()}

@@ -51,7 +51,13 @@ def engine_idle_name(name: str) -> str:
 
 
 # Flags whose value changes the KV a prefill writes or a decode expects.
-KV_FLAGS = ("--dtype", "--kv-cache-dtype", "--block-size", "--attention-backend")
+KV_FLAGS = (
+    "--dtype",
+    "--kv-cache-dtype",
+    "--block-size",
+    "--attention-backend",
+    "--quantization",
+)
 # Env that changes the KV layout or the attention backend (part of its handshake hash).
 KV_ENV = ("VLLM_ATTENTION_BACKEND", "VLLM_KV_CACHE_LAYOUT")
 # A vLLM CPU pool must say how much CPU and memory it has: threads and KV space derive from it.
@@ -182,6 +188,7 @@ class Vllm(Engine):
     def problems(self, spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
         yield from checks.extra_config(spec)
         yield from checks.pool_flags(spec)
+        yield from checks.pair(spec)
         yield from checks.problems(spec, settings.platforms)
 
     def version_key(self, spec: DeploymentSpec) -> Any:

@@ -192,7 +192,7 @@ def test_tp_without_kv_heads_is_conservative() -> None:
 )
 def test_derived_flags_are_refused(arg: str, field_to_use: str) -> None:
     obj = vllm_gpu_cpu()
-    obj["spec"]["decode"]["args"] = ["--dtype", "bfloat16", arg]
+    obj["spec"]["decode"]["args"] = ["--max-num-seqs", "8", arg]
     (problem,) = validation.parse(obj)[1]
     assert problem.field == "spec.decode.args[2]" and field_to_use in problem.message
 
@@ -258,6 +258,8 @@ def test_too_old_and_disagreeing_versions_are_invalid() -> None:
     obj = vllm_gpu_cpu()
     obj["spec"]["engine"]["image"] = "vllm/vllm-openai:v0.32.0"
     obj["spec"]["decode"]["image"] = "vllm-cpu:v0.31.0"
+    for r in ("prefill", "decode"):
+        obj["spec"][r]["nixlVersion"] = "1.5.0"  # the pools' images differ
     fields = [p.field for p in validation.parse(obj)[1]]
     assert fields == ["spec.engine.version"]
     obj["spec"]["decode"]["image"] = "vllm-cpu:v0.32.0-cpu"

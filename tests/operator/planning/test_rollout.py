@@ -224,7 +224,10 @@ def test_kv_key_moves_with_kv_fields_only() -> None:
         prefill=role(args=block, resources=cpu), decode=role(args=block, resources=cpu)
     )
     assert _kv(modelConfig={"blockSize": 32}) != base
-    assert _kv(prefill=role(args=["--dtype", "float16"], resources=cpu)) != base
+    f16 = ["--dtype", "float16"]  # one dtype for both pools
+    assert _kv(prefill=role(args=f16, resources=cpu), decode=role(args=f16, resources=cpu)) != base
+    assert _kv(modelConfig={"dtype": "float16"}) != base
+    assert _kv(modelConfig={"quantization": "fp8"}) != base
     env = [{"name": "VLLM_ATTENTION_BACKEND", "value": "TORCH_SDPA"}]
     assert _kv(decode=role(env=env, resources=cpu)) != base
     assert _kv(model="other/model") != base

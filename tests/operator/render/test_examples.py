@@ -69,7 +69,15 @@ def test_heterogeneous_example(capsys: pytest.CaptureFixture[str]) -> None:
     assert prefill["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert '"kv_buffer_device":"cpu"' in " ".join(prefill["spec"]["containers"][0]["command"])
     decode = pods["llama-hetero-decode-1"]["spec"]["containers"][0]
-    assert decode["image"].startswith("public.ecr.aws/q9t5s3a7/vllm-cpu")
+    assert decode["image"] == "ghcr.io/disagg-dev/disagg-vllm-cpu:0.32.0"  # ships NIXL
+    for pod in pods.values():  # the pair check's facts, one value on both pools
+        command = pod["spec"]["containers"][0]["command"]
+        for flag, value in (
+            ("--dtype", "bfloat16"),
+            ("--kv-cache-dtype", "auto"),
+            ("--block-size", "64"),
+        ):
+            assert command[command.index(flag) + 1] == value
     assert any(e["name"] == "VLLM_CPU_KVCACHE_SPACE" for e in decode["env"])
 
 

@@ -442,12 +442,15 @@ def test_placement_reaches_the_pod() -> None:
         nodeSelector={"pool": "gpu"},
         tolerations=tol,
         affinity=affinity,
-        image="example.com/vllm-gpu:1",
+        image="example.com/vllm-gpu:v0.32.0",
+        nixlVersion="1.5.0",
     )
-    pod = _pod(render(body(engine="vllm", prefill=prefill), hmac_key=KEY), "demo-prefill-0")
+    obj = body(engine="vllm", prefill=prefill, decode=role(nixlVersion="1.5.0"))
+    obj["spec"]["engine"]["image"] = "example.com/vllm-cpu:v0.32.0"
+    pod = _pod(render(obj, hmac_key=KEY), "demo-prefill-0")
     assert pod["spec"]["nodeSelector"] == {"pool": "gpu"}
     assert pod["spec"]["tolerations"] == tol and pod["spec"]["affinity"] == affinity
-    assert _engine(pod)["image"] == "example.com/vllm-gpu:1"
+    assert _engine(pod)["image"] == "example.com/vllm-gpu:v0.32.0"
     assert (pod["spec"]["hostname"], pod["spec"]["subdomain"]) == ("demo-prefill-0", "demo-prefill")
 
 
@@ -692,14 +695,17 @@ def test_vllm_pods_drop_privileges_but_may_run_as_root() -> None:
 
 
 def test_model_config_lengths_reach_both_pools_as_one_flag_each() -> None:
-    obj = vllm_gpu_cpu(modelConfig={"maxModelLen": 8192, "blockSize": 16})
+    obj = vllm_gpu_cpu(modelConfig={"maxModelLen": 8192, "blockSize": 32, "dtype": "float16"})
     objects = render(obj, hmac_key=KEY)
     for name in ("demo-prefill-0", "demo-decode-0"):
         command = _engine(_pod(objects, name))["command"]
         assert command[command.index("--max-model-len") + 1] == "8192"
-        assert command[command.index("--block-size") + 1] == "16"
-    plain = _engine(_pod(render(vllm_gpu_cpu(), hmac_key=KEY), "demo-decode-0"))["command"]
-    assert "--max-model-len" not in plain and "--block-size" not in plain
+        assert command[command.index("--block-size") + 1] == "32"
+        assert command[command.index("--dtype") + 1] == "float16"
+        assert command[command.index("--kv-cache-dtype") + 1] == "auto"
+    plain = _engine(_pod(render(body(engine="vllm"), hmac_key=KEY), "demo-decode-0"))["command"]
+    for flag in ("--max-model-len", "--block-size", "--dtype", "--kv-cache-dtype"):
+        assert flag not in plain  # a same-device pair leaves them to vLLM
 
 
 def test_weights_memory_comes_out_of_a_cpu_pools_kv_space_not_its_kv_revision() -> None:
