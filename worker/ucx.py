@@ -108,3 +108,16 @@ def markdown_table() -> str:
     for t in sorted(TRANSPORTS.values(), key=lambda t: (order[t.reach], t.name)):
         lines.append(f"| `{t.name}` | {t.reach} | {t.note} |")
     return "\n".join(lines) + "\n"
+
+
+# What an RDMA pool's UCX_TLS leads with: reliable connections, and unreliable datagrams for
+# UCX's own wire-up between them.
+RDMA_TLS = ("rc", "ud")
+
+
+def rdma_tls(tls: str) -> str:
+    """``tls`` (a platform's list) for a pool that must move KV over RDMA: rc and ud first,
+    tcp dropped (a pod without its RDMA device then fails at the handshake instead of
+    carrying KV over the CNI's TCP), the copy and self transports kept."""
+    kept = [t for t in tls.split(",") if t and t != "tcp" and t not in RDMA_TLS]
+    return ",".join([*RDMA_TLS, *kept])

@@ -13,6 +13,7 @@ from pydantic import ConfigDict, Field
 from disagg_operator.api.base import _EMPTY, IntOrPercent, Quantity, _Model, _rules
 from disagg_operator.api.corev1 import shape
 from disagg_operator.api.podtemplate import PodTemplate
+from disagg_operator.api.rdma import Rdma
 from disagg_operator.api.rules import ENV_VALUE_RULE, PER_DECODE_BOUNDS_RULE, PREFILL_COUNT_RULE
 
 
@@ -130,6 +131,11 @@ class RoleSpec(_Model):
         "that pin; false leaves vLLM's pin as it is",
     )
     image: str | None = Field(default=None, description="image override for this role")
+    rdma: Rdma | None = Field(
+        default=None,
+        description="this pool's RDMA, in place of spec.kvTransfer.rdma (pools whose NICs, "
+        "networks or device resources differ)",
+    )
     nixl_version: str | None = Field(
         default=None,
         pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$",

@@ -12,6 +12,7 @@ from pydantic.alias_generators import to_camel
 
 from disagg_operator.api.base import _EMPTY, FreeForm, Quantity, _Model, _rules
 from disagg_operator.api.corev1 import shape
+from disagg_operator.api.rdma import Rdma
 from disagg_operator.api.roles import DecodeSpec, PrefillSpec
 from disagg_operator.api.rules import (
     BACKENDS_UNIQUE_RULE,
@@ -150,6 +151,12 @@ class KVTransfer(_Model):
         "sitecustomize module on the engine's PYTHONPATH "
         "(ConfigMap <name>-engine-idle); 0 leaves NIXL's spin as it is",
     )
+    rdma: Rdma | None = Field(
+        default=None,
+        description="move KV over RDMA (both pools; spec.<role>.rdma overrides it for one "
+        "pool whose NICs differ): the device resource, Multus networks, NICs, GID index, "
+        "IPC_LOCK, and the transports derived from them",
+    )
     kv_connector_extra_config: FreeForm | None = Field(
         default=None,
         description="extra keys merged into kv_connector_extra_config (vLLM reads them "
@@ -244,6 +251,14 @@ class TransferCanary(_Model):
         description="image with the `disagg` command for the canary container; default: the "
         "decode image for engine reference, the operator's --canary-image for engine vllm "
         "(none: no canary, TransferPathReady says so)",
+    )
+    min_bandwidth_gbytes_per_second: float | None = Field(
+        default=None,
+        gt=0,
+        description="the least KV bandwidth (GB/s) a canary's transfer may show before "
+        "TransferPathReady says SlowTransport; default: the RDMA floor "
+        "(spec.kvTransfer.rdma.minBandwidthGbytesPerSecond) where the pair runs RDMA, none "
+        "otherwise",
     )
 
 

@@ -1,5 +1,6 @@
 """Derived KV-transfer values every engine shares: the buffer device of each role, its
-UCX transports, whether the two pools run different attention layouts, the lease.
+UCX transports, whether the two pools run different attention layouts, the lease, what
+RDMA adds to a pool (env, networks, IPC_LOCK) and the canary's bandwidth floor.
 
 Pure layer, part of derive. The platform table is a value passed in (the operator's
 settings: the built-ins plus what its platforms file declares), never a registry read
@@ -8,8 +9,9 @@ here. Engine-specific values (vLLM's flags and env) live in each engine's folder
 
 from __future__ import annotations
 
-from disagg_operator.api import DeploymentSpec
-from disagg_worker import platforms
+from disagg_operator.api import ROLES, DeploymentSpec
+from disagg_operator.api.rdma import Rdma
+from disagg_worker import platforms, ucx
 from disagg_worker.platforms import Table
 
 
@@ -22,10 +24,63 @@ def buffer_device(spec: DeploymentSpec, role: str, table: Table) -> str:
 
 
 def ucx_tls(spec: DeploymentSpec, role: str, table: Table) -> str:
-    """UCX_TLS of ``role``: the override, else the platform's transports."""
+    """UCX_TLS of ``role``: the override, else the platform's transports (over RDMA: rc and
+    ud, no tcp)."""
     if spec.kv_transfer.ucx_tls:
         return spec.kv_transfer.ucx_tls
-    return platforms.get_platform(spec.role(role).device, table).ucx_tls
+    tls = platforms.get_platform(spec.role(role).device, table).ucx_tls
+    found = rdma(spec, role)
+    return ucx.rdma_tls(tls) if found is not None and found.transport == "ucx" else tls
+
+
+def rdma(spec: DeploymentSpec, role: str) -> Rdma | None:
+    """``role``'s RDMA block: its own, else the deployment's (None: no RDMA)."""
+    return spec.role(role).rdma or spec.kv_transfer.rdma
+
+
+# libfabric's provider for AWS EFA, and EFA's RDMA reads (NIXL's LIBFABRIC backend reads).
+LIBFABRIC_ENV = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1"}
+UCX_NET_DEVICES = "UCX_NET_DEVICES"
+UCX_IB_GID_INDEX = "UCX_IB_GID_INDEX"
+MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"
+# RDMA registers (pins) the KV buffers: the engine needs to lock that much memory.
+IPC_LOCK = "IPC_LOCK"
+# The KV bandwidth (GB/s) below which a canary on an RDMA pair says SlowTransport: far
+# under what an RDMA NIC moves (12-50 GB/s), far over TCP across a CNI (~0.1-1 GB/s).
+RDMA_FLOOR_GBPS = 1.0
+
+
+def rdma_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
+    """The env an RDMA pool's engine reads: UCX's NICs and GID index, or libfabric's
+    provider."""
+    found = rdma(spec, role)
+    if found is None:
+        return {}
+    if found.transport == "libfabric":
+        return dict(LIBFABRIC_ENV)
+    env = {}
+    if found.devices:
+        env[UCX_NET_DEVICES] = ",".join(found.devices)
+    if found.gid_index is not None:
+        env[UCX_IB_GID_INDEX] = str(found.gid_index)
+    return env
+
+
+def rdma_env_names() -> tuple[str, ...]:
+    """Every env name :func:`rdma_env` may set (refused in spec.<role>.env)."""
+    return (*LIBFABRIC_ENV, UCX_NET_DEVICES, UCX_IB_GID_INDEX)
+
+
+def bandwidth_floor(spec: DeploymentSpec) -> float | None:
+    """The least KV bandwidth (GB/s) the decode pods' canaries accept: the canary's field,
+    else the RDMA block's floor (its field, else :data:`RDMA_FLOOR_GBPS`) when the pair
+    runs RDMA; None: no floor."""
+    given = spec.transfer_canary.min_bandwidth_gbytes_per_second
+    if given is not None:
+        return given
+    blocks = [rdma(spec, role) for role in ROLES]
+    floors = [b.min_bandwidth_gbytes_per_second or RDMA_FLOOR_GBPS for b in blocks if b]
+    return min(floors) if floors else None
 
 
 def mixed_attention(spec: DeploymentSpec) -> bool:
