@@ -34,6 +34,7 @@ from disagg_operator.api import (
 from disagg_operator.api.podtemplate import ENGINE_CONTAINER, SIDECAR_CONTAINER
 from disagg_operator.contracts import llmd
 from disagg_operator.derive import model as model_source
+from disagg_operator.derive import transfer
 from disagg_operator.engines.settings import Settings
 from disagg_operator.render import canary as render_canary
 from disagg_operator.render import overlay
@@ -145,11 +146,12 @@ def pod(
     extra_labels, extra_annotations = overlay.metadata(r.pod_template)
     template = {k: v for k, v in pod_spec.items() if k not in ("hostname",)}
     base = {**extra_labels, **meta["labels"]}
-    labels = {**base, LABEL_REVISION: spec_hash(base, template, extra_annotations)[:10]}
+    annotations = {**extra_annotations, **rdma_annotations(spec, role)}
+    labels = {**base, LABEL_REVISION: spec_hash(base, template, annotations)[:10]}
     metadata = {**meta, "name": pod_name, "labels": labels}
     metadata["annotations"] = {
-        **extra_annotations,
-        SPEC_HASH: spec_hash(labels, pod_spec, extra_annotations),
+        **annotations,
+        SPEC_HASH: spec_hash(labels, pod_spec, annotations),
         **engine.annotations(spec),
     }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
@@ -180,7 +182,7 @@ def engine_container(spec: DeploymentSpec, role: str, settings: Settings) -> dic
         "name": ENGINE,
         "image": r.image or spec.engine.image,
         "command": list(derived.command),
-        "env": _merge_env(derived.env, r),
+        "env": _merge_env([*derived.env, *_rdma_env(spec, role)], r),
         "ports": _ports(engine.side_channel_ports(spec, role), port),
         "readinessProbe": {
             "httpGet": {"path": "/health", "port": port},
@@ -189,7 +191,8 @@ def engine_container(spec: DeploymentSpec, role: str, settings: Settings) -> dic
         },
         "volumeMounts": [*derived.mounts, *model_source.source(spec).mounts],
         "securityContext": dict(CONTAINER_SECURITY)
-        | ({"readOnlyRootFilesystem": True} if derived.read_only_root else {}),
+        | ({"readOnlyRootFilesystem": True} if derived.read_only_root else {})
+        | _rdma_capabilities(spec, role),
         # The preStop waits for in-flight transfers before SIGTERM (the pod has already
         # left its Service's endpoints, so no new work comes).
         "lifecycle": {
@@ -202,9 +205,33 @@ def engine_container(spec: DeploymentSpec, role: str, settings: Settings) -> dic
         container["args"] = list(r.args)
     if derived.startup_probe:
         container["startupProbe"] = dict(derived.startup_probe)
-    if r.resources:
-        container["resources"] = r.resources.model_dump(by_alias=True, exclude_none=True)
+    resources = r.resources.model_dump(by_alias=True, exclude_none=True) if r.resources else {}
+    rdma = transfer.rdma(spec, role)
+    if rdma is not None and rdma.resources:  # validation refused the same key in limits
+        resources["limits"] = {**resources.get("limits", {}), **rdma.resources}
+    if resources:
+        container["resources"] = resources
     return container
+
+
+def _rdma_env(spec: DeploymentSpec, role: str) -> list[dict[str, Any]]:
+    return [{"name": k, "value": v} for k, v in transfer.rdma_env(spec, role).items()]
+
+
+def _rdma_capabilities(spec: DeploymentSpec, role: str) -> dict[str, Any]:
+    """RDMA pins the registered KV buffers: IPC_LOCK lifts the memlock limit for them (the
+    one capability a pod of ours adds; docs/security.md says which Pod Security level)."""
+    if transfer.rdma(spec, role) is None:
+        return {}
+    return {"capabilities": {"drop": ["ALL"], "add": [transfer.IPC_LOCK]}}
+
+
+def rdma_annotations(spec: DeploymentSpec, role: str) -> dict[str, str]:
+    """Multus's networks annotation for an RDMA pool that names networks."""
+    rdma = transfer.rdma(spec, role)
+    if rdma is None or not rdma.networks:
+        return {}
+    return {transfer.MULTUS_NETWORKS: ",".join(rdma.networks)}
 
 
 def _ports(side_channel: list[int], port: int) -> list[dict[str, Any]]:

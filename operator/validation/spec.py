@@ -38,7 +38,7 @@ from disagg_operator.derive.scaling import effective_replicas, resolve
 from disagg_operator.derive.scaling import problems as scaling_problems
 from disagg_operator.engines.base import Engine
 from disagg_operator.engines.settings import DEFAULT, Settings
-from disagg_operator.validation import corev1, pods
+from disagg_operator.validation import corev1, pods, rdma
 from disagg_worker import platforms, ucx
 
 __all__ = ["InvalidSpec", "Problem", "check", "parse"]
@@ -99,6 +99,7 @@ def check(dd: DisaggregatedDeployment, settings: Settings = DEFAULT) -> list[Pro
     problems += _backends(spec, settings)
     problems += _lease(spec)
     problems += _ucx_reach(spec)
+    problems += rdma.problems(spec)
     problems += _resources(spec, settings, engine)
     problems += _llmd(spec)
     problems += _router(spec, settings)
@@ -360,7 +361,14 @@ def _overrides(spec: DeploymentSpec, engine: Engine) -> Iterator[Problem]:
             if flag in engine.derived_flags:
                 use = engine.derived_flags[flag].replace("<role>", role)
                 yield Problem(f"spec.{role}.args[{i}]", f"{flag} is derived; set {use}")
-        derived = engine.derived_env(spec, role)
+        derived = (
+            {
+                **engine.derived_env(spec, role),
+                **dict.fromkeys(transfer.rdma_env_names(), rdma.where(spec, role)),
+            }
+            if transfer.rdma(spec, role)
+            else engine.derived_env(spec, role)
+        )
         for i, env in enumerate(r.env or []):
             if env.name in derived:
                 use = derived[env.name].replace("<role>", role)

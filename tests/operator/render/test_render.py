@@ -627,6 +627,14 @@ VARIANTS = {
         prefill=role("tpu", tensorParallelSize=4, resources={"limits": {"google.com/tpu": 4}}),
         decode=role("tpu", tensorParallelSize=4, resources={"limits": {"google.com/tpu": 4}}),
     ),
+    "vllm-rdma": body(
+        engine="vllm",
+        prefill=role("cuda", resources={"limits": {"nvidia.com/gpu": 1}}),
+        decode=role("cuda", resources={"limits": {"nvidia.com/gpu": 1}}),
+        kvTransfer={
+            "rdma": {"resources": {"rdma/hca": 1}, "networks": ["rdma-net"], "gidIndex": 3}
+        },
+    ),
     "env-from-secret": body(
         prefill=role(
             env=[{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "t"}}}]

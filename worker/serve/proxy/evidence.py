@@ -13,6 +13,12 @@ tokens: the only sign is what the decode reports.
   local_cache_hit, external_kv_transfer). Deltas around one request tell whether it read
   KV (:func:`vllm_recomputed`); with other requests in flight they can only miss a
   recompute, never invent one (another request's transfer hides it).
+
+How fast the KV moved (the canary's bandwidth floor): the reference worker answers
+``disagg.transfer_bytes`` and ``disagg.transfer_wire_ms`` (NIXL's own figures for the READ,
+:func:`answer_transfer`); vLLM's ``/metrics`` carry them as histograms summed over its
+transfers (:func:`vllm_transfer`), so deltas around one request give that request's bytes
+and seconds, or, with other transfers in flight, the average rate of all of them.
 """
 
 from __future__ import annotations
@@ -23,6 +29,13 @@ from typing import Any
 # Reasons, as labels of disagg_proxy_decode_recomputed_total and the worker's counter.
 DECODE_COMPUTED = "decode_computed"
 VLLM_SOURCES = "vllm:prompt_tokens_by_source_total"
+# vLLM's NIXL histograms, per transfer: bytes (``res.totalBytes``) and seconds (NIXL's
+# ``xferDuration`` in us / 1e6). Read in vLLM 0.33.0 (and 0.20.0, 0.32.0, same names):
+# vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py, NixlPromMetrics.__init__
+# (``name="vllm:nixl_bytes_transferred"``, ``name="vllm:nixl_xfer_time_seconds"``) and
+# NixlKVConnectorStats.record_transfer. Their ``_sum`` lines, summed over engines.
+VLLM_KV_BYTES = "vllm:nixl_bytes_transferred_sum"
+VLLM_KV_SECONDS = "vllm:nixl_xfer_time_seconds_sum"
 
 
 def recompute_reason(answer: dict[str, Any]) -> str | None:
@@ -32,6 +45,35 @@ def recompute_reason(answer: dict[str, Any]) -> str | None:
     if isinstance(figures, dict) and figures.get("kv_source") == "computed":
         return DECODE_COMPUTED
     return None
+
+
+def answer_transfer(answer: dict[str, Any]) -> tuple[float, float] | None:
+    """(bytes, seconds on the wire) of the KV READ a reference decode reports in its
+    answer, None when the answer has no such figures (vLLM's, or no transfer)."""
+    figures = answer.get("disagg")
+    if not isinstance(figures, dict):
+        return None
+    nbytes, wire_ms = figures.get("transfer_bytes"), figures.get("transfer_wire_ms")
+    if not isinstance(nbytes, (int, float)) or not isinstance(wire_ms, (int, float)):
+        return None
+    return float(nbytes), float(wire_ms) / 1e3
+
+
+def vllm_transfer(metrics_text: str) -> dict[str, float]:
+    """``bytes`` and ``seconds`` that vLLM's NIXL connector has moved so far, summed over
+    engines, from its ``/metrics`` page (empty when this vLLM does not export them)."""
+    out: dict[str, float] = {}
+    names = {VLLM_KV_BYTES: "bytes", VLLM_KV_SECONDS: "seconds"}
+    for line in metrics_text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name not in names:
+            continue
+        try:
+            value = float(line.rpartition(" ")[2])
+        except ValueError:
+            continue
+        out[names[name]] = out.get(names[name], 0.0) + value
+    return out
 
 
 def vllm_sources(metrics_text: str) -> dict[str, float]:
