@@ -33,6 +33,7 @@ TYPES = (
     "EnvVarSource",
     "LocalObjectReference",
     "NetworkPolicyPeer",
+    "PodResourceClaim",
     "PodSecurityContext",
     "ResourceRequirements",
     "SecurityContext",

@@ -71,6 +71,12 @@ class PodTemplateSpec(_Model):
         "for the engine use spec.<role>.resources and .env); any other name is an extra "
         "container (its ports must not collide with the derived ones)",
     )
+    resource_claims: list[shape("PodResourceClaim")] | None = Field(  # type: ignore[valid-type]
+        default=None,
+        description="Dynamic Resource Allocation: the pod's resource claims (from a "
+        "ResourceClaim or a ResourceClaimTemplate); the engine uses those its "
+        "spec.<role>.resources.claims names",
+    )
     image_pull_secrets: list[shape("LocalObjectReference")] | None = Field(  # type: ignore[valid-type]
         default=None, description="Secrets to pull private images with"
     )

@@ -33,6 +33,14 @@ class Toleration(_Model):
     )
 
 
+class ClaimRef(_Model):
+    """A resource claim the engine container uses (core/v1 ResourceClaim): a name in
+    ``podTemplate.spec.resourceClaims``, and optionally one request of it."""
+
+    name: str = Field(min_length=1, description="the pod's resource claim to use")
+    request: str | None = Field(default=None, description="one request of that claim")
+
+
 class Resources(_Model):
     """Compute resources of the engine container (core/v1 ResourceRequirements)."""
 
@@ -41,6 +49,12 @@ class Resources(_Model):
     )
     requests: dict[str, Quantity] | None = Field(
         default=None, description="requests, e.g. {cpu: '4', memory: 16Gi}"
+    )
+    claims: list[ClaimRef] | None = Field(
+        default=None,
+        description="Dynamic Resource Allocation: the pod's resource claims "
+        "(podTemplate.spec.resourceClaims) the engine uses, e.g. its GPUs in place of "
+        "limits['nvidia.com/gpu'] (then set claimedDevices)",
     )
 
 
@@ -100,6 +114,14 @@ class RoleSpec(_Model):
     )
     resources: Resources | None = Field(
         default=None, description="engine container resources; GPU roles must limit the GPU"
+    )
+    claimed_devices: int | None = Field(
+        default=None,
+        ge=1,
+        description="the accelerators one pod gets from its resource claims (the claim "
+        "template is not read by the operator): required when resources.claims gives an "
+        "accelerator pool its devices instead of the device resource's limit, and held to "
+        "its ranks the same way",
     )
     accelerator_memory: Quantity | None = Field(
         default=None,

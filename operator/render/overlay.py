@@ -26,6 +26,7 @@ POD_FIELDS = (
     "priorityClassName",
     "runtimeClassName",
     "imagePullSecrets",
+    "resourceClaims",
 )
 
 

@@ -239,23 +239,54 @@ def _resources(spec: DeploymentSpec, settings: Settings, engine: Engine) -> Iter
                 except ValueError as e:
                     yield Problem(f"spec.{role}.resources.{where}[{key}]", str(e))
         yield from corev1.resource_problems(f"spec.{role}.resources", requests, limits)
+        yield from _claims(spec, role)
         if resource is None or effective_replicas(spec, role) == 0:
             continue
         ranks = engine.devices_per_pod(spec, role)
-        if resource not in limits:
-            if resource not in requests:  # else the API server's rule above names it
-                yield Problem(
-                    f"spec.{role}.resources.limits",
-                    f"device {r.device!r} needs the {resource} resource; add "
-                    f"resources.limits['{resource}']: {ranks}",
-                )
-            continue
-        yield from _device_count(
-            f"spec.{role}.resources.limits[{resource}]",
-            limits[resource],
-            ranks,
-            r.tensor_parallel_size,
-        )
+        claims = bool(r.resources and r.resources.claims)
+        if resource in limits and r.claimed_devices is not None:
+            yield Problem(
+                f"spec.{role}.claimedDevices",
+                f"the pool's devices come from limits['{resource}']; remove claimedDevices "
+                "(it counts devices of resource claims)",
+            )
+        elif resource in limits:
+            at = f"spec.{role}.resources.limits[{resource}]"
+            yield from _device_count(at, limits[resource], ranks, r.tensor_parallel_size)
+        elif claims and r.claimed_devices is None:
+            yield Problem(
+                f"spec.{role}.claimedDevices",
+                f"required: resources.claims gives device {r.device!r} its devices, and the "
+                "claim's template is not read here; set the devices one pod gets "
+                f"(tensorParallelSize needs {ranks})",
+            )
+        elif claims:
+            at = f"spec.{role}.claimedDevices"
+            yield from _device_count(at, r.claimed_devices or 0, ranks, r.tensor_parallel_size)
+        elif resource not in requests:  # else the API server's rule above names it
+            yield Problem(
+                f"spec.{role}.resources.limits",
+                f"device {r.device!r} needs the {resource} resource; add "
+                f"resources.limits['{resource}']: {ranks}, or a resource claim "
+                "(resources.claims with podTemplate.spec.resourceClaims and claimedDevices)",
+            )
+
+
+def _claims(spec: DeploymentSpec, role: str) -> Iterator[Problem]:
+    """A container's claims name the pod's (the API server's validateResourceClaimNames)."""
+    r = spec.role(role)
+    template = r.pod_template.spec if r.pod_template else None
+    named = {c.get("name") for c in (template.resource_claims if template else None) or []}
+    for i, claim in enumerate((r.resources.claims if r.resources else None) or []):
+        if claim.name not in named:
+            yield Problem(
+                f"spec.{role}.resources.claims[{i}].name",
+                f"{claim.name!r} is not a claim of the pod; add it to "
+                f"spec.{role}.podTemplate.spec.resourceClaims",
+            )
+    for i, c in enumerate((template.resource_claims if template else None) or []):
+        at = f"spec.{role}.podTemplate.spec.resourceClaims[{i}]"
+        yield from corev1.schema_problems(at, c, "PodResourceClaim")
 
 
 def _device_count(at: str, value: int | str, ranks: int, tp: int) -> Iterator[Problem]:
