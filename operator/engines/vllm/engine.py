@@ -77,6 +77,17 @@ TP_RULE = (
     "TP, raise decode TP, or set spec.modelConfig.numKeyValueHeads so the operator can "
     "check the pair against vLLM (>= 0.14 serves it when prefill KV is not replicated)",
 )
+# Pools of different devices, a cpu decode (the one such pair vLLM serves): vLLM's
+# handshake hash is off, so the facts it compared are declared (checks.pair says which).
+PAIR_RULE = (
+    "self.engine.type != 'vllm' || self.prefill.device == self.decode.device || "
+    "self.decode.device != 'cpu' || (has(self.modelConfig) && "
+    + " && ".join(f"has(self.modelConfig.{f})" for f in vllm.PAIR_FIELDS)
+    + ")",
+    "spec.modelConfig: pools of different devices need dtype, kvCacheDtype and blockSize, "
+    "rendered on both pools (vLLM's handshake compatibility check is off for such pairs); "
+    "set them, e.g. bfloat16, auto, 64",
+)
 CPU_POOL_RULES = tuple(
     (
         _CPU_POOL.format(role=role),
@@ -95,7 +106,7 @@ LOCAL_RENDERED_CPU = (vllm.CPU_RESERVED, derive.OMP_NUM_THREADS)
 class Vllm(Engine):
     name = NAME
     summary = "`vllm serve` with NixlConnector (real deployments)"
-    cel_rules = (TP_RULE, *CPU_POOL_RULES)
+    cel_rules = (TP_RULE, PAIR_RULE, *CPU_POOL_RULES)
     kv_flags = KV_FLAGS
     kv_env = KV_ENV
     derived_flags = checks.DERIVED_FLAGS

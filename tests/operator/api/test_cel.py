@@ -16,7 +16,7 @@ from disagg_operator.engines.settings import BUILTIN_ENGINES
 from disagg_operator.engines.vllm import engine as vllm_engine
 from disagg_operator.render import crd
 from disagg_operator.validation import spec as validation
-from tests.operator.builders import EXAMPLES, body, example, role
+from tests.operator.builders import EXAMPLES, body, example, role, vllm_gpu_cpu
 
 SCHEMA = crd.build()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 
@@ -106,6 +106,12 @@ def test_good_objects_pass(obj: dict[str, Any]) -> None:
     assert _failing(obj) == set()
 
 
+def _undeclared_pair() -> dict[str, Any]:
+    obj = vllm_gpu_cpu()
+    del obj["spec"]["modelConfig"]["kvCacheDtype"]
+    return obj
+
+
 BAD = [
     (
         body(engine="vllm", prefill=role(tensorParallelSize=4), decode=role(tensorParallelSize=2)),
@@ -121,6 +127,7 @@ BAD = [
         body(engine="vllm", decode=role(resources={"limits": {"cpu": "2"}})),
         vllm_engine.CPU_POOL_RULES[1][0],
     ),
+    (_undeclared_pair(), vllm_engine.PAIR_RULE[0]),
     (body(kvTransfer={"backends": ["UCX", "UCX"]}), models.BACKENDS_UNIQUE_RULE[0]),
     (body(kvTransfer={"ucxTls": "cma,sm,self"}), models.UCX_REACH_RULE[0]),
     (body(kvTransfer={"ucxTls": "cuda_ipc,cuda_copy"}), models.UCX_REACH_RULE[0]),
