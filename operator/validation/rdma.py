@@ -64,7 +64,8 @@ def problems(spec: DeploymentSpec) -> Iterator[Problem]:
                     f"in spec.{role}.resources",
                 )
     for role, block in blocks.items():
-        limits = (spec.role(role).resources.limits if spec.role(role).resources else None) or {}
+        given = spec.role(role).resources
+        limits = (given.limits if given else None) or {}
         for key in (block.resources or {}) if block else {}:
             if key in limits:
                 yield Problem(
