@@ -47,8 +47,21 @@ def _bodies() -> dict[str, dict[str, Any]]:
         decode={"device": "cuda", "resources": copy.deepcopy(GPU), "kvBufferDevice": "cuda"},
     )
     bodies["gpu-cpu-derived"] = _variant(
-        prefill={"device": "cuda", "resources": copy.deepcopy(GPU), "kvBufferDevice": None},
-        decode={"resources": copy.deepcopy(CPU), "kvBufferDevice": None},
+        prefill={
+            "device": "cuda",
+            "resources": copy.deepcopy(GPU),
+            "kvBufferDevice": None,
+            "acceleratorMemory": "16Gi",
+            "args": None,
+        },
+        decode={"resources": copy.deepcopy(CPU), "kvBufferDevice": None, "args": None},
+        # a pair of different devices declares what vLLM's hash would compare
+        modelConfig={
+            "dtype": "float16",
+            "kvCacheDtype": "auto",
+            "blockSize": 32,
+            "quantization": "fp8",
+        },
     )
     bodies["custom-port-side-channel"] = _variant(kvTransfer={"sideChannelPort": 7100})
     return bodies

@@ -27,10 +27,19 @@ def profile() -> profiles.Profile:
     return profiles.profile_for(profiles.parse_version(vllm.__version__))
 
 
+# What a pair of different devices declares (vLLM's handshake hash is off for it).
+PAIR = {"dtype": "bfloat16", "kvCacheDtype": "auto", "blockSize": 64}
+
+
 def _body(prefill: str, decode: str, **kv: Any) -> dict[str, Any]:
     def pool(device: str) -> dict[str, Any]:
-        limits = {"nvidia.com/gpu": 1} if device == "cuda" else {"cpu": "4", "memory": "8Gi"}
-        return {"device": device, "resources": {"limits": limits}}
+        if device == "cuda":
+            return {
+                "device": device,
+                "resources": {"limits": {"nvidia.com/gpu": 1}},
+                "acceleratorMemory": "16Gi",
+            }
+        return {"device": device, "resources": {"limits": {"cpu": "4", "memory": "8Gi"}}}
 
     return {
         "apiVersion": "disagg.dev/v1alpha1",
@@ -42,6 +51,7 @@ def _body(prefill: str, decode: str, **kv: Any) -> dict[str, Any]:
             "prefill": pool(prefill),
             "decode": pool(decode),
             "kvTransfer": kv,
+            **({"modelConfig": PAIR} if prefill != decode else {}),
         },
     }
 
@@ -118,3 +128,6 @@ def test_rendered_command_parses_with_vllm_serve_flags(serve_parser: Any) -> Non
         _, engine_args = serve_parser.parse(container["command"])
         assert engine_args.tensor_parallel_size == 1
         assert engine_args.kv_transfer_config.kv_load_failure_policy == "recompute"
+        # the pair check's values, as vLLM's own parser reads them on both pools
+        assert (engine_args.dtype, engine_args.kv_cache_dtype) == ("bfloat16", "auto")
+        assert engine_args.block_size == 64
