@@ -2,12 +2,15 @@
 
 I/O layer (aiohttp, a session of its own: the API server's credentials never go to a pod).
 A pod's readiness says only that its canary fails; the canary's ``GET /ready`` says why
-(``DecodeRecomputing: ...`` when the decode computed the prompt instead of reading its
-KV). For each running decode pod whose canary is not ready the operator asks it, once per
-sync, bounded by :data:`TIMEOUT_S`, and TransferPathReady carries the reason
+(``DecodeRecomputing: ...`` when the decode computed the prompt instead of reading its KV,
+``SlowTransport: ...`` when the KV moved below the bandwidth floor: such a canary passes,
+since a slow path still serves). For each running decode pod whose canary is not ready,
+and with a floor for the passing ones too (:func:`~disagg_operator.status.transfer_path.
+to_ask`), the operator asks it, once per sync, at most :data:`MAX_ASKED` pods, bounded by
+:data:`TIMEOUT_S`, and TransferPathReady carries the reason
 (:mod:`disagg_operator.status.transfer_path`). The rendered NetworkPolicy admits the
-operator's pods to the canary port. A canary that cannot be asked (no pod IP yet, a
-policy that blocks it, a timeout) gives no reason: the condition says CanaryFailing.
+operator's pods to the canary port. A canary that cannot be asked (no pod IP yet, a policy
+that blocks it, a timeout) gives no reason: the condition says CanaryFailing.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from typing import Any
 
 import aiohttp
 
-from disagg_operator.api import CANARY_PORT
-from disagg_operator.status.transfer_path import failing_canaries
+from disagg_operator.api import CANARY_PORT, DeploymentSpec
+from disagg_operator.status.transfer_path import to_ask
 
 log = logging.getLogger("disagg.operator")
 TIMEOUT_S = 2.0
@@ -41,10 +44,12 @@ class CanaryReader:
         if self._session is not None:
             await self._session.close()
 
-    async def reasons(self, pods: Sequence[dict[str, Any]]) -> Mapping[str, str]:
-        """Pod name → its canary's reason, for the running decode pods whose canary is not
-        ready and that answered."""
-        asked = [p for p in failing_canaries(pods) if p.get("status", {}).get("podIP")]
+    async def reasons(
+        self, spec: DeploymentSpec, pods: Sequence[dict[str, Any]]
+    ) -> Mapping[str, str]:
+        """Pod name → its canary's reason, for the decode pods worth asking (:func:`to_ask`)
+        that answered."""
+        asked = [p for p in to_ask(spec, pods) if p.get("status", {}).get("podIP")]
         asked = asked[:MAX_ASKED]
         answers = await asyncio.gather(*(self._ask(p) for p in asked))
         named = zip(asked, answers, strict=True)

@@ -264,7 +264,9 @@ async def sync(
             dd, uid=uid, pods=pods, routed=steps.routed, settings=settings, target=steps.target
         )
         outcome.more = any(steps.create.values()) or bool(steps.delete)
-    reasons = await canaries.reasons(pods) if canaries is not None else None
+    reasons = (
+        await canaries.reasons(dd.spec, pods) if canaries is not None and dd is not None else None
+    )
     status = status_mod.compute(
         name=body["metadata"]["name"],
         spec=dd.spec if dd is not None else None,

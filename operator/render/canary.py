@@ -5,7 +5,9 @@ Pure layer, part of render. :func:`container` builds the container (``disagg wor
 canary``, :mod:`disagg_worker.serve.canary`), :func:`image` picks its image,
 :func:`prefill_url` is the one place that says where a canary sends its prefill hop, and
 the probe timings derive from ``kvTransfer.transferDeadlineSeconds`` (:func:`timings`,
-rows in docs/derivation.md via :func:`derivation_rows`).
+rows in docs/derivation.md via :func:`derivation_rows`). Its KV bandwidth floor
+(``--min-bandwidth-gbps``, below which a canary says SlowTransport) is
+:func:`disagg_operator.derive.transfer.bandwidth_floor`'s, when there is one.
 
 Image: the canary needs the ``disagg`` command: ``spec.transferCanary.image``, else what
 the engine says (:meth:`Engine.canary_image`: the reference engine's own image has it; a
@@ -22,6 +24,7 @@ from typing import Any
 from disagg_operator.api import CANARY_PORT, HTTP_PORT, DeploymentSpec
 from disagg_operator.api.podtemplate import CANARY_CONTAINER
 from disagg_operator.derive import model as model_source
+from disagg_operator.derive import transfer
 from disagg_operator.engines.settings import Settings
 
 NAME = CANARY_CONTAINER
@@ -106,6 +109,9 @@ def container(
         *("--timeout-s", str(t.timeout), "--interval-s", str(t.interval)),
         *("--fresh-s", str(t.fresh)),
     ]
+    floor = transfer.bandwidth_floor(spec)
+    if floor is not None:
+        args += ["--min-bandwidth-gbps", f"{floor:g}"]
     probe = {
         "httpGet": {"path": "/ready", "port": CANARY_PORT},
         "periodSeconds": t.period,

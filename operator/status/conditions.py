@@ -64,6 +64,8 @@ Conditions (metav1.Condition shape, observedGeneration on each)::
                                            (transfer_path; the message names failing pods)
                  True    CanaryPassing     every running decode pod's canary is ready
                  False   DecodeRecomputing a failing canary says decode computed the prompt
+                 False   SlowTransport     a failing canary says its KV moved slower than
+                                           the floor (transferCanary / RDMA block's)
                  False   CanaryFailing     some running decode pod's canary is not
                  Unknown NoDecodePods      no running decode pod runs a canary yet
                  Unknown CanaryDisabled    spec.transferCanary.enabled is false

@@ -20,6 +20,14 @@ A canary that got its tokens but whose decode computed the prompt itself fails w
 reads the engine's prompt-token sources from its ``/metrics`` before and after the request
 (:mod:`~disagg_worker.serve.proxy.evidence`).
 
+Each canary measures the KV its decode read (bytes and seconds on the wire: the reference
+worker's answer; vLLM's NIXL histograms on the same /metrics, before and after) and reports
+``kv_bytes``, ``kv_seconds`` and ``kv_gbytes_per_second`` in its ``--once`` line and /ready
+body. With ``--min-bandwidth-gbps`` (the operator renders it from the spec's floor) a canary
+that moved its KV slower passes (a slow path still serves: readiness never depends on it)
+with a reason that starts ``SlowTransport: ...``, which the operator reads into
+TransferPathReady; one whose decode gave no figure is not judged (``kv_bandwidth`` says so).
+
 Every hop is bounded by ``--timeout-s`` (one deadline over both), so a probe never hangs.
 One JSON line is logged when the verdict flips. ``--once`` runs one canary, prints its
 result as a JSON line and exits 0 (passed) or 1 (failed): ``disagg up`` and
@@ -41,14 +49,18 @@ from aiohttp import web
 
 from disagg_worker.serve.canary_verdict import (
     Result,
+    Transfer,
+    bandwidth_problem,
     due,
     flipped,
+    kv_fields,
     kv_problem,
+    measured,
     request_body,
     token_problem,
     verdict,
 )
-from disagg_worker.serve.proxy.evidence import vllm_sources
+from disagg_worker.serve.proxy.evidence import vllm_sources, vllm_transfer
 from disagg_worker.serve.proxy.flow import Proxy
 from disagg_worker.serve.proxy.upstream import HopError
 
@@ -69,10 +81,12 @@ class Canary:
         timeout_s: float,
         interval_s: float,
         fresh_s: float,
+        min_gbps: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.prefill, self.decode, self.model = prefill, decode, model
         self.timeout_s, self.interval_s, self.fresh_s = timeout_s, interval_s, fresh_s
+        self.min_gbps = min_gbps  # the KV bandwidth floor (GB/s), None: none
         self.clock = clock
         self.proxy = Proxy([prefill], [decode], timeout_s=timeout_s)
         self.last: Result | None = None
@@ -110,6 +124,8 @@ class Canary:
         t0 = self.clock()
         headers = {"X-Request-Id": f"canary-{uuid.uuid4().hex}"}
         stage = "warm-up completion" if not self.warmed else "canary"
+        moved: Transfer | None = None
+        slow: str | None = None
         try:
             if not self.warmed:
                 warm = await asyncio.wait_for(
@@ -121,29 +137,42 @@ class Canary:
                     raise HopError(502, f"decode {self.decode}: {problem}")
                 self.warmed = True
                 stage = "canary"
-            before = await self._sources()
-            # the proxy's deadline bounds each hop; this bounds anything around them too
-            answer = await asyncio.wait_for(
-                self.proxy.complete(PATH, request_body(self.model), headers),
-                self.timeout_s + 1.0,
-            )
-            after = await self._sources() if before else None
-            problem = token_problem(answer) or kv_problem(answer, before, after)
+            problem, moved = await self._pd(headers)
+            slow = None if problem else bandwidth_problem(moved, self.min_gbps)
         except HopError as e:
             problem = str(e) if self.warmed else f"{stage}: {e}"
         except asyncio.TimeoutError:
             problem = f"{stage}: no answer within the {self.timeout_s:g}s deadline"
         now = self.clock()
-        return Result(at=now, took_ms=(now - t0) * 1e3, problem=problem)
+        return Result(now, (now - t0) * 1e3, problem, moved, slow)
 
-    async def _sources(self) -> dict[str, float]:
-        """The engine's prompt-token sources (vLLM's /metrics; empty for an engine that
-        does not export them, or when the page cannot be read: no evidence, no verdict)."""
+    async def _pd(self, headers: dict[str, str]) -> tuple[str | None, Transfer | None]:
+        """The canary's P/D request: what is wrong with its answer (None: nothing) and the
+        KV its decode read (None: no figure)."""
+        sources, sums = await self._metrics()
+        # the proxy's deadline bounds each hop; this bounds anything around them too
+        answer = await asyncio.wait_for(
+            self.proxy.complete(PATH, request_body(self.model), headers),
+            self.timeout_s + 1.0,
+        )
+        # a page without vLLM's figures (the reference worker's) is not read twice
+        sources_after, sums_after = await self._metrics() if sources or sums else ({}, {})
+        moved = measured(answer, sums, sums_after)
+        return token_problem(answer) or kv_problem(answer, sources, sources_after), moved
+
+    async def _metrics(self) -> tuple[dict[str, float], dict[str, float]]:
+        """The engine's prompt-token sources and NIXL transfer sums (vLLM's /metrics; empty
+        for an engine that does not export them, or when the page cannot be read: no
+        evidence, no verdict)."""
         try:
             text = await self.proxy.http.text(self.decode + "/metrics", METRICS_TIMEOUT_S)
         except HopError:
-            return {}
-        return vllm_sources(text)
+            return {}, {}
+        return vllm_sources(text), vllm_transfer(text)
+
+    def kv_fields(self, result: Result) -> dict[str, Any]:
+        """``result``'s KV figures and how they compare with this canary's floor."""
+        return kv_fields(result.transfer, self.min_gbps)
 
 
 def _log_flip(canary: Canary, result: Result) -> None:
@@ -154,12 +183,15 @@ def _log_flip(canary: Canary, result: Result) -> None:
         "decode": canary.decode,
         "took_ms": round(result.took_ms, 1),
         "problem": result.problem,
+        "transport": result.slow,
+        "kv_gbytes_per_second": canary.kv_fields(result)["kv_gbytes_per_second"],
     }
     print(json.dumps(line), file=sys.stderr, flush=True)
 
 
 def build_app(canary: Canary) -> web.Application:
-    """GET /ready: 200 or 503 with {ready, reason, prefill, decode}."""
+    """GET /ready: 200 or 503 with {ready, reason, prefill, decode} and the last canary's
+    KV figures (:func:`~disagg_worker.serve.canary_verdict.kv_fields`)."""
 
     async def ready(_: web.Request) -> web.Response:
         last = await canary.check()
@@ -169,6 +201,7 @@ def build_app(canary: Canary) -> web.Application:
             "reason": found.reason,
             "prefill": canary.prefill,
             "decode": canary.decode,
+            **canary.kv_fields(last),
         }
         return web.json_response(body, status=200 if found.ready else 503)
 
@@ -179,7 +212,8 @@ def build_app(canary: Canary) -> web.Application:
     return app
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
+    """The command line of `disagg worker canary` (render writes its args: tests parse them)."""
     p = argparse.ArgumentParser(
         prog="disagg worker canary",
         description="Serve GET /ready: 200 while a canary P/D request (prefill max_tokens 1, "
@@ -193,12 +227,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-s", type=float, default=15.0, help="deadline over both hops")
     p.add_argument("--interval-s", type=float, default=7.0, help="at most one canary per this")
     p.add_argument("--fresh-s", type=float, default=45.0, help="a pass counts this long")
+    p.add_argument(
+        "--min-bandwidth-gbps",
+        type=_positive,
+        default=None,
+        metavar="GB/S",
+        help="say SlowTransport (still passing) when the KV moved slower than this "
+        "(1e9 bytes/s); default: no floor",
+    )
     p.add_argument("--once", action="store_true", help="run one canary, print it, exit 0/1")
     return p
 
 
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
+
+
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     canary = Canary(
         args.prefill.rstrip("/"),
         args.decode.rstrip("/"),
@@ -206,6 +255,7 @@ def main(argv: list[str]) -> int:
         timeout_s=args.timeout_s,
         interval_s=args.interval_s,
         fresh_s=args.fresh_s,
+        min_gbps=args.min_bandwidth_gbps,
     )
     if args.once:
         return asyncio.run(_once(canary))
@@ -225,5 +275,6 @@ async def _once(canary: Canary) -> int:
     finally:
         await canary.close()
     line = {"event": "canary", "passed": result.passed, "took_ms": round(result.took_ms, 1)}
-    print(json.dumps({**line, "problem": result.problem}), flush=True)
+    line |= {"problem": result.problem, "transport": result.slow, **canary.kv_fields(result)}
+    print(json.dumps(line), flush=True)
     return 0 if result.passed else 1

@@ -10,6 +10,13 @@ can only do that after reading the prefill's KV, so a pass proves the whole tran
 Timing (numbers and why: docs/derivation.md): a probe runs a canary when the last one is
 at least ``interval_s`` old and none is running, else it reuses the last result; the
 verdict is ready only while the last canary passed and is at most ``fresh_s`` old.
+
+Bandwidth: a canary also measures the KV its decode read (:func:`measured`: bytes and
+seconds on the wire, GB/s = 1e9 bytes/s) and, given a floor, reports ``SlowTransport``
+below it (:func:`bandwidth_problem`): a path that works over TCP where RDMA was meant
+passes every other check. A slow path still serves, so it never makes the pod unready:
+the canary passes and its reason says SlowTransport, which the operator reads into
+TransferPathReady. No figure (an engine that reports none) is no verdict.
 """
 
 from __future__ import annotations
@@ -18,20 +25,38 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from disagg_worker.serve.proxy.evidence import recompute_reason, vllm_recomputed
+from disagg_worker.serve.proxy.evidence import answer_transfer, recompute_reason, vllm_recomputed
 
 # A short fixed text: a few tokens for any tokenizer, one KV block for any block size.
 PROMPT = "The transfer path works."
 
 
 @dataclass(frozen=True)
+class Transfer:
+    """The KV one canary's decode read: ``nbytes`` in ``seconds`` on the wire, as ``via``
+    tells it (``answer``: the reference decode's own figures; ``metrics``: deltas of
+    vLLM's NIXL histograms around the request, :mod:`~disagg_worker.serve.proxy.evidence`)."""
+
+    nbytes: float
+    seconds: float
+    via: str
+
+    @property
+    def gbytes_per_second(self) -> float:
+        return self.nbytes / self.seconds / 1e9
+
+
+@dataclass(frozen=True)
 class Result:
     """One canary's outcome: ``at`` (monotonic seconds) when it ended, ``problem`` None when
-    it passed, else what failed (which hop, which URL, why)."""
+    it passed, else what failed (which hop, which URL, why); ``transfer`` the KV it
+    measured (None: no figure)."""
 
     at: float
     took_ms: float
     problem: str | None = None
+    transfer: Transfer | None = None
+    slow: str | None = None  # passed, but the KV moved below the floor (SlowTransport: ...)
 
     @property
     def passed(self) -> bool:
@@ -83,6 +108,62 @@ def kv_problem(
     return None
 
 
+SLOW = "SlowTransport"
+
+
+def measured(
+    answer: dict[str, Any],
+    before: Mapping[str, float] | None = None,
+    after: Mapping[str, float] | None = None,
+) -> Transfer | None:
+    """The KV the decode read for ``answer``: the figures in its answer (reference
+    worker), else the growth of vLLM's NIXL ``bytes`` and ``seconds`` sums from ``before``
+    to ``after``; None when neither says, or nothing moved in measurable time."""
+    found = answer_transfer(answer)
+    via = "answer"
+    if found is None and before and after:
+        grew = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in ("bytes", "seconds")}
+        found, via = (grew["bytes"], grew["seconds"]), "metrics"
+    if found is None or found[0] <= 0 or found[1] <= 0:
+        return None
+    return Transfer(found[0], found[1], via)
+
+
+def bandwidth_problem(moved: Transfer | None, floor_gbps: float | None) -> str | None:
+    """None unless the KV moved slower than ``floor_gbps`` (GB/s); the message starts with
+    :data:`SLOW`, the reason the canary reports. No floor or no figure: no problem."""
+    if floor_gbps is None or moved is None or moved.gbytes_per_second >= floor_gbps:
+        return None
+    return (
+        f"{SLOW}: the KV moved at {moved.gbytes_per_second:.3g} GB/s ({moved.nbytes:.0f} "
+        f"bytes in {moved.seconds * 1e3:.3g} ms), below the floor of {floor_gbps:g} GB/s; "
+        "check the RDMA device, UCX_TLS and UCX_NET_DEVICES"
+    )
+
+
+def kv_fields(moved: Transfer | None, floor_gbps: float | None) -> dict[str, Any]:
+    """The canary's KV figures as JSON fields (its ``--once`` line, its /ready body):
+    ``kv_bytes``, ``kv_seconds``, ``kv_gbytes_per_second`` (null when not measured),
+    ``kv_measured_from``, ``kv_floor_gbytes_per_second`` and ``kv_bandwidth``, a sentence
+    saying how it compares with the floor, or why it was not checked."""
+    if moved is None:
+        note = "not measured: the decode reported no KV transfer figures, so not checked"
+    elif floor_gbps is None:
+        note = "not checked: no floor"
+    elif moved.gbytes_per_second < floor_gbps:
+        note = f"below the floor of {floor_gbps:g} GB/s"
+    else:
+        note = f"at or above the floor of {floor_gbps:g} GB/s"
+    return {
+        "kv_bytes": None if moved is None else int(moved.nbytes),
+        "kv_seconds": None if moved is None else round(moved.seconds, 9),
+        "kv_gbytes_per_second": None if moved is None else round(moved.gbytes_per_second, 6),
+        "kv_measured_from": None if moved is None else moved.via,
+        "kv_floor_gbytes_per_second": floor_gbps,
+        "kv_bandwidth": note,
+    }
+
+
 def token_problem(answer: dict[str, Any]) -> str | None:
     """None when decode's answer carries a generated token (vLLM: usage.completion_tokens or
     the choice's text; the reference worker also gives token_ids), else what is missing."""
@@ -108,7 +189,8 @@ def verdict(last: Result | None, now: float, fresh_s: float) -> Verdict:
         return Verdict(
             False, f"the last passing canary is {age:.0f} s old (fresh for {fresh_s:g} s)"
         )
-    return Verdict(True, f"the last canary passed {age:.0f} s ago in {last.took_ms:.0f} ms")
+    passed = f"the last canary passed {age:.0f} s ago in {last.took_ms:.0f} ms"
+    return Verdict(True, f"{last.slow} ({passed})" if last.slow else passed)
 
 
 def flipped(before: Result | None, after: Result) -> bool:

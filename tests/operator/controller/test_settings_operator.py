@@ -25,8 +25,13 @@ def _vllm(device: str) -> dict[str, object]:
         body["spec"]["prefill"].update(
             device="hpu",
             kvBufferDevice="cpu",
+            acceleratorMemory="4Gi",  # sizes the host copy a cpu buffer keeps
             resources={"limits": {"habana.ai/gaudi": 1, "memory": "8Gi"}},
         )
+        # pools of different devices declare what vLLM's handshake check would compare
+        for role in ("prefill", "decode"):
+            body["spec"][role]["args"] = ["--max-model-len", "1024", "--enforce-eager"]
+        body["spec"]["modelConfig"] = {"dtype": "bfloat16", "kvCacheDtype": "auto", "blockSize": 64}
     return body
 
 

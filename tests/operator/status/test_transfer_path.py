@@ -12,7 +12,7 @@ from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render import canary, kvkey
 from disagg_operator.render.objects import render
 from disagg_operator.status import conditions as status
-from disagg_operator.status.transfer_path import condition
+from disagg_operator.status.transfer_path import condition, to_ask
 from disagg_operator.validation import spec as validation
 from tests.operator.builders import body, by_kind, role
 from tests.operator.status.test_conditions import T0, _compute, _cond
@@ -173,6 +173,38 @@ def test_a_canary_that_says_decode_recomputed_sets_the_reason() -> None:
     # a ready pod's old words count for nothing
     ready = _running(_pods(obj), {})
     assert condition(_spec(obj), ready, DEFAULT, canary_reasons=said)[1] == "CanaryPassing"
+
+
+def test_a_canary_that_says_its_kv_moved_below_the_floor_sets_slow_transport() -> None:
+    obj = body(decode=role(replicas=3), transferCanary={"minBandwidthGbytesPerSecond": 5})
+    # a slow canary passes (its pod serves), and says so: the operator asked it
+    pods = _running(_pods(obj), {})
+    slow = (
+        "SlowTransport: the KV moved at 0.131 GB/s (65536 bytes in 0.5 ms), below the floor "
+        "of 5 GB/s; check the RDMA device, UCX_TLS and UCX_NET_DEVICES (the last canary "
+        "passed 1 s ago in 12 ms)"
+    )
+    said = {"demo-decode-0": slow, "demo-decode-2": slow}
+    found = condition(_spec(obj), pods, DEFAULT, canary_reasons=said)
+    assert found[:2] == ("False", "SlowTransport")
+    assert "2 of 3 decode pod(s): demo-decode-0, demo-decode-2:" in found[2]
+    assert found[2].endswith(f"Their canaries say: {slow}")  # the measured and floor figures
+    assert status.REASONS["TransferPathReady"] >= {"SlowTransport"}
+    # a decode that recomputed says more (no KV moved at all): it wins
+    failing = _running(_pods(obj), {"demo-decode-2": False})
+    both = {**said, "demo-decode-2": "the last canary failed: DecodeRecomputing: ..."}
+    assert condition(_spec(obj), failing, DEFAULT, canary_reasons=both)[1] == "DecodeRecomputing"
+    # the canaries worth asking: the failing ones, and with a floor the passing ones too
+    assert [p["metadata"]["name"] for p in to_ask(_spec(obj), failing)] == [
+        "demo-decode-2",
+        "demo-decode-0",
+        "demo-decode-1",
+    ]
+    plain = body(decode=role(replicas=3))
+    assert [
+        p["metadata"]["name"]
+        for p in to_ask(_spec(plain), _running(_pods(plain), {"demo-decode-2": False}))
+    ] == ["demo-decode-2"]
 
 
 def test_failing_lists_five_pods_then_how_many_more() -> None:

@@ -1,6 +1,7 @@
 """`disagg worker canary` against two real reference workers on loopback: /ready is 200
 while prefill → decode KV transfer works, and 503 with the failing hop named soon after
-the prefill dies; `--once` says the same as an exit code."""
+the prefill dies; `--once` says the same as an exit code; a bandwidth floor above what
+loopback moves says SlowTransport and still passes (a slow path serves)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import time
 import urllib.error
 import urllib.request
 from typing import Any
+
+import pytest
 
 from disagg_worker.serve.localrun import Child, disagg_argv, start_child, wait_ready
 from tests.worker.serve.conftest import Workers
@@ -60,6 +63,9 @@ def test_ready_while_kv_moves_and_503_soon_after_prefill_dies(workers: Workers) 
     status, body = _ready(url)
     assert status == 200, body
     assert body["ready"] is True and body["prefill"] == _url(pre)
+    # the KV the canary's decode read, as the reference worker answered it
+    assert body["kv_bytes"] > 0 and body["kv_measured_from"] == "answer"
+    assert body["kv_bandwidth"] == "not checked: no floor"
 
     # before its first P/D request the canary warmed decode's engine with one plain
     # completion (vLLM CPU on AMX dies when its first forward pass is over remote KV)
@@ -106,3 +112,46 @@ def test_once_exits_by_the_verdict(workers: Workers) -> None:
     done = subprocess.run(dead, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert "decode http://127.0.0.1:9" in json.loads(done.stdout.splitlines()[-1])["problem"]
+
+
+def test_a_floor_above_what_loopback_moves_says_slow_transport_and_passes(
+    workers: Workers,
+) -> None:
+    pre, dec = workers.spawn("prefill"), workers.spawn("decode")
+    workers.ready(pre, dec)
+    argv = disagg_argv("worker", "canary", "--prefill", _url(pre), "--decode", _url(dec))
+    argv += ["--model", "tiny", "--once", "--timeout-s", str(TIMEOUT_S)]
+
+    def once(floor: str) -> tuple[int, dict[str, Any]]:
+        done = subprocess.run(
+            [*argv, "--min-bandwidth-gbps", floor], capture_output=True, text=True, timeout=60
+        )
+        return done.returncode, json.loads(done.stdout.splitlines()[-1])
+
+    # 10000 GB/s: far above loopback's CMA or TCP (a few GB/s at best)
+    code, line = once("10000")
+    assert code == 0 and line["passed"] is True and line["problem"] is None, line
+    assert line["transport"].startswith("SlowTransport: the KV moved at "), line
+    assert f"({line['kv_bytes']} bytes in " in line["transport"]
+    assert "below the floor of 10000 GB/s" in line["transport"]
+    assert line["kv_bytes"] > 0 and 0 < line["kv_seconds"] < TIMEOUT_S
+    assert line["kv_gbytes_per_second"] == pytest.approx(
+        line["kv_bytes"] / line["kv_seconds"] / 1e9, rel=1e-3
+    )
+    assert line["kv_floor_gbytes_per_second"] == 10000.0
+    # 0.0001 GB/s (100 kB/s): far below it, the same path passes
+    code, line = once("0.0001")
+    assert code == 0 and line["problem"] is None and line["transport"] is None, line
+    assert line["kv_gbytes_per_second"] > 0.0001 and line["kv_measured_from"] == "answer"
+    assert line["kv_bandwidth"] == "at or above the floor of 0.0001 GB/s"
+
+
+def test_a_slow_path_keeps_the_pod_ready_and_says_so_on_ready(workers: Workers) -> None:
+    pre, dec = workers.spawn("prefill"), workers.spawn("decode")
+    workers.ready(pre, dec)
+    url = _canary(workers, _url(pre), _url(dec), "--min-bandwidth-gbps", "10000")
+    status, body = _ready(url)
+    # readiness says "this pod can serve": a slow KV path still serves
+    assert status == 200 and body["ready"] is True, body
+    assert body["reason"].startswith("SlowTransport: the KV moved at "), body
+    assert body["kv_bandwidth"] == "below the floor of 10000 GB/s"

@@ -1,14 +1,20 @@
-"""The transfer canary's pure rules: when one runs, what counts as a token, the verdict."""
+"""The transfer canary's pure rules: when one runs, what counts as a token, how fast its KV
+moved and the floor, the verdict."""
 
 from __future__ import annotations
 
 from disagg_worker.serve.canary_verdict import (
     PROMPT,
     RECOMPUTED,
+    SLOW,
     Result,
+    Transfer,
+    bandwidth_problem,
     due,
     flipped,
+    kv_fields,
     kv_problem,
+    measured,
     request_body,
     token_problem,
     verdict,
@@ -62,3 +68,53 @@ def test_only_a_change_of_verdict_is_a_flip() -> None:
     assert flipped(PASS, FAIL) and flipped(FAIL, PASS)
     assert not flipped(PASS, Result(at=200.0, took_ms=1.0))
     assert not flipped(FAIL, Result(at=200.0, took_ms=1.0, problem="other"))
+
+
+# A reference decode's answer: one 64 KiB block read in 0.5 ms on the wire (0.131 GB/s).
+READ = {"choices": [{"text": "a"}], "disagg": {"transfer_bytes": 65536.0, "transfer_wire_ms": 0.5}}
+
+
+def test_the_kv_a_canary_moved_comes_from_the_answer_else_vllms_metrics() -> None:
+    read = measured(READ)
+    assert read == Transfer(65536.0, 0.0005, "answer")
+    assert read.gbytes_per_second == 65536 / 0.0005 / 1e9
+    vllm = {"choices": [{"text": "a"}], "disagg": {"proxy": {}}}
+    before, after = {"bytes": 1e6, "seconds": 0.01}, {"bytes": 3e6, "seconds": 0.011}
+    moved = measured(vllm, before, after)
+    assert moved is not None and moved.via == "metrics" and moved.nbytes == 2e6
+    assert abs(moved.gbytes_per_second - 2.0) < 1e-6  # 2 MB in 1 ms
+    # nothing measurable: no figure (no metrics, no growth, no time)
+    assert measured(vllm) is None and measured(vllm, {}, after) is None
+    assert measured(vllm, after, after) is None
+    assert measured(vllm, before, {"bytes": 2e6, "seconds": 0.01}) is None
+    zero = {"choices": [], "disagg": {"transfer_bytes": 0.0, "transfer_wire_ms": 0.0}}
+    assert measured(zero) is None
+
+
+def test_below_the_floor_is_slow_transport_naming_both_figures() -> None:
+    moved = measured(READ)
+    problem = bandwidth_problem(moved, 5.0) or ""
+    assert problem == (
+        f"{SLOW}: the KV moved at 0.131 GB/s (65536 bytes in 0.5 ms), below the floor of "
+        "5 GB/s; check the RDMA device, UCX_TLS and UCX_NET_DEVICES"
+    )
+    assert bandwidth_problem(moved, 0.1) is None  # above the floor
+    assert bandwidth_problem(moved, None) is None  # no floor
+    assert bandwidth_problem(None, 5.0) is None  # no figure: no verdict on bandwidth
+
+
+def test_the_kv_fields_say_the_figures_and_how_they_compare() -> None:
+    slow = kv_fields(measured(READ), 5.0)
+    assert slow == {
+        "kv_bytes": 65536,
+        "kv_seconds": 0.0005,
+        "kv_gbytes_per_second": 0.131072,
+        "kv_measured_from": "answer",
+        "kv_floor_gbytes_per_second": 5.0,
+        "kv_bandwidth": "below the floor of 5 GB/s",
+    }
+    assert kv_fields(measured(READ), 0.1)["kv_bandwidth"] == "at or above the floor of 0.1 GB/s"
+    assert kv_fields(measured(READ), None)["kv_bandwidth"] == "not checked: no floor"
+    unmeasured = kv_fields(None, 5.0)
+    assert unmeasured["kv_bytes"] is None and unmeasured["kv_gbytes_per_second"] is None
+    assert unmeasured["kv_bandwidth"].startswith("not measured")

@@ -1,0 +1,62 @@
+"""The transfer canary's bandwidth floor: render passes derive's floor to the canary as
+``--min-bandwidth-gbps`` (below it the canary says SlowTransport), and nothing without one."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from disagg_operator.engines.settings import DEFAULT
+from disagg_operator.render import canary
+from disagg_operator.render.objects import render
+from disagg_operator.validation import spec as validation
+from disagg_worker.serve.canary import parser
+from tests.operator.builders import body, by_kind, role
+
+FLAG = "--min-bandwidth-gbps"
+SETTINGS = dataclasses.replace(DEFAULT, canary_image="example.com/disagg-worker:1")
+GPU = {"limits": {"nvidia.com/gpu": 1}}
+IB = {"resources": {"rdma/rdma_shared_device_a": 1}, "devices": ["mlx5_0:1"]}
+
+
+def _args(obj: dict[str, Any]) -> list[str]:
+    """The args of the first decode pod's canary container."""
+    pods = by_kind(render(obj, hmac_key="k", settings=SETTINGS), "Pod")
+    decode = next(p for p in pods if p["metadata"]["labels"]["disagg.dev/role"] == "decode")
+    found = next(c for c in decode["spec"]["containers"] if c["name"] == canary.NAME)
+    args: list[str] = found["args"]
+    return args
+
+
+def _floor(args: list[str]) -> str | None:
+    return args[args.index(FLAG) + 1] if FLAG in args else None
+
+
+def test_the_canarys_floor_is_rendered_compactly_and_the_canary_reads_it() -> None:
+    args = _args(body(transferCanary={"minBandwidthGbytesPerSecond": 5.0}))
+    assert _floor(args) == "5"
+    assert _floor(_args(body(transferCanary={"minBandwidthGbytesPerSecond": 0.25}))) == "0.25"
+    # the worker's own parser takes what render wrote (the operator's canary, unchanged)
+    parsed = parser().parse_args(args)
+    assert parsed.min_bandwidth_gbps == 5.0
+
+
+def test_no_floor_no_flag() -> None:
+    assert _floor(_args(body())) is None
+    assert _floor(_args(body(decode=role(replicas=2)))) is None
+
+
+def test_an_rdma_pair_gets_the_rdma_floor_unless_the_canary_sets_one() -> None:
+    pair = {
+        "engine": "vllm",
+        "prefill": role("cuda", resources=dict(GPU)),
+        "decode": role("cuda", resources=dict(GPU)),
+    }
+    rdma = body(**pair, kvTransfer={"rdma": IB})
+    dd, problems = validation.parse(rdma, settings=SETTINGS)
+    assert dd is not None and not problems, problems
+    assert _floor(_args(rdma)) == "1"  # derive.transfer.RDMA_FLOOR_GBPS
+    given = body(
+        **pair, kvTransfer={"rdma": IB}, transferCanary={"minBandwidthGbytesPerSecond": 12.5}
+    )
+    assert _floor(_args(given)) == "12.5"
