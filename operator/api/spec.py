@@ -418,6 +418,10 @@ class DeploymentSpec(_Model):
     def peer(self, name: str) -> PrefillSpec | DecodeSpec:
         return self.decode if name == "prefill" else self.prefill
 
+    def image(self, name: str) -> str:
+        """The engine image of role ``name``: its own, else the deployment's."""
+        return self.role(name).image or self.engine.image
+
 
 class ObjectMeta(BaseModel):
     """The part of metadata render needs; everything else is kept and ignored."""

@@ -177,7 +177,7 @@ class Engine:
 
     def version_key(self, spec: DeploymentSpec) -> Any:
         """What fixes the KV layout beyond the spec's fields: by default the images."""
-        return sorted({spec.role(r).image or spec.engine.image for r in ROLES})
+        return sorted({spec.image(r) for r in ROLES})
 
     def version_condition(self, spec: DeploymentSpec) -> tuple[str, str, str] | None:
         return None

@@ -140,7 +140,7 @@ def pod(
     }
     pod_spec.update({k: v for k, v in placement.items() if v})
     if source.init is not None:
-        download = {"image": r.image or spec.engine.image, **source.init}
+        download = {"image": spec.image(role), **source.init}
         pod_spec["initContainers"] = [{**download, "securityContext": dict(CONTAINER_SECURITY)}]
     pod_spec = overlay.apply(pod_spec, r.pod_template)
     extra_labels, extra_annotations = overlay.metadata(r.pod_template)
@@ -180,7 +180,7 @@ def engine_container(spec: DeploymentSpec, role: str, settings: Settings) -> dic
     derived = engine.container(spec, role, port, settings)
     container: dict[str, Any] = {
         "name": ENGINE,
-        "image": r.image or spec.engine.image,
+        "image": spec.image(role),
         "command": list(derived.command),
         "env": _merge_env([*derived.env, *_rdma_env(spec, role)], r),
         "ports": _ports(engine.side_channel_ports(spec, role), port),

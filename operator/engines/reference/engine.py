@@ -234,7 +234,7 @@ class Reference(Engine):
 
     def canary_image(self, spec: DeploymentSpec, settings: Settings) -> str | None:
         """The decode image: it has the ``disagg`` command."""
-        return spec.decode.image or spec.engine.image
+        return spec.image("decode")
 
     def derived_env(self, spec: DeploymentSpec, role: str) -> Mapping[str, str]:
         out = dict.fromkeys(_env_names(), "the spec field it comes from (docs/derivation.md)")

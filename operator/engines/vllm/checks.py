@@ -142,13 +142,13 @@ def _cpu_decode(spec: DeploymentSpec) -> Iterator[Problem]:
 
 
 def _known_version(spec: DeploymentSpec, devices: str) -> Iterator[Problem]:
-    images = {spec.role(r).image or spec.engine.image for r in ROLES}
+    images = {spec.image(r) for r in ROLES}
     if spec.engine.version is not None or len(images) == 1:
         return  # declared, or one image: one vLLM
     untagged = [
         f"spec.{r}.image" if spec.role(r).image else "spec.engine.image"
         for r in ROLES
-        if vllm.image_version(spec.role(r).image or spec.engine.image) is None
+        if vllm.image_version(spec.image(r)) is None
     ]
     if untagged:
         yield Problem(
@@ -161,7 +161,7 @@ def _known_version(spec: DeploymentSpec, devices: str) -> Iterator[Problem]:
 
 def _nixl_versions(spec: DeploymentSpec) -> Iterator[Problem]:
     given = {r: spec.role(r).nixl_version for r in ROLES}
-    images = {spec.role(r).image or spec.engine.image for r in ROLES}
+    images = {spec.image(r) for r in ROLES}
     if not any(given.values()) and not (transfer.mixed_attention(spec) and len(images) > 1):
         return
     for role, version in given.items():
