@@ -240,36 +240,46 @@ def _resources(spec: DeploymentSpec, settings: Settings, engine: Engine) -> Iter
                     yield Problem(f"spec.{role}.resources.{where}[{key}]", str(e))
         yield from corev1.resource_problems(f"spec.{role}.resources", requests, limits)
         yield from _claims(spec, role)
-        if resource is None or effective_replicas(spec, role) == 0:
-            continue
-        ranks = engine.devices_per_pod(spec, role)
-        claims = bool(r.resources and r.resources.claims)
-        if resource in limits and r.claimed_devices is not None:
-            yield Problem(
-                f"spec.{role}.claimedDevices",
-                f"the pool's devices come from limits['{resource}']; remove claimedDevices "
-                "(it counts devices of resource claims)",
-            )
-        elif resource in limits:
-            at = f"spec.{role}.resources.limits[{resource}]"
-            yield from _device_count(at, limits[resource], ranks, r.tensor_parallel_size)
-        elif claims and r.claimed_devices is None:
-            yield Problem(
-                f"spec.{role}.claimedDevices",
-                f"required: resources.claims gives device {r.device!r} its devices, and the "
-                "claim's template is not read here; set the devices one pod gets "
-                f"(tensorParallelSize needs {ranks})",
-            )
-        elif claims:
-            at = f"spec.{role}.claimedDevices"
-            yield from _device_count(at, r.claimed_devices or 0, ranks, r.tensor_parallel_size)
-        elif resource not in requests:  # else the API server's rule above names it
-            yield Problem(
-                f"spec.{role}.resources.limits",
-                f"device {r.device!r} needs the {resource} resource; add "
-                f"resources.limits['{resource}']: {ranks}, or a resource claim "
-                "(resources.claims with podTemplate.spec.resourceClaims and claimedDevices)",
-            )
+        if resource is not None and effective_replicas(spec, role) > 0:
+            yield from _accelerators(spec, role, resource, engine)
+
+
+def _accelerators(
+    spec: DeploymentSpec, role: str, resource: str, engine: Engine
+) -> Iterator[Problem]:
+    """An accelerator pool's devices: from the device resource's limit or from resource
+    claims (claimedDevices), as many as its ranks."""
+    r = spec.role(role)
+    limits = (r.resources.limits if r.resources else None) or {}
+    requests = (r.resources.requests if r.resources else None) or {}
+    ranks = engine.devices_per_pod(spec, role)
+    claims = bool(r.resources and r.resources.claims)
+    if resource in limits and r.claimed_devices is not None:
+        yield Problem(
+            f"spec.{role}.claimedDevices",
+            f"the pool's devices come from limits['{resource}']; remove claimedDevices "
+            "(it counts devices of resource claims)",
+        )
+    elif resource in limits:
+        at = f"spec.{role}.resources.limits[{resource}]"
+        yield from _device_count(at, limits[resource], ranks, r.tensor_parallel_size)
+    elif claims and r.claimed_devices is None:
+        yield Problem(
+            f"spec.{role}.claimedDevices",
+            f"required: resources.claims gives device {r.device!r} its devices, and the "
+            "claim's template is not read here; set the devices one pod gets "
+            f"(tensorParallelSize needs {ranks})",
+        )
+    elif claims:
+        at = f"spec.{role}.claimedDevices"
+        yield from _device_count(at, r.claimed_devices or 0, ranks, r.tensor_parallel_size)
+    elif resource not in requests:  # else the API server's rule names it
+        yield Problem(
+            f"spec.{role}.resources.limits",
+            f"device {r.device!r} needs the {resource} resource; add "
+            f"resources.limits['{resource}']: {ranks}, or a resource claim "
+            "(resources.claims with podTemplate.spec.resourceClaims and claimedDevices)",
+        )
 
 
 def _claims(spec: DeploymentSpec, role: str) -> Iterator[Problem]:
