@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import socket
 import time
 import urllib.error
@@ -26,12 +27,38 @@ from disagg_worker.vllm import metrics
 PROGRESS_S = 15.0
 
 
-def free_ports() -> Iterator[int]:
-    """Ports free on 127.0.0.1 right now (the OS picks; each is released before use)."""
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10000
+
+
+def ephemeral_low(path: Path = EPHEMERAL_RANGE) -> int:
+    """The first port the kernel hands to a bind to port 0 (Linux: 32768 by default)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(path.read_text().split()[0])
+    return 32768
+
+
+def free_ports(low: int | None = None, lowest: int = LOWEST_PORT) -> Iterator[int]:
+    """Ports free on 127.0.0.1 right now, each once, below the kernel's ephemeral range:
+    a port picked by bind(0) and released is the kind a later bind(0) gets again, and
+    vLLM's engine core binds its own sockets so while its API server has yet to take its
+    port (seen: the engine core's socket on the API server's port, whose /health never
+    answered). Random within the range, so two runs rarely try the same ports."""
+    top = ephemeral_low() if low is None else low
+    given: set[int] = set()
+    rng = random.Random()
     while True:
+        port = rng.randrange(lowest, top) if top > lowest else 0  # 0: the OS picks
+        if port in given:
+            continue
         with socket.socket() as s:
-            s.bind((LOCAL, 0))
-            yield int(s.getsockname()[1])
+            try:
+                s.bind((LOCAL, port))
+            except OSError:
+                continue  # taken: try another
+            port = int(s.getsockname()[1])
+        given.add(port)
+        yield port
 
 
 def host_cores() -> list[int]:
