@@ -223,7 +223,7 @@ def _rdma_capabilities(spec: DeploymentSpec, role: str) -> dict[str, Any]:
     one capability a pod of ours adds; docs/security.md says which Pod Security level)."""
     if transfer.rdma(spec, role) is None:
         return {}
-    return {"capabilities": {"drop": ["ALL"], "add": [transfer.IPC_LOCK]}}
+    return {"capabilities": {**CONTAINER_SECURITY["capabilities"], "add": [transfer.IPC_LOCK]}}
 
 
 def rdma_annotations(spec: DeploymentSpec, role: str) -> dict[str, str]:

@@ -123,9 +123,8 @@ def pair(spec: DeploymentSpec) -> Iterator[Problem]:
 
 
 def _cpu_decode(spec: DeploymentSpec) -> Iterator[Problem]:
+    """A cpu decode of a pair of different devices (the one such pair vLLM serves)."""
     m = spec.model_spec
-    if spec.decode.device != "cpu":
-        return
     if m.kv_cache_dtype is not None and m.kv_cache_dtype not in vllm.CPU_TRANSFER_KV_DTYPES:
         yield Problem(
             "spec.modelConfig.kvCacheDtype",
@@ -142,20 +141,16 @@ def _cpu_decode(spec: DeploymentSpec) -> Iterator[Problem]:
 
 
 def _known_version(spec: DeploymentSpec, devices: str) -> Iterator[Problem]:
-    images = {spec.image(r) for r in ROLES}
-    if spec.engine.version is not None or len(images) == 1:
+    images = derive.role_images(spec)
+    if spec.engine.version is not None or len({image for _, image in images}) == 1:
         return  # declared, or one image: one vLLM
-    untagged = [
-        f"spec.{r}.image" if spec.role(r).image else "spec.engine.image"
-        for r in ROLES
-        if vllm.image_version(spec.image(r)) is None
-    ]
+    untagged = [field for field, image in images if vllm.image_version(image) is None]
     if untagged:
         yield Problem(
             "spec.engine.version",
             f"{devices} must run the same vLLM, and with its handshake check off nothing "
-            f"compares the versions: {' and '.join(dict.fromkeys(untagged))} has no version "
-            "in its tag; use versioned image tags or set spec.engine.version",
+            f"compares the versions: {' and '.join(untagged)} has no version in its tag; "
+            "use versioned image tags or set spec.engine.version",
         )
 
 
@@ -257,7 +252,7 @@ def host_buffers(spec: DeploymentSpec, table: Table) -> Iterator[Problem]:
             )
             continue
         memory = cpu_limits(r)[1]
-        if buffer is None or not buffer or memory is None:
+        if not buffer or memory is None:  # none, none needed, or no limit to hold it
             continue
         runtime = r.tensor_parallel_size * derive.CPU_RUNTIME_GIB * gib
         if memory < buffer + runtime:

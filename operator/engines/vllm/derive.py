@@ -47,13 +47,15 @@ CPU_RESERVE_SPIN_FREE_PER_RANK = 1
 _GIB = 1024**3
 
 
+def role_images(spec: DeploymentSpec) -> tuple[tuple[str, str], ...]:
+    """(the field that names it, image) of each pool's engine image, once per field."""
+    fields = [(f"spec.{r}.image" if spec.role(r).image else "spec.engine.image", r) for r in ROLES]
+    return tuple(dict.fromkeys((field, spec.image(r)) for field, r in fields))
+
+
 def resolution(spec: DeploymentSpec) -> vllm.Resolution:
     """The vLLM version this deployment runs and its profile (engine.version, else tags)."""
-    images: list[tuple[str, str]] = []
-    for r in ROLES:
-        own = spec.role(r).image
-        images.append((f"spec.{r}.image", own) if own else ("spec.engine.image", spec.engine.image))
-    return vllm.resolve(spec.engine.version, tuple(dict.fromkeys(images)))
+    return vllm.resolve(spec.engine.version, role_images(spec))
 
 
 def profile(spec: DeploymentSpec) -> vllm.Profile:
