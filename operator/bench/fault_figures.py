@@ -50,31 +50,47 @@ KEYS = (
     "fuzz_rss_growth_mb",
     "fuzz_still_serves",
     "prefill_kill_requests",
+    "prefill_kill_inflight",
     "prefill_kill_client_failed",
     "prefill_kill_statuses",
+    "prefill_kill_prefill_failovers",
     "prefill_kill_decode_retries",
 )
 
 TARGETS: dict[str, Any] = {
     "load_failed": 0,
+    "baseline_failed": 0,
+    "bad_peer_healthy_failed": 0,
     "bad_peer_healthy_p99_ms": "<= 2 x baseline_p99_ms",
     "prefill_restart_failed": 0,
+    "prefill_restart_before_failed": 0,
     "release_after_decode_fail_s": "<= 1",
     "fuzz_rss_growth_mb": "<= 16",
-    "prefill_kill_client_failed": 0,
+    "prefill_kill_inflight": "> 0 (else the kill tested nothing)",
+    "prefill_kill_client_failed": "0, with prefill_kill_inflight > 0",
 }
 
 # target → (the figures it reads, whether they meet it)
 _CHECKS: dict[str, tuple[tuple[str, ...], Callable[..., bool]]] = {
     "load_failed": (("load_failed",), lambda failed: failed == 0),
+    "baseline_failed": (("baseline_failed",), lambda failed: failed == 0),
+    "bad_peer_healthy_failed": (("bad_peer_healthy_failed",), lambda failed: failed == 0),
     "bad_peer_healthy_p99_ms": (
         ("bad_peer_healthy_p99_ms", "baseline_p99_ms"),
         lambda p99, base: p99 <= 2 * base,
     ),
     "prefill_restart_failed": (("prefill_restart_failed",), lambda failed: failed == 0),
+    "prefill_restart_before_failed": (
+        ("prefill_restart_before_failed",),
+        lambda failed: failed == 0,
+    ),
     "release_after_decode_fail_s": (("release_after_decode_fail_s",), lambda s: s <= 1.0),
     "fuzz_rss_growth_mb": (("fuzz_rss_growth_mb",), lambda mb: mb <= 16.0),
-    "prefill_kill_client_failed": (("prefill_kill_client_failed",), lambda failed: failed == 0),
+    "prefill_kill_inflight": (("prefill_kill_inflight",), lambda inflight: inflight > 0),
+    "prefill_kill_client_failed": (
+        ("prefill_kill_client_failed", "prefill_kill_inflight"),
+        lambda failed, inflight: failed == 0 and inflight > 0,
+    ),
 }
 
 
@@ -163,6 +179,23 @@ def restart_figures(records: Sequence[Record], kill_at: float, ready_at: float) 
         "prefill_restart_down_failed": failed(windows["down"]),
         "prefill_restart_requests": {k: len(v) for k, v in windows.items()},
         "prefill_restart_before_failed": failed(windows["before"]),
+    }
+
+
+def prefill_kill_figures(
+    records: Sequence[Record], inflight: int, health: dict[str, Any]
+) -> dict[str, Any]:
+    """The prefill-kill phase: the clients' records; ``inflight``, the hops the proxy had
+    on the killed prefill when the signal went (read just before it); ``health``, the
+    proxy's ``/health`` after the phase (prefill hops that moved on from an unreachable
+    worker, decode hops retried from the other prefill)."""
+    return {
+        "prefill_kill_requests": len(records),
+        "prefill_kill_inflight": inflight,
+        "prefill_kill_client_failed": failed(records),
+        "prefill_kill_statuses": status_counts(records),
+        "prefill_kill_prefill_failovers": health["hop_failovers"]["prefill"]["unreachable"],
+        "prefill_kill_decode_retries": health.get("prefill_retries", 0),
     }
 
 

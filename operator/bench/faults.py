@@ -22,6 +22,8 @@ kills and restarts them, talks HTTP and ZMQ). Phases (``--only`` picks some):
    supervisor); ``--clients`` clients through the proxy for twice ``--phase-s``, one
    prefill SIGKILLed a quarter in and left dead. The proxy retries a prefill hop that lost
    its worker and a decode that could not read from it on the other: no client may see it.
+   The prefill dies while the proxy has a hop in flight on it (it waits for one), and that
+   count is reported: a kill that hit an idle prefill tests nothing.
 
 Figures, their targets and what each means: docs/local-run.md, "Faults benchmark".
 """
@@ -269,7 +271,8 @@ def phase_prefill_kill(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     try:
         progress("prefill kill: the manifest with two prefills ...")
         launch(path, tmp, tmp, run, port=0, say=progress)
-        victim = next(c for c in run.children if c.name == run.names[run.workers["prefill"][1]])
+        victim_url = run.workers["prefill"][1]
+        victim = next(c for c in run.children if c.name == run.names[victim_url])
         completions = run.proxy_url + "/v1/completions"
         post(completions, completion(prompt(random.Random(0), 64, 64)))  # warm-up
         progress(f"  {args.clients} clients for {2 * args.phase_s:g} s; SIGKILL {victim.name} ...")
@@ -277,25 +280,37 @@ def phase_prefill_kill(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         clients.start()
         try:
             time.sleep(args.phase_s / 2)
-            victim.proc.send_signal(signal.SIGKILL)
+            inflight = _kill_busy(run.proxy_url, victim_url, victim, args.phase_s)
             time.sleep(args.phase_s * 3 / 2)
         finally:
             records = clients.stop()
         with urllib.request.urlopen(run.proxy_url + "/health", timeout=10) as resp:
-            retries = json.load(resp).get("prefill_retries", 0)
+            health = json.load(resp)
     finally:
         stop_children(run.children)
-    figures = {
-        "prefill_kill_requests": len(records),
-        "prefill_kill_client_failed": ff.failed(records),
-        "prefill_kill_statuses": ff.status_counts(records),
-        "prefill_kill_decode_retries": retries,
-    }
+    figures = ff.prefill_kill_figures(records, inflight, health)
     progress(
-        f"  {figures['prefill_kill_requests']} requests, "
-        f"{figures['prefill_kill_client_failed']} failed; {retries} decode retries"
+        f"  {figures['prefill_kill_requests']} requests, {inflight} in flight on the killed "
+        f"prefill, {figures['prefill_kill_client_failed']} failed; "
+        f"{figures['prefill_kill_prefill_failovers']} prefill hops moved on, "
+        f"{figures['prefill_kill_decode_retries']} decode retries"
     )
     return figures
+
+
+def _kill_busy(proxy_url: str, victim_url: str, victim: Child, within_s: float) -> int:
+    """SIGKILL ``victim`` as soon as the proxy has a hop in flight on it (at most
+    ``within_s`` of waiting, then regardless); the hops in flight it read just before."""
+    inflight, end = 0, time.monotonic() + within_s
+    while time.monotonic() < end:
+        with urllib.request.urlopen(proxy_url + "/health", timeout=10) as resp:
+            pool = json.load(resp)["prefill"]
+        inflight = next(b["inflight"] for b in pool if b["url"] == victim_url.rstrip("/"))
+        if inflight > 0:
+            break
+        time.sleep(0.002)
+    victim.proc.send_signal(signal.SIGKILL)
+    return int(inflight)
 
 
 def run_phases(args: argparse.Namespace, phases: list[str]) -> dict[str, Any]:

@@ -90,11 +90,15 @@ def test_restart_figures_count_failures_per_window() -> None:
 def good() -> dict[str, object]:
     return {
         "load_failed": 0,
+        "baseline_failed": 0,
+        "bad_peer_healthy_failed": 0,
+        "prefill_restart_before_failed": 0,
         "baseline_p99_ms": 100.0,
         "bad_peer_healthy_p99_ms": 200.0,
         "prefill_restart_failed": 0,
         "release_after_decode_fail_s": 1.0,
         "fuzz_rss_growth_mb": 16.0,
+        "prefill_kill_inflight": 1,
         "prefill_kill_client_failed": 0,
     }
 
@@ -108,6 +112,9 @@ def test_every_target_met_at_its_bound() -> None:
     ("key", "value"),
     [
         ("load_failed", 1),
+        ("baseline_failed", 1),
+        ("bad_peer_healthy_failed", 2),
+        ("prefill_restart_before_failed", 1),
         ("bad_peer_healthy_p99_ms", 200.1),
         ("prefill_restart_failed", 3),
         ("release_after_decode_fail_s", 30.0),
@@ -221,3 +228,34 @@ def test_only_names_known_phases(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--only", "load,nope"])
     assert exc.value.code == 2
     assert "--only: nope: phases are load,bad-peer,restart,release,fuzz" in capsys.readouterr().err
+
+
+def test_prefill_kill_counts_only_with_requests_in_flight_on_the_victim() -> None:
+    """The phase proves the retries only when the killed prefill had work when it died:
+    with none in flight, 0 client failures meets nothing."""
+    records = [rec(0, 1), rec(0, 2), rec(1, 3, 502)]
+    health = {
+        "prefill_retries": 2,
+        "hop_failovers": {"prefill": {"unreachable": 5, "full": 1}, "decode": {}},
+    }
+    f = ff.prefill_kill_figures(records, inflight=3, health=health)
+    assert f == {
+        "prefill_kill_requests": 3,
+        "prefill_kill_inflight": 3,
+        "prefill_kill_client_failed": 1,
+        "prefill_kill_statuses": {"200": 2, "502": 1},
+        "prefill_kill_prefill_failovers": 5,
+        "prefill_kill_decode_retries": 2,
+    }
+    assert ff.met(f)["prefill_kill_client_failed"] is False
+    clean = ff.prefill_kill_figures(records[:2], inflight=3, health=health)
+    assert ff.met(clean)["prefill_kill_client_failed"] is True
+    assert ff.met(clean)["prefill_kill_inflight"] is True
+    idle = ff.prefill_kill_figures(records[:2], inflight=0, health=health)
+    assert ff.met(idle)["prefill_kill_inflight"] is False
+    assert ff.met(idle)["prefill_kill_client_failed"] is False
+
+
+def test_every_failure_figure_of_healthy_requests_has_a_target() -> None:
+    healthy = [k for k in ff.KEYS if k.endswith("_failed") and "down" not in k]
+    assert healthy and all(k in ff.TARGETS for k in healthy), set(healthy) - set(ff.TARGETS)

@@ -70,6 +70,7 @@ def build_app(proxy: Proxy) -> web.Application:
             "policy": proxy.prefill.policy,
             "routing": dataclasses.asdict(proxy.planner.policy),
             "prefill_retries": proxy.retried,
+            "hop_failovers": {"prefill": proxy.prefill.failovers, "decode": proxy.decode.failovers},
         }
         return web.json_response({**info, **pools})
 

@@ -97,6 +97,8 @@ class Pool:
             raise ValueError("a pool needs at least one worker URL")
         self.policy, self.service = policy, service
         self.backends: list[Backend] = []
+        # hops that went on to the next worker, by why they left the one they tried
+        self.failovers = {"unreachable": 0, "full": 0}
         self.set_urls(urls)
 
     def set_urls(self, urls: Sequence[str]) -> None:
@@ -147,6 +149,7 @@ async def first_taker(
         except HopError as e:
             if not e.retryable or i == len(candidates) - 1:
                 raise
+            pool.failovers["full" if e.status == 503 else "unreachable"] += 1
         finally:
             backend.inflight -= 1
     raise AssertionError("a pool has at least one worker")

@@ -406,6 +406,25 @@ async def test_a_prefill_that_dies_mid_request_is_retried_on_the_next_one(stack:
     assert len(seen_p) == 3 and len(seen_d) == 2
 
 
+async def test_health_counts_each_hop_that_moved_on_by_role_and_cause(stack: Any) -> None:
+    """A hop that went on to the next worker is counted where the worker it left is: by
+    role, as ``unreachable`` (refused, reset: a dead worker) or ``full`` (503)."""
+    client, seen_p, _ = await stack([_dies, _full("1"), _prefill_ok], _decode_ok,
+                                    policy="round-robin")  # fmt: skip
+    for _ in range(3):  # each worker is the first pick once
+        async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
+            assert resp.status == 200, await resp.text()
+    async with client.get("/health") as resp:
+        health = await resp.json()
+    # the others follow the first pick in pool order: dying, full, good; full, dying, good;
+    # good alone
+    assert health["hop_failovers"] == {
+        "prefill": {"unreachable": 2, "full": 2},
+        "decode": {"unreachable": 0, "full": 0},
+    }
+    assert len(seen_p) == 7
+
+
 async def test_a_decode_that_dies_mid_request_is_not_retried(stack: Any) -> None:
     # decode may have produced output: what it did is not repeated elsewhere
     client, _, seen_d = await stack(_prefill_ok, [_dies, _decode_ok], policy="round-robin")
