@@ -54,6 +54,7 @@ from disagg_worker.serve.proxy.hops import (
     HopClient,
     prefill_body,
     relay_stream,
+    stream_headers,
 )
 from disagg_worker.serve.proxy.metrics import ProxyMetrics
 from disagg_worker.serve.proxy.planner import Plan, Planner
@@ -216,14 +217,18 @@ class Proxy:
         event."""
         deadline = time.monotonic() + self.timeout_s
         plan = await self.planner.plan(path, body, headers, deadline)
+        route = {"path": plan.route.path, "route_reason": plan.route.reason}
         if plan.route.path == "decode":
             local = {**body, "kv_transfer_params": LOCAL_PARAMS}
             backend, resp = await self._open_decode(path, local, headers, deadline, plan)
         else:
-            backend, resp = await self._open_both(path, body, headers, deadline, plan)
+            backend, resp, hop = await self._open_both(path, body, headers, deadline, plan)
+            route.update(hop)
+        route["decode_url"] = backend.url
         backend.inflight += 1
         try:
-            out = await relay_stream(request, resp, f"decode {backend.url + path}", headers)
+            where = f"decode {backend.url + path}"
+            out = await relay_stream(request, resp, where, headers, stream_headers(route))
         except BaseException:  # cancelled when the client left: decode must stop too
             resp.close()
             raise
@@ -240,14 +245,19 @@ class Proxy:
         headers: dict[str, str],
         deadline: float,
         plan: Plan,
-    ) -> tuple[Backend, aiohttp.ClientResponse]:
+    ) -> tuple[Backend, aiohttp.ClientResponse, dict[str, Any]]:
         """Prefill, then open decode's stream (:meth:`_pair`: retried only before
-        decode's first byte, when nothing reached the client)."""
+        decode's first byte, when nothing reached the client); with the prefill hop's
+        figures (its worker, time and retries) for the stream's headers."""
 
         def decode(second: dict[str, Any]) -> Awaitable[tuple[Backend, aiohttp.ClientResponse]]:
             return self._open_decode(path, second, headers, deadline, plan)
 
-        return (await self._pair(path, body, headers, deadline, decode))[2]
+        start = time.perf_counter()
+        p, _, (d, resp), tried, t1 = await self._pair(path, body, headers, deadline, decode)
+        hop = {"prefill_url": p.url, "prefill_hop_ms": (t1 - start) * 1000.0,
+               "prefill_retries": len(tried)}  # fmt: skip
+        return d, resp, hop
 
     async def _open_decode(
         self,

@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -54,16 +55,51 @@ def prefill_body(body: dict[str, Any]) -> dict[str, Any]:
     return first
 
 
+# A streamed answer's route, in headers (its body is decode's events, passed unchanged):
+# what ``disagg.proxy`` says of a whole answer. Name → (the figure, its type).
+STREAM_HEADERS: dict[str, tuple[str, type]] = {
+    "X-Disagg-Path": ("path", str),  # pd (prefill, then decode) or decode (decode alone)
+    "X-Disagg-Route-Reason": ("route_reason", str),
+    "X-Disagg-Prefill-Url": ("prefill_url", str),
+    "X-Disagg-Prefill-Hop-Ms": ("prefill_hop_ms", float),
+    "X-Disagg-Prefill-Retries": ("prefill_retries", int),
+    "X-Disagg-Decode-Url": ("decode_url", str),
+}
+
+
+def stream_headers(route: Mapping[str, Any]) -> dict[str, str]:
+    """The :data:`STREAM_HEADERS` of a streamed answer whose route figures are ``route``
+    (a figure it lacks, as the prefill's for decode alone, is left out)."""
+    return {
+        name: f"{route[key]:.3f}" if kind is float else str(route[key])
+        for name, (key, kind) in STREAM_HEADERS.items()
+        if key in route
+    }
+
+
+def route_of(headers: Mapping[str, str]) -> dict[str, Any]:
+    """:func:`stream_headers` read back, typed: a client's view of a stream's route."""
+    return {
+        key: kind(headers[name]) for name, (key, kind) in STREAM_HEADERS.items() if name in headers
+    }
+
+
 async def relay_stream(
-    request: web.Request, resp: aiohttp.ClientResponse, where: str, headers: dict[str, str]
+    request: web.Request,
+    resp: aiohttp.ClientResponse,
+    where: str,
+    headers: dict[str, str],
+    route: Mapping[str, str] | None = None,
 ) -> web.StreamResponse:
     """Copy decode's event stream to the client as the bytes arrive (no re-framing: the
-    worker's ``data:`` lines and ``[DONE]`` pass unchanged)."""
+    worker's ``data:`` lines and ``[DONE]`` pass unchanged); ``route``: the
+    :func:`stream_headers` it answers with."""
     out = web.StreamResponse(
         headers={
             "Content-Type": resp.headers.get("Content-Type", "text/event-stream"),
             "Cache-Control": "no-cache",
             "X-Request-Id": headers["X-Request-Id"],
+            **(route or {}),
         }
     )
     await out.prepare(request)

@@ -18,6 +18,8 @@ from aiohttp.test_utils import TestServer
 from disagg_worker.serve.openai import RELEASE_PATH
 from disagg_worker.serve.proxy.app import build_app
 from disagg_worker.serve.proxy.flow import Proxy
+from disagg_worker.serve.proxy.hops import route_of
+from disagg_worker.serve.proxy.routing import Policy
 from disagg_worker.serve.proxy.upstream import Pool
 
 VLLM_PARAMS = {
@@ -240,6 +242,51 @@ async def test_stream_passes_decode_chunks_through_as_they_come(stack: Any) -> N
     pre, dec = seen_p[0]["body"], seen_d[0]["body"]
     assert pre["stream"] is False and "stream_options" not in pre
     assert dec["stream"] is True and dec["stream_options"] == {"include_usage": True}
+
+
+def _decode_streams(body: dict[str, Any]) -> Any:
+    async def write(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(b'data: {"choices": [{"text": "a"}]}\n\ndata: [DONE]\n\n')
+        return resp
+
+    return write
+
+
+async def test_a_stream_says_its_route_in_headers(stack: Any) -> None:
+    """A stream's body is decode's, unchanged: the route (path, reason, the prefill that
+    served it and its hop time, retries, the decode) comes in headers, read back by
+    route_of as disagg.proxy says it of a whole answer."""
+    client, _, _ = await stack([_dies, _prefill_ok], _decode_streams, policy="round-robin")
+    routes = []
+    for _ in range(2):  # the first pick, either prefill: the dying one costs a failover
+        async with client.post("/v1/completions", json={"prompt": "x", "stream": True}) as resp:
+            assert resp.status == 200
+            await resp.read()
+            routes.append(route_of(resp.headers))
+    for route in routes:
+        assert route["path"] == "pd" and route["route_reason"] == "always"
+        assert route["prefill_url"].startswith("http://127.0.0.1:")
+        assert route["decode_url"].startswith("http://127.0.0.1:")
+        assert route["prefill_url"] != route["decode_url"]
+        assert isinstance(route["prefill_hop_ms"], float) and route["prefill_hop_ms"] > 0
+        assert route["prefill_retries"] == 0  # a prefill hop moving on is not a decode retry
+    assert routes[0]["prefill_url"] == routes[1]["prefill_url"]  # the live one, both times
+
+
+async def test_a_decode_alone_stream_names_no_prefill(stack: Any) -> None:
+    client, seen_p, _ = await stack(
+        _prefill_ok, _decode_streams, routing=Policy(mode="threshold", threshold_tokens=100)
+    )
+    body = {"prompt": [1, 2, 3], "stream": True}  # 3 tokens, counted without a tokenize call
+    async with client.post("/v1/completions", json=body) as resp:
+        assert resp.status == 200
+        await resp.read()
+        route = route_of(resp.headers)
+    assert route["path"] == "decode" and route["route_reason"] == "below_threshold"
+    assert "prefill_url" not in route and "prefill_hop_ms" not in route
+    assert not seen_p
 
 
 async def test_a_client_leaving_mid_stream_closes_the_decode_hop(
