@@ -36,14 +36,15 @@ def tops_of(choice: Mapping[str, Any]) -> Tops:
 
 
 def gap(mine: Sequence[Mapping[int, float]], theirs: Sequence[Mapping[int, float]]) -> float:
-    """The largest difference between the two runs' logprobs of a token both rank at the
-    same position; inf when the runs differ in length or a position shares no token."""
+    """The largest difference between the two runs' logprobs of a token, over every token
+    either run ranks at a position (the union of both top lists); inf when the runs differ
+    in length, or one ranks a token the other does not (its logprob there is only known to
+    be below that run's lowest listed one: the worst case is unbounded)."""
     if len(mine) != len(theirs) or not mine:
         return math.inf
     worst = 0.0
     for a, b in zip(mine, theirs, strict=True):
-        shared = a.keys() & b.keys()
-        if not shared:
+        if a.keys() != b.keys():
             return math.inf
-        worst = max(worst, *(abs(a[t] - b[t]) for t in shared))
+        worst = max(worst, *(abs(a[t] - b[t]) for t in a))
     return worst

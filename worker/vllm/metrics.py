@@ -93,6 +93,18 @@ def histograms(page: str, names: Iterable[str] = PHASES) -> dict[str, tuple[floa
     return {name: (s, c) for name, (s, c) in totals.items()}
 
 
+def counter(page: str, name: str) -> float:
+    """A counter's value on a Prometheus text page (``name`` or ``name_total``), added up
+    over its label sets; 0.0 when absent."""
+    total = 0.0
+    for line in page.splitlines():
+        head, _, value = line.rpartition(" ")
+        if head.partition("{")[0] in (name, name + "_total"):
+            with contextlib.suppress(ValueError):  # not a number: not a sample
+                total += float(value)
+    return total
+
+
 def mean_ms(
     before: Mapping[str, tuple[float, float]], after: Mapping[str, tuple[float, float]], name: str
 ) -> float | None:

@@ -73,3 +73,16 @@ def test_request_phases_are_read_from_the_metrics_page() -> None:
     assert metrics.mean_ms(before, after, metrics.PREFILL_TIME) == pytest.approx(10.0)
     assert metrics.mean_ms(before, before, metrics.PREFILL_TIME) is None  # no request between
     assert metrics.histograms("") == dict.fromkeys(metrics.PHASES, (0.0, 0.0))
+
+
+def test_a_counter_is_summed_over_label_sets_with_or_without_its_total_suffix() -> None:
+    page = (
+        "# TYPE vllm:nixl_num_failed_transfers counter\n"
+        'vllm:nixl_num_failed_transfers_total{engine="0"} 2.0\n'
+        'vllm:nixl_num_failed_transfers_total{engine="1"} 1.0\n'
+        'vllm:nixl_num_failed_transfers_created{engine="0"} 1.7e9\n'
+        "vllm:other_total 5.0\n"
+    )
+    assert metrics.counter(page, "vllm:nixl_num_failed_transfers") == 3.0
+    assert metrics.counter("plain 4\n", "plain") == 4.0
+    assert metrics.counter(page, "vllm:absent") == 0.0
