@@ -120,6 +120,20 @@ EPP_PLUGINS: dict[str, frozenset[str] | None] = {
     "max-score-picker": frozenset({"maxNumOfEndpoints"}),
     "random-picker": frozenset({"maxNumOfEndpoints"}),
 }
+# approx-prefix-cache-producer's floor: GetBlockSize answers at least this many tokens
+# whatever the config or the endpoints' metrics say (a configured blockSizeTokens below it
+# loads, with a warning, and is overridden: pkg/epp/framework/plugins/requestcontrol/
+# dataproducer/approximateprefix/plugin.go, ``minBlockSizeTokens``; llm-d-router #1158).
+MIN_BLOCK_SIZE_TOKENS = 64
+
+
+def prefix_block_tokens(engine_block: int) -> int:
+    """The producer's blockSizeTokens for an engine that caches prefixes in blocks of
+    ``engine_block`` tokens: the smallest multiple of it at or above the producer's floor,
+    so what is rendered is what runs and a match still ends on an engine block."""
+    return engine_block * max(1, -(-MIN_BLOCK_SIZE_TOKENS // engine_block))
+
+
 PROFILE_HANDLERS = frozenset({PROFILE_HANDLER, "single-profile-handler"})
 DECIDERS = frozenset({ALWAYS_DECIDER, THRESHOLD_DECIDER})
 # keys older configs used that v0.10.0 refuses → what to write instead

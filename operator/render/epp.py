@@ -46,8 +46,9 @@ def config(spec: DeploymentSpec, settings: Settings) -> dict[str, Any]:
         decider = {"type": llmd.ALWAYS_DECIDER}
     producer: dict[str, Any] = {"type": "approx-prefix-cache-producer"}
     block = settings.engine(spec).prefix_cache_block(spec)
-    if block is not None:  # the engine's own unit, not llm-d's guess
-        producer["parameters"] = {"autoTune": False, "blockSizeTokens": block}
+    if block is not None:  # the engine's own unit, not llm-d's guess, at llm-d's floor
+        tokens = llmd.prefix_block_tokens(block)
+        producer["parameters"] = {"autoTune": False, "blockSizeTokens": tokens}
     handler = {
         "type": llmd.PROFILE_HANDLER,
         "parameters": {"deciders": {"prefill": decider["type"]}},

@@ -10,9 +10,13 @@ from typing import Any
 import pytest
 import yaml
 
-from disagg_operator.contracts.llmd import EPP_CONFIG_KEY, epp_config_problems
+from disagg_operator.contracts.llmd import (
+    EPP_CONFIG_KEY,
+    MIN_BLOCK_SIZE_TOKENS,
+    epp_config_problems,
+)
 from disagg_operator.render.objects import render
-from tests.operator.builders import body
+from tests.operator.builders import GPU, body, role
 
 KEY = "k" * 32
 
@@ -58,6 +62,25 @@ def test_the_threshold_is_the_deciders_non_cached_tokens(tokens: int, decider: s
     # vLLM's CPU block is the prefix index's unit
     producer = _plugin(config, "approx-prefix-cache-producer")
     assert producer["parameters"] == {"autoTune": False, "blockSizeTokens": 128}
+
+
+@pytest.mark.parametrize(
+    ("decode", "block_size", "tokens"),
+    [("cuda", None, 64), ("cuda", 32, 64), ("cuda", 48, 96), ("cpu", 128, 128)],
+)
+def test_the_prefix_block_is_the_engines_unit_raised_to_the_routers_floor(
+    decode: str, block_size: int | None, tokens: int
+) -> None:
+    """llm-d's approx-prefix-cache-producer raises a blockSizeTokens below its floor (64) to
+    the floor at request time: the render writes what runs, the smallest multiple of the
+    engine's block at or above it (vLLM's GPU default of 16 → 64, CPU's 128 stays)."""
+    model = {} if block_size is None else {"modelConfig": {"blockSize": block_size}}
+    pools = {r: role(d, resources=GPU) if d == "cuda" else role(d)
+             for r, d in (("prefill", "cuda"), ("decode", decode))}  # fmt: skip
+    spec = body(engine="vllm", llmd={"enabled": True}, **pools, **model)
+    producer = _plugin(_config(spec), "approx-prefix-cache-producer")
+    assert producer["parameters"]["blockSizeTokens"] == tokens >= MIN_BLOCK_SIZE_TOKENS
+    assert tokens % (block_size or 16) == 0  # vLLM's GPU default block
 
 
 GOOD = _config(body(engine="vllm", llmd={"enabled": True},
