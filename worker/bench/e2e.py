@@ -1,21 +1,29 @@
-"""`disagg bench e2e`: time to first token and decode throughput, aggregated vs
-disaggregated, with the disaggregated time broken down hop by hop.
+"""`disagg bench e2e`: time to first and to last token and decode throughput, aggregated
+vs disaggregated, with the disaggregated request broken down hop by hop.
 
 Benchmark script (I/O: starts worker processes, talks HTTP). Aggregated: one
 ``role: both`` worker. Disaggregated: proxy → prefill worker → NIXL READ → decode worker,
-all on 127.0.0.1. Every figure is a median over ``--repeat`` requests after one warm-up
-request per path (the first transfer pays the NIXL connection set-up).
+all on 127.0.0.1. Each case runs ``--repeat`` rounds after one warm-up round per path (the
+first transfer pays the NIXL connection set-up); every figure is
+``{"median", "p10", "p90"}`` over them (:func:`~.stream.spread`). A round is, per path, a
+streamed request of ``--gen-tokens`` (at least 16) tokens, the two paths in alternating
+order, then a whole request of as many tokens:
 
-- ``ttft_*_ms``: client-side wall time of a ``max_tokens: 1`` request.
+- ``ttft_*_ms``, ``ttlt_*_ms``: client-side time to the first and to the last token of
+  the streamed request (:mod:`.stream`); ``overhead_ms``: P/D's TTFT minus aggregated's,
+  round by round. A ``max_tokens: 1`` request would time nothing the decode does: the
+  reference decode answers it with the prefill's first token.
 - ``decode_tps_*``: generated tokens per second of the decode steps after the first token,
-  as the serving worker measures them (``--gen-tokens`` tokens, EOS ignored).
-- breakdown of ``ttft_disagg_ms``: prefill hop (proxy → prefill → proxy, containing the
-  prefill compute), transfer (decode's NIXL READ with its claim alongside, handshake
+  as the serving worker measures them (EOS ignored), of the whole request.
+- breakdown of the whole P/D request: prefill hop (proxy → prefill → proxy, containing
+  the prefill compute), transfer (decode's NIXL READ with its claim alongside, handshake
   included when not warm), decode first step (0 when the prefill sent its first token in
   ``kv_transfer_params.first_token``; vLLM's decode recomputes the last prompt token
-  instead), and the rest (HTTP, JSON, proxy, scheduling).
-- ``tokens_match``: every P/D answer of the case (``--gen-tokens`` tokens) equals the
-  aggregated worker's, token for token.
+  instead), and the rest: its client wall time minus those and decode's later steps
+  (HTTP, JSON, proxy, scheduling).
+- ``stream_tokens``: the fewest tokens a streamed request delivered; ``tokens_match``:
+  every P/D answer of the case, streamed and whole, equals the aggregated worker's, token
+  for token.
 
 ``--prefill-tp A --decode-tp B`` runs the prefill and decode workers with A and B rank
 processes (the aggregated worker stays TP 1: the reference both must reproduce).
@@ -26,14 +34,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from disagg_worker.bench.stream import MIN_TOKENS, Streamed, spread, stream_completion
 from disagg_worker.engine.model import BOS, get_preset
 from disagg_worker.engine.presets import tp_problem
 from disagg_worker.serve.localrun import Child, disagg_argv, start_child, stop_children, wait_ready
@@ -42,10 +52,13 @@ KEYS = (
     "prompt_tokens",
     "ttft_agg_ms",
     "ttft_disagg_ms",
+    "ttlt_agg_ms",
+    "ttlt_disagg_ms",
     "overhead_ms",
     "transfer_ms",
     "decode_tps_agg",
     "decode_tps_disagg",
+    "stream_tokens",
     "tokens_match",
 )
 
@@ -89,39 +102,77 @@ def start_stack(
     return urls["both"] + "/v1/completions", proxy_url + "/v1/completions"
 
 
+@dataclass(frozen=True)
+class Round:
+    """One round of a case: each path's streamed request, each path's whole answer, and
+    the whole P/D request's client wall time (ms)."""
+
+    agg: Streamed
+    pd: Streamed
+    agg_whole: dict[str, Any]
+    pd_whole: dict[str, Any]
+    pd_whole_ms: float
+
+
+def _round(agg: str, pd: str, body: dict[str, Any], pd_first: bool) -> Round:
+    """Both paths streamed (``pd_first``: P/D's first), then both whole."""
+    order = (pd, agg) if pd_first else (agg, pd)
+    streamed = {url: stream_completion(url, body) for url in order}
+    whole = timed_post(agg, body)[1]
+    ms, split = timed_post(pd, body)
+    return Round(streamed[agg], streamed[pd], whole, split, ms)
+
+
 def measure(agg: str, pd: str, prompt_tokens: int, repeat: int, gen: int) -> dict[str, Any]:
-    """One case: medians of TTFT, the disaggregated breakdown, decode throughput."""
-    prompt = _prompt(prompt_tokens)
-    first = {"prompt": prompt, "max_tokens": 1, "ignore_eos": True}
-    long = {"prompt": prompt, "max_tokens": gen, "ignore_eos": True}
-    timed_post(agg, first), timed_post(pd, first)  # warm-up
-    rows: dict[str, list[float]] = {}
-    match = True
+    """One case: ``repeat`` rounds after a warm-up one (:func:`case_figures`)."""
+    body = {"prompt": _prompt(prompt_tokens), "max_tokens": gen, "ignore_eos": True}
+    _round(agg, pd, body, False)  # warm-up
+    rounds = []
     for i in range(repeat):
         progress(f"  {prompt_tokens} tokens: request {i + 1}/{repeat}")
-        t_agg, _ = timed_post(agg, first)
-        t_pd, out = timed_post(pd, first)
-        d = out["disagg"]
-        hop = d["proxy"]["prefill_hop_ms"]
-        for key, value in (
-            ("ttft_agg_ms", t_agg),
-            ("ttft_disagg_ms", t_pd),
-            ("prefill_hop_ms", hop),
-            ("prefill_compute_ms", d["prefill"]["prompt_ms"] + d["prefill"]["first_step_ms"]),
-            ("transfer_ms", d["transfer_ms"]),
-            ("decode_first_step_ms", d["first_step_ms"]),
-            ("rest_ms", t_pd - hop - d["transfer_ms"] - d["first_step_ms"]),
-            ("transfer_bytes", d.get("transfer_bytes", 0.0)),
-        ):
+        rounds.append(_round(agg, pd, body, pd_first=i % 2 == 1))
+    return case_figures(prompt_tokens, rounds)
+
+
+def _breakdown(r: Round) -> dict[str, float]:
+    """The whole P/D request hop by hop (module docstring), with both paths' tok/s."""
+    d = r.pd_whole["disagg"]
+    hop = d["proxy"]["prefill_hop_ms"]
+    return {
+        "prefill_hop_ms": hop,
+        "prefill_compute_ms": d["prefill"]["prompt_ms"] + d["prefill"]["first_step_ms"],
+        "transfer_ms": d["transfer_ms"],
+        "decode_first_step_ms": d["first_step_ms"],
+        "rest_ms": r.pd_whole_ms - hop - d["transfer_ms"] - d["first_step_ms"] - d["decode_ms"],
+        "decode_tps_agg": _tps(r.agg_whole),
+        "decode_tps_disagg": _tps(r.pd_whole),
+    }
+
+
+def _ids(answer: dict[str, Any]) -> list[int]:
+    return list(answer["choices"][0]["token_ids"])
+
+
+def case_figures(prompt_tokens: int, rounds: Sequence[Round]) -> dict[str, Any]:
+    """A case's figures from its rounds: every timing's spread, the bytes moved, the
+    fewest tokens a stream delivered, and whether every P/D answer matched."""
+    rows: dict[str, list[float]] = {
+        "ttft_agg_ms": [r.agg.ttft_ms for r in rounds],
+        "ttft_disagg_ms": [r.pd.ttft_ms for r in rounds],
+        "ttlt_agg_ms": [r.agg.ttlt_ms for r in rounds],
+        "ttlt_disagg_ms": [r.pd.ttlt_ms for r in rounds],
+        "overhead_ms": [r.pd.ttft_ms - r.agg.ttft_ms for r in rounds],
+    }
+    for r in rounds:
+        for key, value in _breakdown(r).items():
             rows.setdefault(key, []).append(value)
-        whole, split = timed_post(agg, long)[1], timed_post(pd, long)[1]
-        rows.setdefault("decode_tps_agg", []).append(_tps(whole, gen))
-        rows.setdefault("decode_tps_disagg", []).append(_tps(split, gen))
-        match = match and whole["choices"][0]["token_ids"] == split["choices"][0]["token_ids"]
     case: dict[str, Any] = {"prompt_tokens": prompt_tokens}
-    case.update({k: round(statistics.median(v), 3) for k, v in rows.items()})
-    case["overhead_ms"] = round(case["ttft_disagg_ms"] - case["ttft_agg_ms"], 3)
-    case["tokens_match"] = match
+    case.update({k: spread(v) for k, v in rows.items()})
+    case["transfer_bytes"] = max(r.pd_whole["disagg"].get("transfer_bytes", 0.0) for r in rounds)
+    case["stream_tokens"] = min(min(r.agg.tokens, r.pd.tokens) for r in rounds)
+    case["tokens_match"] = all(
+        _ids(r.agg_whole) == _ids(r.pd_whole) == r.agg.token_ids == r.pd.token_ids for r in rounds
+    )
     return case
 
 
@@ -172,7 +223,7 @@ def idle_cpu(
     }
 
 
-def _tps(out: dict[str, Any], gen: int) -> float:
+def _tps(out: dict[str, Any]) -> float:
     steps = len(out["choices"][0]["token_ids"]) - 1
     return steps / (out["disagg"]["decode_ms"] / 1000.0) if steps > 0 else 0.0
 
@@ -180,36 +231,50 @@ def _tps(out: dict[str, Any], gen: int) -> float:
 def table(cases: list[dict[str, Any]]) -> str:
     cols = [
         ("prompt", "prompt_tokens", "{:>6}"),
-        ("ttft agg", "ttft_agg_ms", "{:>9.1f}"),
-        ("ttft P/D", "ttft_disagg_ms", "{:>9.1f}"),
-        ("overhead", "overhead_ms", "{:>9.1f}"),
-        ("prefill hop", "prefill_hop_ms", "{:>11.1f}"),
-        ("transfer", "transfer_ms", "{:>9.2f}"),
-        ("dec 1st", "decode_first_step_ms", "{:>8.1f}"),
-        ("rest", "rest_ms", "{:>7.1f}"),
-        ("tok/s agg", "decode_tps_agg", "{:>10.0f}"),
-        ("tok/s P/D", "decode_tps_disagg", "{:>10.0f}"),
+        ("ttft agg", "ttft_agg_ms", "{:.1f}"),
+        ("ttft P/D", "ttft_disagg_ms", "{:.1f}"),
+        ("overhead", "overhead_ms", "{:.1f}"),
+        ("ttlt agg", "ttlt_agg_ms", "{:.1f}"),
+        ("ttlt P/D", "ttlt_disagg_ms", "{:.1f}"),
+        ("prefill hop", "prefill_hop_ms", "{:.1f}"),
+        ("transfer", "transfer_ms", "{:.2f}"),
+        ("dec 1st", "decode_first_step_ms", "{:.1f}"),
+        ("rest", "rest_ms", "{:.1f}"),
+        ("tok/s agg", "decode_tps_agg", "{:.0f}"),
+        ("tok/s P/D", "decode_tps_disagg", "{:.0f}"),
         ("match", "tokens_match", "{!s:>6}"),
     ]
     return format_columns(
         cols,
         cases,
-        "times in ms, medians. rest = HTTP + JSON + proxy + queueing; dec 1st = decode "
-        "computing the first token (0: the prefill's first_token was used).",
+        "times in ms, median [p10-p90]; ttft/ttlt: first/last token of a streamed request. "
+        "Breakdown of the whole P/D request: rest = HTTP + JSON + proxy + queueing; dec 1st "
+        "= decode computing the first token (0: the prefill's first_token was used).",
     )
 
 
 def _cell(fmt: str, value: Any) -> str:
-    return fmt.format(value) if value is not None else f"{'-':>{len(fmt.format(0))}}"
+    """A value as ``fmt`` renders it; a spread as its median [p10-p90]; None a dash."""
+    if value is None:
+        return "-"
+    if isinstance(value, dict) and set(value) == {"median", "p10", "p90"}:
+        median, p10, p90 = (fmt.format(value[k]).strip() for k in ("median", "p10", "p90"))
+        return f"{median} [{p10}-{p90}]"
+    return str(fmt.format(value)).strip()
 
 
 def format_columns(cols: list[tuple[str, str, str]], rows: list[dict[str, Any]], note: str) -> str:
     """A right-aligned table: ``cols`` are (heading, key, format), one line per row, then
-    ``note``; each column is as wide as its format renders a value (a missing value, None,
-    is a dash)."""
-    head = "  ".join(f"{name:>{len(fmt.format(0))}}" for name, _, fmt in cols)
+    ``note``; each column is as wide as its heading, its widest value, and what its format
+    renders of 0 (a missing value, None, is a dash; a spread, median [p10-p90])."""
+    cells = [[_cell(fmt, row[key]) for _, key, fmt in cols] for row in rows]
+    widths = [
+        max(len(name), len(fmt.format(0)), *(len(line[i]) for line in cells))
+        for i, (name, _, fmt) in enumerate(cols)
+    ]
+    head = "  ".join(f"{name:>{w}}" for (name, _, _), w in zip(cols, widths, strict=True))
     lines = [head, "-" * len(head)]
-    lines += ["  ".join(_cell(fmt, row[key]) for _, key, fmt in cols) for row in rows]
+    lines += ["  ".join(f"{c:>{w}}" for c, w in zip(line, widths, strict=True)) for line in cells]
     lines.append(note)
     return "\n".join(lines)
 
@@ -219,7 +284,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--prompts", default="128,512,2048", help="prompt lengths in tokens")
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--gen-tokens", type=int, default=32, help="tokens per throughput request")
+    p.add_argument("--gen-tokens", type=int, default=32,
+                   help=f"tokens per request, streamed and whole (>= {MIN_TOKENS})")  # fmt: skip
     p.add_argument("--model", default="tiny", help="reference model preset")
     p.add_argument("--prefill-tp", type=int, default=1, help="prefill rank processes")
     p.add_argument("--decode-tp", type=int, default=1, help="decode rank processes")
@@ -234,6 +300,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    if args.gen_tokens < MIN_TOKENS:
+        print(f"--gen-tokens: at least {MIN_TOKENS} (a first token is timed from a stream that "
+              "goes on)", file=sys.stderr)  # fmt: skip
+        return 2
     lengths = [int(x) for x in args.prompts.split(",") if x.strip()]
     spec = get_preset(args.model)
     longest = max(lengths) + args.gen_tokens

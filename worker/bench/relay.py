@@ -5,7 +5,9 @@ prompt itself and still answers the right tokens.
 Benchmark tool (I/O: aiohttp). The routing benchmark injects fallbacks through it; the
 tests use it to prove that each detector (the router's counter, the worker's, the canary
 on the reference worker and on vLLM) sees what the tokens hide. ``GET /metrics`` passes
-through, so a canary behind it reads the engine's own counters.
+through, so a canary behind it reads the engine's own counters. ``app[DROPPED]`` counts
+what it dropped: ``pd``, P/D decode hops (``do_remote_prefill``) that lost the prefill's
+KV, the fallbacks injected; ``local``, other params (a decode-alone flag) it dropped.
 """
 
 from __future__ import annotations
@@ -13,14 +15,19 @@ from __future__ import annotations
 import aiohttp
 from aiohttp import web
 
+DROPPED = web.AppKey("dropped", dict)
+
 
 def params_dropper(decode: str) -> web.Application:
     """An app relaying completions, chat completions and /tokenize to ``decode`` without
-    their kv_transfer_params, and decode's /metrics unchanged."""
+    their kv_transfer_params, and decode's /metrics unchanged; counts in ``app[DROPPED]``."""
+    dropped = {"pd": 0, "local": 0}
 
     async def relay(request: web.Request) -> web.Response:
         sent = await request.json()
-        sent.pop("kv_transfer_params", None)
+        params = sent.pop("kv_transfer_params", None)
+        if isinstance(params, dict):
+            dropped["pd" if params.get("do_remote_prefill") else "local"] += 1
         async with (
             aiohttp.ClientSession() as session,
             session.post(decode + request.path, json=sent) as resp,
@@ -32,6 +39,7 @@ def params_dropper(decode: str) -> web.Application:
             return web.Response(text=await resp.text(), status=resp.status)
 
     app = web.Application()
+    app[DROPPED] = dropped
     for path in ("/v1/completions", "/v1/chat/completions", "/tokenize"):
         app.router.add_post(path, relay)
     app.router.add_get("/metrics", metrics)

@@ -1,34 +1,42 @@
-"""`disagg bench e2e --routing threshold`: from which prompt length P/D pays for itself,
-and whether the threshold policy takes the right path for every length.
+"""`disagg bench e2e --routing threshold`: from which prompt length P/D answers first, and
+whether the threshold policy takes the right path for every length.
 
-Benchmark script (I/O: starts worker processes and routers, talks HTTP). One prefill and
-one decode worker (reference engine), each on a CPU of its own (``--no-pin``: sharing
-both), optionally kept busy as a serving decode is (``--load`` clients generating on
-decode alone all along). For each prompt length, medians over ``--repeat`` fresh prompts
-(``max_tokens: 1``, client wall time) through three routers:
+Benchmark script (I/O: starts worker processes and routers, talks HTTP; the figures are
+:mod:`.routing_figures`'). One prefill and one decode worker (reference engine), each on a
+CPU of its own (``--no-pin``: sharing both), optionally kept busy as a serving decode is
+(``--load`` clients generating on decode alone all along). Every probe is a fresh prompt
+streamed for ``--gen-tokens`` (at least 16) tokens (:mod:`.stream`): its time to first
+token and to last token, and the path its router's stream headers say it took. Three
+routers:
 
 - ``decode``: a threshold router no prompt reaches: decode alone prefills it;
 - ``pd``: an always-P/D router: prefill computes it, decode reads its KV;
-- ``threshold``: a threshold router at the threshold measured here (or ``--threshold``),
-  with the path each request took;
+- ``threshold``: a threshold router at the threshold measured here (or ``--threshold``).
 
-and, under load, the slowest of decode's other requests in flight meanwhile
-(``load_*_ms``): a prompt that decode prefills delays them. A path's cost is the TTFT plus
-that delay; the threshold is the break-even length (:func:`crossover`).
+Each router gets ``--warm-up`` requests before each phase it is measured in, and one per
+length. The sweep (no ``--threshold``) sends ``decode`` and ``pd`` probes in turn, in
+both orders, ``--repeat`` each per length; the break-even length is the shortest at which
+P/D's median TTFT is at most decode alone's there and at every longer length
+(:func:`~.routing_figures.crossover`). The cases then send each length through the three
+routers in turn, in every order: every threshold probe is judged against the router of
+the path it took (``within_target``: within 10% of its median), and every path counted
+(``path_counts``). Under load, ``load_*_ms``: the slowest of decode's other requests in
+flight during each probe (a prompt decode prefills delays them). Every figure is
+``{"median", "p10", "p90"}``.
 
 Then ``--fallbacks`` requests go through a relay that drops kv_transfer_params before
-decode (what a misconfigured sidecar does): ``fallbacks_detected`` is what the router's
+decode (what a misconfigured sidecar does): ``fallbacks_injected`` is what the relay
+dropped from P/D decode hops, ``fallbacks_detected`` what the router's
 ``disagg_proxy_decode_recomputed_total`` counted of them, ``worker_detected`` the decode's
-``disagg_decode_recomputed_total``.
+``disagg_decode_recomputed_total``. These are whole (unstreamed) requests: the router
+judges a decode's ``kv_source`` only in a whole answer.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
-import statistics
 import tempfile
 import threading
 import time
@@ -37,7 +45,18 @@ from pathlib import Path
 from typing import Any
 
 from disagg_worker.bench.e2e import format_columns, progress, timed_post
-from disagg_worker.bench.relay import params_dropper
+from disagg_worker.bench.relay import DROPPED, params_dropper
+from disagg_worker.bench.routing_figures import (
+    PATHS,
+    Probe,
+    case_figures,
+    crossover,
+    interleaved,
+    router_figures,
+    router_paths,
+    worst_during,
+)
+from disagg_worker.bench.stream import MIN_TOKENS, stream_completion
 from disagg_worker.engine.model import BOS, get_preset
 from disagg_worker.serve.localrun import (
     Child,
@@ -52,10 +71,10 @@ from disagg_worker.serve.proxy.hops import LOCAL_PARAMS
 RECOMPUTED = "disagg_proxy_decode_recomputed_total"
 THRESHOLD = ["--disaggregate", "threshold", "--threshold-tokens"]
 NEVER = 1 << 30  # a threshold no prompt reaches: decode alone for every request
-TOLERANCE = 0.10  # the issue's target: within 10% of the path the request stands for
-WARM_UP = 20  # requests through the threshold router before its cases (measured: its first
-# requests ran 5-40% slower than the swept routers' at 4-32 tokens)
+WARM_UP = 20  # requests per router before each phase (measured: a router's first requests
+# ran 5-40% slower than later ones at 4-32 tokens)
 WORKER_RECOMPUTED = 'disagg_decode_recomputed_total{reason="no_kv_transfer_params"}'
+SETTLE_S = 0.3  # after the last probe: the load request then in flight ends too
 
 
 def _prompt(n: int, salt: int) -> list[int]:
@@ -90,6 +109,33 @@ def _proxy(
     return f"http://127.0.0.1:{wait_ready(child, 60)['http_port']}"
 
 
+def _page(url: str) -> str:
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
+        return str(resp.read().decode())
+
+
+class Router:
+    """A router under test; a probe's path is what the router's stream headers say
+    (``X-Disagg-Path``)."""
+
+    def __init__(self, url: str, gen: int) -> None:
+        self.url, self.gen = url, gen
+
+    def probe(self, n: int, salt: int) -> Probe:
+        """One fresh prompt of ``n`` tokens, streamed for ``gen`` tokens."""
+        body = {"prompt": _prompt(n, salt), "max_tokens": self.gen, "ignore_eos": True}
+        start = time.monotonic()
+        out = stream_completion(self.url + "/v1/completions", body)
+        end = time.monotonic()
+        if out.route.get("path") not in PATHS:
+            raise RuntimeError(f"router {self.url}: a stream without X-Disagg-Path ({out.route})")
+        return Probe(start, end, out.ttft_ms, out.ttlt_ms, out.tokens, out.route["path"])
+
+    def served(self) -> int:
+        """Requests the router has answered, by its own counter."""
+        return sum(router_paths(_page(self.url)).values())
+
+
 class Load:
     """``clients`` threads generating on decode alone until stopped; each request's
     (start, end, ms) on the monotonic clock."""
@@ -110,10 +156,10 @@ class Load:
             ms, _ = timed_post(decode + "/v1/completions", body)
             self.done.append((start, time.monotonic(), ms))  # list.append is atomic
 
-    def worst_during(self, t0: float, t1: float) -> float:
-        """The slowest load request that was in flight at some moment of [t0, t1] (0 when
-        none ended yet)."""
-        return max((ms for s, e, ms in list(self.done) if s < t1 and e > t0), default=0.0)
+    def worst(self, probes: list[Probe]) -> list[float]:
+        """Per probe, the slowest load request in flight meanwhile."""
+        done = list(self.done)
+        return [worst_during(done, p.start, p.end) for p in probes]
 
     def __enter__(self) -> Load:
         for t in self.threads:
@@ -126,77 +172,48 @@ class Load:
             t.join(120)
 
 
-Probe = tuple[float, float, float, str]  # start, end, TTFT ms, the path taken
-SETTLE_S = 0.3  # after the last probe: the load request then in flight ends too
-
-
-def _probe(url: str, n: int, salt: int) -> Probe:
-    """One fresh prompt of ``n`` tokens: (start, end, TTFT ms, the path it took)."""
-    body: dict[str, Any] = {"prompt": _prompt(n, salt), "max_tokens": 1}
-    start = time.monotonic()
-    ms, out = timed_post(url + "/v1/completions", body)
-    path = out["disagg"]["proxy"]["path"]
-    return start, time.monotonic(), ms, path
-
-
-def _summary(probes: list[Probe], load: Load) -> tuple[float, float, list[str]]:
-    """Medians of the probes' TTFT and of the slowest load request each overlapped; the
-    paths they took."""
-    worst = [load.worst_during(start, end) for start, end, _, _ in probes]
-    ttft = statistics.median(ms for _, _, ms, _ in probes)
-    return ttft, statistics.median(worst), [p for *_, p in probes]
-
-
-def _ttft(url: str, n: int, repeat: int, load: Load) -> tuple[float, float, list[str]]:
-    """:func:`_summary` of ``repeat`` fresh prompts of ``n`` tokens through ``url``."""
-    probes = [_probe(url, n, i + 1) for i in range(repeat)]
+def _turns(routers: dict[str, Router], n: int, repeat: int, salt: int) -> dict[str, list[Probe]]:
+    """One warm-up per router at ``n`` tokens, then ``repeat`` fresh prompts per router,
+    the routers in turn, in every order (:func:`interleaved`)."""
+    for router in routers.values():
+        router.probe(n, 0)
+    probes: dict[str, list[Probe]] = {k: [] for k in routers}
+    for i, name in enumerate(interleaved(list(routers), repeat)):
+        probes[name].append(routers[name].probe(n, salt + i // len(routers)))
     time.sleep(SETTLE_S)
-    return _summary(probes, load)
+    return probes
+
+
+def warm_up(routers: dict[str, Router], lengths: list[int], count: int) -> None:
+    """``count`` requests per router, in turn; each round at the next length measured."""
+    for i, name in enumerate(interleaved(list(routers), count)):
+        routers[name].probe(lengths[(i // len(routers)) % len(lengths)], 2000 + i)
 
 
 def sweep(
-    decode: str, pd: str, lengths: list[int], repeat: int, load: Load
-) -> dict[int, dict[str, float]]:
-    out = {}
+    routers: dict[str, Router], lengths: list[int], repeat: int, load: Load
+) -> dict[int, dict[str, Any]]:
+    """Decode alone against P/D at each length: their spreads."""
+    out: dict[int, dict[str, Any]] = {}
     for n in lengths:
-        progress(f"  {n} tokens: decode alone vs P/D")
-        _ttft(decode, n, 1, load), _ttft(pd, n, 1, load)  # warm-up
-        alone, alone_load, _ = _ttft(decode, n, repeat, load)
-        both, both_load, _ = _ttft(pd, n, repeat, load)
-        out[n] = {"ttft_decode_ms": alone, "ttft_pd_ms": both,
-                  "load_decode_ms": alone_load, "load_pd_ms": both_load}  # fmt: skip
+        progress(f"  {n} tokens: decode alone and P/D in turn")
+        probes = _turns(routers, n, repeat, 1)
+        out[n] = {}
+        for name, done in probes.items():
+            out[n].update(router_figures(name, done, load.worst(done)))
     return out
 
 
-def cost(figures: dict[str, float], path: str) -> float:
-    """What a path costs at one length: the request's TTFT plus the slowest request it
-    delayed on decode (a prompt prefilled by decode stalls the requests it serves)."""
-    return figures[f"ttft_{path}_ms"] + figures[f"load_{path}_ms"]
-
-
-def crossover(figures: dict[int, dict[str, float]]) -> int | None:
-    """The break-even length: the shortest from which, at every longer length measured,
-    the work P/D takes off decode (decode alone's cost there minus its cost at the shortest
-    length: the prompt's prefill, which decode's other requests would wait for) is at
-    least what P/D adds to the request (its cost minus decode alone's; negative when P/D
-    is faster). None when it never is."""
-    if not figures:
-        return None
-    base = cost(figures[min(figures)], "decode")
-    found = None
-    for n in sorted(figures, reverse=True):
-        saved = cost(figures[n], "decode") - base
-        added = cost(figures[n], "pd") - cost(figures[n], "decode")
-        if saved < added:
-            break
-        found = n
-    return found
+def _case(n: int, routers: dict[str, Router], repeat: int, cut: int, load: Load) -> dict[str, Any]:
+    """One length through the three routers in turn (:func:`case_figures`)."""
+    progress(f"  {n} tokens: decode alone, always P/D and the threshold router in turn")
+    probes = _turns(routers, n, repeat, 1000)
+    return case_figures(n, cut, probes, {k: load.worst(v) for k, v in probes.items()})
 
 
 def _metric(url: str, name: str) -> float:
     """A counter's value (summed over its label sets when ``name`` has none)."""
-    with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
-        text = resp.read().decode()
+    text = _page(url)
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
 
 
@@ -204,35 +221,44 @@ def fallbacks(prefill: str, decode: str, count: int, env: dict[str, str], log: P
               children: list[Child]) -> dict[str, int]:  # fmt: skip
     """``count`` P/D requests whose kv_transfer_params a relay drops before decode."""
     before = _metric(decode, WORKER_RECOMPUTED)
-    with serve_in_thread(params_dropper(decode)) as relay:
+    relay_app = params_dropper(decode)
+    with serve_in_thread(relay_app) as relay:
         proxy = _proxy(prefill, relay, [], env, log, children)
         for i in range(count):
             timed_post(proxy + "/v1/completions", {"prompt": _prompt(100, 50 + i), "max_tokens": 2})
         detected = _metric(proxy, RECOMPUTED)
     return {
-        "fallbacks_injected": count,
+        "fallbacks_injected": relay_app[DROPPED]["pd"],
         "fallbacks_detected": int(detected),
         "worker_detected": int(_metric(decode, WORKER_RECOMPUTED) - before),
     }
 
 
+def _paths(counts: dict[str, int]) -> str:
+    return " ".join(f"{'alone' if k == 'decode' else k}:{v}" for k, v in counts.items() if v)
+
+
 def table(cases: list[dict[str, Any]], threshold: int | None, load: int = 0) -> str:
     cols = [
         ("prompt", "prompt_tokens", "{:>6}"),
-        ("decode alone", "ttft_decode_ms", "{:>12.1f}"),
-        ("always P/D", "ttft_pd_ms", "{:>10.1f}"),
-        ("threshold", "ttft_threshold_ms", "{:>9.1f}"),
-        ("load alone", "load_decode_ms", "{:>10.1f}"),
-        ("load P/D", "load_pd_ms", "{:>8.1f}"),
-        ("path", "path", "{:>6}"),
+        ("decode alone", "ttft_decode_ms", "{:.1f}"),
+        ("always P/D", "ttft_pd_ms", "{:.1f}"),
+        ("threshold", "ttft_threshold_ms", "{:.1f}"),
+        ("load alone", "load_decode_ms", "{:.1f}"),
+        ("load P/D", "load_pd_ms", "{:.1f}"),
+        ("paths", "paths", "{}"),
         ("vs best", "vs_best", "{:>7.2f}"),
         ("vs path", "vs_path", "{:>7.2f}"),
-        ("ok", "within_target", "{!s:>5}"),
+        ("ok", "ok", "{}"),
     ]
+    rows = [{**c, "paths": _paths(c["path_counts"]), "ok": f"{c['within_target']}/{c['probes']}"}
+            for c in cases]  # fmt: skip
     busy = f"{load} client(s) generating on decode" if load else "decode idle"
-    note = (f"TTFT in ms, medians, {busy}; threshold {threshold} non-cached tokens; vs best "
-            "= threshold TTFT / the faster of the others; ok: within 10% of its path")  # fmt: skip
-    return format_columns(cols, cases, note)
+    note = (f"TTFT in ms of streamed requests, median [p10-p90], {busy}; threshold {threshold} "
+            "non-cached tokens; paths: the threshold router's probes by the path each took; "
+            "vs best = its median / the faster router's; vs path, ok: each of its probes "
+            "against the router of the path it took, ok within 10%")  # fmt: skip
+    return format_columns(cols, rows, note)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -243,6 +269,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--prompts", default="4,8,16,32,64,128,256,512,1024,2048")
     p.add_argument("--repeat", type=int, default=6, help="requests per router and length "
                    "(6: each of the routers' orders once)")  # fmt: skip
+    p.add_argument("--gen-tokens", type=int, default=MIN_TOKENS,
+                   help=f"tokens each probe streams (at least {MIN_TOKENS})")  # fmt: skip
+    p.add_argument("--warm-up", type=int, default=WARM_UP, help="requests per router per phase")
     p.add_argument("--model", default="tiny", help="reference model preset")
     p.add_argument("--load", type=int, default=0, help="clients generating on decode")
     p.add_argument("--load-tokens", type=int, default=16, help="tokens per load request")
@@ -253,77 +282,60 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _measure(args: argparse.Namespace, lengths: list[int], env: dict[str, str], log: Path,
+             children: list[Child]) -> dict[str, Any]:  # fmt: skip
+    """Start the workers and routers, sweep (unless ``--threshold``), run the cases."""
+    cores = (0, 1) if args.pin and (os.cpu_count() or 1) >= 2 else (None, None)
+    prefill = _start("prefill", env, log, children, cores[0])
+    decode = _start("decode", env, log, children, cores[1])
+    pd = _proxy(prefill, decode, [], env, log, children)
+    # decode alone through a router too: the client's path, one hop
+    alone = _proxy(prefill, decode, [*THRESHOLD, str(NEVER)], env, log, children)
+    swept = {"decode": Router(alone, args.gen_tokens), "pd": Router(pd, args.gen_tokens)}
+    with Load(decode, args.load, args.load_tokens) as load:
+        figures: dict[int, dict[str, Any]] = {}
+        if args.threshold is None:  # given, the cases say enough
+            warm_up(swept, lengths, args.warm_up)
+            figures = sweep(swept, lengths, args.repeat, load)
+        threshold = args.threshold if args.threshold is not None else crossover(figures)
+        cut = threshold if threshold is not None else lengths[-1] + 1
+        routed = _proxy(prefill, decode, [*THRESHOLD, str(cut)], env, log, children)
+        routers = {**swept, "threshold": Router(routed, args.gen_tokens)}
+        warm_up(routers, lengths, args.warm_up)
+        served = {name: r.served() for name, r in routers.items()}
+        cases = [_case(n, routers, args.repeat, cut, load) for n in lengths]
+    injected = fallbacks(prefill, decode, args.fallbacks, env, log, children)
+    swept_figures = {str(n): f for n, f in figures.items()}
+    return {"threshold_tokens": threshold, "served_before_cases": served,
+            "sweep": swept_figures, "cases": cases, **injected}  # fmt: skip
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    if args.gen_tokens < MIN_TOKENS:
+        raise SystemExit(f"--gen-tokens: at least {MIN_TOKENS} (a first token is timed from "
+                         "a stream that goes on)")  # fmt: skip
     lengths = sorted(int(x) for x in args.prompts.split(",") if x.strip())
-    longest = max([*lengths, 64 + args.load_tokens])
+    longest = max([*lengths, 64 + args.load_tokens]) + args.gen_tokens
     env = {k: v for k, v in os.environ.items() if not k.startswith("DISAGG_")}
     env.update(DISAGG_MODEL=args.model, DISAGG_HTTP_PORT="0", DISAGG_SIDE_CHANNEL_PORT="0",
                DISAGG_NUM_BLOCKS=str((args.load + 2) * (-(-longest // 16) + 2) + 8))  # fmt: skip
     if longest > get_preset(args.model).max_positions:
-        raise SystemExit(f"--prompts: {longest} tokens exceed the model's positions")
+        raise SystemExit(f"--prompts: {longest} positions exceed the model's")
     children: list[Child] = []
     with tempfile.TemporaryDirectory(prefix="disagg-bench-routing-") as tmp:
-        log = Path(tmp)
         try:
             progress("starting prefill, decode and the proxies ...")
-            cores = (0, 1) if args.pin and (os.cpu_count() or 1) >= 2 else (None, None)
-            prefill = _start("prefill", env, log, children, cores[0])
-            decode = _start("decode", env, log, children, cores[1])
-            pd = _proxy(prefill, decode, [], env, log, children)
-            # decode alone through a router too: the client's path, one hop
-            alone = _proxy(prefill, decode, [*THRESHOLD, str(NEVER)], env, log, children)
-            with Load(decode, args.load, args.load_tokens) as load:
-                given = args.threshold is not None  # no sweep then: the cases say enough
-                figures = {} if given else sweep(alone, pd, lengths, args.repeat, load)
-                threshold = args.threshold if given else crossover(figures)
-                cut = threshold if threshold is not None else lengths[-1] + 1
-                routed = _proxy(prefill, decode, [*THRESHOLD, str(cut)], env, log, children)
-                routers = {"decode": alone, "pd": pd, "threshold": routed}
-                for i in range(WARM_UP):  # the new router as warm as the swept ones
-                    _probe(routed, lengths[i % len(lengths)], 2000 + i)
-                cases = [_case(n, routers, args.repeat, cut, load) for n in lengths]
-            injected = fallbacks(prefill, decode, args.fallbacks, env, log, children)
+            measured = _measure(args, lengths, env, Path(tmp), children)
         finally:
             stop_children(children)
-    result = {"model": args.model, "repeat": args.repeat, "load_clients": args.load,
-              "load_tokens": args.load_tokens, "threshold_tokens": threshold,
-              "sweep": {str(n): {k: round(v, 2) for k, v in f.items()}
-                        for n, f in figures.items()},
-              "cases": cases, **injected}  # fmt: skip
+    result = {"model": args.model, "repeat": args.repeat, "stream_tokens": args.gen_tokens,
+              "warm_up": args.warm_up, "load_clients": args.load,
+              "load_tokens": args.load_tokens, **measured}  # fmt: skip
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(table(cases, threshold, args.load))
-        print(", ".join(f"{k} {v}" for k, v in injected.items()))
+        print(table(result["cases"], result["threshold_tokens"], args.load))
+        counts = ("threshold_tokens", "fallbacks_injected", "fallbacks_detected", "worker_detected")
+        print(", ".join(f"{k} {result[k]}" for k in counts))
     return 0
-
-
-def _case(n: int, routers: dict[str, str], repeat: int, cut: int, load: Load) -> dict[str, Any]:
-    """One length through the three routers, request by request in turn, in every order
-    (so drift on this host, and what one request leaves running, fall on all three
-    alike): medians of TTFT and of the load's worst delay."""
-    progress(f"  {n} tokens: decode alone, always P/D and the threshold router in turn")
-    for url in routers.values():
-        _probe(url, n, 0)  # warm-up
-    probes: dict[str, list[Probe]] = {k: [] for k in routers}
-    # every order of the routers in turn: each follows each other one equally often (a
-    # P/D request leaves work behind on both workers that slows whatever comes next)
-    orders = itertools.cycle(itertools.permutations(routers))
-    for i in range(repeat):
-        for name in next(orders):
-            probes[name].append(_probe(routers[name], n, 1000 + i))
-    time.sleep(SETTLE_S)
-    case: dict[str, Any] = {"prompt_tokens": n, "threshold_tokens": cut}
-    for name, done in probes.items():
-        ttft, worst, _ = _summary(done, load)
-        case[f"ttft_{name}_ms"], case[f"load_{name}_ms"] = round(ttft, 2), round(worst, 2)
-    paths = [p for *_, p in probes["threshold"]]
-    path = max(set(paths), key=paths.count)
-    # the target: within TOLERANCE of the path it stands for (decode alone below the
-    # threshold, always-P/D from it on)
-    ms, ref = case["ttft_threshold_ms"], case["ttft_decode_ms" if n < cut else "ttft_pd_ms"]
-    best = min(case["ttft_decode_ms"], case["ttft_pd_ms"])
-    case.update(path=path, vs_best=round(ms / best, 3), vs_path=round(ms / ref, 3),
-                within_target=ms <= (1.0 + TOLERANCE) * ref)  # fmt: skip
-    return case
