@@ -262,7 +262,8 @@ class TransferCanary(_Model):
     )
 
 
-# The threshold's default (non-cached prompt tokens): measured, docs/routing.md.
+# The threshold's default (non-cached prompt tokens): a starting point, not a measured
+# optimum (docs/routing.md, "The threshold, measured": no break-even on an idle pair here).
 DEFAULT_THRESHOLD_TOKENS = 64
 
 
@@ -282,8 +283,8 @@ class Routing(_Model):
         default=DEFAULT_THRESHOLD_TOKENS,
         ge=0,
         description="with disaggregate threshold: non-cached prompt tokens from which a "
-        f"request goes through prefill (default {DEFAULT_THRESHOLD_TOKENS}, measured: "
-        "docs/routing.md)",
+        f"request goes through prefill (default {DEFAULT_THRESHOLD_TOKENS}: a starting point "
+        "to tune, docs/routing.md)",
     )
     prefill_queue_limit: int | None = Field(
         default=None,

@@ -9,25 +9,32 @@ with the other side's at the same moment of a host whose speed drifts by tens of
 within minutes (measured here: two runs a few minutes apart differed by 1.5x). Every
 request uses a fresh prompt (no prefix-cache hits on either side), greedy.
 
-- ``ttft_*_ms``: client wall time of a ``max_tokens: 1`` request (P/D: through the proxy,
-  both hops).
-- ``decode_tps_*``: (gen - 1) / (last chunk - first token's chunk) of one streamed
-  gen-token request, client side: vLLM reports no per-request decode time.
-- ``transfer_ms``: vLLM's own "Avg xfer time" from decode's KV-transfer metrics over the
-  case's requests; ``transfer_count`` how many it counted.
-- ``tokens_match``: the gen-token greedy answers of both sides are equal, token for token,
-  for every request of the case; ``logprobs_gap``: the judge's largest difference of the
-  top-5 logprobs of one more gen-token request per case, position by position
-  (:mod:`disagg_worker.vllm.judge`; ``logprobs_match`` when within its tolerance): equal
-  tokens from a degenerate model can hide partly wrong KV, its logprobs cannot.
-- breakdown of ``ttft_disagg_ms``: prefill hop and decode hop as the proxy times them; the
-  rest is the client ↔ proxy HTTP. Inside the decode hop, vLLM's own request phases on
-  the decode engine (means over the case's requests, from its ``/metrics``):
-  ``decode_kv_wait_ms`` (its queue phase: from taking the request to the step that runs
-  it, the NIXL read and the steps around it included) and ``decode_first_step_ms`` (its
-  prefill phase: the one-token step after the read); the rest of the hop is vLLM's API
-  server and HTTP. ``prefill_step_ms`` / ``agg_step_ms``: the prefill phase of the
-  prefill engine and of the aggregated engine (the prompt's forward pass).
+Each side's timed request is one streamed ``--gen-tokens`` completion (at least 16 tokens)
+on a fresh prompt, the same prompt on both sides, with the judge's top logprobs; the
+figures (:mod:`.e2e_vllm_figures`, each a median with its p10 and p90):
+
+- ``ttft_*_ms`` / ``ttlt_*_ms``: client time to the first / last token's event (P/D:
+  through the proxy, both hops); ``decode_tps_*``: (tokens received - 1) / (last - first
+  token), per request.
+- proof of P/D: the decode engine's own prompt-token sources around each P/D request
+  alone (requests run one at a time): ``kv_read`` requests loaded their prompt's KV from the
+  prefill, ``recomputed`` computed it themselves (no P/D figure for that case),
+  ``kv_unproven`` had no sources to tell.
+- ``transfer_*``: the decode engine's NIXL histograms around each request (``transfer_ms``
+  its NIXL READ time, ``transfer_kb`` and ``transfer_descriptors`` per request).
+- ``tokens_match``: every request's tokens equal on both sides; ``logprobs_gap``: the
+  judge's largest logprob difference over every request, every position and the union of
+  both top-5 lists (:mod:`disagg_worker.vllm.judge`; ``logprobs_match`` when within its
+  tolerance): equal tokens from a degenerate model can hide partly wrong KV, its logprobs
+  cannot.
+- breakdown of ``ttft_disagg_ms``: ``prefill_hop_ms`` as the router times it (its stream
+  headers) and ``after_prefill_ms``, the rest (decode, its READ and first step, the HTTP).
+  Inside it, vLLM's own request phases on the decode engine (means over the case's
+  requests, from its ``/metrics``): ``decode_kv_wait_ms`` (its queue phase: from taking the
+  request to the step that runs it, the NIXL read and the steps around it included) and
+  ``decode_first_step_ms`` (its prefill phase: the one-token step after the read);
+  ``prefill_step_ms`` / ``agg_step_ms``: the prefill phase of the prefill engine and of the
+  aggregated engine (the prompt's forward pass).
 - ``engine_idle_cpu_cores``: each engine's process tree, idle after start-up and warm-up,
   all three in one window: CPU seconds over a :data:`IDLE_WINDOW_S` window / wall seconds
   (NIXL's progress thread and vLLM's queue readers spin a core each unless the engine-idle
@@ -38,10 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import statistics
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -49,15 +53,25 @@ from typing import Any
 import yaml
 
 from disagg_operator.api import ROLES, KVTransfer
-from disagg_operator.local import vllm
+from disagg_operator.bench import e2e_vllm_figures as figures
 from disagg_operator.local.stack import Run, launch, start_aggregated
-from disagg_worker.bench.e2e import IDLE_WINDOW_S, format_columns, idle_cpu, progress, timed_post
+from disagg_worker.bench.e2e import IDLE_WINDOW_S, format_columns, idle_cpu, progress
+from disagg_worker.bench.stream import MIN_TOKENS, stream_completion
 from disagg_worker.serve.localrun import stop_children
+from disagg_worker.serve.proxy.evidence import VLLM_KV_BYTES, VLLM_KV_SECONDS, vllm_sources
 from disagg_worker.vllm import judge, metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "examples" / "vllm-cpu.yaml"
 VOCAB = 1020  # tiny-llama's ordinary token ids: 4 .. 1023
+# decode's NIXL histograms whose sums a request's READ grows (vLLM 0.32.0 and 0.33.0,
+# nixl/stats.py NixlPromMetrics), and its failed-transfer counter
+NIXL_HISTOGRAMS = {
+    "xfer_s": VLLM_KV_SECONDS.removesuffix("_sum"),
+    "bytes": VLLM_KV_BYTES.removesuffix("_sum"),
+    "descriptors": "vllm:nixl_num_descriptors",
+}
+NIXL_FAILED = "vllm:nixl_num_failed_transfers"
 
 
 def prompt(tokens: int, case: int, i: int) -> list[int]:
@@ -65,43 +79,45 @@ def prompt(tokens: int, case: int, i: int) -> list[int]:
     return [0] + [4 + (case * 7919 + i * 104729 + j * 37) % VOCAB for j in range(tokens - 1)]
 
 
-def _stream(url: str, body: dict[str, Any]) -> tuple[float, float, list[int]]:
-    """A streamed request: (ms to the first token's chunk, ms to the end, token ids)."""
-    data = json.dumps({**body, "stream": True}).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    start = time.perf_counter()
-    first = 0.0
-    tokens: list[int] = []
-    with urllib.request.urlopen(req, timeout=300) as resp:
-        for raw in resp:
-            line = raw.decode().strip()
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            choices = json.loads(line[6:]).get("choices") or [{}]
-            ids = choices[0].get("token_ids") or []
-            if ids and not tokens:
-                first = (time.perf_counter() - start) * 1000.0
-            tokens += ids
-    return first, (time.perf_counter() - start) * 1000.0, tokens
+def _request(url: str, p: list[int], gen: int) -> dict[str, Any]:
+    """One timed request: ``gen`` tokens streamed on prompt ``p``, with the judge's logprobs."""
+    body = {"prompt": p, "max_tokens": gen, "temperature": 0, "ignore_eos": True,
+            "return_token_ids": True, **judge.request_fields()}  # fmt: skip
+    got = stream_completion(url, body)
+    return {"ttft": got.ttft_ms, "ttlt": got.ttlt_ms, "tokens": got.tokens,
+            "token_ids": got.token_ids, "tops": judge.tops_of({"logprobs": {
+                "top_logprobs": got.top_logprobs}}), "route": got.route}  # fmt: skip
 
 
-def _request(url: str, n: int, case: int, i: int, repeat: int, gen: int) -> dict[str, Any]:
-    """Repeat ``i`` of a case on one side: a ttft request and a gen-token streamed request,
-    each on a fresh prompt of ``n`` tokens."""
-    p = prompt(n, case, i)
-    ttft, first = timed_post(url, {"prompt": p, "max_tokens": 1, "temperature": 0})
-    q = prompt(n, case, repeat + i)
-    body = {"prompt": q, "max_tokens": gen, "temperature": 0, "ignore_eos": True}
-    first_ms, full_ms, tokens = _stream(url, {**body, "return_token_ids": True})
-    proxy = first.get("disagg", {}).get("proxy", {})
-    return {"ttft": ttft, "first": first_ms, "full": full_ms, "tokens": tokens, "proxy": proxy}
+def _page(url: str) -> str:
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
+        return str(resp.read().decode())
 
 
-def _judge(url: str, n: int, case: int, repeat: int, gen: int) -> Any:
-    """The judge's request: a fresh prompt, the same on both sides, with top logprobs."""
-    body = {"prompt": prompt(n, case, 2 * repeat), "max_tokens": gen, "temperature": 0}
-    _, answer = timed_post(url, {**body, "ignore_eos": True, **judge.request_fields()})
-    return judge.tops_of(answer["choices"][0])
+def _counted(page: str) -> dict[str, Any]:
+    """What a decode engine's /metrics page says of the KV it loaded so far: prompt tokens
+    by source, and its NIXL histograms' sums and failed transfers."""
+    nixl = metrics.histograms(page, NIXL_HISTOGRAMS.values())
+    out: dict[str, Any] = {"sources": vllm_sources(page)}
+    out.update({key: nixl[name][0] for key, name in NIXL_HISTOGRAMS.items()})
+    out["failed"] = metrics.counter(page, NIXL_FAILED)
+    return out
+
+
+def _grown(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The growth of :func:`_counted` from one reading to the next."""
+    out = {k: after[k] - before[k] for k in (*NIXL_HISTOGRAMS, "failed")}
+    s0, s1 = before["sources"], after["sources"]
+    out["sources"] = {k: v - s0.get(k, 0.0) for k, v in s1.items()} if s0 and s1 else {}
+    return out
+
+
+def _pd_request(url: str, decode: str, p: list[int], gen: int) -> dict[str, Any]:
+    """A timed P/D request with the decode engine's counters read around it."""
+    before = _counted(_page(decode))
+    row = _request(url, p, gen)
+    row["kv"] = _grown(before, _counted(_page(decode)))
+    return row
 
 
 def _phases(run: Run) -> dict[str, dict[str, tuple[float, float]]]:
@@ -131,115 +147,57 @@ Sides = dict[str, dict[int, list[dict[str, Any]]]]
 
 def _measure(
     runs: dict[str, Run], urls: dict[str, str], lengths: list[int], args: argparse.Namespace
-) -> tuple[Sides, dict[str, dict[int, dict[str, Any]]]]:
+) -> list[dict[str, Any]]:
     """Per prompt length, the two sides' requests interleaved (which goes first alternates),
-    so both meet the same moment of this host; then each side's vLLM phases and the judge's
-    request, and decode's transfer figures."""
-    results: Sides = {side: {} for side in runs}
-    figures: dict[str, dict[int, dict[str, Any]]] = {side: {} for side in runs}
-    pd = runs["P/D"]
-    log = pd.logs[pd.names[pd.workers["decode"][0]]]
-    for case, n in enumerate(lengths):
-        since = vllm.log_size(log)
-        for url in urls.values():
-            timed_post(url, {"prompt": prompt(n, case, 999), "max_tokens": 1})  # warm-up
-        # vLLM's phases of the timed requests alone (a first request and the judge's, with
-        # its logprobs, take steps of their own)
+    so both meet the same moment of this host; each engine's vLLM phases over the timed
+    requests alone (read after the warm-up)."""
+    rows = []
+    decode = runs["P/D"].workers["decode"][0]
+    for c, n in enumerate(lengths):
+        for url in urls.values():  # warm-up
+            _request(url, prompt(n, c, 999), MIN_TOKENS)
         before = {side: _phases(run) for side, run in runs.items()}
+        sides: dict[str, list[dict[str, Any]]] = {side: [] for side in urls}
         for i in range(args.repeat):
             progress(f"  {n} tokens: {i + 1}/{args.repeat}")
-            order = list(urls) if i % 2 == 0 else list(urls)[::-1]
-            for side in order:
-                row = _request(urls[side], n, case, i, args.repeat, args.gen_tokens)
-                results[side].setdefault(n, []).append(row)
-        for side, run in runs.items():
-            figures[side][n] = _phase_means(before[side], _phases(run))
-            results[side][n][0]["tops"] = _judge(urls[side], n, case, args.repeat, args.gen_tokens)
-        expect = 2 * args.repeat + 2  # warm-up, repeats, the judge's request
-        figures["P/D"][n].update(vllm.transfer_figures(log, since, wait_s=25.0, expect=expect))
-    return results, figures
-
-
-def _median(rows: list[dict[str, Any]], key: str) -> float:
-    return float(statistics.median(r[key] for r in rows))
-
-
-def _tps(rows: list[dict[str, Any]], gen: int) -> float:
-    """Tokens per second after the first, within each streamed request."""
-    return float(statistics.median((gen - 1) / ((r["full"] - r["first"]) / 1e3) for r in rows))
-
-
-def _ms(value: float | None) -> float | None:
-    return None if value is None else round(value, 2)
-
-
-def cases(
-    agg: dict[int, list[dict[str, Any]]],
-    pd: dict[int, list[dict[str, Any]]],
-    figures: dict[int, dict[str, Any]],
-    gen: int,
-    agg_figures: dict[int, dict[str, Any]] | None = None,
-) -> list[dict[str, Any]]:
-    out = []
-    for n in agg:
-        a, d, f, g = agg[n], pd[n], figures.get(n, {}), (agg_figures or {}).get(n, {})
-        prefill_hop = statistics.median(r["proxy"].get("prefill_hop_ms", 0.0) for r in d)
-        decode_hop = statistics.median(r["proxy"].get("decode_hop_ms", 0.0) for r in d)
-        ttft_agg, ttft_pd = _median(a, "ttft"), _median(d, "ttft")
-        gap = judge.gap(d[0]["tops"], a[0]["tops"])
-        out.append(
-            {
-                "prompt_tokens": n,
-                "ttft_agg_ms": round(ttft_agg, 2),
-                "ttft_disagg_ms": round(ttft_pd, 2),
-                "overhead_ms": round(ttft_pd - ttft_agg, 2),
-                "prefill_hop_ms": round(prefill_hop, 2),
-                "decode_hop_ms": round(decode_hop, 2),
-                # vLLM's own request phases (means over the case's requests)
-                "agg_step_ms": _ms(g.get("decode_step_ms")),
-                "prefill_step_ms": _ms(f.get("prefill_step_ms")),
-                "decode_kv_wait_ms": _ms(f.get("decode_queue_ms")),
-                "decode_first_step_ms": _ms(f.get("decode_step_ms")),
-                "transfer_ms": round(f.get("Avg xfer time (ms)", 0.0), 3),
-                "transfer_count": int(f.get(metrics.COUNT, 0)),
-                "transfer_failed": int(f.get(metrics.FAILED, 0)),
-                "transfer_kb": round(f.get("Avg MB per transfer", 0.0) * 1e3, 1),
-                "transfer_descriptors": round(f.get("Avg number of descriptors", 0.0), 1),
-                "decode_tps_agg": round(_tps(a, gen), 1),
-                "decode_tps_disagg": round(_tps(d, gen), 1),
-                "tokens_match": all(x["tokens"] == y["tokens"] for x, y in zip(a, d, strict=True)),
-                "logprobs_gap": round(gap, 4) if math.isfinite(gap) else None,  # None: apart
-                "logprobs_match": gap <= judge.TOLERANCE,
-            }
-        )
-    return out
+            for side in list(urls) if i % 2 == 0 else list(urls)[::-1]:
+                p = prompt(n, c, i)
+                if side == "P/D":
+                    sides[side].append(_pd_request(urls[side], decode, p, args.gen_tokens))
+                else:
+                    sides[side].append(_request(urls[side], p, args.gen_tokens))
+        phases = {side: _phase_means(before[side], _phases(run)) for side, run in runs.items()}
+        rows.append(figures.case(n, sides["agg"], sides["P/D"], phases["P/D"], phases["agg"]))
+    return rows
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     cols = [
         ("prompt", "prompt_tokens", "{:>6}"),
-        ("ttft agg", "ttft_agg_ms", "{:>9.1f}"),
-        ("ttft P/D", "ttft_disagg_ms", "{:>9.1f}"),
-        ("overhead", "overhead_ms", "{:>9.1f}"),
-        ("prefill hop", "prefill_hop_ms", "{:>11.1f}"),
-        ("decode hop", "decode_hop_ms", "{:>10.1f}"),
-        ("kv wait", "decode_kv_wait_ms", "{:>8.1f}"),
-        ("1st step", "decode_first_step_ms", "{:>9.1f}"),
-        ("transfer", "transfer_ms", "{:>9.3f}"),
-        ("xfers", "transfer_count", "{:>6}"),
-        ("kB", "transfer_kb", "{:>7.0f}"),
-        ("tok/s agg", "decode_tps_agg", "{:>10.1f}"),
-        ("tok/s P/D", "decode_tps_disagg", "{:>10.1f}"),
-        ("match", "tokens_match", "{!s:>6}"),
-        ("logprobs", "logprobs_match", "{!s:>8}"),
+        ("read", "kv_read", "{:>4}"),
+        ("recomp", "recomputed", "{:>6}"),
+        ("ttft agg", "ttft_agg_ms", "{:>6.1f}"),
+        ("ttft P/D", "ttft_disagg_ms", "{:>6.1f}"),
+        ("overhead", "overhead_ms", "{:>6.1f}"),
+        ("prefill hop", "prefill_hop_ms", "{:>6.1f}"),
+        ("kv wait", "decode_kv_wait_ms", "{:>6.1f}"),
+        ("1st step", "decode_first_step_ms", "{:>6.1f}"),
+        ("transfer", "transfer_ms", "{:>6.3f}"),
+        ("kB", "transfer_kb", "{:>5.0f}"),
+        ("tok/s agg", "decode_tps_agg", "{:>6.1f}"),
+        ("tok/s P/D", "decode_tps_disagg", "{:>6.1f}"),
+        ("match", "tokens_match", "{!s:>5}"),
+        ("logprobs", "logprobs_match", "{!s:>5}"),
     ]
     return format_columns(
         cols,
         rows,
-        "times in ms, medians. transfer = vLLM's own average NIXL READ time (decode's KV "
-        "Transfer metrics); decode hop = decode engine incl. its READ and its first step; "
-        "kv wait and 1st step = decode's own request phases (means: queue = from taking "
-        "the request to its first scheduled step, the read included; prefill = that step).",
+        "times in ms, median [p10-p90] of streamed requests; read / recomp = P/D requests "
+        "whose decode loaded the prompt's KV / computed it itself (its own prompt-token "
+        "sources; any recompute: no P/D figure). transfer = vLLM's own NIXL READ time per "
+        "request; kv wait and 1st step = decode's own request phases (means: queue = from "
+        "taking the request to its first scheduled step, the read included; prefill = that "
+        "step).",
     )
 
 
@@ -251,7 +209,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--prompts", default="16,128,512", help="prompt lengths in tokens")
     p.add_argument("--repeat", type=int, default=20, help="fresh prompts per length and side")
-    p.add_argument("--gen-tokens", type=int, default=32, help="tokens per throughput request")
+    p.add_argument("--gen-tokens", type=int, default=32,
+                   help=f"tokens each timed request streams (at least {MIN_TOKENS})")  # fmt: skip
     p.add_argument("--model", required=True, help="local model dir (disagg model tiny-llama DIR)")
     p.add_argument("--manifest", default=str(MANIFEST))
     p.add_argument(
@@ -279,6 +238,9 @@ def main(argv: list[str]) -> int:
         "the manifest's)",
     )
     args = p.parse_args(argv)
+    if args.gen_tokens < MIN_TOKENS:
+        p.error(f"--gen-tokens: at least {MIN_TOKENS}, so a first token is timed inside a "
+                "request that goes on generating")  # fmt: skip
     lengths = [int(x) for x in args.prompts.split(",") if x.strip()]
     with tempfile.TemporaryDirectory(prefix="disagg-bench-manifest-") as folder:
         keep = None if args.keep_cpu_affinity is None else args.keep_cpu_affinity == "true"
@@ -347,10 +309,9 @@ def _bench(
                 idle_by_side[side][c.name] = cores[label]
             pd = runs["P/D"].proxy_url
             urls = {"agg": agg + "/v1/completions", "P/D": pd + "/v1/completions"}
-            results, figures = _measure(runs, urls, lengths, args)
+            rows = _measure(runs, urls, lengths, args)
         finally:
             stop_children([c for r in runs.values() for c in r.children])
-    rows = cases(results["agg"], results["P/D"], figures["P/D"], args.gen_tokens, figures["agg"])
     result = {
         "engine": "vllm",
         "manifest": str(manifest),

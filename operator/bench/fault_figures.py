@@ -8,11 +8,12 @@ Times are seconds on one monotonic clock; latencies are milliseconds.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from disagg_worker.bench.spread import percentile
 
 NO_ANSWER = 0  # a Record's status when no HTTP answer came (refused, reset, timed out)
 
@@ -110,16 +111,6 @@ class Record:
     @property
     def ms(self) -> float:
         return (self.end - self.start) * 1000.0
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile, ``q`` in 0..100: a value that was measured, never an
-    interpolation between two; 0.0 of no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = math.ceil(q / 100.0 * len(ordered))
-    return float(ordered[min(max(rank, 1), len(ordered)) - 1])
 
 
 def status_counts(records: Iterable[Record]) -> dict[str, int]:

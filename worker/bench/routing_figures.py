@@ -2,7 +2,8 @@
 per prompt length, every threshold-router probe judged against the path it took, the
 break-even length, and the order the probes go out in.
 
-Benchmark figures (computes only: probes in, figures out; :mod:`.routing` sends them).
+Pure layer of the benchmarks (computes only: probes in, figures out; :mod:`.routing` sends
+them).
 A probe is one streamed request (:mod:`.stream`) of ``MIN_TOKENS`` or more generated
 tokens; its path is what the router's stream headers say (``X-Disagg-Path``). Times are
 seconds on one monotonic clock; latencies are milliseconds.
@@ -16,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from disagg_worker.bench.stream import spread
+from disagg_worker.bench.spread import spread
 
 PATHS = ("decode", "pd")
 TOLERANCE = 0.10  # the target: a threshold probe within 10% of the router of its path

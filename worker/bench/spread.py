@@ -1,6 +1,6 @@
 """The spread of a benchmark figure: its median beside its 10th and 90th percentiles.
 
-Benchmark figures (computes only; imports no I/O, so pure modules such as the fault
+Pure layer of the benchmarks (computes only; imports no I/O, so pure modules such as the fault
 benchmark's figures can use it). :mod:`.stream` re-exports both functions beside the
 streamed request they time.
 
