@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import pytest
+
 from disagg_operator.api import kinds as kind_table
+from disagg_operator.controller.reconciler import Reconciler
 from disagg_operator.controller.run import running
 from tests.operator.conftest import (
     DD,
@@ -87,9 +90,27 @@ async def test_create_scale_and_roll_make_no_get_or_list(emulator: Emulator) -> 
     assert [c for c in ours if c.verb in {"get", "list"}] == []  # ... from the cache alone
 
 
+def record_passes(monkeypatch: pytest.MonkeyPatch, emu: Emulator) -> list[list[int]]:
+    """Spy on the resync's drift check (the real one runs): per pass, the range
+    ``[first, end)`` of ``emu.calls`` it made (``end`` is -1 while it runs). Passes are
+    then counted, not timed, and a pass's LISTs are the calls in its range (the emulator
+    records a call as it serves it, in this event loop)."""
+    passes: list[list[int]] = []
+    check_drift = Reconciler.check_drift
+
+    async def recorded(self: Reconciler, namespaces: Sequence[str]) -> None:
+        passes.append(span := [len(emu.calls), -1])
+        await check_drift(self, namespaces)
+        span[1] = len(emu.calls)
+
+    monkeypatch.setattr(Reconciler, "check_drift", recorded)
+    return passes
+
+
 async def test_resync_lists_each_child_kind_once_and_recreates_a_lost_pod(
-    emulator: Emulator,
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    passes = record_passes(monkeypatch, emulator)
     async with running(str(emulator.url).rstrip("/"), resync_seconds=0.3), kubelet(emulator):
         for name in ("demo", "other", "third"):
             await api(emulator, "POST", DD_PATH, quickstart(name))
@@ -104,15 +125,23 @@ async def test_resync_lists_each_child_kind_once_and_recreates_a_lost_pod(
                 not in (None, lost)
             ),
         )
-        await asyncio.sleep(0.7)  # two more resync passes
-    reads = [c for c in emulator.calls[started:] if c.verb in {"get", "list"}]
+        later = len(passes)  # passes that start from here on begin after the pod is back
+        await until("two more resync passes", lambda: [e for _, e in passes[later:] if e > 0][1:])
+    calls = emulator.calls
+    reads = [i for i in range(started, len(calls)) if calls[i].verb in {"get", "list"}]
     kinds = {k.plural for k in kind_table.WATCHED}  # pods, services, ..., Deployments
     assert "deployments" in kinds
-    # every watched child kind, never the custom resources themselves, no GET
-    assert reads and {c.resource for c in reads} == kinds
-    assert {c.verb for c in reads} == {"list"}
-    per_kind = {k: sum(1 for c in reads if c.resource == k) for k in kinds}
-    assert len(set(per_kind.values())) == 1  # one LIST per kind and pass, whatever the CRs
+    # every watched child kind, never the custom resources themselves, no GET ...
+    assert reads and {calls[i].resource for i in reads} == kinds
+    assert {calls[i].verb for i in reads} == {"list"}
+    # ... and all of them made by a drift check (the last one may have been stopped)
+    spans = [range(first, end if end >= 0 else len(calls)) for first, end in passes]
+    assert [i for i in reads if not any(i in span for span in spans)] == []
+    # one LIST per kind and pass, whatever the CRs (three here)
+    done = [range(first, end) for first, end in passes if first >= started and end >= 0]
+    assert len(done) >= 2
+    for span in done:
+        assert sorted(calls[i].resource for i in span if calls[i].verb == "list") == sorted(kinds)
 
 
 async def test_writes_answered_429_are_retried_after_retry_after(emulator: Emulator) -> None:

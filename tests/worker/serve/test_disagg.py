@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 import signal
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -233,18 +232,17 @@ async def test_prefill_killed_between_hops_fails_naming_the_cause(
     await server.start_server()
     try:
         async with aiohttp.ClientSession() as session:
-            started = time.monotonic()
             url = str(server.make_url("/v1/completions"))
             async with session.post(url, json={"prompt": "hello", "max_tokens": 4}) as resp:
                 status, out = resp.status, await resp.json()
-            elapsed = time.monotonic() - started
     finally:
         await server.close()
     message = out["error"]["message"]
     assert status in (502, 504), out
+    # the error came from the decode (its own deadline or the dead peer), not from the
+    # proxy's 20 s deadline, which would answer in its own words
     assert message.startswith(f"decode {dec.url}/v1/completions answered")
     assert f"KV transfer from prefill {pre.name} at 127.0.0.1:" in message
-    assert elapsed < deadline_s  # the error came from the decode's own deadline
     # the decode worker is not stuck: its blocks are back and it still serves
     assert get(dec.url + "/debug/blocks")["used"] == 0
     assert get(dec.url + "/health")["status"] == "ok"

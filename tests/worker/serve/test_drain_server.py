@@ -35,10 +35,9 @@ def _hold(url: str) -> None:
 
 def test_an_idle_worker_drains_at_once(start_worker: StartWorker) -> None:
     worker = start_worker("prefill")
-    done, took = _drain(worker.url, 30)
+    done, _ = _drain(worker.url, 30)
     assert done.returncode == 0, done.stderr
-    assert took < 10
-    assert "drained" in done.stderr
+    assert done.stderr.strip().endswith("disagg worker drain: drained")  # not its timeout
 
 
 def test_drain_waits_for_held_blocks_to_be_freed(start_worker: StartWorker) -> None:
@@ -46,7 +45,8 @@ def test_drain_waits_for_held_blocks_to_be_freed(start_worker: StartWorker) -> N
     _hold(worker.url)
     done, took = _drain(worker.url, 60)
     assert done.returncode == 0, done.stderr
-    assert 2 < took < 30, took  # returned once the lease freed the blocks, not at 60 s
+    assert took > 2, took  # it waited for the lease to free the blocks ...
+    assert done.stderr.strip().endswith("disagg worker drain: drained")  # ... not 60 s
     report = get(worker.url + "/debug/blocks")
     assert report["held"] == {} and report["used"] == 0
 
@@ -56,8 +56,8 @@ def test_drain_gives_up_at_its_timeout_and_still_exits_0(start_worker: StartWork
     _hold(worker.url)
     done, took = _drain(worker.url, 1.5)
     assert done.returncode == 0, done.stderr
-    assert 1 < took < 15, took
-    assert "not drained" in done.stderr and "held" in done.stderr
+    assert took > 1, took  # it waited for its timeout (the lease is 60 s) ...
+    assert "not drained after 1.5 s" in done.stderr and "held" in done.stderr  # ... then gave up
 
 
 def test_drain_of_a_worker_that_is_gone_exits_0() -> None:
@@ -65,6 +65,6 @@ def test_drain_of_a_worker_that_is_gone_exits_0() -> None:
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    done, took = _drain(f"http://127.0.0.1:{port}", 30)
+    done, _ = _drain(f"http://127.0.0.1:{port}", 30)
     assert done.returncode == 0, done.stderr
-    assert took < 10
+    assert f"drained (nothing answers on port {port})" in done.stderr  # not its timeout

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,9 @@ GEN = 6
 LENGTHS = (1, 2, 16, 17, 33, 100, 255)  # block edges of 16-token blocks, and longer
 PAIRS = [(1, 2), (2, 1), (2, 2), (4, 1), (1, 4)]
 SPEC = get_preset("tiny")
+# How a decode's answer says its READ ended by the request's deadline (decode's own clock):
+# a handshake given what was left of it, or a READ past it.
+DEADLINE_ENDED = re.compile(r"within (\d+(?:\.\d+)?) s|missed its deadline")
 
 
 def _prompt(n: int, rng: random.Random) -> list[int]:
@@ -133,8 +136,9 @@ def test_stopped_prefill_rank_fails_the_request_in_time_and_frees_every_block(
     group: Workers, aggregated: dict[str, Any]
 ) -> None:
     """Prefill TP 2 → decode TP 1: prefill rank 1 stopped after the prefill hop, so decode's
-    READ of head 1 hangs: the request fails within the deadline, decode frees its blocks,
-    the proxy-style release frees the prefill's; killing the rank stops the prefill pod."""
+    READ of head 1 hangs: the request fails within the deadline (its answer says which wait
+    the deadline ended), decode frees its blocks, the proxy-style release frees the
+    prefill's; killing the rank stops the prefill pod."""
     pre = group.spawn("prefill", "pre-stop", tp_size=2, transfer_deadline_s=2, block_lease_s=20)
     dec = group.spawn("decode", "dec-stop", transfer_deadline_s=2, block_lease_s=20)
     group.ready(pre, dec)
@@ -145,12 +149,12 @@ def test_stopped_prefill_rank_fails_the_request_in_time_and_frees_every_block(
     (rank1,) = _rank_pids(pre.proc.pid)
     os.kill(rank1, signal.SIGSTOP)
     try:
-        t0 = time.monotonic()
         status, out = post(dec.url + "/v1/completions", {
             **body, "kv_transfer_params": first["kv_transfer_params"]})  # fmt: skip
-        took = time.monotonic() - t0
         assert status in (502, 504), out
-        assert took < 2 + 3, took  # the deadline, plus the answer's margin at most
+        ended = DEADLINE_ENDED.search(out["error"]["message"])
+        assert ended, out  # not a fixed timeout, nor the server's hang guard (deadline + 10 s)
+        assert ended.group(1) is None or float(ended.group(1)) <= 2, out
         assert get(dec.url + "/debug/blocks")["used"] == 0
         status, ans = post(
             pre.url + "/v1/kv/release", {"kv_transfer_params": first["kv_transfer_params"]}
@@ -188,16 +192,15 @@ def _two_free_ports() -> tuple[int, socket.socket]:
 
 def test_a_rank_that_cannot_start_fails_the_worker_at_once(group: Workers) -> None:
     """Rank 1's side channel (sideChannelPort + 1) is taken: the worker stops with an error
-    naming the rank long before the group's join timeout, and leaves no rank behind."""
+    naming the rank, seen by the start-up check before the group forms (not after the
+    group's 60 s join timeout, whose error reads otherwise), and leaves no rank behind."""
     base, held = _two_free_ports()
     try:
-        t0 = time.monotonic()
         child = group.spawn("prefill", "pre-busy", tp_size=2, side_channel_port=base)
-        child.proc.wait(timeout=60)
-        took = time.monotonic() - t0
+        child.proc.wait(timeout=120)  # a hang guard only
     finally:
         held.close()
     assert child.proc.returncode == 1
-    assert "tensor-parallel rank 1 exited with code" in child.log_tail(), child.log_tail()
-    assert took < 30, took  # the gloo join would have waited 60 s
+    log = child.log_tail()
+    assert re.search(r"tensor-parallel rank 1 exited with code -?\d+; its log is above", log), log
     group.stop_one(child)

@@ -133,8 +133,9 @@ def test_a_reader_in_the_busy_window_sleeps_instead_of_yielding() -> None:
     setup = """
 slept = []
 time.sleep = slept.append
+time.monotonic = lambda: now  # a clock that stands still: each wait is exactly its 'ago'
+now = 1000.0
 reader = shm.SpinCondition(True)
-now = time.monotonic()
 for ago in (0.0, 0.03, 0.5):
     reader.last_read = now - ago
     reader.wait()
@@ -147,8 +148,8 @@ out = {"slept": slept, "reader": reader.original, "writer": writer.original,
     got = _queue(setup, {"DISAGG_VLLM_QUEUE_POLL_US": "200"})
     assert got["wrapped"] is True and got["reader"] == 1 and got["writer"] == 1
     first, later, longest = got["slept"]  # type: ignore[misc]
-    assert first == pytest.approx(200e-6, rel=0.2)
-    assert later == pytest.approx(0.03 / 50, rel=0.2) and longest == 0.002
+    assert first == 200e-6
+    assert later == pytest.approx(0.03 / 50, rel=1e-9) and longest == 0.002  # float rounding
 
 
 # vLLM's reader holds a zmq poller over its notification socket and a cancel socket; these
@@ -175,10 +176,11 @@ def test_a_reader_in_the_busy_window_waits_for_the_writer_s_notification() -> No
 {POLLER}
 slept = []
 time.sleep = slept.append
+time.monotonic = lambda: now  # a clock that stands still: each wait is exactly its 'ago'
+now = 1000.0
 reader = shm.SpinCondition(True)
 notify, cancel = Socket("notify", 1), Socket("cancel", 0)
 reader.local_notify_socket, reader.poller = notify, Poller(cancel, notify)
-now = time.monotonic()
 for ago in (0.0, 0.06, 0.5):
     reader.last_read = now - ago
     reader.wait()
