@@ -4,7 +4,8 @@
 #
 #   scripts/images.sh [TARGET...]        (default: operator worker-cpu vllm-cpu)
 #
-# - podman, runc and debootstrap are installed with apt-get when missing (as root), and
+# - podman, runc, debootstrap and iperf3 (`disagg bench pods`) are installed with apt-get
+#   when missing (as root), and
 #   podman reads the project's own settings (images/containers.conf via CONTAINERS_CONF).
 # - The base: PYTHON_IMAGE when given (e.g. python:3.11-slim-bookworm where a registry is
 #   reachable); else a Debian bookworm minbase made by debootstrap, with a venv on PATH
@@ -47,6 +48,7 @@ install_tools() {
     command -v podman >/dev/null || missing+=(podman)
     command -v runc >/dev/null || missing+=(runc)
     [ -n "${PYTHON_IMAGE:-}" ] || command -v debootstrap >/dev/null || missing+=(debootstrap)
+    command -v iperf3 >/dev/null || missing+=(iperf3)  # disagg bench pods: the path's limit
     [ ${#missing[@]} -gt 0 ] || return 0
     if [ "$(id -u)" != 0 ]; then
         say "missing: ${missing[*]}; install them (apt-get install ${missing[*]}) or run as root"

@@ -1,9 +1,11 @@
-"""UCX transports and their reach: which ``UCX_TLS`` lists can carry KV between pods.
+"""UCX transports and their reach: which ``UCX_TLS`` lists can carry KV between pods, and
+the settings a pool that carries it over TCP runs UCX with.
 
-Pure layer, the one table of UCX transport names. Readers: the operator's validation of
-``spec.kvTransfer.ucxTls`` (a list that cannot leave the host is refused: prefill and
-decode always run in different pods), the platforms file (which refuses transports that
-need privileges), and docs/derivation.md (``markdown_table``).
+Pure layer, the one table of UCX transport names and of the TCP settings. Readers: the
+operator's validation of ``spec.kvTransfer.ucxTls`` (a list that cannot leave the host is
+refused: prefill and decode always run in different pods), the platforms file (which
+refuses transports that need privileges), the operator's derived pod env (``tcp_env``),
+and docs/derivation.md (``markdown_table``, ``tcp_markdown_table``).
 
 Reach: ``process`` moves memory inside one process (loopback, device↔host copies);
 ``host`` between processes of one machine, through shared memory, CMA or a device IPC
@@ -121,3 +123,55 @@ def rdma_tls(tls: str) -> str:
     carrying KV over the CNI's TCP), the copy and self transports kept."""
     kept = [t for t in tls.split(",") if t and t != "tcp" and t not in RDMA_TLS]
     return ",".join([*RDMA_TLS, *kept])
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    value: str
+    default: str  # UCX 1.23's own value
+    why: str
+
+
+# UCX 1.23's receive segment: the largest active message a pod with UCX's defaults takes
+DEFAULT_RX_SEG_SIZE = "64kb"
+
+# UCX's tcp transport as a pool that moves KV over TCP runs it. NIXL's READ is a UCP GET, and
+# tcp has no GET of its own (PUT only): UCP answers it in software, the target sending the
+# bytes back as active messages of at most UCX_TCP_TX_SEG_SIZE each. At UCX's 8 KiB that is
+# 512 messages for 4 MiB of KV, each a copy, a send() and a receive handler: measured between
+# two pods, half the rate of 64 KiB segments (docs/derivation.md). The segment stops at the
+# receive segment of a peer on UCX's defaults: a larger one fails that peer's READs (NIXL
+# state ERR), and pools roll one at a time, a user's env may tune one pool only.
+TCP_SETTINGS = (
+    Setting(
+        "UCX_TCP_TX_SEG_SIZE",
+        DEFAULT_RX_SEG_SIZE,
+        "8kb",
+        "the largest active message a pod sends: a READ's reply goes in 64 KiB pieces, "
+        "64 for 4 MiB of KV instead of 512; no larger than the receive segment of a peer "
+        f"on UCX's defaults (`UCX_TCP_RX_SEG_SIZE`, `{DEFAULT_RX_SEG_SIZE}`)",
+    ),
+)
+
+
+def tcp_env() -> dict[str, str]:
+    """The UCX env of a pool that moves KV over TCP (:data:`TCP_SETTINGS`)."""
+    return {s.name: s.value for s in TCP_SETTINGS}
+
+
+def carries_tcp(tls: str) -> bool:
+    """True when UCX may move data over tcp with ``tls``: tcp listed, ``all``, or an
+    exclusion (``^…``) that leaves tcp in."""
+    listed = names(tls)
+    if tls.startswith("^"):
+        return "tcp" not in listed
+    return "tcp" in listed or "all" in listed
+
+
+def tcp_markdown_table() -> str:
+    """The TCP settings table in docs/derivation.md."""
+    lines = ["| env | value | UCX default | why |", "| --- | --- | --- | --- |"]
+    for s in TCP_SETTINGS:
+        lines.append(f"| `{s.name}` | `{s.value}` | `{s.default}` | {s.why} |")
+    return "\n".join(lines) + "\n"

@@ -1,63 +1,51 @@
 """`disagg bench pods`: the quickstart's P/D path as local processes and as pods of
-containers, measured in one run.
+containers, measured in one run, request by request, against the path's iperf3 limits.
 
-Benchmark layer. The manifest (default examples/quickstart-cpu.yaml) runs twice: as local
-processes (``disagg up``) and as podman pods (``disagg up --runtime podman``: each pod its
-own network namespace, KV over UCX TCP between them). For each prompt length it reports
-the P/D TTFT (a 1-token request through the proxy, median of ``--repeat``), the proxy's
-hops and the NIXL READ (bytes, wire time, rate), and the containers/processes ratios.
-The path's limit is measured in the same run: a plain TCP copy of the same bytes between
-the two pods (a socket from the decode pod's engine container to the prefill pod's), so
-``nixl_vs_tcp`` is the share of that path NIXL gets. Progress goes to stderr, figures to
-stdout (``--json`` or a table).
+Benchmark layer. The manifest (default examples/quickstart-cpu.yaml, a reference-engine
+manifest) runs at once as local processes (``disagg up``) and as podman pods (``disagg up
+--runtime podman``: each pod its own network namespace, KV over UCX TCP between them), and,
+with ``--ucx NAME:K=V,...``, once more as pods per variant whose pools both carry that env
+on top of the rendered one (a role's env wins over what the operator derives). Requests are
+interleaved: each round sends every prompt length to every run, the runs' order rotating,
+so all of them see the same machine. Each request is streamed (:mod:`disagg_worker.bench.
+stream`: TTFT as the client sees it, of a request generating ``MIN_TOKENS`` tokens); its
+KV bytes and NIXL READ time are the decode workers' counters around it
+(:mod:`.pod_figures`). Each round ends with the path's limits of each run of pods: iperf3
+from the prefill pod's network namespace to the decode pod's, one stream and several
+(:mod:`.iperf`); ``nixl_vs_iperf3_single`` / ``_multi`` are NIXL's median rate over the
+median limit, the share of that path NIXL's READ gets.
+Progress goes to stderr, figures to stdout (``--json`` or a table).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import statistics
-import subprocess
+import re
 import sys
 import tempfile
 import threading
-import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from disagg_operator.bench import iperf
+from disagg_operator.bench import pod_figures as figures
 from disagg_operator.local.podman.launch import launch_containers
-from disagg_operator.local.podman.plan import container_name
-from disagg_operator.local.podman.runtime import podman, podman_env
-from disagg_operator.local.stack import Run, get_json, launch
+from disagg_operator.local.podman.runtime import PodRuntime
+from disagg_operator.local.stack import Run, get_json, launch, load
+from disagg_worker.bench.stream import MIN_TOKENS, stream_completion
 from disagg_worker.serve.localrun import stop_children
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart-cpu.yaml"
-TCP_PORT = 5999  # the copy's port inside the prefill pod
-SERVER = """
-import socket, sys
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", %d)); s.listen(1); print("listening", flush=True)
-for _ in range(int(sys.argv[1])):
-    c, _ = s.accept(); head = b""
-    while len(head) < 16:
-        head += c.recv(16 - len(head))
-    n = int(head); buf = bytearray(1 << 20)
-    while n > 0:
-        n -= c.recv_into(buf, min(len(buf), n))
-    c.sendall(b"k"); c.close()
-"""
-CLIENT = """
-import socket, sys, time
-n = int(sys.argv[2]); data = bytes(1 << 20); out = []
-for _ in range(int(sys.argv[3])):
-    c = socket.create_connection((sys.argv[1], %d)); c.sendall(b"%%016d" %% n)
-    t = time.perf_counter(); left = n
-    while left > 0:
-        left -= c.send(memoryview(data)[: min(len(data), left)])
-    c.recv(1); out.append(time.perf_counter() - t); c.close()
-print(min(out))
-"""
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # pod IPs: no proxy
+_VARIANT = re.compile(r"^([a-z0-9](?:[-a-z0-9]{0,14}[a-z0-9])?):(.*)$")
 
 
 def _say(message: str) -> None:
@@ -68,130 +56,203 @@ def _prompt(n: int) -> list[int]:
     return [1] + [(i * 37 + 11) % 256 for i in range(n - 1)]
 
 
-def measure(proxy: str, lengths: list[int], repeat: int) -> list[dict[str, Any]]:
-    url = proxy + "/v1/completions"
-    get_json(url, {"prompt": "", "max_tokens": 1}, timeout=120)  # the first handshake
-    cases = []
-    for n in lengths:
-        samples = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            out = get_json(url, {"prompt": _prompt(n), "max_tokens": 1}, timeout=120)
-            samples.append((1e3 * (time.perf_counter() - t0), out["disagg"]))
-        figures = [d for _, d in samples]
-        med = {
-            k: _median(figures, k) for k in ("transfer_ms", "transfer_wire_ms", "transfer_bytes")
-        }
-        hops = [d["proxy"] for d in figures]
-        wire, nbytes = med["transfer_wire_ms"], med["transfer_bytes"]
-        cases.append(
-            {
-                "prompt_tokens": n,
-                "ttft_ms": statistics.median(t for t, _ in samples),
-                "prefill_hop_ms": _median(hops, "prefill_hop_ms"),
-                "decode_hop_ms": _median(hops, "decode_hop_ms"),
-                "transfer_ms": med["transfer_ms"],
-                "transfer_wire_ms": wire,
-                "transfer_bytes": int(nbytes),
-                "nixl_gbps": nbytes / wire / 1e6 if wire else 0.0,
-            }
+@dataclass
+class Target:
+    """One run of the manifest: its processes or pods, and the env a variant adds."""
+
+    name: str
+    run: Run
+    env: dict[str, str] = field(default_factory=dict)
+    pods: PodRuntime | None = None
+
+
+def parse_variant(text: str) -> tuple[str, dict[str, str]]:
+    """``NAME:K=V,K=V`` → (name, env); names are short DNS labels, keys UCX_* settings."""
+    found = _VARIANT.match(text)
+    pairs = [p.partition("=") for p in found.group(2).split(",")] if found else []
+    if not found or not pairs or any(not k.startswith("UCX_") or not s for k, s, _ in pairs):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected NAME:UCX_X=V[,UCX_Y=W] (NAME: up to 16 of a-z, 0-9, -)"
         )
-    return cases
+    return found.group(1), {k: v for k, _, v in pairs}
 
 
-def _median(items: list[dict[str, Any]], key: str) -> float:
-    return float(statistics.median(float(d.get(key, 0.0)) for d in items))
+def variant_manifest(manifest: Path, name: str, env: dict[str, str], folder: Path) -> Path:
+    """``manifest`` renamed ``<its name>-<name>`` (pods of two runs never share a name), both
+    roles carrying ``env`` over their own."""
+    body = load(str(manifest))
+    body["metadata"] = {**body["metadata"], "name": f"{body['metadata']['name']}-{name}"}
+    for role in ("prefill", "decode"):
+        spec = body["spec"][role]
+        own = [e for e in spec.get("env") or [] if e.get("name") not in env]
+        spec["env"] = [*own, *({"name": k, "value": v} for k, v in env.items())]
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(body))
+    return path
 
 
-def tcp_between_pods(prefill: str, decode: str, ip: str, nbytes: int, repeat: int) -> float:
-    """GB/s of a plain TCP copy of ``nbytes`` from decode's engine container to prefill's
-    (best of ``repeat``)."""
-    server = subprocess.Popen(
-        ["podman", "exec", prefill, "python", "-c", SERVER % TCP_PORT, str(repeat)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=podman_env(),
-    )
-    try:
-        assert server.stdout is not None
-        server.stdout.readline()  # listening
-        args = [ip, str(nbytes), str(repeat)]
-        done = podman("exec", decode, "python", "-c", CLIENT % TCP_PORT, *args, timeout=120)
-        return nbytes / float(done.stdout.strip()) / 1e9
-    finally:
-        server.kill()
-        server.wait(10)
-
-
-def run_one(runtime: str, manifest: Path, lengths: list[int], repeat: int) -> dict[str, Any]:
-    run, hurry = Run([], {}), threading.Event()
+@contextlib.contextmanager
+def started(manifest: Path, variants: list[tuple[str, dict[str, str]]]) -> Iterator[list[Target]]:
+    """The process run, the pods as rendered and one run of pods per variant, all up;
+    everything they made is stopped and removed on the way out."""
+    hurry = threading.Event()
     hurry.set()  # a benchmark does not wait for preStop hooks
+    targets: list[Target] = []
     with tempfile.TemporaryDirectory(prefix="disagg-bench-pods-") as tmp:
         try:
-            if runtime == "podman":
-                pods = launch_containers(manifest, Path(tmp), Path(tmp), run, say=_say)
-            else:
-                launch(manifest, Path(tmp), Path(tmp), run, say=_say)
-            _say(f"measuring {runtime} run: prompts {lengths}, {repeat} repeats")
-            out: dict[str, Any] = {
-                "runtime": runtime,
-                "cases": measure(run.proxy_url, lengths, repeat),
-            }
-            if runtime == "podman":
-                prefill, decode = pods.pods[0], pods.pods[-1]
-                names = (
-                    container_name(prefill, prefill.engine_container),
-                    container_name(decode, decode.engine_container),
-                )
-                limits = {}
-                for case in out["cases"]:
-                    size = max(case["transfer_bytes"], 1 << 16)
-                    limits[size] = tcp_between_pods(*names, prefill.ip, size, repeat)
-                    case["tcp_gbps"] = limits[size]
-                    case["nixl_vs_tcp"] = case["nixl_gbps"] / limits[size] if limits[size] else 0
-                out["tcp_64mib_gbps"] = tcp_between_pods(*names, prefill.ip, 64 << 20, 3)
-            return out
+            folder = Path(tmp)
+            targets.append(Target(figures.PROCESS, Run([], {})))
+            launch(manifest, _dir(folder, "process"), _dir(folder, "process"), targets[-1].run,
+                   say=_say)  # fmt: skip
+            for name, env in [("", {}), *variants]:
+                where = _dir(folder, name or "podman")
+                m = variant_manifest(manifest, name, env, folder) if name else manifest
+                t = Target(f"{figures.PODS}:{name}" if name else figures.PODS, Run([], {}), env)
+                targets.append(t)
+                t.pods = launch_containers(m, where, where, t.run, say=_say)
+            yield targets
         finally:
-            if run.teardown is not None:
-                run.teardown(hurry)
-            stop_children(run.children)
+            for t in targets:
+                if t.run.teardown is not None:
+                    t.run.teardown(hurry)
+                stop_children(t.run.children)
+
+
+def _dir(folder: Path, name: str) -> Path:
+    path = folder / name
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def _counters(target: Target) -> dict[str, float]:
+    texts = []
+    for url in target.run.workers.get("decode", []):
+        with _DIRECT.open(url + "/metrics", timeout=10) as resp:
+            texts.append(resp.read().decode())
+    return figures.counters(texts)
+
+
+def request(target: Target, n: int) -> figures.Sample:
+    """One streamed request of an ``n``-token prompt, and the READ counted around it."""
+    before = _counters(target)
+    body = {"prompt": _prompt(n), "max_tokens": MIN_TOKENS, "ignore_eos": True}
+    got = stream_completion(target.run.proxy_url + "/v1/completions", body, timeout_s=300)
+    return figures.sample(got.ttft_ms, got.ttlt_ms, before, _counters(target))
+
+
+def _warm(targets: list[Target], lengths: list[int]) -> None:
+    """The first handshake, and UCX's buffers for the largest request, before any timing."""
+    for t in targets:
+        get_json(t.run.proxy_url + "/v1/completions", {"prompt": "", "max_tokens": 1}, 120)
+        request(t, max(lengths))
+
+
+def interleaved(
+    targets: list[Target], lengths: list[int], repeat: int, seconds: float
+) -> tuple[dict[str, dict[int, list[figures.Sample]]], dict[str, list[dict[str, Any]]]]:
+    """``repeat`` rounds; in each every length goes to every target, their order rotated,
+    then each run of pods has its path measured: requests and limits see the same load."""
+    _warm(targets, lengths)
+    samples: dict[str, dict[int, list[figures.Sample]]] = {
+        t.name: {n: [] for n in lengths} for t in targets
+    }
+    paths: dict[str, list[dict[str, Any]]] = {t.name: [] for t in targets if t.pods}
+    for r in range(repeat):
+        _say(f"round {r + 1}/{repeat}: prompts {lengths} to {len(targets)} runs, then iperf3")
+        order = targets[r % len(targets) :] + targets[: r % len(targets)]
+        for n in lengths:
+            for t in order:
+                samples[t.name][n].append(request(t, n))
+        for t in order:
+            if t.pods:
+                paths[t.name].append(path_limits(t, seconds))
+    return samples, paths
+
+
+def path_limits(target: Target, seconds: float) -> dict[str, Any]:
+    """iperf3's limits from the target's first prefill pod to its first decode pod."""
+    assert target.pods is not None
+    prefill = next(p for p in target.pods.pods if p.role == "prefill")
+    decode = next(p for p in target.pods.pods if p.role == "decode")
+    return iperf.limits(prefill.name, decode.name, decode.ip, seconds)
+
+
+def bench(args: argparse.Namespace) -> dict[str, Any]:
+    lengths = [int(x) for x in args.prompts.split(",")]
+    with started(Path(args.manifest), args.ucx) as targets:
+        samples, paths = interleaved(targets, lengths, args.repeat, args.iperf_seconds)
+    limits = {name: figures.limits(measured) for name, measured in paths.items()}
+    runs = {
+        t.name: {"runtime": "podman" if t.pods else "process", "env": t.env}
+        | ({"iperf3": limits[t.name]} if t.name in limits else {})
+        for t in targets
+    }
+    return {
+        "manifest": str(args.manifest),
+        "repeat": args.repeat,
+        "ttft": f"streamed, first of {MIN_TOKENS} tokens",
+        "nixl": "bytes / (post + wire) of the request's READ, decode workers' counters",
+        "iperf3": limits[figures.PODS],
+        "runs": runs,
+        "by_prompt": figures.by_prompt(samples, limits),
+    }
 
 
 def table(result: dict[str, Any]) -> str:
     rows = [
-        "prompt  runtime   TTFT ms  prefill hop  decode hop  NIXL ms (wire)  KV bytes  "
-        "NIXL GB/s  TCP GB/s  NIXL/TCP",
+        "prompt  run                 TTFT ms (p10-p90)      KV bytes  NIXL ms (post)  "
+        "NIXL GB/s  /iperf3 1  /iperf3 4",
     ]
-    for n, pair in result["by_prompt"].items():
-        for name in ("process", "podman"):
-            c = pair[name]
-            tcp = f"{c['tcp_gbps']:8.3f}  {c['nixl_vs_tcp']:8.2f}" if "tcp_gbps" in c else ""
+    for n, row in result["by_prompt"].items():
+        for name, c in row.items():
+            if not isinstance(c, dict):
+                continue
+            t, share = c["ttft_ms"], ""
+            if "nixl_vs_iperf3_single" in c:
+                share = f"{c['nixl_vs_iperf3_single']:9.2f}  {c['nixl_vs_iperf3_multi']:9.2f}"
+            read = c["nixl_post_ms"] + c["nixl_wire_ms"]
             rows.append(
-                f"{n:>6}  {name:8} {c['ttft_ms']:8.1f}  {c['prefill_hop_ms']:11.1f}  "
-                f"{c['decode_hop_ms']:10.1f}  {c['transfer_ms']:6.2f} "
-                f"({c['transfer_wire_ms']:5.2f})  {c['transfer_bytes']:8d}  "
-                f"{c['nixl_gbps']:9.3f}  {tcp}"
+                f"{n:>6}  {name:18} {t['median']:8.1f} ({t['p10']:6.1f}-{t['p90']:6.1f})  "
+                f"{c['kv_bytes']:9d}  {read:6.2f} ({c['nixl_post_ms']:5.2f})  "
+                f"{c['nixl_gbps']:9.3f}  {share}"
             )
-        rows.append(f"{'':6}  podman/process TTFT {pair['ttft_ratio']:.2f}x")
-    rows.append(f"TCP between the pods, 64 MiB: {result['tcp_64mib_gbps']:.3f} GB/s")
+    for name, run in result["runs"].items():
+        if "iperf3" in run:
+            i = run["iperf3"]
+            rows.append(
+                f"iperf3 {name}: {i['single_gbps']:.3f} GB/s one stream, "
+                f"{i['multi_gbps']:.3f} GB/s {i['streams']} streams; env {run['env'] or '-'}"
+            )
     return "\n".join(rows)
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="disagg bench pods", description=__doc__.split("\n")[0])
-    p.add_argument("--manifest", default=str(QUICKSTART))
+    p.add_argument("--manifest", default=str(QUICKSTART), help="a reference-engine manifest")
     p.add_argument("--prompts", default="16,512,2048", help="prompt lengths in tokens")
-    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--repeat", type=int, default=5, help="rounds of requests")
+    p.add_argument(
+        "--ucx",
+        type=parse_variant,
+        action="append",
+        default=[],
+        metavar="NAME:K=V,...",
+        help="one more run of pods, both pools with this UCX env",
+    )
+    p.add_argument(
+        "--iperf-seconds", type=float, default=1.0, help="iperf3 time per figure and round"
+    )
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    lengths = [int(x) for x in args.prompts.split(",")]
-    runs = {r: run_one(r, Path(args.manifest), lengths, args.repeat) for r in ("process", "podman")}
-    by_prompt: dict[int, dict[str, Any]] = {}
-    for n, proc, pod in zip(
-        lengths, runs["process"]["cases"], runs["podman"]["cases"], strict=True
-    ):
-        ratio = pod["ttft_ms"] / proc["ttft_ms"] if proc["ttft_ms"] else 0.0
-        by_prompt[n] = {"process": proc, "podman": pod, "ttft_ratio": ratio}
-    result = {"by_prompt": by_prompt, "tcp_64mib_gbps": runs["podman"]["tcp_64mib_gbps"]}
+    names = [name for name, _ in args.ucx]
+    if len(set(names)) < len(names):
+        p.error("--ucx: each variant needs a name of its own")
+    lacks = iperf.missing()
+    if lacks:
+        print(
+            f"disagg bench pods: iperf3 between the pods needs {', '.join(lacks)}", file=sys.stderr
+        )
+        return 2
+    result = bench(args)
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0

@@ -1,6 +1,7 @@
 """Derived KV-transfer values every engine shares: the buffer device of each role, its
 UCX transports, whether the two pools run different attention layouts, the lease, what
-RDMA adds to a pool (env, networks, IPC_LOCK) and the canary's bandwidth floor.
+RDMA adds to a pool (env, networks, IPC_LOCK), UCX's settings for a pool that moves KV over
+TCP, and the canary's bandwidth floor.
 
 Pure layer, part of derive. The platform table is a value passed in (the operator's
 settings: the built-ins plus what its platforms file declares), never a registry read
@@ -50,12 +51,13 @@ IPC_LOCK = "IPC_LOCK"
 RDMA_FLOOR_GBPS = 1.0
 
 
-def rdma_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
-    """The env an RDMA pool's engine reads: UCX's NICs and GID index, or libfabric's
-    provider."""
+def transport_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
+    """The env ``role``'s engine reads for its KV transport (render adds it to the engine
+    container; an entry of the role's own ``env`` wins): over RDMA, UCX's NICs and GID
+    index or libfabric's provider; else, where KV goes over UCX TCP, :func:`tcp_env`."""
     found = rdma(spec, role)
     if found is None:
-        return {}
+        return tcp_env(spec, role)
     if found.transport == "libfabric":
         return dict(LIBFABRIC_ENV)
     env = {}
@@ -66,8 +68,23 @@ def rdma_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
     return env
 
 
+def tcp_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
+    """UCX's TCP settings (:data:`disagg_worker.ucx.TCP_SETTINGS`) for a pool that moves KV
+    over UCX TCP: no RDMA block (over RDMA UCX_TLS drops tcp, or libfabric moves the KV)
+    and a ``spec.kvTransfer.ucxTls`` that, if given, carries tcp. Every built-in
+    platform's list carries tcp; a platforms file's list without it still gets them, and
+    there they change nothing (UCX reads UCX_TCP_* only for the tcp transport)."""
+    if rdma(spec, role) is not None:
+        return {}
+    tls = spec.kv_transfer.ucx_tls
+    if tls is not None and not ucx.carries_tcp(tls):
+        return {}
+    return ucx.tcp_env()
+
+
 def rdma_env_names() -> tuple[str, ...]:
-    """Every env name :func:`rdma_env` may set (refused in spec.<role>.env)."""
+    """Every env name :func:`transport_env` sets for an RDMA pool (refused in that pool's
+    spec.<role>.env; the TCP settings are not: a user's value wins)."""
     return (*LIBFABRIC_ENV, UCX_NET_DEVICES, UCX_IB_GID_INDEX)
 
 

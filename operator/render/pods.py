@@ -182,7 +182,7 @@ def engine_container(spec: DeploymentSpec, role: str, settings: Settings) -> dic
         "name": ENGINE,
         "image": spec.image(role),
         "command": list(derived.command),
-        "env": _merge_env([*derived.env, *_rdma_env(spec, role)], r),
+        "env": _merge_env([*derived.env, *_transport_env(spec, role)], r),
         "ports": _ports(engine.side_channel_ports(spec, role), port),
         "readinessProbe": {
             "httpGet": {"path": "/health", "port": port},
@@ -214,8 +214,8 @@ def engine_container(spec: DeploymentSpec, role: str, settings: Settings) -> dic
     return container
 
 
-def _rdma_env(spec: DeploymentSpec, role: str) -> list[dict[str, Any]]:
-    return [{"name": k, "value": v} for k, v in transfer.rdma_env(spec, role).items()]
+def _transport_env(spec: DeploymentSpec, role: str) -> list[dict[str, Any]]:
+    return [{"name": k, "value": v} for k, v in transfer.transport_env(spec, role).items()]
 
 
 def _rdma_capabilities(spec: DeploymentSpec, role: str) -> dict[str, Any]:

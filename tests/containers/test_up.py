@@ -290,15 +290,23 @@ def test_the_vllm_cpu_example_in_containers_equals_aggregated_vllm(up: Any, tmp_
     assert _left(run.run_id) == []
 
 
-def test_the_pods_benchmark_reports_both_runtimes_and_the_path_limit(images: Any) -> None:
+def test_the_pods_benchmark_reports_both_runtimes_and_the_iperf3_limits(images: Any) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "disagg_operator.cli", "bench", "pods", "--prompts", "512",
-         "--repeat", "1", "--json"], capture_output=True, text=True, timeout=600,
+         "--repeat", "1", "--iperf-seconds", "1", "--ucx", "small:UCX_TCP_TX_SEG_SIZE=8kb",
+         "--json"], capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
     case = result["by_prompt"]["512"]
-    for runtime in ("process", "podman"):
-        assert case[runtime]["transfer_bytes"] > 0 and case[runtime]["ttft_ms"] > 0
-    assert case["podman"]["tcp_gbps"] > 0 and case["podman"]["nixl_vs_tcp"] > 0
-    assert result["tcp_64mib_gbps"] > 0 and case["ttft_ratio"] > 0
+    for run in ("process", "podman", "podman:small"):
+        assert case[run]["kv_bytes"] > 0 and case[run]["nixl_gbps"] > 0, case[run]
+        assert case[run]["ttft_ms"]["median"] > 0 and case[run]["unattributed"] == 0
+    for streams in ("single", "multi"):
+        assert result["iperf3"][f"{streams}_gbps"] > 0
+        assert case["podman"][f"nixl_vs_iperf3_{streams}"] > 0
+    assert result["runs"]["podman:small"]["env"] == {"UCX_TCP_TX_SEG_SIZE": "8kb"}
+    assert result["runs"]["podman:small"]["iperf3"]["single_gbps"] > 0
+    assert "nixl_vs_iperf3_single" not in case["process"] and case["ttft_ratio"] > 0
+    left = podman("pod", "ps", "--filter", "label=disagg.dev/up-run", "--format", "{{.Name}}")
+    assert left.stdout.split() == []  # every run's pods removed

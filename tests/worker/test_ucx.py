@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from disagg_worker import platform_file, platforms, ucx
@@ -55,3 +57,27 @@ def test_the_markdown_table_lists_every_transport() -> None:
     table = ucx.markdown_table()
     for name in ucx.TRANSPORTS:
         assert f"`{name}`" in table
+
+
+@pytest.mark.parametrize(
+    ("tls", "tcp"),
+    [
+        ("tcp,self", True),
+        ("rc,ud,tcp,cuda_copy,self", True),
+        ("all", True),
+        ("^cma,sm", True),  # everything but shared memory: tcp stays in
+        ("^tcp", False),
+        ("^cma,tcp", False),
+        ("rc,ud,cuda_copy,self", False),
+        ("cma,self", False),
+    ],
+)
+def test_which_lists_carry_tcp(tls: str, tcp: bool) -> None:
+    assert ucx.carries_tcp(tls) is tcp
+
+
+def test_the_tcp_settings_table_is_in_the_derivation_doc() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "derivation.md").read_text()
+    assert ucx.tcp_markdown_table() in doc, (
+        "docs/derivation.md is stale: paste disagg_worker.ucx.tcp_markdown_table() into it"
+    )
