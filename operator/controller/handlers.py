@@ -20,7 +20,9 @@ Handlers are registered on :data:`registry` (not kopf's global one) so tests and
 ``disagg operator`` pass it explicitly. Settings (kopf bookkeeping in annotations, events
 only for warnings, standalone) are applied at startup; ``memo.host`` (optional) points the
 API client at an explicit server, e.g. the emulator; ``memo.resync_seconds`` (optional)
-starts the periodic resync of :meth:`Reconciler.resync_forever`; ``memo.root_key``
+starts the periodic resync of :meth:`Reconciler.resync_forever`; ``memo.canary_seconds``
+(optional) the canary watch of :meth:`Reconciler.watch_canaries_forever` and
+``memo.canary_port`` (optional) the port canaries are asked on; ``memo.root_key``
 (optional) is the root key of the handshake keys (keys.py), a random one per process when
 absent; ``memo.backoff`` (optional) the back-off of refused writes (refusals.Backoff);
 ``memo.settings`` (optional) what the operator renders with (engines.settings.Settings).
@@ -34,7 +36,7 @@ from typing import Any
 
 import kopf
 
-from disagg_operator.api import GROUP, KIND, PLURAL, VERSION, kinds
+from disagg_operator.api import CANARY_PORT, GROUP, KIND, PLURAL, VERSION, kinds
 from disagg_operator.controller import cache
 from disagg_operator.controller import client as k8s
 from disagg_operator.controller.canaries import CanaryReader
@@ -111,7 +113,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
             "no root key (--root-key-file): handshake keys derive from a random key of this "
             "process; a handshake Secret deleted after a restart comes back with another key"
         )
-    memo.canaries = CanaryReader()
+    memo.canaries = CanaryReader(port=memo.get("canary_port") or CANARY_PORT)
     await memo.canaries.start()
     memo.reconciler = Reconciler(
         memo.api,
@@ -124,6 +126,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
     if memo.get("resync_seconds"):
         resync = memo.reconciler.resync_forever(memo.get("namespaces", ()), memo.resync_seconds)
         memo.resync_task = asyncio.create_task(resync)
+    if memo.get("canary_seconds"):
+        watch = memo.reconciler.watch_canaries_forever(memo.canary_seconds)
+        memo.canary_task = asyncio.create_task(watch)
 
 
 @kopf.on.login(registry=registry)
@@ -135,8 +140,9 @@ def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
 
 @kopf.on.cleanup(registry=registry)
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
-    if memo.get("resync_task"):
-        memo.resync_task.cancel()
+    for task in ("resync_task", "canary_task"):
+        if memo.get(task):
+            memo[task].cancel()
     memo.reconciler.close()
     await memo.canaries.close()
     await memo.api.close()

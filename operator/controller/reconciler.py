@@ -23,7 +23,7 @@ from typing import Any, cast
 from disagg_operator.api import kinds
 from disagg_operator.controller import metrics
 from disagg_operator.controller.cache import Cache
-from disagg_operator.controller.canaries import CanaryReader
+from disagg_operator.controller.canaries import CanaryReader, canary_turn
 from disagg_operator.controller.refusals import Backoff
 from disagg_operator.controller.retries import CallLater, Retries
 from disagg_operator.controller.sync import Client, sync
@@ -151,6 +151,8 @@ class Reconciler:
         self._coalescer.forget((namespace, name))
         self.retries.forget((namespace, name))
         self.cache.forget(namespace, name)
+        if self.canaries is not None:
+            self.canaries.forget((namespace, name))
 
     def close(self) -> None:
         self.retries.close()
@@ -202,6 +204,39 @@ class Reconciler:
         while True:
             await asyncio.sleep(interval)
             await self.resync(namespaces)
+
+    async def watch_canaries_forever(self, interval: float) -> None:
+        """Every ``interval`` s, ask the canaries of every cached deployment for their
+        verdicts (bounded per deployment: :mod:`~disagg_operator.controller.canaries`) and
+        sync the deployments whose canaries changed their word: decode readiness latches, so
+        no pod event says when the path breaks or heals."""
+        while True:
+            await asyncio.sleep(interval)
+            await self.watch_canaries()
+
+    async def watch_canaries(self) -> None:
+        """One pass of :meth:`watch_canaries_forever`."""
+        if self.canaries is None:
+            return
+        turn = canary_turn(self._clock())
+        keys = list(self.cache.deployments())
+        found = await asyncio.gather(
+            *(self._canaries_changed(key, turn) for key in keys), return_exceptions=True
+        )
+        for key, changed in zip(keys, found, strict=True):
+            if isinstance(changed, BaseException):
+                log.warning("canaries of %s/%s not asked: %s", *key, changed)
+            elif changed:
+                self.request_soon(*key)
+
+    async def _canaries_changed(self, key: tuple[str, str], turn: int) -> bool:
+        assert self.canaries is not None
+        body = self.cache.deployment(*key)
+        if body is None:
+            return False
+        uid = str(body["metadata"].get("uid") or "")
+        pods = [o for o in self.cache.children(*key, uid) if o["kind"] == "Pod"]
+        return await self.canaries.changed(key, pods, turn)
 
     async def resync(self, namespaces: Sequence[str]) -> None:
         """One pass: the drift check, then a sync of every cached deployment."""

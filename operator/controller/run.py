@@ -6,6 +6,7 @@ inside the caller's event loop (integration tests and ``disagg bench operator`` 
 
     disagg operator [--namespace NS | --all-namespaces] [--health-port 8080]
                     [--metrics-port 9090] [--bind-address 0.0.0.0] [--resync-seconds 600]
+                    [--canary-seconds 20]
                     [--log-level warning] [--platforms-file PATH] [--canary-image IMAGE]
                     [--root-key-file PATH] [--leader-elect --lease-namespace NS ...]
 
@@ -39,6 +40,10 @@ from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render import options
 
 LEVELS = ("debug", "info", "warning", "error")
+# TransferPathReady follows a broken path within a canary probe period (T, 15 s by default)
+# plus one canary (T) plus this: about 50 s, since decode readiness latches and no pod event
+# says it. Each pass asks at most 8 canaries per deployment, 32 at a time.
+CANARY_SECONDS = 20.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,6 +71,13 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=600.0,
         help="sync every deployment this often, in case an event was missed (0: only on events)",
+    )
+    p.add_argument(
+        "--canary-seconds",
+        type=float,
+        default=CANARY_SECONDS,
+        help="ask the decode pods' transfer canaries for their verdicts this often and sync "
+        "the deployments whose verdict changed (TransferPathReady; 0: only on syncs)",
     )
     p.add_argument(
         "--bind-address", default="0.0.0.0", help="address of the health and metrics endpoints"
@@ -120,6 +132,8 @@ async def running(
     namespaces: Sequence[str] = (),
     liveness_endpoint: str | None = None,
     resync_seconds: float = 0.0,
+    canary_seconds: float = 0.0,
+    canary_port: int | None = None,
     ready_timeout: float = 30.0,
     root_key: bytes | None = None,
     backoff: Backoff | None = None,
@@ -139,6 +153,8 @@ async def running(
             host=host,
             namespaces=tuple(namespaces),
             resync_seconds=resync_seconds,
+            canary_seconds=canary_seconds,
+            canary_port=canary_port,
             root_key=root_key,
             backoff=backoff,
             settings=settings,
@@ -234,6 +250,7 @@ def main(argv: list[str]) -> int:
             async with running(
                 namespaces=namespaces,
                 resync_seconds=args.resync_seconds,
+                canary_seconds=args.canary_seconds,
                 root_key=root_key,
                 elector=elector,
                 settings=settings,

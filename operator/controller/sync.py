@@ -230,8 +230,9 @@ async def sync(
     ``root_key``: the operator's root key (the handshake key is derived from it, see
     keys.py); ``held``: writes refused by an earlier sync whose back-off has not ended:
     writes to those objects are not attempted and, while still planned, still reported;
-    ``settings``: the operator's engines, platforms and canary image; ``canaries``: asks
-    failing transfer canaries why (None: not asked, TransferPathReady says CanaryFailing)."""
+    ``settings``: the operator's engines, platforms and canary image; ``canaries``: what
+    the transfer canaries said when last asked (None: never asked, the latches alone
+    decide TransferPathReady)."""
     observed = await observe(api, cache, body)
     dd, problems = parse(body, settings)
     outcome = Outcome(problems=problems)
@@ -264,9 +265,8 @@ async def sync(
             dd, uid=uid, pods=pods, routed=steps.routed, settings=settings, target=steps.target
         )
         outcome.more = any(steps.create.values()) or bool(steps.delete)
-    reasons = (
-        await canaries.reasons(dd.spec, pods) if canaries is not None and dd is not None else None
-    )
+    # what the canary watch heard last (reconciler.watch_canaries): no sync waits for a pod
+    said = canaries.heard((meta["namespace"], meta["name"]), pods) if canaries else None
     status = status_mod.compute(
         name=body["metadata"]["name"],
         spec=dd.spec if dd is not None else None,
@@ -278,7 +278,7 @@ async def sync(
         rollout=steps,
         refusals=outcome.refusals,
         settings=settings,
-        canary_reasons=reasons,
+        canary_said=said,
     )
     outcome.status_written = await _write_status(api, body, status, outcome, record)
     return outcome

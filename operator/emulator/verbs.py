@@ -36,10 +36,12 @@ class TestVerbs(ObjectStore):
         name: str,
         ready: bool = True,
         containers: Mapping[str, bool] | None = None,
+        ip: str | None = None,
     ) -> None:
-        """Play the kubelet: mark a pod Running with a pod IP, each container of its spec
-        ready or not (``containers``: by name, the others ``ready``), and the pod Ready
-        when every container is, as the kubelet's readiness probes would leave it."""
+        """Play the kubelet: mark a pod Running with a pod IP (``ip``, else one of
+        127.0.1.0/24: loopback, so whatever dials it stays on this machine), each container
+        of its spec ready or not (``containers``: by name, the others ``ready``), and the
+        pod Ready when every container is, as the kubelet's readiness probes would leave it."""
         pod = self.store[("v1/pods", namespace, name)]
         statuses = [
             {
@@ -54,7 +56,7 @@ class TestVerbs(ObjectStore):
         flag = "True" if pod_ready else "False"
         status = {
             "phase": "Running",
-            "podIP": f"10.0.0.{len(self.store) % 250 + 1}",
+            "podIP": ip or f"127.0.1.{len(self.store) % 250 + 1}",
             "conditions": [{"type": "Ready", "status": flag, "lastTransitionTime": ops.now()}],
             "containerStatuses": statuses,
         }

@@ -62,11 +62,16 @@ Conditions (metav1.Condition shape, observedGeneration on each)::
                  False   NewerThanProfiles newer than the newest checked release
     TransferPathReady                      always, last: the decode pods' transfer canaries
                                            (transfer_path; the message names failing pods)
-                 True    CanaryPassing     every running decode pod's canary is ready
+                 True    CanaryPassing     every running decode pod's canary passed on its
+                                           engine, and those asked pass now
                  False   DecodeRecomputing a failing canary says decode computed the prompt
-                 False   SlowTransport     a failing canary says its KV moved slower than
-                                           the floor (transferCanary / RDMA block's)
-                 False   CanaryFailing     some running decode pod's canary is not
+                 False   PrefillBusy       a canary's prefill hop took its whole deadline
+                 False   PrefillUnreachable  no prefill pod took a canary's connection
+                 False   SlowTransport     a canary says its KV moved slower than the
+                                           floor (transferCanary / RDMA block's)
+                 False   CanaryFailing     some running decode pod's canary fails, or has
+                                           not passed on its engine yet
+                 Unknown CanaryUnanswered  no Ready decode pod's canary answered
                  Unknown NoDecodePods      no running decode pod runs a canary yet
                  Unknown CanaryDisabled    spec.transferCanary.enabled is false
                  Unknown NoCanaryImage     engine vllm and no canary image was given
@@ -87,7 +92,7 @@ from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.planning.rollout import Plan, RoleCounts
 from disagg_operator.render.objects import selector
 from disagg_operator.status.transfer_path import REASONS as TRANSFER_PATH_REASONS
-from disagg_operator.status.transfer_path import TRANSFER_PATH_READY
+from disagg_operator.status.transfer_path import TRANSFER_PATH_READY, Said
 from disagg_operator.status.transfer_path import condition as transfer_path
 from disagg_operator.validation.spec import Problem
 
@@ -145,10 +150,10 @@ def compute(
     rollout: Plan | None = None,
     refusals: Sequence[Refusal] = (),
     settings: Settings = DEFAULT,
-    canary_reasons: Mapping[str, str] | None = None,
+    canary_said: Mapping[str, Said] | None = None,
 ) -> dict[str, Any]:
-    """The status subresource for this observation (camelCase dict); ``canary_reasons``:
-    what failing transfer canaries said (pod name → reason)."""
+    """The status subresource for this observation (camelCase dict); ``canary_said``:
+    what the transfer canaries asked answered (pod name → verdict; None: none asked)."""
     previous = previous or {}
     live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")]
     roles: dict[str, Any]
@@ -173,9 +178,7 @@ def compute(
     engine = engine_version(spec, settings)
     if engine is not None:
         conditions.append(_condition(ENGINE_VERSION_KNOWN, *engine, generation, previous, now))
-    path = transfer_path(
-        spec, live, settings, invalid=bool(problems), canary_reasons=canary_reasons
-    )
+    path = transfer_path(spec, live, settings, invalid=bool(problems), said=canary_said)
     conditions.append(_condition(TRANSFER_PATH_READY, *path, generation, previous, now))
     if not revisions:  # invalid: keep what the last valid spec reported
         revisions = {k: previous[k] for k in ("kvRevision", "routedKvRevision") if k in previous}

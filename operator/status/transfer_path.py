@@ -1,53 +1,66 @@
-"""TransferPathReady: do the decode pods' transfer canaries pass?
+"""TransferPathReady: can the decode pods pull KV from prefill now?
 
 Pure layer, part of status. Each decode pod's ``transfer-canary`` container
-(:mod:`disagg_operator.render.canary`) is ready only while a canary P/D request (prefill
-``max_tokens 1``, then this pod's decode with the returned ``kv_transfer_params``) passes;
-the kubelet writes that into the pod's ``containerStatuses``, which the operator already
-reads. This module folds them into one condition::
+(:mod:`disagg_operator.render.canary`) runs canary P/D requests (prefill ``max_tokens 1``,
+then this pod's decode with the returned ``kv_transfer_params``). Its readiness *latches*:
+the container is ready from the first canary that passes on the pod's engine instance, so
+a saturated or absent prefill pool never takes decode pods out of their Services; the
+path *now* is what each canary's ``GET /verdict`` says, which the operator asks
+(:mod:`disagg_operator.controller.canaries`, at most a few pods per sync, turn by turn) and
+this module folds into one condition::
 
-    status   reason          when
-    True     CanaryPassing   every running decode pod's canary is ready
-    False    DecodeRecomputing  a failing canary says its decode computed the prompt
-                             instead of reading its KV (the operator asks failing
-                             canaries why: :mod:`disagg_operator.controller.canaries`)
-    False    SlowTransport   a canary says its KV moved slower than the floor
-                             (spec.transferCanary.minBandwidthGbytesPerSecond, or the RDMA
-                             block's): the path works, but not over the transport meant;
-                             its pod stays Ready (a slow path still serves), so with a
-                             floor the operator asks passing canaries too
-    False    CanaryFailing   some running decode pod's canary is not (message names them)
-    Unknown  NoDecodePods    no decode pod runs a canary yet (none wanted, none running)
-    Unknown  CanaryDisabled  spec.transferCanary.enabled is false
-    Unknown  NoCanaryImage   engine vllm with no canary image (spec or --canary-image)
-    Unknown  InvalidSpec     the spec has problems: nothing runs, nothing is checked
+    status   reason              when
+    True     CanaryPassing       every running decode pod's canary passed on its engine,
+                                 and those asked pass now
+    False    DecodeRecomputing   a failing canary says its decode computed the prompt
+                                 instead of reading its KV
+    False    PrefillBusy         a canary's prefill hop ran out of its deadline (or
+                                 answered that it is full): the prefill pool is saturated;
+                                 decode pods stay Ready
+    False    PrefillUnreachable  nothing accepted a canary's prefill connection: no Ready
+                                 prefill pod behind the revision's Service
+    False    SlowTransport       a canary says its KV moved slower than the floor
+                                 (spec.transferCanary.minBandwidthGbytesPerSecond, or the RDMA
+                                 block's): the path works, but not over the transport meant;
+                                 its pod stays Ready (a slow path still serves)
+    False    CanaryFailing       some running decode pod's canary fails now, or has not yet
+                                 passed on its engine (that pod is not Ready)
+    Unknown  CanaryUnanswered    no Ready decode pod's canary answered the operator
+    Unknown  NoDecodePods        no decode pod runs a canary yet (none wanted, none running)
+    Unknown  CanaryDisabled      spec.transferCanary.enabled is false
+    Unknown  NoCanaryImage       engine vllm with no canary image (spec or --canary-image)
+    Unknown  InvalidSpec         the spec has problems: nothing runs, nothing is checked
 
 Pods that are being deleted, are not Running, or run an older pod spec without the canary
-are left out: they say nothing about the path the current pods take.
+are left out: they say nothing about the path the current pods take. Not asked at all
+(``said`` None: no reader), the latches alone decide.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from disagg_operator.api import LABEL_ROLE, DeploymentSpec
-from disagg_operator.derive import transfer
+from disagg_operator.api import CANARY_PORT, LABEL_ROLE, DeploymentSpec
 from disagg_operator.derive.scaling import effective_replicas
 from disagg_operator.engines.settings import Settings
 from disagg_operator.render.canary import NAME as CANARY
 from disagg_operator.render.canary import image as canary_image
 
 # the reasons the canary reports, first word of its problem
-from disagg_worker.serve.canary_verdict import RECOMPUTED, SLOW
+from disagg_worker.serve.canary_verdict import BUSY, RECOMPUTED, SLOW, UNREACHABLE
 
 TRANSFER_PATH_READY = "TransferPathReady"
 REASONS = frozenset(
     {
         "CanaryPassing",
         RECOMPUTED,
+        BUSY,
+        UNREACHABLE,
         SLOW,
         "CanaryFailing",
+        "CanaryUnanswered",
         "NoDecodePods",
         "CanaryDisabled",
         "NoCanaryImage",
@@ -57,17 +70,25 @@ REASONS = frozenset(
 MAX_LISTED = 5
 
 
+@dataclass(frozen=True)
+class Said:
+    """What one canary's ``GET /verdict`` answered: whether the path passes now, and why."""
+
+    passing: bool
+    reason: str
+
+
 def condition(
     spec: DeploymentSpec | None,
     pods: Sequence[dict[str, Any]],
     settings: Settings,
     *,
     invalid: bool = False,
-    canary_reasons: Mapping[str, str] | None = None,
+    said: Mapping[str, Said] | None = None,
 ) -> tuple[str, str, str]:
-    """(status, reason, message) of TransferPathReady for the observed ``pods``;
-    ``canary_reasons``: what the canaries asked said (:func:`to_ask`; pod name → their
-    /ready reason)."""
+    """(status, reason, message) of TransferPathReady for the observed ``pods``; ``said``:
+    what the canaries asked answered (:func:`to_ask`; pod name → their verdict), None when
+    none were asked."""
     if spec is None or invalid:
         return ("Unknown", "InvalidSpec", "Nothing is checked until the spec is fixed.")
     if not spec.transfer_canary.enabled:
@@ -88,17 +109,33 @@ def condition(
     running = [p for p in _decode(pods) if _running(p) and _canary_status(p) is not None]
     if not running:
         return ("Unknown", "NoDecodePods", "No running decode pod runs the transfer canary yet.")
-    failing = sorted(p["metadata"]["name"] for p in failing_canaries(pods))
+    heard = said or {}
     names = sorted(p["metadata"]["name"] for p in running)
-    told = _told(failing, names, canary_reasons or {})
+    latched = sorted(p["metadata"]["name"] for p in running if _canary_ready(p))
+    failing = sorted(n for n in names if n not in latched or (n in heard and not heard[n].passing))
+    told = _told(failing, names, {n: v.reason for n, v in heard.items()})
     if told is not None:
         return told
     if failing:
+        reason = next((heard[n].reason for n in failing if n in heard), None)
+        why = (
+            f"Their canaries say: {reason}"
+            if reason
+            else f"Why: `kubectl logs POD -c {CANARY}`, or GET :{CANARY_PORT}/verdict."
+        )
         return (
             "False",
             "CanaryFailing",
             f"The transfer canary fails in {len(failing)} of {len(running)} decode pod(s): "
-            f"{listing(failing)}. Its reason: `kubectl logs POD -c {CANARY}`.",
+            f"{listing(failing)}. {why}",
+        )
+    if said is not None and not any(n in heard for n in latched):
+        return (
+            "Unknown",
+            "CanaryUnanswered",
+            f"No decode pod's canary answered the operator (GET :{CANARY_PORT}/verdict): "
+            "the pods are Ready (their canaries passed once), the path now is not known. "
+            "The rendered NetworkPolicy admits the operator's pods to that port.",
         )
     return (
         "True",
@@ -119,6 +156,20 @@ TOLD = (
         "happening (docs/routing.md).",
     ),
     (
+        BUSY,
+        True,
+        "The prefill pool did not answer the canary within its deadline in {n} of {m} "
+        "decode pod(s): {pods}: it is saturated (requests queued ahead); decode pods stay "
+        "Ready and serve what needs no prefill (add prefill, docs/troubleshooting.md).",
+    ),
+    (
+        UNREACHABLE,
+        True,
+        "No prefill pod accepted the canary's connection in {n} of {m} decode pod(s): "
+        "{pods}: none is Ready behind the revision's Service, or DNS or a policy is in the "
+        "way; decode pods stay Ready and serve what needs no prefill.",
+    ),
+    (
         SLOW,
         False,
         "The KV moved slower than the canary's bandwidth floor in {n} of {m} decode pod(s): "
@@ -126,6 +177,11 @@ TOLD = (
         "give (docs/troubleshooting.md).",
     ),
 )
+
+
+def told(reason: str) -> str | None:
+    """The condition reason a canary's words name (:data:`TOLD`), None: none of those."""
+    return next((word for word, _, _ in TOLD if word in reason), None)
 
 
 def _told(
@@ -141,19 +197,18 @@ def _told(
     return None
 
 
-def to_ask(spec: DeploymentSpec, pods: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The decode pods whose canary's words are worth reading: the failing ones, then, when
-    the deployment has a bandwidth floor, the passing ones too (a slow path passes)."""
-    failing = failing_canaries(pods)
-    if transfer.bandwidth_floor(spec) is None:
-        return failing
-    ready = [p for p in _decode(pods) if _running(p) and _canary_ready(p)]
-    return [*failing, *ready]
-
-
-def failing_canaries(pods: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The running decode pods whose canary is not ready (whose reason is worth asking)."""
-    return [p for p in _decode(pods) if _running(p) and _canary_status(p) and not _canary_ready(p)]
+def to_ask(pods: Sequence[dict[str, Any]], limit: int, turn: int = 0) -> list[dict[str, Any]]:
+    """The decode pods whose canaries to ask now, at most ``limit``: those not yet proven
+    (their words say why), then the proven ones from position ``turn`` on, round the
+    list, so that successive turns cover every pod of a large pool."""
+    running = sorted(
+        (p for p in _decode(pods) if _running(p) and _canary_status(p) is not None),
+        key=lambda p: str(p["metadata"]["name"]),
+    )
+    waiting = [p for p in running if not _canary_ready(p)]
+    proven = [p for p in running if _canary_ready(p)]
+    start = turn % len(proven) if proven else 0
+    return [*waiting, *proven[start:], *proven[:start]][:limit]
 
 
 def listing(names: Sequence[str]) -> str:

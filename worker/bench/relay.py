@@ -20,7 +20,8 @@ DROPPED = web.AppKey("dropped", dict)
 
 def params_dropper(decode: str) -> web.Application:
     """An app relaying completions, chat completions and /tokenize to ``decode`` without
-    their kv_transfer_params, and decode's /metrics unchanged; counts in ``app[DROPPED]``."""
+    their kv_transfer_params, and decode's /health and /metrics unchanged; counts in
+    ``app[DROPPED]``."""
     dropped = {"pd": 0, "local": 0}
 
     async def relay(request: web.Request) -> web.Response:
@@ -34,13 +35,14 @@ def params_dropper(decode: str) -> web.Application:
         ):
             return web.json_response(await resp.json(content_type=None), status=resp.status)
 
-    async def metrics(_: web.Request) -> web.Response:
-        async with aiohttp.ClientSession() as session, session.get(decode + "/metrics") as resp:
+    async def page(request: web.Request) -> web.Response:
+        async with aiohttp.ClientSession() as session, session.get(decode + request.path) as resp:
             return web.Response(text=await resp.text(), status=resp.status)
 
     app = web.Application()
     app[DROPPED] = dropped
     for path in ("/v1/completions", "/v1/chat/completions", "/tokenize"):
         app.router.add_post(path, relay)
-    app.router.add_get("/metrics", metrics)
+    for path in ("/health", "/metrics"):
+        app.router.add_get(path, page)
     return app

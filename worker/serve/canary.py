@@ -1,19 +1,32 @@
-"""`disagg worker canary`: prove, behind a readiness probe, that this decode pod can pull KV
-from the prefill pool through the engine's own HTTP API.
+"""`disagg worker canary`: prove, once per engine instance and behind a readiness probe, that
+this decode pod can pull KV from the prefill pool through the engine's own HTTP API, and
+keep saying whether it still can, apart from readiness.
 
 I/O layer (aiohttp server; the two hops go through :class:`~disagg_worker.serve.proxy.flow.Proxy`,
 the same client, body rewriting, deadline and error messages as the P/D proxy). It runs as
-the ``transfer-canary`` container of each decode pod: ``GET /ready`` runs a canary when one
-is due (:mod:`~disagg_worker.serve.canary_verdict`: at most one per ``--interval-s``, probes
-in between reuse the last result, concurrent probes share the running one) and answers 200
-or 503 with a JSON reason. The kubelet turns that into the container's ``ready``, which the
-operator aggregates into the ``TransferPathReady`` condition: no API access, no RBAC.
+the ``transfer-canary`` container of each decode pod, with no API access and no RBAC:
 
-Before its first P/D request the canary warms the pod's own engine with one plain
-completion (prefilled locally): vLLM's CPU attention dies with SIGILL on AMX hosts when an
-engine's first forward pass is a decode step over transferred KV, and in a cluster the
-canary's is the first request a decode engine sees. Until a warm-up passes, a canary
-fails naming it.
+- ``GET /ready`` (the readiness probe) latches
+  (:class:`~disagg_worker.serve.canary_verdict.Latch`): 503 until a canary passes on the
+  pod's engine instance, then 200 whatever the prefill pool does, until the engine stops
+  answering or another instance answers (a restart: a new pid or start time), which
+  re-gates it. A readiness that followed the prefill pool would take every decode pod out
+  of its Service whenever prefill is saturated, draining or restarting: a total outage,
+  decode-alone requests included.
+- ``GET /verdict`` is the path now: 200 or 503 with the last canary's reason
+  (``PrefillBusy``, ``PrefillUnreachable``, ``DecodeRecomputing``, ``SlowTransport``, ...),
+  what the operator reads into ``TransferPathReady``; ``GET /metrics`` says the same as
+  gauges (``disagg_canary_passing``, ``disagg_canary_ready``).
+
+Canaries run when one is due (:mod:`~disagg_worker.serve.canary_verdict`: at most one per
+``--interval-s``, concurrent callers share the running one); the probe waits for one only
+while the pod is not Ready yet, else it starts one and answers at once.
+
+Before its first P/D request on each engine instance the canary warms that engine with one
+plain completion (prefilled locally): vLLM's CPU attention dies with SIGILL on AMX hosts
+when an engine's first forward pass is a decode step over transferred KV, and in a cluster
+the canary's is the first request a decode engine (or its restarted successor) sees. Until
+a warm-up passes, a canary fails naming it.
 
 A canary that got its tokens but whose decode computed the prompt itself fails with
 ``DecodeRecomputing``: the reference worker says so in its answer; for vLLM the canary
@@ -48,11 +61,15 @@ from typing import Any
 from aiohttp import web
 
 from disagg_worker.serve.canary_verdict import (
+    Latch,
     Result,
     Transfer,
+    Verdict,
     bandwidth_problem,
     due,
+    engine_identity,
     flipped,
+    hop_problem,
     kv_fields,
     kv_problem,
     measured,
@@ -90,7 +107,8 @@ class Canary:
         self.clock = clock
         self.proxy = Proxy([prefill], [decode], timeout_s=timeout_s)
         self.last: Result | None = None
-        self.warmed = False  # the engine served one plain completion
+        self.warmed = False  # the engine instance now answering served one plain completion
+        self.latch = Latch()
         self._running: asyncio.Future[Result] | None = None
 
     async def start(self, _: web.Application | None = None) -> None:
@@ -99,15 +117,59 @@ class Canary:
     async def close(self, _: web.Application | None = None) -> None:
         await self.proxy.close()
 
-    async def check(self) -> Result:
-        """The last result, after running a canary first when one is due."""
+    def kick(self) -> None:
+        """Start a canary when one is due and none runs."""
         if self._running is None and due(self.last, self.clock(), self.interval_s):
             self._running = asyncio.ensure_future(self._run())
+
+    async def check(self) -> Result:
+        """The last result, after running a canary first when one is due."""
+        self.kick()
         if self._running is not None:
             # shielded: a probe that gives up must not cancel the run other probes share
             return await asyncio.shield(self._running)
         assert self.last is not None  # not due means there is a last result
         return self.last
+
+    def now(self) -> Verdict:
+        """The path now (``/verdict``), from the last canary."""
+        return verdict(self.last, self.clock(), self.fresh_s)
+
+    async def ready(self) -> tuple[bool, str]:
+        """The readiness probe's answer: latched on the first canary that passes on the
+        engine instance answering now (:class:`Latch`), re-gated when it changes."""
+        identity, answers = await self.engine()
+        if self.latch.seen(identity, answers):
+            self.warmed, self.last = False, None  # a new engine: warm it, prove it again
+            _log({"event": "engine_changed", "decode": self.decode, "engine": identity})
+        if self.latch.ready:
+            self.kick()  # keep the verdict current; the probe does not wait for it
+            return True, f"a canary passed on this engine ({identity or 'no identity'})"
+        if not answers:
+            return False, f"the decode engine {self.decode} does not answer /health"
+        found = verdict(await self.check(), self.clock(), self.fresh_s)
+        if found.ready:
+            self.latch.passed(identity)
+        return self.latch.ready, found.reason
+
+    async def engine(self) -> tuple[str | None, bool]:
+        """(identity, answers) of the engine instance behind ``--decode``
+        (:func:`engine_identity`; vLLM's /health has an empty body, its /metrics tell)."""
+        try:
+            text = await self.proxy.http.text(self.decode + "/health", METRICS_TIMEOUT_S)
+        except HopError:
+            return None, False
+        try:
+            identity = engine_identity(json.loads(text))
+        except ValueError:
+            identity = None
+        if identity is None:
+            try:
+                metrics = await self.proxy.http.text(self.decode + "/metrics", METRICS_TIMEOUT_S)
+            except HopError:
+                metrics = ""
+            identity = engine_identity(None, metrics)
+        return identity, True
 
     async def _run(self) -> Result:
         try:
@@ -140,7 +202,7 @@ class Canary:
             problem, moved = await self._pd(headers)
             slow = None if problem else bandwidth_problem(moved, self.min_gbps)
         except HopError as e:
-            problem = str(e) if self.warmed else f"{stage}: {e}"
+            problem = hop_problem(e.status, str(e)) if self.warmed else f"{stage}: {e}"
         except asyncio.TimeoutError:
             problem = f"{stage}: no answer within the {self.timeout_s:g}s deadline"
         now = self.clock()
@@ -170,43 +232,95 @@ class Canary:
             return {}, {}
         return vllm_sources(text), vllm_transfer(text)
 
-    def kv_fields(self, result: Result) -> dict[str, Any]:
-        """``result``'s KV figures and how they compare with this canary's floor."""
-        return kv_fields(result.transfer, self.min_gbps)
+    def kv_fields(self, result: Result | None) -> dict[str, Any]:
+        """``result``'s KV figures (none yet: None) and how they compare with the floor."""
+        return kv_fields(result.transfer if result else None, self.min_gbps)
 
 
-def _log_flip(canary: Canary, result: Result) -> None:
-    line = {
-        "event": "transfer_path",
-        "ready": result.passed,
-        "prefill": canary.prefill,
-        "decode": canary.decode,
-        "took_ms": round(result.took_ms, 1),
-        "problem": result.problem,
-        "transport": result.slow,
-        "kv_gbytes_per_second": canary.kv_fields(result)["kv_gbytes_per_second"],
-    }
+def _log(line: dict[str, Any]) -> None:
     print(json.dumps(line), file=sys.stderr, flush=True)
 
 
-def build_app(canary: Canary) -> web.Application:
-    """GET /ready: 200 or 503 with {ready, reason, prefill, decode} and the last canary's
-    KV figures (:func:`~disagg_worker.serve.canary_verdict.kv_fields`)."""
-
-    async def ready(_: web.Request) -> web.Response:
-        last = await canary.check()
-        found = verdict(last, canary.clock(), canary.fresh_s)
-        body = {
-            "ready": found.ready,
-            "reason": found.reason,
+def _log_flip(canary: Canary, result: Result) -> None:
+    _log(
+        {
+            "event": "transfer_path",
+            "ready": result.passed,
             "prefill": canary.prefill,
             "decode": canary.decode,
-            **canary.kv_fields(last),
+            "took_ms": round(result.took_ms, 1),
+            "problem": result.problem,
+            "transport": result.slow,
+            "kv_gbytes_per_second": canary.kv_fields(result)["kv_gbytes_per_second"],
         }
+    )
+
+
+def _body(canary: Canary) -> dict[str, Any]:
+    """What both pages say besides their answer: the latch, the path now, the KV figures."""
+    found = canary.now()
+    return {
+        "passing": found.ready,
+        "verdict": found.reason,
+        "latched": canary.latch.ready,
+        "engine": canary.latch.engine,
+        "prefill": canary.prefill,
+        "decode": canary.decode,
+        **canary.kv_fields(canary.last),
+    }
+
+
+def metrics_text(canary: Canary) -> str:
+    """The canary's gauges in the Prometheus text format: the path now, the latch, the last
+    canary's duration and KV bandwidth (absent until measured)."""
+    last, kv = canary.last, canary.kv_fields(canary.last)["kv_gbytes_per_second"]
+    rows = [
+        (
+            "disagg_canary_passing",
+            "1 while the last canary passed and is fresh",
+            canary.now().ready,
+        ),
+        ("disagg_canary_ready", "1 while readiness is latched on this engine", canary.latch.ready),
+        (
+            "disagg_canary_duration_seconds",
+            "the last canary's duration",
+            last and last.took_ms / 1e3,
+        ),
+        ("disagg_canary_kv_gbytes_per_second", "the last canary's KV bandwidth (1e9 B/s)", kv),
+    ]
+    lines: list[str] = []
+    for name, help_text, value in rows:
+        if value is None:
+            continue
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name} {float(value):g}"]
+    return "\n".join(lines) + "\n"
+
+
+def build_app(canary: Canary) -> web.Application:
+    """GET /ready (the latched readiness), GET /verdict (the path now), both 200 or 503
+    with JSON {ready, reason, passing, verdict, latched, engine, prefill, decode} and the
+    last canary's KV figures (:func:`~disagg_worker.serve.canary_verdict.kv_fields`);
+    GET /metrics (the same as gauges)."""
+
+    async def ready(_: web.Request) -> web.Response:
+        is_ready, reason = await canary.ready()
+        body = {"ready": is_ready, "reason": reason, **_body(canary)}
+        return web.json_response(body, status=200 if is_ready else 503)
+
+    async def now(_: web.Request) -> web.Response:
+        canary.kick()
+        found = canary.now()
+        body = {"ready": found.ready, "reason": found.reason, **_body(canary)}
         return web.json_response(body, status=200 if found.ready else 503)
+
+    async def metrics(_: web.Request) -> web.Response:
+        canary.kick()
+        return web.Response(text=metrics_text(canary), content_type="text/plain")
 
     app = web.Application()
     app.router.add_get("/ready", ready)
+    app.router.add_get("/verdict", now)
+    app.router.add_get("/metrics", metrics)
     app.on_startup.append(canary.start)
     app.on_cleanup.append(canary.close)
     return app

@@ -17,6 +17,14 @@ below it (:func:`bandwidth_problem`): a path that works over TCP where RDMA was 
 passes every other check. A slow path still serves, so it never makes the pod unready:
 the canary passes and its reason says SlowTransport, which the operator reads into
 TransferPathReady. No figure (an engine that reports none) is no verdict.
+
+Readiness latches (:class:`Latch`): the pod is Ready from the first canary that passes on
+its engine *instance* (:func:`engine_identity`: the reference worker's pid and start time
+from /health, vLLM's ``process_start_time_seconds`` from /metrics) until that engine is
+gone or replaced; whatever the prefill pool does meanwhile, the pod keeps serving. The
+current verdict stays what :func:`verdict` says, served apart from readiness, and a
+failure's first word says why (:func:`hop_problem`: ``PrefillBusy`` when the prefill pool
+took the deadline, ``PrefillUnreachable`` when nothing answers there).
 """
 
 from __future__ import annotations
@@ -191,6 +199,69 @@ def verdict(last: Result | None, now: float, fresh_s: float) -> Verdict:
         )
     passed = f"the last canary passed {age:.0f} s ago in {last.took_ms:.0f} ms"
     return Verdict(True, f"{last.slow} ({passed})" if last.slow else passed)
+
+
+BUSY = "PrefillBusy"
+UNREACHABLE = "PrefillUnreachable"
+
+
+def hop_problem(status: int, message: str) -> str:
+    """A failed hop's problem, led by the reason it shows: :data:`BUSY` when the prefill hop
+    ran out of the deadline, or answered that it is full (429/503), or took so long that
+    the decode hop was never tried; :data:`UNREACHABLE` when nothing accepts the prefill
+    hop's connection (no Ready pod behind the revision's Service, DNS, a policy). Other
+    failures keep the proxy's words (CanaryFailing)."""
+    prefill = message.startswith("prefill ")
+    full = prefill and (status == 504 or " answered 429" in message or " answered 503" in message)
+    if full or (message.startswith("decode ") and ": not tried, the " in message):
+        return (
+            f"{BUSY}: {message} (the prefill pool is saturated: requests queued ahead of the "
+            "canary's; this pod stays Ready and serves what needs no prefill)"
+        )
+    if prefill and ": cannot connect" in message:
+        return (
+            f"{UNREACHABLE}: {message} (no prefill pod accepts the connection: none Ready "
+            "behind the revision's Service, or DNS or a NetworkPolicy in the way)"
+        )
+    return message
+
+
+def engine_identity(health: Any, metrics: str | None = None) -> str | None:
+    """Which engine instance answers: the reference worker's /health ``pid`` and
+    ``started_at``, else the start time vLLM's /metrics report for its server process
+    (``process_start_time_seconds``, the Prometheus client's process collector); None when
+    neither says (a restart is then seen only as the engine not answering)."""
+    if isinstance(health, dict) and "pid" in health and "started_at" in health:
+        return f"pid {health['pid']} started {health['started_at']}"
+    for line in (metrics or "").splitlines():
+        if line.startswith("process_start_time_seconds "):
+            return f"started {line.split()[-1]}"
+    return None
+
+
+class Latch:
+    """The pod's readiness: closed (Ready) from the first canary that passed on an engine
+    instance until that instance is gone (it stops answering) or replaced (another
+    :func:`engine_identity`). ``engine``: the instance proven, or last seen."""
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.engine: str | None = None
+
+    def seen(self, identity: str | None, answers: bool) -> bool:
+        """What the engine said now; True when that re-gates the pod (it was Ready for an
+        instance that is no longer there)."""
+        replaced = identity is not None and identity != self.engine
+        if answers and not replaced:
+            return False
+        was = self.ready
+        self.ready, self.engine = False, identity if answers else None
+        return was
+
+    def passed(self, identity: str | None) -> None:
+        """A canary passed on instance ``identity`` (as seen before it ran)."""
+        if identity == self.engine:
+            self.ready = True
 
 
 def flipped(before: Result | None, after: Result) -> bool:

@@ -15,6 +15,7 @@ import codecs
 import functools
 import json
 import logging
+import os
 import time
 import uuid
 from typing import Any
@@ -182,9 +183,18 @@ def build_app(worker: Worker) -> web.Application:
     """Routes: POST /v1/completions, /v1/chat/completions, /v1/kv/release, /tokenize; GET /health,
     /metrics, /debug/blocks, /v1/models. Others answer JSON 404/405."""
 
+    # which process answers: a restarted engine in the same pod has another pid or start
+    # (the decode canary re-proves the path then: serve.canary_verdict.engine_identity)
+    instance = {"pid": os.getpid(), "started_at": round(time.time(), 3)}
+
     async def health(_: web.Request) -> web.Response:
         return web.json_response(
-            {"status": "ok", "role": worker.config.role, "engine_id": worker.config.engine_id}
+            {
+                "status": "ok",
+                "role": worker.config.role,
+                "engine_id": worker.config.engine_id,
+                **instance,
+            }
         )
 
     async def metrics(_: web.Request) -> web.Response:

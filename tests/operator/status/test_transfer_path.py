@@ -1,5 +1,6 @@
-"""TransferPathReady from the decode pods' transfer-canary container statuses, and the
-render side that puts the canary there."""
+"""TransferPathReady from the decode pods' transfer-canary container statuses (the latch)
+and what their canaries answered (the path now), and the render side that puts the canary
+there."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render import canary, kvkey
 from disagg_operator.render.objects import render
 from disagg_operator.status import conditions as status
-from disagg_operator.status.transfer_path import condition, to_ask
+from disagg_operator.status.transfer_path import Said, condition, to_ask
 from disagg_operator.validation import spec as validation
 from tests.operator.builders import body, by_kind, role
 from tests.operator.status.test_conditions import T0, _compute, _cond
@@ -156,55 +157,102 @@ def test_failing_names_the_pods_whose_canary_is_not_ready() -> None:
     assert "kubectl logs POD -c transfer-canary" in found["message"]
 
 
+def _failed(problem: str) -> Said:
+    return Said(False, f"the last canary failed: {problem}")
+
+
 def test_a_canary_that_says_decode_recomputed_sets_the_reason() -> None:
     obj = body(decode=role(replicas=3))
     pods = _running(_pods(obj), {"demo-decode-1": False, "demo-decode-2": False})
     said = {
-        "demo-decode-1": "the last canary failed: DecodeRecomputing: decode computed ...",
-        "demo-decode-2": "the last canary failed: prefill http://p:8000: cannot connect",
+        "demo-decode-1": _failed("DecodeRecomputing: decode computed ..."),
+        "demo-decode-2": _failed("prefill http://p:8000: boom"),
     }
-    found = condition(_spec(obj), pods, DEFAULT, canary_reasons=said)
+    found = condition(_spec(obj), pods, DEFAULT, said=said)
     assert found[:2] == ("False", "DecodeRecomputing")
-    assert "1 of 3 decode pod(s): demo-decode-1:" in found[2] and said["demo-decode-1"] in found[2]
-    # a reason that is not a recompute, or none at all: the canary just fails
+    assert "1 of 3 decode pod(s): demo-decode-1:" in found[2]
+    assert said["demo-decode-1"].reason in found[2]
+    # a reason that is not one the condition names: the canary just fails, in its words
     other = {"demo-decode-2": said["demo-decode-2"]}
-    assert condition(_spec(obj), pods, DEFAULT, canary_reasons=other)[1] == "CanaryFailing"
+    found = condition(_spec(obj), pods, DEFAULT, said=other)
+    assert found[1] == "CanaryFailing" and found[2].endswith(
+        f"say: {other['demo-decode-2'].reason}"
+    )
     assert condition(_spec(obj), pods, DEFAULT)[1] == "CanaryFailing"
-    # a ready pod's old words count for nothing
+    # a Ready (latched) pod whose canary fails now counts: readiness is not the path
     ready = _running(_pods(obj), {})
-    assert condition(_spec(obj), ready, DEFAULT, canary_reasons=said)[1] == "CanaryPassing"
+    assert condition(_spec(obj), ready, DEFAULT, said=said)[1] == "DecodeRecomputing"
+    passing = {n: Said(True, "the last canary passed 1 s ago in 9 ms") for n in said}
+    assert condition(_spec(obj), ready, DEFAULT, said=passing)[1] == "CanaryPassing"
+
+
+def test_a_busy_or_absent_prefill_pool_is_named_while_decode_pods_stay_ready() -> None:
+    obj = body(decode=role(replicas=3))
+    ready = _running(_pods(obj), {})  # every canary latched: the pods serve
+    busy = _failed("PrefillBusy: prefill http://demo-p-x:8000/v1/completions: no answer ...")
+    gone = _failed("PrefillUnreachable: prefill http://demo-p-x:8000/v1/completions: cannot ...")
+    found = condition(_spec(obj), ready, DEFAULT, said={"demo-decode-0": busy})
+    assert found[:2] == ("False", "PrefillBusy")
+    assert "1 of 3 decode pod(s): demo-decode-0: it is saturated" in found[2]
+    assert "decode pods stay Ready" in found[2] and found[2].endswith(busy.reason)
+    found = condition(
+        _spec(obj), ready, DEFAULT, said={"demo-decode-1": gone, "demo-decode-2": gone}
+    )
+    assert found[:2] == ("False", "PrefillUnreachable")
+    assert "2 of 3 decode pod(s): demo-decode-1, demo-decode-2: none is Ready" in found[2]
+    assert status.REASONS["TransferPathReady"] >= {"PrefillBusy", "PrefillUnreachable"}
+
+
+def test_ready_pods_whose_canaries_never_answer_are_unknown_not_passing() -> None:
+    obj = body(decode=role(replicas=2))
+    ready = _running(_pods(obj), {})
+    found = condition(_spec(obj), ready, DEFAULT, said={})
+    assert found[:2] == ("Unknown", "CanaryUnanswered")
+    assert f"GET :{CANARY_PORT}/verdict" in found[2]
+    # one answer is enough to judge; not asked at all (no reader): the latches decide
+    one = {"demo-decode-1": Said(True, "the last canary passed 2 s ago in 8 ms")}
+    assert condition(_spec(obj), ready, DEFAULT, said=one)[:2] == ("True", "CanaryPassing")
+    assert condition(_spec(obj), ready, DEFAULT)[:2] == ("True", "CanaryPassing")
 
 
 def test_a_canary_that_says_its_kv_moved_below_the_floor_sets_slow_transport() -> None:
     obj = body(decode=role(replicas=3), transferCanary={"minBandwidthGbytesPerSecond": 5})
     # a slow canary passes (its pod serves), and says so: the operator asked it
     pods = _running(_pods(obj), {})
-    slow = (
+    slow = Said(
+        True,
         "SlowTransport: the KV moved at 0.131 GB/s (65536 bytes in 0.5 ms), below the floor "
         "of 5 GB/s; check the RDMA device, UCX_TLS and UCX_NET_DEVICES (the last canary "
-        "passed 1 s ago in 12 ms)"
+        "passed 1 s ago in 12 ms)",
     )
     said = {"demo-decode-0": slow, "demo-decode-2": slow}
-    found = condition(_spec(obj), pods, DEFAULT, canary_reasons=said)
+    found = condition(_spec(obj), pods, DEFAULT, said=said)
     assert found[:2] == ("False", "SlowTransport")
     assert "2 of 3 decode pod(s): demo-decode-0, demo-decode-2:" in found[2]
-    assert found[2].endswith(f"Their canaries say: {slow}")  # the measured and floor figures
+    assert found[2].endswith(f"Their canaries say: {slow.reason}")  # the figures
     assert status.REASONS["TransferPathReady"] >= {"SlowTransport"}
     # a decode that recomputed says more (no KV moved at all): it wins
     failing = _running(_pods(obj), {"demo-decode-2": False})
-    both = {**said, "demo-decode-2": "the last canary failed: DecodeRecomputing: ..."}
-    assert condition(_spec(obj), failing, DEFAULT, canary_reasons=both)[1] == "DecodeRecomputing"
-    # the canaries worth asking: the failing ones, and with a floor the passing ones too
-    assert [p["metadata"]["name"] for p in to_ask(_spec(obj), failing)] == [
-        "demo-decode-2",
-        "demo-decode-0",
-        "demo-decode-1",
-    ]
-    plain = body(decode=role(replicas=3))
-    assert [
-        p["metadata"]["name"]
-        for p in to_ask(_spec(plain), _running(_pods(plain), {"demo-decode-2": False}))
-    ] == ["demo-decode-2"]
+    both = {**said, "demo-decode-2": _failed("DecodeRecomputing: ...")}
+    assert condition(_spec(obj), failing, DEFAULT, said=both)[1] == "DecodeRecomputing"
+
+
+def test_the_canaries_asked_are_the_unproven_first_then_the_proven_turn_by_turn() -> None:
+    obj = body(decode=role(replicas=5))
+    pods = _running(_pods(obj), {"demo-decode-3": False})
+
+    def asked(limit: int, turn: int) -> list[str]:
+        return [p["metadata"]["name"][-1] for p in to_ask(pods, limit, turn)]
+
+    assert asked(8, 0) == ["3", "0", "1", "2", "4"]
+    assert asked(3, 0) == ["3", "0", "1"]
+    assert asked(3, 1) == ["3", "1", "2"]
+    assert asked(3, 3) == ["3", "4", "0"]
+    # over len(proven) turns every proven pod is asked
+    assert {n for t in range(4) for n in asked(2, t)} == {"0", "1", "2", "3", "4"}
+    # prefill pods and pods not running are never asked
+    prefill = [p for p in pods if p["metadata"]["labels"]["disagg.dev/role"] == "prefill"]
+    assert to_ask(prefill, 8) == []
 
 
 def test_failing_lists_five_pods_then_how_many_more() -> None:

@@ -1,17 +1,19 @@
-"""`disagg worker canary` against two real reference workers on loopback: /ready is 200
-while prefill → decode KV transfer works, and 503 with the failing hop named soon after
-the prefill dies; `--once` says the same as an exit code; a bandwidth floor above what
-loopback moves says SlowTransport and still passes (a slow path serves).
+"""`disagg worker canary` against real reference workers on loopback.
 
-"Soon" is read off the canary's own answers, not the test's clock: every 200 after the
-kill reused a result at most one interval old (its reason says how old), and the first
-canary after that failed on the prefill hop, well within its deadline (its flip line says
-how long it took)."""
+Readiness latches: /ready is 200 from the first canary that passes on the decode's engine
+and stays 200 while the prefill is frozen (its queue never answers: PrefillBusy) and
+after it is killed (PrefillUnreachable); /verdict says those within a few canaries, and
+passes again when the prefill recovers. A restarted decode engine (another process on the
+same port) makes /ready 503 until a canary passes on it, after a warm-up of its own.
+`--once` says the verdict as an exit code; a bandwidth floor above what loopback moves says
+SlowTransport and still passes (a slow path serves).
+
+"Within a few canaries" is read off the canary's own answers and log, not the test's clock:
+each failing verdict names its hop and reason, and the flip lines say how long it took."""
 
 from __future__ import annotations
 
 import json
-import re
 import signal
 import subprocess
 import time
@@ -26,7 +28,6 @@ from tests.worker.serve.conftest import Workers
 
 TIMEOUT_S, INTERVAL_S = 5.0, 1.0
 HANG_S = 60.0  # only guards a hang: past --fresh-s (30) a canary that never ran again says so
-PASSED = re.compile(r"the last canary passed (\d+) s ago in ")
 
 
 def _ready(url: str) -> tuple[int, dict[str, Any]]:
@@ -64,60 +65,100 @@ def _url(child: Child) -> str:
     return str(child.url)  # type: ignore[attr-defined]
 
 
-def test_ready_while_kv_moves_and_503_soon_after_prefill_dies(workers: Workers) -> None:
+def _get(url: str, page: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(url + page, timeout=TIMEOUT_S + 5) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+
+def _verdict_until(url: str, status: int, word: str = "") -> tuple[list[int], dict[str, Any]]:
+    """Probe /ready and /verdict in turn until /verdict answers ``status`` (and its reason
+    holds ``word``): every /ready status on the way, and that /verdict's body."""
+    readiness: list[int] = []
+    deadline = time.monotonic() + HANG_S
+    while True:
+        readiness.append(_get(url, "/ready")[0])
+        code, body = _get(url, "/verdict")
+        if code == status and word in body["reason"]:
+            return readiness, body
+        assert time.monotonic() < deadline, f"/verdict still {code} {body} after {HANG_S} s"
+        time.sleep(0.2)
+
+
+def test_readiness_latches_while_the_verdict_follows_a_frozen_then_dead_prefill(
+    workers: Workers,
+) -> None:
     pre, dec = workers.spawn("prefill"), workers.spawn("decode")
     workers.ready(pre, dec)
     url = _canary(workers, _url(pre), _url(dec))
     canary = workers.children[-1]
     status, body = _ready(url)
     assert status == 200, body
-    assert body["ready"] is True and body["prefill"] == _url(pre)
+    assert body["ready"] is True and body["latched"] is True and body["prefill"] == _url(pre)
+    assert body["engine"].startswith(f"pid {dec.proc.pid} started "), body
     # the KV the canary's decode read, as the reference worker answered it
     assert body["kv_bytes"] > 0 and body["kv_measured_from"] == "answer"
     assert body["kv_bandwidth"] == "not checked: no floor"
-
     # before its first P/D request the canary warmed decode's engine with one plain
     # completion (vLLM CPU on AMX dies when its first forward pass is over remote KV)
     assert _requests(_url(dec), "completion") == 1 and _requests(_url(dec), "decode") >= 1
 
-    # a probe within the interval reuses the result: no second request reaches prefill
-    # (a canary of its own, whose interval no slow host can outlast between two probes)
-    served = _requests(_url(pre))
-    assert served >= 1  # the first canary's prefill hop
-    patient = _canary(workers, _url(pre), _url(dec), "--interval-s", "600")
-    assert _ready(patient)[0] == 200
-    served = _requests(_url(pre))
-    assert _ready(patient)[0] == 200
-    assert _requests(_url(pre)) == served
-    workers.stop_one(workers.children[-1])
+    # a frozen prefill accepts connections and never answers: a saturated pool's queue
+    pre.proc.send_signal(signal.SIGSTOP)
+    try:
+        readiness, busy = _verdict_until(url, 503, "PrefillBusy")
+    finally:
+        pre.proc.send_signal(signal.SIGCONT)
+    assert set(readiness) == {200}, readiness  # the pod stayed Ready all along
+    assert busy["ready"] is False and busy["latched"] is True
+    assert (
+        f"PrefillBusy: prefill {_url(pre)}/v1/completions: no answer within the " in busy["reason"]
+    )
+    readiness, recovered = _verdict_until(url, 200)
+    assert set(readiness) == {200} and recovered["passing"] is True, recovered
 
     pre.proc.send_signal(signal.SIGKILL)
     pre.proc.wait(10)
-    ages, body = _ready_until_503(url)
-    assert body["ready"] is False
-    # every 200 after the kill reused a result at most one interval old (the canary's own
-    # clock, whole seconds), and the canary that ran next failed on the prefill hop
-    assert all(age <= INTERVAL_S for age in ages), ages
-    assert "the last canary failed: prefill" in body["reason"]
-    assert _url(pre) in body["reason"]
-    log = canary.log_tail(50)
-    flips = [json.loads(x) for x in log.splitlines() if '"event": "transfer_path"' in x]
-    assert [f["ready"] for f in flips] == [True, False]  # one line per flip, no more
-    assert flips[-1]["took_ms"] < TIMEOUT_S * 1000  # it failed, not ran out its deadline
+    readiness, gone = _verdict_until(url, 503, "PrefillUnreachable")
+    assert set(readiness) == {200}, readiness
+    assert (
+        f"PrefillUnreachable: prefill {_url(pre)}/v1/completions: cannot connect" in gone["reason"]
+    )
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+        metrics = resp.read().decode()
+    assert "disagg_canary_passing 0\n" in metrics and "disagg_canary_ready 1\n" in metrics
+    flips = [json.loads(x) for x in canary.log_tail(80).splitlines() if '"transfer_path"' in x]
+    # one line per flip: passed, busy, passed, unreachable; the refused one failed at once
+    assert [f["ready"] for f in flips] == [True, False, True, False], flips
+    assert flips[-1]["took_ms"] < TIMEOUT_S * 1000
+    assert flips[1]["took_ms"] >= TIMEOUT_S * 1000  # busy: it ran out its deadline
 
 
-def _ready_until_503(url: str) -> tuple[list[int], dict[str, Any]]:
-    """Probe /ready until it answers 503: the age in whole seconds (the canary's clock) of
-    the passing result each 200 on the way reused, and the 503's body."""
-    ages: list[int] = []
-    deadline = time.monotonic() + HANG_S
-    while (answer := _ready(url))[0] != 503:
-        found = PASSED.search(answer[1]["reason"])
-        assert answer[0] == 200 and found, answer
-        ages.append(int(found.group(1)))
-        assert time.monotonic() < deadline, f"still {answer} after {HANG_S} s"
-        time.sleep(0.2)
-    return ages, answer[1]
+def test_a_restarted_decode_engine_is_unready_until_a_canary_passes_on_it(
+    workers: Workers,
+) -> None:
+    pre, dec = workers.spawn("prefill"), workers.spawn("decode")
+    workers.ready(pre, dec)
+    url = _canary(workers, _url(pre), _url(dec))
+    status, first = _ready(url)
+    assert status == 200 and first["engine"].startswith(f"pid {dec.proc.pid} "), first
+
+    port = dec.ready["http_port"]
+    workers.stop_one(dec)
+    status, down = _ready(url)
+    assert status == 503 and "does not answer /health" in down["reason"], down
+    again = workers.worker("decode", http_port=port)  # the engine container restarted
+    assert _url(again) == _url(dec)
+    # the first probe after the restart runs a canary on the new engine and answers
+    # with that canary's verdict
+    status, body = _ready(url)
+    assert status == 200, body
+    assert body["engine"].startswith(f"pid {again.proc.pid} ") and body != first
+    assert body["engine"] != first["engine"]
+    # the new engine was warmed before its first P/D request, like the first one
+    assert _requests(_url(again), "completion") == 1 and _requests(_url(again), "decode") >= 1
 
 
 def test_once_exits_by_the_verdict(workers: Workers) -> None:
@@ -177,5 +218,7 @@ def test_a_slow_path_keeps_the_pod_ready_and_says_so_on_ready(workers: Workers) 
     status, body = _ready(url)
     # readiness says "this pod can serve": a slow KV path still serves
     assert status == 200 and body["ready"] is True, body
+    status, body = _get(url, "/verdict")
+    assert status == 200 and body["passing"] is True, body
     assert body["reason"].startswith("SlowTransport: the KV moved at "), body
     assert body["kv_bandwidth"] == "below the floor of 10000 GB/s"
