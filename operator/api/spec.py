@@ -303,7 +303,12 @@ class Router(_Model):
     decode pod (their headless Services, resolved again every few seconds)."""
 
     enabled: bool = Field(default=False, description="render the router Deployment and Service")
-    replicas: int = Field(default=1, ge=0, description="router pods")
+    replicas: int = Field(
+        default=2,
+        ge=0,
+        description="router pods; default 2, so the front door survives a node (a "
+        "PodDisruptionBudget keeps one up from 2, and they spread over nodes)",
+    )
     image: str | None = Field(
         default=None,
         min_length=1,

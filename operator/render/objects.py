@@ -7,8 +7,9 @@ Pure layer, the operator's builder (and ``disagg render``/``disagg up``'s). Publ
 returns, in a stable order: the handshake Secret ``<name>-handshake`` (key ``hmac``), a
 headless Service per role with replicas (``<name>-prefill``, ``<name>-decode``), the
 NetworkPolicy ``<name>-side-channel``, a PodDisruptionBudget per role (``<name>-<role>``,
-``minAvailable`` = replicas - maxUnavailable; none when that is 0, as a budget that
-could refuse no eviction, or when the role's ``disruptionBudget.enabled`` is false), the Pods
+``minAvailable`` = replicas - maxUnavailable, unready pods always evictable; none when
+that is 0, as a budget that could refuse no eviction, or when the role's
+``disruptionBudget.enabled`` is false), the Pods
 ``<name>-<role>-<i>``, and with llm-d an InferencePool ``<name>`` and the endpoint picker's
 config, the ConfigMap ``<name>-epp-config`` (:mod:`.epp`). Every object carries the
 deployment's labels, its namespace and an ownerReference to the CR (controller,
@@ -243,7 +244,14 @@ def _pdb(floor: int, meta: dict[str, Any]) -> dict[str, Any]:
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": meta,
-        "spec": {"selector": {"matchLabels": selector(name, role)}, "minAvailable": floor},
+        # a pod that is not Ready (a decode whose engine restarted, a prefill still
+        # loading) serves nothing: evicting it never costs capacity, and with the default
+        # policy an unready pod counted against the budget would stall node drains
+        "spec": {
+            "selector": {"matchLabels": selector(name, role)},
+            "minAvailable": floor,
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
     }
 
 
@@ -255,7 +263,7 @@ OPERATOR = {
 
 def _network_policy(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> dict[str, Any]:
     """Every port from this deployment's pods; the serving port from ``servingAccess``; the
-    canary port from the operator (which asks a failing canary why).
+    canary port from the operator (which asks canaries for their verdicts).
 
     Pods of the deployment reach each other on every port, not just the side-channel
     ports: UCX's tcp transport moves the KV on ephemeral ports it picks itself, so a list
@@ -270,7 +278,7 @@ def _network_policy(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> di
     ingress: list[dict[str, Any]] = [{"from": peers}]
     if clients:
         ingress.append({"from": clients, **serving})
-    if spec.transfer_canary.enabled:  # the operator asks a failing canary why
+    if spec.transfer_canary.enabled:  # the operator asks canaries for their verdicts
         canary = {"ports": [{"protocol": "TCP", "port": CANARY_PORT}]}
         ingress.append({"from": [{"namespaceSelector": {}, "podSelector": OPERATOR}], **canary})
     return {

@@ -150,11 +150,18 @@ def pod(
     labels = {**base, LABEL_REVISION: spec_hash(base, template, annotations)[:10]}
     metadata = {**meta, "name": pod_name, "labels": labels}
     metadata["annotations"] = {
+        # a bare Pod owned by a custom resource keeps Cluster Autoscaler (default
+        # --skip-nodes-with-custom-controller-pods) from ever removing its node; the
+        # role's PodDisruptionBudget is what protects it (a podTemplate may say "false")
+        SAFE_TO_EVICT: "true",
         **annotations,
         SPEC_HASH: spec_hash(labels, pod_spec, annotations),
         **engine.annotations(spec),
     }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 
 
 def spread(spec: DeploymentSpec, role: str, pod_selector: dict[str, str]) -> list[Any]:

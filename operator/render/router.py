@@ -1,5 +1,5 @@
 """The front door (``spec.router``): the disagg proxy as a Deployment and a ClusterIP
-Service ``<name>-router``.
+Service ``<name>-router``, and from two replicas a PodDisruptionBudget ``<name>-router``.
 
 Pure layer, part of render. The router runs ``disagg proxy`` with the role Services'
 names (``--prefill-service`` / ``--decode-service``): they are headless and select the
@@ -8,8 +8,10 @@ and a rollout to a new KV revision moves the router with the Services. It listen
 interfaces (:data:`ROUTER_PORT`), is Ready while ``/health`` answers, runs as the worker
 image's non-root user with a read-only root, and its pods carry only the
 ``disagg.dev/router`` label: they are the Deployment controller's, never counted as the
-deployment's prefill or decode pods. ``kubectl port-forward svc/<name>-router 8080:80``
-reaches it from a laptop.
+deployment's prefill or decode pods. Two replicas by default, spread over nodes (soft) and
+kept one at a time by their budget (``maxUnavailable: 1``, unready pods always
+evictable): one router pod was a single point of failure for every request.
+``kubectl port-forward svc/<name>-router 8080:80`` reaches it from a laptop.
 """
 
 from __future__ import annotations
@@ -72,7 +74,19 @@ def objects(
             },
         },
     }
-    return [service, deployment]
+    if spec.router.replicas < 2:  # a budget over one pod could only block drains
+        return [service, deployment]
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": meta,
+        "spec": {
+            "selector": {"matchLabels": dict(pods)},
+            "maxUnavailable": 1,
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+    return [service, deployment, budget]
 
 
 def routing_args(spec: DeploymentSpec, settings: Settings) -> list[str]:
@@ -120,8 +134,15 @@ def _pod(spec: DeploymentSpec, name: str, namespace: str, settings: Settings) ->
             "readOnlyRootFilesystem": True,
         },
     }
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {LABEL_ROUTER: name}},
+    }
     return {
         "enableServiceLinks": False,
+        "topologySpreadConstraints": [spread],
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": WORKER_UID,

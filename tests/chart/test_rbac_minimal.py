@@ -176,10 +176,10 @@ async def _plain_life(emu: Emulator) -> None:
     deploys = "apps/v1/deployments"
     _edit(emu, "demo", lambda s: s.update(router={"enabled": True}))
     await until("router Deployment", lambda: emu.find(deploys, NS, "demo-router"))
-    _edit(emu, "demo", lambda s: s["router"].update(replicas=2))
+    _edit(emu, "demo", lambda s: s["router"].update(replicas=3))
     await until(
         "router Deployment patched",
-        lambda: emu.find(deploys, NS, "demo-router")["spec"]["replicas"] == 2,
+        lambda: emu.find(deploys, NS, "demo-router")["spec"]["replicas"] == 3,
     )
     _edit(emu, "demo", lambda s: s["router"].update(enabled=False))
     await until("router Deployment removed", lambda: emu.find(deploys, NS, "demo-router") is None)

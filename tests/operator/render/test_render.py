@@ -154,6 +154,30 @@ def test_a_disruption_budget_per_role_selects_its_pods() -> None:
             if budget["spec"]["selector"]["matchLabels"].items() <= p["metadata"]["labels"].items()
         ]
         assert selected and all(n.startswith(f"demo-{role_name}-") for n in selected)
+        # an unready pod serves nothing: the budget never holds it (or a node drain) back
+        assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+
+
+def test_every_pod_lets_cluster_autoscaler_remove_its_node_unless_the_template_says_not() -> None:
+    for pod in by_kind(render(body(), hmac_key=KEY), "Pod"):
+        annotations = pod["metadata"]["annotations"]
+        assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "true"
+    template = {
+        "metadata": {"annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}}
+    }
+    kept = body(decode=role(podTemplate=template))
+    pods = {
+        p["metadata"]["labels"]["disagg.dev/role"]: p
+        for p in by_kind(render(kept, hmac_key=KEY), "Pod")
+    }
+    assert (
+        pods["decode"]["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"]
+        == "false"
+    )
+    assert (
+        pods["prefill"]["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"]
+        == "true"
+    )
 
 
 SHAPES = [

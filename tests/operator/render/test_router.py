@@ -54,6 +54,24 @@ def test_the_router_resolves_the_role_services_and_listens_on_all_interfaces() -
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
 
 
+def test_two_routers_by_default_spread_over_nodes_and_kept_one_at_a_time() -> None:
+    got = _router(body(router={"enabled": True}))
+    deployment, budget = got["Deployment"], got["PodDisruptionBudget"]
+    assert deployment["spec"]["replicas"] == 2  # one router pod fails every request with it
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert budget["spec"] == {
+        "selector": {"matchLabels": labels},
+        "maxUnavailable": 1,
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+    }
+    (spread,) = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["whenUnsatisfiable"] == "ScheduleAnyway"  # fewer nodes still schedule
+    assert spread["labelSelector"] == {"matchLabels": labels}
+    # one router: no budget, which could only block a node drain
+    assert set(_router(body(router={"enabled": True, "replicas": 1}))) == {"Service", "Deployment"}
+
+
 def test_router_pods_are_never_counted_as_the_deployments_pods() -> None:
     pod = _router(body(router={"enabled": True}))["Deployment"]["spec"]["template"]
     labels = pod["metadata"]["labels"]
