@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet $(TORCH)
 	$(BIN)/pip install --quiet -e '.[operator,worker,dev]'
 	scripts/install-kubectl.sh $(BIN)
+	scripts/install-promtool.sh
 	touch $(STAMP)
 
 # Real vLLM (CPU build) in the same venv, finished as the vLLM image is

@@ -29,6 +29,7 @@ from typing import Literal
 
 from disagg_operator.api.base import API_VERSION, KIND, PLURAL, SHORT_NAMES
 from disagg_operator.api.spec import INFERENCE_POOL_APIS
+from disagg_operator.contracts.prometheus import API_VERSION as PROMETHEUS_API
 
 Access = Literal["watched", "by-name", "create-only"]
 
@@ -107,6 +108,11 @@ CHILDREN: tuple[Kind, ...] = (
         "inferencepools",
         "by-name",
         status=True,
+    ),
+    # only with spec.monitoring (the Prometheus Operator's kinds); not watched, like the pool
+    Kind("PodMonitor", (PROMETHEUS_API,), "podmonitors", "by-name", short_names=("pmon",)),
+    Kind(
+        "PrometheusRule", (PROMETHEUS_API,), "prometheusrules", "by-name", short_names=("promrule",)
     ),
 )
 # The operator's other kinds: the resource it reconciles, the Events it posts, the Lease

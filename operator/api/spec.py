@@ -24,6 +24,7 @@ from disagg_operator.api.rules import (
     UCX_REACH_RULE,
 )
 from disagg_operator.contracts import llmd as llmd_sidecar
+from disagg_operator.contracts import prometheus
 
 
 class Engine(_Model):
@@ -331,6 +332,34 @@ class Router(_Model):
     )
 
 
+class Monitoring(_Model):
+    """Prometheus Operator objects for the deployment: a PodMonitor per role (the engines'
+    and the transfer canaries' /metrics), one for the router, and a PrometheusRule with
+    the alerts docs/troubleshooting.md explains. Needs the Prometheus Operator's CRDs
+    (monitoring.coreos.com/v1) and the chart value monitoring.enabled (its RBAC)."""
+
+    enabled: bool = Field(default=False, description="render the PodMonitors and PrometheusRule")
+    interval: str = Field(
+        default="30s",
+        pattern=prometheus.DURATION.pattern,
+        description="how often Prometheus scrapes each pod (a Prometheus duration: 30s, 1m)",
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="labels on the PodMonitors and the PrometheusRule, for the Prometheus' "
+        "podMonitorSelector and ruleSelector (kube-prometheus-stack: release: <its release>)",
+    )
+    prometheus_namespace: str = Field(
+        default="monitoring",
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        max_length=63,
+        description="the namespace Prometheus runs in: the NetworkPolicy admits its pods to "
+        "the ports scraped (the serving port 8000, where vLLM serves /metrics, and the "
+        "canary's 8090)",
+    )
+    rules: bool = Field(default=True, description="render the PrometheusRule <name>")
+
+
 class SecretKey(_Model):
     """A key of a Secret in the deployment's namespace."""
 
@@ -409,6 +438,11 @@ class DeploymentSpec(_Model):
         default_factory=Router,
         description="the in-cluster front door (Deployment and Service <name>-router)",
         **_EMPTY,
+    )
+    monitoring: Monitoring | None = Field(
+        default=None,
+        description="Prometheus Operator PodMonitors and a PrometheusRule for the pods "
+        "(absent: none, and nothing is looked up)",
     )
     serving_access: list[shape("NetworkPolicyPeer")] | None = Field(  # type: ignore[valid-type]
         default=None,

@@ -59,6 +59,7 @@ from disagg_operator.planning.actions import Action, plan
 from disagg_operator.planning.decide import ROUTING_KINDS, decide, routed_revision
 from disagg_operator.planning.rollout import Plan
 from disagg_operator.render.kvkey import kv_revision
+from disagg_operator.render.monitoring import names as monitoring_names
 from disagg_operator.render.objects import render_model, role_pod
 from disagg_operator.status import conditions as status_mod
 from disagg_operator.validation.spec import Problem, parse
@@ -73,17 +74,28 @@ PER_DEPLOYMENT_WRITES = 8
 # (``llmd.inferencePool.version``), so the chart grants one API group. Removing the whole
 # section, or switching the version, leaves the old pool behind until the deployment is
 # deleted; setting ``llmd.enabled: false`` (or ``inferencePool.enabled: false``) removes it.
+# The monitoring objects likewise only with a ``monitoring`` section (the CRD defaults
+# none in), and ``monitoring.enabled: false`` removes them. A lookup the chart's RBAC
+# refuses (403) observes nothing: the write that follows is refused and reported.
 POOL = kinds.child("InferencePool")
 
 
-def optional_kinds(spec: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    """(apiVersion, plural) of the llm-d kinds a raw spec may own (none without ``llmd``)."""
+def optional_kinds(spec: dict[str, Any], name: str) -> tuple[tuple[str, str, str, str], ...]:
+    """(apiVersion, kind, plural, name) of the objects of kinds no watch covers that a raw
+    spec of deployment ``name`` may own: with ``llmd`` the InferencePool, with
+    ``monitoring`` the PodMonitors and the PrometheusRule (none without those sections)."""
+    found: list[tuple[str, str, str, str]] = []
     llmd = spec.get("llmd")
-    if not llmd:
-        return ()
-    version = (llmd.get("inferencePool") or {}).get("version", "v1")
-    api = INFERENCE_POOL_APIS.get(version)
-    return ((api, POOL.plural),) if api else ()  # unknown: invalid spec, nothing is written
+    if llmd:
+        version = (llmd.get("inferencePool") or {}).get("version", "v1")
+        api = INFERENCE_POOL_APIS.get(version)
+        if api:  # unknown: invalid spec, nothing is written
+            found.append((api, POOL.kind, POOL.plural, name))
+    if spec.get("monitoring"):
+        for kind, child in monitoring_names(name):
+            row = kinds.child(kind)
+            found.append((row.api_version, kind, row.plural, child))
+    return tuple(found)
 
 
 class Client(Protocol):
@@ -126,12 +138,18 @@ async def observe(api: Client, cache: Cache, body: dict[str, Any]) -> list[dict[
     meta = body["metadata"]
     uid = str(meta.get("uid") or "")
     observed = cache.children(meta["namespace"], meta["name"], uid)
-    for version, plural in optional_kinds(body.get("spec") or {}):
-        pool = await api.get(version, plural, meta["namespace"], meta["name"])
-        if pool is not None and any(r.get("uid") == uid for r in _refs(pool)):
-            pool.setdefault("kind", POOL.kind)
-            pool.setdefault("apiVersion", version)
-            observed.append(pool)
+    for version, kind, plural, name in optional_kinds(body.get("spec") or {}, meta["name"]):
+        try:
+            found = await api.get(version, plural, meta["namespace"], name)
+        except ApiError as e:
+            if e.status != 403:
+                raise
+            log.debug("%s %s/%s not readable: %s", kind, meta["namespace"], name, e)
+            continue
+        if found is not None and any(r.get("uid") == uid for r in _refs(found)):
+            found.setdefault("kind", kind)
+            found.setdefault("apiVersion", version)
+            observed.append(found)
     return observed
 
 

@@ -28,6 +28,7 @@ from disagg_operator.derive import transfer
 from disagg_operator.engines.settings import Settings
 
 NAME = CANARY_CONTAINER
+PORT_NAME = "canary"  # the container port's name (Prometheus scrapes its /metrics by it)
 # The canary's whole budget beyond the KV read's own deadline: a one-token prefill of a
 # few-token prompt and a one-token decode, plus connection set-up on both hops.
 MARGIN_S = 5
@@ -123,7 +124,7 @@ def container(
         "image": chosen,
         "command": ["disagg", "worker", "canary"],
         "args": args,
-        "ports": [{"name": "canary", "containerPort": CANARY_PORT, "protocol": "TCP"}],
+        "ports": [{"name": PORT_NAME, "containerPort": CANARY_PORT, "protocol": "TCP"}],
         "readinessProbe": probe,
         "resources": {k: dict(v) for k, v in RESOURCES.items()},
     }

@@ -54,7 +54,7 @@ from disagg_operator.api import (
 from disagg_operator.derive.scaling import effective_replicas, min_available
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render import canary as render_canary
-from disagg_operator.render import epp, router
+from disagg_operator.render import epp, monitoring, router
 from disagg_operator.render import pods as render_pods
 from disagg_operator.render.kvkey import kv_revision
 from disagg_operator.validation.spec import InvalidSpec, parse
@@ -189,6 +189,8 @@ def render_model(
             for i in range(counts[role])
         ]
     objects += front[1:]  # the router Deployment
+    namespace = dd.metadata.namespace
+    objects += monitoring.objects(spec, name, namespace, roles, lambda n: _meta(dd, uid, n))
     if spec.llmd.enabled and spec.llmd.inference_pool.enabled:
         objects.append(_inference_pool(spec, name, _meta(dd, uid, name), kv))
     if spec.llmd.enabled:  # the endpoint picker's config, for llm-d's charts to mount
@@ -263,7 +265,8 @@ OPERATOR = {
 
 def _network_policy(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> dict[str, Any]:
     """Every port from this deployment's pods; the serving port from ``servingAccess``; the
-    canary port from the operator (which asks canaries for their verdicts).
+    canary port from the operator (which asks canaries for their verdicts); with
+    ``spec.monitoring`` the ports Prometheus scrapes from its namespace.
 
     Pods of the deployment reach each other on every port, not just the side-channel
     ports: UCX's tcp transport moves the KV on ephemeral ports it picks itself, so a list
@@ -281,6 +284,10 @@ def _network_policy(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> di
     if spec.transfer_canary.enabled:  # the operator asks canaries for their verdicts
         canary = {"ports": [{"protocol": "TCP", "port": CANARY_PORT}]}
         ingress.append({"from": [{"namespaceSelector": {}, "podSelector": OPERATOR}], **canary})
+    if spec.monitoring is not None and spec.monitoring.enabled:  # Prometheus scrapes
+        where = {"kubernetes.io/metadata.name": spec.monitoring.prometheus_namespace}
+        ports = [{"protocol": "TCP", "port": port} for port in monitoring.scraped_ports(spec)]
+        ingress.append({"from": [{"namespaceSelector": {"matchLabels": where}}], "ports": ports})
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

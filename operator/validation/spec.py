@@ -62,8 +62,9 @@ def parse(
 def _schema_problems(err: ValidationError) -> list[Problem]:
     problems = []
     for item in err.errors():
-        # Unions add the member type to the path; drop those pseudo-segments.
-        loc = [str(p) for p in item["loc"] if not str(p).startswith(("function-", "int", "str"))]
+        # Unions add the member type to the path; drop those pseudo-segments (not fields
+        # whose names merely start like one: interval, strategy)
+        loc = [str(p) for p in item["loc"] if not _union_member(str(p))]
         path = _join(loc)
         msg = str(item["msg"]).removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
@@ -74,6 +75,10 @@ def _schema_problems(err: ValidationError) -> list[Problem]:
             msg = f"{msg} (got {item['input']!r})"
         problems.append(Problem(path, msg))
     return problems
+
+
+def _union_member(part: str) -> bool:
+    return part in ("int", "str", "float", "bool") or part.startswith("function-") or "[" in part
 
 
 def _join(loc: list[str]) -> str:

@@ -39,6 +39,7 @@ FULL_VALUES: dict[str, Any] = {
     "serviceAccount": {"create": True, "name": "dd-sa", "annotations": {"a": "b"}},
     "rootKey": {"existingSecret": "my-root-key", "existingSecretKey": "key"},
     "llmd": {"enabled": True},
+    "monitoring": {"enabled": True},
     "health": {"port": 8181},
     "metrics": {
         "port": 9191,

@@ -10,7 +10,10 @@ from typing import Any
 from disagg_operator.api import kinds
 from tests.chart.chartkit import grants
 
-ALL_POOLS = {"llmd": {"enabled": True, "inferencePoolVersions": ["v1", "v1alpha2"]}}
+ALL_POOLS = {
+    "llmd": {"enabled": True, "inferencePoolVersions": ["v1", "v1alpha2"]},
+    "monitoring": {"enabled": True},
+}
 
 
 def _granted(render: Any, values: dict[str, Any]) -> dict[tuple[str, str], set[str]]:

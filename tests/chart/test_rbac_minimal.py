@@ -53,6 +53,7 @@ NS = "team-a"
 DD = "disagg.dev/v1alpha1/disaggregateddeployments"
 POOL = "inference.networking.k8s.io/v1/inferencepools"
 OLD_POOL = "inference.networking.x-k8s.io/v1alpha2/inferencepools"
+MONITORING = "monitoring.coreos.com/v1"
 SA = "disagg"
 
 
@@ -236,8 +237,34 @@ async def _v1alpha2_life(emu: Emulator) -> None:
     assert emu.find(POOL, NS, "old") is None  # never rendered in the other API
 
 
+async def _monitoring_life(emu: Emulator) -> None:
+    """PodMonitors and the PrometheusRule: created, changed, then removed (not watched, like
+    InferencePools: read by name on each sync of the deployment)."""
+    monitors, rules = f"{MONITORING}/podmonitors", f"{MONITORING}/prometheusrules"
+    monitoring = {"enabled": True, "interval": "30s"}
+    emu.put_object(DD, _manifest("mon", router={"enabled": True}, monitoring=monitoring))
+    await until("PodMonitors", lambda: emu.find(monitors, NS, "mon-router"))
+    await until("PrometheusRule", lambda: emu.find(rules, NS, "mon"))
+    _edit(emu, "mon", lambda s: s["monitoring"].update(interval="1m", labels={"release": "p"}))
+    await until(
+        "PodMonitor patched",
+        lambda: (
+            emu.find(monitors, NS, "mon-prefill")["spec"]["podMetricsEndpoints"][0]["interval"]
+            == "1m"
+        ),
+    )
+    await until(
+        "PrometheusRule patched",
+        lambda: emu.find(rules, NS, "mon")["metadata"]["labels"].get("release") == "p",
+    )
+    _edit(emu, "mon", lambda s: s["monitoring"].update(enabled=False))
+    await until("PodMonitors removed", lambda: emu.find(monitors, NS, "mon-router") is None)
+    await until("PrometheusRule removed", lambda: emu.find(rules, NS, "mon") is None)
+
+
 async def _record(emu: Emulator, namespaces: list[str]) -> list[list[ApiCall]]:
-    """Calls the operator made by the end of each scenario: plain, + llm-d, + v1alpha2."""
+    """Calls the operator made by the end of each scenario: plain, + llm-d, + v1alpha2,
+    + monitoring."""
     for ns in namespaces:  # kopf serves only namespaces it sees listed
         emu.put_object(
             "v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
@@ -245,7 +272,9 @@ async def _record(emu: Emulator, namespaces: list[str]) -> list[list[ApiCall]]:
     host = str(emu.url).rstrip("/")
     # The chart's Lease: named after the release, in its namespace; renewed (an update)
     # every 0.5 s, so each scenario's calls include renewals, not only the creation.
-    election = ElectionSettings(RELEASE, NAMESPACE, 10, 8.0, 0.5)
+    # Renewed every 0.5 s; a 25 s deadline rides out a loaded 2-core host's stalls (an
+    # 8 s one lost the lease there, ending the scenario early).
+    election = ElectionSettings(RELEASE, NAMESPACE, 30, 25.0, 0.5)
     elector = await Elector.connect(host, election, "op-0_test")
     try:
         async with running(host, namespaces=namespaces, elector=elector):
@@ -255,10 +284,12 @@ async def _record(emu: Emulator, namespaces: list[str]) -> list[list[ApiCall]]:
             await _llmd_life(emu)
             llmd = len(emu.calls)
             await _v1alpha2_life(emu)
+            both = len(emu.calls)
+            await _monitoring_life(emu)
     finally:
         await elector.close()
     assert emu.find("coordination.k8s.io/v1/leases", NAMESPACE, RELEASE)  # released, kept
-    return [emu.calls[:plain], emu.calls[:llmd], list(emu.calls)]
+    return [emu.calls[:plain], emu.calls[:llmd], emu.calls[:both], list(emu.calls)]
 
 
 # --- comparison -------------------------------------------------------------------------
@@ -293,13 +324,15 @@ def _compare(used: set[Grant], granted: set[Grant]) -> None:
 @pytest.mark.parametrize("mode", ["all-namespaces", "namespaced"])
 async def test_chart_rbac_is_exactly_what_the_operator_uses(emulator: Emulator, mode: str) -> None:
     namespaced = mode == "namespaced"
-    plain, llmd, everything = await _record(emulator, [NS] if namespaced else [])
+    plain, llmd, pools, everything = await _record(emulator, [NS] if namespaced else [])
     values: dict[str, Any] = {"watchNamespaces": [NS]} if namespaced else {}
     both = {"enabled": True, "inferencePoolVersions": ["v1", "v1alpha2"]}
-    for calls, chart_llmd in (
-        (plain, {"enabled": False}),
-        (llmd, {"enabled": True}),
-        (everything, both),
+    for calls, chart_llmd, monitored in (
+        (plain, {"enabled": False}, False),
+        (llmd, {"enabled": True}, False),
+        (pools, both, False),
+        (everything, both, True),
     ):
         used = _used(calls, by_namespace=namespaced)
-        _compare(used, _granted({**values, "llmd": chart_llmd}))
+        chart = {**values, "llmd": chart_llmd, "monitoring": {"enabled": monitored}}
+        _compare(used, _granted(chart))

@@ -98,6 +98,9 @@ calls against the API emulator and fails on any difference, in both directions.
   One API group per entry of llmd.inferencePoolVersions, the versions deployments render
   (spec.llmd.inferencePool.version): v1 is inference.networking.k8s.io, v1alpha2
   inference.networking.x-k8s.io.
+- PodMonitors and PrometheusRules (monitoring.coreos.com): only with monitoring.enabled;
+  read by name on every reconcile of a deployment with a spec.monitoring section, written
+  while it is enabled.
 */}}
 {{- define "disagg.rules.namespaced" -}}
 - apiGroups: [disagg.dev]
@@ -134,6 +137,11 @@ calls against the API emulator and fails on any difference, in both directions.
 - apiGroups: [{{ if eq . "v1alpha2" }}inference.networking.x-k8s.io{{ else }}inference.networking.k8s.io{{ end }}]
   resources: [inferencepools]
   verbs: [get{{ if $.Values.llmd.enabled }}, create, patch, delete{{ end }}]
+{{- end }}
+{{- if .Values.monitoring.enabled }}
+- apiGroups: [monitoring.coreos.com]
+  resources: [podmonitors, prometheusrules]
+  verbs: [get, create, patch, delete]
 {{- end }}
 {{- end }}
 

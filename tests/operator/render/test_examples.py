@@ -9,6 +9,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from disagg_operator.contracts import prometheus
 from disagg_operator.render import cli as render_cli
 from disagg_operator.validation import spec as validation
 from tests.operator import disruption
@@ -137,8 +138,12 @@ def test_autoscaled_deployment_renders_validates_and_prefill_follows(
     code, out, err = _cli(capsys, "-f", str(AUTOSCALING / "deployment.yaml"))
     assert (code, err) == (0, "")
     objects = [d for d in yaml.safe_load_all(out) if d]
-    for obj in objects:
-        kubernetes_validate.validate(obj, "1.31.0", strict=True)
+    for obj in objects:  # built-in kinds; the PodMonitors and rule: test_monitoring.py
+        if obj["apiVersion"] != prometheus.API_VERSION:
+            kubernetes_validate.validate(obj, "1.31.0", strict=True)
+    # the pods its autoscalers scale on are scraped (the example sets spec.monitoring)
+    monitors = {m["metadata"]["name"] for m in by_kind(objects, "PodMonitor")}
+    assert monitors == {f"{doc['metadata']['name']}-{r}" for r in ("prefill", "decode")}
     name = doc["metadata"]["name"]
     pods = [p["metadata"]["name"] for p in by_kind(objects, "Pod")]
     assert pods == [f"{name}-prefill-0", f"{name}-decode-0", f"{name}-decode-1"]

@@ -30,12 +30,17 @@ TIMEOUT_S, INTERVAL_S = 5.0, 1.0
 HANG_S = 60.0  # only guards a hang: past --fresh-s (30) a canary that never ran again says so
 
 
-def _ready(url: str) -> tuple[int, dict[str, Any]]:
+def _get(url: str, page: str) -> tuple[int, dict[str, Any]]:
     try:
-        with urllib.request.urlopen(url + "/ready", timeout=TIMEOUT_S + 5) as resp:
+        with urllib.request.urlopen(url + page, timeout=TIMEOUT_S + 5) as resp:
             return resp.status, json.load(resp)
     except urllib.error.HTTPError as e:
         return e.code, json.load(e)
+
+
+def _ready(url: str) -> tuple[int, dict[str, Any]]:
+    """The readiness probe's answer."""
+    return _get(url, "/ready")
 
 
 def _canary(workers: Workers, prefill: str, decode: str, *extra: str) -> str:
@@ -63,14 +68,6 @@ def _requests(url: str, kind: str = "") -> float:
 
 def _url(child: Child) -> str:
     return str(child.url)  # type: ignore[attr-defined]
-
-
-def _get(url: str, page: str) -> tuple[int, dict[str, Any]]:
-    try:
-        with urllib.request.urlopen(url + page, timeout=TIMEOUT_S + 5) as resp:
-            return resp.status, json.load(resp)
-    except urllib.error.HTTPError as e:
-        return e.code, json.load(e)
 
 
 def _verdict_until(url: str, status: int, word: str = "") -> tuple[list[int], dict[str, Any]]:

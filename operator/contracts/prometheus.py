@@ -1,0 +1,42 @@
+"""The Prometheus Operator's PodMonitor and PrometheusRule: what the operator renders of them
+and the rules those objects must follow.
+
+Pure layer, the one source of truth for this external contract: render, validation, the
+docs and the tests read it. Source: prometheus-operator/prometheus-operator at v0.93.0,
+``example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml`` and
+``monitoring.coreos.com_prometheusrules.yaml`` (both ``monitoring.coreos.com/v1``):
+
+- PodMonitor ``spec.selector`` is required (a LabelSelector: ``matchLabels``,
+  ``matchExpressions``); each of ``spec.podMetricsEndpoints`` names a container port by
+  name (``port``: a pod without a port of that name gives no target), with ``path``,
+  ``interval`` and ``scrapeTimeout`` as Durations (:data:`DURATION`);
+  ``spec.podTargetLabels`` copies pod labels onto the series (Prometheus sanitises the
+  names: ``disagg.dev/role`` becomes ``disagg_dev_role``). The job of a PodMonitor's
+  targets is ``<namespace>/<name>`` unless ``jobLabel`` says otherwise.
+- PrometheusRule ``spec.groups`` is a list keyed by ``name`` (required, non-empty); a rule
+  requires ``expr``; ``for`` is a Duration. The groups are Prometheus' own rule-file
+  groups, so ``promtool check rules`` judges them.
+"""
+
+from __future__ import annotations
+
+import re
+
+API_VERSION = "monitoring.coreos.com/v1"
+MIN_VERSION = "v0.93.0"  # the release the objects were checked against
+# A Prometheus Operator Duration, as the CRDs' pattern (monitoringv1.Duration) writes it.
+DURATION = re.compile(
+    r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+)
+# What Prometheus makes of a pod label name copied by podTargetLabels.
+_INVALID = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def label_name(pod_label: str) -> str:
+    """The series label a pod label becomes (every character outside [a-zA-Z0-9_] → _)."""
+    return _INVALID.sub("_", pod_label)
+
+
+def job(namespace: str, name: str) -> str:
+    """The ``job`` label of a PodMonitor's targets (no ``jobLabel`` set)."""
+    return f"{namespace}/{name}"

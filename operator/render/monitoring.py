@@ -1,0 +1,177 @@
+"""Monitoring (``spec.monitoring``): Prometheus Operator PodMonitors for the engines, the
+transfer canaries and the router, and a PrometheusRule with the alerts the docs describe.
+
+Pure layer, part of render. With ``spec.monitoring.enabled`` it renders a PodMonitor per
+role, ``<name>-prefill`` and ``<name>-decode`` (the engine's port by name, ``http``, or
+``engine`` behind llm-d's routing sidecar; decode pods also their canary's ``canary``
+port), ``<name>-router`` with the router, each scraping ``/metrics`` every ``interval``
+and copying the pods' role and KV revision onto the series; with ``rules`` a
+PrometheusRule ``<name>`` (:func:`rule_groups`). ``labels`` go on each object, for the
+Prometheus' ``podMonitorSelector`` and ``ruleSelector``. The NetworkPolicy admits
+``prometheusNamespace`` to the ports scraped (:func:`scraped_ports`; the trade-off of the
+serving port is in docs/security.md). Fields and rules as
+:mod:`disagg_operator.contracts.prometheus` states them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from disagg_operator.api import (
+    CANARY_PORT,
+    ENGINE_BEHIND_SIDECAR_PORT,
+    HTTP_PORT,
+    LABEL_DEPLOYMENT,
+    LABEL_KV_REVISION,
+    LABEL_ROLE,
+    DeploymentSpec,
+)
+from disagg_operator.contracts import prometheus
+from disagg_operator.render import router
+from disagg_operator.render.canary import PORT_NAME as CANARY_PORT_NAME
+from disagg_operator.render.pods import sidecar_enabled
+
+TARGET_LABELS = (LABEL_ROLE, LABEL_KV_REVISION)
+
+
+def objects(
+    spec: DeploymentSpec, name: str, namespace: str, roles: Sequence[str], meta: Any
+) -> list[dict[str, Any]]:
+    """The monitoring objects of deployment ``name`` for its ``roles`` with pods;
+    ``meta(child_name)`` gives a child's metadata. None without ``spec.monitoring``."""
+    m = spec.monitoring
+    if m is None or not m.enabled:
+        return []
+    out = [
+        _pod_monitor(spec, name, role, _labelled(meta(f"{name}-{role}"), m.labels))
+        for role in roles
+    ]
+    if spec.router.enabled:
+        selector = {router.LABEL_ROUTER: name}
+        front = _labelled(meta(router.name_of(name)), m.labels)
+        out.append(_monitor(front, selector, ["http"], m.interval, ()))
+    if m.rules:
+        body = {"groups": rule_groups(spec, name, namespace)}
+        rule = {"apiVersion": prometheus.API_VERSION, "kind": "PrometheusRule"}
+        out.append({**rule, "metadata": _labelled(meta(name), m.labels), "spec": body})
+    return out
+
+
+def names(name: str) -> list[tuple[str, str]]:
+    """(kind, name) of every monitoring object a deployment may own, whether or not the
+    spec renders it now (what a sync looks up by name, to delete what is no longer
+    wanted)."""
+    roles = [("PodMonitor", f"{name}-{role}") for role in ("prefill", "decode")]
+    return [*roles, ("PodMonitor", router.name_of(name)), ("PrometheusRule", name)]
+
+
+def scraped_ports(spec: DeploymentSpec) -> list[int]:
+    """The ports of the deployment's pods Prometheus reads: the engines' serving port (vLLM
+    serves /metrics only there), the engine's own behind the sidecar, the canary's."""
+    ports = [HTTP_PORT]
+    if sidecar_enabled(spec, "decode"):
+        ports.append(ENGINE_BEHIND_SIDECAR_PORT)
+    if spec.transfer_canary.enabled:
+        ports.append(CANARY_PORT)
+    return ports
+
+
+def _pod_monitor(
+    spec: DeploymentSpec, name: str, role: str, metadata: dict[str, Any]
+) -> dict[str, Any]:
+    assert spec.monitoring is not None
+    ports = ["engine" if sidecar_enabled(spec, role) else "http"]
+    if role == "decode" and spec.transfer_canary.enabled:
+        ports.append(CANARY_PORT_NAME)
+    selector = {LABEL_DEPLOYMENT: name, LABEL_ROLE: role}
+    return _monitor(metadata, selector, ports, spec.monitoring.interval, TARGET_LABELS)
+
+
+def _monitor(
+    metadata: dict[str, Any],
+    selector: dict[str, str],
+    ports: list[str],
+    interval: str,
+    target_labels: tuple[str, ...],
+) -> dict[str, Any]:
+    endpoints = [{"port": p, "path": "/metrics", "interval": interval} for p in ports]
+    body: dict[str, Any] = {"selector": {"matchLabels": selector}, "podMetricsEndpoints": endpoints}
+    if target_labels:
+        body["podTargetLabels"] = list(target_labels)
+    return {
+        "apiVersion": prometheus.API_VERSION,
+        "kind": "PodMonitor",
+        "metadata": metadata,
+        "spec": body,
+    }
+
+
+def _labelled(metadata: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    return {**metadata, "labels": {**labels, **metadata.get("labels", {})}}
+
+
+def rule_groups(spec: DeploymentSpec, name: str, namespace: str) -> list[dict[str, Any]]:
+    """The PrometheusRule's one group: the alerts docs/troubleshooting.md explains, each
+    over this deployment's series only (its namespace and its PodMonitors' jobs)."""
+    decode = f'namespace="{namespace}", job="{prometheus.job(namespace, f"{name}-decode")}"'
+    prefill = f'namespace="{namespace}", job="{prometheus.job(namespace, f"{name}-prefill")}"'
+    front = f'namespace="{namespace}", job="{prometheus.job(namespace, router.name_of(name))}"'
+    where = f"DisaggregatedDeployment {namespace}/{name}"
+    rules: list[dict[str, Any]] = []
+    if spec.transfer_canary.enabled:
+        rules += [
+            _alert(
+                "DisaggTransferPathFailing",
+                f"min by (namespace, pod) (disagg_canary_passing{{{decode}}}) == 0",
+                "5m",
+                "warning",
+                f"The transfer canary of {{{{ $labels.pod }}}} ({where}) fails: decode cannot "
+                "pull KV from prefill now; TransferPathReady says why (PrefillBusy, "
+                "PrefillUnreachable, DecodeRecomputing, ...).",
+            ),
+            _alert(
+                "DisaggDecodeUnproven",
+                f"max by (namespace, pod) (disagg_canary_ready{{{decode}}}) == 0",
+                "15m",
+                "warning",
+                f"{{{{ $labels.pod }}}} ({where}) has not proven its transfer path on its "
+                "engine for 15 minutes, so it is not Ready: its canary's /verdict says why.",
+            ),
+        ]
+    recomputed = f"sum(rate(disagg_decode_recomputed_total{{{decode}}}[5m])) > 0" + (
+        f" or sum(rate(disagg_proxy_decode_recomputed_total{{{front}}}[5m])) > 0"
+        if spec.router.enabled
+        else ""
+    )
+    rules.append(
+        _alert(
+            "DisaggDecodeRecomputing",
+            recomputed,
+            "10m",
+            "warning",
+            f"Decode pods of {where} compute prompts they were sent to read from prefill: "
+            "answers are right, P/D is not happening (docs/routing.md).",
+        )
+    )
+    rules.append(
+        _alert(
+            "DisaggPrefillQueueing",
+            f"max(vllm:num_requests_waiting{{{prefill}}}) > 0",
+            "10m",
+            "info",
+            f"Requests have queued on the prefill pool of {where} for 10 minutes: "
+            "first tokens wait; add prefill or route short prompts to decode alone.",
+        )
+    )
+    return [{"name": f"disagg-{namespace}-{name}", "rules": rules}]
+
+
+def _alert(name: str, expr: str, after: str, severity: str, text: str) -> dict[str, Any]:
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": after,
+        "labels": {"severity": severity},
+        "annotations": {"summary": name, "description": text},
+    }

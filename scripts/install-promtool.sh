@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# promtool, for the tests that check the rendered PrometheusRule's groups
+# (tests/operator/render/test_monitoring.py: `promtool check rules`): Debian's prometheus
+# package ships it (2.42 on bookworm), installed with apt-get when missing. No service is
+# started (there is no init here, and the tests need none).
+set -euo pipefail
+command -v promtool >/dev/null 2>&1 && exit 0
+if [ "$(id -u)" != 0 ]; then
+    echo "install-promtool: promtool is missing; apt-get install prometheus (or run as root)" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y -q prometheus >/dev/null 2>&1 \
+    || { apt-get update -q >/dev/null && apt-get install -y -q prometheus >/dev/null; }
+echo "installed $(promtool --version 2>&1 | head -1)"
