@@ -28,13 +28,6 @@ MIN_VERSION = "v0.93.0"  # the release the objects were checked against
 DURATION = re.compile(
     r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
 )
-# What Prometheus makes of a pod label name copied by podTargetLabels.
-_INVALID = re.compile(r"[^a-zA-Z0-9_]")
-
-
-def label_name(pod_label: str) -> str:
-    """The series label a pod label becomes (every character outside [a-zA-Z0-9_] → _)."""
-    return _INVALID.sub("_", pod_label)
 
 
 def job(namespace: str, name: str) -> str:

@@ -25,6 +25,7 @@ from disagg_operator.api import (
     LABEL_DEPLOYMENT,
     LABEL_KV_REVISION,
     LABEL_ROLE,
+    ROLES,
     DeploymentSpec,
 )
 from disagg_operator.contracts import prometheus
@@ -62,7 +63,7 @@ def names(name: str) -> list[tuple[str, str]]:
     """(kind, name) of every monitoring object a deployment may own, whether or not the
     spec renders it now (what a sync looks up by name, to delete what is no longer
     wanted)."""
-    roles = [("PodMonitor", f"{name}-{role}") for role in ("prefill", "decode")]
+    roles = [("PodMonitor", f"{name}-{role}") for role in ROLES]
     return [*roles, ("PodMonitor", router.name_of(name)), ("PrometheusRule", name)]
 
 

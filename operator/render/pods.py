@@ -171,14 +171,17 @@ def spread(spec: DeploymentSpec, role: str, pod_selector: dict[str, str]) -> lis
     given = spec.role(role).topology_spread_constraints
     if given is not None:
         return list(given)
-    return [
-        {
-            "maxSkew": 1,
-            "topologyKey": "kubernetes.io/hostname",
-            "whenUnsatisfiable": "ScheduleAnyway",
-            "labelSelector": {"matchLabels": dict(pod_selector)},
-        }
-    ]
+    return [across_nodes(pod_selector)]
+
+
+def across_nodes(pod_selector: dict[str, str]) -> dict[str, Any]:
+    """One soft constraint spreading the selected pods over nodes (ScheduleAnyway)."""
+    return {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": dict(pod_selector)},
+    }
 
 
 def engine_container(spec: DeploymentSpec, role: str, settings: Settings) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from disagg_operator.api import HTTP_PORT, ROUTER_PORT, DeploymentSpec
 from disagg_operator.engines.settings import Settings
+from disagg_operator.render.pods import across_nodes
 
 LABEL_ROUTER = "disagg.dev/router"
 CONTAINER = "router"
@@ -134,15 +135,9 @@ def _pod(spec: DeploymentSpec, name: str, namespace: str, settings: Settings) ->
             "readOnlyRootFilesystem": True,
         },
     }
-    spread = {
-        "maxSkew": 1,
-        "topologyKey": "kubernetes.io/hostname",
-        "whenUnsatisfiable": "ScheduleAnyway",
-        "labelSelector": {"matchLabels": {LABEL_ROUTER: name}},
-    }
     return {
         "enableServiceLinks": False,
-        "topologySpreadConstraints": [spread],
+        "topologySpreadConstraints": [across_nodes({LABEL_ROUTER: name})],
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": WORKER_UID,

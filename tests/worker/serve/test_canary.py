@@ -43,6 +43,13 @@ def _ready(url: str) -> tuple[int, dict[str, Any]]:
     return _get(url, "/ready")
 
 
+def _pair(workers: Workers) -> tuple[Child, Child]:
+    """A prefill and a decode reference worker, both ready (started side by side)."""
+    pre, dec = workers.spawn("prefill"), workers.spawn("decode")
+    workers.ready(pre, dec)
+    return pre, dec
+
+
 def _canary(workers: Workers, prefill: str, decode: str, *extra: str) -> str:
     argv = disagg_argv(
         *("worker", "canary", "--prefill", prefill, "--decode", decode, "--model", "tiny"),
@@ -87,8 +94,7 @@ def _verdict_until(url: str, status: int, word: str = "") -> tuple[list[int], di
 def test_readiness_latches_while_the_verdict_follows_a_frozen_then_dead_prefill(
     workers: Workers,
 ) -> None:
-    pre, dec = workers.spawn("prefill"), workers.spawn("decode")
-    workers.ready(pre, dec)
+    pre, dec = _pair(workers)
     url = _canary(workers, _url(pre), _url(dec))
     canary = workers.children[-1]
     status, body = _ready(url)
@@ -136,8 +142,7 @@ def test_readiness_latches_while_the_verdict_follows_a_frozen_then_dead_prefill(
 def test_a_restarted_decode_engine_is_unready_until_a_canary_passes_on_it(
     workers: Workers,
 ) -> None:
-    pre, dec = workers.spawn("prefill"), workers.spawn("decode")
-    workers.ready(pre, dec)
+    pre, dec = _pair(workers)
     url = _canary(workers, _url(pre), _url(dec))
     status, first = _ready(url)
     assert status == 200 and first["engine"].startswith(f"pid {dec.proc.pid} "), first
@@ -159,8 +164,7 @@ def test_a_restarted_decode_engine_is_unready_until_a_canary_passes_on_it(
 
 
 def test_once_exits_by_the_verdict(workers: Workers) -> None:
-    pre, dec = workers.spawn("prefill"), workers.spawn("decode")
-    workers.ready(pre, dec)
+    pre, dec = _pair(workers)
     argv = disagg_argv("worker", "canary", "--prefill", _url(pre), "--decode", _url(dec))
     argv += ["--model", "tiny", "--once", "--timeout-s", str(TIMEOUT_S)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
@@ -179,8 +183,7 @@ def test_once_exits_by_the_verdict(workers: Workers) -> None:
 def test_a_floor_above_what_loopback_moves_says_slow_transport_and_passes(
     workers: Workers,
 ) -> None:
-    pre, dec = workers.spawn("prefill"), workers.spawn("decode")
-    workers.ready(pre, dec)
+    pre, dec = _pair(workers)
     argv = disagg_argv("worker", "canary", "--prefill", _url(pre), "--decode", _url(dec))
     argv += ["--model", "tiny", "--once", "--timeout-s", str(TIMEOUT_S)]
 
@@ -209,8 +212,7 @@ def test_a_floor_above_what_loopback_moves_says_slow_transport_and_passes(
 
 
 def test_a_slow_path_keeps_the_pod_ready_and_says_so_on_ready(workers: Workers) -> None:
-    pre, dec = workers.spawn("prefill"), workers.spawn("decode")
-    workers.ready(pre, dec)
+    pre, dec = _pair(workers)
     url = _canary(workers, _url(pre), _url(dec), "--min-bandwidth-gbps", "10000")
     status, body = _ready(url)
     # readiness says "this pod can serve": a slow KV path still serves
