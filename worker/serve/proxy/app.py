@@ -21,9 +21,13 @@ from disagg_worker.serve.limits import bounded
 from disagg_worker.serve.openai import ApiError, proxy_refusal, request_id
 from disagg_worker.serve.proxy.discovery import Refresher, parse_service
 from disagg_worker.serve.proxy.flow import Proxy
+from disagg_worker.serve.proxy.revisions import Pair, Pairs
 from disagg_worker.serve.proxy.routing import MODES, Policy
 from disagg_worker.serve.proxy.upstream import POLICIES, HopError, Pool
 from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
+
+ROLES = ("prefill", "decode")
+KV_FIELD = "{kv}"  # where a KV revision goes in a Service name
 
 
 def build_app(proxy: Proxy) -> web.Application:
@@ -54,25 +58,7 @@ def build_app(proxy: Proxy) -> web.Application:
         return web.json_response(out, headers={"X-Request-Id": rid})
 
     async def health(_: web.Request) -> web.Response:
-        pools: dict[str, Any] = {
-            name: [{"url": b.url, "inflight": b.inflight} for b in pool.backends]
-            for name, pool in (("prefill", proxy.prefill), ("decode", proxy.decode))
-        }
-        services = {
-            name: pool.service
-            for name, pool in (("prefill", proxy.prefill), ("decode", proxy.decode))
-            if pool.service
-        }
-        if services:
-            pools["services"] = services
-        info = {
-            "status": "ok",
-            "policy": proxy.prefill.policy,
-            "routing": dataclasses.asdict(proxy.planner.policy),
-            "prefill_retries": proxy.retried,
-            "hop_failovers": {"prefill": proxy.prefill.failovers, "decode": proxy.decode.failovers},
-        }
-        return web.json_response({**info, **pools})
+        return web.json_response(health_of(proxy))
 
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(body=proxy.metrics.render(), content_type="text/plain")
@@ -85,6 +71,40 @@ def build_app(proxy: Proxy) -> web.Application:
     app.on_startup.append(proxy.start)
     app.on_cleanup.append(proxy.close)
     return app
+
+
+def health_of(proxy: Proxy) -> dict[str, Any]:
+    """``GET /health``: the workers of each role (every KV revision's), their in-flight
+    counts, the Services they come from, the policy and the hops that moved on; with KV
+    revisions, each one's workers too."""
+    pairs = proxy.pairs.pairs
+
+    def workers(pools: list[Pool]) -> list[dict[str, Any]]:
+        return [{"url": b.url, "inflight": b.inflight} for pool in pools for b in pool.backends]
+
+    def failovers(pools: list[Pool]) -> dict[str, int]:
+        return {k: sum(p.failovers[k] for p in pools) for k in ("unreachable", "full")}
+
+    out: dict[str, Any] = {
+        "status": "ok",
+        "policy": proxy.pairs.policy,
+        "routing": dataclasses.asdict(proxy.planner.policy),
+        "prefill_retries": proxy.retried,
+        "hop_failovers": {
+            "prefill": failovers([p.prefill for p in pairs]),
+            "decode": failovers([p.decode for p in pairs]),
+        },
+        "prefill": workers([p.prefill for p in pairs]),
+        "decode": workers([p.decode for p in pairs]),
+    }
+    services = {r: pool.service for r in ROLES if (pool := getattr(pairs[0], r)).service}
+    if services:
+        out["services"] = services
+    if any(p.kv for p in pairs):
+        out["kv_revisions"] = {
+            p.kv: {"prefill": workers([p.prefill]), "decode": workers([p.decode])} for p in pairs
+        }
+    return out
 
 
 def _error(
@@ -109,8 +129,14 @@ def _parser() -> argparse.ArgumentParser:
             f"--{role}-service",
             metavar="HOST:PORT",
             help=f"a headless Service over the {role} pods: every ready pod it resolves to, "
-            "resolved again every --refresh-s",
+            f"resolved again every --refresh-s; with {KV_FIELD} in it, one per --kv-revision",
         )
+    p.add_argument(
+        "--kv-revision", action="append", metavar="KV",
+        help=f"a KV revision to pair requests within (repeat it): its Services are the "
+        f"--prefill-service and --decode-service names with {KV_FIELD} replaced by it, and "
+        "each request's two hops go to one revision's pods",
+    )  # fmt: skip
     p.add_argument("--refresh-s", type=float, default=5.0, help="Service re-resolve period")
     p.add_argument(
         "--policy", choices=POLICIES, default="least-loaded",
@@ -149,22 +175,32 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def pools(args: argparse.Namespace) -> tuple[Pool, Pool, list[Refresher]]:
-    """The two pools the command line names, and what keeps Service-backed ones current."""
-    out, refreshers = [], []
-    for role in ("prefill", "decode"):
-        service = getattr(args, f"{role}_service")
-        if service is None:
-            out.append(Pool(getattr(args, role), args.policy))
-            continue
-        try:
-            host, port = parse_service(service)
-        except ValueError as e:
-            raise SystemExit(f"disagg proxy: --{role}-service {e}") from None
-        pool = Pool([], args.policy, service=service)
-        refreshers.append(Refresher(pool, host, port, args.refresh_s))
-        out.append(pool)
-    return out[0], out[1], refreshers
+def pools(args: argparse.Namespace) -> tuple[Pairs, list[Refresher]]:
+    """The pools the command line names (one pair, or one per ``--kv-revision`` with
+    ``{kv}`` in the Service names), and what keeps Service-backed ones current."""
+    services = [getattr(args, f"{role}_service") for role in ROLES]
+    templated = [s is not None and KV_FIELD in s for s in services]
+    if any(templated) != bool(args.kv_revision) or (any(templated) and not all(templated)):
+        raise SystemExit(
+            f"disagg proxy: --kv-revision goes with {KV_FIELD} in both --prefill-service "
+            f"and --decode-service (e.g. demo-p-{KV_FIELD}.ns.svc:8000), and they with it"
+        )
+    pairs, refreshers = [], []
+    for kv in args.kv_revision or [""]:
+        pool = []
+        for role, service in zip(ROLES, services, strict=True):
+            if service is None:
+                pool.append(Pool(getattr(args, role), args.policy))
+                continue
+            service = service.replace(KV_FIELD, kv)
+            try:
+                host, port = parse_service(service)
+            except ValueError as e:
+                raise SystemExit(f"disagg proxy: --{role}-service {e}") from None
+            pool.append(Pool([], args.policy, service=service))
+            refreshers.append(Refresher(pool[-1], host, port, args.refresh_s))
+        pairs.append(Pair(kv, *pool))
+    return Pairs(pairs, args.policy), refreshers
 
 
 def policy(args: argparse.Namespace) -> Policy:
@@ -182,13 +218,13 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     from disagg_worker.serve.localrun import serve
 
-    prefill, decode, refreshers = pools(args)
+    pairs, refreshers = pools(args)
     try:
         routing = policy(args)
     except ValueError as e:
         raise SystemExit(f"disagg proxy: {e}") from None
     proxy = Proxy(
-        prefill, decode, args.policy, args.timeout_s,
+        pairs, None, args.policy, args.timeout_s,
         refreshers=refreshers, prefill_retries=args.prefill_retries, routing=routing,
     )  # fmt: skip
 

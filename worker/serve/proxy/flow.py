@@ -58,6 +58,7 @@ from disagg_worker.serve.proxy.hops import (
 )
 from disagg_worker.serve.proxy.metrics import ProxyMetrics
 from disagg_worker.serve.proxy.planner import Plan, Planner
+from disagg_worker.serve.proxy.revisions import Pair, Pairs
 from disagg_worker.serve.proxy.routing import Policy, Route
 from disagg_worker.serve.proxy.upstream import (
     Backend,
@@ -72,12 +73,13 @@ T = TypeVar("T")
 
 
 class Proxy:
-    """Two pools, one client session, the routing policy and the request flow."""
+    """A pair of pools per KV revision, one client session, the routing policy and the
+    request flow."""
 
     def __init__(
         self,
-        prefill: Sequence[str] | Pool,
-        decode: Sequence[str] | Pool,
+        prefill: Sequence[str] | Pool | Pairs,
+        decode: Sequence[str] | Pool | None = None,
         policy: str = "round-robin",
         timeout_s: float = 60.0,
         after_prefill: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
@@ -86,9 +88,14 @@ class Proxy:
         routing: Policy | None = None,
     ) -> None:
         """``prefill`` and ``decode``: worker URLs, or pools that ``refreshers`` keep
-        current from their Services (:mod:`disagg_worker.serve.proxy.discovery`)."""
-        self.prefill = prefill if isinstance(prefill, Pool) else Pool(prefill, policy)
-        self.decode = decode if isinstance(decode, Pool) else Pool(decode, policy)
+        current from their Services (:mod:`disagg_worker.serve.proxy.discovery`); or
+        ``prefill`` the pools of every KV revision (:mod:`.revisions`), ``decode`` None."""
+        if isinstance(prefill, Pairs):
+            self.pairs = prefill
+        else:
+            assert decode is not None, "a decode pool goes with a prefill pool"
+            pools = [p if isinstance(p, Pool) else Pool(p, policy) for p in (prefill, decode)]
+            self.pairs = Pairs([Pair("", *pools)], policy)
         self.timeout_s = timeout_s
         self.after_prefill = after_prefill  # a test seam: act between the two hops
         # a decode whose READ from its prefill failed is retried from another prefill, this
@@ -97,9 +104,7 @@ class Proxy:
         self.refreshers = list(refreshers)
         self.metrics = ProxyMetrics()
         self.http = HopClient(timeout_s)
-        self.planner = Planner(
-            routing or Policy(), self.prefill, self.decode, self.http.post, self.metrics
-        )
+        self.planner = Planner(routing or Policy(), self.pairs, self.http.post, self.metrics)
         self._releases: set[asyncio.Task[None]] = set()
 
     async def start(self, _: web.Application | None = None) -> None:
@@ -133,7 +138,7 @@ class Proxy:
         plan = await self.planner.plan(path, body, headers, deadline)
         hops = time.perf_counter()  # the hops' times leave out the routing (a tokenize call)
         if plan.route.path == "decode":
-            d, out = await self._local(path, body, headers, deadline, plan.decode)
+            d, out = await self._local(path, body, headers, deadline, plan.pair, plan.decode)
             figures = _figures(out)
             figures["proxy"] = {"decode_url": d.url, "decode_hop_ms": _ms(hops)}
         else:
@@ -160,11 +165,12 @@ class Proxy:
         when the prefill hop began."""
 
         def decode(second: dict[str, Any]) -> Awaitable[tuple[Backend, dict[str, Any]]]:
-            return self._hop(
-                "decode", self.decode, path, second, headers, deadline, first=plan.decode
-            )
+            pool = plan.pair.decode
+            return self._hop("decode", pool, path, second, headers, deadline, first=plan.decode)
 
-        p, pre, (d, out), tried, t1 = await self._pair(path, body, headers, deadline, decode)
+        p, pre, (d, out), tried, t1 = await self._pair(
+            path, body, headers, deadline, plan.pair, decode
+        )
         figures = _figures(out)
         figures["proxy"] = {
             "prefill_url": p.url,
@@ -183,6 +189,7 @@ class Proxy:
         body: dict[str, Any],
         headers: dict[str, str],
         deadline: float,
+        pair: Pair,
         decode: Callable[[dict[str, Any]], Awaitable[T]],
     ) -> tuple[Backend, dict[str, Any], T, list[str], float]:
         """The prefill hop, then ``decode`` of the client's body with the prefill's
@@ -191,13 +198,13 @@ class Proxy:
         when the last prefill hop ended.)"""
         tried: list[str] = []
         while True:
-            p, pre, params = await self._prefill(path, body, headers, deadline, tried)
+            p, pre, params = await self._prefill(path, body, headers, deadline, pair, tried)
             t1 = time.perf_counter()
             try:
                 return p, pre, await decode({**body, "kv_transfer_params": params}), tried, t1
             except HopError as e:  # the prefill's blocks go now; its READ may be retried
                 self.release_later(p, params, headers)
-                if not self._retry(e, p, tried):
+                if not self._retry(e, p, pair.prefill, tried):
                     raise
             except BaseException:  # the client left: the prefill's blocks go now
                 self.release_later(p, params, headers)
@@ -254,7 +261,9 @@ class Proxy:
             return self._open_decode(path, second, headers, deadline, plan)
 
         start = time.perf_counter()
-        p, _, (d, resp), tried, t1 = await self._pair(path, body, headers, deadline, decode)
+        p, _, (d, resp), tried, t1 = await self._pair(
+            path, body, headers, deadline, plan.pair, decode
+        )
         hop = {"prefill_url": p.url, "prefill_hop_ms": (t1 - start) * 1000.0,
                "prefill_retries": len(tried)}  # fmt: skip
         return d, resp, hop
@@ -269,18 +278,19 @@ class Proxy:
     ) -> tuple[Backend, aiohttp.ClientResponse]:
         """The streaming decode hop, on the next decode worker when one is full or down."""
         return await first_taker(
-            self.decode,
+            plan.pair.decode,
             lambda b: self.http.open(b.url + path, body, headers, deadline),
             first=plan.decode,
         )
 
-    def _retry(self, error: HopError, prefill: Backend, tried: list[str]) -> bool:
-        """Whether a failed decode hop is retried from another prefill (its READ from
-        ``prefill`` failed, another prefill is there, retries are left); counts it."""
+    def _retry(self, error: HopError, prefill: Backend, pool: Pool, tried: list[str]) -> bool:
+        """Whether a failed decode hop is retried from another prefill of ``pool`` (its
+        READ from ``prefill`` failed, another prefill is there, retries are left); counts
+        it."""
         tried.append(prefill.url)
         if not prefill_gone(error) or len(tried) > self.prefill_retries:
             return False
-        if not self.prefill.has_other(tried):
+        if not pool.has_other(tried):
             return False
         self.retried += 1
         self.metrics.retried()
@@ -295,12 +305,13 @@ class Proxy:
         body: dict[str, Any],
         headers: dict[str, str],
         deadline: float,
+        pair: Pair,
         avoid: Sequence[str] = (),
     ) -> tuple[Backend, dict[str, Any], dict[str, Any]]:
-        """The prefill hop (on a worker not in ``avoid`` when there is one): the worker,
-        its answer and the kv_transfer_params for decode."""
+        """The prefill hop (on a worker of ``pair`` not in ``avoid`` when there is one):
+        the worker, its answer and the kv_transfer_params for decode."""
         first = prefill_body(body)
-        p, pre = await self._hop("prefill", self.prefill, path, first, headers, deadline, avoid)
+        p, pre = await self._hop("prefill", pair.prefill, path, first, headers, deadline, avoid)
         params = pre.get("kv_transfer_params")
         if not isinstance(params, dict):
             raise HopError(
@@ -318,7 +329,7 @@ class Proxy:
         """One request straight to a decode worker, no prefill hop, whatever the policy,
         bounded by the same deadline."""
         deadline = time.monotonic() + self.timeout_s
-        _, out = await self._local(path, body, headers, deadline)
+        _, out = await self._local(path, body, headers, deadline, self.pairs.choose())
         return out
 
     async def _local(
@@ -327,12 +338,14 @@ class Proxy:
         body: dict[str, Any],
         headers: dict[str, str],
         deadline: float,
+        pair: Pair,
         first: Backend | None = None,
     ) -> tuple[Backend, dict[str, Any]]:
         """Decode alone: it prefills the prompt itself, on purpose (``do_remote_prefill:
         false`` says so, so the worker does not count a fallback)."""
         body = {**body, "kv_transfer_params": LOCAL_PARAMS}
-        return await self._hop("decode", self.decode, path, body, headers, deadline, first=first)
+        pool = pair.decode
+        return await self._hop("decode", pool, path, body, headers, deadline, first=first)
 
     async def _hop(
         self,

@@ -16,6 +16,7 @@ from typing import Any
 
 from disagg_worker.serve.openai import TOKENIZE_PATH, is_int
 from disagg_worker.serve.proxy.metrics import ProxyMetrics
+from disagg_worker.serve.proxy.revisions import Pair, Pairs
 from disagg_worker.serve.proxy.routing import (
     UNCOUNTED,
     Policy,
@@ -37,23 +38,24 @@ Post = Callable[[str, str, dict[str, Any], dict[str, str], float], Awaitable[dic
 
 @dataclass
 class Plan:
-    """A request's route, the decode worker it should go to (None: the pool's pick) and
-    its prompt's block hashes (recorded on that decode once it answers)."""
+    """A request's route, the KV revision's pools that serve it, the decode worker it
+    should go to (None: the pool's pick) and its prompt's block hashes (recorded on that
+    decode once it answers)."""
 
     route: Route
+    pair: Pair
     decode: Backend | None = None
     hashes: list[bytes] = field(default_factory=list)
 
 
 class Planner:
-    """The policy, the prefix index over the decode pool, and the tokenize call."""
+    """The policy, the prefix index over the decode workers, and the tokenize call."""
 
-    def __init__(
-        self, policy: Policy, prefill: Pool, decode: Pool, post: Post, metrics: ProxyMetrics
-    ) -> None:
-        """``post(role, url, body, headers, deadline)``: the proxy's JSON hop; ``metrics``:
-        where a prompt that could not be counted is."""
-        self.policy, self.prefill, self.decode, self._post = policy, prefill, decode, post
+    def __init__(self, policy: Policy, pairs: Pairs, post: Post, metrics: ProxyMetrics) -> None:
+        """``pairs``: the pools of each KV revision (:mod:`.revisions`); ``post(role, url,
+        body, headers, deadline)``: the proxy's JSON hop; ``metrics``: where a prompt that
+        could not be counted is."""
+        self.policy, self.pairs, self._post = policy, pairs, post
         self.metrics = metrics
         self.index = PrefixIndex(policy.index_blocks)
 
@@ -61,33 +63,39 @@ class Planner:
         """``decode`` answered the request: it now holds the prompt's blocks."""
         if plan.hashes:
             self.index.record(decode.url, plan.hashes)
-            self.index.keep(b.url for b in self.decode.backends)
+            self.index.keep(b.url for b in self.pairs.decodes)
 
     async def plan(
         self, path: str, body: dict[str, Any], headers: dict[str, str], deadline: float
     ) -> Plan:
-        """The request's route under the policy: its tokens counted by the engine when the
-        policy needs them, the decode holding its longest prefix, the prefills' load."""
-        policy = self.policy
+        """The request's route under the policy, inside the KV revision :mod:`.revisions`
+        picks: its tokens counted by the engine when the policy needs them, the decode
+        holding its longest prefix, the prefills' load."""
+        policy, pair = self.policy, self.pairs.choose()
         if not policy.needs_tokens:
-            return Plan(decide(policy, None, 0, ()))
-        tokens = await self._tokens(path, body, headers, deadline)
+            return Plan(decide(policy, None, 0, ()), pair)
+        tokens = await self._tokens(path, body, headers, deadline, pair.decode)
         if tokens is None:
             self.metrics.uncounted()
-            return Plan(Route("pd", UNCOUNTED))
+            return Plan(Route("pd", UNCOUNTED), pair)
         hashes = block_hashes(tokens, policy.block_tokens) if policy.prefix_cache else []
-        backends = self.decode.backends
+        backends = pair.decode.backends
         best, cached = None, 0
         if hashes and backends:
             matched = [self.index.matched(b.url, hashes) for b in backends]
             i = affinity_order([b.inflight for b in backends], matched)[0]
             if matched[i]:  # else no decode holds any of it: the pool's own pick
                 best, cached = backends[i], matched[i] * policy.block_tokens
-        loads = [b.inflight for b in self.prefill.backends]
-        return Plan(decide(policy, len(tokens), cached, loads), best, hashes)
+        loads = [b.inflight for b in pair.prefill.backends]
+        return Plan(decide(policy, len(tokens), cached, loads), pair, best, hashes)
 
     async def _tokens(
-        self, path: str, body: dict[str, Any], headers: dict[str, str], deadline: float
+        self,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        deadline: float,
+        decode: Pool,
     ) -> list[int] | None:
         """The prompt's tokens: given as ids, or counted by a decode worker's /tokenize
         (vLLM's endpoint: the engine's own tokenizer and chat template). None when it
@@ -102,10 +110,10 @@ class Planner:
         else:
             ask = {k: body[k] for k in ("model", *CHAT_TOKENIZE_KEYS) if k in body}
         ask = {k: v for k, v in ask.items() if v is not None}
-        if not self.decode.backends:
+        if not decode.backends:
             return None
         # the least busy decode counts them; not the pool's pick, whose turn it would take
-        url = min(self.decode.backends, key=lambda b: b.inflight).url + TOKENIZE_PATH
+        url = min(decode.backends, key=lambda b: b.inflight).url + TOKENIZE_PATH
         left = min(deadline - time.monotonic(), TOKENIZE_TIMEOUT_S)
         try:
             out = await self._post("tokenize", url, ask, headers, time.monotonic() + left)

@@ -113,8 +113,8 @@ async def test_the_proxy_command_serves_p_d_over_service_names_with_the_real_res
             *("--decode-service", f"127.0.0.1:{servers[1].port}"),
         ]
     )
-    prefill, decode, refreshers = proxy_cli.pools(args)
-    app = proxy_cli.build_app(proxy_cli.Proxy(prefill, decode, refreshers=refreshers))
+    pairs, refreshers = proxy_cli.pools(args)
+    app = proxy_cli.build_app(proxy_cli.Proxy(pairs, refreshers=refreshers))
     runner = web.AppRunner(app)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
