@@ -72,13 +72,21 @@ class EnvVar(_Model):
 
 
 class RolloutStrategy(_Model):
-    """How a role's pods are replaced when the spec changes (a Deployment's RollingUpdate).
+    """How a role's pods are replaced when the spec changes (a Deployment's strategy).
 
-    Percentages are of the role's replicas: maxSurge rounds up, maxUnavailable down (both
-    0 is refused). A change of the KV-compatibility key does not roll in place: it starts
-    a new KV revision (docs/operator.md, "Rollouts").
+    RollingUpdate: percentages are of the role's replicas, maxSurge rounds up,
+    maxUnavailable down (both 0 is refused). A change of the KV-compatibility key rolls
+    a new KV revision in beside the old one, within the same bounds, the roles in step
+    (docs/operator.md, "Rollouts"). Recreate: every old pod of the role goes first, the new
+    ones start once they are gone (for pools with no room for one more pod; the role
+    serves nothing meanwhile), and maxSurge/maxUnavailable are not read.
     """
 
+    strategy: Literal["RollingUpdate", "Recreate"] = Field(
+        default="RollingUpdate",
+        description="RollingUpdate (within maxSurge and maxUnavailable) or Recreate (old "
+        "pods first, then the new ones: no extra pod, a stop)",
+    )
     max_surge: IntOrPercent = Field(
         default="25%", description="pods above replicas while rolling (count or percent)"
     )

@@ -444,6 +444,12 @@ class DeploymentSpec(_Model):
         description="Prometheus Operator PodMonitors and a PrometheusRule for the pods "
         "(absent: none, and nothing is looked up)",
     )
+    paused: bool = Field(
+        default=False,
+        description="freeze rollouts: no pod is created or deleted for a spec change while "
+        "true (status keeps reporting, and a deployment with nothing to roll still heals "
+        "and scales); set false to go on",
+    )
     serving_access: list[shape("NetworkPolicyPeer")] | None = Field(  # type: ignore[valid-type]
         default=None,
         description="who else may reach the engines' serving port 8000 (NetworkPolicy peers: "

@@ -286,6 +286,7 @@ TARGETS: dict[str, tuple[str, float | str]] = {
     "rss_mb": ("<=", 300.0),  # at 1000 CRs
     "rollout_min_ready_fraction": (">=", "rollout_min_ready_target"),
     "rollout_kv_min_ready_fraction": (">=", "rollout_kv_min_ready_target"),
+    "rollout_kv_peak_extra_pods": ("<=", 1.0),  # the rollout phase's maxSurge
     "rollout_mixed_pairs": ("<=", 0.0),
     "failover_s": ("<=", 15.0),
 }

@@ -1,22 +1,26 @@
 """``disagg bench operator``'s rollout phase: two spec changes on one large deployment.
 
 Benchmark step (I/O: the emulator and the running operator). One deployment of
-``--rollout-prefill`` prefill and ``--rollout-decode`` decode pods (8 + 16 by default,
-llm-d on, so its InferencePool is watched too) is rolled twice while the bench's kubelet
-marks each new pod Ready ``READY_AFTER_S`` after it appears:
+``--rollout-prefill`` prefill and ``--rollout-decode`` decode pods (8 + 16 by default)
+behind its router (which pairs each request within one KV revision), with maxSurge 1 and
+the default maxUnavailable of 25%, is rolled twice while the bench's kubelet marks each
+new pod Ready ``READY_AFTER_S`` after it appears, holds each deleted pod for
+``GRACE_S`` (its preStop) and rolls the router Deployment out:
 
-1. a change outside the KV key (a node selector on both roles): an in-place roll, with
-   the default maxSurge/maxUnavailable of 25%;
-2. a change of the KV key (the engine image): a new KV revision.
+1. a change outside the KV key (a node selector on both roles): an in-place roll;
+2. a change of the KV key (the engine image): a new KV revision rolled in beside the old.
 
 Every 20 ms it records what routers could use (:mod:`.rollout_figures`). Figures:
 ``rollout_s`` (change 1 until the status says RolloutComplete), ``rollout_min_ready_fraction``
-(the lowest, over roles and samples, of Ready pods the role Service selects / replicas),
+(the lowest, over roles and samples, of Ready pods the router can pair / replicas: pods of
+the revisions every router pod knows, in a revision with Ready pods in both roles),
 ``rollout_min_ready_target`` (1 - maxUnavailable/replicas of the same role: the role
 whose lowest fraction came closest to, or furthest under, its own target, named in
 ``rollout_min_ready_role``), ``rollout_kv_s``, ``rollout_kv_min_ready_fraction`` /
-``_target`` and ``rollout_mixed_pairs`` (the most prefill/decode
-pairs of different KV revisions any routing view offered in any sample, both changes).
+``_target``, ``rollout_kv_peak_extra_pods`` (the most pods, terminating ones included,
+beyond replicas in any role during change 2) and ``rollout_mixed_pairs`` (the most
+prefill/decode pairs of different KV revisions any routing view offered in any sample,
+both changes).
 """
 
 from __future__ import annotations
@@ -30,15 +34,22 @@ from disagg_operator.api import API_VERSION, PLURAL, RolloutStrategy
 from disagg_operator.bench import manifests
 from disagg_operator.bench import rollout_figures as figures
 from disagg_operator.planning.rollout import Budget
+from disagg_operator.render.router import name_of, revisions_reached
 
 NAME = "roll"
 READY_AFTER_S = 0.2
+GRACE_S = 0.3
+SURGE = 1
 POOL_KEY = "inference.networking.k8s.io/v1/inferencepools"
 
 
 def body(namespace: str, prefill: int, decode: int) -> dict[str, Any]:
-    llmd = {"enabled": True}  # its InferencePool is a routing view too
-    return manifests.deployment(NAME, namespace, prefill=prefill, decode=decode, llmd=llmd)
+    out = manifests.deployment(
+        NAME, namespace, prefill=prefill, decode=decode, router={"enabled": True}
+    )
+    for role in ("prefill", "decode"):
+        out["spec"][role]["rollout"] = {"maxSurge": SURGE}
+    return out
 
 
 class Sampler:
@@ -48,6 +59,7 @@ class Sampler:
         self.emu, self.ns, self.replicas = emu, namespace, replicas
         self.lowest = dict.fromkeys(replicas, 1.0)
         self.mixed = 0
+        self.extra = 0
 
     def sample(self) -> None:
         pods = [
@@ -57,9 +69,13 @@ class Sampler:
         ]
         services = self.emu.objects_of("v1/services", self.ns)
         pools = [p for p in self.emu.objects_of(POOL_KEY, self.ns) if p["metadata"]["name"] == NAME]
-        fractions = figures.ready_fractions(NAME, pods, services, self.replicas)
+        router = self.emu.find("apps/v1/deployments", self.ns, name_of(NAME)) or {}
+        live = {p["metadata"]["labels"]["disagg.dev/kv-revision"] for p in pods}
+        known = sorted(revisions_reached(router, live))
+        fractions = figures.usable_fractions(NAME, pods, services, self.replicas, known)
         self.lowest = {r: min(v, fractions[r]) for r, v in self.lowest.items()}
-        self.mixed = max(self.mixed, figures.mixed_pairs(NAME, pods, services, pools))
+        self.mixed = max(self.mixed, figures.mixed_pairs(NAME, pods, services, pools, known))
+        self.extra = max(self.extra, figures.extra_pods(pods, self.replicas))
 
     async def run(self) -> None:
         while True:
@@ -95,6 +111,7 @@ async def run(
 ) -> dict[str, Any]:
     """Create NAME, wait for it, then the two rolls; the figures of the module docstring."""
     path = f"/apis/{API_VERSION}/namespaces/{namespace}/{PLURAL}"
+    bench.pods.terminate_after = GRACE_S
     async with http.post(path, json=body(namespace, prefill, decode)) as resp:
         assert resp.status == 201, await resp.text()
     await bench.until("the rollout deployment", lambda: _complete(bench.emu, namespace, 1), timeout)
@@ -102,7 +119,7 @@ async def run(
     bench.pods.ready_after = READY_AFTER_S
     sampler = Sampler(bench.emu, namespace, replicas)
     task = asyncio.create_task(sampler.run())
-    strategy = RolloutStrategy()
+    strategy = RolloutStrategy(max_surge=SURGE)
     unavailable = {r: Budget.of(n, strategy).unavailable for r, n in replicas.items()}
     targets = figures.ready_targets(replicas, unavailable)
     out: dict[str, Any] = {}
@@ -115,16 +132,17 @@ async def run(
         out["rollout_min_ready_fraction"] = round(lowest, 3)
         out["rollout_min_ready_target"] = round(target, 3)
         out["rollout_min_ready_role"] = role
-        sampler.lowest = dict.fromkeys(replicas, 1.0)
+        sampler.lowest, sampler.extra = dict.fromkeys(replicas, 1.0), 0
         engine = {"type": "reference", "image": "worker:bench-2"}
         seconds = await _roll(bench, http, namespace, {"engine": engine}, 3, timeout, progress)
         role, lowest, target = figures.worst(sampler.lowest, targets)
         out["rollout_kv_s"] = round(seconds, 3)
         out["rollout_kv_min_ready_fraction"] = round(lowest, 3)
         out["rollout_kv_min_ready_target"] = round(target, 3)
+        out["rollout_kv_peak_extra_pods"] = sampler.extra
     finally:
         task.cancel()
-        bench.pods.ready_after = 0.0
+        bench.pods.ready_after, bench.pods.terminate_after = 0.0, None
     out["rollout_mixed_pairs"] = sampler.mixed
     out["rollout_pods"] = f"{prefill}P+{decode}D"
     return out

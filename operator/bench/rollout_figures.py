@@ -2,10 +2,12 @@
 how much of each role could serve.
 
 Pure layer (bench). A *routing view* is each routing object's selection: the role
-Services ``<name>-prefill`` / ``<name>-decode`` (what the disagg proxy reaches) and, with
-llm-d, the InferencePool (what the endpoint picker chooses from, both roles). A *mixed
-pair* is a Ready prefill pod and a Ready decode pod that one view offers together while
-their ``disagg.dev/kv-revision`` labels differ: a pairing whose KV the decode cannot read.
+Services ``<name>-prefill`` / ``<name>-decode`` (what a client's own router reaches), with
+llm-d the InferencePool (what the endpoint picker chooses from, both roles), and for each
+KV revision the deployment's router is told, its Services ``<name>-p-<kv>`` /
+``<name>-d-<kv>`` (the router pairs within each). A *mixed pair* is a Ready prefill pod
+and a Ready decode pod that one view offers together while their
+``disagg.dev/kv-revision`` labels differ: a pairing whose KV the decode cannot read.
 """
 
 from __future__ import annotations
@@ -33,23 +35,37 @@ def _role(pods: Sequence[Mapping[str, Any]], role: str) -> list[Mapping[str, Any
     return [p for p in pods if p["metadata"].get("labels", {}).get(LABEL_ROLE) == role]
 
 
+def _service_pair(name: str, kv: str | None) -> tuple[str, str]:
+    """The (prefill, decode) Service names of the role view (``kv`` None) or of a KV
+    revision the router is told."""
+    return (
+        (f"{name}-prefill", f"{name}-decode")
+        if kv is None
+        else (f"{name}-p-{kv}", f"{name}-d-{kv}")
+    )
+
+
 def mixed_pairs(
     name: str,
     pods: Sequence[Mapping[str, Any]],
     services: Sequence[Mapping[str, Any]],
     pools: Sequence[Mapping[str, Any]] = (),
+    revisions: Sequence[str] = (),
 ) -> int:
-    """Ready (prefill, decode) pairs of different KV revisions that a routing view offers."""
+    """Ready (prefill, decode) pairs of different KV revisions that a routing view offers;
+    ``revisions``: those the router is told (a view each)."""
     serving = _serving(pods)
     by_name = {s["metadata"]["name"]: s["spec"]["selector"] for s in services}
     views: list[tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]] = []
-    if f"{name}-prefill" in by_name and f"{name}-decode" in by_name:
-        views.append(
-            (
-                [p for p in _role(serving, "prefill") if _selects(by_name[f"{name}-prefill"], p)],
-                [p for p in _role(serving, "decode") if _selects(by_name[f"{name}-decode"], p)],
+    for kv in [None, *revisions]:
+        prefill, decode = _service_pair(name, kv)
+        if prefill in by_name and decode in by_name:
+            views.append(
+                (
+                    [p for p in _role(serving, "prefill") if _selects(by_name[prefill], p)],
+                    [p for p in _role(serving, "decode") if _selects(by_name[decode], p)],
+                )
             )
-        )
     for pool in pools:
         chosen = [p for p in serving if _selects(pool["spec"]["selector"], p)]
         views.append((_role(chosen, "prefill"), _role(chosen, "decode")))
@@ -79,6 +95,42 @@ def ready_fractions(
         chosen = [p for p in _role(serving, role) if selector and _selects(selector, p)]
         out[role] = min(1.0, len(chosen) / wanted) if wanted else 1.0
     return out
+
+
+def usable_fractions(
+    name: str,
+    pods: Sequence[Mapping[str, Any]],
+    services: Sequence[Mapping[str, Any]],
+    replicas: Mapping[str, int],
+    revisions: Sequence[str],
+) -> dict[str, float]:
+    """Per role: Ready pods the router can pair / replicas (capped at 1): those its
+    revisions' Services select, in revisions with a Ready pod in every role that has
+    replicas (a revision missing a role pairs nothing)."""
+    serving = _serving(pods)
+    by_name = {s["metadata"]["name"]: s["spec"]["selector"] for s in services}
+    chosen: dict[str, dict[str, int]] = {}
+    for kv in revisions:
+        names = dict(zip(ROLES, _service_pair(name, kv), strict=True))
+        chosen[kv] = {
+            r: sum(
+                1
+                for p in _role(serving, r)
+                if names[r] in by_name and _selects(by_name[names[r]], p)
+            )
+            for r in ROLES
+        }
+    usable = [c for c in chosen.values() if all(c[r] for r in ROLES if replicas.get(r))]
+    return {
+        r: min(1.0, sum(c[r] for c in usable) / wanted) if wanted else 1.0
+        for r, wanted in replicas.items()
+    }
+
+
+def extra_pods(pods: Sequence[Mapping[str, Any]], replicas: Mapping[str, int]) -> int:
+    """The most pods (terminating ones included: they hold their node's resources) beyond
+    replicas in any role."""
+    return max([0, *(len(_role(pods, r)) - wanted for r, wanted in replicas.items())])
 
 
 def ready_targets(

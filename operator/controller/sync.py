@@ -61,6 +61,7 @@ from disagg_operator.planning.rollout import Plan
 from disagg_operator.render.kvkey import kv_revision
 from disagg_operator.render.monitoring import names as monitoring_names
 from disagg_operator.render.objects import render_model, role_pod
+from disagg_operator.render.router import name_of as router_name
 from disagg_operator.status import conditions as status_mod
 from disagg_operator.validation.spec import Problem, parse
 
@@ -262,7 +263,10 @@ async def sync(
     if dd is not None and not problems:
         target = kv_revision(dd.spec, settings)
         routed = routed_revision(meta["name"], observed)
-        steps = decide(dd, uid=uid, pods=pods, routed=routed, settings=settings, target=target)
+        front = _router(meta["name"], observed)
+        steps = decide(
+            dd, uid=uid, pods=pods, routed=routed, settings=settings, target=target, router=front
+        )
         key = keys.derive(root_key, meta["namespace"], meta["name"], uid)
         desired = render_model(
             dd,
@@ -272,17 +276,21 @@ async def sync(
             pods=False,
             settings=settings,
             target_kv=target,
+            serving_kv=steps.serving,
         )
+        serving = steps.serving
         actions = plan(keys.without_secrets(desired), [o for o in observed if o["kind"] != "Pod"])
         todo = actions + pod_actions(dd, uid, steps, settings)
         await _apply(api, body, desired, todo, held, outcome, record)
     if steps is not None and dd is not None and outcome.done:  # count what is there now
         now_seen = cache.children(meta["namespace"], meta["name"], uid)  # incl. the answers
         pods = [p for p in now_seen if p["kind"] == "Pod"]
+        front = _router(meta["name"], now_seen)
         steps = decide(
-            dd, uid=uid, pods=pods, routed=steps.routed, settings=settings, target=steps.target
-        )
-        outcome.more = any(steps.create.values()) or bool(steps.delete)
+            dd, uid=uid, pods=pods, routed=steps.routed, settings=settings, target=steps.target,
+            router=front,
+        )  # fmt: skip
+        outcome.more = any(steps.create.values()) or bool(steps.delete) or steps.serving != serving
     # what the canary watch heard last (reconciler.watch_canaries): no sync waits for a pod
     said = canaries.heard((meta["namespace"], meta["name"]), pods) if canaries else None
     status = status_mod.compute(
@@ -300,6 +308,13 @@ async def sync(
     )
     outcome.status_written = await _write_status(api, body, status, outcome, record)
     return outcome
+
+
+def _router(name: str, observed: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The deployment's router Deployment as observed (None: not there)."""
+    wanted = router_name(name)
+    found = (o for o in observed if o["kind"] == "Deployment" and o["metadata"]["name"] == wanted)
+    return next(found, None)
 
 
 def pod_actions(

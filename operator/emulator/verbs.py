@@ -4,7 +4,8 @@ Fairness or a missed watch event would do, said explicitly by a test or a benchm
 Dev/bench tool, mixed into :class:`disagg_operator.emulator.server.Emulator` (whose store
 primitives these call):
 
-- :meth:`TestVerbs.set_pod_ready` plays the kubelet;
+- :meth:`TestVerbs.set_pod_ready` plays the kubelet; :meth:`TestVerbs.roll_out_deployments`
+  the Deployment controller, once its pods would be up;
 - :meth:`TestVerbs.refuse` makes matching writes answer a code and a Status body, as
   admission or a quota would, until :meth:`TestVerbs.allow`; the refused calls are
   recorded like any call;
@@ -61,6 +62,29 @@ class TestVerbs(ObjectStore):
             "containerStatuses": statuses,
         }
         self._commit("v1/pods", pod, ops.merge_patch(pod, {"status": status}))
+
+    def roll_out_deployments(self, namespace: str | None = None) -> list[str]:
+        """Play the Deployment controller for every Deployment whose status is behind its
+        spec: its status says the current template's replicas are all updated and
+        available (``kubectl rollout status``'s test passes). The names it rolled."""
+        done = []
+        key = "apps/v1/deployments"
+        for (ns, name), obj in list(self._index[key].items()):
+            if namespace not in (None, ns):
+                continue
+            replicas = (obj.get("spec") or {}).get("replicas", 1)
+            generation = obj["metadata"].get("generation", 1)
+            status = {
+                "observedGeneration": generation,
+                **dict.fromkeys(
+                    ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas"),
+                    replicas,
+                ),
+            }
+            if {k: (obj.get("status") or {}).get(k) for k in status} != status:
+                self._commit(key, obj, ops.merge_patch(obj, {"status": status}))
+                done.append(name)
+        return done
 
     def refuse(
         self,

@@ -1,8 +1,10 @@
 """Observation → rollout plan: the glue between render and the pure planner.
 
 Pure layer. :func:`decide` reads which KV revision the routing objects select now
-(:func:`routed_revision`), renders the pod each observed index should be (to tell current
-pods from old ones) and asks :func:`.planner.plan` for this sync's pod writes.
+(:func:`routed_revision`) and which ones every pod of the deployment's router knows
+(:func:`~disagg_operator.render.router.revisions_reached`, from the observed router
+Deployment), renders the pod each observed index should be (to tell current pods from old
+ones) and asks :func:`.rollout.plan` for this sync's pod writes.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from disagg_operator.api import (
 from disagg_operator.derive.scaling import effective_replicas
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.planning import rollout as planner
+from disagg_operator.render import router as render_router
 from disagg_operator.render.kvkey import kv_revision
 from disagg_operator.render.objects import role_pod
 
@@ -54,9 +57,11 @@ def decide(
     routed: str | None,
     settings: Settings = DEFAULT,
     target: str | None = None,
+    router: Mapping[str, Any] | None = None,
 ) -> planner.Plan:
     """This sync's rollout plan for a validated deployment and its observed pods;
-    ``target``: the spec's KV revision when the caller has it."""
+    ``target``: the spec's KV revision when the caller has it; ``router``: the observed
+    router Deployment (None: not there)."""
     kv = target or kv_revision(dd.spec, settings)
 
     @functools.cache
@@ -71,10 +76,16 @@ def decide(
     views = planner.views(
         dd.metadata.name, pods, lambda role, i: str(rendered(role, i)["annotations"][SPEC_HASH])
     )
+    reached: set[str] | None = None
+    if render_router.pairs_by_revision(dd.spec):  # before the router exists: the Services'
+        live = {v.kv for v in views if not v.terminating}
+        reached = render_router.revisions_reached(router, live) if router else {routed or kv}
     return planner.plan(
         target=kv,
         routed=routed,
         pods=views,
         budgets=budgets,
         revisions={r: str(rendered(r, 0)["labels"][LABEL_REVISION]) for r in ROLES},
+        reached=reached,
+        paused=dd.spec.paused,
     )

@@ -11,76 +11,47 @@ maxUnavailable (rounded down; when both are 0 a Deployment would never progress,
 validation refuses it and ``U = 1`` here). A pod is *current* when its spec-hash equals
 the pod render gives its index now; ``T`` is the spec's KV revision (:mod:`.kvkey`).
 
-1. Routing. Routers (the disagg proxy on the role Services, llm-d's EPP on the
-   InferencePool) pick a prefill and a decode independently, so one KV revision is
-   routable at a time. It stays the routed one ``X`` until revision ``T`` can carry the
-   load: in every role with ``R > 0``, current ready pods of ``T`` ≥ max(1, R - U). It is
-   ``T`` at once when nothing is routed yet or ``X`` has no live pod left.
-2. While ``X ≠ T`` is routed, ``T``'s pods are created as whole pairs of pools: R of each
-   role at once (traffic cannot move to a half revision, and ``X`` keeps serving every
-   request meanwhile, so availability is not at stake and maxSurge does not bound it);
-   ``X``'s pods stay untouched.
-3. Once ``T`` is routed, pods of every other revision are deleted: nothing routes to them
-   any more and their preStop drains what they still hold. Pods of a revision that is
-   neither routed nor wanted (a change reverted mid-way) are deleted at once.
-4. Within the routed revision, a Deployment's rolling update: ``create = min(R - current,
+1. Routing objects. The role Services and the InferencePool select one KV revision, the
+   routed one ``X``, since routers on them (a client's own, llm-d's endpoint picker) pick
+   a prefill and a decode independently. It stays ``X`` until ``T`` can carry the load:
+   in every role with ``R > 0``, current ready pods of ``T`` ≥ max(1, R - U). It is ``T``
+   at once when nothing is routed yet or ``X`` has no live pod left.
+2. Who reaches what. The deployment's own router (spec.router, without llm-d) pairs each
+   request within one KV revision and is told every revision with pods (``serving``);
+   ``reached`` is what every router pod knows (:mod:`.decide` reads it from the router
+   Deployment). Without it, routers reach ``X`` alone.
+3. A KV change (pods of another revision than ``T``) rolls with :mod:`.kvroll`: ``T``'s
+   pods grow in step in every role within ``R + S``, old pods go as the reached capacity
+   allows. With the router, ``T``'s first pods start only once every router pod knows
+   ``T``. Without it, ``T`` must reach max(1, R - U) ready pods while ``X`` keeps its
+   R - U: when ``S + U`` cannot hold that in some role (not Recreate), nothing starts and
+   ``held`` says why and what to change (KVRolloutBlocked).
+4. ``spec.paused``: while any pod is old (another template or revision), no pod is created
+   or deleted (``held``: Paused); a deployment with nothing to roll still heals and scales.
+5. Same KV revision: a Deployment's rolling update per role: ``create = min(R - current,
    R + S - total)`` new pods (``total`` counts terminating pods too: they still hold
    their node's resources), at the lowest free indices; old pods are deleted unready
    first, then ready ones while ``ready - deleted ≥ R - U``; current pods beyond ``R``
    (a scale-down) go unready first, then the highest index. The operator cannot see
-   which ready pod is idle; the preStop drain covers the work in flight.
+   which ready pod is idle; the preStop drain covers the work in flight. Recreate: every
+   old pod goes at once, the new ones start when none is left.
+
+Pods not named ``<deployment>-<role>-<i>`` are deleted whatever the state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from disagg_operator.api import (
-    LABEL_KV_REVISION,
-    LABEL_REVISION,
-    LABEL_ROLE,
-    ROLES,
-    SPEC_HASH,
-    RolloutStrategy,
-)
 from disagg_operator.derive.scaling import resolve
+from disagg_operator.planning import kvroll
+from disagg_operator.planning.pods import Budget, PodView, index_of, is_ready, lowest_free, views
 
-
-@dataclass(frozen=True)
-class Budget:
-    """A role's resolved strategy: ``surge`` pods above replicas, ``unavailable`` below."""
-
-    replicas: int
-    surge: int
-    unavailable: int
-
-    @classmethod
-    def of(cls, replicas: int, strategy: RolloutStrategy) -> Budget:
-        surge = resolve(strategy.max_surge, replicas, round_up=True)
-        unavailable = resolve(strategy.max_unavailable, replicas, round_up=False)
-        if surge == 0 and unavailable == 0:
-            unavailable = 1  # refused by validation; never deadlock here
-        return cls(replicas, surge, unavailable)
-
-    @property
-    def min_ready(self) -> int:
-        return max(0, self.replicas - self.unavailable)
-
-
-@dataclass(frozen=True)
-class PodView:
-    """What the planner needs of one observed pod."""
-
-    name: str
-    role: str
-    index: int | None  # None: not named <deployment>-<role>-<i>
-    kv: str
-    revision: str  # the role template's (disagg.dev/revision)
-    current: bool
-    ready: bool
-    terminating: bool
+__all__ = ["Budget", "Plan", "PodView", "RoleCounts", "index_of", "is_ready", "plan"]
+__all__ += ["resolve", "views"]
+PAUSED = "Paused"
+BLOCKED = "KVRolloutBlocked"
 
 
 @dataclass
@@ -99,59 +70,25 @@ class RoleCounts:
 
 @dataclass
 class Plan:
-    """This sync's pod writes and the routed KV revision after them."""
+    """This sync's pod writes and the routed KV revision after them; ``serving``: the KV
+    revisions a revision-aware router is told of (every one with pods, and the spec's);
+    ``held``: (reason, message) when a rollout waits on the spec (paused, or no room)."""
 
     routed: str
     target: str
     create: dict[str, list[int]] = field(default_factory=dict)
     delete: list[str] = field(default_factory=list)
     counts: dict[str, RoleCounts] = field(default_factory=dict)
-
-
-def is_ready(pod: Mapping[str, Any]) -> bool:
-    conditions = pod.get("status", {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def index_of(deployment: str, role: str, pod_name: str) -> int | None:
-    """``i`` of a pod named ``<deployment>-<role>-<i>``; None for any other name."""
-    prefix = f"{deployment}-{role}-"
-    tail = pod_name[len(prefix) :] if pod_name.startswith(prefix) else ""
-    return int(tail) if tail.isdigit() and str(int(tail)) == tail else None
-
-
-def views(
-    deployment: str,
-    pods: Sequence[Mapping[str, Any]],
-    current_hash: Callable[[str, int], str],
-) -> list[PodView]:
-    """PodViews of observed pods; ``current_hash(role, i)``: the spec-hash render gives."""
-    out = []
-    for pod in pods:
-        meta = pod.get("metadata", {})
-        role = meta.get("labels", {}).get(LABEL_ROLE, "")
-        index = index_of(deployment, role, meta["name"]) if role in ROLES else None
-        spec_hash = meta.get("annotations", {}).get(SPEC_HASH)
-        current = index is not None and spec_hash == current_hash(role, index)
-        out.append(
-            PodView(
-                name=meta["name"],
-                role=role,
-                index=index,
-                kv=meta.get("labels", {}).get(LABEL_KV_REVISION, ""),
-                revision=meta.get("labels", {}).get(LABEL_REVISION, ""),
-                current=current,
-                ready=is_ready(pod),
-                terminating=bool(meta.get("deletionTimestamp")),
-            )
-        )
-    return out
+    serving: list[str] = field(default_factory=list)
+    held: tuple[str, str] | None = None
+    paired: bool = False  # a revision-aware router is told ``serving``
+    reached: frozenset[str] = frozenset()  # the revisions every router pod knows
 
 
 def routed_next(
     target: str, routed: str | None, pods: Sequence[PodView], budgets: Mapping[str, Budget]
 ) -> str:
-    """The KV revision routing selects after this sync (rule 1 of the module docstring)."""
+    """The KV revision the routing objects select after this sync (rule 1)."""
     live = [p for p in pods if not p.terminating]
     if routed is None or routed == target or not any(p.kv == routed for p in live):
         return target
@@ -162,32 +99,23 @@ def routed_next(
     return target
 
 
-def _lowest_free(taken: set[int], count: int) -> list[int]:
-    out: list[int] = []
-    i = 0
-    while len(out) < count:
-        if i not in taken:
-            out.append(i)
-        i += 1
-    return out
-
-
 def _unready_first(pods: Sequence[PodView]) -> list[PodView]:
     return sorted(pods, key=lambda p: (p.ready, -(p.index or 0)))
 
 
-def roll(
-    pods: Sequence[PodView], budget: Budget, taken: set[int], *, routed: bool
-) -> tuple[list[int], list[str]]:
-    """Rule 4 (``routed``) or rule 2 (not routed yet) for one role's pods of one revision:
-    (indices to create, pod names to delete)."""
-    if not routed:  # a whole new set first; availability is the routed revision's job
-        budget = Budget(budget.replicas, budget.replicas, budget.replicas)
+def roll(pods: Sequence[PodView], budget: Budget, taken: set[int]) -> tuple[list[int], list[str]]:
+    """Rule 5 for one role's pods of the routed revision: (indices to create, pod names to
+    delete)."""
     live = [p for p in pods if not p.terminating]
     current = [p for p in live if p.current]
     old = [p for p in live if not p.current]
+    if budget.recreate:  # old pods first; new ones once they are gone
+        pending = any(not p.current for p in pods)
+        count = 0 if pending else budget.replicas - len(current)
+        surplus = _unready_first(current)[: max(0, len(current) - budget.replicas)]
+        return lowest_free(taken, max(0, count)), [p.name for p in [*old, *surplus]]
     room = budget.replicas + budget.surge - len(pods)
-    create = _lowest_free(taken, max(0, min(budget.replicas - len(current), room)))
+    create = lowest_free(taken, max(0, min(budget.replicas - len(current), room)))
     spare = sum(1 for p in live if p.ready) - budget.min_ready
     delete: list[str] = []
     surplus = _unready_first(current)[: max(0, len(current) - budget.replicas)]
@@ -199,6 +127,16 @@ def roll(
     return create, delete
 
 
+def blocked(budgets: Mapping[str, Budget]) -> list[str]:
+    """Roles a KV change cannot roll when routers reach one revision at a time (rule 3):
+    the new revision must reach max(1, R - U) ready pods beside the old one's R - U."""
+    return [
+        role
+        for role, b in budgets.items()
+        if b.replicas > 0 and not b.recreate and b.surge + b.unavailable < max(1, b.min_ready)
+    ]
+
+
 def plan(
     *,
     target: str,
@@ -206,35 +144,71 @@ def plan(
     pods: Sequence[PodView],
     budgets: Mapping[str, Budget],
     revisions: Mapping[str, str] | None = None,
+    reached: Collection[str] | None = None,
+    paused: bool = False,
 ) -> Plan:
-    """This sync's pod writes (the module docstring's rules, in order)."""
+    """This sync's pod writes (the module docstring's rules, in order). ``reached``: the
+    KV revisions a revision-aware router reaches (None: routers reach the routed one only);
+    ``paused``: spec.paused."""
     routed_now = routed_next(target, routed, pods, budgets)
-    out = Plan(routed=routed_now, target=target)
-    keep = {target, routed_now}
-    out.delete = [
-        p.name for p in pods if not p.terminating and (p.kv not in keep or p.index is None)
-    ]
+    out = Plan(routed=routed_now, target=target, paired=reached is not None)
+    live = [p for p in pods if not p.terminating]
+    mine = [p for p in pods if p.index is not None]
+    out.serving = sorted({p.kv for p in live if p.index is not None} | {target})
+    out.delete = [p.name for p in live if p.index is None]
+    reach = {routed_now} if reached is None else set(reached)
+    out.reached = frozenset(reach)
+    kv_change = any(p.kv != target for p in live if p.index is not None)
+    pending = kv_change or any(not p.current for p in live if p.index is not None)
+    if paused and pending:
+        out.held = (PAUSED, "spec.paused is true: no pod is created or deleted until it is false.")
+    elif kv_change and reached is None and routed_now != target and blocked(budgets):
+        out.held = (BLOCKED, _blocked_message(blocked(budgets), budgets))
+    elif kv_change:
+        creates, deletes = kvroll.roll(mine, budgets, target, reach)
+        if reached is not None and target not in reach:  # the router learns it first
+            creates = {r: [] for r in creates}
+        out.create, out.delete = creates, out.delete + deletes
+    else:
+        for role, budget in budgets.items():
+            held = [p for p in mine if p.role == role]
+            create, delete = roll(held, budget, {p.index for p in held if p.index is not None})
+            out.create[role] = create
+            out.delete += delete
+    out.create = {r: out.create.get(r, []) for r in budgets}
     for role, budget in budgets.items():
-        mine = [p for p in pods if p.role == role and p.index is not None]
-        wanted = [p for p in mine if p.kv == target]
-        taken = {p.index for p in mine if p.index is not None}
-        create, delete = roll(wanted, budget, taken, routed=routed_now == target)
-        out.create[role] = create
-        out.delete += delete
         update = (revisions or {}).get(role, "")
-        out.counts[role] = _counts(mine, budget, routed_now, target, update)
+        held = [p for p in mine if p.role == role]
+        out.counts[role] = _counts(held, budget, reach, target, update)
     return out
 
 
+def _blocked_message(roles: Sequence[str], budgets: Mapping[str, Budget]) -> str:
+    wants = "; ".join(
+        f"{r}: maxSurge + maxUnavailable come to {budgets[r].surge + budgets[r].unavailable} "
+        f"pods, the new revision needs {max(1, budgets[r].min_ready)}"
+        for r in roles
+    )
+    return (
+        "The KV-compatibility key changed, but routers that pick a prefill and a decode "
+        "without regard to revision (the role Services, llm-d's endpoint picker) can move "
+        "to the new revision only once it can carry the load beside the old one, and "
+        f"there is no room for that ({wants}). Set spec.router.enabled (its router pairs "
+        "each request within one revision, so the roll fits maxSurge; not with llm-d), a "
+        "larger spec.<role>.rollout.maxSurge, or spec.<role>.rollout.strategy: Recreate "
+        "(the role stops while its pods are replaced). Until then the old revision serves."
+    )
+
+
 def _counts(
-    pods: Sequence[PodView], budget: Budget, routed: str, target: str, update: str
+    pods: Sequence[PodView], budget: Budget, reach: Collection[str], target: str, update: str
 ) -> RoleCounts:
     live = [p for p in pods if not p.terminating]
     updated = [p for p in live if p.current and p.kv == target]
-    old = [p.revision for p in live if p.kv == routed and not p.current]
+    old = [p.revision for p in live if p.kv in reach and not p.current]
     return RoleCounts(
         desired=budget.replicas,
-        ready=sum(1 for p in live if p.ready and p.kv == routed),
+        ready=sum(1 for p in live if p.ready and p.kv in reach),
         updated=len(updated),
         updated_ready=sum(1 for p in updated if p.ready),
         live=len(live),

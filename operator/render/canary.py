@@ -79,7 +79,8 @@ def prefill_url(name: str, kv: str) -> str:
 
 
 def revision_service(name: str, kv: str) -> str:
-    """The headless Service of KV revision ``kv``'s prefill pods (canaries only)."""
+    """The headless Service of KV revision ``kv``'s prefill pods (its canaries' and the
+    router's)."""
     return f"{name}-p-{kv}"
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 from disagg_operator.api import (
@@ -156,10 +157,12 @@ def render_model(
     pods: bool = True,
     settings: Settings = DEFAULT,
     target_kv: str | None = None,
+    serving_kv: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Render an already validated deployment (pods ``0 .. replicas-1`` of each role;
     none with ``pods=False``: the reconciler renders pods one by one, as the rollout
-    planner asks). ``target_kv``: the spec's KV revision when the caller has it."""
+    planner asks). ``target_kv``: the spec's KV revision when the caller has it;
+    ``serving_kv``: the KV revisions the router pairs within (default: the spec's)."""
     name, spec = dd.metadata.name, dd.spec
     target = target_kv or kv_revision(spec, settings)
     kv = routed_kv or target
@@ -171,12 +174,10 @@ def render_model(
         for cm, data in settings.engine(spec).config_maps(spec, name).items()
     ]
     objects += [_service(spec, role, _meta(dd, uid, f"{name}-{role}", role), kv) for role in roles]
-    if len(roles) == len(ROLES) and render_canary.image(spec, settings):
-        for rev in dict.fromkeys((kv, target)):  # routed, then the spec's
-            svc = render_canary.revision_service(name, rev)
-            objects.append(_canary_service(name, rev, _meta(dd, uid, svc, "prefill")))
+    serving = list(serving_kv or [target])
+    objects += _revision_services(dd, uid, roles, kv, target, serving, settings)
     front = router.objects(
-        spec, name, dd.metadata.namespace, _meta(dd, uid, router.name_of(name)), settings
+        spec, name, dd.metadata.namespace, _meta(dd, uid, router.name_of(name)), settings, serving
     )
     objects += front[:1]  # the router Service, with the other Services
     objects.append(_network_policy(spec, name, _meta(dd, uid, f"{name}-side-channel")))
@@ -221,9 +222,34 @@ def _service(spec: DeploymentSpec, role: str, meta: dict[str, Any], kv: str) -> 
     }
 
 
-def _canary_service(name: str, kv: str, meta: dict[str, Any]) -> dict[str, Any]:
-    """Headless, over KV revision ``kv``'s prefill pods: where that revision's decode
-    canaries send their prefill hop (rendered for the routed and the spec's revision)."""
+def _revision_services(
+    dd: DisaggregatedDeployment,
+    uid: str,
+    roles: Sequence[str],
+    routed: str,
+    target: str,
+    serving: Sequence[str],
+    settings: Settings,
+) -> list[dict[str, Any]]:
+    """Headless Services of one KV revision's pods of one role: ``<name>-p-<kv>`` where
+    that revision's decode canaries send their prefill hop (the routed and the spec's
+    revision), and both roles' for every revision the router pairs within."""
+    if len(roles) < len(ROLES):
+        return []
+    name, spec = dd.metadata.name, dd.spec
+    prefill = list(serving) if router.pairs_by_revision(spec) else []
+    if render_canary.image(spec, settings):
+        prefill += [routed, target]
+    named = [(render_canary.revision_service(name, kv), kv, "prefill") for kv in prefill]
+    if router.pairs_by_revision(spec):
+        named += [(router.decode_service(name, kv), kv, "decode") for kv in serving]
+    return [
+        _revision_service(name, kv, role, _meta(dd, uid, svc, role))
+        for svc, kv, role in dict.fromkeys(named)
+    ]
+
+
+def _revision_service(name: str, kv: str, role: str, meta: dict[str, Any]) -> dict[str, Any]:
     ports = [{"name": "http", "port": HTTP_PORT, "targetPort": HTTP_PORT, "protocol": "TCP"}]
     return {
         "apiVersion": "v1",
@@ -231,7 +257,7 @@ def _canary_service(name: str, kv: str, meta: dict[str, Any]) -> dict[str, Any]:
         "metadata": meta,
         "spec": {
             "clusterIP": "None",
-            "selector": routing_selector(name, kv, "prefill"),
+            "selector": routing_selector(name, kv, role),
             "ports": ports,
         },
     }

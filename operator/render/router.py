@@ -1,25 +1,34 @@
 """The front door (``spec.router``): the disagg proxy as a Deployment and a ClusterIP
 Service ``<name>-router``, and from two replicas a PodDisruptionBudget ``<name>-router``.
 
-Pure layer, part of render. The router runs ``disagg proxy`` with the role Services'
-names (``--prefill-service`` / ``--decode-service``): they are headless and select the
-routed KV revision's ready pods, so each DNS answer lists every pod a request may go to,
-and a rollout to a new KV revision moves the router with the Services. It listens on all
-interfaces (:data:`ROUTER_PORT`), is Ready while ``/health`` answers, runs as the worker
-image's non-root user with a read-only root, and its pods carry only the
-``disagg.dev/router`` label: they are the Deployment controller's, never counted as the
-deployment's prefill or decode pods. Two replicas by default, spread over nodes (soft) and
-kept one at a time by their budget (``maxUnavailable: 1``, unready pods always
+Pure layer, part of render. The router pairs each request within one KV revision: it is
+told every revision with pods (``--kv-revision``, the rollout planner's ``serving``) and
+reaches each through two headless Services of that revision's ready pods,
+``<name>-p-<kv>`` and ``<name>-d-<kv>`` (``--prefill-service`` / ``--decode-service``
+with ``{kv}`` in the name), resolved again every few seconds; so both revisions serve
+while a KV change rolls within maxSurge, and no request pairs across them. A change of
+the revision list rolls the router Deployment; the planner starts a new revision's pods
+once that roll has ended (:func:`revisions_reached`). With llm-d the gateway and its
+endpoint picker route instead, and the router (when on) follows the role Services.
+
+It listens on all interfaces (:data:`ROUTER_PORT`), is Ready while ``/health`` answers,
+runs as the worker image's non-root user with a read-only root, and its pods carry only
+the ``disagg.dev/router`` label: they are the Deployment controller's, never counted as
+the deployment's prefill or decode pods. Two replicas by default, spread over nodes
+(soft) and kept one at a time by their budget (``maxUnavailable: 1``, unready pods always
 evictable): one router pod was a single point of failure for every request.
 ``kubectl port-forward svc/<name>-router 8080:80`` reaches it from a laptop.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from disagg_operator.api import HTTP_PORT, ROUTER_PORT, DeploymentSpec
 from disagg_operator.engines.settings import Settings
+from disagg_operator.render.canary import revision_service
 from disagg_operator.render.pods import across_nodes
 
 LABEL_ROUTER = "disagg.dev/router"
@@ -42,11 +51,49 @@ def name_of(name: str) -> str:
     return f"{name}-router"
 
 
+def pairs_by_revision(spec: DeploymentSpec) -> bool:
+    """Whether the deployment's own router fronts it and pairs within KV revisions (on,
+    with pods, and not behind llm-d's gateway)."""
+    return spec.router.enabled and spec.router.replicas > 0 and not spec.llmd.enabled
+
+
+def decode_service(name: str, kv: str) -> str:
+    """The headless Service of KV revision ``kv``'s decode pods (the router's)."""
+    return f"{name}-d-{kv}"
+
+
+def revisions_reached(deployment: Mapping[str, Any], live: Collection[str]) -> set[str]:
+    """The KV revisions every pod of the observed router ``deployment`` knows: those its
+    template names once its roll has ended (``kubectl rollout status``'s test); while it
+    rolls, those it names that have pods (``live``), since the planner adds a revision
+    before that revision's first pod and drops one only after its last."""
+    spec = deployment.get("spec") or {}
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    args = next((c.get("args") or [] for c in containers if c.get("name") == CONTAINER), [])
+    named = {b for a, b in itertools.pairwise(args) if a == "--kv-revision"}
+    return named if _rolled_out(deployment) else named & set(live)
+
+
+def _rolled_out(deployment: Mapping[str, Any]) -> bool:
+    meta, spec = deployment.get("metadata") or {}, deployment.get("spec") or {}
+    status = deployment.get("status") or {}
+    wanted = spec.get("replicas", 1)
+    counts = ("updatedReplicas", "replicas", "availableReplicas")
+    caught_up = int(status.get("observedGeneration", -1)) >= int(meta.get("generation", 0))
+    return caught_up and all(status.get(k, 0) == wanted for k in counts)
+
+
 def objects(
-    spec: DeploymentSpec, name: str, namespace: str, meta: dict[str, Any], settings: Settings
+    spec: DeploymentSpec,
+    name: str,
+    namespace: str,
+    meta: dict[str, Any],
+    settings: Settings,
+    revisions: Sequence[str],
 ) -> list[dict[str, Any]]:
     """The router Deployment and Service of deployment ``name`` (``meta``: the child
-    metadata, name included); none when the router is off."""
+    metadata, name included; ``revisions``: the KV revisions it pairs within); none when
+    the router is off."""
     if not spec.router.enabled:
         return []
     pods = {LABEL_ROUTER: name}
@@ -71,7 +118,7 @@ def objects(
             "selector": {"matchLabels": dict(pods)},
             "template": {
                 "metadata": {"labels": dict(pods)},
-                "spec": _pod(spec, name, namespace, settings),
+                "spec": _pod(spec, name, namespace, settings, revisions),
             },
         },
     }
@@ -105,11 +152,19 @@ def routing_args(spec: DeploymentSpec, settings: Settings) -> list[str]:
     return out
 
 
-def _pod(spec: DeploymentSpec, name: str, namespace: str, settings: Settings) -> dict[str, Any]:
+def _pod(
+    spec: DeploymentSpec, name: str, namespace: str, settings: Settings, revisions: Sequence[str]
+) -> dict[str, Any]:
     r = spec.router
+    prefill, decode = f"{name}-prefill", f"{name}-decode"
+    kvs: list[str] = []
+    if pairs_by_revision(spec):
+        prefill, decode = revision_service(name, "{kv}"), decode_service(name, "{kv}")
+        kvs = [a for kv in revisions for a in ("--kv-revision", kv)]
     args = [
-        *("--prefill-service", f"{name}-prefill.{namespace}.svc:{HTTP_PORT}"),
-        *("--decode-service", f"{name}-decode.{namespace}.svc:{HTTP_PORT}"),
+        *("--prefill-service", f"{prefill}.{namespace}.svc:{HTTP_PORT}"),
+        *("--decode-service", f"{decode}.{namespace}.svc:{HTTP_PORT}"),
+        *kvs,
         *("--refresh-s", str(REFRESH_S), "--policy", r.policy),
         *("--timeout-s", f"{r.timeout_seconds:g}"),
         *("--host", "0.0.0.0", "--port", str(ROUTER_PORT)),

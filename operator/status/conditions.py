@@ -42,6 +42,12 @@ Conditions (metav1.Condition shape, observedGeneration on each)::
                  True    PodsStarting      all pods updated, some not Ready yet
                  True    ScalingDown       pods beyond the desired ones still exist
                  False   RolloutComplete   nothing left to do
+                 Unknown Paused            spec.paused while some pod runs an old spec:
+                                           nothing is created or deleted
+                 False   KVRolloutBlocked  the KV key changed, the routers pair without
+                                           regard to revision and maxSurge leaves no room
+                                           for the new revision beside the old (message:
+                                           the fixes); the old revision keeps serving
                  False   InvalidSpec       nothing is created or changed until it is fixed
     Degraded     True    ApiRefused        the API server refused a write of a child (a 422,
                                            a quota's 403, a webhook's denial): the message
@@ -89,6 +95,8 @@ from typing import Any
 from disagg_operator.api import LABEL_ROLE, ROLES, DeploymentSpec
 from disagg_operator.api.refusals import Refusal, lines
 from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_operator.planning.rollout import BLOCKED as BLOCKED_REASON
+from disagg_operator.planning.rollout import PAUSED as PAUSED_REASON
 from disagg_operator.planning.rollout import Plan, RoleCounts
 from disagg_operator.render.objects import selector
 from disagg_operator.status.transfer_path import REASONS as TRANSFER_PATH_REASONS
@@ -114,6 +122,8 @@ REASONS: dict[str, frozenset[str]] = {
             "PodsStarting",
             "ScalingDown",
             "RolloutComplete",
+            PAUSED_REASON,
+            BLOCKED_REASON,
             "InvalidSpec",
         }
     ),
@@ -282,16 +292,33 @@ def _healthy(
     counts = [rollout.counts.get(r, RoleCounts()) for r in ROLES]
     stale = any(c.updated < c.desired for c in counts)
     starting = any(c.updated_ready < c.desired for c in counts)
-    if rollout.routed != rollout.target:
+    if rollout.held is not None and (stale or rollout.routed != rollout.target):
+        reason, why = rollout.held
+        status = "Unknown" if reason == PAUSED_REASON else "False"
+        progressing = (status, reason, f"{why} Now: {summary}.")
+    elif rollout.routed != rollout.target:
+        moving = (
+            f"rolls in beside {rollout.routed} within each role's maxSurge, and the router "
+            "pairs each request within one of them"
+            if rollout.paired
+            else f"starts beside {rollout.routed}, which keeps all traffic until "
+            f"{rollout.target} has ready pods in every role"
+        )
         progressing = (
             "True",
             "NewKVRevision",
-            f"The KV-compatibility key changed: KV revision {rollout.target} starts beside "
-            f"{rollout.routed}, which keeps all traffic until {rollout.target} has ready "
-            f"pods in every role: {summary}.",
+            f"The KV-compatibility key changed: KV revision {rollout.target} {moving}: {summary}.",
         )
     elif stale:
         progressing = ("True", "RollingOut", f"Creating or replacing pods: {summary}.")
+    elif rollout.paired and rollout.reached != set(rollout.serving):
+        told, known = ", ".join(rollout.serving), ", ".join(sorted(rollout.reached)) or "none"
+        progressing = (
+            "True",
+            "RollingOut",
+            f"The router Deployment rolls: it is told KV revision(s) {told}, and every "
+            f"router pod knows {known}: {summary}.",
+        )
     elif starting:
         progressing = ("True", "PodsStarting", f"Waiting for pods to become ready: {summary}.")
     elif extra:

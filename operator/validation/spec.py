@@ -149,8 +149,9 @@ def _model(spec: DeploymentSpec) -> Iterator[Problem]:
 
 
 def max_index(replicas: int, strategy: RolloutStrategy) -> int:
-    """The highest pod index a rollout of this role can use: a new KV revision's whole set
-    beside the old one, plus the surge."""
+    """The highest pod index a rollout of this role can use (a bound on pod names): a new
+    KV revision's pods beside the old one's, plus the surge (old pods may sit above the
+    replicas after a scale-down)."""
     surge = resolve(strategy.max_surge, replicas, round_up=True)
     return max(0, 2 * replicas + surge - 1)
 
@@ -161,7 +162,7 @@ def _rollouts(spec: DeploymentSpec) -> Iterator[Problem]:
         replicas = effective_replicas(spec, role)
         surge = resolve(r.rollout.max_surge, replicas, round_up=True)
         unavailable = resolve(r.rollout.max_unavailable, replicas, round_up=False)
-        if replicas > 0 and surge == 0 and unavailable == 0:
+        if replicas > 0 and surge == 0 and unavailable == 0 and r.rollout.strategy != "Recreate":
             yield Problem(
                 f"spec.{role}.rollout",
                 f"maxSurge {r.rollout.max_surge!r} and maxUnavailable "

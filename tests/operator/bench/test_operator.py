@@ -16,6 +16,7 @@ async def test_small_run_reports_the_rollout_figures() -> None:
     assert result["rollout_min_ready_fraction"] >= result["rollout_min_ready_target"]
     assert result["rollout_kv_min_ready_fraction"] >= result["rollout_kv_min_ready_target"]
     assert result["rollout_mixed_pairs"] == 0
+    assert 0 < result["rollout_kv_peak_extra_pods"] <= 1  # within maxSurge 1, and used
     assert result["rollout_s"] > 0 and result["rollout_kv_s"] > 0
     assert result["failover_lease_duration_s"] == 2 and result["failover_rounds"] == 2
     assert result["failover_p50_s"] <= result["failover_s"]

@@ -8,6 +8,7 @@ change, so the tests check what every intermediate state offered, not only the e
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -40,12 +41,15 @@ def view(emu: Emulator) -> dict[str, Any]:
             "ready": sum(1 for p in chosen if _ready(p)),
             "kvs": {p["metadata"]["labels"][KV] for p in chosen},
         }
+    for role in ("prefill", "decode"):  # every pod of the role, terminating ones too
+        out[f"pods-{role}"] = sum(1 for n in pods(emu) if f"-{role}-" in n)
     return out
 
 
 @pytest.fixture()
 async def kubelet(emulator: Emulator) -> AsyncIterator[list[dict[str, Any]]]:
-    """Marks pods Ready 0.3 s after they appear; records the routers' view meanwhile."""
+    """Marks pods Ready 0.3 s after they appear and rolls Deployments out (the router's);
+    records the routers' view meanwhile."""
     seen: dict[str, float] = {}
     samples: list[dict[str, Any]] = []
     loop = asyncio.get_running_loop()
@@ -56,6 +60,7 @@ async def kubelet(emulator: Emulator) -> AsyncIterator[list[dict[str, Any]]]:
                 first = seen.setdefault(pod["metadata"]["uid"], loop.time())
                 if not _ready(pod) and loop.time() - first > 0.3:
                     emulator.set_pod_ready(NS, name)
+            emulator.roll_out_deployments(NS)
             samples.append(view(emulator))
             await asyncio.sleep(0.02)
 
@@ -116,7 +121,9 @@ async def test_in_place_roll_replaces_a_few_pods_at_a_time(
 async def test_kv_change_rolls_revisioned_pairs_and_never_mixes(
     emulator: Emulator, operator: asyncio.Task[None], kubelet: list[dict[str, Any]]
 ) -> None:
-    await api(emulator, "POST", DD_PATH, _spec(replicas=2))
+    """Without the router: room for a whole new revision (maxSurge 100%), one routed."""
+    room = {"maxSurge": "100%", "maxUnavailable": 0}
+    await api(emulator, "POST", DD_PATH, _spec(replicas=2, rollout=room))
     first = await _done(emulator)
     old = set(pods(emulator))
     kubelet.clear()
@@ -145,3 +152,85 @@ async def test_kv_change_rolls_revisioned_pairs_and_never_mixes(
         switched |= kvs == {status["kvRevision"]}
     assert switched
     assert condition(emulator, "demo")["status"] == "True"
+
+
+ENGINE = {"type": "reference", "image": "ghcr.io/disagg-dev/disagg-worker-cpu:0.2.0"}
+
+
+async def test_kv_change_without_room_is_held_and_says_the_fix(
+    emulator: Emulator, operator: asyncio.Task[None], kubelet: list[dict[str, Any]]
+) -> None:
+    await api(emulator, "POST", DD_PATH, _spec(replicas=4))  # 25%: one pod of surge
+    await _done(emulator)
+    old = {n: p["metadata"]["uid"] for n, p in pods(emulator).items()}
+    await api(emulator, "PATCH", f"{DD_PATH}/demo", {"spec": {"engine": ENGINE}})
+    held = await until(
+        "KVRolloutBlocked",
+        lambda: (
+            (c := condition(emulator, "demo", "Progressing")).get("reason") == "KVRolloutBlocked"
+            and c
+        ),
+    )
+    assert held["status"] == "False" and "spec.router.enabled" in held["message"]
+    assert {n: p["metadata"]["uid"] for n, p in pods(emulator).items()} == old  # untouched
+    # the fix named there: Recreate on both roles
+    recreate = {"rollout": {"strategy": "Recreate"}}
+    patch = {"spec": {"prefill": recreate, "decode": recreate}}
+    await api(emulator, "PATCH", f"{DD_PATH}/demo", patch)
+    status = await _done(emulator)
+    assert status["routedKvRevision"] == status["kvRevision"]
+    assert not set(old.values()) & {p["metadata"]["uid"] for p in pods(emulator).values()}
+
+
+def _router_revisions(emu: Emulator) -> list[str]:
+    deploy = emu.find("apps/v1/deployments", NS, "demo-router") or {}
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    return [b for a, b in itertools.pairwise(args) if a == "--kv-revision"]
+
+
+async def test_kv_change_behind_the_router_fits_max_surge_with_both_revisions_serving(
+    emulator: Emulator, operator: asyncio.Task[None], kubelet: list[dict[str, Any]]
+) -> None:
+    """spec.router pairs within revisions: the roll stays within maxSurge 1 per role, the
+    per-revision Services never mix, and every role keeps its replicas ready across the
+    revisions the router is told of."""
+    one = {"maxSurge": 1, "maxUnavailable": 0}
+    body = _spec(replicas=4, rollout=one)
+    body["spec"]["prefill"].update(replicas=2, rollout=one)
+    body["spec"]["router"] = {"enabled": True}
+    await api(emulator, "POST", DD_PATH, body)
+    first = await _done(emulator)
+    assert _router_revisions(emulator) == [first["kvRevision"]]
+    kubelet.clear()
+    router_told: list[list[str]] = []
+    task = asyncio.create_task(_watch(emulator, router_told))
+    await api(emulator, "PATCH", f"{DD_PATH}/demo", {"spec": {"engine": ENGINE}})
+    await until(
+        "the new KV revision",
+        lambda: (
+            (emulator.find(DD, NS, "demo") or {}).get("status", {}).get("kvRevision")
+            != first["kvRevision"]
+        ),
+    )
+    status = await _done(emulator)
+    task.cancel()
+    new = status["kvRevision"]
+    assert _router_revisions(emulator) == [new]
+    assert sorted([first["kvRevision"], new]) in router_told  # both, while it rolled
+    peak = {"prefill": 0, "decode": 0}
+    for sample in kubelet:
+        for name, seen in sample.items():
+            if "-p-" in name or "-d-" in name:
+                assert seen["kvs"] <= {seen["kv"]}, sample  # a revision's Service: its pods
+        for role in peak:
+            peak[role] = max(peak[role], sample.get(f"pods-{role}", 0))
+    assert peak == {"prefill": 3, "decode": 5}  # replicas + maxSurge, never more
+    assert all(p["metadata"]["labels"][KV] == new for p in pods(emulator).values())
+
+
+async def _watch(emu: Emulator, told: list[list[str]]) -> None:
+    while True:
+        found = _router_revisions(emu)
+        if not told or told[-1] != found:
+            told.append(found)
+        await asyncio.sleep(0.02)

@@ -140,7 +140,8 @@ def test_new_pods_take_the_lowest_free_indices() -> None:
 
 @pytest.mark.parametrize(("prefill", "decode"), [(8, 16), (1, 1), (2, 6)])
 def test_kv_change_never_routes_two_revisions_and_keeps_capacity(prefill: int, decode: int) -> None:
-    budgets = {"prefill": _budget(prefill, "25%", "25%"), "decode": _budget(decode, "25%", "25%")}
+    """Without a revision-aware router: room for the new revision beside the old one."""
+    budgets = {"prefill": _budget(prefill, "100%", "25%"), "decode": _budget(decode, "100%", "25%")}
     old = [_pod(r, i, "kv1") for r, b in budgets.items() for i in range(b.replicas)]
     world = World(old, routed="kv1")
     _run(world, "kv2", budgets)
@@ -155,7 +156,7 @@ def test_kv_change_never_routes_two_revisions_and_keeps_capacity(prefill: int, d
 
 
 def test_kv_change_keeps_old_pairs_until_the_new_revision_is_ready() -> None:
-    budgets = {"prefill": _budget(2, "25%", "25%"), "decode": _budget(4, "25%", "25%")}
+    budgets = {"prefill": _budget(2, "100%", 0), "decode": _budget(4, "100%", 0)}
     old = [_pod(r, i, "kv1") for r, b in budgets.items() for i in range(b.replicas)]
     first = plan(target="kv2", routed="kv1", pods=old, budgets=budgets)
     assert first.routed == "kv1" and first.delete == []
@@ -269,3 +270,11 @@ def test_a_pod_with_another_or_no_spec_hash_is_not_current() -> None:
         ("d-prefill-1", False),
         ("d-prefill-2", False),
     ]
+
+
+def test_recreate_needs_neither_surge_nor_unavailable() -> None:
+    recreate = {"strategy": "Recreate", "maxSurge": 0, "maxUnavailable": 0}
+    _, problems = validation.parse(body(decode=role(replicas=2, rollout=recreate)))
+    assert problems == []
+    _, problems = validation.parse(body(decode=role(rollout={"strategy": "Rolling"})))
+    assert [p.field for p in problems] == ["spec.decode.rollout.strategy"]

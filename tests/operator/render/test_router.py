@@ -1,5 +1,5 @@
 """spec.router: the disagg proxy as a Deployment and a ClusterIP Service in front of every
-ready pod of the routed KV revision."""
+ready pod, paired within each KV revision it is told of (with llm-d: the role Services)."""
 
 from __future__ import annotations
 
@@ -46,9 +46,24 @@ def test_the_router_resolves_the_role_services_and_listens_on_all_interfaces() -
     assert container["command"] == ["disagg", "proxy"]
     # the rendered arguments are what `disagg proxy` parses
     args = proxy._parser().parse_args(container["args"])
-    assert args.prefill_service == "demo-prefill.ns.svc:8000"
-    assert args.decode_service == "demo-decode.ns.svc:8000"
+    assert args.prefill_service == "demo-p-{kv}.ns.svc:8000"
+    assert args.decode_service == "demo-d-{kv}.ns.svc:8000"
+    (kv,) = args.kv_revision  # the spec's revision: the only one with pods from the start
+    (pair,) = proxy.pools(args)[0].pairs
+    assert pair.prefill.service == f"demo-p-{kv}.ns.svc:8000"
     assert (args.host, args.port, args.policy) == ("0.0.0.0", 8080, "least-loaded")
+    # each revision's Services select that revision's pods of one role
+    services = {
+        o["metadata"]["name"]: o["spec"]["selector"]
+        for o in render(body(router={"enabled": True}), hmac_key=KEY)
+        if o["kind"] == "Service"
+    }
+    for short, role in (("p", "prefill"), ("d", "decode")):
+        assert services[f"demo-{short}-{kv}"] == {
+            "disagg.dev/deployment": "demo",
+            "disagg.dev/role": role,
+            "disagg.dev/kv-revision": kv,
+        }
     assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
@@ -160,3 +175,26 @@ def test_the_threshold_policy_reaches_the_router_with_the_engines_prefix_cache(
     assert got.prefix_cache is (block is not None)
     if block is not None:
         assert got.block_tokens == block
+
+
+def test_behind_llm_d_the_router_follows_the_role_services() -> None:
+    llmd = {"enabled": True}
+    args = proxy._parser().parse_args(
+        _router(body(router={"enabled": True}, llmd=llmd))["Deployment"]["spec"]["template"][
+            "spec"
+        ]["containers"][0]["args"]
+    )
+    assert args.prefill_service == "demo-prefill.ns.svc:8000" and args.kv_revision is None
+
+
+def test_the_router_is_told_every_revision_it_pairs_within() -> None:
+    dd, _ = validation.parse(body(router={"enabled": True}))
+    assert dd is not None
+    from disagg_operator.render.objects import render_model
+
+    objects = render_model(dd, uid="u", hmac_key=KEY, serving_kv=["aaa", "bbb"])
+    deploy = next(o for o in objects if o["kind"] == "Deployment")
+    args = proxy._parser().parse_args(deploy["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert args.kv_revision == ["aaa", "bbb"]
+    names = {o["metadata"]["name"] for o in objects if o["kind"] == "Service"}
+    assert {"demo-p-aaa", "demo-d-aaa", "demo-p-bbb", "demo-d-bbb"} <= names
