@@ -24,6 +24,10 @@ from pydantic import (
 from disagg_worker import platforms
 
 ENV_PREFIX = "DISAGG_"
+# Read beside the settings, by another part of the worker: the local kubelet's name table
+# (serve.names), which stands for cluster DNS when pods run as processes on one host.
+HOSTS_FILE_ENV = "DISAGG_HOSTS_FILE"
+NOT_SETTINGS = frozenset({HOSTS_FILE_ENV})
 
 Role = Literal["prefill", "decode", "both"]
 
@@ -165,7 +169,7 @@ class WorkerConfig(BaseModel):
         raw: dict[str, Any] = {}
         known = {cls.env_name(f): f for f in cls.model_fields}
         for key, value in env.items():
-            if not key.startswith(ENV_PREFIX):
+            if not key.startswith(ENV_PREFIX) or key in NOT_SETTINGS:
                 continue
             field = known.get(key)
             if field is None:

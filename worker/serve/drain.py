@@ -2,10 +2,10 @@
 
 The reference pods' ``lifecycle.preStop`` (rendered by the operator). Once a pod is
 terminating it leaves its Service's endpoints, so new work stops coming; this polls the
-worker's own ``GET /debug/blocks`` on 127.0.0.1 until no blocks are held for a decode, none
-are used by a running request and none are waited for, or until ``--timeout-s``. It exits 0
-either way: a preStop that fails only adds an event, and the kubelet sends SIGTERM next
-regardless. A worker that does not answer has nothing left to drain.
+worker's own ``GET /debug/blocks`` (on its listen address) until no blocks are held for a
+decode, none are used by a running request and none are waited for, or until
+``--timeout-s``. It exits 0 either way: a preStop that fails only adds an event, and the
+kubelet sends SIGTERM next regardless. A worker that does not answer has nothing left to drain.
 
 :func:`idle` is the pure test over one report; :func:`main` the polling loop (stdlib only,
 so the hook starts fast).
@@ -24,6 +24,9 @@ from collections.abc import Callable
 from typing import Any
 
 DEFAULT_PORT = 8000
+
+
+ANY = ("0.0.0.0", "::", "")  # listening everywhere: the loopback address reaches it
 
 
 def idle(report: dict[str, Any]) -> bool:
@@ -63,14 +66,16 @@ def wait_idle(
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="disagg worker drain",
-        description="Wait until the worker on 127.0.0.1:$DISAGG_HTTP_PORT holds no KV blocks "
-        "and runs no request (its /debug/blocks), or the timeout; exit 0 either way.",
+        description="Wait until the worker on $DISAGG_HTTP_HOST:$DISAGG_HTTP_PORT (its own "
+        "listen address; 127.0.0.1 for all interfaces) holds no KV blocks and runs no "
+        "request (its /debug/blocks), or the timeout; exit 0 either way.",
     )
     p.add_argument("--timeout-s", type=float, required=True, help="give up after this")
     p.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
     args = p.parse_args(argv)
     port = int(os.environ.get("DISAGG_HTTP_PORT") or DEFAULT_PORT)
-    url = f"http://127.0.0.1:{port}/debug/blocks"
+    host = os.environ.get("DISAGG_HTTP_HOST") or "0.0.0.0"
+    url = f"http://{'127.0.0.1' if host in ANY else host}:{port}/debug/blocks"
     drained, report = wait_idle(lambda: _fetch(url), args.timeout_s, args.poll_s)
     if report is None:
         print(f"disagg worker drain: drained (nothing answers on port {port})", file=sys.stderr)

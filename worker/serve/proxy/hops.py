@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from disagg_worker.serve import names
 from disagg_worker.serve.limits import bounded
 from disagg_worker.serve.openai import RELEASE_PATH
 from disagg_worker.serve.proxy.upstream import (
@@ -129,7 +130,9 @@ class HopClient:
         self.session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
-        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        # the local kubelet's name table first, where it gives one (serve.names)
+        connector = aiohttp.TCPConnector(limit=0, resolver=names.Resolver())
+        self.session = aiohttp.ClientSession(connector=connector)
 
     async def close(self) -> None:
         if self.session is not None:
