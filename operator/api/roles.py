@@ -174,6 +174,16 @@ class RoleSpec(_Model):
         "must name one release; required on both when pools of different devices run "
         "different images (vLLM compares no NIXL version)",
     )
+    startup_seconds: int | None = Field(
+        default=None,
+        ge=10,
+        le=86400,
+        description="how long the engine may take to start (load the model, compile) before "
+        "its readiness and liveness probes count: its startup probe's budget; default from "
+        "the model's size (vllm: 10 min + spec.modelConfig.weightsMemory at 100 MB/s, at "
+        "25 MB/s more when the engine downloads a hub id itself; 30 min when the size is "
+        "not given), reference: 2 min",
+    )
     drain_seconds: int | None = Field(
         default=None,
         ge=0,

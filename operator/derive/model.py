@@ -25,6 +25,13 @@ from typing import Any
 
 from disagg_operator.api import DeploymentSpec
 
+# A vLLM engine's start: initialisation, memory profiling, graph capture or compilation
+# (minutes on large GPUs), then the weights from the volume (a network disk: 100 MB/s
+# is conservative); a hub id the engine downloads itself comes over the network first.
+START_BASE_S = 600
+LOAD_BYTES_PER_S = 100e6
+DOWNLOAD_BYTES_PER_S = 25e6
+START_UNKNOWN_S = 1800  # no weightsMemory: 30 min
 MODEL_DIR = "/mnt/models"  # where a mounted model lives in every engine container
 MODEL_VOLUME = "model"
 DOWNLOAD_CONTAINER = "model-download"
@@ -135,3 +142,16 @@ def _hf(spec: DeploymentSpec, rest: str) -> ModelSource:
         [{"name": MODEL_VOLUME, "mountPath": MODEL_DIR, "readOnly": True}],
         init,
     )
+
+
+def startup_seconds(spec: DeploymentSpec, role: str, weights: float) -> int:
+    """The start budget of ``role``'s engine: spec.<role>.startupSeconds, else from the
+    model's ``weights`` bytes (module constants); 30 min when they are not known."""
+    given = spec.role(role).startup_seconds
+    if given is not None:
+        return given
+    if weights <= 0:
+        return START_UNKNOWN_S
+    hub = not scheme(spec.model) and not spec.model.startswith("/")  # the engine downloads it
+    rate = 1 / LOAD_BYTES_PER_S + (1 / DOWNLOAD_BYTES_PER_S if hub else 0)
+    return int(START_BASE_S + weights * rate)

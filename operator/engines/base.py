@@ -14,7 +14,7 @@ What each method answers, per role where it takes ``role``:
                                            args/env and resources)
     volumes(spec, name, role)              the pod volumes those mounts need
     config_maps(spec, name)                ConfigMaps those volumes name (name → data)
-    pod_security(spec)                     pod securityContext fields beyond seccomp
+    pod_security(spec, role)               pod securityContext fields beyond seccomp
     side_channel_ports(spec, role)         the handshake ports one pod listens on
     drain_seconds(spec), drain_command     how long its transfers need a terminating pod
                                            to wait, and the preStop that waits
@@ -150,7 +150,9 @@ class Engine:
         """ConfigMaps the pods of deployment ``name`` mount: name → data."""
         return {}
 
-    def pod_security(self, spec: DeploymentSpec) -> dict[str, Any]:
+    def pod_security(self, spec: DeploymentSpec, role: str) -> dict[str, Any]:
+        """Pod securityContext fields beyond seccomp for ``role``'s pods (its image's user,
+        where the engine knows it runs as one)."""
         return {}
 
     def side_channel_ports(self, spec: DeploymentSpec, role: str) -> list[int]:
@@ -202,7 +204,12 @@ class Engine:
         secret_path: str,
         ports: Iterator[int] | None,
         cores: Sequence[int],
+        address: str | None = None,
     ) -> LocalProcess:
+        """The pod's engine command as a process here. ``address`` None: one host, every
+        pod on 127.0.0.1 with ports of its own (``disagg up``); an address: the pod's own
+        (the local kubelet gives each pod one), listened on with the rendered ports, as in
+        a cluster."""
         raise NotImplementedError(f"disagg up cannot run engine {self.name!r} pods")
 
     def local_image(self, image: str) -> str:

@@ -1,8 +1,11 @@
-"""The decode pods' ``transfer-canary`` container: a canary P/D request behind a readiness
-probe, so each decode pod's readiness says whether it can pull KV from the prefill pool.
+"""The decode pods' ``transfer-canary`` container: canary P/D requests that prove a decode
+pod can pull KV from the prefill pool once per engine instance before it first turns
+Ready, and keep reporting the path apart from readiness.
 
 Pure layer, part of render. :func:`container` builds the container (``disagg worker
-canary``, :mod:`disagg_worker.serve.canary`), :func:`image` picks its image,
+canary``, :mod:`disagg_worker.serve.canary`; a liveness probe on its ``/metrics``),
+:func:`engine_readiness` the decode engine container's readiness probe (the canary's
+latched ``/ready``), :func:`image` picks its image,
 :func:`prefill_url` is the one place that says where a canary sends its prefill hop, and
 the probe timings derive from ``kvTransfer.transferDeadlineSeconds`` (:func:`timings`,
 rows in docs/derivation.md via :func:`derivation_rows`). Its KV bandwidth floor
@@ -114,11 +117,11 @@ def container(
     floor = transfer.bandwidth_floor(spec)
     if floor is not None:
         args += ["--min-bandwidth-gbps", f"{floor:g}"]
-    probe = {
-        "httpGet": {"path": "/ready", "port": CANARY_PORT},
-        "periodSeconds": t.period,
-        "timeoutSeconds": t.probe_timeout,
-        "failureThreshold": FAILURE_THRESHOLD,
+    alive = {
+        "httpGet": {"path": "/metrics", "port": CANARY_PORT},
+        "periodSeconds": 10,
+        "timeoutSeconds": 5,
+        "failureThreshold": 3,
     }
     return {
         "name": NAME,
@@ -126,8 +129,24 @@ def container(
         "command": ["disagg", "worker", "canary"],
         "args": args,
         "ports": [{"name": PORT_NAME, "containerPort": CANARY_PORT, "protocol": "TCP"}],
-        "readinessProbe": probe,
+        "livenessProbe": alive,
         "resources": {k: dict(v) for k, v in RESOURCES.items()},
+    }
+
+
+def engine_readiness(spec: DeploymentSpec) -> dict[str, Any]:
+    """The decode engine container's readiness probe when the pod has a canary: the
+    canary's ``GET /ready``, latched on the first canary that passes on the engine
+    instance answering now. It is the engine container's, not the canary's: a kubelet
+    turns a restarted container unready until its probe passes again, so an engine
+    restart gates the pod until a canary passes on the new engine, however short the
+    restart; a canary container's probe would need failureThreshold failures first."""
+    t = timings(spec)
+    return {
+        "httpGet": {"path": "/ready", "port": CANARY_PORT},
+        "periodSeconds": t.period,
+        "timeoutSeconds": t.probe_timeout,
+        "failureThreshold": FAILURE_THRESHOLD,
     }
 
 

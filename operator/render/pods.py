@@ -54,6 +54,11 @@ CONTAINER_SECURITY: dict[str, Any] = {
     "allowPrivilegeEscalation": False,
     "capabilities": {"drop": ["ALL"]},
 }
+READINESS_TIMEOUT_S = 5
+# The engine's /health is answered by its HTTP server's loop, never behind a model step
+# (vLLM: the engine core's liveness flag; the reference worker computes in threads), so it
+# turns slow only when the process is wedged: 2 minutes without an answer restarts it.
+LIVENESS: dict[str, Any] = {"periodSeconds": 20, "timeoutSeconds": 10, "failureThreshold": 6}
 
 
 def sidecar_enabled(spec: DeploymentSpec, role: str) -> bool:
@@ -118,6 +123,7 @@ def pod(
         # the canary (our worker image) is an HTTP client that writes nothing
         security = {**CONTAINER_SECURITY, "readOnlyRootFilesystem": True}
         containers.append({**canary, "securityContext": security})
+        containers[0]["readinessProbe"] = render_canary.engine_readiness(spec)
     pod_spec: dict[str, Any] = {
         "hostname": pod_name,
         "subdomain": f"{name}-{role}",
@@ -128,7 +134,7 @@ def pod(
         "containers": containers,
         "volumes": [*engine.volumes(spec, name, role), *source.volumes],
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}
-        | engine.pod_security(spec),
+        | engine.pod_security(spec, role),
     }
     placement = {
         "nodeSelector": r.node_selector,
@@ -197,8 +203,10 @@ def engine_container(spec: DeploymentSpec, role: str, settings: Settings) -> dic
         "readinessProbe": {
             "httpGet": {"path": "/health", "port": port},
             "periodSeconds": 5,
+            "timeoutSeconds": READINESS_TIMEOUT_S,
             "failureThreshold": 3,
         },
+        "livenessProbe": dict(LIVENESS, httpGet={"path": "/health", "port": port}),
         "volumeMounts": [*derived.mounts, *model_source.source(spec).mounts],
         "securityContext": dict(CONTAINER_SECURITY)
         | ({"readOnlyRootFilesystem": True} if derived.read_only_root else {})

@@ -51,6 +51,8 @@ TP_RULE = (
 KV_ENV = tuple(WorkerConfig.env_name(f) for f in ("block_size", "seed", "model"))
 # What disagg up sets in place of the cluster's listen addresses and ports.
 LOCAL_HOST = "127.0.0.1"
+STARTUP_S, STARTUP_PERIOD_S = 120, 2  # a seeded model in memory: seconds, not minutes
+POD_HOSTS = ("DISAGG_HTTP_HOST", "DISAGG_SIDE_CHANNEL_HOST", "DISAGG_ADVERTISE_HOST")
 LOCAL_ENV = {
     "DISAGG_HTTP_HOST": LOCAL_HOST,
     "DISAGG_SIDE_CHANNEL_HOST": LOCAL_HOST,
@@ -163,7 +165,13 @@ class Reference(Engine):
             {"name": HANDSHAKE_VOLUME, "mountPath": HMAC_DIR, "readOnly": True},
             {"name": TMP_VOLUME, "mountPath": "/tmp"},
         ]
-        return Container(["disagg", "worker", "serve"], env, mounts, read_only_root=True)
+        budget = spec.role(role).startup_seconds or STARTUP_S
+        startup = {
+            "httpGet": {"path": "/health", "port": port},
+            "periodSeconds": STARTUP_PERIOD_S,
+            "failureThreshold": math.ceil(budget / STARTUP_PERIOD_S),
+        }
+        return Container(["disagg", "worker", "serve"], env, mounts, startup, read_only_root=True)
 
     def volumes(self, spec: DeploymentSpec, name: str, role: str) -> list[dict[str, Any]]:
         # Readable by the image's non-root user whatever its uid (no fsGroup assumed);
@@ -174,7 +182,7 @@ class Reference(Engine):
         tmp = {"sizeLimit": TMP_SIZE}
         return [{"name": HANDSHAKE_VOLUME, "secret": secret}, {"name": TMP_VOLUME, "emptyDir": tmp}]
 
-    def pod_security(self, spec: DeploymentSpec) -> dict[str, Any]:
+    def pod_security(self, spec: DeploymentSpec, role: str) -> dict[str, Any]:
         """Pod Security "restricted": the worker image's non-root user."""
         return {"runAsNonRoot": True, "runAsUser": WORKER_UID, "runAsGroup": WORKER_UID}
 
@@ -250,20 +258,30 @@ class Reference(Engine):
         secret_path: str,
         ports: Iterator[int] | None,
         cores: Sequence[int],
+        address: str | None = None,
     ) -> LocalProcess:
-        """Listen on 127.0.0.1, port 0 (the worker announces what it bound), the handshake
-        key from a private file; ``disagg`` as this interpreter runs it."""
+        """Listen on 127.0.0.1, port 0 (the worker announces what it bound), or on the
+        pod's ``address`` with the rendered ports; the handshake key from a private file;
+        ``disagg`` as this interpreter runs it."""
         if list(command[:3]) != ["disagg", "worker", "serve"]:
             shown = " ".join(command[:3]) or "its image entrypoint"
             raise ValueError(
                 f"pod {name}: runs {shown!r}; disagg up runs the reference engine's pods as "
                 "rendered (disagg worker serve)"
             )
-        local = {**env, **LOCAL_ENV, "DISAGG_HMAC_SECRET_PATH": secret_path}
-        return LocalProcess(disagg_argv(command[1:]), local)
+        hosts = LOCAL_ENV if address is None else dict.fromkeys(POD_HOSTS, address)
+        local = {**env, **hosts, "DISAGG_HMAC_SECRET_PATH": secret_path}
+        port = 0 if address is None else int(env.get("DISAGG_HTTP_PORT", HTTP_PORT))
+        return LocalProcess(disagg_argv(command[1:]), local, port)
 
     def derivation_rows(self, settings: Settings) -> list[Row]:
         return [
+            (
+                "startupProbe budget",
+                "reference engine",
+                f"{STARTUP_S} s; spec.<role>.startupSeconds wins",
+                "a seeded model built in memory starts in seconds",
+            ),
             (
                 "side-channel port",
                 "reference engine, TP rank r",

@@ -14,11 +14,12 @@ lease. vLLM images have no ``disagg`` command: the canary takes the operator's
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from disagg_operator.api import ROLES, DeploymentSpec
+from disagg_operator.api import HTTP_PORT, ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
 from disagg_operator.contracts import engine_idle, vllm
 from disagg_operator.derive import model as model_source
@@ -30,6 +31,7 @@ from disagg_operator.engines.base import (
     LocalProcess,
     LocalRun,
     Row,
+    flag_values,
     without_flag,
 )
 from disagg_operator.engines.vllm import checks, derive
@@ -41,7 +43,11 @@ NAME = "vllm"
 # Which vLLM version render assumed and the profile it used (unknown: no version found).
 VERSION_NOTE = "disagg.dev/vllm-version"
 PROFILE_NOTE = "disagg.dev/vllm-profile"
+# Images that run vLLM as a non-root user, by repository name (any registry, any tag):
+# the project's own (Dockerfile, target vllm-cpu: USER 65532, HOME /tmp).
+NON_ROOT_IMAGES = {"disagg-vllm-cpu": 65532}
 SHM_VOLUME = "dshm"
+STARTUP_PERIOD_S = 10
 ENGINE_IDLE_VOLUME = "engine-idle"
 
 
@@ -163,9 +169,20 @@ class Vllm(Engine):
             mounts.append(
                 {"name": ENGINE_IDLE_VOLUME, "mountPath": vllm.ENGINE_IDLE_DIR, "readOnly": True}
             )
-        startup = {"httpGet": {"path": "/health", "port": port}, "periodSeconds": 10}
-        startup["failureThreshold"] = 180  # model download and load: up to 30 min
+        budget = model_source.startup_seconds(spec, role, derive.weights_bytes(spec))
+        startup = {"httpGet": {"path": "/health", "port": port}, "periodSeconds": STARTUP_PERIOD_S}
+        startup["failureThreshold"] = math.ceil(budget / STARTUP_PERIOD_S)
         return Container(command, env, mounts, startup)
+
+    def pod_security(self, spec: DeploymentSpec, role: str) -> dict[str, Any]:
+        """Pod Security "restricted" where the role's image runs as a non-root user we know
+        of (:data:`NON_ROOT_IMAGES`: the project's own vLLM image, uid 65532, HOME /tmp);
+        vLLM's own images run as root and write caches under /root, so theirs is left to
+        the podTemplate (docs/security.md)."""
+        uid = image_user(spec.image(role))
+        if uid is None:
+            return {}
+        return {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid}
 
     def volumes(self, spec: DeploymentSpec, name: str, role: str) -> list[dict[str, Any]]:
         # vLLM's workers exchange tensors through /dev/shm; the container default is 64 MiB.
@@ -245,27 +262,31 @@ class Vllm(Engine):
         secret_path: str,
         ports: Iterator[int] | None,
         cores: Sequence[int],
+        address: str | None = None,
     ) -> LocalProcess:
         """``python -m`` vLLM's API server on 127.0.0.1 with ports this host has free (vLLM
-        cannot bind port 0 and say which it got), and the CPU binding a node's CPU manager
-        would give each pod as an explicit core list (``cores``)."""
+        cannot bind port 0 and say which it got), or on the pod's ``address`` with the
+        rendered ports; and the CPU binding a node's CPU manager would give each pod as an
+        explicit core list (``cores``)."""
         if list(command[:2]) != ["vllm", "serve"] or len(command) < 3:
             shown = " ".join(command[:3]) or "its image entrypoint"
             raise ValueError(
                 f"pod {name}: runs {shown!r}; disagg up runs the vllm engine's pods as "
                 "rendered (vllm serve MODEL)"
             )
-        if ports is None:
+        if ports is None and address is None:
             raise ValueError(f"pod {name}: vLLM needs concrete ports; pass ports=")
         model, flags = command[2], without_flag(command[3:], "--port")
-        http_port = next(ports)
+        rendered = int(flag_values(command[3:], ["--port"]).get("--port", HTTP_PORT))
+        http_port = rendered if address is not None or ports is None else next(ports)
+        host = address or LOCAL_HOST
         argv = [sys.executable, "-m", LOCAL_SERVER, "--model", model, "--port", str(http_port)]
-        argv += ["--host", LOCAL_HOST, *flags]
+        argv += ["--host", host, *flags]
         adapted = [f"vllm serve → python -m {LOCAL_SERVER}", f"port {http_port}"]
         env = dict(env)
-        if vllm.SIDE_CHANNEL_PORT in env:
+        if vllm.SIDE_CHANNEL_PORT in env and address is None and ports is not None:
             env[vllm.SIDE_CHANNEL_PORT] = str(next(ports))
-            adapted.append(f"side channel {LOCAL_HOST}:{env[vllm.SIDE_CHANNEL_PORT]}")
+            adapted.append(f"side channel {host}:{env[vllm.SIDE_CHANNEL_PORT]}")
         if cores:
             listed = rank_core_lists(cores, _tp_of(flags))
             env[vllm.CPU_OMP_THREADS_BIND] = listed
@@ -311,6 +332,14 @@ def _rows() -> list[Row]:
     )
     cpu = "vllm, device cpu"
     return [
+        (
+            "startupProbe budget",
+            "vllm, spec.modelConfig.weightsMemory W",
+            f"{model_source.START_BASE_S} s + W / 100 MB/s (+ W / 25 MB/s for a hub id), "
+            f"{model_source.START_UNKNOWN_S} s without W; spec.<role>.startupSeconds wins",
+            "initialisation, profiling and graph capture, then the weights from a network "
+            "volume (or downloaded first); liveness and readiness count only after it",
+        ),
         (
             "kv_role",
             "role prefill",
@@ -390,3 +419,9 @@ def _rows() -> list[Row]:
             f"M < t * {derive.CPU_RUNTIME_GIB + derive.CPU_MIN_KV_GIB} GiB + W is refused",
         ),
     ]
+
+
+def image_user(image: str) -> int | None:
+    """The uid ``image`` runs as when it is one of :data:`NON_ROOT_IMAGES`, else None."""
+    name = image.split("@")[0].rsplit("/", 1)[-1].split(":")[0]
+    return NON_ROOT_IMAGES.get(name)

@@ -73,6 +73,7 @@ class Echo(Engine):
         secret_path: str,
         ports: Iterator[int] | None,
         cores: Sequence[int],
+        address: str | None = None,
     ) -> LocalProcess:
         port = next(ports) if ports else 0
         return LocalProcess([sys.executable, "-m", "echo", *command[1:]], env, port, ["echo"])

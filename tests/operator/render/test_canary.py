@@ -60,3 +60,27 @@ def test_an_rdma_pair_gets_the_rdma_floor_unless_the_canary_sets_one() -> None:
         **pair, kvTransfer={"rdma": IB}, transferCanary={"minBandwidthGbytesPerSecond": 12.5}
     )
     assert _floor(_args(given)) == "12.5"
+
+
+def _containers(obj: dict[str, Any], role_name: str) -> dict[str, dict[str, Any]]:
+    pods = by_kind(render(obj, hmac_key="k", settings=SETTINGS), "Pod")
+    pod = next(p for p in pods if p["metadata"]["labels"]["disagg.dev/role"] == role_name)
+    return {c["name"]: c for c in pod["spec"]["containers"]}
+
+
+def test_the_decode_engine_is_gated_by_the_canary_and_the_canary_probes_only_its_liveness() -> None:
+    """A kubelet turns a restarted container unready until its own probe passes: the gate
+    on the engine container makes an engine restart wait for a canary on the new engine."""
+    obj = body(kvTransfer={"transferDeadlineSeconds": 1})
+    decode = _containers(obj, "decode")
+    gate = decode["engine"]["readinessProbe"]
+    assert gate["httpGet"] == {"path": "/ready", "port": 8090}
+    t = canary.timings(validation.parse(obj)[0].spec)  # type: ignore[union-attr]
+    assert (gate["periodSeconds"], gate["timeoutSeconds"]) == (t.period, t.probe_timeout) == (6, 8)
+    assert "readinessProbe" not in decode[canary.NAME]  # it never takes the pod out itself
+    assert decode[canary.NAME]["livenessProbe"]["httpGet"] == {"path": "/metrics", "port": 8090}
+    prefill = _containers(obj, "prefill")["engine"]["readinessProbe"]
+    assert prefill["httpGet"] == {"path": "/health", "port": 8000}
+    off = _containers(body(transferCanary={"enabled": False}), "decode")
+    assert set(off) == {"engine"}
+    assert off["engine"]["readinessProbe"]["httpGet"] == {"path": "/health", "port": 8000}

@@ -726,6 +726,28 @@ def test_vllm_pods_drop_privileges_but_may_run_as_root() -> None:
         assert _engine(pod)["securityContext"]["allowPrivilegeEscalation"] is False
 
 
+def test_vllm_pods_on_an_image_with_a_non_root_user_run_as_it() -> None:
+    """The project's vLLM image runs as uid 65532 (Dockerfile, vllm-cpu): its pods meet
+    Pod Security restricted; a pool on vLLM's own image (root) is left as it is, and a
+    podTemplate's securityContext wins over either."""
+    obj = vllm_gpu_cpu()
+    obj["spec"]["decode"]["image"] = "ghcr.io/disagg-dev/disagg-vllm-cpu:0.32.0"
+    obj["spec"]["engine"]["version"] = "0.32.0"
+    obj["spec"]["prefill"]["nixlVersion"] = obj["spec"]["decode"]["nixlVersion"] = "1.5.0"
+    objects = render(obj, hmac_key=KEY)
+    decode = _pod(objects, "demo-decode-0")["spec"]["securityContext"]
+    assert decode == {
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+    }
+    assert "runAsNonRoot" not in _pod(objects, "demo-prefill-0")["spec"]["securityContext"]
+    obj["spec"]["decode"]["podTemplate"] = {"spec": {"securityContext": {"runAsUser": 1000}}}
+    decode = _pod(render(obj, hmac_key=KEY), "demo-decode-0")["spec"]["securityContext"]
+    assert decode["runAsUser"] == 1000 and decode["runAsNonRoot"] is True
+
+
 def test_model_config_lengths_reach_both_pools_as_one_flag_each() -> None:
     obj = vllm_gpu_cpu(modelConfig={"maxModelLen": 8192, "blockSize": 32, "dtype": "float16"})
     objects = render(obj, hmac_key=KEY)

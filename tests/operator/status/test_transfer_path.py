@@ -69,12 +69,14 @@ def test_every_decode_pod_gets_the_canary_and_prefill_pods_do_not() -> None:
     assert args["--model"] == "tiny" and args["--port"] == str(CANARY_PORT)
     # deadline 20 s: T = 25, interval 12, fresh 75; the probe waits T + 2
     assert (args["--timeout-s"], args["--interval-s"], args["--fresh-s"]) == ("25", "12", "75")
-    assert c["readinessProbe"] == {
+    # the gate is the engine container's (a restarted engine is unready until it passes)
+    assert _decode(pods)[0]["spec"]["containers"][0]["readinessProbe"] == {
         "httpGet": {"path": "/ready", "port": CANARY_PORT},
         "periodSeconds": 25,
         "timeoutSeconds": 27,
         "failureThreshold": 2,
     }
+    assert "readinessProbe" not in c
     # an HTTP client that writes nothing: a read-only root, no /tmp needed
     assert c["securityContext"] == {
         "allowPrivilegeEscalation": False,
