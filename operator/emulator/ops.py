@@ -237,6 +237,7 @@ _OTHERS: dict[str, tuple[str, bool, tuple[str, ...], tuple[str, ...]]] = {
     "v1/serviceaccounts": ("ServiceAccount", True, (), ("sa",)),
     "events.k8s.io/v1/events": ("Event", True, (), ("ev",)),
     "apps/v1/deployments": ("Deployment", True, ("status", "scale"), ("deploy",)),
+    "discovery.k8s.io/v1/endpointslices": ("EndpointSlice", True, (), ()),
     "rbac.authorization.k8s.io/v1/roles": ("Role", True, (), ()),
     "rbac.authorization.k8s.io/v1/rolebindings": ("RoleBinding", True, (), ()),
     "rbac.authorization.k8s.io/v1/clusterroles": ("ClusterRole", False, (), ()),
