@@ -37,7 +37,7 @@ from typing import Any
 import kopf
 
 from disagg_operator.api import CANARY_PORT, GROUP, KIND, PLURAL, VERSION, kinds
-from disagg_operator.controller import cache
+from disagg_operator.controller import cache, metrics
 from disagg_operator.controller import client as k8s
 from disagg_operator.controller.canaries import CanaryReader
 from disagg_operator.controller.reconciler import Reconciler
@@ -108,6 +108,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
     configure(settings)
     memo.api = await k8s.Api.connect(memo.get("host"))
     memo.cache = cache.Cache(kwargs[DEPLOYMENT_INDEX], [kwargs[i] for i in CHILD_INDICES])
+    memo.gauges = metrics.register_deployments(memo.cache)
     if memo.get("root_key") is None:
         log.warning(
             "no root key (--root-key-file): handshake keys derive from a random key of this "
@@ -144,6 +145,7 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         if memo.get(task):
             memo[task].cancel()
     memo.reconciler.close()
+    metrics.unregister(memo.gauges)
     await memo.canaries.close()
     await memo.api.close()
 

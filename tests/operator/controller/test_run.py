@@ -54,6 +54,15 @@ async def test_operator_process_serves_health_and_metrics_and_reconciles(
         text = await until_async(metrics_url, "disagg_operator_api_writes_total")
         assert 'disagg_operator_api_writes_total{kind="Pod",verb="create"} 2.0' in text
         assert "disagg_operator_reconcile_seconds_bucket" in text
+        # per deployment, from the operator's cache: what it wants and what it sees
+        desired = 'disagg_deployment_replicas{deployment="demo",namespace="team-a",role="decode"'
+        text = await until_async(metrics_url, desired + ',state="desired"} 1.0')
+        assert desired + ',state="ready"} 0.0' in text  # nothing runs pods here
+        assert (
+            'disagg_deployment_rollout_in_progress{deployment="demo",namespace="team-a"} 1.0'
+            in text
+        )
+        assert 'type="Ready"' in text and "disagg_deployment_transfer_path_ready{" in text
         assert await until_async(f"http://127.0.0.1:{health}/healthz", "")
     finally:
         proc.send_signal(signal.SIGTERM)
