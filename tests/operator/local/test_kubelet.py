@@ -6,6 +6,7 @@ cluster DNS)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -21,10 +22,11 @@ from disagg_operator.controller.run import running as operator_running
 from disagg_operator.local.kubelet import run as kubelet_run
 from disagg_operator.local.kubelet.node import Kubelet
 from disagg_worker.serve import names
-from tests.operator.conftest import DD_PATH, NS, api, condition, pods, quickstart, until
+from tests.operator.conftest import DD, DD_PATH, NS, api, condition, pods, quickstart, until
 from tests.support.emulator import Emulator
 
 SLICES = "discovery.k8s.io/v1/endpointslices"
+KV = "disagg.dev/kv-revision"
 
 
 @pytest.fixture()
@@ -78,9 +80,13 @@ async def test_the_operators_pods_run_here_and_turn_ready_by_their_probes(
     assert [(e["addresses"], e["conditions"]["ready"]) for e in prefill] == [
         ([addresses["demo-prefill-0"]], True)
     ]
-    table = names.table(str(cluster.hosts_file(NS)))
-    assert table["demo-prefill"] == [addresses["demo-prefill-0"]]
-    assert table[f"demo-decode.{NS}.svc.cluster.local"] == [addresses["demo-decode-0"]]
+
+    def table() -> dict[str, list[str]]:  # the controllers write it on their next tick
+        return names.table(str(cluster.hosts_file(NS)))
+
+    long = f"demo-decode.{NS}.svc.cluster.local"
+    await until("the name table", lambda: table().get(long) == [addresses["demo-decode-0"]], 10)
+    assert table()["demo-prefill"] == [addresses["demo-prefill-0"]]
 
 
 async def test_a_deleted_pod_leaves_its_endpoints_then_stops_through_its_prestop(
@@ -234,3 +240,89 @@ async def test_an_engine_restart_gates_its_pod_until_a_canary_passes_on_the_new_
     after = _get(f"http://{address}:8090/ready")
     assert after["ready"] is True and after["reason"].startswith("a canary passed on this engine")
     assert after["reason"] != before  # proven on the new engine instance, not latched on the old
+
+
+async def test_a_kv_roll_behind_the_router_serves_every_request_from_both_revisions(
+    emulator: Emulator, cluster: Kubelet
+) -> None:
+    """A change of the KV key with the router on, maxSurge 1: clients keep sending through
+    the router's Service while the new revision rolls in; every request is answered, both
+    revisions answer some, no role ever has more than one pod beyond its replicas, and the
+    router ends told the new revision alone."""
+    one = {"maxSurge": 1, "maxUnavailable": 0}
+    body = quickstart(
+        "demo", router={"enabled": True, "replicas": 1}, kvTransfer={"transferDeadlineSeconds": 1}
+    )
+    for role_name in ("prefill", "decode"):
+        body["spec"][role_name].update(replicas=2, rollout=one)
+    await api(emulator, "POST", DD_PATH, body)
+    await until(
+        "deployment Ready", lambda: condition(emulator, "demo").get("status") == "True", 120
+    )
+    first = (emulator.find(DD, NS, "demo") or {})["status"]["kvRevision"]
+    kv_of = {p["status"]["podIP"]: p["metadata"]["labels"][KV] for p in pods(emulator).values()}
+    router = f"demo-router.{NS}.svc"
+
+    def router_sees_both() -> bool:  # it resolves its Services every 5 s
+        found = names.table(str(cluster.hosts_file(NS))).get(router) or []
+        if not found:
+            return False
+        health = _get(f"http://{found[0]}:8080/health")
+        return len(health["prefill"]) == 2 and len(health["decode"]) == 2
+
+    await until("the router reaching every pod", router_sees_both, 60)
+    answered: list[tuple[int, str]] = []
+    peak = {"prefill": 0, "decode": 0}
+    stop = asyncio.Event()
+
+    async def client() -> None:  # as a client behind the router's Service would
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+            while not stop.is_set():
+                found = names.table(str(cluster.hosts_file(NS))).get(router) or []
+                if not found:
+                    await asyncio.sleep(0.05)
+                    continue
+                url = f"http://{found[0]}:8080/v1/completions"
+                try:
+                    async with http.post(
+                        url, json={"prompt": "The quick", "max_tokens": 4}
+                    ) as resp:
+                        out = await resp.json()
+                        answered.append(
+                            (
+                                resp.status,
+                                out.get("disagg", {}).get("proxy", {}).get("decode_url", ""),
+                            )
+                        )
+                except aiohttp.ClientConnectionError:  # a router pod that just went: next one
+                    continue
+
+    async def watch() -> None:
+        while not stop.is_set():
+            for p in pods(emulator).values():
+                kv_of.setdefault(p.get("status", {}).get("podIP", ""), p["metadata"]["labels"][KV])
+            for role_name in peak:
+                have = sum(1 for n in pods(emulator) if f"-{role_name}-" in n)
+                peak[role_name] = max(peak[role_name], have)
+            await asyncio.sleep(0.1)
+
+    tasks = [asyncio.ensure_future(client()) for _ in range(2)] + [asyncio.ensure_future(watch())]
+    engine = {"type": "reference", "image": "ghcr.io/disagg-dev/disagg-worker-cpu:0.2.0"}
+    await api(emulator, "PATCH", f"{DD_PATH}/demo", {"spec": {"engine": engine}})
+
+    def rolled() -> bool:
+        status = (emulator.find(DD, NS, "demo") or {}).get("status") or {}
+        progressing = condition(emulator, "demo", "Progressing")
+        return status.get("kvRevision") != first and progressing.get("reason") == "RolloutComplete"
+
+    await until("the KV roll complete", rolled, 240)
+    stop.set()
+    await asyncio.gather(*tasks)
+    new = (emulator.find(DD, NS, "demo") or {})["status"]["kvRevision"]
+    assert answered and [s for s, _ in answered if s != 200] == []  # every request answered
+    served = {kv_of.get(url.split("//")[1].split(":")[0]) for _, url in answered}
+    assert served == {first, new}  # both revisions served during the move
+    assert peak == {"prefill": 3, "decode": 3}  # replicas + maxSurge, never more
+    deploy = emulator.find("apps/v1/deployments", NS, "demo-router") or {}
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [b for a, b in itertools.pairwise(args) if a == "--kv-revision"] == [new]
