@@ -78,7 +78,7 @@ def serve_main(argv: list[str]) -> int:
 
 async def _serve(config: WorkerConfig) -> str | None:
     """Serve until a signal; what broke the engine (a tensor-parallel rank died) or None."""
-    from disagg_worker.serve.handlers import build_app
+    from disagg_worker.serve.handlers import build_app, build_metrics_app
     from disagg_worker.serve.localrun import serve
     from disagg_worker.serve.server import Worker
 
@@ -93,7 +93,11 @@ async def _serve(config: WorkerConfig) -> str | None:
                 "side_channel_port": worker.side_channel_port,
             }
 
-        await serve(build_app(worker), config.http_host, config.http_port, ready)
+        also = {"metrics": (build_metrics_app(worker), config.metrics_port)}
+        await serve(
+            build_app(worker), config.http_host, config.http_port, ready,
+            also=also if config.metrics_port else None,
+        )  # fmt: skip
     finally:
         worker.close()
     return worker.broken

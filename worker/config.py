@@ -58,6 +58,13 @@ class WorkerConfig(BaseModel):
     )
     http_host: str = Field(default="127.0.0.1")
     http_port: int = Field(default=8000, ge=0, le=65535, description="0: any free port")
+    metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="a second listener serving GET /metrics only, for Prometheus (0: none; "
+        "/metrics stays on the HTTP port too)",
+    )
     transfer_deadline_s: float = Field(default=10.0, gt=0, description="max time per transfer")
     block_lease_s: float = Field(default=30.0, gt=0, description="prefill holds blocks this long")
     max_queued: int = Field(

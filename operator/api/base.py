@@ -53,6 +53,9 @@ HTTP_PORT = 8000
 ENGINE_BEHIND_SIDECAR_PORT = 8200
 # The decode pods' transfer-canary container serves its readiness endpoint here.
 CANARY_PORT = 8090
+# An engine whose server we own (the reference worker) serves /metrics alone here too, so
+# a monitoring namespace is admitted to it and not to the serving port.
+METRICS_PORT = 9400
 
 # Kubernetes quantities are int-or-string on the wire ("500m", "1Gi", 2).
 Quantity = Annotated[

@@ -15,6 +15,7 @@ What each method answers, per role where it takes ``role``:
     volumes(spec, name, role)              the pod volumes those mounts need
     config_maps(spec, name)                ConfigMaps those volumes name (name → data)
     pod_security(spec, role)               pod securityContext fields beyond seccomp
+    metrics_port(spec)                     a /metrics-only port (None: the serving port)
     side_channel_ports(spec, role)         the handshake ports one pod listens on
     drain_seconds(spec), drain_command     how long its transfers need a terminating pod
                                            to wait, and the preStop that waits
@@ -149,6 +150,11 @@ class Engine:
     def config_maps(self, spec: DeploymentSpec, name: str) -> dict[str, dict[str, str]]:
         """ConfigMaps the pods of deployment ``name`` mount: name → data."""
         return {}
+
+    def metrics_port(self, spec: DeploymentSpec) -> int | None:
+        """A port of the engine container that serves /metrics alone (what Prometheus is
+        admitted to); None: /metrics is on the serving port (vLLM)."""
+        return None
 
     def pod_security(self, spec: DeploymentSpec, role: str) -> dict[str, Any]:
         """Pod securityContext fields beyond seccomp for ``role``'s pods (its image's user,

@@ -2,14 +2,15 @@
 transfer canaries and the router, and a PrometheusRule with the alerts the docs describe.
 
 Pure layer, part of render. With ``spec.monitoring.enabled`` it renders a PodMonitor per
-role, ``<name>-prefill`` and ``<name>-decode`` (the engine's port by name, ``http``, or
-``engine`` behind llm-d's routing sidecar; decode pods also their canary's ``canary``
-port), ``<name>-router`` with the router, each scraping ``/metrics`` every ``interval``
-and copying the pods' role and KV revision onto the series; with ``rules`` a
-PrometheusRule ``<name>`` (:func:`rule_groups`). ``labels`` go on each object, for the
-Prometheus' ``podMonitorSelector`` and ``ruleSelector``. The NetworkPolicy admits
-``prometheusNamespace`` to the ports scraped (:func:`scraped_ports`; the trade-off of the
-serving port is in docs/security.md). Fields and rules as
+role, ``<name>-prefill`` and ``<name>-decode`` (the engine's port by name: its
+``/metrics``-only ``metrics`` port where it has one (the reference worker), else its
+serving port ``http``, or ``engine`` behind llm-d's routing sidecar; decode pods also
+their canary's ``canary`` port), ``<name>-router`` with the router, each scraping
+``/metrics`` every ``interval`` and copying the pods' role and KV revision onto the
+series; with ``rules`` a PrometheusRule ``<name>`` (:func:`rule_groups`). ``labels`` go
+on each object, for the Prometheus' ``podMonitorSelector`` and ``ruleSelector``. The
+NetworkPolicy admits ``prometheusNamespace`` to the ports scraped (:func:`scraped_ports`;
+the trade-off of vLLM's serving port is in docs/security.md). Fields and rules as
 :mod:`disagg_operator.contracts.prometheus` states them.
 """
 
@@ -29,15 +30,21 @@ from disagg_operator.api import (
     DeploymentSpec,
 )
 from disagg_operator.contracts import prometheus
+from disagg_operator.engines.settings import Settings
 from disagg_operator.render import router
 from disagg_operator.render.canary import PORT_NAME as CANARY_PORT_NAME
-from disagg_operator.render.pods import sidecar_enabled
+from disagg_operator.render.pods import METRICS_PORT_NAME, sidecar_enabled
 
 TARGET_LABELS = (LABEL_ROLE, LABEL_KV_REVISION)
 
 
 def objects(
-    spec: DeploymentSpec, name: str, namespace: str, roles: Sequence[str], meta: Any
+    spec: DeploymentSpec,
+    name: str,
+    namespace: str,
+    roles: Sequence[str],
+    meta: Any,
+    settings: Settings,
 ) -> list[dict[str, Any]]:
     """The monitoring objects of deployment ``name`` for its ``roles`` with pods;
     ``meta(child_name)`` gives a child's metadata. None without ``spec.monitoring``."""
@@ -45,7 +52,7 @@ def objects(
     if m is None or not m.enabled:
         return []
     out = [
-        _pod_monitor(spec, name, role, _labelled(meta(f"{name}-{role}"), m.labels))
+        _pod_monitor(spec, name, role, _labelled(meta(f"{name}-{role}"), m.labels), settings)
         for role in roles
     ]
     if spec.router.enabled:
@@ -67,11 +74,13 @@ def names(name: str) -> list[tuple[str, str]]:
     return [*roles, ("PodMonitor", router.name_of(name)), ("PrometheusRule", name)]
 
 
-def scraped_ports(spec: DeploymentSpec) -> list[int]:
-    """The ports of the deployment's pods Prometheus reads: the engines' serving port (vLLM
-    serves /metrics only there), the engine's own behind the sidecar, the canary's."""
-    ports = [HTTP_PORT]
-    if sidecar_enabled(spec, "decode"):
+def scraped_ports(spec: DeploymentSpec, settings: Settings) -> list[int]:
+    """The ports of the deployment's pods Prometheus reads: the engine's /metrics-only port
+    where it has one (the reference worker), else its serving port (vLLM serves /metrics
+    only there) and the engine's own behind the sidecar; the canary's."""
+    own = settings.engine(spec).metrics_port(spec)
+    ports = [HTTP_PORT] if own is None else [own]
+    if own is None and sidecar_enabled(spec, "decode"):
         ports.append(ENGINE_BEHIND_SIDECAR_PORT)
     if spec.transfer_canary.enabled:
         ports.append(CANARY_PORT)
@@ -79,10 +88,12 @@ def scraped_ports(spec: DeploymentSpec) -> list[int]:
 
 
 def _pod_monitor(
-    spec: DeploymentSpec, name: str, role: str, metadata: dict[str, Any]
+    spec: DeploymentSpec, name: str, role: str, metadata: dict[str, Any], settings: Settings
 ) -> dict[str, Any]:
     assert spec.monitoring is not None
     ports = ["engine" if sidecar_enabled(spec, role) else "http"]
+    if settings.engine(spec).metrics_port(spec) is not None:
+        ports = [METRICS_PORT_NAME]
     if role == "decode" and spec.transfer_canary.enabled:
         ports.append(CANARY_PORT_NAME)
     selector = {LABEL_DEPLOYMENT: name, LABEL_ROLE: role}

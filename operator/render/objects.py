@@ -180,7 +180,8 @@ def render_model(
         spec, name, dd.metadata.namespace, _meta(dd, uid, router.name_of(name)), settings, serving
     )
     objects += front[:1]  # the router Service, with the other Services
-    objects.append(_network_policy(spec, name, _meta(dd, uid, f"{name}-side-channel")))
+    netpol = _meta(dd, uid, f"{name}-side-channel")
+    objects.append(_network_policy(spec, name, netpol, settings))
     floors = {role: min_available(spec, role) for role in roles}
     budgets = [r for r in roles if spec.role(r).disruption_budget.enabled and floors[r] > 0]
     objects += [_pdb(floors[r], _meta(dd, uid, f"{name}-{r}", r)) for r in budgets]
@@ -191,7 +192,9 @@ def render_model(
         ]
     objects += front[1:]  # the router Deployment
     namespace = dd.metadata.namespace
-    objects += monitoring.objects(spec, name, namespace, roles, lambda n: _meta(dd, uid, n))
+    objects += monitoring.objects(
+        spec, name, namespace, roles, lambda n: _meta(dd, uid, n), settings
+    )
     if spec.llmd.enabled and spec.llmd.inference_pool.enabled:
         objects.append(_inference_pool(spec, name, _meta(dd, uid, name), kv))
     if spec.llmd.enabled:  # the endpoint picker's config, for llm-d's charts to mount
@@ -289,7 +292,9 @@ OPERATOR = {
 }
 
 
-def _network_policy(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> dict[str, Any]:
+def _network_policy(
+    spec: DeploymentSpec, name: str, meta: dict[str, Any], settings: Settings
+) -> dict[str, Any]:
     """Every port from this deployment's pods; the serving port from ``servingAccess``; the
     canary port from the operator (which asks canaries for their verdicts); with
     ``spec.monitoring`` the ports Prometheus scrapes from its namespace.
@@ -312,7 +317,8 @@ def _network_policy(spec: DeploymentSpec, name: str, meta: dict[str, Any]) -> di
         ingress.append({"from": [{"namespaceSelector": {}, "podSelector": OPERATOR}], **canary})
     if spec.monitoring is not None and spec.monitoring.enabled:  # Prometheus scrapes
         where = {"kubernetes.io/metadata.name": spec.monitoring.prometheus_namespace}
-        ports = [{"protocol": "TCP", "port": port} for port in monitoring.scraped_ports(spec)]
+        scraped = monitoring.scraped_ports(spec, settings)
+        ports = [{"protocol": "TCP", "port": port} for port in scraped]
         ingress.append({"from": [{"namespaceSelector": {"matchLabels": where}}], "ports": ports})
     return {
         "apiVersion": "networking.k8s.io/v1",

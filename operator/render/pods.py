@@ -55,6 +55,7 @@ CONTAINER_SECURITY: dict[str, Any] = {
     "capabilities": {"drop": ["ALL"]},
 }
 READINESS_TIMEOUT_S = 5
+METRICS_PORT_NAME = "metrics"
 # The engine's /health is answered by its HTTP server's loop, never behind a model step
 # (vLLM: the engine core's liveness flag; the reference worker computes in threads), so it
 # turns slow only when the process is wedged: 2 minutes without an answer restarts it.
@@ -199,7 +200,7 @@ def engine_container(spec: DeploymentSpec, role: str, settings: Settings) -> dic
         "image": spec.image(role),
         "command": list(derived.command),
         "env": _merge_env([*derived.env, *_transport_env(spec, role)], r),
-        "ports": _ports(engine.side_channel_ports(spec, role), port),
+        "ports": _ports(engine.side_channel_ports(spec, role), port, engine.metrics_port(spec)),
         "readinessProbe": {
             "httpGet": {"path": "/health", "port": port},
             "periodSeconds": 5,
@@ -252,12 +253,14 @@ def rdma_annotations(spec: DeploymentSpec, role: str) -> dict[str, str]:
     return {transfer.MULTUS_NETWORKS: ",".join(rdma.networks)}
 
 
-def _ports(side_channel: list[int], port: int) -> list[dict[str, Any]]:
+def _ports(side_channel: list[int], port: int, metrics: int | None) -> list[dict[str, Any]]:
     ports = [{"name": "http" if port == HTTP_PORT else "engine", "containerPort": port}]
     for rank, number in enumerate(side_channel):
         ports.append(
             {"name": "side-channel" + (f"-{rank}" if rank else ""), "containerPort": number}
         )
+    if metrics is not None:
+        ports.append({"name": METRICS_PORT_NAME, "containerPort": metrics})
     return [{**p, "protocol": "TCP"} for p in ports]
 
 

@@ -218,11 +218,8 @@ def build_app(worker: Worker) -> web.Application:
         data = [{"id": worker.config.model, "object": "model", "owned_by": "disagg"}]
         return web.json_response({"object": "list", "data": data})
 
-    def route_error(status: int, message: str) -> web.Response:
-        return json_error(ApiError(status, message))
-
     app = web.Application(
-        client_max_size=CLIENT_MAX_SIZE, middlewares=[json_route_errors(route_error)]
+        client_max_size=CLIENT_MAX_SIZE, middlewares=[json_route_errors(_route_error)]
     )
     app.router.add_post("/v1/completions", functools.partial(_generate, worker, False))
     app.router.add_post("/v1/chat/completions", functools.partial(_generate, worker, True))
@@ -233,6 +230,23 @@ def build_app(worker: Worker) -> web.Application:
     app.router.add_get("/v1/models", models)
     app.router.add_post(TOKENIZE_PATH, tokenize)
     return app
+
+
+def build_metrics_app(worker: Worker) -> web.Application:
+    """GET /metrics alone: the listener Prometheus reaches (``metricsPort``), which serves
+    no completion and no debug page, so a NetworkPolicy can open it to a monitoring
+    namespace without opening the serving port."""
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=worker.metrics_text(), content_type="text/plain")
+
+    app = web.Application(middlewares=[json_route_errors(_route_error)])
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+def _route_error(status: int, message: str) -> web.Response:
+    return json_error(ApiError(status, message))
 
 
 def _kind(data: Any) -> str:

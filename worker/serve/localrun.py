@@ -38,20 +38,30 @@ async def serve(
     ready: Callable[[int], Awaitable[dict[str, Any]]],
     *,
     cancel_on_disconnect: bool = False,
+    also: Mapping[str, tuple[web.Application, int]] | None = None,
 ) -> None:
     """Serve ``app`` until SIGINT/SIGTERM; ``ready(bound_port)`` gives the ready line's data.
     ``cancel_on_disconnect``: a handler whose client leaves is cancelled (the proxy: its
     hops are plain I/O, safe to abandon; never the worker, whose engine thread would keep
-    writing into blocks the cancelled handler freed)."""
+    writing into blocks the cancelled handler freed). ``also``: more listeners on ``host``,
+    name → (app, port); the ready line says each bound port as ``<name>_port``."""
     runner = web.AppRunner(
         app, access_log=None, handle_signals=False, handler_cancellation=cancel_on_disconnect
     )
     await runner.setup()
+    runners = [runner]
     try:
         site = web.TCPSite(runner, host, port)
         await site.start()
         bound = int(runner.addresses[0][1])
-        info = {"event": READY_EVENT, "http_port": bound, **await ready(bound)}
+        extra = {}
+        for name, (other, other_port) in (also or {}).items():
+            more = web.AppRunner(other, access_log=None, handle_signals=False)
+            await more.setup()
+            runners.append(more)
+            await web.TCPSite(more, host, other_port).start()
+            extra[f"{name}_port"] = int(more.addresses[0][1])
+        info = {"event": READY_EVENT, "http_port": bound, **extra, **await ready(bound)}
         print(json.dumps(info), flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -59,7 +69,8 @@ async def serve(
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
     finally:
-        await runner.cleanup()
+        for each in reversed(runners):
+            await each.cleanup()
 
 
 @dataclass

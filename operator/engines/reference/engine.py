@@ -14,7 +14,14 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from disagg_operator.api import HMAC_DIR, HMAC_PATH, HTTP_PORT, ROLES, DeploymentSpec
+from disagg_operator.api import (
+    HMAC_DIR,
+    HMAC_PATH,
+    HTTP_PORT,
+    METRICS_PORT,
+    ROLES,
+    DeploymentSpec,
+)
 from disagg_operator.api.problems import Problem
 from disagg_operator.derive import transfer
 from disagg_operator.engines.base import (
@@ -58,6 +65,7 @@ LOCAL_ENV = {
     "DISAGG_SIDE_CHANNEL_HOST": LOCAL_HOST,
     "DISAGG_ADVERTISE_HOST": LOCAL_HOST,
     "DISAGG_HTTP_PORT": "0",
+    "DISAGG_METRICS_PORT": "0",  # none: one host, one port each
     "DISAGG_SIDE_CHANNEL_PORT": "0",
 }
 
@@ -80,6 +88,7 @@ _FIELDS = (
     "side_channel_port",
     "http_host",
     "http_port",
+    "metrics_port",
     "transfer_deadline_s",
     "block_lease_s",
     "hmac_secret_path",
@@ -102,6 +111,7 @@ def _worker_fields(
         "side_channel_port": kv.side_channel_port,
         "http_host": "0.0.0.0",
         "http_port": port,
+        "metrics_port": METRICS_PORT,
         "transfer_deadline_s": kv.transfer_deadline_seconds,
         "block_lease_s": kv.block_lease_seconds,
         "hmac_secret_path": HMAC_PATH,
@@ -181,6 +191,10 @@ class Reference(Engine):
         # worker may write, and it writes nothing there itself
         tmp = {"sizeLimit": TMP_SIZE}
         return [{"name": HANDSHAKE_VOLUME, "secret": secret}, {"name": TMP_VOLUME, "emptyDir": tmp}]
+
+    def metrics_port(self, spec: DeploymentSpec) -> int | None:
+        """The worker's /metrics-only listener (``DISAGG_METRICS_PORT``)."""
+        return METRICS_PORT
 
     def pod_security(self, spec: DeploymentSpec, role: str) -> dict[str, Any]:
         """Pod Security "restricted": the worker image's non-root user."""

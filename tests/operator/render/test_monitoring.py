@@ -20,7 +20,7 @@ import yaml
 from disagg_operator.contracts import prometheus
 from disagg_operator.render.objects import render
 from disagg_operator.validation import spec as validation
-from tests.operator.builders import body, by_kind, role
+from tests.operator.builders import body, by_kind, role, vllm_gpu_cpu
 
 KEY = "k" * 32
 ON = {"enabled": True, "labels": {"release": "kube-prometheus-stack"}}
@@ -71,7 +71,7 @@ def test_each_role_is_scraped_on_ports_its_pods_declare() -> None:
         for label in m["spec"]["podTargetLabels"]:
             assert all(label in p["metadata"]["labels"] for p in chosen)
     scraped = {e["port"] for e in monitors["demo-decode"]["spec"]["podMetricsEndpoints"]}
-    assert scraped == {"http", "canary"}  # the engine and the transfer canary
+    assert scraped == {"metrics", "canary"}  # the engine's /metrics-only port and the canary
     router = monitors["demo-router"]
     (deployment,) = by_kind(objects, "Deployment")
     template = deployment["spec"]["template"]
@@ -80,15 +80,18 @@ def test_each_role_is_scraped_on_ports_its_pods_declare() -> None:
     assert "http" in _port_names(template["spec"])
 
 
-def test_behind_the_routing_sidecar_decode_is_scraped_on_the_engines_own_port() -> None:
-    obj = body(llmd=LLMD, monitoring=ON)
+@pytest.mark.parametrize(("engine_type", "port"), [("vllm", "engine"), ("reference", "metrics")])
+def test_behind_the_routing_sidecar_decode_is_scraped_on_the_engines_own_port(
+    engine_type: str, port: str
+) -> None:
+    obj = body(engine=engine_type, llmd=LLMD, monitoring=ON)
     objects = _objects(obj)
     decode = _monitors(objects)["demo-decode"]
     (pod,) = _selected(decode["spec"]["selector"]["matchLabels"], by_kind(objects, "Pod"))
     engine = next(c for c in pod["spec"]["containers"] if c["name"] == "engine")
     ports = [e["port"] for e in decode["spec"]["podMetricsEndpoints"]]
     # the engine's /metrics, not the sidecar's port in front of it (no series twice)
-    assert ports[0] == "engine" and ports[0] in {p["name"] for p in engine["ports"]}
+    assert ports[0] == port and ports[0] in {p["name"] for p in engine["ports"]}
 
 
 def test_the_network_policy_admits_prometheus_to_the_scraped_ports_only() -> None:
@@ -101,9 +104,29 @@ def test_the_network_policy_admits_prometheus_to_the_scraped_ports_only() -> Non
         in rule.get("from", [])
     ]
     (rule,) = admitted
-    assert sorted(p["port"] for p in rule["ports"]) == [8000, 8090]
+    # the reference worker's /metrics-only port and the canary's: never the serving port
+    assert sorted(p["port"] for p in rule["ports"]) == [8090, 9400]
     (plain,) = by_kind(_objects(body()), "NetworkPolicy")
     assert len(plain["spec"]["ingress"]) == len(policy["spec"]["ingress"]) - 1
+    vllm = vllm_gpu_cpu(monitoring={**ON, "prometheusNamespace": "observability"})
+    (policy,) = by_kind(_objects(vllm), "NetworkPolicy")
+    (rule,) = [r for r in policy["spec"]["ingress"] if _from_ns(r)]
+    assert sorted(p["port"] for p in rule["ports"]) == [8000, 8090]  # vLLM: its serving port
+
+
+def _from_ns(rule: dict[str, Any]) -> bool:
+    where = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}
+    return where in rule.get("from", [])
+
+
+def test_the_reference_engine_is_scraped_on_its_metrics_only_port() -> None:
+    objects = _objects(body(monitoring=ON))
+    prefill = _monitors(objects)["demo-prefill"]
+    assert [e["port"] for e in prefill["spec"]["podMetricsEndpoints"]] == ["metrics"]
+    (pod,) = _selected(prefill["spec"]["selector"]["matchLabels"], by_kind(objects, "Pod"))
+    engine = next(c for c in pod["spec"]["containers"] if c["name"] == "engine")
+    assert {"name": "metrics", "containerPort": 9400, "protocol": "TCP"} in engine["ports"]
+    assert {"name": "DISAGG_METRICS_PORT", "value": "9400"} in engine["env"]
 
 
 @pytest.mark.parametrize(

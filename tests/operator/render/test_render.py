@@ -308,7 +308,11 @@ def test_reference_env_is_the_workers_own_contract() -> None:
     assert config.hmac_secret_path.startswith(mount["mountPath"] + "/")
     assert env["UCX_TLS"] == "rc,ud,tcp,cuda_copy,self"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"http": config.http_port, "side-channel": config.side_channel_port}
+    assert ports == {
+        "http": config.http_port,
+        "side-channel": config.side_channel_port,
+        "metrics": config.metrics_port,  # the worker's /metrics-only listener
+    }
 
 
 def test_transfer_settings_reach_the_worker() -> None:
