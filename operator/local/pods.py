@@ -18,7 +18,7 @@ only makes sense in a cluster, and every such change is listed in
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,22 +200,46 @@ def _engine_container(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def _env(name: str, container: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    fields = {path: value or name for path, value in FIELD_REFS.items()}
+    return resolve_env(name, container, fields, "disagg up resolves only metadata.name and "
+                       "status.podIP")  # fmt: skip
+
+
+Lookup = Callable[[str, str], str | None]  # (object name, key) → value; None: not there
+
+
+def resolve_env(
+    pod: str,
+    container: Mapping[str, Any],
+    fields: Mapping[str, str],
+    what: str,
+    secrets: Lookup | None = None,
+    config_maps: Lookup | None = None,
+) -> tuple[dict[str, str], list[str]]:
+    """A container's env as a process gets it: values, ``fieldRef``s from ``fields``
+    (field path → value), ``secretKeyRef`` / ``configMapKeyRef`` through the lookups when
+    given; the cluster-only variables dropped (returned as ``NAME=value``). Anything else
+    raises UpError naming the variable and ``what`` can be resolved."""
     env: dict[str, str] = {}
     dropped = []
     for item in container.get("env", []):
         key = item["name"]
         if key in CLUSTER_ONLY:
             dropped.append(f"{key}={item.get('value', '')}")
-        elif "value" in item:
+            continue
+        if "value" in item:
             env[key] = str(item["value"])
-        else:
-            path = item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
-            if path not in FIELD_REFS:
-                raise UpError(
-                    f"pod {name}: env {key} comes from {item['valueFrom']}; "
-                    "disagg up resolves only metadata.name and status.podIP"
-                )
-            env[key] = FIELD_REFS[path] or name
+            continue
+        source = item.get("valueFrom") or {}
+        value = None
+        if "fieldRef" in source:
+            value = fields.get(source["fieldRef"].get("fieldPath", ""))
+        for kind, lookup in (("secretKeyRef", secrets), ("configMapKeyRef", config_maps)):
+            if kind in source and lookup is not None:
+                value = lookup(source[kind]["name"], source[kind]["key"])
+        if value is None:
+            raise UpError(f"pod {pod}: env {key} comes from {source}; {what}")
+        env[key] = value
     return env, dropped
 
 

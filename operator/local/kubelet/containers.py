@@ -18,13 +18,13 @@ CMA on one host).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from disagg_operator.api.podtemplate import ENGINE_CONTAINER
 from disagg_operator.engines.base import Engine, disagg_argv
-from disagg_operator.local.pods import CLUSTER_ONLY, UpError
+from disagg_operator.local.pods import Lookup, UpError, resolve_env
 from disagg_worker.config import HOSTS_FILE_ENV
 
 HOSTS_ENV = HOSTS_FILE_ENV
@@ -54,9 +54,6 @@ class PodRun:
     processes: list[Process]
     grace_s: float
     notes: list[str] = field(default_factory=list)
-
-
-Lookup = Callable[[str, str], str | None]  # (object name, key) → value; None: not there
 
 
 def pod_run(
@@ -163,38 +160,11 @@ def _env(
         "status.hostIP": address,
         "spec.nodeName": "local",
     }
-    env: dict[str, str] = {}
-    dropped = []
-    for item in container.get("env", []):
-        key = item["name"]
-        if key in CLUSTER_ONLY:
-            dropped.append(f"{key}={item.get('value', '')}")
-            continue
-        if "value" in item:
-            env[key] = str(item["value"])
-            continue
-        source = item.get("valueFrom") or {}
-        value = _source(source, fields, secrets, config_maps)
-        if value is None:
-            raise UpError(
-                f"pod {meta['name']}: env {key} comes from {source}, which the local kubelet "
-                "cannot resolve (fieldRef name/namespace/podIP, or an existing Secret or "
-                "ConfigMap key)"
-            )
-        env[key] = value
-    return env, dropped
-
-
-def _source(
-    source: Mapping[str, Any], fields: Mapping[str, str], secrets: Lookup, config_maps: Lookup
-) -> str | None:
-    if "fieldRef" in source:
-        return fields.get(source["fieldRef"].get("fieldPath", ""))
-    for kind, lookup in (("secretKeyRef", secrets), ("configMapKeyRef", config_maps)):
-        if kind in source:
-            ref = source[kind]
-            return lookup(ref["name"], ref["key"])
-    return None
+    what = (
+        "the local kubelet resolves fieldRef name/namespace/podIP and existing Secret or "
+        "ConfigMap keys"
+    )
+    return resolve_env(meta["name"], container, fields, what, secrets, config_maps)
 
 
 def probe_url(address: str, container: Mapping[str, Any], probe: Mapping[str, Any]) -> str:
