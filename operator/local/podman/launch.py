@@ -6,9 +6,9 @@ map its images to the ones built here (``make images``), plan each pod
 (:mod:`.plan`), create the run's network, volumes and pods (:mod:`.runtime`), start every
 container and wait for its startup and readiness probes, prefill first; then the proxy
 (a host process, reaching the pods over the run's network), then each decode pod's
-transfer canary must turn ready: its readiness is a real prefill → decode transfer
-between two pods. Everything made is recorded in ``run`` at once, so the caller's cleanup
-(``run.teardown``) removes it whatever fails later.
+canary-gated engine must be ready: its readiness is its transfer canary's, a real prefill
+→ decode transfer between two pods. Everything made is recorded in ``run`` at once, so
+the caller's cleanup (``run.teardown``) removes it whatever fails later.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from disagg_operator.api import CANARY_PORT
 from disagg_operator.engines.base import Engine
 from disagg_operator.local import vllm
 from disagg_operator.local.podman.plan import (
@@ -182,11 +183,14 @@ def _start_pods(
 
 
 def _prove_transfer_path(plans: Sequence[PodPlan], runtime: PodRuntime, run: Run, say: Say) -> None:
-    """Each sidecar (the decode pods' transfer canary) must turn ready: its readiness probe
-    passes only after a prefill → decode transfer it made between the pods."""
+    """Each container gated by a transfer canary must turn ready: the decode engine, whose
+    readiness probe is its canary's ``/ready`` (a sidecar with its own readiness probe, in
+    older renders, alike); it passes only after a prefill → decode transfer the canary
+    made between the pods."""
     for pod in plans:
         for c in pod.containers:
-            if c is pod.engine_container or c.readiness is None:
+            gated = c.readiness is not None and c.readiness.port == CANARY_PORT
+            if c.readiness is None or (c is pod.engine_container and not gated):
                 continue
             child = runtime.child(pod, c)
             budget = c.readiness.period_s * c.readiness.failure_threshold + 30.0
