@@ -50,7 +50,7 @@ def _get(url: str) -> Any:
         return json.load(resp)
 
 
-async def test_the_operators_pods_run_here_and_turn_ready_by_their_probes(
+async def test_the_operators_pods_run_here_turn_ready_by_their_probes_and_stop_by_their_prestop(
     emulator: Emulator, cluster: Kubelet
 ) -> None:
     await api(emulator, "POST", DD_PATH, quickstart("demo"))
@@ -88,12 +88,7 @@ async def test_the_operators_pods_run_here_and_turn_ready_by_their_probes(
     await until("the name table", lambda: table().get(long) == [addresses["demo-decode-0"]], 10)
     assert table()["demo-prefill"] == [addresses["demo-prefill-0"]]
 
-
-async def test_a_deleted_pod_leaves_its_endpoints_then_stops_through_its_prestop(
-    emulator: Emulator, cluster: Kubelet
-) -> None:
-    await api(emulator, "POST", DD_PATH, quickstart("demo"))
-    await until("deployment Ready", lambda: condition(emulator, "demo").get("status") == "True", 90)
+    # a deleted pod leaves its endpoints, then stops through its preStop
     old = pods(emulator)["demo-prefill-0"]
     address = old["status"]["podIP"]
     await api(emulator, "DELETE", f"/api/v1/namespaces/{NS}/pods/demo-prefill-0")
