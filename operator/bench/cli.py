@@ -1,4 +1,4 @@
-"""`disagg bench transfer|e2e|operator|faults`: a dispatcher over the benchmark scripts.
+"""`disagg bench transfer|e2e|operator|faults|...`: a dispatcher over the benchmark scripts.
 
 CLI layer. Each benchmark is imported only when asked for, so the operator image runs
 `disagg bench operator` without torch or NIXL installed.
@@ -18,6 +18,7 @@ BENCHES = {
     "faults": ("disagg_operator.bench.faults", "data path under faults and load on the quickstart"),
     "pods": ("disagg_operator.bench.pods", "the quickstart as processes vs podman pods"),
     "vllm-memory": ("disagg_operator.bench.vllm_memory", "a vLLM CPU engine's runtime memory"),
+    "autoscale": ("disagg_operator.bench.autoscale.run", "SLO-driven P:D scaling on a fleet model"),
 }
 
 

@@ -1,0 +1,268 @@
+"""The SLO planner: demand and measured pool profiles in, replicas per role and why out.
+
+Pure layer, part of planning (no clock, no Prometheus: the controller passes ``now`` and
+the demand it read). Prefill is sized from prompt-token demand against the TTFT target,
+decode from concurrent decode demand against the ITL target and each pod's KV capacity,
+each from its own pool's profile, so a GPU prefill pool and a CPU decode pool are sized
+each by what one of its pods does. Both demands are token rates, which do not depend on
+how the pools are sized now (a decode pool's sequences in flight do: they last longer as
+its ITL grows): prompt tokens/s for prefill, output tokens/s for decode. A decode pod's
+share at target is the sequences it may hold within the ITL target (and its KV capacity)
+divided by that ITL: the output tokens/s it gives there.
+
+A :class:`Profile` is what ``disagg bench profile`` measures of one pod of a pool: a curve
+of load (prefill: prompt tokens/s; decode: sequences in flight) against the latency
+percentile the targets name (prefill: TTFT; decode: ITL), the KV capacity in sequences
+(decode), and how long a new pod takes to serve (its start-up).
+
+Each pass (:func:`plan`):
+
+1. Forecast, per role, the demand one start-up ahead: the latest demand (its mean over
+   ``smooth_s``), or where its linear trend over the last ``trend_s`` leads after the
+   role's start-up time, whichever is higher (a pod asked for now serves only then).
+2. Per pod at target: the most load whose latency stays within the target (the profile's
+   curve, interpolated), times ``headroom`` (short bursts inside a pass); decode also at
+   most its KV capacity.
+3. Need: ceil(forecast / per pod), at least the role's minimum.
+4. Hysteresis: a role grows at once; it shrinks only to the largest need of the last
+   ``scale_down_s`` (needs are kept in :class:`Memory`), never before the planner has
+   seen that long (a planner that just started knows no window), and never by more than
+   ``max_down`` pods a pass (each victim drains first).
+5. Bounds: each role within its min and max; prefill per decode within the ratio bounds,
+   by raising the role that is short (never by taking capacity away); then the budget
+   (pods, or a cost per pod per role), by taking pods from the role with most headroom
+   against its need, never below a minimum. The reason says which bound decided.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+ROLES = ("prefill", "decode")
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Measured (load, latency) points of one pod, load rising."""
+
+    points: tuple[tuple[float, float], ...]
+
+    def load_at(self, latency: float) -> float:
+        """The most load whose latency stays within ``latency`` (linear between points;
+        the last point's load when all are within it; 0 when none is)."""
+        best = 0.0
+        for (l0, t0), (l1, t1) in zip(self.points, self.points[1:], strict=False):
+            if t1 <= latency:
+                best = l1
+            elif t0 <= latency < t1:
+                return l0 + (l1 - l0) * (latency - t0) / (t1 - t0)
+        if self.points and self.points[0][1] <= latency:
+            best = max(best, self.points[0][0])
+        return best
+
+    def latency_at(self, load: float) -> float:
+        """The latency at ``load`` (linear between points, extended past the last two)."""
+        pts = self.points
+        if load <= pts[0][0] or len(pts) == 1:
+            return pts[0][1]
+        for (l0, t0), (l1, t1) in itertools.pairwise(pts):
+            if load <= l1:
+                return t0 + (t1 - t0) * (load - l0) / (l1 - l0)
+        (l0, t0), (l1, t1) = pts[-2], pts[-1]
+        return t1 + (t1 - t0) * (load - l1) / (l1 - l0)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One pod of a pool, measured: its latency curve, KV capacity (decode, sequences;
+    None: unbounded by KV) and start-up seconds (created → serving)."""
+
+    curve: Curve
+    start_s: float
+    capacity: float | None = None
+
+    def per_pod(self, target: float, headroom: float, tokens: bool) -> float:
+        """One pod's share at ``target``, times ``headroom``: the load (prefill: prompt
+        tokens/s), or with ``tokens`` the output tokens/s the sequences it may hold give
+        (decode: sequences within the target and KV capacity over their ITL)."""
+        load = self.curve.load_at(target)
+        if self.capacity is not None:
+            load = min(load, self.capacity)
+        if tokens:
+            return headroom * load / self.curve.latency_at(load) if load > 0 else 0.0
+        return headroom * load
+
+
+@dataclass(frozen=True)
+class Targets:
+    ttft_s: float
+    itl_s: float
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per role (min, max); prefill per decode (min, max); a budget in pods, or in cost
+    with ``cost`` per pod per role (None: none)."""
+
+    replicas: Mapping[str, tuple[int, int]]
+    ratio: tuple[float, float] = (0.0, math.inf)
+    pods: int | None = None
+    cost: Mapping[str, float] | None = None
+    max_cost: float | None = None
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What the pools are asked at time ``at``: prompt tokens/s (prefill) and output
+    tokens/s (decode)."""
+
+    at: float
+    prompt_tokens_per_s: float
+    output_tokens_per_s: float
+
+    def of(self, role: str) -> float:
+        return self.prompt_tokens_per_s if role == "prefill" else self.output_tokens_per_s
+
+
+@dataclass(frozen=True)
+class Settings:
+    trend_s: float = 60.0
+    smooth_s: float = 15.0
+    scale_down_s: float = 300.0
+    headroom: float = 0.9
+    max_down: int = 10**9
+
+
+@dataclass
+class Memory:
+    """What the planner keeps between passes: each pass's (time, needs)."""
+
+    needs: list[tuple[float, dict[str, int]]] = field(default_factory=list)
+    since: float | None = None  # the first pass
+
+
+@dataclass(frozen=True)
+class Decision:
+    replicas: dict[str, int]
+    needs: dict[str, int]  # before hysteresis and bounds
+    forecast: dict[str, float]
+    reason: str  # one CamelCase word
+    message: str
+
+
+def forecast(
+    history: Sequence[Demand], role: str, now: float, ahead: float, trend_s: float, smooth_s: float
+) -> float:
+    """The demand ``ahead`` seconds from ``now``: the latest (its mean over ``smooth_s``:
+    arrivals are noisy), or where its trend leads, the higher. The trend is the change
+    between that mean and the mean over the ``smooth_s`` that ended ``trend_s`` ago (two
+    means: one noisy second does not tilt it), carried ``ahead``."""
+
+    def mean(start: float, end: float) -> float | None:
+        values = [d.of(role) for d in history if start < d.at <= end]
+        return sum(values) / len(values) if values else None
+
+    latest = mean(now - smooth_s, now)
+    if latest is None:
+        return history[-1].of(role) if history else 0.0
+    before = mean(now - trend_s - smooth_s, now - trend_s)
+    if before is None:
+        return latest
+    slope = (latest - before) / trend_s
+    return max(latest, latest + slope * ahead)
+
+
+def plan(
+    history: Sequence[Demand],
+    profiles: Mapping[str, Profile],
+    targets: Targets,
+    limits: Limits,
+    current: Mapping[str, int],
+    memory: Memory,
+    now: float,
+    settings: Settings = Settings(),
+) -> Decision:
+    """This pass's replicas per role (module docstring); ``memory`` is updated."""
+    target = {"prefill": targets.ttft_s, "decode": targets.itl_s}
+    ahead: dict[str, float] = {}
+    needs: dict[str, int] = {}
+    for role in ROLES:
+        p = profiles[role]
+        ahead[role] = forecast(history, role, now, p.start_s, settings.trend_s, settings.smooth_s)
+        per_pod = p.per_pod(target[role], settings.headroom, tokens=role == "decode")
+        low = limits.replicas[role][0]
+        needs[role] = low if per_pod <= 0 else max(low, math.ceil(ahead[role] / per_pod))
+    if memory.since is None:
+        memory.since = now
+    memory.needs = [(t, n) for t, n in memory.needs if t >= now - settings.scale_down_s]
+    memory.needs.append((now, dict(needs)))
+    seen_enough = now - memory.since >= settings.scale_down_s
+    out, why = {}, "Steady"
+    for role in ROLES:
+        have = current.get(role, 0)
+        if needs[role] >= have:
+            out[role] = needs[role]
+            why = "ScaleUp" if needs[role] > have else why
+        elif not seen_enough:  # no window of needs yet (a restart): nothing goes
+            out[role] = have
+        else:
+            kept = max(n[role] for _, n in memory.needs)
+            out[role] = max(kept, have - settings.max_down)
+            why = "ScaleDown" if out[role] < have and why == "Steady" else why
+    out, bound = _bounded(out, needs, limits)
+    reason = bound or why
+    return Decision(out, needs, ahead, reason, _message(reason, out, needs, ahead, targets))
+
+
+def _bounded(
+    want: dict[str, int], needs: Mapping[str, int], limits: Limits
+) -> tuple[dict[str, int], str | None]:
+    out, bound = dict(want), None
+    for role in ROLES:
+        low, high = limits.replicas[role]
+        if out[role] > high:
+            out[role], bound = high, "AtMaximum"
+        out[role] = max(low, out[role])
+    rmin, rmax = limits.ratio
+    p, d = out["prefill"], out["decode"]
+    if p < rmin * d:
+        out["prefill"], bound = (
+            min(limits.replicas["prefill"][1], math.ceil(rmin * d)),
+            "RatioBound",
+        )
+    elif rmax < math.inf and p > rmax * d:
+        out["decode"], bound = min(limits.replicas["decode"][1], math.ceil(p / rmax)), "RatioBound"
+    while _over_budget(out, limits):
+        spare = [r for r in ROLES if out[r] > limits.replicas[r][0]]
+        if not spare:
+            break
+        role = max(spare, key=lambda r: out[r] - needs[r])  # most above its need goes first
+        out[role] -= 1
+        bound = "BudgetLimited"
+    return out, bound
+
+
+def _over_budget(out: Mapping[str, int], limits: Limits) -> bool:
+    if limits.pods is not None and sum(out.values()) > limits.pods:
+        return True
+    if limits.cost is not None and limits.max_cost is not None:
+        return sum(out[r] * limits.cost[r] for r in ROLES) > limits.max_cost + 1e-9
+    return False
+
+
+def _message(
+    reason: str,
+    out: Mapping[str, int],
+    needs: Mapping[str, int],
+    ahead: Mapping[str, float],
+    targets: Targets,
+) -> str:
+    return (
+        f"{reason}: prefill {out['prefill']} (needs {needs['prefill']} for "
+        f"{ahead['prefill']:.0f} prompt tokens/s at TTFT {targets.ttft_s:g} s), decode "
+        f"{out['decode']} (needs {needs['decode']} for {ahead['decode']:.0f} output tokens/s "
+        f"at ITL {targets.itl_s * 1000:g} ms)"
+    )

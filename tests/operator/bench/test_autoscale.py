@@ -1,0 +1,101 @@
+"""`disagg bench autoscale`: the traces' shapes, the fleet model on inputs whose answer is
+known, the static search, and a small run's keys."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+
+from disagg_operator.bench.autoscale import policies, run, traces
+from disagg_operator.bench.autoscale.fleet import Fleet
+from disagg_operator.planning.autoscale import ROLES
+
+LENGTHS = traces.AZURE_CONV_2023
+
+
+def test_the_lengths_are_the_azure_2023_conversation_trace_s() -> None:
+    # lognormal means from the medians and spreads computed from the published CSV
+    assert LENGTHS.prompt_mean == pytest.approx(1020 * math.exp(0.985**2 / 2))
+    assert LENGTHS.output_mean == pytest.approx(129 * math.exp(0.859**2 / 2))
+
+
+def test_the_trace_shapes() -> None:
+    day = traces.make("diurnal", 1000, 40.0, random.Random(1))
+    assert day.rate(0) == pytest.approx(10.0) and day.rate(500) == pytest.approx(40.0)
+    burst = traces.make("bursty", 3600, 40.0, random.Random(1))
+    rates = {burst.rate(t) for t in range(3600)}
+    assert rates == {4.0, 40.0}  # quiet, and bursts 10x it
+    on = sum(1 for t in range(3600) if burst.rate(t) == 40.0) / 3600
+    assert 0.05 < on < 0.4  # 60 s bursts about every 300 s
+    assert traces.make("steady", 10, 7.0, random.Random(1)).rate(3) == 7.0
+    with pytest.raises(ValueError, match="the traces are"):
+        traces.make("spiky", 10, 1.0, random.Random(1))
+
+
+def test_arrivals_average_the_rate() -> None:
+    rng = random.Random(3)
+    for rate in (0.5, 20.0, 400.0):
+        got = sum(traces.arrivals(rate, 1.0, rng) for _ in range(2000)) / 2000
+        assert got == pytest.approx(rate, rel=0.05)
+
+
+def _fleet(prefill: int, decode: int) -> Fleet:
+    fleet = Fleet(run.ILLUSTRATIVE, LENGTHS, run.TARGETS)
+    fleet.resize({"prefill": prefill, "decode": decode}, -1e9)
+    return fleet
+
+
+def test_enough_pods_meet_the_slo_and_too_few_prefills_queue_then_fail() -> None:
+    rate = 10.0  # requests/s: ~1600 prompt tokens each, about 1.3 prefill pods at target
+    ample = _fleet(4, 4)
+    steps = [ample.step(t, round(rate)) for t in range(120)]
+    assert all(s.met == s.arrived for s in steps[5:])
+    assert steps[-1].ttft_s < run.TARGETS.ttft_s and steps[-1].itl_s < run.TARGETS.itl_s
+    short = _fleet(1, 4)  # one prefill clears 15k tokens/s of 16k offered: the backlog grows
+    steps = [short.step(t, round(rate)) for t in range(600)]
+    assert steps[-1].prefill_backlog_tokens > 0 and steps[-1].ttft_s > steps[10].ttft_s
+    assert sum(s.failed for s in steps) > 0  # its clients give up past 60 s
+
+
+def test_new_pods_serve_after_their_start_up_and_are_billed_from_the_ask() -> None:
+    fleet = _fleet(1, 1)
+    fleet.resize({"prefill": 3, "decode": 1}, now=0.0)
+    assert fleet.pods["prefill"].serving(119.0) == 1 and fleet.pods["prefill"].serving(120.0) == 3
+    fleet.step(0.0, 0)
+    assert fleet.pod_seconds == 4.0 and fleet.scale_events == 3  # two at the start, one now
+    fleet.resize({"prefill": 2, "decode": 1}, now=1.0)
+    assert sorted(fleet.pods["prefill"].ready_at)[-1] == 120.0  # a starting pod went first
+
+
+def test_the_static_search_finds_the_cheapest_counts_that_meet_the_slo() -> None:
+    peak = run.peak_for(10, run.ILLUSTRATIVE, run.TARGETS, LENGTHS)
+    found = run.cheapest_static(peak, run.ILLUSTRATIVE, LENGTHS, seed=7)
+    steady = traces.Trace("steady", 600.0, peak)
+
+    def attainment(counts: dict[str, int]) -> float:
+        fleet = Fleet(run.ILLUSTRATIVE, LENGTHS, run.TARGETS)
+        got = run.simulate(steady, policies.Static(counts), fleet, counts, seed=7)
+        return float(got["slo_attainment"])
+
+    assert attainment(found) >= run.ATTAINMENT
+    for role in ROLES:  # one pod less in either role misses it
+        assert attainment({**found, role: found[role] - 1}) < run.ATTAINMENT
+
+
+def test_a_small_run_reports_each_figure_per_trace_and_policy(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert run.main(["--json", "--sizes", "10", "--traces", "steady", "--duration-s", "300"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["profile"] == "illustrative" and out["targets"]["ttft_p90_s"] == 1.0
+    results = out["10"]["steady"]
+    assert set(results) == set(run.POLICIES)
+    for figures in results.values():
+        assert set(figures) >= {"slo_attainment", "pod_hours", "scale_events", "failed_requests"}
+    static = out["10"]["static_pods"]
+    assert results["static"]["pod_hours"] == pytest.approx(
+        sum(static.values()) * 300 / 3600, abs=0.01
+    )

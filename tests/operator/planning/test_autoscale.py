@@ -1,0 +1,102 @@
+"""The SLO planner (planning.autoscale): profiles read as curves, the forecast, sizing per
+role from its own profile, hysteresis and the bounds, on fixed inputs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from disagg_operator.planning.autoscale import (
+    Curve,
+    Demand,
+    Limits,
+    Memory,
+    Profile,
+    Settings,
+    Targets,
+    forecast,
+    plan,
+)
+
+TTFT = Curve(((1000, 0.2), (4000, 0.5), (5000, 1.0), (6000, 3.0)))
+ITL = Curve(((1, 0.01), (10, 0.02), (20, 0.05), (40, 0.2)))
+PROFILES = {"prefill": Profile(TTFT, 60.0), "decode": Profile(ITL, 30.0, capacity=16)}
+TARGETS = Targets(ttft_s=1.0, itl_s=0.05)
+WIDE = Limits({"prefill": (1, 100), "decode": (1, 100)})
+EXACT = Settings(headroom=1.0)
+
+
+def test_a_curve_gives_the_load_within_a_latency_and_the_latency_at_a_load() -> None:
+    assert TTFT.load_at(1.0) == 5000 and TTFT.load_at(0.75) == pytest.approx(4500)
+    assert TTFT.load_at(0.1) == 0 and TTFT.load_at(10.0) == 6000
+    assert TTFT.latency_at(500) == 0.2 and TTFT.latency_at(4500) == pytest.approx(0.75)
+    assert TTFT.latency_at(7000) == pytest.approx(5.0)  # the last slope carried on
+
+
+def test_a_decode_pod_gives_the_output_its_sequences_make_within_the_target() -> None:
+    # ITL target 50 ms: 20 sequences, but KV holds 16: 16 sequences at their ITL
+    share = PROFILES["decode"].per_pod(0.05, 1.0, tokens=True)
+    assert share == pytest.approx(16 / ITL.latency_at(16))
+    assert PROFILES["prefill"].per_pod(1.0, 0.9, tokens=False) == pytest.approx(4500)
+
+
+def _flat(prompt: float, output: float, until: float, step: float = 5.0) -> list[Demand]:
+    return [Demand(t * step, prompt, output) for t in range(int(until / step) + 1)]
+
+
+def test_the_forecast_is_the_recent_mean_or_where_its_trend_leads() -> None:
+    flat = _flat(1000, 10, 120)
+    assert forecast(flat, "prefill", 120, 60, 60, 15) == pytest.approx(1000)
+    rising = [Demand(t, 10.0 * t, 0) for t in range(0, 121)]  # +10 tokens/s each second
+    got = forecast(rising, "prefill", 120, 30, 60, 15)
+    recent = sum(10.0 * t for t in range(106, 121)) / 15
+    assert got == pytest.approx(recent + 10 * 30)  # the trend carried one start-up ahead
+    assert forecast(rising, "prefill", 120, 300, 60, 15) == pytest.approx(recent + 10 * 300)
+    falling = [Demand(t, 2000.0 - 10 * t, 0) for t in range(0, 121)]
+    assert forecast(falling, "prefill", 120, 30, 60, 15) == pytest.approx(
+        sum(2000.0 - 10 * t for t in range(106, 121)) / 15  # never below the latest
+    )
+
+
+def test_each_role_is_sized_by_its_own_profile() -> None:
+    history = _flat(prompt=22_000, output=2_000, until=120)
+    got = plan(history, PROFILES, TARGETS, WIDE, {"prefill": 1, "decode": 1}, Memory(), 120, EXACT)
+    decode_share = 16 / ITL.latency_at(16)
+    assert got.needs == {
+        "prefill": math.ceil(22_000 / 5000),
+        "decode": math.ceil(2000 / decode_share),
+    }
+    assert got.replicas == got.needs and got.reason == "ScaleUp"
+    assert "prefill 5 (needs 5 for 22000 prompt tokens/s" in got.message
+
+
+def test_a_role_shrinks_only_to_the_largest_need_of_the_window_and_not_before_it_saw_one() -> None:
+    memory, settings = Memory(), Settings(headroom=1.0, scale_down_s=300)
+    busy = _flat(22_000, 200, 120)
+    plan(busy, PROFILES, TARGETS, WIDE, {"prefill": 5, "decode": 1}, memory, 120, settings)
+    quiet = [Demand(t, 1000, 200) for t in range(121, 241)]
+    early = plan(quiet, PROFILES, TARGETS, WIDE, {"prefill": 5, "decode": 1}, memory, 240, settings)
+    assert early.replicas["prefill"] == 5  # needs 1 now, but 5 within the window
+    later = [Demand(t, 1000, 200) for t in range(300, 600)]
+    late = plan(later, PROFILES, TARGETS, WIDE, {"prefill": 5, "decode": 1}, memory, 599, settings)
+    assert late.replicas["prefill"] == 1 and late.reason == "ScaleDown"
+    fresh = plan(quiet, PROFILES, TARGETS, WIDE, {"prefill": 5, "decode": 1}, Memory(), 240)
+    assert fresh.replicas["prefill"] == 5 and fresh.reason == "Steady"  # a restarted planner
+
+
+def test_bounds_decide_last_and_say_so() -> None:
+    history = _flat(prompt=50_000, output=100, until=60)
+    capped = Limits({"prefill": (1, 4), "decode": (1, 100)})
+    got = plan(history, PROFILES, TARGETS, capped, {"prefill": 1, "decode": 1}, Memory(), 60, EXACT)
+    assert got.replicas["prefill"] == 4 and got.reason == "AtMaximum"
+    ratio = Limits({"prefill": (1, 100), "decode": (1, 100)}, ratio=(0.5, 2.0))
+    got = plan(history, PROFILES, TARGETS, ratio, {"prefill": 1, "decode": 1}, Memory(), 60, EXACT)
+    assert got.replicas == {"prefill": 10, "decode": 5} and got.reason == "RatioBound"
+    budget = Limits({"prefill": (1, 100), "decode": (2, 100)}, pods=6)
+    got = plan(history, PROFILES, TARGETS, budget, {"prefill": 1, "decode": 1}, Memory(), 60, EXACT)
+    assert got.replicas == {"prefill": 4, "decode": 2} and got.reason == "BudgetLimited"
+    cost = Limits({"prefill": (1, 100), "decode": (1, 100)}, cost={"prefill": 4, "decode": 1},
+                  max_cost=20)  # fmt: skip
+    got = plan(history, PROFILES, TARGETS, cost, {"prefill": 1, "decode": 1}, Memory(), 60, EXACT)
+    assert 4 * got.replicas["prefill"] + got.replicas["decode"] <= 20
