@@ -8,8 +8,9 @@ history and the current counts:
   :func:`cheapest_static`);
 - :class:`Hpa`: our KEDA/HPA example (examples/autoscaling): decode on the sum of
   ``vllm:num_requests_waiting`` over a threshold of 4 per pod, prefill following at 0.5
-  per decode (``perDecode``, without the example's small maximum), HPA's 10% tolerance, 300 s scale-down stabilisation and
-  default scale-up policies (100% or 4 pods per period), every 15 s;
+  per decode (``perDecode``, without the example's small maximum), HPA's 10% tolerance,
+  300 s scale-down stabilisation and default scale-up policies (100% or 4 pods per
+  period), every 15 s;
 - :class:`Saturation`: each role on its own saturation, as llm-d's
   workload-variant-autoscaler does: scale up when prefill's utilisation (offered tokens and
   backlog over what its pods clear) or decode's KV usage passes 0.8, to bring it to 0.8
