@@ -56,11 +56,17 @@ from disagg_operator.controller.refusals import (
 )
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.planning.actions import Action, plan
-from disagg_operator.planning.decide import ROUTING_KINDS, decide, routed_revision
+from disagg_operator.planning.decide import (
+    ROUTING_KINDS,
+    PodRenderer,
+    decide,
+    renderer,
+    routed_revision,
+)
 from disagg_operator.planning.rollout import Plan
 from disagg_operator.render.kvkey import kv_revision
 from disagg_operator.render.monitoring import names as monitoring_names
-from disagg_operator.render.objects import render_model, role_pod
+from disagg_operator.render.objects import render_model
 from disagg_operator.render.router import name_of as router_name
 from disagg_operator.status import conditions as status_mod
 from disagg_operator.validation.spec import Problem, parse
@@ -264,9 +270,11 @@ async def sync(
         target = kv_revision(dd.spec, settings)
         routed = routed_revision(meta["name"], observed)
         front = _router(meta["name"], observed)
+        pods_of = renderer(dd, uid, target, settings)
         steps = decide(
-            dd, uid=uid, pods=pods, routed=routed, settings=settings, target=target, router=front
-        )
+            dd, uid=uid, pods=pods, routed=routed, settings=settings, target=target,
+            router=front, pods_of=pods_of,
+        )  # fmt: skip
         key = keys.derive(root_key, meta["namespace"], meta["name"], uid)
         desired = render_model(
             dd,
@@ -280,7 +288,7 @@ async def sync(
         )
         serving = steps.serving
         actions = plan(keys.without_secrets(desired), [o for o in observed if o["kind"] != "Pod"])
-        todo = actions + pod_actions(dd, uid, steps, settings)
+        todo = actions + pod_actions(dd, uid, steps, settings, pods_of)
         await _apply(api, body, desired, todo, held, outcome, record)
     if steps is not None and dd is not None and outcome.done:  # count what is there now
         now_seen = cache.children(meta["namespace"], meta["name"], uid)  # incl. the answers
@@ -288,7 +296,7 @@ async def sync(
         front = _router(meta["name"], now_seen)
         steps = decide(
             dd, uid=uid, pods=pods, routed=steps.routed, settings=settings, target=steps.target,
-            router=front,
+            router=front, pods_of=pods_of,
         )  # fmt: skip
         outcome.more = any(steps.create.values()) or bool(steps.delete) or steps.serving != serving
     # what the canary watch heard last (reconciler.watch_canaries): no sync waits for a pod
@@ -318,13 +326,16 @@ def _router(name: str, observed: Sequence[dict[str, Any]]) -> dict[str, Any] | N
 
 
 def pod_actions(
-    dd: DisaggregatedDeployment, uid: str, steps: Plan, settings: Settings = DEFAULT
+    dd: DisaggregatedDeployment,
+    uid: str,
+    steps: Plan,
+    settings: Settings = DEFAULT,
+    pods_of: PodRenderer | None = None,
 ) -> list[Action]:
-    """The rollout plan's pod writes: creates in role order, then deletes."""
+    """The rollout plan's pod writes: creates in role order, then deletes; ``pods_of``: the
+    sync's pod renderer (its pods rendered once)."""
     namespace = dd.metadata.namespace
-
-    def pod(role: str, i: int) -> dict[str, Any]:
-        return role_pod(dd, uid=uid, role=role, index=i, kv=steps.target, settings=settings)
+    pod = pods_of or renderer(dd, uid, steps.target, settings)
 
     actions = [
         Action("create", "Pod", body["metadata"]["name"], namespace, "v1", body)

@@ -10,7 +10,7 @@ ones) and asks :func:`.rollout.plan` for this sync's pod writes.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from disagg_operator.api import (
@@ -28,6 +28,20 @@ from disagg_operator.render.kvkey import kv_revision
 from disagg_operator.render.objects import role_pod
 
 ROUTING_KINDS = ("Service", "InferencePool")
+PodRenderer = Callable[[str, int], dict[str, Any]]
+
+
+def renderer(
+    dd: DisaggregatedDeployment, uid: str, kv: str, settings: Settings = DEFAULT
+) -> PodRenderer:
+    """``(role, index) → the pod render gives it now``, each rendered once: a sync asks
+    for the same pods to tell current ones from old, and again for those it creates."""
+
+    @functools.cache
+    def pod(role: str, index: int) -> dict[str, Any]:
+        return role_pod(dd, uid=uid, role=role, index=index, kv=kv, settings=settings)
+
+    return pod
 
 
 def routed_revision(name: str, observed: Sequence[Mapping[str, Any]]) -> str | None:
@@ -58,16 +72,17 @@ def decide(
     settings: Settings = DEFAULT,
     target: str | None = None,
     router: Mapping[str, Any] | None = None,
+    pods_of: PodRenderer | None = None,
 ) -> planner.Plan:
     """This sync's rollout plan for a validated deployment and its observed pods;
     ``target``: the spec's KV revision when the caller has it; ``router``: the observed
-    router Deployment (None: not there)."""
+    router Deployment (None: not there); ``pods_of``: the sync's :func:`renderer` (one
+    render of a pod per sync, whoever asks)."""
     kv = target or kv_revision(dd.spec, settings)
+    render = pods_of or renderer(dd, uid, kv, settings)
 
-    @functools.cache
     def rendered(role: str, index: int) -> Mapping[str, Any]:
-        pod = role_pod(dd, uid=uid, role=role, index=index, kv=kv, settings=settings)
-        meta: Mapping[str, Any] = pod["metadata"]
+        meta: Mapping[str, Any] = render(role, index)["metadata"]
         return meta
 
     budgets: dict[str, planner.Budget] = {

@@ -33,7 +33,6 @@ any index (a rollout may use indices beyond ``replicas``).
 from __future__ import annotations
 
 import base64
-import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -201,7 +200,21 @@ def render_model(
         meta = _meta(dd, uid, epp.name_of(name))
         data = epp.data(spec, settings)
         objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
-    return copy.deepcopy(objects)  # no shared sub-dicts: callers may mutate freely
+    copied: list[dict[str, Any]] = fresh(objects)  # no shared sub-dicts: callers may mutate
+    return copied
+
+
+def fresh(value: Any) -> Any:
+    """A copy of JSON-shaped ``value`` (dicts, lists, scalars) sharing no dict or list
+    with it: what ``copy.deepcopy`` gives for such values, several times faster (no memo,
+    no dispatch), which a sync pays on every pass."""
+    if isinstance(value, dict):
+        return {k: fresh(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fresh(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(fresh(v) for v in value)
+    return value
 
 
 def _secret(meta: dict[str, Any], hmac_key: str) -> dict[str, Any]:

@@ -782,3 +782,21 @@ def test_weights_memory_comes_out_of_a_cpu_pools_kv_space_not_its_kv_revision() 
     assert env_of(_engine(plain))["VLLM_CPU_KVCACHE_SPACE"] == "45"
     label = "disagg.dev/kv-revision"
     assert decode_pod["metadata"]["labels"][label] == plain["metadata"]["labels"][label]
+
+
+def test_rendered_objects_share_no_dict_or_list() -> None:
+    """Callers patch what render gives (keys.without_secrets, the plan): no two objects,
+    and no two places in one, may hold the same dict or list."""
+    objects = render(body(router={"enabled": True}, monitoring={"enabled": True}), hmac_key=KEY)
+    seen: dict[int, str] = {}
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, (dict, list)):
+            assert id(value) not in seen, f"{where} is the same object as {seen[id(value)]}"
+            seen[id(value)] = where
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                walk(item, f"{where}.{key}")
+
+    for obj in objects:
+        walk(obj, f"{obj['kind']}/{obj['metadata']['name']}")
