@@ -10,8 +10,9 @@ Each :meth:`Kubelet.tick`:
 - each container's probes run when due (:mod:`.probes`: HTTP GET, TCP, exec, each within
   its timeout, in the background); readiness changes are written to the pod's status
   (``Ready`` and ``ContainersReady``, ``containerStatuses[].ready``); a failed liveness or
-  startup probe, or a process that exited, restarts that container (``restartCount``, a
-  back-off doubling from 1 s to 30 s, ``CrashLoopBackOff`` while it waits);
+  startup probe, or a process that exited, restarts that container (``restartCount``,
+  ``CrashLoopBackOff`` while it waits ``disagg up``'s back-off:
+  :mod:`disagg_operator.local.backoff`);
 - a pod being deleted turns unready at once (its endpoints say terminating), runs each
   container's preStop, then SIGTERM, SIGKILL at the end of its grace period, and then its
   finalizer goes (the API server removes it).
@@ -39,6 +40,7 @@ import aiohttp
 from disagg_operator.api import API_VERSION, HMAC_KEY, LABEL_DEPLOYMENT, PLURAL
 from disagg_operator.engines.base import Engine
 from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_operator.local.backoff import BackOff, next_restart
 from disagg_operator.local.kubelet import containers, probes
 from disagg_operator.local.kubelet.api import Api
 from disagg_worker.serve.localrun import Child, spawn, start_child, stop_children
@@ -46,7 +48,7 @@ from disagg_worker.serve.localrun import Child, spawn, start_child, stop_childre
 log = logging.getLogger("disagg.kubelet")
 FINALIZER = "disagg.dev/local-kubelet"
 NET = "127.0.1."
-BACKOFF_S = (1.0, 30.0)  # a crashed container's restart delay: first, most
+BACKOFF = BackOff()  # a kubelet's CrashLoopBackOff: 1 s doubling to 30 s, reset after 60 s served
 
 
 def now_rfc3339() -> str:
@@ -63,6 +65,8 @@ class Box:
     restarts: int = 0
     waiting: str = ""  # a reason while it waits to restart
     restart_at: float = 0.0
+    attempt: int = 0  # restarts in a row (the back-off's)
+    ready_at: float | None = None  # when it last turned ready since its start
     inflight: set[str] = field(default_factory=set)  # probes being run
 
 
@@ -297,9 +301,13 @@ class Kubelet:
                 if exited is None:
                     stop_children([box.child], 1.0, signal.SIGKILL)
                     log.info("pod %s: %s: %s, restarting", pod.run.name, box.process.container, why)
-                delay = min(BACKOFF_S[1], BACKOFF_S[0] * 2 ** min(box.restarts, 8))
-                box.waiting, box.restart_at = "CrashLoopBackOff", now + delay
-                box.probes = probes.Container()
+                restart = next_restart(BACKOFF, box.attempt, box.ready_at, now)
+                box.waiting, box.restart_at, box.attempt = (
+                    "CrashLoopBackOff",
+                    restart.at,
+                    restart.attempt,
+                )
+                box.probes, box.ready_at = probes.Container(), None
                 continue
             if now >= box.restart_at:
                 spawn(box.child)
@@ -311,6 +319,8 @@ class Kubelet:
         for box in pod.boxes.values():
             if box.waiting:
                 continue
+            if box.ready_at is None and box.probes.ready:
+                box.ready_at = now
             for probe in box.probes.due(now):
                 kind = probe.rule.kind
                 if kind in box.inflight:
