@@ -19,6 +19,10 @@ BENCHES = {
     "pods": ("disagg_operator.bench.pods", "the quickstart as processes vs podman pods"),
     "vllm-memory": ("disagg_operator.bench.vllm_memory", "a vLLM CPU engine's runtime memory"),
     "autoscale": ("disagg_operator.bench.autoscale.run", "SLO-driven P:D scaling on a fleet model"),
+    "profile": (
+        "disagg_operator.bench.autoscale.profile",
+        "a pool's TTFT and ITL curves, measured",
+    ),
 }
 
 

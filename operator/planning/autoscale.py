@@ -78,11 +78,14 @@ class Curve:
 @dataclass(frozen=True)
 class Profile:
     """One pod of a pool, measured: its latency curve, KV capacity (decode, sequences;
-    None: unbounded by KV) and start-up seconds (created → serving)."""
+    None: unbounded by KV), start-up seconds (created → serving) and, for decode, the
+    most output tokens/s it gave (an engine without continuous batching keeps its ITL
+    flat and queues: its limit shows there, not in the curve)."""
 
     curve: Curve
     start_s: float
     capacity: float | None = None
+    max_tokens_per_s: float | None = None  # decode: the most output it gave (measured)
 
     def per_pod(self, target: float, headroom: float, tokens: bool) -> float:
         """One pod's share at ``target``, times ``headroom``: the load (prefill: prompt
@@ -92,7 +95,10 @@ class Profile:
         if self.capacity is not None:
             load = min(load, self.capacity)
         if tokens:
-            return headroom * load / self.curve.latency_at(load) if load > 0 else 0.0
+            given = load / self.curve.latency_at(load) if load > 0 else 0.0
+            if self.max_tokens_per_s is not None:
+                given = min(given, self.max_tokens_per_s)
+            return headroom * given
         return headroom * load
 
 

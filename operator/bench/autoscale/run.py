@@ -181,6 +181,7 @@ def load_profiles(path: str) -> dict[str, Profile]:
             Curve(tuple((float(a), float(b)) for a, b in data[r]["curve"])),
             float(data[r]["start_s"]),
             data[r].get("capacity"),
+            data[r].get("max_tokens_per_s"),
         )
         for r in ROLES
     }

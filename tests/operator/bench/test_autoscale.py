@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +100,31 @@ def test_a_small_run_reports_each_figure_per_trace_and_policy(
     assert results["static"]["pod_hours"] == pytest.approx(
         sum(static.values()) * 300 / 3600, abs=0.01
     )
+
+
+def test_a_measured_profile_is_what_the_autoscale_bench_replays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`disagg bench profile` small: real reference workers behind the proxy, one prefill
+    point (the stop latency is below any TTFT) and decode at 1 and 2 streams."""
+    from disagg_operator.bench.autoscale import profile
+
+    out = tmp_path / "profile.json"
+    argv = ["--json", "--out", str(out), "--seconds", "2", "--first-rate", "2"]
+    argv += ["--ttft-stop-s", "0.0001", "--max-clients", "2", "--prompt-tokens", "64"]
+    assert profile.main(argv) == 0
+    figures = json.loads(capsys.readouterr().out)
+    (point,) = figures["prefill"]["points"]
+    assert point["failed"] == 0 and point["ttft_p90_s"] > 0
+    assert point["load"] == pytest.approx(2 * 64, rel=0.6)  # Poisson arrivals at 2/s, 64 tokens
+    assert [p["load"] for p in figures["decode"]["points"]] == [1, 2]
+    assert all(
+        p["requests"] > 0 and p["output_tokens_per_s"] > 0 for p in figures["decode"]["points"]
+    )
+    loaded = run.load_profiles(str(out))
+    assert loaded["prefill"].curve.points == ((point["load"], point["ttft_p90_s"]),)
+    assert loaded["decode"].capacity == figures["decode"]["capacity"] > 0
+    assert loaded["decode"].max_tokens_per_s == max(
+        p["output_tokens_per_s"] for p in figures["decode"]["points"]
+    )
+    assert 0 < loaded["prefill"].start_s < 120

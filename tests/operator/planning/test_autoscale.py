@@ -100,3 +100,11 @@ def test_bounds_decide_last_and_say_so() -> None:
                   max_cost=20)  # fmt: skip
     got = plan(history, PROFILES, TARGETS, cost, {"prefill": 1, "decode": 1}, Memory(), 60, EXACT)
     assert 4 * got.replicas["prefill"] + got.replicas["decode"] <= 20
+
+
+def test_a_decode_pods_share_is_at_most_what_it_gave() -> None:
+    """An engine without continuous batching keeps its ITL flat and queues: its measured
+    output tokens/s bound its share, whatever the curve says."""
+    flat = Profile(Curve(((1, 0.005), (32, 0.005))), 2.0, capacity=100, max_tokens_per_s=300)
+    assert flat.per_pod(0.05, 1.0, tokens=True) == 300
+    assert flat.per_pod(0.05, 0.9, tokens=True) == pytest.approx(270)
