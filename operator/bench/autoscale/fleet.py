@@ -7,8 +7,9 @@ serving pod carries. Per step of ``dt`` seconds:
 
 - **prefill**: the step's prompt tokens join a backlog the serving pods clear at their
   saturation rate (the curve's last load); a request's TTFT is the time to clear the
-  backlog ahead of it, plus the curve's TTFT at the load per pod, plus any wait for a
-  decode slot;
+  backlog ahead of it, plus the curve's TTFT at the load per pod over the last
+  ``SUSTAINED_S`` (the curve is the percentile at a sustained load: Poisson's second-to-
+  second swings are already in it), plus any wait for a decode slot;
 - **decode**: requests whose prompt was computed start decoding while the serving pods'
   KV capacity has room (else they wait: that wait is in their TTFT); each cohort of
   sequences decodes for its output lengths (the trace's lognormal, in four quantile
@@ -30,6 +31,7 @@ from statistics import NormalDist
 from disagg_operator.bench.autoscale.traces import Lengths
 from disagg_operator.planning.autoscale import ROLES, Profile, Targets
 
+SUSTAINED_S = 10.0  # the window a profile's sustained load stands for
 BUCKETS = tuple(NormalDist().inv_cdf((i + 0.5) / 4) for i in range(4))  # output quantiles
 
 
@@ -92,6 +94,7 @@ class Fleet:
         self.timeout_s, self.dt = timeout_s, dt
         self.pods = {r: Pods(profiles[r].start_s) for r in ROLES}
         self.backlog = 0.0  # prompt tokens not yet computed
+        self.sustained = 0.0  # prompt tokens/s over the last SUSTAINED_S (moving average)
         self.waiting = 0.0  # requests computed, waiting for a decode slot
         self.cohorts: list[tuple[float, float]] = []  # (sequences, decoding until)
         self.pod_seconds = 0.0
@@ -110,9 +113,13 @@ class Fleet:
         self.pod_seconds += sum(p.count for p in self.pods.values()) * dt
         # prefill: the backlog cleared at the serving pods' saturation rate
         offered = arrived * lengths.prompt_mean
+        # the curve is the TTFT percentile at a *sustained* load (the short-term swings of
+        # Poisson arrivals are inside it): read it at the load of the last seconds
+        weight = 1 - math.exp(-dt / SUSTAINED_S)
+        self.sustained += weight * (offered / dt - self.sustained)
         rate = serving["prefill"] * prefill.curve.points[-1][0]
         ahead = (self.backlog / rate) if rate else math.inf
-        load = min(offered / dt, rate) / serving["prefill"] if serving["prefill"] else math.inf
+        load = min(self.sustained, rate) / serving["prefill"] if serving["prefill"] else math.inf
         in_pod = prefill.curve.latency_at(load) if math.isfinite(load) else math.inf
         # decode: sequences ending now leave, waiting ones start while slots are free
         self.cohorts = [(n, end) for n, end in self.cohorts if end > now]

@@ -16,7 +16,8 @@ history and the current counts:
   backlog over what its pods clear) or decode's KV usage passes 0.8, to bring it to 0.8
   (at most HPA's default step), down when below 0.5 for 300 s;
 - :class:`Planner`: :func:`disagg_operator.planning.autoscale.plan` on the demand the
-  fleet shows (prompt tokens/s, sequences decoding or waiting) and the pools' profiles.
+  fleet shows (prompt tokens/s, output tokens/s) and the pools' profiles, every 5 s over
+  a 10 s mean.
 """
 
 from __future__ import annotations
@@ -119,8 +120,8 @@ class Planner:
     profiles: dict[str, autoscale.Profile]
     targets: autoscale.Targets
     limits: autoscale.Limits
-    settings: autoscale.Settings = field(default_factory=autoscale.Settings)
-    period_s: float = 15.0
+    settings: autoscale.Settings = field(default_factory=lambda: autoscale.Settings(smooth_s=10.0))
+    period_s: float = 5.0  # Dynamo's planner runs its load mode every 5 s too
     name: str = "planner"
     memory: autoscale.Memory = field(default_factory=autoscale.Memory)
 
