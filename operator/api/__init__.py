@@ -1,12 +1,12 @@
 """DisaggregatedDeployment API: the pydantic models the CRD is generated from.
 
 Pure layer, one package: ``base`` (names, ports, the base model, wire types), ``rules``
-(the CEL rules), ``roles`` (the pools), ``spec`` (the rest of the spec and the resource),
-``status`` (the status shape); this module re-exports them. Python fields are snake_case,
-the wire (and the CRD) camelCase through an alias generator; both spellings are accepted
-(``populate_by_name``). Unknown fields are refused, so a typo in a manifest is an error,
-not a silently ignored setting (the API server prunes them anyway; ``disagg render`` runs
-without one).
+(the CEL rules), ``autoscaling`` (spec.autoscaling), ``roles`` (the pools), ``spec`` (the
+rest of the spec and the resource), ``status`` (the status shape); this module re-exports
+them. Python fields are snake_case, the wire (and the CRD) camelCase through an alias
+generator; both spellings are accepted (``populate_by_name``). Unknown fields are refused,
+so a typo in a manifest is an error, not a silently ignored setting (the API server prunes
+them anyway; ``disagg render`` runs without one).
 
 Public names: GROUP, VERSION, KIND, PLURAL, SINGULAR, SHORT_NAMES, API_VERSION, ROLES,
 :class:`DisaggregatedDeployment`, :class:`DeploymentSpec`, :class:`RoleSpec` (shared by
@@ -21,6 +21,8 @@ Cross-field rules that CEL can express are attached as ``x-kubernetes-validation
 API server.
 """
 
+from disagg_operator.api.autoscaling import Autoscaling, Budget, ProfileRef, Ratio, RoleBounds
+from disagg_operator.api.autoscaling import Targets as SloTargets
 from disagg_operator.api.base import (
     API_VERSION,
     CANARY_PORT,
@@ -62,6 +64,13 @@ from disagg_operator.api.roles import (
     Toleration,
 )
 from disagg_operator.api.rules import (
+    AUTOSCALING_BOUNDS_RULE,
+    AUTOSCALING_BUDGET_RULE,
+    AUTOSCALING_COST_RULE,
+    AUTOSCALING_MONITORING_RULE,
+    AUTOSCALING_PER_DECODE_RULE,
+    AUTOSCALING_RATIO_RULE,
+    AUTOSCALING_SCALE_RULE,
     BACKENDS_UNIQUE_RULE,
     CEL_RULES,
     ENV_VALUE_RULE,
@@ -98,6 +107,13 @@ from disagg_operator.api.status import Condition, DeploymentStatus, RoleStatus
 
 __all__ = [
     "API_VERSION",
+    "AUTOSCALING_BOUNDS_RULE",
+    "AUTOSCALING_BUDGET_RULE",
+    "AUTOSCALING_COST_RULE",
+    "AUTOSCALING_MONITORING_RULE",
+    "AUTOSCALING_PER_DECODE_RULE",
+    "AUTOSCALING_RATIO_RULE",
+    "AUTOSCALING_SCALE_RULE",
     "BACKENDS_UNIQUE_RULE",
     "CANARY_PORT",
     "CEL_RULES",
@@ -133,6 +149,8 @@ __all__ = [
     "TP_DIVIDES_RULE",
     "UCX_REACH_RULE",
     "VERSION",
+    "Autoscaling",
+    "Budget",
     "Condition",
     "DecodeSpec",
     "DeploymentSpec",
@@ -153,9 +171,12 @@ __all__ = [
     "ObjectMeta",
     "PerDecode",
     "PrefillSpec",
+    "ProfileRef",
     "Quantity",
+    "Ratio",
     "Resources",
     "Role",
+    "RoleBounds",
     "RoleSpec",
     "RoleStatus",
     "RolloutStrategy",
@@ -163,6 +184,7 @@ __all__ = [
     "RoutingSidecar",
     "ScaledRoleSpec",
     "SecretKey",
+    "SloTargets",
     "Toleration",
     "TransferCanary",
 ]

@@ -60,6 +60,45 @@ PER_DECODE_BOUNDS_RULE = (
     "!has(self.max) || self.min <= self.max",
     "spec.prefill.perDecode.min exceeds spec.prefill.perDecode.max; lower min or raise max",
 )
+# Autoscaling (operator/api/autoscaling.py).
+AUTOSCALING_BOUNDS_RULE = (
+    "self.min <= self.max",
+    "spec.autoscaling.<role>.min exceeds its max; lower min or raise max",
+)
+AUTOSCALING_RATIO_RULE = (
+    "!has(self.max) || self.max >= self.min",
+    "spec.autoscaling.prefillPerDecode.min exceeds its max; lower min or raise max",
+)
+AUTOSCALING_BUDGET_RULE = (
+    "has(self.pods) || has(self.cost)",
+    "spec.autoscaling.budget sets neither pods nor cost; set one (or remove the budget)",
+)
+AUTOSCALING_COST_RULE = (
+    "!has(self.budget) || !has(self.budget.cost) || "
+    "(has(self.prefill.cost) && has(self.decode.cost))",
+    "spec.autoscaling.budget.cost needs a cost per pod for both roles; set "
+    "spec.autoscaling.prefill.cost and spec.autoscaling.decode.cost",
+)
+AUTOSCALING_PER_DECODE_RULE = (
+    "!has(self.autoscaling) || !has(self.prefill.perDecode)",
+    "spec.autoscaling plans prefill's count; remove spec.prefill.perDecode "
+    "(spec.autoscaling.prefillPerDecode bounds the ratio)",
+)
+AUTOSCALING_MONITORING_RULE = (
+    "!has(self.autoscaling) || (has(self.monitoring) && self.monitoring.enabled)",
+    "spec.autoscaling reads the series the PodMonitors of spec.monitoring label; set "
+    "spec.monitoring.enabled: true",
+)
+# A transition rule: an API server runs it on updates only, the scale subresource's too,
+# so kubectl scale and an HPA on the deployment are refused while the planner owns the
+# counts. A spec that turns autoscaling on may change the count in the same update.
+AUTOSCALING_SCALE_RULE = (
+    "!has(self.autoscaling) || !has(oldSelf.autoscaling) || "
+    "self.decode.replicas == oldSelf.decode.replicas",
+    "spec.decode.replicas: spec.autoscaling plans the pod counts "
+    "(status.<role>.plannedReplicas), so kubectl scale, an HPA or KEDA cannot set them; "
+    "change spec.autoscaling.decode.min/max, or remove spec.autoscaling to scale by hand",
+)
 CEL_RULES = (
     TP_DIVIDES_RULE,
     BACKENDS_UNIQUE_RULE,
@@ -71,4 +110,11 @@ CEL_RULES = (
     PREFILL_COUNT_RULE,
     PER_DECODE_BOUNDS_RULE,
     ENV_VALUE_RULE,
+    AUTOSCALING_BOUNDS_RULE,
+    AUTOSCALING_RATIO_RULE,
+    AUTOSCALING_BUDGET_RULE,
+    AUTOSCALING_COST_RULE,
+    AUTOSCALING_PER_DECODE_RULE,
+    AUTOSCALING_MONITORING_RULE,
+    AUTOSCALING_SCALE_RULE,
 )

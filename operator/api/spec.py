@@ -10,11 +10,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
+from disagg_operator.api.autoscaling import Autoscaling
 from disagg_operator.api.base import _EMPTY, FreeForm, Quantity, _Model, _rules
 from disagg_operator.api.corev1 import shape
 from disagg_operator.api.rdma import Rdma
 from disagg_operator.api.roles import DecodeSpec, PrefillSpec
 from disagg_operator.api.rules import (
+    AUTOSCALING_MONITORING_RULE,
+    AUTOSCALING_PER_DECODE_RULE,
+    AUTOSCALING_SCALE_RULE,
     BACKENDS_UNIQUE_RULE,
     LEASE_RULE,
     ROUTING_QUEUE_RULE,
@@ -388,6 +392,9 @@ class DeploymentSpec(_Model):
     model_config = ConfigDict(
         json_schema_extra=_rules(
             TP_DIVIDES_RULE,
+            AUTOSCALING_PER_DECODE_RULE,
+            AUTOSCALING_MONITORING_RULE,
+            AUTOSCALING_SCALE_RULE,
         )
     )
 
@@ -443,6 +450,13 @@ class DeploymentSpec(_Model):
         default=None,
         description="Prometheus Operator PodMonitors and a PrometheusRule for the pods "
         "(absent: none, and nothing is looked up)",
+    )
+    autoscaling: Autoscaling | None = Field(
+        default=None,
+        description="SLO-driven P:D scaling (docs/autoscaling.md): the planner sets both "
+        "pod counts from TTFT and ITL targets and the pools' measured profile, in "
+        "status.<role>.plannedReplicas; the spec's replicas are then ignored and the scale "
+        "subresource refused",
     )
     paused: bool = Field(
         default=False,

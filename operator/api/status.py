@@ -27,6 +27,28 @@ class RoleStatus(_Model):
     update_revision: str | None = Field(
         default=None, description="pod template the spec wants (equal to current when done)"
     )
+    planned_replicas: int | None = Field(
+        default=None,
+        description="with spec.autoscaling: the pods the planner asks for (what desired "
+        "follows; the spec's replicas are ignored)",
+    )
+
+
+class AutoscalingStatus(_Model):
+    """The planner's last pass (spec.autoscaling)."""
+
+    reason: str = Field(
+        description="ScaleUp, ScaleDown, Steady, AtMaximum, RatioBound, BudgetLimited, or "
+        "why no plan was made: NoPrometheus, NoProfile, NoMetrics"
+    )
+    message: str = Field(description="the demand, each role's need and the bound that decided")
+    last_plan_time: str | None = Field(default=None, description="when it planned (RFC 3339)")
+    prompt_tokens_per_second: float | None = Field(
+        default=None, description="prefill's demand as read (the last period's mean)"
+    )
+    output_tokens_per_second: float | None = Field(
+        default=None, description="decode's demand as read (the last period's mean)"
+    )
 
 
 class Condition(_Model):
@@ -57,6 +79,9 @@ class DeploymentStatus(_Model):
     )
     routed_kv_revision: str | None = Field(
         default=None, description="the KV revision the Services and InferencePool select"
+    )
+    autoscaling: AutoscalingStatus | None = Field(
+        default=None, description="the planner's last pass (spec.autoscaling)"
     )
     conditions: list[Condition] | None = Field(
         default=None,

@@ -231,11 +231,19 @@ async def _write(api: Client, action: Action, record: Recorder | None) -> Any:
 
 
 def status_patch(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
-    """Merge patch from ``old`` status to ``new`` status; {} when they are equal."""
+    """Merge patch from ``old`` status to ``new`` status; {} when they are equal. A key
+    gone from a nested object is removed too (a merge patch merges objects)."""
     old = old or {}
     if old == new:
         return {}
-    return {**{k: None for k in old if k not in new}, **new}
+    out: dict[str, Any] = {k: None for k in old if k not in new}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            out[key] = {**{k: None for k in before if k not in value}, **value}
+        else:
+            out[key] = value
+    return out
 
 
 async def sync(

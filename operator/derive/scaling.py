@@ -9,6 +9,10 @@ lengths, accelerator checks) all read :func:`effective_replicas`, never a role's
             = clamp(ceil(decode * ratio), min, max)     with spec.prefill.perDecode
             = 1                                         when neither is set
 
+With ``spec.autoscaling`` the planner owns both counts: :func:`with_planned` puts its
+``status.<role>.plannedReplicas`` into the spec the sync renders from, and before its
+first plan each role keeps the count above, clamped into its autoscaling min and max.
+
 ``ceil`` runs on the decimal value of ``ratio`` (``Fraction(str(ratio))``), so 10 * 0.3 is
 3, not the 4 that binary floating point would round up to.
 
@@ -27,8 +31,9 @@ scales decode: a prefill budget would be sized by decode's replicas.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from fractions import Fraction
+from typing import Any
 
 from disagg_operator.api import DeploymentSpec, PerDecode
 from disagg_operator.api.problems import Problem
@@ -44,6 +49,34 @@ def follow(decode: int, per: PerDecode) -> int:
 
 def effective_replicas(spec: DeploymentSpec, role: str) -> int:
     """The number of pods ``role`` runs under ``spec`` (see the module docstring)."""
+    wanted = _spec_replicas(spec, role)
+    if spec.autoscaling is None:
+        return wanted
+    bounds = spec.autoscaling.prefill if role == "prefill" else spec.autoscaling.decode
+    return min(max(wanted, bounds.min_replicas), bounds.max_replicas)
+
+
+def planned(status: Mapping[str, Any] | None) -> dict[str, int]:
+    """The planner's counts in ``status`` (``status.<role>.plannedReplicas``), by role."""
+    out: dict[str, int] = {}
+    for role in ("prefill", "decode"):
+        value = ((status or {}).get(role) or {}).get("plannedReplicas")
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            out[role] = value
+    return out
+
+
+def with_planned(spec: DeploymentSpec, status: Mapping[str, Any] | None) -> DeploymentSpec:
+    """``spec`` with each role's replicas set to the planner's count in ``status``, while
+    ``spec.autoscaling`` is on (``spec`` itself otherwise, or before a first plan)."""
+    counts = planned(status) if spec.autoscaling is not None else {}
+    if not counts:
+        return spec
+    update = {r: spec.role(r).model_copy(update={"replicas": n}) for r, n in counts.items()}
+    return spec.model_copy(update=update)
+
+
+def _spec_replicas(spec: DeploymentSpec, role: str) -> int:
     if role == "decode":
         return spec.decode.replicas
     prefill = spec.prefill
@@ -73,8 +106,9 @@ def min_available(spec: DeploymentSpec, role: str) -> int:
 
 
 def problems(spec: DeploymentSpec) -> Iterator[Problem]:
-    """The prefill count's conflicts (the CEL rules PREFILL_COUNT_RULE and
-    PER_DECODE_BOUNDS_RULE, with the same wording)."""
+    """The prefill count's conflicts (the CEL rules PREFILL_COUNT_RULE,
+    PER_DECODE_BOUNDS_RULE and the autoscaling ones, with the same wording)."""
+    yield from _autoscaling_problems(spec)
     prefill, per = spec.prefill, spec.prefill.per_decode
     if per is None:
         return
@@ -89,3 +123,47 @@ def problems(spec: DeploymentSpec) -> Iterator[Problem]:
             "spec.prefill.perDecode.min",
             f"{per.min_replicas} exceeds perDecode.max {per.max_replicas}; lower min or raise max",
         )
+
+
+def _autoscaling_problems(spec: DeploymentSpec) -> Iterator[Problem]:
+    auto = spec.autoscaling
+    if auto is None:
+        return
+    if spec.prefill.per_decode is not None:
+        yield Problem(
+            "spec.prefill.perDecode",
+            "spec.autoscaling plans prefill's count; remove spec.prefill.perDecode "
+            "(spec.autoscaling.prefillPerDecode bounds the ratio)",
+        )
+    if spec.monitoring is None or not spec.monitoring.enabled:
+        yield Problem(
+            "spec.monitoring",
+            "spec.autoscaling reads the series the PodMonitors of spec.monitoring label; set "
+            "spec.monitoring.enabled: true",
+        )
+    for role in ("prefill", "decode"):
+        b = auto.prefill if role == "prefill" else auto.decode
+        if b.min_replicas > b.max_replicas:
+            yield Problem(
+                f"spec.autoscaling.{role}.min",
+                f"{b.min_replicas} exceeds its max {b.max_replicas}; lower min or raise max",
+            )
+    ratio = auto.prefill_per_decode
+    if ratio.max_ratio is not None and ratio.min_ratio > ratio.max_ratio:
+        yield Problem(
+            "spec.autoscaling.prefillPerDecode.min",
+            f"{ratio.min_ratio:g} exceeds its max {ratio.max_ratio:g}; lower min or raise max",
+        )
+    budget = auto.budget
+    if budget is not None and budget.pods is None and budget.cost is None:
+        yield Problem(
+            "spec.autoscaling.budget", "sets neither pods nor cost; set one (or remove the budget)"
+        )
+    if budget is not None and budget.cost is not None:
+        for role in ("prefill", "decode"):
+            if (auto.prefill if role == "prefill" else auto.decode).cost is None:
+                yield Problem(
+                    f"spec.autoscaling.{role}.cost",
+                    "budget.cost needs a cost per pod for both roles; set "
+                    f"spec.autoscaling.{role}.cost",
+                )

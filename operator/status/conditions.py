@@ -194,12 +194,29 @@ def compute(
         revisions = {k: previous[k] for k in ("kvRevision", "routedKvRevision") if k in previous}
     return {
         "observedGeneration": generation,
-        **roles,
+        **_planned(spec, roles, previous),
         **revisions,
         "conditions": conditions,
         "phase": _phase(conditions),
         **scale(name, live),
     }
+
+
+def _planned(
+    spec: DeploymentSpec | None, roles: dict[str, Any], previous: dict[str, Any]
+) -> dict[str, Any]:
+    """The roles' counts with what the planner wrote (``plannedReplicas``, and
+    ``autoscaling``: its last pass) kept while ``spec.autoscaling`` is on; an invalid spec
+    keeps them too (the last valid one planned them)."""
+    if spec is not None and spec.autoscaling is None:
+        return roles
+    out: dict[str, Any] = {}
+    for role, counts in roles.items():
+        planned = (previous.get(role) or {}).get("plannedReplicas")
+        out[role] = counts if planned is None else {**counts, "plannedReplicas": planned}
+    if "autoscaling" in previous:
+        out["autoscaling"] = previous["autoscaling"]
+    return out
 
 
 def scale(name: str, live: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from disagg_operator.contracts import llmd
 from disagg_operator.derive import model as model_source
 from disagg_operator.derive import transfer
 from disagg_operator.derive.resources import parse_quantity
-from disagg_operator.derive.scaling import effective_replicas, resolve
+from disagg_operator.derive.scaling import effective_replicas, resolve, with_planned
 from disagg_operator.derive.scaling import problems as scaling_problems
 from disagg_operator.engines.base import Engine
 from disagg_operator.engines.settings import DEFAULT, Settings
@@ -51,11 +51,14 @@ DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 def parse(
     body: dict[str, Any], settings: Settings = DEFAULT
 ) -> tuple[DisaggregatedDeployment | None, list[Problem]]:
-    """Body dict → (model, problems). Model is None when the schema itself fails."""
+    """Body dict → (model, problems). Model is None when the schema itself fails. With
+    ``spec.autoscaling`` the model's replicas are the planner's (``status.<role>.
+    plannedReplicas``): what the operator renders and checks."""
     try:
         dd = DisaggregatedDeployment.model_validate(body)
     except ValidationError as e:
         return None, _schema_problems(e)
+    dd = dd.model_copy(update={"spec": with_planned(dd.spec, body.get("status"))})
     return dd, check(dd, settings)
 
 

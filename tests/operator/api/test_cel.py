@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,8 +46,19 @@ def _defaulted(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "spec": spec.model_dump(by_alias=True, exclude_none=True, mode="json")}
 
 
-def _holds(rule: str, path: tuple[str, ...], obj: dict[str, Any]) -> bool:
-    """Whether ``rule`` holds; a rule on an absent object does not run (as in admission)."""
+def _at(path: tuple[str, ...], obj: Any) -> Any:
+    for key in path:
+        if not isinstance(obj, dict) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def _holds(
+    rule: str, path: tuple[str, ...], obj: dict[str, Any], old: dict[str, Any] | None = None
+) -> bool:
+    """Whether ``rule`` holds; a rule on an absent object does not run (as in admission),
+    nor does a transition rule (one that reads ``oldSelf``) on a create (``old`` None)."""
     target: Any = obj
     for n, key in enumerate(path):
         if key == "[]":
@@ -54,14 +66,21 @@ def _holds(rule: str, path: tuple[str, ...], obj: dict[str, Any]) -> bool:
         if not isinstance(target, dict) or key not in target:
             return True
         target = target[key]
+    bound = {"self": celpy.json_to_cel(target)}
+    if "oldSelf" in rule:
+        before = None if old is None else _at(path, old)
+        if before is None:
+            return True
+        bound["oldSelf"] = celpy.json_to_cel(before)
     env = celpy.Environment()
     program = env.program(env.compile(rule))
-    return bool(program.evaluate({"self": celpy.json_to_cel(target)}))
+    return bool(program.evaluate(bound))
 
 
-def _failing(obj: dict[str, Any]) -> set[str]:
+def _failing(obj: dict[str, Any], old: dict[str, Any] | None = None) -> set[str]:
     data = _defaulted(obj)
-    return {rule for path, rule in RULES if not _holds(rule, path, data)}
+    before = None if old is None else _defaulted(old)
+    return {rule for path, rule in RULES if not _holds(rule, path, data, before)}
 
 
 def test_the_crd_carries_every_model_rule() -> None:
@@ -73,6 +92,19 @@ def test_the_crd_carries_every_model_rule() -> None:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_examples_satisfy_every_rule(path: Any) -> None:
     assert _failing(example(path)) == set()
+
+
+AUTO: dict[str, Any] = {
+    "targets": {"ttftMilliseconds": 1000, "itlMilliseconds": 50},
+    "profile": {"configMap": "pools"},
+    "prefill": {"max": 4},
+    "decode": {"max": 8},
+}
+MONITORED = {"enabled": True}
+
+
+def _auto(**change: Any) -> dict[str, Any]:
+    return body(autoscaling={**AUTO, **change}, monitoring=MONITORED)
 
 
 GOOD = [
@@ -98,12 +130,30 @@ GOOD = [
     body(prefill={"device": "cpu", "perDecode": {"ratio": 0.5}}),
     body(prefill={"device": "cpu", "perDecode": {"ratio": 0.5, "min": 2, "max": 2}}),
     body(decode=role(disruptionBudget={"maxUnavailable": "25%"}, topologySpreadConstraints=[])),
+    body(autoscaling=AUTO, monitoring={"enabled": True}),
+    body(
+        autoscaling={
+            **AUTO,
+            "prefill": {"min": 1, "max": 4, "cost": 4},
+            "decode": {"min": 2, "max": 2, "cost": 1},
+            "prefillPerDecode": {"min": 0.5, "max": 2},
+            "budget": {"cost": 12},
+        },
+        monitoring={"enabled": True},
+    ),
 ]
 
 
 @pytest.mark.parametrize("obj", GOOD)
 def test_good_objects_pass(obj: dict[str, Any]) -> None:
     assert _failing(obj) == set()
+
+
+def _scaled(obj: dict[str, Any], decode: int) -> dict[str, Any]:
+    """``obj`` as kubectl scale leaves it: spec.decode.replicas set to ``decode``."""
+    out = copy.deepcopy(obj)
+    out["spec"]["decode"]["replicas"] = decode
+    return out
 
 
 def _undeclared_pair() -> dict[str, Any]:
@@ -158,6 +208,20 @@ BAD = [
         body(prefill={"device": "cpu", "perDecode": {"ratio": 1, "min": 3, "max": 2}}),
         models.PER_DECODE_BOUNDS_RULE[0],
     ),
+    (_auto(decode={"min": 9, "max": 8}), models.AUTOSCALING_BOUNDS_RULE[0]),
+    (_auto(prefillPerDecode={"min": 2, "max": 1}), models.AUTOSCALING_RATIO_RULE[0]),
+    (_auto(budget={}), models.AUTOSCALING_BUDGET_RULE[0]),
+    (_auto(budget={"cost": 10}), models.AUTOSCALING_COST_RULE[0]),
+    (
+        body(autoscaling=AUTO, monitoring=MONITORED, prefill={"perDecode": {"ratio": 0.5}}),
+        models.AUTOSCALING_PER_DECODE_RULE[0],
+    ),
+    (body(autoscaling=AUTO), models.AUTOSCALING_MONITORING_RULE[0]),
+    (body(autoscaling=AUTO, monitoring={"enabled": False}), models.AUTOSCALING_MONITORING_RULE[0]),
+]
+# Transition rules: (the object before, the update), each failing exactly its rule.
+BAD_UPDATES = [
+    (_auto(), _scaled(_auto(), 3), models.AUTOSCALING_SCALE_RULE[0]),
 ]
 
 
@@ -166,8 +230,25 @@ def test_bad_objects_fail_exactly_their_rule(obj: dict[str, Any], rule: str) -> 
     assert _failing(obj) == {rule}
 
 
+@pytest.mark.parametrize(("old", "new", "rule"), BAD_UPDATES, ids=[r[:40] for *_, r in BAD_UPDATES])
+def test_bad_updates_fail_exactly_their_rule(
+    old: dict[str, Any], new: dict[str, Any], rule: str
+) -> None:
+    assert _failing(new) == set()  # a create of the same object passes
+    assert _failing(new, old) == {rule}
+
+
+def test_the_scale_rule_lets_autoscaling_be_turned_on_or_off_with_a_new_count() -> None:
+    plain = body()
+    assert _failing(_scaled(_auto(), 5), plain) == set()  # turned on, count changed with it
+    assert _failing(_scaled(plain, 5), _auto()) == set()  # turned off
+    assert _failing(_auto(periodSeconds=30), _auto()) == set()  # other fields change freely
+    assert _failing(_scaled(plain, 4), plain) == set()  # no autoscaling: kubectl scale works
+
+
 def test_every_rule_has_a_bad_object() -> None:
-    assert {r for _, r in BAD} == {r for _, r in RULES}
+    bad = {r for _, r in BAD} | {r for *_, r in BAD_UPDATES}
+    assert bad == {r for _, r in RULES}
 
 
 def test_messages_name_the_field_or_the_fix() -> None:

@@ -510,3 +510,12 @@ async def test_a_refused_routing_switch_keeps_the_pods_it_still_routes_to() -> N
     await sync(api, cache, copy.deepcopy(api.body), now=NOW, root_key=ROOT_KEY)
     assert ("pods", "demo-prefill-0") not in api.objects  # moved, then the old pods go
     assert ("pods", "demo-decode-0") not in api.objects
+
+
+def test_status_patch_removes_keys_gone_from_a_nested_object() -> None:
+    old = {"decode": {"desired": 2, "plannedReplicas": 2}, "phase": "Ready"}
+    new = {"decode": {"desired": 1}, "phase": "Ready"}
+    assert status_patch(old, new) == {
+        "decode": {"plannedReplicas": None, "desired": 1},
+        "phase": "Ready",
+    }

@@ -127,3 +127,69 @@ def test_name_length_check_counts_followed_prefill_pods() -> None:
     too_many = _following(2300, ratio=2)
     too_many["metadata"]["name"] = name
     assert [p.field for p in validation.parse(too_many)[1]] == ["metadata.name"]
+
+
+# --- spec.autoscaling: the planner's counts -----------------------------------------
+AUTO: dict[str, Any] = {
+    "targets": {"ttftMilliseconds": 1000, "itlMilliseconds": 50},
+    "profile": {"configMap": "pools"},
+    "prefill": {"min": 2, "max": 5},
+    "decode": {"min": 1, "max": 8},
+}
+
+
+def _autoscaled(status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    obj = body(autoscaling=AUTO, monitoring={"enabled": True}, **spec)
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def test_before_a_first_plan_each_role_keeps_its_count_within_its_bounds() -> None:
+    spec = _spec(_autoscaled(decode=role(replicas=20)))
+    assert scaling.effective_replicas(spec, "prefill") == 2  # 1 by default, raised to min
+    assert scaling.effective_replicas(spec, "decode") == 8  # lowered to max
+
+
+def test_the_planned_counts_in_status_are_what_is_rendered() -> None:
+    status = {"prefill": {"plannedReplicas": 4}, "decode": {"plannedReplicas": 3}}
+    obj = _autoscaled(status, decode=role(replicas=1))
+    spec = _spec(obj)
+    assert [scaling.effective_replicas(spec, r) for r in ("prefill", "decode")] == [4, 3]
+    names = [p["metadata"]["name"] for p in by_kind(render(obj, hmac_key="k"), "Pod")]
+    assert names == [f"demo-prefill-{i}" for i in range(4)] + [f"demo-decode-{i}" for i in range(3)]
+    assert obj["spec"]["decode"]["replicas"] == 1  # the spec itself is never rewritten
+
+
+def test_planned_counts_are_ignored_without_autoscaling() -> None:
+    obj = body(decode=role(replicas=2))
+    obj["status"] = {"decode": {"plannedReplicas": 7}, "prefill": {"plannedReplicas": "x"}}
+    assert scaling.effective_replicas(_spec(obj), "decode") == 2
+    assert scaling.planned(obj["status"]) == {"decode": 7}  # a malformed count is no count
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"prefill": {"perDecode": {"ratio": 0.5}}}, "spec.prefill.perDecode"),
+        ({"monitoring": None}, "spec.monitoring"),
+        ({"autoscaling": {**AUTO, "decode": {"min": 9, "max": 8}}}, "spec.autoscaling.decode.min"),
+        (
+            {"autoscaling": {**AUTO, "prefillPerDecode": {"min": 2, "max": 1}}},
+            "spec.autoscaling.prefillPerDecode.min",
+        ),
+        ({"autoscaling": {**AUTO, "budget": {}}}, "spec.autoscaling.budget"),
+        ({"autoscaling": {**AUTO, "budget": {"cost": 9}}}, "spec.autoscaling.prefill.cost"),
+    ],
+)
+def test_autoscaling_conflicts_are_refused_with_the_field(
+    change: dict[str, Any], field: str
+) -> None:
+    obj = _autoscaled()
+    for key, value in change.items():
+        if value is None:
+            del obj["spec"][key]
+        else:
+            obj["spec"][key] = value
+    problems = validation.parse(obj)[1]
+    assert field in [p.field for p in problems], problems

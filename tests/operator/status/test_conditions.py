@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from disagg_operator.api import SPEC_HASH
+from disagg_operator.controller.sync import status_patch
 from disagg_operator.planning.decide import decide
 from disagg_operator.render.objects import render
 from disagg_operator.status import conditions as status
@@ -365,3 +366,37 @@ def test_desired_prefill_follows_decode() -> None:
     result = _compute(obj, _observed(_desired(obj)))
     assert result["prefill"]["desired"] == 2 and result["decode"]["desired"] == 4
     assert result["replicas"] == 4
+
+
+AUTO: dict[str, Any] = {
+    "targets": {"ttftMilliseconds": 1000, "itlMilliseconds": 50},
+    "profile": {"configMap": "pools"},
+    "prefill": {"max": 5},
+    "decode": {"max": 8},
+}
+PLANNED = {
+    "prefill": {"plannedReplicas": 3},
+    "decode": {"plannedReplicas": 2},
+    "autoscaling": {"reason": "ScaleUp", "message": "ScaleUp: prefill 3, decode 2"},
+}
+
+
+def test_the_planners_counts_are_kept_and_desired_follows_them() -> None:
+    obj = body(autoscaling=AUTO, monitoring={"enabled": True})
+    obj["status"] = PLANNED
+    result = _compute(obj, [], previous=PLANNED)
+    assert result["prefill"]["plannedReplicas"] == 3 and result["prefill"]["desired"] == 3
+    assert result["decode"]["plannedReplicas"] == 2 and result["decode"]["desired"] == 2
+    assert result["autoscaling"] == PLANNED["autoscaling"]
+    from disagg_operator.api import DeploymentStatus
+
+    DeploymentStatus.model_validate(result)
+
+
+def test_the_planners_counts_go_with_spec_autoscaling() -> None:
+    obj = body()
+    obj["status"] = PLANNED
+    result = _compute(obj, [], previous=PLANNED)
+    assert "plannedReplicas" not in result["prefill"] and "autoscaling" not in result
+    patch = status_patch(PLANNED, result)  # and the stored status loses them
+    assert patch["autoscaling"] is None and patch["prefill"]["plannedReplicas"] is None
