@@ -24,7 +24,8 @@ Each pass (:func:`plan`):
    curve, interpolated), times ``headroom`` (short bursts inside a pass); decode also at
    most its KV capacity.
 3. Need: ceil(forecast / per pod), at least the role's minimum.
-4. Hysteresis: a role grows at once; it shrinks only to the largest need of the last
+4. Hysteresis: a role grows at once (or, with ``scale_up_s``, only to the smallest need
+   of that window); it shrinks only to the largest need of the last
    ``scale_down_s`` (needs are kept in :class:`Memory`), never before the planner has
    seen that long (a planner that just started knows no window), and never by more than
    ``max_down`` pods a pass (each victim drains first).
@@ -40,6 +41,8 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from disagg_operator.api import Autoscaling
 
 ROLES = ("prefill", "decode")
 
@@ -138,6 +141,7 @@ class Settings:
     trend_s: float = 60.0
     smooth_s: float = 15.0
     scale_down_s: float = 300.0
+    scale_up_s: float = 0.0  # a role grows only to the smallest need of this window
     headroom: float = 0.9
     max_down: int = 10**9
 
@@ -203,15 +207,17 @@ def plan(
         needs[role] = low if per_pod <= 0 else max(low, math.ceil(ahead[role] / per_pod))
     if memory.since is None:
         memory.since = now
-    memory.needs = [(t, n) for t, n in memory.needs if t >= now - settings.scale_down_s]
+    kept_s = max(settings.scale_down_s, settings.scale_up_s)
+    memory.needs = [(t, n) for t, n in memory.needs if t >= now - kept_s]
     memory.needs.append((now, dict(needs)))
     seen_enough = now - memory.since >= settings.scale_down_s
     out, why = {}, "Steady"
     for role in ROLES:
         have = current.get(role, 0)
         if needs[role] >= have:
-            out[role] = needs[role]
-            why = "ScaleUp" if needs[role] > have else why
+            recent = [n[role] for t, n in memory.needs if t >= now - settings.scale_up_s]
+            out[role] = max(have, min(recent))
+            why = "ScaleUp" if out[role] > have else why
         elif not seen_enough:  # no window of needs yet (a restart): nothing goes
             out[role] = have
         else:
@@ -272,3 +278,59 @@ def _message(
         f"{out['decode']} (needs {needs['decode']} for {ahead['decode']:.0f} output tokens/s "
         f"at ITL {targets.itl_s * 1000:g} ms)"
     )
+
+
+def profiles_from(data: Mapping[str, object]) -> dict[str, Profile]:
+    """The pools' profiles from what ``disagg bench profile --out`` wrote (parsed JSON);
+    ValueError names the field that is missing or wrong."""
+    out: dict[str, Profile] = {}
+    for role in ROLES:
+        part = data.get(role)
+        if not isinstance(part, Mapping):
+            raise ValueError(f"{role}: missing; the file disagg bench profile --out writes has it")
+        try:
+            points = tuple((float(a), float(b)) for a, b in part["curve"])
+            start = float(part["start_s"])
+            capacity, most = part.get("capacity"), part.get("max_tokens_per_s")
+            out[role] = Profile(
+                Curve(points),
+                start,
+                None if capacity is None else float(capacity),
+                None if most is None else float(most),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(
+                f"{role}.curve and {role}.start_s: want [[load, latency_s], ...] and seconds "
+                f"({e.__class__.__name__}: {e})"
+            ) from None
+        if not points or any(b <= a for (a, _), (b, _) in itertools.pairwise(points)):
+            raise ValueError(f"{role}.curve: want at least one point, load rising")
+    return out
+
+
+def percentile_of(data: Mapping[str, object]) -> int:
+    """The percentile a profile's latencies are at (90 when the file does not say)."""
+    value = data.get("percentile", 90)
+    return int(value) if isinstance(value, (int, float)) else 90
+
+
+def from_spec(auto: Autoscaling) -> tuple[Targets, Limits, Settings]:
+    """What ``spec.autoscaling`` asks of the planner: targets, bounds and windows."""
+    targets = Targets(auto.targets.ttft_milliseconds / 1e3, auto.targets.itl_milliseconds / 1e3)
+    bounds = {"prefill": auto.prefill, "decode": auto.decode}
+    ratio = auto.prefill_per_decode
+    budget = auto.budget
+    costs = {r: b.cost for r, b in bounds.items()}
+    limits = Limits(
+        replicas={r: (b.min_replicas, b.max_replicas) for r, b in bounds.items()},
+        ratio=(ratio.min_ratio, math.inf if ratio.max_ratio is None else ratio.max_ratio),
+        pods=None if budget is None else budget.pods,
+        cost=None if None in costs.values() else {r: float(c or 0) for r, c in costs.items()},
+        max_cost=None if budget is None else budget.cost,
+    )
+    settings = Settings(
+        smooth_s=max(15.0, 2.0 * auto.period_seconds),
+        scale_down_s=float(auto.scale_down_seconds),
+        scale_up_s=float(auto.scale_up_seconds),
+    )
+    return targets, limits, settings

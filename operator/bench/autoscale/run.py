@@ -26,7 +26,14 @@ from typing import Any
 
 from disagg_operator.bench.autoscale import policies, traces
 from disagg_operator.bench.autoscale.fleet import Fleet, Step
-from disagg_operator.planning.autoscale import ROLES, Curve, Limits, Profile, Targets
+from disagg_operator.planning.autoscale import (
+    ROLES,
+    Curve,
+    Limits,
+    Profile,
+    Targets,
+    profiles_from,
+)
 
 ILLUSTRATIVE = {
     "prefill": Profile(
@@ -175,16 +182,7 @@ def _policy(name: str, static: dict[str, int], profiles: dict[str, Profile], lim
 
 def load_profiles(path: str) -> dict[str, Profile]:
     with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    return {
-        r: Profile(
-            Curve(tuple((float(a), float(b)) for a, b in data[r]["curve"])),
-            float(data[r]["start_s"]),
-            data[r].get("capacity"),
-            data[r].get("max_tokens_per_s"),
-        )
-        for r in ROLES
-    }
+        return profiles_from(json.load(f))
 
 
 def table(result: dict[str, Any]) -> str:

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from disagg_operator.api import Autoscaling
 from disagg_operator.planning.autoscale import (
     Curve,
     Demand,
@@ -16,7 +17,10 @@ from disagg_operator.planning.autoscale import (
     Settings,
     Targets,
     forecast,
+    from_spec,
+    percentile_of,
     plan,
+    profiles_from,
 )
 
 TTFT = Curve(((1000, 0.2), (4000, 0.5), (5000, 1.0), (6000, 3.0)))
@@ -108,3 +112,57 @@ def test_a_decode_pods_share_is_at_most_what_it_gave() -> None:
     flat = Profile(Curve(((1, 0.005), (32, 0.005))), 2.0, capacity=100, max_tokens_per_s=300)
     assert flat.per_pod(0.05, 1.0, tokens=True) == 300
     assert flat.per_pod(0.05, 0.9, tokens=True) == pytest.approx(270)
+
+
+def test_with_a_scale_up_window_a_role_grows_only_to_the_smallest_need_of_it() -> None:
+    memory = Memory()  # no trend (nothing a trend_s ago): the need is the latest mean
+    settings = Settings(headroom=1.0, scale_up_s=30, smooth_s=5, trend_s=1000)
+    current = {"prefill": 1, "decode": 1}
+    quiet = [Demand(t, 1000, 100) for t in range(0, 60)]
+    plan(quiet, PROFILES, TARGETS, WIDE, current, memory, 59, settings)
+    spike = [*quiet, *(Demand(t, 22_000, 100) for t in range(60, 70))]
+    got = plan(spike, PROFILES, TARGETS, WIDE, current, memory, 69, settings)
+    assert got.needs["prefill"] == 5 and got.replicas["prefill"] == 1  # one pass is not enough
+    held = [*spike, *(Demand(t, 22_000, 100) for t in range(70, 100))]
+    got = plan(held, PROFILES, TARGETS, WIDE, current, memory, 99, settings)
+    assert got.replicas["prefill"] == 5 and got.reason == "ScaleUp"  # needed all window long
+
+
+def test_a_profile_file_is_read_and_its_faults_name_the_field() -> None:
+    data = {
+        "percentile": 90,
+        "prefill": {"curve": [[1000, 0.2], [4000, 0.5]], "start_s": 60},
+        "decode": {"curve": [[1, 0.01]], "start_s": 30, "capacity": 16, "max_tokens_per_s": 900},
+    }
+    got = profiles_from(data)
+    assert got["prefill"] == Profile(Curve(((1000, 0.2), (4000, 0.5))), 60.0)
+    assert got["decode"].capacity == 16 and got["decode"].max_tokens_per_s == 900
+    assert percentile_of(data) == 90 and percentile_of({}) == 90
+    with pytest.raises(ValueError, match="decode: missing"):
+        profiles_from({"prefill": data["prefill"]})
+    with pytest.raises(ValueError, match=r"prefill.curve and prefill.start_s"):
+        profiles_from({**data, "prefill": {"curve": [[1, 2]]}})
+    with pytest.raises(ValueError, match="load rising"):
+        profiles_from({**data, "prefill": {"curve": [[4000, 0.5], [1000, 0.2]], "start_s": 1}})
+
+
+def test_spec_autoscaling_becomes_the_planners_targets_bounds_and_windows() -> None:
+    auto = Autoscaling.model_validate(
+        {
+            "targets": {"ttftMilliseconds": 800, "itlMilliseconds": 40},
+            "profile": {"configMap": "pools"},
+            "prefill": {"min": 1, "max": 4, "cost": 4},
+            "decode": {"min": 2, "max": 9, "cost": 1},
+            "prefillPerDecode": {"min": 0.25},
+            "budget": {"cost": 20},
+            "periodSeconds": 5,
+            "scaleUpSeconds": 10,
+            "scaleDownSeconds": 120,
+        }
+    )
+    targets, limits, settings = from_spec(auto)
+    assert targets == Targets(0.8, 0.04)
+    assert limits.replicas == {"prefill": (1, 4), "decode": (2, 9)}
+    assert limits.ratio == (0.25, math.inf) and limits.pods is None
+    assert limits.cost == {"prefill": 4.0, "decode": 1.0} and limits.max_cost == 20
+    assert (settings.scale_up_s, settings.scale_down_s) == (10, 120)
