@@ -29,6 +29,7 @@ What each method answers, per role where it takes ``role``:
     local_process(...)                     the pod's command as a local process
     local_image(image)                     the image `make images` builds for its pods
     local                                  how ``disagg up`` waits for and warms it
+    demand                                 the series the autoscaler reads of its pods
     derivation_rows(settings)              its rows of docs/derivation.md
     cel_rules, summary                     its admission rules and CRD description
 """
@@ -85,6 +86,18 @@ class LocalRun:
 
 
 @dataclass(frozen=True)
+class DemandSeries:
+    """The Prometheus series of an engine's pods the autoscaler reads (names as scraped):
+    counters of prompt tokens computed and output tokens generated, and gauges of requests
+    running and waiting (None: the engine has no such gauge)."""
+
+    prompt_tokens: str
+    output_tokens: str
+    running: str
+    waiting: str | None = None
+
+
+@dataclass(frozen=True)
 class LocalProcess:
     """A pod's engine command adapted to run as a process on this host."""
 
@@ -138,6 +151,7 @@ class Engine:
     kv_env: ClassVar[tuple[str, ...]] = ()
     derived_flags: ClassVar[Mapping[str, str]] = {}
     local: ClassVar[LocalRun]
+    demand: ClassVar[DemandSeries]
 
     def container(
         self, spec: DeploymentSpec, role: str, port: int, settings: Settings

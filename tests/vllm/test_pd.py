@@ -149,6 +149,32 @@ def test_unknown_route_is_a_json_404(pd_stack: Stack) -> None:
     assert "error" in json.load(e.value)
 
 
+def test_the_autoscalers_demand_series_are_vllms_own(pd_stack: Stack) -> None:
+    """The series the engine seam names for vLLM (Vllm.demand) are on a running engine's
+    /metrics: prompt tokens counted where they were computed (prefill), output tokens
+    where they were generated (decode), and the running and waiting gauges on both."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from disagg_operator.engines.vllm.engine import Vllm
+
+    post(pd_stack.proxy + "/v1/completions", {"prompt": "Hello there", "max_tokens": 4})
+    names = Vllm.demand
+    seen: dict[str, dict[str, float]] = {}
+    for role in ("prefill", "decode"):
+        with urllib.request.urlopen(pd_stack.url(role) + "/metrics", timeout=10) as resp:
+            page = resp.read().decode()
+        values: dict[str, float] = {}
+        for family in text_string_to_metric_families(page):
+            for sample in family.samples:
+                values[sample.name] = values.get(sample.name, 0.0) + sample.value
+        seen[role] = values
+    for role in seen:
+        for name in (names.prompt_tokens, names.output_tokens, names.running, names.waiting):
+            assert name in seen[role], (role, name)
+    assert seen["prefill"][names.prompt_tokens] > 0
+    assert seen["decode"][names.output_tokens] >= 4
+
+
 @pytest.fixture
 def threshold_router(pd_stack: Stack, tmp_path: Path) -> Iterator[str]:
     """A second router over the same vLLM pair with the threshold policy and vLLM's prefix

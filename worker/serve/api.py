@@ -94,16 +94,34 @@ class WorkerMetrics:
             "by reason (no_kv_transfer_params: sent without do_remote_prefill)",
             ["reason"], registry=self.registry,
         )  # fmt: skip
+        # what the autoscaler reads (the engine seam's DemandSeries names them)
+        self._prompt_tokens = Counter(
+            "disagg_prompt_tokens", "Prompt tokens computed here (not those read from a prefill)",
+            registry=self.registry,
+        )  # fmt: skip
+        self._generation_tokens = Counter(
+            "disagg_generation_tokens", "Output tokens generated", registry=self.registry
+        )
         alloc = worker.allocator
         for name, text, fn in (
             ("disagg_kv_blocks_used", "KV blocks in use", lambda: alloc.num_used),
             ("disagg_kv_blocks_free", "KV blocks free", lambda: alloc.num_free),
             ("disagg_kv_blocks_held", "Blocks held for a decode", lambda: _held(worker)),
+            ("disagg_requests_running", "Requests in flight", lambda: worker.running),
+            (
+                "disagg_requests_waiting",
+                "Requests waiting for KV blocks or the prefill engine",
+                lambda: worker.waiting,
+            ),
         ):
             Gauge(name, text, registry=self.registry).set_function(fn)
 
     def request(self, kind: str, outcome: str) -> None:
         self._requests.labels(kind, outcome).inc()
+
+    def tokens(self, prompt: int, generated: int) -> None:
+        self._prompt_tokens.inc(prompt)
+        self._generation_tokens.inc(generated)
 
     def recomputed(self, reason: str) -> None:
         self._recomputed.labels(reason).inc()

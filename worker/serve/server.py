@@ -113,6 +113,7 @@ class Worker:
         self._io = ThreadPoolExecutor(TRANSFER_THREADS, thread_name_prefix="transfer")
         self._prefill_turn = asyncio.Lock()
         self._turn_waiting = 0
+        self.running = 0  # requests in flight (the autoscaler's victims go least busy first)
 
     def start(self) -> None:
         """The transfer agent, then the other ranks; on any failure what was started is
@@ -175,8 +176,13 @@ class Worker:
             "used": self.allocator.num_used,
             "free": self.allocator.num_free,
             "held": held,
-            "waiting": self.admission.waiting + self._turn_waiting,
+            "waiting": self.waiting,
         }
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for KV blocks or for the prefill engine's turn."""
+        return self.admission.waiting + self._turn_waiting
 
     def release(self, request_id: str) -> bool:
         """Free the blocks held for ``request_id`` now: its decode failed or its client
@@ -207,6 +213,18 @@ class Worker:
     ) -> Outcome:
         """One request of any kind; ``on_token`` sees each token as it is made."""
         self.engine.check_request(req.prompt, req.max_tokens)
+        self.running += 1
+        try:
+            outcome = await self._run(req, request_id, on_token)
+        finally:
+            self.running -= 1
+        computed = outcome.kv_source == "computed"  # a decode that read its KV computed none
+        self.metrics.tokens(len(req.prompt) if computed else 0, len(outcome.gen.tokens))
+        return outcome
+
+    async def _run(
+        self, req: CompletionRequest, request_id: str, on_token: OnToken | None
+    ) -> Outcome:
         params = req.kv_transfer_params or {}
         if params.get("do_remote_decode"):
             return await self._prefill(req, request_id, on_token)

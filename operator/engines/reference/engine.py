@@ -26,6 +26,7 @@ from disagg_operator.api.problems import Problem
 from disagg_operator.derive import transfer
 from disagg_operator.engines.base import (
     Container,
+    DemandSeries,
     Engine,
     LocalProcess,
     LocalRun,
@@ -161,6 +162,13 @@ class Reference(Engine):
     kv_env = KV_ENV
     local = LocalRun(
         start_timeout_s=120.0, readiness="ready-line", warm_up=False, figures="response"
+    )
+    # the worker's own metrics (disagg_worker.serve.api.WorkerMetrics)
+    demand = DemandSeries(
+        prompt_tokens="disagg_prompt_tokens_total",
+        output_tokens="disagg_generation_tokens_total",
+        running="disagg_requests_running",
+        waiting="disagg_requests_waiting",
     )
 
     def container(

@@ -27,6 +27,7 @@ from disagg_operator.derive import transfer
 from disagg_operator.engines.base import (
     LOCAL_REGISTRY,
     Container,
+    DemandSeries,
     Engine,
     LocalProcess,
     LocalRun,
@@ -124,6 +125,14 @@ class Vllm(Engine):
         figures="engine-log",
         cores=True,
         label="vLLM",
+    )
+    # vLLM's own series (vllm/v1/metrics/loggers.py, 0.32.0; checked against a running
+    # engine by tests/vllm/test_pd.py)
+    demand = DemandSeries(
+        prompt_tokens="vllm:prompt_tokens_total",
+        output_tokens="vllm:generation_tokens_total",
+        running="vllm:num_requests_running",
+        waiting="vllm:num_requests_waiting",
     )
 
     def container(

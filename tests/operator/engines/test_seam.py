@@ -13,7 +13,7 @@ from typing import Any
 
 from disagg_operator.api import HTTP_PORT, ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
-from disagg_operator.engines.base import Container, Engine, LocalProcess, LocalRun
+from disagg_operator.engines.base import Container, DemandSeries, Engine, LocalProcess, LocalRun
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.local.pods import local_pods
 from disagg_operator.planning.decide import decide
@@ -37,6 +37,7 @@ class Echo(Engine):
     kv_env = ("ECHO_DTYPE",)
     derived_flags: Mapping[str, str] = {"--listen": "nothing: it is the pod's port"}
     local = LocalRun(start_timeout_s=5.0, readiness="health", warm_up=False, figures="response")
+    demand = DemandSeries("echo_prompt_total", "echo_output_total", "echo_running")
 
     def container(
         self, spec: DeploymentSpec, role: str, port: int, settings: Settings

@@ -126,6 +126,33 @@ def test_concurrent_requests_stay_exact(cpu_stack: Stack) -> None:
     _all_released(cpu_stack)
 
 
+def _demand(stack: Stack) -> dict[str, float]:
+    """What the autoscaler reads (the engine seam's DemandSeries): prompt tokens computed
+    by the prefills, prompt and output tokens of the decodes, requests in flight."""
+    pages = {"p": [get(p.url + "/metrics") for p in stack.prefills]}
+    pages["d"] = [get(d.url + "/metrics") for d in stack.decodes]
+    return {
+        f"{side}_{name}": sum(metric(page, f"disagg_{name}") for page in found)
+        for side, found in pages.items()
+        for name in ("prompt_tokens_total", "generation_tokens_total", "requests_running")
+    }
+
+
+def test_the_demand_series_count_what_each_role_computed(cpu_stack: Stack) -> None:
+    rng = random.Random(5)
+    before = _demand(cpu_stack)
+    lengths = [3, 40, 150]
+    for n in lengths:
+        body = {"prompt": _prompt(n, rng), "max_tokens": GEN, "ignore_eos": True}
+        assert post(cpu_stack.proxy, body)[0] == 200
+    after = _demand(cpu_stack)
+    grew = {k: after[k] - before[k] for k in after}
+    assert grew["p_prompt_tokens_total"] == sum(lengths)  # prefill computed every prompt
+    assert grew["d_prompt_tokens_total"] == 0  # decode read them: it computed none
+    assert grew["d_generation_tokens_total"] == GEN * len(lengths)
+    assert after["p_requests_running"] == after["d_requests_running"] == 0  # none in flight
+
+
 def test_streamed_and_chat_answers_through_the_proxy_equal_aggregated(cpu_stack: Stack) -> None:
     """Through the real proxy: a streamed completion concatenates, token for token, to the
     aggregated worker's whole answer; a chat completion (whole and streamed) too."""
