@@ -120,6 +120,10 @@ CHILDREN: tuple[Kind, ...] = (
 RESOURCE = Kind(
     KIND, (API_VERSION,), PLURAL, "watched", short_names=tuple(SHORT_NAMES), status=True
 )
+# The autoscaler reads the profile ConfigMap spec.autoscaling.profile names (a user's, not
+# a child: by name, never watched). Autoscaling needs spec.monitoring, so the chart grants
+# it with monitoring.enabled, beside the PodMonitors.
+PROFILE_READ = ("", "configmaps", "get")  # (API group, resource, verb)
 EVENT = Kind(
     "Event", ("v1",), "events", "create-only", managed=(), deleted=False, short_names=("ev",)
 )

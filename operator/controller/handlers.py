@@ -25,7 +25,10 @@ starts the periodic resync of :meth:`Reconciler.resync_forever`; ``memo.canary_s
 ``memo.canary_port`` (optional) the port canaries are asked on; ``memo.root_key``
 (optional) is the root key of the handshake keys (keys.py), a random one per process when
 absent; ``memo.backoff`` (optional) the back-off of refused writes (refusals.Backoff);
-``memo.settings`` (optional) what the operator renders with (engines.settings.Settings).
+``memo.settings`` (optional) what the operator renders with (engines.settings.Settings);
+``memo.prometheus_url`` (optional) the Prometheus of deployments whose spec.autoscaling
+names none, and ``memo.autoscale_tick`` (optional) how often the autoscaler looks for a
+deployment whose period came (:mod:`disagg_operator.controller.autoscaler`).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import kopf
 from disagg_operator.api import CANARY_PORT, GROUP, KIND, PLURAL, VERSION, kinds
 from disagg_operator.controller import cache, metrics
 from disagg_operator.controller import client as k8s
+from disagg_operator.controller.autoscaler import TICK_S, Autoscaler
 from disagg_operator.controller.canaries import CanaryReader
 from disagg_operator.controller.reconciler import Reconciler
 from disagg_operator.engines.settings import DEFAULT
@@ -116,6 +120,14 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
         )
     memo.canaries = CanaryReader(port=memo.get("canary_port") or CANARY_PORT)
     await memo.canaries.start()
+    memo.autoscaler = Autoscaler(
+        memo.api,
+        memo.cache,
+        lambda namespace, name: memo.reconciler.request_soon(namespace, name),
+        settings=memo.get("settings") or DEFAULT,
+        prometheus_url=memo.get("prometheus_url"),
+    )
+    await memo.autoscaler.start()
     memo.reconciler = Reconciler(
         memo.api,
         memo.cache,
@@ -123,6 +135,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
         backoff=memo.get("backoff"),
         settings=memo.get("settings") or DEFAULT,
         canaries=memo.canaries,
+        busy=memo.autoscaler.busy,
     )
     if memo.get("resync_seconds"):
         resync = memo.reconciler.resync_forever(memo.get("namespaces", ()), memo.resync_seconds)
@@ -130,6 +143,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
     if memo.get("canary_seconds"):
         watch = memo.reconciler.watch_canaries_forever(memo.canary_seconds)
         memo.canary_task = asyncio.create_task(watch)
+    tick = memo.get("autoscale_tick")
+    memo.autoscale_task = asyncio.create_task(memo.autoscaler.run_forever(tick or TICK_S))
 
 
 @kopf.on.login(registry=registry)
@@ -141,10 +156,11 @@ def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
 
 @kopf.on.cleanup(registry=registry)
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
-    for task in ("resync_task", "canary_task"):
+    for task in ("resync_task", "canary_task", "autoscale_task"):
         if memo.get(task):
             memo[task].cancel()
     memo.reconciler.close()
+    await memo.autoscaler.close()
     metrics.unregister(memo.gauges)
     await memo.canaries.close()
     await memo.api.close()
@@ -156,6 +172,7 @@ async def deployment_event(
 ) -> None:
     if type == "DELETED":
         memo.reconciler.forget(namespace or "", name)
+        memo.autoscaler.forget((namespace or "", name))
     elif memo.reconciler.stale(namespace or "", name, body.get("metadata", {}).get("generation")):
         await memo.reconciler.request_or_retry(namespace or "", name)
 

@@ -64,7 +64,10 @@ class Deployments:
     - ``disagg_deployment_rollout_in_progress{namespace, deployment}``: 1 while Progressing
       says anything but RolloutComplete (a roll on, paused or held);
     - ``disagg_deployment_transfer_path_ready{namespace, deployment}``: 1 while
-      TransferPathReady is True.
+      TransferPathReady is True;
+    - ``disagg_deployment_planned_replicas{namespace, deployment, role}``: the pods the
+      autoscaler plans (spec.autoscaling; absent without a plan), for a KEDA or HPA that
+      is to act on the plan instead.
 
     ``source``: the cache (``deployments()`` keys, ``deployment(ns, name)`` bodies)."""
 
@@ -96,6 +99,11 @@ class Deployments:
             "1 while TransferPathReady is True.",
             labels=labels,
         )
+        planned = GaugeMetricFamily(
+            "disagg_deployment_planned_replicas",
+            "Pods the autoscaler plans per role (spec.autoscaling).",
+            labels=[*labels, "role"],
+        )
         for namespace, name in self.source.deployments():
             status = (self.source.deployment(namespace, name) or {}).get("status") or {}
             for role in ("prefill", "decode"):
@@ -103,6 +111,8 @@ class Deployments:
                 for state in ("desired", "ready", "updated"):
                     value = float(counts.get(state, 0))
                     replicas.add_metric([namespace, name, role, state], value)
+                if isinstance(counts.get("plannedReplicas"), int):
+                    planned.add_metric([namespace, name, role], float(counts["plannedReplicas"]))
             found = {c.get("type"): c for c in status.get("conditions") or []}
             for kind, condition in found.items():
                 for said in ("True", "False", "Unknown"):
@@ -112,7 +122,7 @@ class Deployments:
             rolling.add_metric([namespace, name], 0.0 if progressing == "RolloutComplete" else 1.0)
             ready = found.get("TransferPathReady", {}).get("status") == "True"
             path.add_metric([namespace, name], 1.0 if ready else 0.0)
-        yield from (replicas, conditions, rolling, path)
+        yield from (replicas, conditions, rolling, path, planned)
 
 
 def register_deployments(source: Any, registry: Any = None) -> Deployments:

@@ -17,7 +17,7 @@ import fnmatch
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping, Sequence
 from typing import Any, cast
 
 from disagg_operator.api import kinds
@@ -71,7 +71,8 @@ class Reconciler:
     the operator's root key (keys.py), a random one per process when None; ``settings``:
     what this operator renders with (engines, platforms, canary image); ``monotonic`` and
     ``call_later``: the clock and timers of the refused writes' back-off (tests move them
-    by hand).
+    by hand); ``busy``: requests running per pod of a deployment, as the autoscaler last
+    read them (a scale-down takes the least busy first).
     """
 
     def __init__(
@@ -87,8 +88,10 @@ class Reconciler:
         monotonic: Callable[[], float] = time.monotonic,
         call_later: CallLater | None = None,
         canaries: CanaryReader | None = None,
+        busy: Callable[[Hashable], Mapping[str, float]] | None = None,
     ) -> None:
         self.api = api
+        self.busy = busy
         self.canaries = canaries
         self.settings = settings
         self.cache = cache
@@ -299,6 +302,7 @@ class Reconciler:
                 held=holding,
                 settings=self.settings,
                 canaries=self.canaries,
+                busy=self.busy(key) if self.busy is not None else None,
             )
         except Exception:
             self._synced.pop(key, None)

@@ -6,7 +6,7 @@ inside the caller's event loop (integration tests and ``disagg bench operator`` 
 
     disagg operator [--namespace NS | --all-namespaces] [--health-port 8080]
                     [--metrics-port 9090] [--bind-address 0.0.0.0] [--resync-seconds 600]
-                    [--canary-seconds 20]
+                    [--canary-seconds 20] [--prometheus-url URL]
                     [--log-level warning] [--platforms-file PATH] [--canary-image IMAGE]
                     [--root-key-file PATH] [--leader-elect --lease-namespace NS ...]
 
@@ -80,6 +80,12 @@ def _parser() -> argparse.ArgumentParser:
         "the deployments whose verdict changed (TransferPathReady; 0: only on syncs)",
     )
     p.add_argument(
+        "--prometheus-url",
+        default=None,
+        help="the Prometheus the autoscaler asks for deployments whose spec.autoscaling "
+        "names none (e.g. http://prometheus-operated.monitoring:9090)",
+    )
+    p.add_argument(
         "--bind-address", default="0.0.0.0", help="address of the health and metrics endpoints"
     )
     p.add_argument(
@@ -139,6 +145,8 @@ async def running(
     backoff: Backoff | None = None,
     elector: leader.Elector | None = None,
     settings: Settings = DEFAULT,
+    prometheus_url: str | None = None,
+    autoscale_tick: float | None = None,
 ) -> AsyncIterator[asyncio.Task[None]]:
     """Run the operator in this event loop until the block exits.
 
@@ -158,6 +166,8 @@ async def running(
             root_key=root_key,
             backoff=backoff,
             settings=settings,
+            prometheus_url=prometheus_url,
+            autoscale_tick=autoscale_tick,
         )
         tasks = await kopf.spawn_tasks(
             registry=handlers.registry,
@@ -254,6 +264,7 @@ def main(argv: list[str]) -> int:
                 root_key=root_key,
                 elector=elector,
                 settings=settings,
+                prometheus_url=args.prometheus_url,
             ) as operator:
                 await operator  # until SIGTERM/SIGINT, or the lease is lost
         except leader.LeaseLost:

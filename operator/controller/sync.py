@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -256,6 +256,7 @@ async def sync(
     held: Sequence[Refusal] = (),
     settings: Settings = DEFAULT,
     canaries: CanaryReader | None = None,
+    busy: Mapping[str, float] | None = None,
 ) -> Outcome:
     """One level-triggered pass over deployment ``body``, reading its children from
     ``cache`` (no LIST) and recording every write's answer there.
@@ -265,7 +266,8 @@ async def sync(
     writes to those objects are not attempted and, while still planned, still reported;
     ``settings``: the operator's engines, platforms and canary image; ``canaries``: what
     the transfer canaries said when last asked (None: never asked, the latches alone
-    decide TransferPathReady)."""
+    decide TransferPathReady); ``busy``: requests running per pod as the autoscaler last
+    read them (a scale-down takes the least busy first)."""
     observed = await observe(api, cache, body)
     dd, problems = parse(body, settings)
     outcome = Outcome(problems=problems)
@@ -281,7 +283,7 @@ async def sync(
         pods_of = renderer(dd, uid, target, settings)
         steps = decide(
             dd, uid=uid, pods=pods, routed=routed, settings=settings, target=target,
-            router=front, pods_of=pods_of,
+            router=front, pods_of=pods_of, busy=busy,
         )  # fmt: skip
         key = keys.derive(root_key, meta["namespace"], meta["name"], uid)
         desired = render_model(
@@ -304,7 +306,7 @@ async def sync(
         front = _router(meta["name"], now_seen)
         steps = decide(
             dd, uid=uid, pods=pods, routed=steps.routed, settings=settings, target=steps.target,
-            router=front, pods_of=pods_of,
+            router=front, pods_of=pods_of, busy=busy,
         )  # fmt: skip
         outcome.more = any(steps.create.values()) or bool(steps.delete) or steps.serving != serving
     # what the canary watch heard last (reconciler.watch_canaries): no sync waits for a pod

@@ -73,11 +73,13 @@ def decide(
     target: str | None = None,
     router: Mapping[str, Any] | None = None,
     pods_of: PodRenderer | None = None,
+    busy: Mapping[str, float] | None = None,
 ) -> planner.Plan:
     """This sync's rollout plan for a validated deployment and its observed pods;
     ``target``: the spec's KV revision when the caller has it; ``router``: the observed
     router Deployment (None: not there); ``pods_of``: the sync's :func:`renderer` (one
-    render of a pod per sync, whoever asks)."""
+    render of a pod per sync, whoever asks); ``busy``: requests in flight by pod name (a
+    scale-down takes the least busy first)."""
     kv = target or kv_revision(dd.spec, settings)
     render = pods_of or renderer(dd, uid, kv, settings)
 
@@ -89,7 +91,10 @@ def decide(
         r: planner.Budget.of(effective_replicas(dd.spec, r), dd.spec.role(r).rollout) for r in ROLES
     }
     views = planner.views(
-        dd.metadata.name, pods, lambda role, i: str(rendered(role, i)["annotations"][SPEC_HASH])
+        dd.metadata.name,
+        pods,
+        lambda role, i: str(rendered(role, i)["annotations"][SPEC_HASH]),
+        busy,
     )
     reached: set[str] | None = None
     if render_router.pairs_by_revision(dd.spec):  # before the router exists: the Services'

@@ -67,6 +67,7 @@ class PodView:
     current: bool
     ready: bool
     terminating: bool
+    busy: float = 0.0  # requests in flight when last read (the autoscaler's; 0: unknown)
 
 
 def is_ready(pod: Mapping[str, Any]) -> bool:
@@ -85,8 +86,10 @@ def views(
     deployment: str,
     pods: Sequence[Mapping[str, Any]],
     current_hash: Callable[[str, int], str],
+    busy: Mapping[str, float] | None = None,
 ) -> list[PodView]:
-    """PodViews of observed pods; ``current_hash(role, i)``: the spec-hash render gives."""
+    """PodViews of observed pods; ``current_hash(role, i)``: the spec-hash render gives;
+    ``busy``: requests in flight by pod name, as last read (absent: 0)."""
     out = []
     for pod in pods:
         meta = pod.get("metadata", {})
@@ -104,6 +107,7 @@ def views(
                 current=current,
                 ready=is_ready(pod),
                 terminating=bool(meta.get("deletionTimestamp")),
+                busy=(busy or {}).get(meta["name"], 0.0),
             )
         )
     return out

@@ -32,8 +32,9 @@ the pod render gives its index now; ``T`` is the spec's KV revision (:mod:`.kvke
    R + S - total)`` new pods (``total`` counts terminating pods too: they still hold
    their node's resources), at the lowest free indices; old pods are deleted unready
    first, then ready ones while ``ready - deleted ≥ R - U``; current pods beyond ``R``
-   (a scale-down) go unready first, then the highest index. The operator cannot see
-   which ready pod is idle; the preStop drain covers the work in flight. Recreate: every
+   (a scale-down) go unready first, then the least busy (requests in flight as the
+   autoscaler last read them from Prometheus; without it all count 0), then the highest
+   index; the preStop drain covers the work in flight. Recreate: every
    old pod goes at once, the new ones start when none is left.
 
 Pods not named ``<deployment>-<role>-<i>`` are deleted whatever the state.
@@ -100,7 +101,8 @@ def routed_next(
 
 
 def _unready_first(pods: Sequence[PodView]) -> list[PodView]:
-    return sorted(pods, key=lambda p: (p.ready, -(p.index or 0)))
+    """The order pods go in: unready first, then the least busy, then the highest index."""
+    return sorted(pods, key=lambda p: (p.ready, p.busy, -(p.index or 0)))
 
 
 def roll(pods: Sequence[PodView], budget: Budget, taken: set[int]) -> tuple[list[int], list[str]]:

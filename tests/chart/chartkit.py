@@ -40,6 +40,7 @@ FULL_VALUES: dict[str, Any] = {
     "rootKey": {"existingSecret": "my-root-key", "existingSecretKey": "key"},
     "llmd": {"enabled": True},
     "monitoring": {"enabled": True},
+    "autoscaling": {"prometheusUrl": "http://prometheus-operated.monitoring:9090"},
     "health": {"port": 8181},
     "metrics": {
         "port": 9191,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -260,6 +261,28 @@ async def _monitoring_life(emu: Emulator) -> None:
     _edit(emu, "mon", lambda s: s["monitoring"].update(enabled=False))
     await until("PodMonitors removed", lambda: emu.find(monitors, NS, "mon-router") is None)
     await until("PrometheusRule removed", lambda: emu.find(rules, NS, "mon") is None)
+    # an autoscaled deployment: its profile ConfigMap read, Prometheus not reachable
+    profile = {
+        "prefill": {"curve": [[1, 1]], "start_s": 1},
+        "decode": {"curve": [[1, 1]], "start_s": 1},
+    }
+    meta = {"name": "pools", "namespace": NS}
+    data = {"profile.json": json.dumps(profile)}
+    emu.put_object("v1/configmaps", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+                                     "data": data})  # fmt: skip
+    autoscaling = {
+        "targets": {"ttftMilliseconds": 1000, "itlMilliseconds": 50},
+        "profile": {"configMap": "pools"},
+        "prefill": {"max": 2},
+        "decode": {"max": 2},
+        "periodSeconds": 1,
+        "prometheusUrl": "http://127.0.0.1:9",
+    }
+    emu.put_object(DD, _manifest("auto", autoscaling=autoscaling, monitoring=monitoring))
+    await until(
+        "autoscaler asked",
+        lambda: ((emu.find(DD, NS, "auto") or {}).get("status") or {}).get("autoscaling"),
+    )
 
 
 async def _record(emu: Emulator, namespaces: list[str]) -> list[list[ApiCall]]:

@@ -220,6 +220,8 @@ def test_non_default_values_reach_the_pod(render):
     assert "--canary-image=ghcr.io/disagg-dev/disagg-worker-cpu:v2" in tagged
     off = _container(render({"transferCanary": {"enabled": False}}))["args"]
     assert not any(a.startswith("--canary-image") for a in off)
+    assert "--prometheus-url=http://prometheus-operated.monitoring:9090" in container["args"]
+    assert not any(a.startswith("--prometheus-url") for a in _container(render())["args"])
     assert pod["serviceAccountName"] == "dd-sa"
     assert one(objs, "ServiceAccount")["metadata"]["name"] == "dd-sa"
     for key in ("nodeSelector", "tolerations", "priorityClassName"):

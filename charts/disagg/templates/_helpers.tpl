@@ -100,7 +100,8 @@ calls against the API emulator and fails on any difference, in both directions.
   inference.networking.x-k8s.io.
 - PodMonitors and PrometheusRules (monitoring.coreos.com): only with monitoring.enabled;
   read by name on every reconcile of a deployment with a spec.monitoring section, written
-  while it is enabled.
+  while it is enabled. With them, ConfigMaps get: the autoscaler reads the profile
+  ConfigMap spec.autoscaling.profile names (autoscaling needs spec.monitoring).
 */}}
 {{- define "disagg.rules.namespaced" -}}
 - apiGroups: [disagg.dev]
@@ -142,6 +143,9 @@ calls against the API emulator and fails on any difference, in both directions.
 - apiGroups: [monitoring.coreos.com]
   resources: [podmonitors, prometheusrules]
   verbs: [get, create, patch, delete]
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get]
 {{- end }}
 {{- end }}
 

@@ -30,7 +30,7 @@ def test_each_deployment_reports_its_pods_conditions_rollout_and_path() -> None:
     rolling = {
         "status": {
             "prefill": {"desired": 2, "ready": 1, "updated": 1},
-            "decode": {"desired": 4, "ready": 4, "updated": 2},
+            "decode": {"desired": 4, "ready": 4, "updated": 2, "plannedReplicas": 5},
             "conditions": _conditions(
                 Ready=("False", "ReplicasNotReady"),
                 Progressing=("True", "NewKVRevision"),
@@ -51,6 +51,8 @@ def test_each_deployment_reports_its_pods_conditions_rollout_and_path() -> None:
     assert 'disagg_deployment_rollout_in_progress{deployment="calm",namespace="a"} 0.0' in text
     assert 'disagg_deployment_transfer_path_ready{deployment="roll",namespace="a"} 1.0' in text
     assert 'disagg_deployment_transfer_path_ready{deployment="calm",namespace="a"} 0.0' in text
+    assert f'disagg_deployment_planned_replicas{{{roll},role="decode"}} 5.0' in text
+    assert 'planned_replicas{deployment="roll",namespace="a",role="prefill"}' not in text
     del source.bodies[("a", "calm")]  # deleted: its series end with it
     assert 'deployment="calm"' not in generate_latest(registry).decode()
     metrics.unregister(collector, registry)

@@ -131,6 +131,23 @@ def test_scale_down_removes_unready_then_highest_index() -> None:
     assert result.create == {"prefill": [], "decode": []}
 
 
+def test_scale_down_takes_the_least_busy_ready_pods_when_their_load_is_known() -> None:
+    budgets = {"prefill": _budget(2, "25%", "25%"), "decode": _budget(0, 0, 1)}
+    load = {"d-prefill-0": 0.0, "d-prefill-1": 6.0, "d-prefill-2": 1.0, "d-prefill-3": 9.0}
+    pods = [dataclasses.replace(_pod("prefill", i, "kv1"), busy=load[f"d-prefill-{i}"])
+            for i in range(4)]  # fmt: skip
+    result = plan(target="kv1", routed="kv1", pods=pods, budgets=budgets)
+    assert sorted(result.delete) == ["d-prefill-0", "d-prefill-2"]  # not the highest indices
+    seen = views("d", [_observed("d-prefill-0")], lambda r, i: "h", {"d-prefill-0": 3.0})
+    assert seen[0].busy == 3.0
+    assert views("d", [_observed("d-prefill-0")], lambda r, i: "h")[0].busy == 0.0
+
+
+def _observed(name: str) -> dict[str, Any]:
+    labels = {"disagg.dev/role": "prefill", "disagg.dev/kv-revision": "kv1"}
+    return {"metadata": {"name": name, "labels": labels, "annotations": {}}, "status": {}}
+
+
 def test_new_pods_take_the_lowest_free_indices() -> None:
     budgets = {"prefill": _budget(3, 3, 0), "decode": _budget(0, 0, 1)}
     pods = [_pod("prefill", 1, "kv1", current=False), _pod("prefill", 4, "kv1", current=False)]
