@@ -10,6 +10,8 @@ so the spec's replicas are never rewritten (GitOps keeps owning the spec).
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import ConfigDict, Field
 
 from disagg_operator.api.base import _EMPTY, _Model, _rules
@@ -100,6 +102,13 @@ class Autoscaling(_Model):
 
     model_config = ConfigDict(json_schema_extra=_rules(AUTOSCALING_COST_RULE))
 
+    mode: Literal["Apply", "Recommend"] = Field(
+        default="Apply",
+        description="Apply: the operator renders the planned counts (the spec's replicas "
+        "ignored, the scale subresource refused); Recommend: it only writes them to status "
+        "and the disagg_deployment_planned_replicas gauge, for a KEDA or HPA to act on, and "
+        "the spec's counts (perDecode included) stay in charge",
+    )
     targets: Targets = Field(description="TTFT and ITL targets at a percentile")
     profile: ProfileRef = Field(description="the pools' measured profile (disagg bench profile)")
     prefill: RoleBounds = Field(description="prefill's bounds (and cost)")

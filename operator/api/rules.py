@@ -80,7 +80,8 @@ AUTOSCALING_COST_RULE = (
     "spec.autoscaling.prefill.cost and spec.autoscaling.decode.cost",
 )
 AUTOSCALING_PER_DECODE_RULE = (
-    "!has(self.autoscaling) || !has(self.prefill.perDecode)",
+    "!has(self.autoscaling) || self.autoscaling.mode == 'Recommend' || "
+    "!has(self.prefill.perDecode)",
     "spec.autoscaling plans prefill's count; remove spec.prefill.perDecode "
     "(spec.autoscaling.prefillPerDecode bounds the ratio)",
 )
@@ -91,13 +92,16 @@ AUTOSCALING_MONITORING_RULE = (
 )
 # A transition rule: an API server runs it on updates only, the scale subresource's too,
 # so kubectl scale and an HPA on the deployment are refused while the planner owns the
-# counts. A spec that turns autoscaling on may change the count in the same update.
+# counts (mode Apply). A spec that turns autoscaling on may change the count in the same
+# update.
 AUTOSCALING_SCALE_RULE = (
-    "!has(self.autoscaling) || !has(oldSelf.autoscaling) || "
+    "!has(self.autoscaling) || self.autoscaling.mode == 'Recommend' || "
+    "!has(oldSelf.autoscaling) || oldSelf.autoscaling.mode == 'Recommend' || "
     "self.decode.replicas == oldSelf.decode.replicas",
     "spec.decode.replicas: spec.autoscaling plans the pod counts "
     "(status.<role>.plannedReplicas), so kubectl scale, an HPA or KEDA cannot set them; "
-    "change spec.autoscaling.decode.min/max, or remove spec.autoscaling to scale by hand",
+    "change spec.autoscaling.decode.min/max, set spec.autoscaling.mode: Recommend to let "
+    "them act on its plan, or remove spec.autoscaling to scale by hand",
 )
 CEL_RULES = (
     TP_DIVIDES_RULE,

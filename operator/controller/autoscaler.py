@@ -14,7 +14,9 @@ I/O shell around the pure planner (:func:`disagg_operator.planning.autoscale.pla
    a restarted operator shrinks nothing before it has seen a scale-down window). While a
    rollout replaces pods no role shrinks (the rollout's own bounds decide then);
 4. writes ``status.<role>.plannedReplicas`` and ``status.autoscaling`` when a count or the
-   reason changed (an event says why), and asks for a sync, which renders from them.
+   reason changed (an event says why), and asks for a sync, which renders from them
+   (mode Apply; in mode Recommend nothing is rendered from them: a KEDA or HPA acts on
+   the ``disagg_deployment_planned_replicas`` gauge).
 
 The requests running per pod are kept for the sync (:meth:`Autoscaler.busy`): a scale-down
 takes the least busy pods first. A pass that cannot plan (no Prometheus, no profile, no
@@ -38,7 +40,7 @@ import aiohttp
 from disagg_operator.api import API_VERSION, ROLES, DeploymentSpec
 from disagg_operator.contracts import prometheus
 from disagg_operator.controller.cache import Cache, Recorder
-from disagg_operator.derive.scaling import effective_replicas
+from disagg_operator.derive.scaling import applies, effective_replicas, planned
 from disagg_operator.engines.base import DemandSeries
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.planning import autoscale
@@ -265,12 +267,15 @@ class Autoscaler:
             autoscale.Demand(now, reading.prompt_tokens_per_s, reading.output_tokens_per_s)
         )
         targets, limits, settings = autoscale.from_spec(auto)
-        current = {r: effective_replicas(spec, r) for r in ROLES}
+        status = body.get("status") or {}
+        # what the last plan asked (what runs, in mode Apply), else what runs now
+        current = {r: effective_replicas(spec, r) for r in ROLES} | planned(status)
         decision = autoscale.plan(
             state.history, profiles, targets, limits, current, state.memory, now, settings
         )
-        decision = _held_for_rollout(decision, current, body.get("status") or {})
-        await self._write(body, decision, reading)
+        if applies(spec):
+            decision = _held_for_rollout(decision, current, status)
+        await self._write(body, decision, reading, apply=applies(spec))
         return decision
 
     async def _profile(self, namespace: str, spec: DeploymentSpec) -> dict[str, Any]:
@@ -319,7 +324,7 @@ class Autoscaler:
         await self._patch(body, {"autoscaling": {"reason": reason, "message": message}})
 
     async def _write(
-        self, body: dict[str, Any], decision: autoscale.Decision, reading: Reading
+        self, body: dict[str, Any], decision: autoscale.Decision, reading: Reading, apply: bool
     ) -> None:
         status = body.get("status") or {}
         before = {r: (status.get(r) or {}).get("plannedReplicas") for r in ROLES}
@@ -340,7 +345,8 @@ class Autoscaler:
         if before != decision.replicas:
             await self.api.event(body, type_="Normal", reason=decision.reason, message=message)
             meta = body["metadata"]
-            self.request_sync(meta["namespace"], meta["name"])
+            if apply:  # Recommend: nothing to render, a KEDA or HPA acts on the gauge
+                self.request_sync(meta["namespace"], meta["name"])
 
     async def _patch(self, body: dict[str, Any], patch: dict[str, Any]) -> None:
         meta = body["metadata"]

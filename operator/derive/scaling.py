@@ -9,9 +9,10 @@ lengths, accelerator checks) all read :func:`effective_replicas`, never a role's
             = clamp(ceil(decode * ratio), min, max)     with spec.prefill.perDecode
             = 1                                         when neither is set
 
-With ``spec.autoscaling`` the planner owns both counts: :func:`with_planned` puts its
-``status.<role>.plannedReplicas`` into the spec the sync renders from, and before its
-first plan each role keeps the count above, clamped into its autoscaling min and max.
+With ``spec.autoscaling`` (mode Apply) the planner owns both counts: :func:`with_planned`
+puts its ``status.<role>.plannedReplicas`` into the spec the sync renders from, and
+before its first plan each role keeps the count above, clamped into its autoscaling min
+and max. Mode Recommend changes no count: the plan is only reported.
 
 ``ceil`` runs on the decimal value of ``ratio`` (``Fraction(str(ratio))``), so 10 * 0.3 is
 3, not the 4 that binary floating point would round up to.
@@ -50,10 +51,15 @@ def follow(decode: int, per: PerDecode) -> int:
 def effective_replicas(spec: DeploymentSpec, role: str) -> int:
     """The number of pods ``role`` runs under ``spec`` (see the module docstring)."""
     wanted = _spec_replicas(spec, role)
-    if spec.autoscaling is None:
+    if not applies(spec):
         return wanted
     bounds = spec.autoscaling.prefill if role == "prefill" else spec.autoscaling.decode
     return min(max(wanted, bounds.min_replicas), bounds.max_replicas)
+
+
+def applies(spec: DeploymentSpec) -> bool:
+    """Whether the planner's counts are what runs (spec.autoscaling, mode Apply)."""
+    return spec.autoscaling is not None and spec.autoscaling.mode == "Apply"
 
 
 def planned(status: Mapping[str, Any] | None) -> dict[str, int]:
@@ -69,7 +75,7 @@ def planned(status: Mapping[str, Any] | None) -> dict[str, int]:
 def with_planned(spec: DeploymentSpec, status: Mapping[str, Any] | None) -> DeploymentSpec:
     """``spec`` with each role's replicas set to the planner's count in ``status``, while
     ``spec.autoscaling`` is on (``spec`` itself otherwise, or before a first plan)."""
-    counts = planned(status) if spec.autoscaling is not None else {}
+    counts = planned(status) if applies(spec) else {}
     if not counts:
         return spec
     update = {r: spec.role(r).model_copy(update={"replicas": n}) for r, n in counts.items()}
@@ -129,7 +135,7 @@ def _autoscaling_problems(spec: DeploymentSpec) -> Iterator[Problem]:
     auto = spec.autoscaling
     if auto is None:
         return
-    if spec.prefill.per_decode is not None:
+    if spec.prefill.per_decode is not None and auto.mode == "Apply":
         yield Problem(
             "spec.prefill.perDecode",
             "spec.autoscaling plans prefill's count; remove spec.prefill.perDecode "

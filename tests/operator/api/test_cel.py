@@ -89,7 +89,9 @@ def test_the_crd_carries_every_model_rule() -> None:
     assert len(ALL_RULES) == len({r for r, _ in ALL_RULES})
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [*EXAMPLES, *(EXAMPLES[0].parent / "autoscaling").glob("[ds]*.yaml")], ids=str
+)
 def test_examples_satisfy_every_rule(path: Any) -> None:
     assert _failing(example(path)) == set()
 
@@ -244,6 +246,17 @@ def test_the_scale_rule_lets_autoscaling_be_turned_on_or_off_with_a_new_count() 
     assert _failing(_scaled(plain, 5), _auto()) == set()  # turned off
     assert _failing(_auto(periodSeconds=30), _auto()) == set()  # other fields change freely
     assert _failing(_scaled(plain, 4), plain) == set()  # no autoscaling: kubectl scale works
+    advice = _auto(mode="Recommend")  # the plan only reported: KEDA or HPA may scale
+    assert _failing(_scaled(advice, 4), advice) == set()
+    assert _failing(_scaled(_auto(), 4), advice) == set()  # from Recommend to Apply at once
+
+
+def test_in_recommend_mode_prefill_may_follow_decode() -> None:
+    rule = models.AUTOSCALING_PER_DECODE_RULE[0]
+    follows = {"prefill": {"perDecode": {"ratio": 0.5}}}
+    assert rule in _failing(body(autoscaling=AUTO, monitoring=MONITORED, **follows))
+    advice = {**AUTO, "mode": "Recommend"}
+    assert _failing(body(autoscaling=advice, monitoring=MONITORED, **follows)) == set()
 
 
 def test_every_rule_has_a_bad_object() -> None:

@@ -173,3 +173,21 @@ async def test_a_pass_that_cannot_plan_says_why_and_changes_no_count(
         assert "disagg bench profile --out" in message
         assert _planned(emulator) == {"prefill": None, "decode": None}
         await until("pods at the spec's counts", lambda: _count(emulator, "decode") == 1)
+
+
+async def test_in_recommend_mode_the_plan_is_reported_and_the_spec_counts_run(
+    emulator: Emulator, scraped: tuple[Exporter, Prometheus]
+) -> None:
+    exporter, prom = scraped
+    exporter.rate("demo-prefill-0", "disagg_prompt_tokens_total", 10_000)
+    exporter.rate("demo-decode-0", "disagg_generation_tokens_total", 1_000)
+    config_map = {"metadata": {"name": "pools"}, "data": {"profile.json": json.dumps(PROFILE)}}
+    await api(emulator, "POST", f"/api/v1/namespaces/{NS}/configmaps", config_map)
+    async with running(str(emulator.url).rstrip("/"), autoscale_tick=0.2):
+        auto = {**AUTOSCALING, "prometheusUrl": prom.url, "mode": "Recommend"}
+        spec = quickstart(autoscaling=auto, monitoring={"enabled": True, "interval": "1s"})
+        await api(emulator, "POST", DD_PATH, spec)
+        await until("planned 3 + 2", lambda: _planned(emulator) == {"prefill": 3, "decode": 2}, 60)
+        await until("the spec's counts", lambda: _status(emulator)["decode"].get("desired") == 1)
+        assert (_count(emulator, "prefill"), _count(emulator, "decode")) == (1, 1)
+        assert _status(emulator)["prefill"]["desired"] == 1

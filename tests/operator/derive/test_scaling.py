@@ -193,3 +193,16 @@ def test_autoscaling_conflicts_are_refused_with_the_field(
             obj["spec"][key] = value
     problems = validation.parse(obj)[1]
     assert field in [p.field for p in problems], problems
+
+
+def test_in_recommend_mode_the_plan_is_only_reported() -> None:
+    status = {"prefill": {"plannedReplicas": 4}, "decode": {"plannedReplicas": 3}}
+    obj = body(
+        autoscaling={**AUTO, "mode": "Recommend"},
+        monitoring={"enabled": True},
+        prefill={"device": "cpu", "perDecode": {"ratio": 0.5}},
+        decode=role(replicas=6),
+    )
+    obj["status"] = status
+    spec = _spec(obj)  # perDecode allowed beside it
+    assert [scaling.effective_replicas(spec, r) for r in ("prefill", "decode")] == [3, 6]

@@ -179,3 +179,18 @@ def test_keda_example_has_the_scaled_object_shape() -> None:
     spec = keda["spec"]
     assert spec["minReplicaCount"] <= spec["maxReplicaCount"]
     assert spec["triggers"] and all(t["type"] and t["metadata"] for t in spec["triggers"])
+
+
+def test_the_slo_example_renders_its_minimums_until_the_planner_plans(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    doc = _one("slo.yaml")
+    assert validation.parse(example(AUTOSCALING / "slo.yaml"))[1] == []
+    code, out, err = _cli(capsys, "-f", str(AUTOSCALING / "slo.yaml"))
+    assert (code, err) == (0, "")
+    auto = doc["spec"]["autoscaling"]
+    pods = [p["metadata"]["name"] for p in by_kind(list(yaml.safe_load_all(out)), "Pod")]
+    name = doc["metadata"]["name"]
+    want = [f"{name}-{r}-{i}" for r in ("prefill", "decode") for i in range(auto[r]["min"])]
+    assert pods == want
+    assert "replicas" not in doc["spec"]["prefill"] and "replicas" not in doc["spec"]["decode"]
