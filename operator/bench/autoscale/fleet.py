@@ -10,7 +10,9 @@ serving pod carries. Per step of ``dt`` seconds:
   backlog ahead of it, plus the curve's TTFT at the load per pod over the last
   ``SUSTAINED_S`` (the curve is the percentile at a sustained load: Poisson's second-to-
   second swings are already in it), plus any wait for a decode slot;
-- **decode**: requests whose prompt was computed start decoding while the serving pods'
+- **decode**: a sequence's ITL is the curve's at the sequences per pod, and at least
+  what the pod's most output tokens/s (``max_tokens_per_s``) leaves each of them;
+  requests whose prompt was computed start decoding while the serving pods'
   KV capacity has room (else they wait: that wait is in their TTFT); each cohort of
   sequences decodes for its output lengths (the trace's lognormal, in four quantile
   buckets) times the ITL it starts at; the ITL is the curve's at the sequences per pod;
@@ -96,7 +98,8 @@ class Fleet:
         self.backlog = 0.0  # prompt tokens not yet computed
         self.sustained = 0.0  # prompt tokens/s over the last SUSTAINED_S (moving average)
         self.waiting = 0.0  # requests computed, waiting for a decode slot
-        self.cohorts: list[tuple[float, float]] = []  # (sequences, decoding until)
+        # (sequences, decoding from, decoding until)
+        self.cohorts: list[tuple[float, float, float]] = []
         self.pod_seconds = 0.0
         self.scale_events = 0
 
@@ -122,12 +125,19 @@ class Fleet:
         load = min(self.sustained, rate) / serving["prefill"] if serving["prefill"] else math.inf
         in_pod = prefill.curve.latency_at(load) if math.isfinite(load) else math.inf
         # decode: sequences ending now leave, waiting ones start while slots are free
-        self.cohorts = [(n, end) for n, end in self.cohorts if end > now]
-        active = sum(n for n, _ in self.cohorts)
+        # sequences in flight over the last step, time-weighted: a cohort shorter than a
+        # step still held its pod for part of it (Little's law, not a snapshot)
+        self.cohorts = [(n, t0, end) for n, t0, end in self.cohorts if end > now - dt]
+        active = sum(n * max(0.0, min(end, now) - max(t0, now - dt)) / dt
+                     for n, t0, end in self.cohorts)  # fmt: skip
         slots = serving["decode"] * (decode.capacity or math.inf)
         per_pod = active / serving["decode"] if serving["decode"] else math.inf
         itl = decode.curve.latency_at(per_pod) if math.isfinite(per_pod) else math.inf
-        ending = sum(n / max(end - now, dt) for n, end in self.cohorts)  # sequences/s
+        if decode.max_tokens_per_s and math.isfinite(per_pod):
+            # a pod gives at most that many tokens/s, shared by its sequences (an engine
+            # that decodes one at a time keeps its measured ITL flat and queues the rest)
+            itl = max(itl, per_pod / decode.max_tokens_per_s)
+        ending = sum(n / max(end - now, dt) for n, _, end in self.cohorts if end > now)
         slot_wait = self.waiting / ending if self.waiting and ending else 0.0
         if self.waiting and not ending:
             slot_wait = math.inf
@@ -143,7 +153,7 @@ class Fleet:
             self.waiting -= start
             for z in BUCKETS:
                 out = min(lengths.cap, lengths.output_median * math.exp(lengths.output_sigma * z))
-                self.cohorts.append((start / len(BUCKETS), now + out * itl))
+                self.cohorts.append((start / len(BUCKETS), now, now + out * itl))
         met = (
             arrived
             if not failed and ttft <= self.targets.ttft_s and itl <= self.targets.itl_s
