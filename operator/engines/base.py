@@ -88,11 +88,12 @@ class LocalRun:
 @dataclass(frozen=True)
 class DemandSeries:
     """The Prometheus series of an engine's pods the autoscaler reads (names as scraped):
-    counters of prompt tokens computed and output tokens generated, and gauges of requests
-    running and waiting (None: the engine has no such gauge)."""
+    counters of prompt tokens computed, output tokens generated and requests finished,
+    and gauges of requests running and waiting (None: the engine has no such gauge)."""
 
     prompt_tokens: str
     output_tokens: str
+    requests: str
     running: str
     waiting: str | None = None
 

@@ -314,6 +314,17 @@ def percentile_of(data: Mapping[str, object]) -> int:
     return int(value) if isinstance(value, (int, float)) else 90
 
 
+def with_queue(served: float, waiting: float, requests_per_s: float, window_s: float) -> float:
+    """A role's demand in tokens/s: what it served, plus its queue's tokens (``waiting``
+    requests of the mean size served, ``served / requests_per_s`` each) over ``window_s``
+    (the forecast's mean: a queue that stays adds them at every pass). A saturated pool
+    serves no more than it can, so its served rate alone never shows a demand above its
+    capacity, only creeps up to it."""
+    if waiting <= 0 or requests_per_s <= 0 or served <= 0:
+        return served
+    return served + waiting * (served / requests_per_s) / window_s
+
+
 def from_spec(auto: Autoscaling) -> tuple[Targets, Limits, Settings]:
     """What ``spec.autoscaling`` asks of the planner: targets, bounds and windows."""
     targets = Targets(auto.targets.ttft_milliseconds / 1e3, auto.targets.itl_milliseconds / 1e3)
@@ -329,7 +340,7 @@ def from_spec(auto: Autoscaling) -> tuple[Targets, Limits, Settings]:
         max_cost=None if budget is None else budget.cost,
     )
     settings = Settings(
-        smooth_s=max(15.0, 2.0 * auto.period_seconds),
+        smooth_s=2.0 * auto.period_seconds,  # the bench's planner: every 5 s over 10 s
         scale_down_s=float(auto.scale_down_seconds),
         scale_up_s=float(auto.scale_up_seconds),
     )

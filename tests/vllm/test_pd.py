@@ -172,6 +172,7 @@ def test_the_autoscalers_demand_series_are_vllms_own(pd_stack: Stack) -> None:
         for name in (names.prompt_tokens, names.output_tokens, names.running, names.waiting):
             assert name in seen[role], (role, name)
     assert seen["prefill"][names.prompt_tokens] > 0
+    assert seen["prefill"][names.requests] > 0 and seen["decode"][names.requests] > 0
     assert seen["decode"][names.output_tokens] >= 4
 
 

@@ -191,7 +191,20 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str]) -> int:
+def file_of(result: dict[str, Any]) -> dict[str, Any]:
+    """What ``--out`` writes of a measurement: the planner's fields, the points left out."""
+    keep: dict[str, Any] = {"percentile": 90}  # the curves' latencies are p90
+    for r in ("prefill", "decode"):
+        keep[r] = {k: v for k, v in result[r].items() if k != "points"}
+    return keep
+
+
+def defaults() -> argparse.Namespace:
+    """The options' defaults (for a caller that measures without a command line)."""
+    return _parser().parse_args([])
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="disagg bench profile", description=__doc__.splitlines()[0])
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--out", help="write the profile `disagg bench autoscale --profile` reads")
@@ -202,12 +215,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--step", type=float, default=2.0, help="rate multiplier between points")
     p.add_argument("--ttft-stop-s", type=float, default=2.0, help="stop past this TTFT p90")
     p.add_argument("--max-clients", type=int, default=32, help="decode streams at most")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
     result = measure(args, lambda text: print(text, file=sys.stderr, flush=True))
     if args.out:
-        keep: dict[str, Any] = {"percentile": 90}  # the curves' latencies are p90
-        for r in ("prefill", "decode"):
-            keep[r] = {k: v for k, v in result[r].items() if k != "points"}
-        Path(args.out).write_text(json.dumps(keep, indent=2) + "\n")
+        Path(args.out).write_text(json.dumps(file_of(result), indent=2) + "\n")
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0

@@ -214,7 +214,17 @@ def main(argv: list[str]) -> int:
     p.add_argument("--duration-s", type=float, default=3600.0, help="each trace's length")
     p.add_argument("--profile", help="measured profiles (JSON); default: the illustrative ones")
     p.add_argument("--seed", type=int, default=7)
+    live = p.add_argument_group("--live: the closed loop on this machine")
+    live.add_argument("--live", action="store_true", help="run the closed loop (module live)")
+    live.add_argument("--ttft-target-ms", type=float, default=1000.0)
+    live.add_argument("--prompt-tokens", type=int, default=512)
+    live.add_argument("--step", type=float, default=2.4, help="demand multiplier of the step")
+    live.add_argument("--base-s", type=float, default=30.0)
+    live.add_argument("--step-s", type=float, default=90.0)
+    live.add_argument("--drop-s", type=float, default=75.0)
     args = p.parse_args(argv)
+    if args.live:
+        return _live(args)
     profiles = load_profiles(args.profile) if args.profile else ILLUSTRATIVE
     sizes = [int(s) for s in args.sizes.split(",")]
     kinds = args.traces.split(",")
@@ -224,4 +234,24 @@ def main(argv: list[str]) -> int:
     )  # fmt: skip
     result["profile"] = args.profile or "illustrative"
     print(json.dumps(result, indent=2) if args.json else table(result))
+    return 0
+
+
+def _live(args: argparse.Namespace) -> int:
+    """``--live``: measure a profile first unless ``--profile`` gives one."""
+    import asyncio
+
+    from disagg_operator.bench.autoscale import live, profile
+
+    def say(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    if args.profile:
+        with open(args.profile, encoding="utf-8") as f:
+            measured = json.load(f)
+    else:
+        say("measuring a profile first (disagg bench profile; --profile FILE skips it)")
+        measured = profile.file_of(profile.measure(profile.defaults(), say))
+    result = asyncio.run(live.run(args, measured, say))
+    print(json.dumps(result, indent=2) if args.json else live.table(result))
     return 0

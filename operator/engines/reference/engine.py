@@ -167,6 +167,7 @@ class Reference(Engine):
     demand = DemandSeries(
         prompt_tokens="disagg_prompt_tokens_total",
         output_tokens="disagg_generation_tokens_total",
+        requests="disagg_requests_total",
         running="disagg_requests_running",
         waiting="disagg_requests_waiting",
     )

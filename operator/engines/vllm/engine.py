@@ -131,6 +131,7 @@ class Vllm(Engine):
     demand = DemandSeries(
         prompt_tokens="vllm:prompt_tokens_total",
         output_tokens="vllm:generation_tokens_total",
+        requests="vllm:request_success_total",
         running="vllm:num_requests_running",
         waiting="vllm:num_requests_waiting",
     )

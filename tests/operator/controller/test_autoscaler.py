@@ -30,6 +30,9 @@ def test_the_queries_read_the_podmonitors_jobs_over_four_scrapes() -> None:
     )
     assert got["busy_decode"] == 'sum by (pod) (disagg_requests_running{job="team-a/demo-decode"})'
     assert got["waiting_prefill"] == 'sum(disagg_requests_waiting{job="team-a/demo-prefill"})'
+    assert got["requests_decode"] == (
+        'sum(rate(disagg_requests_total{job="team-a/demo-decode"}[120s]))'
+    )
     assert queries(Reference.demand, "a", "b", "1s")["prompt"].endswith("[4s]))")
 
 

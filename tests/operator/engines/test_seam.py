@@ -37,7 +37,8 @@ class Echo(Engine):
     kv_env = ("ECHO_DTYPE",)
     derived_flags: Mapping[str, str] = {"--listen": "nothing: it is the pod's port"}
     local = LocalRun(start_timeout_s=5.0, readiness="health", warm_up=False, figures="response")
-    demand = DemandSeries("echo_prompt_total", "echo_output_total", "echo_running")
+    demand = DemandSeries("echo_prompt_total", "echo_output_total", "echo_requests_total",
+                          "echo_running")  # fmt: skip
 
     def container(
         self, spec: DeploymentSpec, role: str, port: int, settings: Settings

@@ -21,6 +21,7 @@ from disagg_operator.planning.autoscale import (
     percentile_of,
     plan,
     profiles_from,
+    with_queue,
 )
 
 TTFT = Curve(((1000, 0.2), (4000, 0.5), (5000, 1.0), (6000, 3.0)))
@@ -166,3 +167,11 @@ def test_spec_autoscaling_becomes_the_planners_targets_bounds_and_windows() -> N
     assert limits.ratio == (0.25, math.inf) and limits.pods is None
     assert limits.cost == {"prefill": 4.0, "decode": 1.0} and limits.max_cost == 20
     assert (settings.scale_up_s, settings.scale_down_s) == (10, 120)
+    assert settings.smooth_s == 10  # the demand's mean: two periods
+
+
+def test_a_queue_adds_its_tokens_to_what_was_served() -> None:
+    # 3000 tokens/s served as 6 requests/s (500 tokens each); 12 waiting over a 4 s mean
+    assert with_queue(3000, 12, 6, 4.0) == pytest.approx(3000 + 12 * 500 / 4)
+    assert with_queue(3000, 0, 6, 4.0) == 3000  # no queue
+    assert with_queue(0, 5, 0, 4.0) == 0  # nothing served: no size to give the queue

@@ -1,0 +1,349 @@
+"""``disagg bench autoscale --live``: the closed loop on this machine, and the fleet model
+run on the same load to see whether the two agree.
+
+Benchmark step (I/O: the API emulator, the real operator, the local kubelet running every
+pod as processes, Debian's Prometheus scraping them as the Prometheus Operator would from
+the rendered PodMonitors, and a load generator in a process of its own). One reference
+deployment with the router, spec.monitoring (1 s scrapes) and spec.autoscaling (the
+profile given, or the one ``disagg bench profile`` measures first) serves three phases
+of open-loop Poisson requests through the router, each streaming ``MIN_TOKENS`` tokens
+from a prompt of ``--prompt-tokens``:
+
+1. **base**: half of one prefill pod's share at the TTFT target;
+2. **step**: the prompt-token demand times ``--step`` (default 2.4: past what one prefill
+   pod carries within the target, within what two carry): the planner should add
+   prefill, not decode;
+3. **drop**: a fifth of the base: the pods added go again, through their drain.
+
+Figures: ``scale_up_s`` (the step to the second prefill pod Ready), ``planned_up_s`` (to
+the plan), ``ttft_p90_ms_after`` (requests sent from 5 s after that pod was Ready to the
+end of the step) against ``ttft_target_ms``, ``ttft_p90_ms_before`` (the step until
+then), ``decode_added`` (decode pods the step added), ``scale_down_s`` and
+``scale_down_failed_requests`` (requests of the drop phase that failed),
+``prometheus_version``, and ``sim_ttft_p90_ms_after`` with ``sim_vs_live_ttft_ratio``:
+the fleet model replaying the same rates with the same profile and planner settings,
+its TTFT p90 over the same window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import math
+import multiprocessing
+import random
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from disagg_operator.api import Autoscaling
+from disagg_operator.bench.autoscale import policies
+from disagg_operator.bench.autoscale.fleet import Fleet
+from disagg_operator.bench.autoscale.traces import Lengths
+from disagg_operator.local import prometheus
+from disagg_operator.planning.autoscale import ROLES, Profile, from_spec
+from disagg_worker.bench.stream import MIN_TOKENS, StreamError, percentile, stream_completion
+
+NS = "live"
+NAME = "live"
+DD_KEY = "disagg.dev/v1alpha1/disaggregateddeployments"
+PERIOD_S = 2
+SCALE_DOWN_S = 20
+HEADROOM = 0.9  # the planner's (Settings.headroom)
+
+
+def _prompt(n: int, salt: int) -> list[int]:
+    return [1] + [(i * 37 + 11 + salt * 101) % 256 for i in range(n - 1)]
+
+
+def drive(url: str, phases: list[tuple[float, float]], prompt: int, seed: int) -> dict[str, Any]:
+    """Open-loop Poisson requests to ``url``: (rate, seconds) per phase, in a process of
+    its own. Returns when the first phase began (wall clock) and per request (phase, sent
+    at, TTFT s or None when it failed)."""
+    rng = random.Random(seed)
+    plan, t = [], 0.0
+    for phase, (rate, seconds) in enumerate(phases):
+        end = t + seconds
+        while True:
+            t += rng.expovariate(rate)
+            if t >= end:
+                t = end
+                break
+            plan.append((phase, t))
+    start = time.time() + 0.5
+
+    def one(k: int) -> tuple[int, float, float | None]:
+        phase, at = plan[k]
+        wait = start + at - time.time()
+        if wait > 0:
+            time.sleep(wait)
+        sent = time.time()
+        body = {"prompt": _prompt(prompt, seed * 100_000 + k), "max_tokens": MIN_TOKENS,
+                "ignore_eos": True}  # fmt: skip
+        try:
+            return phase, sent, stream_completion(url, body, timeout_s=60).ttft_ms / 1000
+        except (OSError, StreamError):
+            return phase, sent, None
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=96) as pool:
+        return {"start": start, "requests": list(pool.map(one, range(len(plan))))}
+
+
+def _rates(profiles: dict[str, Profile], target_s: float, prompt: int, step: float) -> list[float]:
+    """Requests/s of the three phases (module docstring)."""
+    share = profiles["prefill"].per_pod(target_s, HEADROOM, tokens=False) / prompt
+    return [0.5 * share, 0.5 * share * step, 0.1 * share]
+
+
+def simulate(
+    profiles: dict[str, Profile],
+    auto: dict[str, Any],
+    phases: list[tuple[float, float]],
+    prompt: int,
+    seed: int,
+) -> list[tuple[float, int, float]]:
+    """The fleet model on the same rates with the planner as spec.autoscaling ``auto``
+    sets it up: (time, arrived, TTFT s) per second."""
+    targets, limits, settings = from_spec(Autoscaling.model_validate(auto))
+    lengths = Lengths(prompt_median=prompt, prompt_sigma=0.0, output_median=MIN_TOKENS,
+                      output_sigma=0.0)  # fmt: skip
+    fleet = Fleet(profiles, lengths, targets)
+    period = float(auto["periodSeconds"])
+    planner = policies.Planner(profiles, targets, limits, settings=settings, period_s=period)
+    fleet.resize({r: limits.replicas[r][0] for r in ROLES}, -1e9)
+    rng = random.Random(seed)
+    edges, t = [], 0.0
+    for rate, seconds in phases:
+        edges.append((t, t + seconds, rate))
+        t += seconds
+    history: list[Any] = []
+    out: list[tuple[float, int, float]] = []
+    next_at, now = 0.0, 0.0
+    while now < t:
+        if now >= next_at:
+            current = {r: fleet.pods[r].count for r in ROLES}
+            fleet.resize(planner.decide(history, current, now), now)
+            next_at = now + period
+        rate = next(r for a, b, r in edges if a <= now < b)
+        arrived = _poisson(rate, rng)
+        step = fleet.step(now, arrived)
+        history.append(step)
+        out.append((now, arrived, step.ttft_s))
+        now += fleet.dt
+    return out
+
+
+def _poisson(rate: float, rng: random.Random) -> int:
+    k, t = 0, rng.expovariate(rate) if rate > 0 else math.inf
+    while t < 1.0:
+        k += 1
+        t += rng.expovariate(rate)
+    return k
+
+
+def _p90(values: list[float]) -> float | None:
+    return round(percentile(values, 90) * 1000, 1) if values else None
+
+
+def _manifest(prometheus_url: str, target_ms: float) -> dict[str, Any]:
+    return {
+        "apiVersion": "disagg.dev/v1alpha1",
+        "kind": "DisaggregatedDeployment",
+        "metadata": {"name": NAME, "namespace": NS},
+        "spec": {
+            "model": "tiny",
+            "engine": {"type": "reference", "image": "ghcr.io/disagg-dev/disagg-worker-cpu:0.1.0"},
+            "prefill": {"device": "cpu"},
+            "decode": {"device": "cpu"},
+            "router": {"enabled": True, "replicas": 1},
+            "monitoring": {"enabled": True, "interval": "1s"},
+            "autoscaling": {
+                "targets": {"ttftMilliseconds": target_ms, "itlMilliseconds": 200},
+                "profile": {"configMap": "profile"},
+                "prefill": {"min": 1, "max": 3},
+                "decode": {"min": 1, "max": 2},
+                "periodSeconds": PERIOD_S,
+                "scaleDownSeconds": SCALE_DOWN_S,
+                "prometheusUrl": prometheus_url,
+            },
+        },
+    }
+
+
+async def run(
+    args: Any, profile: dict[str, Any], progress: Callable[[str], None]
+) -> dict[str, Any]:
+    import kmock
+
+    from disagg_operator.api import KIND, SHORT_NAMES
+    from disagg_operator.controller.run import configure_logging, running
+    from disagg_operator.emulator.server import Emulator
+    from disagg_operator.local.kubelet import run as kubelet_run
+    from disagg_operator.planning.autoscale import profiles_from
+
+    configure_logging("warning")
+    logging.getLogger("kopf").setLevel(logging.ERROR)
+    profiles = profiles_from(profile)
+    target_s = args.ttft_target_ms / 1000
+    rates = _rates(profiles, target_s, args.prompt_tokens, args.step)
+    phases = [(rates[0], args.base_s), (rates[1], args.step_s), (rates[2], args.drop_s)]
+    with tempfile.TemporaryDirectory(prefix="disagg-live-") as tmp:
+        work = Path(tmp)
+        prom = prometheus.Prometheus(work / "prometheus", scrape_interval="1s")
+        await prom.start()
+        timeline: list[tuple[float, dict[str, Any]]] = []
+        try:
+            async with Emulator() as emu, kmock.Server(emu):
+                emu.register(DD_KEY, KIND, subresources=("status",), shortnames=tuple(SHORT_NAMES))
+                host = str(emu.url).rstrip("/")
+                async with (
+                    running(host, canary_seconds=1.0, autoscale_tick=0.5),
+                    kubelet_run.running(host, work / "kubelet"),
+                ):
+                    watch = asyncio.create_task(_watch(emu, prom, timeline))
+                    try:
+                        result = await _loop(emu, prom, profile, args, phases, progress)
+                    finally:
+                        watch.cancel()
+        finally:
+            prom.stop()
+    return _figures(result, timeline, profiles, phases, args)
+
+
+async def _watch(emu: Any, prom: prometheus.Prometheus, timeline: list[Any]) -> None:
+    """Every 0.25 s: Prometheus' targets from the PodMonitors and pods (what the Prometheus
+    Operator does), and what the deployment plans and runs."""
+    while True:
+        monitors = emu.objects_of("monitoring.coreos.com/v1/podmonitors", NS)
+        pods = emu.objects_of("v1/pods", NS)
+        prom.write(prometheus.targets(monitors, pods))
+        status = (emu.find(DD_KEY, NS, NAME) or {}).get("status") or {}
+        ready = {r: 0 for r in ROLES}
+        for pod in pods:
+            role = (pod["metadata"].get("labels") or {}).get("disagg.dev/role")
+            conditions = (pod.get("status") or {}).get("conditions") or []
+            if role in ready and any(
+                c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
+            ):
+                ready[role] += 1
+        planned = {r: (status.get(r) or {}).get("plannedReplicas") for r in ROLES}
+        live = {r: sum(1 for p in pods if (p["metadata"].get("labels") or {}).get(
+            "disagg.dev/role") == r) for r in ROLES}  # fmt: skip
+        timeline.append((time.time(), {"planned": planned, "ready": ready, "pods": live}))
+        await asyncio.sleep(0.25)
+
+
+async def _until(what: str, check: Callable[[], Any], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        await asyncio.sleep(0.25)
+    raise RuntimeError(f"never happened within {timeout:g} s: {what}")
+
+
+async def _loop(
+    emu: Any,
+    prom: prometheus.Prometheus,
+    profile: dict[str, Any],
+    args: Any,
+    phases: list[tuple[float, float]],
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    emu.put_object("v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                     "metadata": {"name": NS}})  # fmt: skip
+    emu.put_object("v1/configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "profile", "namespace": NS},
+                   "data": {"profile.json": json.dumps(profile)}})  # fmt: skip
+    emu.put_object(DD_KEY, _manifest(prom.url, args.ttft_target_ms))
+    progress("waiting for the deployment and its router")
+
+    def router() -> str | None:
+        for pod in emu.objects_of("v1/pods", NS):
+            labels = pod["metadata"].get("labels") or {}
+            conditions = (pod.get("status") or {}).get("conditions") or []
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+            if "disagg.dev/router" in labels and ready:
+                return str(pod["status"]["podIP"])
+        return None
+
+    def ready() -> bool:
+        status = (emu.find(DD_KEY, NS, NAME) or {}).get("status") or {}
+        return any(c.get("type") == "Ready" and c.get("status") == "True"
+                   for c in status.get("conditions") or [])  # fmt: skip
+
+    await _until("deployment Ready", ready, 180)
+    address = await _until("router pod Ready", router, 120)
+    url = f"http://{address}:8080/v1/completions"
+    progress("load: " + ", ".join(f"{r:.2f} req/s for {s:g} s" for r, s in phases))
+    loop = asyncio.get_running_loop()
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+        return await loop.run_in_executor(pool, drive, url, phases, args.prompt_tokens, args.seed)
+
+
+def _figures(
+    result: dict[str, Any],
+    timeline: list[tuple[float, dict[str, Any]]],
+    profiles: dict[str, Profile],
+    phases: list[tuple[float, float]],
+    args: Any,
+) -> dict[str, Any]:
+    start = result["start"]
+    requests = [(phase, sent, ttft) for phase, sent, ttft in result["requests"]]
+    step_at = start + phases[0][1]
+    drop_at = step_at + phases[1][1]
+
+    def first(after: float, test: Callable[[dict[str, Any]], bool]) -> float | None:
+        return next((t for t, s in timeline if t >= after and test(s)), None)
+
+    planned_up = first(step_at, lambda s: (s["planned"]["prefill"] or 0) >= 2)
+    ready_up = first(step_at, lambda s: s["ready"]["prefill"] >= 2)
+    down = first(drop_at, lambda s: s["pods"]["prefill"] <= 1)
+    decode_added = max((s["pods"]["decode"] for t, s in timeline if step_at <= t < drop_at),
+                       default=1) - 1  # fmt: skip
+    after_from = (ready_up or drop_at) + 5.0
+    after = [ttft for phase, sent, ttft in requests
+             if phase == 1 and sent >= after_from and ttft is not None]  # fmt: skip
+    before = [ttft for phase, sent, ttft in requests
+              if phase == 1 and sent < (ready_up or drop_at) and ttft is not None]  # fmt: skip
+    base = [ttft for phase, _, ttft in requests if phase == 0 and ttft is not None]
+    dropped = [ttft for phase, _, ttft in requests if phase == 2]
+    auto = _manifest("http://unused", args.ttft_target_ms)["spec"]["autoscaling"]
+    sim = simulate(profiles, auto, phases, args.prompt_tokens, args.seed)
+    window = (after_from - start, phases[0][1] + phases[1][1])
+    sim_after = [ttft for t, n, ttft in sim if window[0] <= t < window[1] for _ in range(n)]
+    live_p90, sim_p90 = _p90(after), _p90(sim_after)
+    return {
+        "rates_per_s": [round(r, 2) for r, _ in phases],
+        "phase_s": [s for _, s in phases],
+        "prompt_tokens": args.prompt_tokens,
+        "ttft_target_ms": args.ttft_target_ms,
+        "ttft_p90_ms_base": _p90(base),
+        "planned_up_s": None if planned_up is None else round(planned_up - step_at, 1),
+        "scale_up_s": None if ready_up is None else round(ready_up - step_at, 1),
+        "ttft_p90_ms_before": _p90(before),
+        "ttft_p90_ms_after": live_p90,
+        "requests_after": len(after),
+        "decode_added": decode_added,
+        "scale_down_s": None if down is None else round(down - drop_at, 1),
+        "scale_down_requests": len(dropped),
+        "scale_down_failed_requests": sum(1 for t in dropped if t is None),
+        "failed_requests": sum(1 for _, _, t in requests if t is None),
+        "prometheus_version": prometheus.version(),
+        "sim_ttft_p90_ms_after": sim_p90,
+        "sim_vs_live_ttft_ratio": (
+            round(sim_p90 / live_p90, 2) if live_p90 and sim_p90 is not None else None
+        ),
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    rows = [(k, v) for k, v in result.items()]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
