@@ -4,15 +4,16 @@ run on the same load to see whether the two agree.
 Benchmark step (I/O: the API emulator, the real operator, the local kubelet running every
 pod as processes, Debian's Prometheus scraping them as the Prometheus Operator would from
 the rendered PodMonitors, and a load generator in a process of its own). One reference
-deployment with the router, spec.monitoring (1 s scrapes) and spec.autoscaling (the
-profile given, or the one ``disagg bench profile`` measures first) serves three phases
-of open-loop Poisson requests through the router, each streaming ``MIN_TOKENS`` tokens
-from a prompt of ``--prompt-tokens``:
+deployment with the router, spec.monitoring (1 s scrapes) and spec.autoscaling is
+deployed; its profile is the one given, or measured first through the loop's router (one
+pod of each pool serving among everything else the loop runs: ``disagg bench profile``'s
+sweep), then stored in the ConfigMap the autoscaling names. Three phases of open-loop
+Poisson requests follow through the router, each streaming ``MIN_TOKENS`` tokens from a
+prompt of ``--prompt-tokens``:
 
-1. **base**: half of one prefill pod's share at the TTFT target;
-2. **step**: the prompt-token demand times ``--step`` (default 2.4: past what one prefill
-   pod carries within the target, within what two carry): the planner should add
-   prefill, not decode;
+1. **base**: 0.6 of one prefill pod's share at the TTFT target;
+2. **step**: the prompt-token demand times ``--step`` (default 2: more than one prefill
+   pod carries within the target): the planner should add prefill, not decode;
 3. **drop**: a fifth of the base: the pods added go again, through their drain.
 
 Figures: ``scale_up_s`` (the step to the second prefill pod Ready), ``planned_up_s`` (to
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import datetime
 import json
 import logging
 import math
@@ -41,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from disagg_operator.api import Autoscaling
-from disagg_operator.bench.autoscale import policies
+from disagg_operator.bench.autoscale import policies, profile
 from disagg_operator.bench.autoscale.fleet import Fleet
 from disagg_operator.bench.autoscale.traces import Lengths
 from disagg_operator.local import prometheus
@@ -54,6 +56,7 @@ DD_KEY = "disagg.dev/v1alpha1/disaggregateddeployments"
 PERIOD_S = 2
 SCALE_DOWN_S = 20
 HEADROOM = 0.9  # the planner's (Settings.headroom)
+BASE = 0.6  # the base phase, of one prefill pod's share
 
 
 def _prompt(n: int, salt: int) -> list[int]:
@@ -63,7 +66,7 @@ def _prompt(n: int, salt: int) -> list[int]:
 def drive(url: str, phases: list[tuple[float, float]], prompt: int, seed: int) -> dict[str, Any]:
     """Open-loop Poisson requests to ``url``: (rate, seconds) per phase, in a process of
     its own. Returns when the first phase began (wall clock) and per request (phase, sent
-    at, TTFT s or None when it failed)."""
+    at, TTFT s or None when it failed, the router's prefill hop ms and prefill URL)."""
     rng = random.Random(seed)
     plan, t = [], 0.0
     for phase, (rate, seconds) in enumerate(phases):
@@ -76,7 +79,7 @@ def drive(url: str, phases: list[tuple[float, float]], prompt: int, seed: int) -
             plan.append((phase, t))
     start = time.time() + 0.5
 
-    def one(k: int) -> tuple[int, float, float | None]:
+    def one(k: int) -> tuple[int, float, float | None, float | None, str]:
         phase, at = plan[k]
         wait = start + at - time.time()
         if wait > 0:
@@ -85,9 +88,12 @@ def drive(url: str, phases: list[tuple[float, float]], prompt: int, seed: int) -
         body = {"prompt": _prompt(prompt, seed * 100_000 + k), "max_tokens": MIN_TOKENS,
                 "ignore_eos": True}  # fmt: skip
         try:
-            return phase, sent, stream_completion(url, body, timeout_s=60).ttft_ms / 1000
+            got = stream_completion(url, body, timeout_s=60)
         except (OSError, StreamError):
-            return phase, sent, None
+            return phase, sent, None, None, ""
+        hop = got.route.get("prefill_hop_ms")
+        where = str(got.route.get("prefill_url") or "")
+        return phase, sent, got.ttft_ms / 1000, hop, where
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=96) as pool:
         return {"start": start, "requests": list(pool.map(one, range(len(plan))))}
@@ -96,7 +102,19 @@ def drive(url: str, phases: list[tuple[float, float]], prompt: int, seed: int) -
 def _rates(profiles: dict[str, Profile], target_s: float, prompt: int, step: float) -> list[float]:
     """Requests/s of the three phases (module docstring)."""
     share = profiles["prefill"].per_pod(target_s, HEADROOM, tokens=False) / prompt
-    return [0.5 * share, 0.5 * share * step, 0.1 * share]
+    base = BASE * share
+    return [base, base * step, 0.2 * base]
+
+
+def profile_in_loop(url: str, prompt: int, target_ms: float, took: dict[str, float]) -> Any:
+    """``disagg bench profile``'s sweep through the loop's router, one pod of each pool
+    serving among everything else the loop runs (its process of its own)."""
+    args = profile.defaults()
+    args.prompt_tokens, args.ttft_stop_s = prompt, 2 * target_ms / 1000
+    args.first_rate, args.step, args.seconds = 0.25, 1.5, 8.0
+    args.max_clients = 8
+    prefill, decode = profile.sweep(url, args, lambda text: None)
+    return profile.file_of(profile.result_of(args, prefill, decode, took))
 
 
 def simulate(
@@ -175,8 +193,9 @@ def _manifest(prometheus_url: str, target_ms: float) -> dict[str, Any]:
 
 
 async def run(
-    args: Any, profile: dict[str, Any], progress: Callable[[str], None]
+    args: Any, given: dict[str, Any] | None, progress: Callable[[str], None]
 ) -> dict[str, Any]:
+    """The loop (module docstring); ``given``: a profile, else one measured in the loop."""
     import kmock
 
     from disagg_operator.api import KIND, SHORT_NAMES
@@ -187,10 +206,6 @@ async def run(
 
     configure_logging("warning")
     logging.getLogger("kopf").setLevel(logging.ERROR)
-    profiles = profiles_from(profile)
-    target_s = args.ttft_target_ms / 1000
-    rates = _rates(profiles, target_s, args.prompt_tokens, args.step)
-    phases = [(rates[0], args.base_s), (rates[1], args.step_s), (rates[2], args.drop_s)]
     with tempfile.TemporaryDirectory(prefix="disagg-live-") as tmp:
         work = Path(tmp)
         prom = prometheus.Prometheus(work / "prometheus", scrape_interval="1s")
@@ -201,22 +216,26 @@ async def run(
                 emu.register(DD_KEY, KIND, subresources=("status",), shortnames=tuple(SHORT_NAMES))
                 host = str(emu.url).rstrip("/")
                 async with (
-                    running(host, canary_seconds=1.0, autoscale_tick=0.5),
-                    kubelet_run.running(host, work / "kubelet"),
+                    running(host, canary_seconds=5.0, autoscale_tick=0.5),
+                    kubelet_run.running(host, work / "kubelet", tick_s=0.25),
                 ):
                     watch = asyncio.create_task(_watch(emu, prom, timeline))
                     try:
-                        result = await _loop(emu, prom, profile, args, phases, progress)
+                        result, measured = await _loop(emu, prom, given, args, progress)
                     finally:
                         watch.cancel()
         finally:
             prom.stop()
-    return _figures(result, timeline, profiles, phases, args)
+    profiles = profiles_from(measured)
+    out = _figures(result, timeline, profiles, result["phases"], args)
+    return {"profile": "given" if given else measured, **out}
 
 
 async def _watch(emu: Any, prom: prometheus.Prometheus, timeline: list[Any]) -> None:
     """Every 0.25 s: Prometheus' targets from the PodMonitors and pods (what the Prometheus
-    Operator does), and what the deployment plans and runs."""
+    Operator does), what the deployment plans and runs, and how busy the host's CPUs are."""
+    import psutil
+
     while True:
         monitors = emu.objects_of("monitoring.coreos.com/v1/podmonitors", NS)
         pods = emu.objects_of("v1/pods", NS)
@@ -225,15 +244,15 @@ async def _watch(emu: Any, prom: prometheus.Prometheus, timeline: list[Any]) -> 
         ready = {r: 0 for r in ROLES}
         for pod in pods:
             role = (pod["metadata"].get("labels") or {}).get("disagg.dev/role")
-            conditions = (pod.get("status") or {}).get("conditions") or []
-            if role in ready and any(
-                c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
-            ):
+            if role in ready and _ready(pod):
                 ready[role] += 1
         planned = {r: (status.get(r) or {}).get("plannedReplicas") for r in ROLES}
         live = {r: sum(1 for p in pods if (p["metadata"].get("labels") or {}).get(
             "disagg.dev/role") == r) for r in ROLES}  # fmt: skip
-        timeline.append((time.time(), {"planned": planned, "ready": ready, "pods": live}))
+        cpu = psutil.cpu_percent(interval=None)  # the host's, since the last sample
+        timeline.append(
+            (time.time(), {"planned": planned, "ready": ready, "pods": live, "cpu": cpu})
+        )
         await asyncio.sleep(0.25)
 
 
@@ -250,41 +269,78 @@ async def _until(what: str, check: Callable[[], Any], timeout: float) -> Any:
 async def _loop(
     emu: Any,
     prom: prometheus.Prometheus,
-    profile: dict[str, Any],
+    given: dict[str, Any] | None,
     args: Any,
-    phases: list[tuple[float, float]],
     progress: Callable[[str], None],
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Deploy, measure the profile unless ``given``, then drive the phases; (the load's
+    record with its phases, the profile)."""
+    from disagg_operator.planning.autoscale import profiles_from
+
     emu.put_object("v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                      "metadata": {"name": NS}})  # fmt: skip
-    emu.put_object("v1/configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
-                   "metadata": {"name": "profile", "namespace": NS},
-                   "data": {"profile.json": json.dumps(profile)}})  # fmt: skip
+    if given is not None:
+        _profile_map(emu, given)
+    put = time.time()
     emu.put_object(DD_KEY, _manifest(prom.url, args.ttft_target_ms))
     progress("waiting for the deployment and its router")
 
     def router() -> str | None:
         for pod in emu.objects_of("v1/pods", NS):
             labels = pod["metadata"].get("labels") or {}
-            conditions = (pod.get("status") or {}).get("conditions") or []
-            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-            if "disagg.dev/router" in labels and ready:
+            if "disagg.dev/router" in labels and _ready(pod):
                 return str(pod["status"]["podIP"])
         return None
 
-    def ready() -> bool:
+    def deployed() -> bool:
         status = (emu.find(DD_KEY, NS, NAME) or {}).get("status") or {}
         return any(c.get("type") == "Ready" and c.get("status") == "True"
                    for c in status.get("conditions") or [])  # fmt: skip
 
-    await _until("deployment Ready", ready, 180)
+    await _until("deployment Ready", deployed, 180)
+    took = {r: _ready_since(emu, r) - put for r in ROLES}
     address = await _until("router pod Ready", router, 120)
     url = f"http://{address}:8080/v1/completions"
-    progress("load: " + ", ".join(f"{r:.2f} req/s for {s:g} s" for r, s in phases))
     loop = asyncio.get_running_loop()
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-        return await loop.run_in_executor(pool, drive, url, phases, args.prompt_tokens, args.seed)
+        if given is None:
+            progress("measuring the profile in the loop (one pod of each pool; --profile skips)")
+            measured: dict[str, Any] = await loop.run_in_executor(
+                pool, profile_in_loop, url, args.prompt_tokens, args.ttft_target_ms, took
+            )
+            _profile_map(emu, measured)
+        else:
+            measured = given
+        profiles = profiles_from(measured)
+        rates = _rates(profiles, args.ttft_target_ms / 1000, args.prompt_tokens, args.step)
+        phases = [(rates[0], args.base_s), (rates[1], args.step_s), (rates[2], args.drop_s)]
+        progress("load: " + ", ".join(f"{r:.2f} req/s for {s:g} s" for r, s in phases))
+        result = await loop.run_in_executor(pool, drive, url, phases, args.prompt_tokens, args.seed)
+    return {**result, "phases": phases}, measured
+
+
+def _profile_map(emu: Any, data: dict[str, Any]) -> None:
+    emu.put_object("v1/configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "profile", "namespace": NS},
+                   "data": {"profile.json": json.dumps(data)}})  # fmt: skip
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _ready_since(emu: Any, role: str) -> float:
+    """When the first Ready pod of ``role`` turned Ready (wall clock)."""
+    times = []
+    for pod in emu.objects_of("v1/pods", NS):
+        if (pod["metadata"].get("labels") or {}).get("disagg.dev/role") == role and _ready(pod):
+            for c in (pod.get("status") or {}).get("conditions") or []:
+                if c.get("type") == "Ready" and c.get("lastTransitionTime"):
+                    stamp = str(c["lastTransitionTime"]).replace("Z", "+00:00")
+                    times.append(datetime.datetime.fromisoformat(stamp).timestamp())
+    return min(times) if times else time.time()
 
 
 def _figures(
@@ -295,7 +351,8 @@ def _figures(
     args: Any,
 ) -> dict[str, Any]:
     start = result["start"]
-    requests = [(phase, sent, ttft) for phase, sent, ttft in result["requests"]]
+    requests = [(r[0], r[1], r[2]) for r in result["requests"]]
+    hops = [(r[1], r[3], r[4]) for r in result["requests"] if r[0] == 1 and len(r) > 3]
     step_at = start + phases[0][1]
     drop_at = step_at + phases[1][1]
 
@@ -303,6 +360,12 @@ def _figures(
         return next((t for t, s in timeline if t >= after and test(s)), None)
 
     planned_up = first(step_at, lambda s: (s["planned"]["prefill"] or 0) >= 2)
+    at_step = next((s for t, s in reversed(timeline) if t <= step_at), timeline[0][1])
+
+    def cpu(low: float, high: float) -> float | None:
+        seen = [s["cpu"] for t, s in timeline if low <= t < high]
+        return round(sum(seen) / len(seen), 1) if seen else None
+
     ready_up = first(step_at, lambda s: s["ready"]["prefill"] >= 2)
     down = first(drop_at, lambda s: s["pods"]["prefill"] <= 1)
     decode_added = max((s["pods"]["decode"] for t, s in timeline if step_at <= t < drop_at),
@@ -319,17 +382,34 @@ def _figures(
     window = (after_from - start, phases[0][1] + phases[1][1])
     sim_after = [ttft for t, n, ttft in sim if window[0] <= t < window[1] for _ in range(n)]
     live_p90, sim_p90 = _p90(after), _p90(sim_after)
+    hop_after = [ms / 1000 for sent, ms, _ in hops if sent >= after_from and ms is not None]
+    spread: dict[str, int] = {}
+    for sent, _, where in hops:
+        if sent >= after_from and where:
+            spread[where] = spread.get(where, 0) + 1
     return {
         "rates_per_s": [round(r, 2) for r, _ in phases],
         "phase_s": [s for _, s in phases],
         "prompt_tokens": args.prompt_tokens,
         "ttft_target_ms": args.ttft_target_ms,
         "ttft_p90_ms_base": _p90(base),
+        "prefill_planned_at_step": at_step["planned"]["prefill"],
+        "prefill_planned_most": max(
+            (s["planned"]["prefill"] or 0 for t, s in timeline if step_at <= t < drop_at),
+            default=None,
+        ),
+        "host_cpu_percent": {
+            "base": cpu(start, step_at),
+            "step": cpu(step_at, drop_at),
+            "drop": cpu(drop_at, drop_at + phases[2][1]),
+        },
         "planned_up_s": None if planned_up is None else round(planned_up - step_at, 1),
         "scale_up_s": None if ready_up is None else round(ready_up - step_at, 1),
         "ttft_p90_ms_before": _p90(before),
         "ttft_p90_ms_after": live_p90,
         "requests_after": len(after),
+        "prefill_hop_p90_ms_after": _p90(hop_after),
+        "requests_after_per_prefill": sorted(spread.values(), reverse=True),
         "decode_added": decode_added,
         "scale_down_s": None if down is None else round(down - drop_at, 1),
         "scale_down_requests": len(dropped),

@@ -131,27 +131,46 @@ def decode_point(url: str, clients: int, seconds: float, output: int) -> dict[st
 
 
 def measure(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Start the workers and the proxy here, sweep both curves through the proxy."""
     children: list[Child] = []
     with tempfile.TemporaryDirectory(prefix="disagg-profile-") as tmp:
         try:
             url, took = start(Path(tmp), children)
-            prefill: list[dict[str, Any]] = []
-            rate = args.first_rate
-            while True:
-                progress(f"prefill: {rate:.2f} requests/s for {args.seconds:g} s")
-                point = prefill_point(url, rate, args.seconds, args.prompt_tokens, len(prefill))
-                prefill.append(point)
-                if point["failed"] or point["ttft_p90_s"] > args.ttft_stop_s:
-                    break
-                rate *= args.step
-            decode: list[dict[str, Any]] = []
-            clients = 1
-            while clients <= args.max_clients:
-                progress(f"decode: {clients} streams for {args.seconds:g} s")
-                decode.append(decode_point(url, clients, args.seconds, args.output_tokens))
-                clients *= 2
+            prefill, decode = sweep(url, args, progress)
         finally:
             stop_children(children)
+    return result_of(args, prefill, decode, took)
+
+
+def sweep(
+    url: str, args: argparse.Namespace, progress: Callable[[str], None]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Both curves' points through the completions ``url`` (module docstring)."""
+    prefill: list[dict[str, Any]] = []
+    rate = args.first_rate
+    while True:
+        progress(f"prefill: {rate:.2f} requests/s for {args.seconds:g} s")
+        point = prefill_point(url, rate, args.seconds, args.prompt_tokens, len(prefill))
+        prefill.append(point)
+        if point["failed"] or point["ttft_p90_s"] > args.ttft_stop_s:
+            break
+        rate *= args.step
+    decode: list[dict[str, Any]] = []
+    clients = 1
+    while clients <= args.max_clients:
+        progress(f"decode: {clients} streams for {args.seconds:g} s")
+        decode.append(decode_point(url, clients, args.seconds, args.output_tokens))
+        clients *= 2
+    return prefill, decode
+
+
+def result_of(
+    args: argparse.Namespace,
+    prefill: list[dict[str, Any]],
+    decode: list[dict[str, Any]],
+    took: dict[str, float],
+) -> dict[str, Any]:
+    """The figures of a sweep, with each pool's start-up ``took`` seconds."""
     fields = WorkerConfig.model_fields  # the decode worker runs with these defaults
     blocks, block_size = int(fields["num_blocks"].default), int(fields["block_size"].default)
     per_sequence = math.ceil((16 + args.output_tokens) / block_size)
@@ -160,9 +179,9 @@ def measure(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[s
         "prompt_tokens": args.prompt_tokens,
         "output_tokens": args.output_tokens,
         "prefill": {
-            "curve": [
-                [p["load"], p["ttft_p90_s"]] for p in prefill if math.isfinite(p["ttft_p90_s"])
-            ],
+            "curve": _rising(
+                [[p["load"], p["ttft_p90_s"]] for p in prefill if math.isfinite(p["ttft_p90_s"])]
+            ),
             "start_s": round(took["prefill"], 2),
             "points": prefill,
         },
@@ -176,6 +195,16 @@ def measure(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[s
             "points": decode,
         },
     }
+
+
+def _rising(points: list[list[float]]) -> list[list[float]]:
+    """The points by load (the load is what arrived, and a Poisson sample of a higher rate
+    may bring less than the last one did); of equal loads, the first kept."""
+    out: list[list[float]] = []
+    for point in sorted(points, key=lambda p: p[0]):
+        if not out or point[0] > out[-1][0]:
+            out.append(point)
+    return out
 
 
 def table(result: dict[str, Any]) -> str:

@@ -218,7 +218,7 @@ def main(argv: list[str]) -> int:
     live.add_argument("--live", action="store_true", help="run the closed loop (module live)")
     live.add_argument("--ttft-target-ms", type=float, default=1000.0)
     live.add_argument("--prompt-tokens", type=int, default=512)
-    live.add_argument("--step", type=float, default=2.4, help="demand multiplier of the step")
+    live.add_argument("--step", type=float, default=2.0, help="demand multiplier of the step")
     live.add_argument("--base-s", type=float, default=30.0)
     live.add_argument("--step-s", type=float, default=90.0)
     live.add_argument("--drop-s", type=float, default=75.0)
@@ -238,20 +238,18 @@ def main(argv: list[str]) -> int:
 
 
 def _live(args: argparse.Namespace) -> int:
-    """``--live``: measure a profile first unless ``--profile`` gives one."""
+    """``--live``: the profile measured in the loop unless ``--profile`` gives one."""
     import asyncio
 
-    from disagg_operator.bench.autoscale import live, profile
+    from disagg_operator.bench.autoscale import live
 
     def say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
+    given = None
     if args.profile:
         with open(args.profile, encoding="utf-8") as f:
-            measured = json.load(f)
-    else:
-        say("measuring a profile first (disagg bench profile; --profile FILE skips it)")
-        measured = profile.file_of(profile.measure(profile.defaults(), say))
-    result = asyncio.run(live.run(args, measured, say))
+            given = json.load(f)
+    result = asyncio.run(live.run(args, given, say))
     print(json.dumps(result, indent=2) if args.json else live.table(result))
     return 0
