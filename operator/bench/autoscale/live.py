@@ -46,6 +46,7 @@ from disagg_operator.api import Autoscaling
 from disagg_operator.bench.autoscale import policies, profile
 from disagg_operator.bench.autoscale.fleet import Fleet
 from disagg_operator.bench.autoscale.traces import Lengths
+from disagg_operator.bench.failover import until
 from disagg_operator.local import prometheus
 from disagg_operator.planning.autoscale import ROLES, Profile, from_spec
 from disagg_worker.bench.stream import MIN_TOKENS, StreamError, percentile, stream_completion
@@ -256,16 +257,6 @@ async def _watch(emu: Any, prom: prometheus.Prometheus, timeline: list[Any]) -> 
         await asyncio.sleep(0.25)
 
 
-async def _until(what: str, check: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        await asyncio.sleep(0.25)
-    raise RuntimeError(f"never happened within {timeout:g} s: {what}")
-
-
 async def _loop(
     emu: Any,
     prom: prometheus.Prometheus,
@@ -297,9 +288,9 @@ async def _loop(
         return any(c.get("type") == "Ready" and c.get("status") == "True"
                    for c in status.get("conditions") or [])  # fmt: skip
 
-    await _until("deployment Ready", deployed, 180)
+    await until("deployment Ready", deployed, 180)
     took = {r: _ready_since(emu, r) - put for r in ROLES}
-    address = await _until("router pod Ready", router, 120)
+    address = await until("router pod Ready", router, 120)
     url = f"http://{address}:8080/v1/completions"
     loop = asyncio.get_running_loop()
     ctx = multiprocessing.get_context("spawn")
