@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# promtool, for the tests that check the rendered PrometheusRule's groups
-# (tests/operator/render/test_monitoring.py: `promtool check rules`): Debian's prometheus
-# package ships it (2.42 on bookworm), installed with apt-get when missing. No service is
-# started (there is no init here, and the tests need none).
+# promtool and prometheus, for the tests that check the rendered PrometheusRule's groups
+# (tests/operator/render/test_monitoring.py: `promtool check rules`) and those that run a
+# Prometheus scraping the pods the autoscaler reads (operator/local/prometheus.py):
+# Debian's prometheus package ships both (2.42 on bookworm), installed with apt-get when
+# missing. No service is started: the tests start their own process.
 set -euo pipefail
-command -v promtool >/dev/null 2>&1 && exit 0
+command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && exit 0
 if [ "$(id -u)" != 0 ]; then
-    echo "install-promtool: promtool is missing; apt-get install prometheus (or run as root)" >&2
+    echo "install-promtool: promtool or prometheus is missing; apt-get install prometheus (or run as root)" >&2
     exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive

@@ -158,8 +158,10 @@ async def read(prom: Prometheus, url: str, asked: Mapping[str, str]) -> Reading:
         for labels, value in answers[f"busy_{r}"]
         if "pod" in labels
     }
-    waiting = {r: sum(v for _, v in answers.get(f"waiting_{r}", [])) for r in ROLES}
-    done = {r: sum(v for _, v in answers[f"requests_{r}"]) for r in ROLES}
+    waiting: dict[str, float] = {
+        r: sum(v for _, v in answers.get(f"waiting_{r}", [])) for r in ROLES
+    }
+    done: dict[str, float] = {r: sum(v for _, v in answers[f"requests_{r}"]) for r in ROLES}
     return Reading(answers["prompt"][0][1], answers["output"][0][1], busy, waiting, done)
 
 
@@ -378,6 +380,6 @@ def _held_for_rollout(
     rolling = rolling or status.get("kvRevision") != status.get("routedKvRevision")
     if not rolling or all(decision.replicas[r] >= current[r] for r in ROLES):
         return decision
-    kept = {r: max(decision.replicas[r], current[r]) for r in ROLES}
+    kept: dict[str, int] = {r: max(decision.replicas[r], current[r]) for r in ROLES}
     message = "RolloutInProgress: no role shrinks while pods are replaced; " + decision.message
     return autoscale.Decision(kept, decision.needs, decision.forecast, "RolloutInProgress", message)

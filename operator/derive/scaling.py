@@ -51,9 +51,10 @@ def follow(decode: int, per: PerDecode) -> int:
 def effective_replicas(spec: DeploymentSpec, role: str) -> int:
     """The number of pods ``role`` runs under ``spec`` (see the module docstring)."""
     wanted = _spec_replicas(spec, role)
-    if not applies(spec):
+    auto = spec.autoscaling
+    if auto is None or not applies(spec):
         return wanted
-    bounds = spec.autoscaling.prefill if role == "prefill" else spec.autoscaling.decode
+    bounds = auto.prefill if role == "prefill" else auto.decode
     return min(max(wanted, bounds.min_replicas), bounds.max_replicas)
 
 
