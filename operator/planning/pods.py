@@ -71,7 +71,8 @@ class PodView:
 
 
 def is_ready(pod: Mapping[str, Any]) -> bool:
-    conditions = pod.get("status", {}).get("conditions") or []
+    """Whether the pod's Ready condition is True (a pod with no status yet is not)."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 

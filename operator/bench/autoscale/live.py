@@ -33,7 +33,6 @@ import concurrent.futures
 import datetime
 import json
 import logging
-import math
 import multiprocessing
 import random
 import tempfile
@@ -44,16 +43,18 @@ from typing import Any
 
 from disagg_operator.api import Autoscaling
 from disagg_operator.bench.autoscale import policies, profile
-from disagg_operator.bench.autoscale.fleet import Fleet
-from disagg_operator.bench.autoscale.traces import Lengths
+from disagg_operator.bench.autoscale.fleet import Fleet, Step
+from disagg_operator.bench.autoscale.run import simulate as replay
+from disagg_operator.bench.autoscale.traces import Lengths, Trace
 from disagg_operator.bench.failover import until
+from disagg_operator.bench.kubelet import DD_KEY, deployment_ready
 from disagg_operator.local import prometheus
 from disagg_operator.planning.autoscale import ROLES, Profile, from_spec
+from disagg_operator.planning.pods import is_ready
 from disagg_worker.bench.stream import MIN_TOKENS, StreamError, percentile, stream_completion
 
 NS = "live"
 NAME = "live"
-DD_KEY = "disagg.dev/v1alpha1/disaggregateddeployments"
 PERIOD_S = 2
 SCALE_DOWN_S = 20
 HEADROOM = 0.9  # the planner's (Settings.headroom)
@@ -133,35 +134,19 @@ def simulate(
     fleet = Fleet(profiles, lengths, targets)
     period = float(auto["periodSeconds"])
     planner = policies.Planner(profiles, targets, limits, settings=settings, period_s=period)
-    fleet.resize({r: limits.replicas[r][0] for r in ROLES}, -1e9)
-    rng = random.Random(seed)
     edges, t = [], 0.0
     for rate, seconds in phases:
         edges.append((t, t + seconds, rate))
         t += seconds
-    history: list[Any] = []
-    out: list[tuple[float, int, float]] = []
-    next_at, now = 0.0, 0.0
-    while now < t:
-        if now >= next_at:
-            current = {r: fleet.pods[r].count for r in ROLES}
-            fleet.resize(planner.decide(history, current, now), now)
-            next_at = now + period
-        rate = next(r for a, b, r in edges if a <= now < b)
-        arrived = _poisson(rate, rng)
-        step = fleet.step(now, arrived)
-        history.append(step)
-        out.append((now, arrived, step.ttft_s))
-        now += fleet.dt
-    return out
 
+    def rate_at(now: float) -> float:
+        return next(r for a, b, r in edges if a <= now < b)
 
-def _poisson(rate: float, rng: random.Random) -> int:
-    k, t = 0, rng.expovariate(rate) if rate > 0 else math.inf
-    while t < 1.0:
-        k += 1
-        t += rng.expovariate(rate)
-    return k
+    steps: list[Step] = []
+    start = {r: limits.replicas[r][0] for r in ROLES}
+    trace = Trace("steady", t, 0.0)  # its length; the rate is the phases'
+    replay(trace, planner, fleet, start, seed, rate=rate_at, record=steps)
+    return [(s.t, s.arrived, s.ttft_s) for s in steps]
 
 
 def _p90(values: list[float]) -> float | None:
@@ -245,7 +230,7 @@ async def _watch(emu: Any, prom: prometheus.Prometheus, timeline: list[Any]) -> 
         ready = {r: 0 for r in ROLES}
         for pod in pods:
             role = (pod["metadata"].get("labels") or {}).get("disagg.dev/role")
-            if role in ready and _ready(pod):
+            if role in ready and is_ready(pod):
                 ready[role] += 1
         planned = {r: (status.get(r) or {}).get("plannedReplicas") for r in ROLES}
         live = {r: sum(1 for p in pods if (p["metadata"].get("labels") or {}).get(
@@ -279,16 +264,11 @@ async def _loop(
     def router() -> str | None:
         for pod in emu.objects_of("v1/pods", NS):
             labels = pod["metadata"].get("labels") or {}
-            if "disagg.dev/router" in labels and _ready(pod):
+            if "disagg.dev/router" in labels and is_ready(pod):
                 return str(pod["status"]["podIP"])
         return None
 
-    def deployed() -> bool:
-        status = (emu.find(DD_KEY, NS, NAME) or {}).get("status") or {}
-        return any(c.get("type") == "Ready" and c.get("status") == "True"
-                   for c in status.get("conditions") or [])  # fmt: skip
-
-    await until("deployment Ready", deployed, 180)
+    await until("deployment Ready", lambda: deployment_ready(emu, NS, NAME), 180)
     took = {r: _ready_since(emu, r) - put for r in ROLES}
     address = await until("router pod Ready", router, 120)
     url = f"http://{address}:8080/v1/completions"
@@ -317,16 +297,11 @@ def _profile_map(emu: Any, data: dict[str, Any]) -> None:
                    "data": {"profile.json": json.dumps(data)}})  # fmt: skip
 
 
-def _ready(pod: dict[str, Any]) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
 def _ready_since(emu: Any, role: str) -> float:
     """When the first Ready pod of ``role`` turned Ready (wall clock)."""
     times = []
     for pod in emu.objects_of("v1/pods", NS):
-        if (pod["metadata"].get("labels") or {}).get("disagg.dev/role") == role and _ready(pod):
+        if (pod["metadata"].get("labels") or {}).get("disagg.dev/role") == role and is_ready(pod):
             for c in (pod.get("status") or {}).get("conditions") or []:
                 if c.get("type") == "Ready" and c.get("lastTransitionTime"):
                     stamp = str(c["lastTransitionTime"]).replace("Z", "+00:00")

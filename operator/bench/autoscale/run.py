@@ -77,8 +77,10 @@ def simulate(
     start: dict[str, int],
     seed: int,
     rate: Callable[[float], float] | None = None,
+    record: list[Step] | None = None,
 ) -> dict[str, Any]:
-    """Replay ``trace`` (or ``rate``) with ``policy`` deciding every ``policy.period_s``."""
+    """Replay ``trace`` (or ``rate``) with ``policy`` deciding every ``policy.period_s``;
+    ``record`` gets every step."""
     rng = random.Random(seed)
     fleet.resize(start, -1e9)  # the starting pods serve from the start
     history: list[Step] = []
@@ -94,6 +96,8 @@ def simulate(
         n = traces.arrivals((rate or trace.rate)(t), fleet.dt, rng)
         step = fleet.step(t, n)
         history.append(step)
+        if record is not None:
+            record.append(step)
         if len(history) > 600:
             del history[:-600]
         arrived, met, failed = arrived + n, met + step.met, failed + step.failed

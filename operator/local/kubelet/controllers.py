@@ -25,14 +25,10 @@ from typing import Any
 from disagg_operator.local.kubelet import endpoints
 from disagg_operator.local.kubelet.api import Api, ApiError
 from disagg_operator.local.kubelet.node import Kubelet
+from disagg_operator.planning.pods import is_ready
 
 HASH_LABEL = "pod-template-hash"
 SLICES = ("discovery.k8s.io/v1", "endpointslices")
-
-
-def _ready(pod: Mapping[str, Any]) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def template_hash(template: Mapping[str, Any]) -> str:
@@ -106,7 +102,7 @@ class Controllers:
         names = (f"{name}-{current}-{i}" for i in range(10_000))
         for pod_name in [n for n in names if n not in taken][: max(0, wanted - len(new))]:
             await self.api.create("v1", "pods", namespace, _pod(deployment, pod_name, current))
-        ready_new = sum(1 for p in new if _ready(p))
+        ready_new = sum(1 for p in new if is_ready(p))
         extra = sorted(new, key=lambda p: p["metadata"]["name"])[wanted:]
         going = [*extra, *(old if ready_new >= wanted else [])]
         for pod in going:
@@ -115,7 +111,7 @@ class Controllers:
             "observedGeneration": meta.get("generation", 1),
             "replicas": len(live),
             "updatedReplicas": len(new),
-            "readyReplicas": sum(1 for p in live if _ready(p)),
+            "readyReplicas": sum(1 for p in live if is_ready(p)),
             "availableReplicas": ready_new,
         }
         if {k: (deployment.get("status") or {}).get(k) for k in status} != status:

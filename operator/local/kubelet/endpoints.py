@@ -16,14 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from disagg_operator.planning.pods import is_ready
+
 MANAGED_BY = "local-kubelet.disagg.dev"
 SERVICE_NAME = "kubernetes.io/service-name"
 DOMAIN = "cluster.local"
-
-
-def _ready(pod: Mapping[str, Any]) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _selected(service: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> list[Any]:
@@ -41,7 +38,7 @@ def _selected(service: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> 
 
 
 def _serving(pod: Mapping[str, Any]) -> bool:
-    return _ready(pod) and not pod["metadata"].get("deletionTimestamp")
+    return is_ready(pod) and not pod["metadata"].get("deletionTimestamp")
 
 
 def endpoint_slice(service: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -53,7 +50,7 @@ def endpoint_slice(service: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]
             "addresses": [p["status"]["podIP"]],
             "conditions": {
                 "ready": _serving(p),
-                "serving": _ready(p),
+                "serving": is_ready(p),
                 "terminating": bool(p["metadata"].get("deletionTimestamp")),
             },
             "targetRef": {
