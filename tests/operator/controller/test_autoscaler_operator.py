@@ -138,7 +138,8 @@ async def test_the_planner_sizes_each_pool_from_prometheus_and_scales_down_least
         said = _status(emulator)["autoscaling"]
         assert said["reason"] == "ScaleUp" and "prefill 3 (needs 3" in said["message"]
         assert 9_000 <= said["promptTokensPerSecond"] <= 11_000
-        assert _status(emulator)["prefill"]["desired"] == 3
+        # the pods are written before the status that counts them
+        await until("status desires 3", lambda: _status(emulator)["prefill"].get("desired") == 3)
         assert (emulator.find(DD, NS, "demo") or {})["spec"]["decode"].get("replicas", 1) == 1
 
         # the load drops to one prefill's worth: the two least busy prefill pods go
