@@ -1,7 +1,8 @@
 """DisaggregatedDeployment API: the pydantic models the CRD is generated from.
 
 Pure layer, one package: ``base`` (names, ports, the base model, wire types), ``rules``
-(the CEL rules), ``autoscaling`` (spec.autoscaling), ``roles`` (the pools), ``spec`` (the
+(the CEL rules), ``autoscaling`` (spec.autoscaling), ``groups`` (gang scheduling and
+placement of multi-pod instances), ``roles`` (the pools), ``spec`` (the
 rest of the spec and the resource), ``status`` (the status shape); this module re-exports
 them. Python fields are snake_case, the wire (and the CRD) camelCase through an alias
 generator; both spellings are accepted (``populate_by_name``). Unknown fields are refused,
@@ -51,6 +52,7 @@ from disagg_operator.api.base import (
     Quantity,
     Role,
 )
+from disagg_operator.api.groups import GangScheduling, Placement, Topology
 from disagg_operator.api.roles import (
     DecodeSpec,
     DisruptionBudget,
@@ -74,6 +76,8 @@ from disagg_operator.api.rules import (
     BACKENDS_UNIQUE_RULE,
     CEL_RULES,
     ENV_VALUE_RULE,
+    GANG_QUEUE_RULE,
+    GROUP_PREFERRED_RULE,
     LEASE_RULE,
     PER_DECODE_BOUNDS_RULE,
     PREFILL_COUNT_RULE,
@@ -120,7 +124,9 @@ __all__ = [
     "ENGINE_BEHIND_SIDECAR_PORT",
     "ENV_VALUE_RULE",
     "EPP_PORT",
+    "GANG_QUEUE_RULE",
     "GROUP",
+    "GROUP_PREFERRED_RULE",
     "HMAC_DIR",
     "HMAC_KEY",
     "HMAC_PATH",
@@ -161,6 +167,7 @@ __all__ = [
     "EnvVar",
     "ExtensionRef",
     "FreeForm",
+    "GangScheduling",
     "InferencePool",
     "InferencePoolVersion",
     "IntOrPercent",
@@ -170,6 +177,7 @@ __all__ = [
     "ModelConfig",
     "ObjectMeta",
     "PerDecode",
+    "Placement",
     "PrefillSpec",
     "ProfileRef",
     "Quantity",
@@ -186,5 +194,6 @@ __all__ = [
     "SecretKey",
     "SloTargets",
     "Toleration",
+    "Topology",
     "TransferCanary",
 ]

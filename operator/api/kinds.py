@@ -29,6 +29,7 @@ from typing import Literal
 
 from disagg_operator.api.base import API_VERSION, KIND, PLURAL, SHORT_NAMES
 from disagg_operator.api.spec import INFERENCE_POOL_APIS
+from disagg_operator.contracts import lws
 from disagg_operator.contracts.prometheus import API_VERSION as PROMETHEUS_API
 
 Access = Literal["watched", "by-name", "create-only"]
@@ -49,6 +50,7 @@ class Kind:
     namespaced: bool = True
     short_names: tuple[str, ...] = ()
     status: bool = False  # has a status subresource
+    optional: bool = False  # a CRD of another project: a cluster may not serve it
 
     @property
     def api_version(self) -> str:
@@ -96,6 +98,18 @@ CHILDREN: tuple[Kind, ...] = (
     ),
     # a pod's spec is immutable: the rollout planner replaces pods, nothing patches them
     Kind("Pod", ("v1",), "pods", "watched", managed=(), short_names=("po",), status=True),
+    # an instance spanning pods (nodesPerInstance > 1): replaced like a pod, never patched;
+    # a cluster without the LWS controller's CRD has none to list (optional)
+    Kind(
+        lws.KIND,
+        (lws.API_VERSION,),
+        lws.PLURAL,
+        "watched",
+        managed=(),
+        short_names=("lws",),
+        status=True,
+        optional=True,
+    ),
     # the router (spec.router): patched like a Service; its ReplicaSets and pods are the
     # Deployment controller's, never the operator's
     Kind(
@@ -139,6 +153,8 @@ LEASE = Kind(
 KINDS: tuple[Kind, ...] = (*CHILDREN, RESOURCE, EVENT, LEASE)
 
 BY_KIND: Mapping[str, Kind] = {k.kind: k for k in KINDS}
+# What one instance of a role is: a Pod, or a LeaderWorkerSet where instances span pods.
+INSTANCE_KINDS = ("Pod", lws.KIND)
 WATCHED: tuple[Kind, ...] = tuple(k for k in CHILDREN if k.access == "watched")
 WATCHED_NAMES = frozenset(k.kind for k in WATCHED)
 PLURALS: Mapping[str, str] = {k.kind: k.plural for k in KINDS}

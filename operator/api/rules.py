@@ -103,6 +103,20 @@ AUTOSCALING_SCALE_RULE = (
     "change spec.autoscaling.decode.min/max, set spec.autoscaling.mode: Recommend to let "
     "them act on its plan, or remove spec.autoscaling to scale by hand",
 )
+# Instances that span pods (operator/api/groups.py).
+GANG_QUEUE_RULE = (
+    "self.scheduler != 'Kueue' || has(self.queue)",
+    "spec.gangScheduling.queue is required with Kueue: name the LocalQueue of the "
+    "deployment's namespace",
+)
+GROUP_PREFERRED_RULE = (
+    "!has(self.placement) || !has(self.placement.group) || "
+    "self.placement.group.mode == 'Required' || "
+    "(has(self.gangScheduling) && self.gangScheduling.scheduler == 'Kueue')",
+    "spec.placement.group.mode: Preferred needs Kueue's topology-aware scheduling "
+    "(spec.gangScheduling.scheduler: Kueue); without it a group is packed only as Required "
+    "(LeaderWorkerSet's exclusive topology)",
+)
 CEL_RULES = (
     TP_DIVIDES_RULE,
     BACKENDS_UNIQUE_RULE,
@@ -121,4 +135,6 @@ CEL_RULES = (
     AUTOSCALING_PER_DECODE_RULE,
     AUTOSCALING_MONITORING_RULE,
     AUTOSCALING_SCALE_RULE,
+    GANG_QUEUE_RULE,
+    GROUP_PREFERRED_RULE,
 )

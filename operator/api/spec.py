@@ -13,6 +13,7 @@ from pydantic.alias_generators import to_camel
 from disagg_operator.api.autoscaling import Autoscaling
 from disagg_operator.api.base import _EMPTY, FreeForm, Quantity, _Model, _rules
 from disagg_operator.api.corev1 import shape
+from disagg_operator.api.groups import GangScheduling, Placement
 from disagg_operator.api.rdma import Rdma
 from disagg_operator.api.roles import DecodeSpec, PrefillSpec
 from disagg_operator.api.rules import (
@@ -20,6 +21,7 @@ from disagg_operator.api.rules import (
     AUTOSCALING_PER_DECODE_RULE,
     AUTOSCALING_SCALE_RULE,
     BACKENDS_UNIQUE_RULE,
+    GROUP_PREFERRED_RULE,
     LEASE_RULE,
     ROUTING_QUEUE_RULE,
     SIDECAR_IMAGE_RULE,
@@ -395,6 +397,7 @@ class DeploymentSpec(_Model):
             AUTOSCALING_PER_DECODE_RULE,
             AUTOSCALING_MONITORING_RULE,
             AUTOSCALING_SCALE_RULE,
+            GROUP_PREFERRED_RULE,
         )
     )
 
@@ -457,6 +460,16 @@ class DeploymentSpec(_Model):
         "pod counts from TTFT and ITL targets and the pools' measured profile, in "
         "status.<role>.plannedReplicas; the spec's replicas are then ignored and the scale "
         "subresource refused",
+    )
+    gang_scheduling: GangScheduling | None = Field(
+        default=None,
+        description="the scheduler that places each multi-pod instance (a role's "
+        "nodesPerInstance above 1) whole or not at all: Volcano or Kueue (docs/multinode.md)",
+    )
+    placement: Placement | None = Field(
+        default=None,
+        description="a multi-pod instance packed into one topology domain, and prefill kept "
+        "near decode (docs/multinode.md)",
     )
     paused: bool = Field(
         default=False,

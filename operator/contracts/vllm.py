@@ -13,7 +13,9 @@ oldest row are refused.
 History of the rows (why each starts where it does):
 
     0.11.0  backends configurable; per-TP-rank side-channel listeners; no cpu platform
-    0.11.1  cpu buffer on cuda and the CPU engine; one side-channel listener per engine
+    0.11.1  cpu buffer on cuda and the CPU engine; one side-channel listener per engine;
+            an instance across nodes without Ray (--nnodes, --node-rank, --master-addr;
+            --headless on the other nodes: vllm/engine/arg_utils.py, entrypoints/cli/serve.py)
     0.13.0  handshake compatibility hash (enforce_handshake_compat); kv_load_failure_policy
     0.14.0  prefill TP > decode TP when prefill KV heads are not replicated (P TP < heads)
     0.17.0  xpu buffer on xpu; NIXL worker pins the highest CPU per NUMA node on CPU;
@@ -112,6 +114,17 @@ GPU_MEMORY_UTILIZATION = "--gpu-memory-utilization"
 KV_CACHE_MEMORY_BYTES = "--kv-cache-memory-bytes"
 # Pipeline stages of one engine (each stage's TP ranks take GPUs of their own).
 PIPELINE_PARALLEL_FLAGS = ("--pipeline-parallel-size", "-pp")
+# An instance across nodes (Profile.multinode): every node runs `vllm serve` with the same
+# model flags, the instance's node count, its own rank and the first node's address
+# (torch.distributed's rendezvous, --master-port 29501 by default); the other nodes add
+# --headless (workers only: no API server, no engine core). The first node runs the
+# engine core and the one NIXL side channel decode asks (each rank's metadata carries its
+# own agent's addresses, so a decode's READs reach every node).
+NNODES_FLAG = "--nnodes"
+NODE_RANK_FLAG = "--node-rank"
+MASTER_ADDR_FLAG = "--master-addr"
+HEADLESS_FLAG = "--headless"
+MULTINODE_FLAGS = (NNODES_FLAG, "-n", NODE_RANK_FLAG, "-r", MASTER_ADDR_FLAG, "--master-port")
 # vLLM's integer suffixes: lowercase decimal, uppercase binary (8G = 8 GiB).
 _HUMAN = {
     **{u: 1000 ** (n + 1) for n, u in enumerate("kmgt")},
@@ -138,6 +151,7 @@ class Profile:
     lease: Lease
     handshake_compat_key: str | None  # extra-config key; None: backends must match
     side_channel_per_tp_rank: bool  # True: port + tp_rank per rank; else one port per engine
+    multinode: bool  # --nnodes/--node-rank/--master-addr and --headless (no Ray)
     prefill_tp_above_decode: bool  # prefill TP may exceed decode TP (needs KV heads)
     replicated_at_equal_heads: bool  # prefill TP == KV heads counts as replicated
     failure_policy_default: str | None  # None: no kv_load_failure_policy field
@@ -173,6 +187,7 @@ _P_0_11_0 = Profile(
     lease=Lease("env", ABORT_TIMEOUT, 120),
     handshake_compat_key=None,
     side_channel_per_tp_rank=True,
+    multinode=False,
     prefill_tp_above_decode=False,
     replicated_at_equal_heads=True,
     failure_policy_default=None,
@@ -187,6 +202,7 @@ _P_0_11_1 = replace(
     buffer_devices=_TABLE_0_11_1,
     lease=Lease("env", ABORT_TIMEOUT, 480),
     side_channel_per_tp_rank=False,
+    multinode=True,
 )
 _P_0_13_0 = replace(
     _P_0_11_1,

@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from disagg_operator.api import kinds
+
 Key = tuple[str, str]  # (namespace, deployment name)
 ObjectKey = tuple[str, str]  # (kind, name) within a deployment
 Source = Mapping[Key, Iterable[dict[str, Any]]]
@@ -53,8 +55,10 @@ _KOPF_PREFIX = "disagg.dev/last-handled-configuration"
 
 def project(body: Mapping[str, Any]) -> dict[str, Any]:
     """What the cache keeps of ``body``: all but managedFields, kopf's copy of the last
-    handled spec and a Pod's spec (a sync reads a pod's metadata and status only)."""
-    out = {k: v for k, v in body.items() if not (k == "spec" and body.get("kind") == "Pod")}
+    handled spec and an instance's spec (a sync reads the metadata and status of a pod or a
+    LeaderWorkerSet only)."""
+    instance = body.get("kind") in kinds.INSTANCE_KINDS
+    out = {k: v for k, v in body.items() if not (k == "spec" and instance)}
     meta = {k: v for k, v in (body.get("metadata") or {}).items() if k not in _DROPPED_META}
     notes = meta.get("annotations")
     if notes and _KOPF_PREFIX in notes:

@@ -25,6 +25,7 @@ import hmac
 from collections.abc import Sequence
 from typing import Any
 
+from disagg_operator.api import kinds
 from disagg_operator.planning.actions import Action
 
 MIN_ROOT_BYTES = 32
@@ -47,7 +48,7 @@ def root_problem(root: bytes) -> str | None:
 
 
 def _creates_pods(actions: Sequence[Action]) -> bool:
-    return any(a.kind == "Pod" and a.verb == "create" for a in actions)
+    return any(a.kind in kinds.INSTANCE_KINDS and a.verb == "create" for a in actions)
 
 
 def writes(desired: Sequence[dict[str, Any]], actions: Sequence[Action]) -> list[Action]:

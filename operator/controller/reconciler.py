@@ -24,7 +24,7 @@ from disagg_operator.api import kinds
 from disagg_operator.controller import metrics
 from disagg_operator.controller.cache import Cache
 from disagg_operator.controller.canaries import CanaryReader, canary_turn
-from disagg_operator.controller.refusals import Backoff
+from disagg_operator.controller.refusals import ApiError, Backoff
 from disagg_operator.controller.retries import CallLater, Retries
 from disagg_operator.controller.sync import Client, sync
 from disagg_operator.engines.settings import DEFAULT, Settings
@@ -238,7 +238,7 @@ class Reconciler:
         if body is None:
             return False
         uid = str(body["metadata"].get("uid") or "")
-        pods = [o for o in self.cache.children(*key, uid) if o["kind"] == "Pod"]
+        pods = [o for o in self.cache.children(*key, uid) if o["kind"] == "Pod"]  # canaries
         return await self.canaries.changed(key, pods, turn)
 
     async def resync(self, namespaces: Sequence[str]) -> None:
@@ -255,12 +255,19 @@ class Reconciler:
         scopes = [""] if not namespaces or any(_is_glob(n) for n in namespaces) else namespaces
         listed: list[dict[str, Any]] = []
         versions: list[str] = []
+        absent: set[str] = set()  # optional kinds this cluster does not serve
         try:
             for scope in scopes:
                 for kind in kinds.WATCHED:
-                    items, at = await self.api.listing(
-                        kind.api_version, kind.plural, scope, LABEL_DEPLOYMENT
-                    )
+                    try:
+                        items, at = await self.api.listing(
+                            kind.api_version, kind.plural, scope, LABEL_DEPLOYMENT
+                        )
+                    except ApiError as e:  # a cluster without that CRD has none of them
+                        if not (kind.optional and e.status == 404):
+                            raise
+                        absent.add(kind.kind)
+                        continue
                     listed += items
                     versions.append(at)
         except Exception as e:  # keep the loop alive; the next period retries
@@ -276,7 +283,7 @@ class Reconciler:
             ]
         # the oldest listing bounds what "deleted before the listing" can mean
         oldest = min(versions, key=lambda v: int(v) if v.isdigit() else 0, default="")
-        lost = self.cache.correct(listed, oldest, kinds.WATCHED_NAMES)
+        lost = self.cache.correct(listed, oldest, kinds.WATCHED_NAMES - absent)
         if lost:
             log.info("resync: %d deployment(s) lost children without an event", len(lost))
 

@@ -55,7 +55,7 @@ from disagg_operator.controller.refusals import (
     lines,
 )
 from disagg_operator.engines.settings import DEFAULT, Settings
-from disagg_operator.planning.actions import Action, plan
+from disagg_operator.planning.actions import Action, Verb, plan
 from disagg_operator.planning.decide import (
     ROUTING_KINDS,
     PodRenderer,
@@ -63,6 +63,7 @@ from disagg_operator.planning.decide import (
     renderer,
     routed_revision,
 )
+from disagg_operator.planning.pods import instances
 from disagg_operator.planning.rollout import Plan
 from disagg_operator.render.kvkey import kv_revision
 from disagg_operator.render.monitoring import names as monitoring_names
@@ -274,7 +275,7 @@ async def sync(
     meta = body["metadata"]
     uid = str(meta.get("uid") or "")
     record = Recorder(cache, (meta["namespace"], meta["name"]))
-    pods = [o for o in observed if o["kind"] == "Pod"]
+    pods = instances(observed)
     steps: Plan | None = None
     if dd is not None and not problems:
         target = kv_revision(dd.spec, settings)
@@ -297,12 +298,13 @@ async def sync(
             serving_kv=steps.serving,
         )
         serving = steps.serving
-        actions = plan(keys.without_secrets(desired), [o for o in observed if o["kind"] != "Pod"])
-        todo = actions + pod_actions(dd, uid, steps, settings, pods_of)
+        others = [o for o in observed if o["kind"] not in kinds.INSTANCE_KINDS]
+        actions = plan(keys.without_secrets(desired), others)
+        todo = actions + pod_actions(dd, uid, steps, settings, pods_of, pods)
         await _apply(api, body, desired, todo, held, outcome, record)
     if steps is not None and dd is not None and outcome.done:  # count what is there now
         now_seen = cache.children(meta["namespace"], meta["name"], uid)  # incl. the answers
-        pods = [p for p in now_seen if p["kind"] == "Pod"]
+        pods = instances(now_seen)
         front = _router(meta["name"], now_seen)
         steps = decide(
             dd, uid=uid, pods=pods, routed=steps.routed, settings=settings, target=steps.target,
@@ -310,7 +312,8 @@ async def sync(
         )  # fmt: skip
         outcome.more = any(steps.create.values()) or bool(steps.delete) or steps.serving != serving
     # what the canary watch heard last (reconciler.watch_canaries): no sync waits for a pod
-    said = canaries.heard((meta["namespace"], meta["name"]), pods) if canaries else None
+    real = [p for p in pods if p["kind"] == "Pod"]  # a canary runs in a pod
+    said = canaries.heard((meta["namespace"], meta["name"]), real) if canaries else None
     status = status_mod.compute(
         name=body["metadata"]["name"],
         spec=dd.spec if dd is not None else None,
@@ -341,18 +344,29 @@ def pod_actions(
     steps: Plan,
     settings: Settings = DEFAULT,
     pods_of: PodRenderer | None = None,
+    observed: Sequence[Mapping[str, Any]] = (),
 ) -> list[Action]:
-    """The rollout plan's pod writes: creates in role order, then deletes; ``pods_of``: the
-    sync's pod renderer (its pods rendered once)."""
+    """The rollout plan's instance writes (pods, or LeaderWorkerSets where instances span
+    pods): creates in role order, then deletes; ``pods_of``: the sync's instance renderer
+    (each rendered once); ``observed``: the instances seen (what kind each deleted one is)."""
     namespace = dd.metadata.namespace
     pod = pods_of or renderer(dd, uid, steps.target, settings)
+    seen = {o["metadata"]["name"]: o for o in observed}
+
+    def write(verb: Verb, body: Mapping[str, Any], content: Any = None) -> Action:
+        name = body["metadata"]["name"]
+        return Action(verb, body["kind"], name, namespace, body["apiVersion"], content)
 
     actions = [
-        Action("create", "Pod", body["metadata"]["name"], namespace, "v1", body)
+        write("create", body, body)
         for role, indices in steps.create.items()
         for body in (pod(role, i) for i in indices)
     ]
-    actions += [Action("delete", "Pod", name, namespace, "v1") for name in steps.delete]
+    gone = (
+        seen.get(n) or {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": n}}
+        for n in steps.delete
+    )
+    actions += [write("delete", {"apiVersion": "v1", **body}) for body in gone]
     return actions
 
 

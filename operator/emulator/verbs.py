@@ -63,6 +63,16 @@ class TestVerbs(ObjectStore):
         }
         self._commit("v1/pods", pod, ops.merge_patch(pod, {"status": status}))
 
+    def set_group_ready(self, namespace: str, name: str, ready: bool = True) -> None:
+        """Play the LeaderWorkerSet controller for LWS ``name``: every group of it ready
+        (each of its pods Ready) or none."""
+        key = "leaderworkerset.x-k8s.io/v1/leaderworkersets"
+        obj = self.store[(key, namespace, name)]
+        replicas = (obj.get("spec") or {}).get("replicas", 1)
+        count = replicas if ready else 0
+        status = {"replicas": replicas, "readyReplicas": count, "updatedReplicas": replicas}
+        self._commit(key, obj, ops.merge_patch(obj, {"status": status}))
+
     def roll_out_deployments(self, namespace: str | None = None) -> list[str]:
         """Play the Deployment controller for every Deployment whose status is behind its
         spec: its status says the current template's replicas are all updated and

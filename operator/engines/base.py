@@ -181,9 +181,26 @@ class Engine:
         base, tp = spec.kv_transfer.side_channel_port, spec.role(role).tensor_parallel_size
         return [base + rank for rank in range(tp)]
 
-    def devices_per_pod(self, spec: DeploymentSpec, role: str) -> int:
-        """Accelerators one pod of ``role`` computes on: one per tensor-parallel rank."""
+    def instance_ranks(self, spec: DeploymentSpec, role: str) -> int:
+        """Ranks one instance of ``role`` runs: one per tensor-parallel rank."""
         return spec.role(role).tensor_parallel_size
+
+    def devices_per_pod(self, spec: DeploymentSpec, role: str) -> int:
+        """Accelerators one pod of ``role`` computes on: its share of the instance's ranks
+        (an instance spans ``nodesPerInstance`` pods)."""
+        return self.instance_ranks(spec, role) // spec.role(role).nodes_per_instance
+
+    def multinode_problem(self, spec: DeploymentSpec, role: str) -> str | None:
+        """Why an instance of ``role`` cannot span pods with this engine (None: it can)."""
+        return (
+            f"engine {self.name!r} runs each instance in one pod; set 1 (the ranks of "
+            "tensorParallelSize then share the pod)"
+        )
+
+    def worker_args(self, spec: DeploymentSpec, role: str) -> list[str]:
+        """What a group's worker pods add to the engine command (its leader's runs as
+        rendered): only asked where :meth:`multinode_problem` is None."""
+        raise NotImplementedError
 
     def drain_seconds(self, spec: DeploymentSpec) -> int:
         raise NotImplementedError

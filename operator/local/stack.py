@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from disagg_operator.contracts import lws
 from disagg_operator.engines.base import Engine, LocalRun
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.local import vllm
@@ -87,6 +88,13 @@ def render_manifest(
         objects = render(body, hmac_key=hmac_key, settings=settings)
     except InvalidSpec as e:
         raise UpError("invalid manifest:\n  " + "\n  ".join(map(str, e.problems))) from None
+    spanning = sorted(o["metadata"]["name"] for o in objects if o["kind"] == lws.KIND)
+    if spanning:  # a group needs LWS's part played: its env, its Service, its ranks
+        raise UpError(
+            f"instances that span pods ({', '.join(spanning)}: nodesPerInstance above 1) run "
+            "on a cluster with the LeaderWorkerSet controller; a local run cannot start "
+            "them yet: set nodesPerInstance: 1 to run here (docs/multinode.md)"
+        )
     return objects, settings.engines[body["spec"]["engine"]["type"]]
 
 

@@ -105,9 +105,9 @@ def _deleting(obj: Mapping[str, Any]) -> bool:
 
 def plan(desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> list[Action]:
     """The actions that turn ``observed`` into ``desired`` (see the module docstring).
-    Pods are refused: a pod's spec is immutable, so they are rolled, not patched."""
-    if any(o["kind"] == "Pod" for o in (*desired, *observed)):
-        raise ValueError("plan() takes no Pods: rollout.planner decides them")
+    Instances (pods, LeaderWorkerSets) are refused: they are rolled, never patched."""
+    if any(o["kind"] in kinds.INSTANCE_KINDS for o in (*desired, *observed)):
+        raise ValueError("plan() takes no instances: rollout.planner decides them")
     seen = {_ident(o): o for o in observed}
     actions: list[Action] = []
     for want in desired:

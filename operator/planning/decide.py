@@ -25,7 +25,7 @@ from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.planning import rollout as planner
 from disagg_operator.render import router as render_router
 from disagg_operator.render.kvkey import kv_revision
-from disagg_operator.render.objects import role_pod
+from disagg_operator.render.objects import role_instance
 
 ROUTING_KINDS = ("Service", "InferencePool")
 PodRenderer = Callable[[str, int], dict[str, Any]]
@@ -39,7 +39,7 @@ def renderer(
 
     @functools.cache
     def pod(role: str, index: int) -> dict[str, Any]:
-        return role_pod(dd, uid=uid, role=role, index=index, kv=kv, settings=settings)
+        return role_instance(dd, uid=uid, role=role, index=index, kv=kv, settings=settings)
 
     return pod
 

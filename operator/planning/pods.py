@@ -1,4 +1,5 @@
-"""What the rollout planners see of a deployment's pods and of each role's strategy.
+"""What the rollout planners see of a deployment's instances (pods, or LeaderWorkerSets
+where an instance spans pods) and of each role's strategy.
 
 Pure layer, part of planning. :class:`PodView` is one observed pod as the planners need it
 (:func:`views` builds them from pod bodies); :class:`Budget` a role's strategy resolved to
@@ -19,7 +20,9 @@ from disagg_operator.api import (
     ROLES,
     SPEC_HASH,
     RolloutStrategy,
+    kinds,
 )
+from disagg_operator.contracts import lws
 from disagg_operator.derive.scaling import resolve
 
 
@@ -71,9 +74,21 @@ class PodView:
 
 
 def is_ready(pod: Mapping[str, Any]) -> bool:
-    """Whether the pod's Ready condition is True (a pod with no status yet is not)."""
-    conditions = (pod.get("status") or {}).get("conditions") or []
+    """Whether the pod's Ready condition is True (a pod with no status yet is not); for a
+    LeaderWorkerSet (an instance spanning pods), whether its groups are all ready (LWS
+    counts a group ready when every pod of it is)."""
+    status = pod.get("status") or {}
+    if pod.get("kind") == lws.KIND:
+        wanted = (pod.get("spec") or {}).get("replicas", 1)
+        return int(status.get("readyReplicas") or 0) >= max(1, int(wanted))
+    conditions = status.get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def instances(observed: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The instances among a deployment's observed children (the pods a LeaderWorkerSet
+    makes are its, not the deployment's: they are not among them)."""
+    return [dict(o) for o in observed if o.get("kind") in kinds.INSTANCE_KINDS]
 
 
 def index_of(deployment: str, role: str, pod_name: str) -> int | None:

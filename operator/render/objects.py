@@ -54,7 +54,7 @@ from disagg_operator.api import (
 from disagg_operator.derive.scaling import effective_replicas, min_available
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render import canary as render_canary
-from disagg_operator.render import epp, monitoring, router
+from disagg_operator.render import epp, groups, monitoring, router
 from disagg_operator.render import pods as render_pods
 from disagg_operator.render.kvkey import kv_revision
 from disagg_operator.validation.spec import InvalidSpec, parse
@@ -147,6 +147,24 @@ def role_pod(
     )
 
 
+def role_instance(
+    dd: DisaggregatedDeployment,
+    *,
+    uid: str,
+    role: str,
+    index: int,
+    kv: str,
+    settings: Settings = DEFAULT,
+) -> dict[str, Any]:
+    """Instance ``<name>-<role>-<index>``: its pod, or the LeaderWorkerSet standing for it
+    where the role's instances span pods (:mod:`.groups`)."""
+    pod = role_pod(dd, uid=uid, role=role, index=index, kv=kv, settings=settings)
+    if not groups.spans(dd.spec, role):
+        return pod
+    worker_args = settings.engine(dd.spec).worker_args(dd.spec, role)
+    return groups.leader_worker_set(pod, dd.spec, role, worker_args)
+
+
 def render_model(
     dd: DisaggregatedDeployment,
     *,
@@ -181,12 +199,12 @@ def render_model(
     objects += front[:1]  # the router Service, with the other Services
     netpol = _meta(dd, uid, f"{name}-side-channel")
     objects.append(_network_policy(spec, name, netpol, settings))
-    floors = {role: min_available(spec, role) for role in roles}
+    floors = {role: pod_floor(spec, role) for role in roles}
     budgets = [r for r in roles if spec.role(r).disruption_budget.enabled and floors[r] > 0]
     objects += [_pdb(floors[r], _meta(dd, uid, f"{name}-{r}", r)) for r in budgets]
     for role in roles if pods else ():
         objects += [
-            role_pod(dd, uid=uid, role=role, index=i, kv=target, settings=settings)
+            role_instance(dd, uid=uid, role=role, index=i, kv=target, settings=settings)
             for i in range(counts[role])
         ]
     objects += front[1:]  # the router Deployment
@@ -202,6 +220,16 @@ def render_model(
         objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
     copied: list[dict[str, Any]] = fresh(objects)  # no shared sub-dicts: callers may mutate
     return copied
+
+
+def pod_floor(spec: DeploymentSpec, role: str) -> int:
+    """The role budget's ``minAvailable`` in pods: every pod of its instances but
+    maxUnavailable. An instance spanning pods is broken by losing any one of them, so the
+    budget counts all of a group's pods and lets at most maxUnavailable go at once: at
+    most that many instances down (0: no budget, as for pods)."""
+    floor = min_available(spec, role)
+    nodes = spec.role(role).nodes_per_instance
+    return floor + effective_replicas(spec, role) * (nodes - 1) if floor > 0 else 0
 
 
 def fresh(value: Any) -> Any:

@@ -26,7 +26,9 @@ from typing import Any
 from disagg_operator.api import (
     ENGINE_BEHIND_SIDECAR_PORT,
     HTTP_PORT,
+    LABEL_DEPLOYMENT,
     LABEL_REVISION,
+    LABEL_ROLE,
     SPEC_HASH,
     DeploymentSpec,
     RoleSpec,
@@ -142,7 +144,7 @@ def pod(
         "tolerations": [t.model_dump(by_alias=True, exclude_none=True) for t in r.tolerations]
         if r.tolerations
         else None,
-        "affinity": r.affinity,
+        "affinity": affinity(spec, role, name),
         "topologySpreadConstraints": spread(spec, role, pod_selector),
     }
     pod_spec.update({k: v for k, v in placement.items() if v})
@@ -169,6 +171,26 @@ def pod(
 
 
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
+
+def affinity(spec: DeploymentSpec, role: str, name: str) -> dict[str, Any] | None:
+    """The role's affinity as given, and for prefill with ``spec.placement.
+    prefillNearDecode`` a pod affinity to the deployment's decode pods in one domain of
+    its topology key (Required: a prefill pod waits for a decode pod's domain)."""
+    given = spec.role(role).affinity
+    near = spec.placement.prefill_near_decode if spec.placement else None
+    if role != "prefill" or near is None:
+        return given
+    decode = {LABEL_DEPLOYMENT: name, LABEL_ROLE: "decode"}
+    term = {"labelSelector": {"matchLabels": decode}, "topologyKey": near.topology_key}
+    out = json.loads(json.dumps(given or {}))  # the spec's own stays as it is
+    pods = out.setdefault("podAffinity", {})
+    if near.mode == "Required":
+        pods.setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(term)
+    else:
+        preferred = {"weight": 100, "podAffinityTerm": term}
+        pods.setdefault("preferredDuringSchedulingIgnoredDuringExecution", []).append(preferred)
+    return dict(out)
 
 
 def spread(spec: DeploymentSpec, role: str, pod_selector: dict[str, str]) -> list[Any]:

@@ -38,7 +38,7 @@ from disagg_operator.derive.scaling import effective_replicas, resolve, with_pla
 from disagg_operator.derive.scaling import problems as scaling_problems
 from disagg_operator.engines.base import Engine
 from disagg_operator.engines.settings import DEFAULT, Settings
-from disagg_operator.validation import corev1, pods, rdma
+from disagg_operator.validation import corev1, groups, pods, rdma
 from disagg_worker import platforms, ucx
 
 __all__ = ["InvalidSpec", "Problem", "check", "parse"]
@@ -108,6 +108,7 @@ def check(dd: DisaggregatedDeployment, settings: Settings = DEFAULT) -> list[Pro
     problems += _lease(spec)
     problems += _ucx_reach(spec)
     problems += rdma.problems(spec)
+    problems += groups.problems(spec, engine, dd.metadata.name, _top(spec))
     problems += _resources(spec, settings, engine)
     problems += _llmd(spec)
     problems += _router(spec, settings)
@@ -122,10 +123,15 @@ def check(dd: DisaggregatedDeployment, settings: Settings = DEFAULT) -> list[Pro
     return problems
 
 
+def _top(spec: DeploymentSpec) -> int:
+    """The highest instance index a rollout may use: up to twice the replicas plus the
+    surge (a new KV revision's instances beside the old ones)."""
+    return max(max_index(effective_replicas(spec, r), spec.role(r).rollout) for r in ROLES)
+
+
 def _names(name: str, spec: DeploymentSpec) -> Iterator[Problem]:
-    # A rollout may use indices up to twice the replicas plus the surge (a new KV
-    # revision's pods beside the old ones): the name must fit those too.
-    top = max(max_index(effective_replicas(spec, r), spec.role(r).rollout) for r in ROLES)
+    # Names must fit every index a rollout may use (_top).
+    top = _top(spec)
     longest = max(f"{name}-prefill-{top}", f"{name}-p-{'0' * KV_REVISION_CHARS}", key=len)
     if len(longest) > MAX_LABEL:
         yield Problem(
@@ -262,6 +268,7 @@ def _accelerators(
     limits = (r.resources.limits if r.resources else None) or {}
     requests = (r.resources.requests if r.resources else None) or {}
     ranks = engine.devices_per_pod(spec, role)
+    nodes = r.nodes_per_instance
     claims = bool(r.resources and r.resources.claims)
     if resource in limits and r.claimed_devices is not None:
         yield Problem(
@@ -271,7 +278,7 @@ def _accelerators(
         )
     elif resource in limits:
         at = f"spec.{role}.resources.limits[{resource}]"
-        yield from _device_count(at, limits[resource], ranks, r.tensor_parallel_size)
+        yield from _device_count(at, limits[resource], ranks, r.tensor_parallel_size, nodes)
     elif claims and r.claimed_devices is None:
         yield Problem(
             f"spec.{role}.claimedDevices",
@@ -281,7 +288,7 @@ def _accelerators(
         )
     elif claims:
         at = f"spec.{role}.claimedDevices"
-        yield from _device_count(at, r.claimed_devices or 0, ranks, r.tensor_parallel_size)
+        yield from _device_count(at, r.claimed_devices or 0, ranks, r.tensor_parallel_size, nodes)
     elif resource not in requests:  # else the API server's rule names it
         yield Problem(
             f"spec.{role}.resources.limits",
@@ -308,18 +315,23 @@ def _claims(spec: DeploymentSpec, role: str) -> Iterator[Problem]:
         yield from corev1.schema_problems(at, c, "PodResourceClaim")
 
 
-def _device_count(at: str, value: int | str, ranks: int, tp: int) -> Iterator[Problem]:
-    """A pod's accelerators against the ranks that compute on them: fewer cannot start,
-    more sit idle (the scheduler still reserves them)."""
+def _device_count(
+    at: str, value: int | str, ranks: int, tp: int, nodes: int = 1
+) -> Iterator[Problem]:
+    """A pod's accelerators against the ranks that compute on them (``ranks`` per pod, an
+    instance spanning ``nodes`` pods): fewer cannot start, more sit idle (the scheduler
+    still reserves them)."""
     try:
         count = parse_quantity(value)
     except ValueError:
         return  # reported with the quantities
     if count != int(count):
         return  # not a whole number: reported with the API server's rules
+    total = ranks * nodes
     shown = f"tensorParallelSize {tp}" + (
-        f" x {ranks // tp} pipeline stages" if ranks != tp else ""
+        f" x {total // tp} pipeline stages" if total != tp else ""
     )
+    shown += f" over {nodes} pods" if nodes > 1 else ""
     if count < ranks:
         yield Problem(at, f"{count:g} devices for {shown}; set it to {ranks}")
     elif count > ranks:

@@ -216,6 +216,18 @@ async def _vllm_life(emu: Emulator) -> None:
     await until("shim ConfigMap removed", lambda: emu.find(maps, NS, "cpu-engine-idle") is None)
 
 
+async def _groups_life(emu: Emulator) -> None:
+    """examples/multinode-gpu.yaml: its prefill instance is a LeaderWorkerSet, created,
+    then deleted when prefill scales to 0 (LWS are watched, created and deleted)."""
+    body = yaml.safe_load((ROOT / "examples" / "multinode-gpu.yaml").read_text())
+    body["metadata"] = {"name": "big", "namespace": NS}
+    emu.put_object(DD, defaulted(body, _crd_schema()))
+    groups = "leaderworkerset.x-k8s.io/v1/leaderworkersets"
+    await until("LeaderWorkerSet", lambda: emu.find(groups, NS, "big-prefill-0"))
+    _edit(emu, "big", lambda s: s["prefill"].update(replicas=0))
+    await until("LeaderWorkerSet deleted", lambda: emu.find(groups, NS, "big-prefill-0") is None)
+
+
 async def _llmd_life(emu: Emulator) -> None:
     emu.put_object(DD, _manifest("pool", llmd={"enabled": True}))
     await until("InferencePool", lambda: _pool_epp(emu, "pool") == "pool-epp")
@@ -303,6 +315,7 @@ async def _record(emu: Emulator, namespaces: list[str]) -> list[list[ApiCall]]:
         async with running(host, namespaces=namespaces, elector=elector):
             await _plain_life(emu)
             await _vllm_life(emu)
+            await _groups_life(emu)
             plain = len(emu.calls)
             await _llmd_life(emu)
             llmd = len(emu.calls)

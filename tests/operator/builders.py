@@ -87,3 +87,29 @@ def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 def env_of(container: dict[str, Any]) -> dict[str, Any]:
     """name → value (or the valueFrom dict) of a container's env."""
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+def as_built_in(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """What of ``obj`` the core/v1 schemas judge: the object, or for a LeaderWorkerSet
+    (a CRD of kubernetes-sigs/lws: tests/operator/render/test_groups.py states its shape)
+    its leader's and workers' pod templates as Pods."""
+    if obj["kind"] != "LeaderWorkerSet":
+        return [obj]
+    group = obj["spec"]["leaderWorkerTemplate"]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "t", **t["metadata"]},
+            "spec": t["spec"],
+        }
+        for t in (group["leaderTemplate"], group["workerTemplate"])
+    ]
+
+
+def spanning(nodes: int = 2, tp: int = 2, replicas: int = 2, **spec: Any) -> dict[str, Any]:
+    """vLLM with a GPU prefill pool whose instances span ``nodes`` pods, one GPU per rank."""
+    gpus = {"limits": {"nvidia.com/gpu": tp // nodes}}
+    prefill = role("cuda", replicas, tensorParallelSize=tp, nodesPerInstance=nodes)
+    decode = role("cuda", 1, tensorParallelSize=tp, resources={"limits": {"nvidia.com/gpu": tp}})
+    return body(engine="vllm", prefill={**prefill, "resources": gpus}, decode=decode, **spec)

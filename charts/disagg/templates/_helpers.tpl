@@ -88,6 +88,10 @@ calls against the API emulator and fails on any difference, in both directions.
   desired (pods, the Service of a role scaled to 0, the PodDisruptionBudget of a role
   scaled to 0 or whose budget is turned off). NetworkPolicies are never deleted: every
   deployment always has one, and owner references let the garbage collector remove it.
+- LeaderWorkerSets (kubernetes-sigs/lws): the instances of a role whose nodesPerInstance
+  is above 1, watched, created and deleted like pods (never patched: a new spec is a new
+  object). Granted always: a cluster without the LWS CRD has nothing to watch (the
+  operator skips the kind), and a rule for an absent API group grants nothing.
 - Secrets: create only, never get/list/watch. Each deployment's handshake Secret holds a
   key derived from the root key (mounted from a Secret volume, which needs no RBAC), so
   the operator never reads a Secret back; it creates it with the pods (409: it exists).
@@ -131,6 +135,9 @@ calls against the API emulator and fails on any difference, in both directions.
 - apiGroups: [apps]
   resources: [deployments]
   verbs: [list, watch, create, patch, delete]
+- apiGroups: [leaderworkerset.x-k8s.io]
+  resources: [leaderworkersets]
+  verbs: [list, watch, create, delete]
 - apiGroups: [""]
   resources: [events]
   verbs: [create]

@@ -30,6 +30,8 @@ DERIVED_FLAGS = {
     "-tp": "spec.<role>.tensorParallelSize",
     "--model": "spec.model",
     "--served-model-name": "spec.servedModelName",
+    **{f: "spec.<role>.nodesPerInstance" for f in vllm.MULTINODE_FLAGS},
+    vllm.HEADLESS_FLAG: "spec.<role>.nodesPerInstance (a group's workers run headless)",
 }
 DERIVED_ENV = {
     vllm.SIDE_CHANNEL_HOST: "nothing: it is the pod IP",

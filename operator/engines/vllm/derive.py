@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from disagg_operator.api import ROLES, DeploymentSpec, RoleSpec
-from disagg_operator.contracts import vllm
+from disagg_operator.contracts import lws, vllm
 from disagg_operator.derive import transfer
 from disagg_operator.derive.resources import cpu_limits, parse_quantity
 from disagg_operator.engines.base import flag_values
@@ -105,6 +105,20 @@ def pool_flags(spec: DeploymentSpec) -> list[str]:
         if value is not None:
             out += [flag, str(value)]
     return out
+
+
+def multinode_flags(spec: DeploymentSpec, role: str) -> list[str]:
+    """An instance across ``nodesPerInstance`` pods: the node count, this pod's rank and
+    the first pod's address, from the env LeaderWorkerSet gives every pod of a group
+    (Kubernetes expands ``$(VAR)`` from the container's env; the leader is worker 0)."""
+    nodes = spec.role(role).nodes_per_instance
+    if nodes == 1:
+        return []
+    return [
+        *(vllm.NNODES_FLAG, str(nodes)),
+        *(vllm.NODE_RANK_FLAG, f"$({lws.ENV_WORKER_INDEX})"),
+        *(vllm.MASTER_ADDR_FLAG, f"$({lws.ENV_LEADER_ADDRESS})"),
+    ]
 
 
 def pipeline_stages(spec: DeploymentSpec, role: str) -> int:

@@ -152,6 +152,7 @@ class Vllm(Engine):
             *("--port", str(port), "--tensor-parallel-size", tp),
             *("--kv-transfer-config", json.dumps(config, separators=(",", ":"))),
             *derive.pool_flags(spec),
+            *derive.multinode_flags(spec, role),
         ]
         env: list[dict[str, Any]] = [
             {
@@ -210,9 +211,21 @@ class Vllm(Engine):
     def side_channel_ports(self, spec: DeploymentSpec, role: str) -> list[int]:
         return derive.side_channel_ports(spec, role)
 
-    def devices_per_pod(self, spec: DeploymentSpec, role: str) -> int:
+    def instance_ranks(self, spec: DeploymentSpec, role: str) -> int:
         """A rank per GPU: tensor-parallel ranks times the pipeline stages its args ask."""
         return spec.role(role).tensor_parallel_size * derive.pipeline_stages(spec, role)
+
+    def multinode_problem(self, spec: DeploymentSpec, role: str) -> str | None:
+        """vLLM spans nodes without Ray from 0.11.1 (the contract's ``multinode``)."""
+        if derive.profile(spec).multinode:
+            return None
+        return (
+            "vLLM before 0.11.1 spans nodes only through Ray, which the operator does not "
+            "run; use vLLM 0.11.1 or newer, or set 1"
+        )
+
+    def worker_args(self, spec: DeploymentSpec, role: str) -> list[str]:
+        return [vllm.HEADLESS_FLAG]
 
     def drain_seconds(self, spec: DeploymentSpec) -> int:
         """The lease as vLLM reads it (it has no per-transfer deadline setting)."""

@@ -133,6 +133,13 @@ GOOD = [
     body(prefill={"device": "cpu", "perDecode": {"ratio": 0.5, "min": 2, "max": 2}}),
     body(decode=role(disruptionBudget={"maxUnavailable": "25%"}, topologySpreadConstraints=[])),
     body(autoscaling=AUTO, monitoring={"enabled": True}),
+    body(gangScheduling={"scheduler": "Kueue", "queue": "gpu"}),
+    body(gangScheduling={"scheduler": "Volcano"}),
+    body(placement={"group": {"topologyKey": "rack"}}),
+    body(
+        placement={"group": {"topologyKey": "rack", "mode": "Preferred"}},
+        gangScheduling={"scheduler": "Kueue", "queue": "gpu"},
+    ),
     body(
         autoscaling={
             **AUTO,
@@ -220,6 +227,18 @@ BAD = [
     ),
     (body(autoscaling=AUTO), models.AUTOSCALING_MONITORING_RULE[0]),
     (body(autoscaling=AUTO, monitoring={"enabled": False}), models.AUTOSCALING_MONITORING_RULE[0]),
+    (body(gangScheduling={"scheduler": "Kueue"}), models.GANG_QUEUE_RULE[0]),
+    (
+        body(placement={"group": {"topologyKey": "rack", "mode": "Preferred"}}),
+        models.GROUP_PREFERRED_RULE[0],
+    ),
+    (
+        body(
+            placement={"group": {"topologyKey": "rack", "mode": "Preferred"}},
+            gangScheduling={"scheduler": "Volcano"},
+        ),
+        models.GROUP_PREFERRED_RULE[0],
+    ),
 ]
 # Transition rules: (the object before, the update), each failing exactly its rule.
 BAD_UPDATES = [

@@ -20,7 +20,9 @@ from disagg_operator.local.pods import (
     pin_ports,
     share_cores,
 )
+from disagg_operator.local.stack import render_manifest
 from disagg_operator.render.objects import render
+from tests.operator.builders import spanning
 
 VLLM, REFERENCE = BUILTIN_ENGINES["vllm"], BUILTIN_ENGINES["reference"]
 
@@ -185,3 +187,9 @@ def test_a_tensor_parallel_vllm_pod_binds_one_core_list_per_rank() -> None:
         assert pods[0].env["VLLM_CPU_OMP_THREADS_BIND"] == "0"  # prefill: TP 1
         assert pods[1].env["VLLM_CPU_OMP_THREADS_BIND"] == bound
         assert "--tensor-parallel-size" in pods[1].argv
+
+
+def test_a_local_run_refuses_instances_that_span_pods_and_says_what_runs_here() -> None:
+    obj = spanning()
+    with pytest.raises(UpError, match=r"demo-prefill-0.*set nodesPerInstance: 1 to run here"):
+        render_manifest(obj, hmac_key="k" * 32)

@@ -13,7 +13,7 @@ from disagg_operator.contracts import prometheus
 from disagg_operator.render import cli as render_cli
 from disagg_operator.validation import spec as validation
 from tests.operator import disruption
-from tests.operator.builders import EXAMPLES, ROOT, by_kind, example
+from tests.operator.builders import EXAMPLES, ROOT, as_built_in, by_kind, example
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -41,7 +41,8 @@ def test_example_renders_and_validates(path: Path, capsys: pytest.CaptureFixture
     for obj in objects:
         assert obj["metadata"]["ownerReferences"][0]["uid"] == render_cli.FAKE_UID
         if obj["kind"] != "InferencePool":
-            kubernetes_validate.validate(obj, "1.31.0", strict=True)
+            for built_in in as_built_in(obj):
+                kubernetes_validate.validate(built_in, "1.31.0", strict=True)
 
 
 def _render(name: str, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:

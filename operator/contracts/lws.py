@@ -1,0 +1,76 @@
+"""LeaderWorkerSet, and what Volcano and Kueue read on one: the objects the operator renders
+for an instance that spans pods (``spec.<role>.nodesPerInstance`` above 1).
+
+Pure layer, the one source of truth for these external contracts: render, validation, the
+docs and the tests read it. Sources, read at these tags:
+
+- kubernetes-sigs/lws v0.10.0: ``api/leaderworkerset/v1/leaderworkerset_types.go`` (the
+  labels, annotations, policies), ``config/crd/bases/`` (the CRD
+  ``leaderworkerset.x-k8s.io_leaderworkersets.yaml``, the schema the rendered objects
+  were validated against), ``pkg/utils/pod/pod_utils.go``
+  (the env every container of a group gets: the leader's address is
+  ``<lws>-<group>.<subdomain>.<namespace>``), ``pkg/controllers/pod_controller.go`` (a
+  group's pods: the leader ``<lws>-<group>``, its workers ``<lws>-<group>-<w>``, w from 1)
+  and ``pkg/schedulerprovider/volcano_provider.go`` (gang scheduling, since v0.7.0: with
+  the LWS controller configured ``gangSchedulingManagement.schedulerProvider: volcano`` it
+  makes one Volcano PodGroup per group, minMember = the group's size, queue from the
+  LWS's ``scheduling.volcano.sh/queue-name`` annotation; the pods must name the volcano
+  scheduler themselves). Volcano is the only scheduler provider LWS v0.10.0 accepts
+  (``interface.go``): scheduler-plugins' coscheduling is not one.
+- kubernetes-sigs/kueue v0.19.2: ``site/content/en/docs/tasks/run/leaderworkerset.md`` and
+  ``pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go``: the queue label on
+  the LWS's own metadata admits each group as one Workload; the Topology Aware Scheduling
+  annotations are read from the leader's and the workers' pod templates, and one
+  ``podset-group-name`` on both puts the leader in its workers' domain. An LWS's name is
+  at most 39 characters under Kueue (its Workload names are derived from it).
+
+The rendered group: ``replicas`` 1 (the operator's rollout planner counts, creates and
+deletes groups as it does pods: one LWS is one instance), ``restartPolicy``
+RecreateGroupOnPodRestart (a rank that restarts alone would wait forever for its peers),
+``startupPolicy`` LeaderCreated (the ranks start together and meet), and the template is
+never changed after creation, so LWS's own rolling update never runs.
+"""
+
+from __future__ import annotations
+
+MIN_VERSION = "v0.10.0"  # the LWS release the rendered objects were checked against
+KUEUE_VERSION = "v0.19.2"
+API_VERSION = "leaderworkerset.x-k8s.io/v1"
+KIND = "LeaderWorkerSet"
+PLURAL = "leaderworkersets"
+
+# Labels LWS puts on a group's pods; the leader is worker 0.
+LABEL_NAME = "leaderworkerset.sigs.k8s.io/name"
+LABEL_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+LABEL_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+LEADER = "0"
+# On the LWS's metadata: each group's pods in one domain of this topology key, one group
+# per domain (LWS turns it into pod affinity and anti-affinity).
+EXCLUSIVE_TOPOLOGY = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+# The env LWS gives every container of a group (no other; the name is the LABEL_NAME label).
+ENV_LEADER_ADDRESS = "LWS_LEADER_ADDRESS"
+ENV_GROUP_SIZE = "LWS_GROUP_SIZE"
+ENV_WORKER_INDEX = "LWS_WORKER_INDEX"
+RESTART_POLICY = "RecreateGroupOnPodRestart"
+STARTUP_POLICY = "LeaderCreated"
+MAX_SIZE = 64  # ours: the most pods one instance spans
+
+# Volcano (through LWS's scheduler provider).
+VOLCANO_SCHEDULER = "volcano"
+VOLCANO_QUEUE = "scheduling.volcano.sh/queue-name"
+# Kueue.
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+KUEUE_GROUP = "kueue.x-k8s.io/podset-group-name"
+KUEUE_MAX_NAME = 39
+
+
+def leader_pod(lws: str, group: int = 0) -> str:
+    """The leader pod LWS makes for group ``group`` of LeaderWorkerSet ``lws``."""
+    return f"{lws}-{group}"
+
+
+def worker_pod(lws: str, worker: int, group: int = 0) -> str:
+    """Worker ``worker`` (1 ..) of that group."""
+    return f"{lws}-{group}-{worker}"
