@@ -65,6 +65,10 @@ def serve_main(argv: list[str]) -> int:
 
     limit_threads()
     keep_buffers_on_heap()
+    if config.node_rank > 0:  # a group's other pod: its ranks join rank 0's engine
+        from disagg_worker.serve import members
+
+        return members.run(config)
     try:
         broken = asyncio.run(_serve(config))
     except (ValueError, RuntimeError, OSError) as e:  # bad preset, NIXL set-up, port in use

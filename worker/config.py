@@ -81,6 +81,22 @@ class WorkerConfig(BaseModel):
     )
     tp_size: int = Field(default=1, ge=1)
     tp_rank: int = Field(default=0, ge=0)
+    nodes: int = Field(
+        default=1, ge=1, description="pods one engine's ranks span (a LeaderWorkerSet group)"
+    )
+    node_rank: int = Field(
+        default=0, ge=0, description="this pod's place in its group: 0 serves (rank 0 is here)"
+    )
+    leader_address: str = Field(
+        default="", description="where the group's first pod listens (its ranks' rendezvous)"
+    )
+    group_port: int = Field(
+        default=29400,
+        ge=1,
+        le=65000,
+        description="the group's rendezvous on the first pod: the gloo store on it, rank 0's "
+        "answers on +1, its commands to rank r on +1+r",
+    )
     model: str = Field(default="tiny", description="reference engine preset name")
     seed: int = Field(default=0, description="reference engine weight seed")
     block_size: int = Field(default=16, gt=0, description="tokens per KV block")
@@ -131,7 +147,27 @@ class WorkerConfig(BaseModel):
             raise ValueError(
                 f"DISAGG_TP_RANK: {self.tp_rank} must be below DISAGG_TP_SIZE {self.tp_size}"
             )
+        if self.tp_size % self.nodes:
+            raise ValueError(
+                f"DISAGG_NODES: {self.tp_size} ranks (DISAGG_TP_SIZE) do not split evenly "
+                f"over {self.nodes} pods; use a node count that divides them"
+            )
+        if self.node_rank >= self.nodes:
+            raise ValueError(
+                f"DISAGG_NODE_RANK: {self.node_rank} must be below DISAGG_NODES {self.nodes}"
+            )
+        if self.node_rank > 0 and not self.leader_address:
+            raise ValueError(
+                "DISAGG_LEADER_ADDRESS is required on a group's other pods (DISAGG_NODE_RANK "
+                f"{self.node_rank}): the address of the pod whose ranks they join"
+            )
         return self
+
+    @property
+    def ranks_here(self) -> range:
+        """The tensor-parallel ranks this pod runs: its share of the group's."""
+        per = self.tp_size // self.nodes
+        return range(self.node_rank * per, (self.node_rank + 1) * per)
 
     @property
     def buffer_device(self) -> str:

@@ -75,7 +75,8 @@ class LocalRun:
     the proxy before serving; ``figures``: where the transfer figures of a request come
     from, the proxy's "response" or the decode "engine-log"; ``cores``: each pod takes an
     explicit core list of its own (as a node's CPU manager would give it); ``label``: how
-    its start-up lines name it."""
+    its start-up lines name it; ``groups``: the local runner plays LeaderWorkerSet's part
+    for its instances that span pods (:mod:`disagg_operator.local.groups`)."""
 
     start_timeout_s: float
     readiness: Literal["ready-line", "health"]
@@ -83,6 +84,7 @@ class LocalRun:
     figures: Literal["response", "engine-log"]
     cores: bool = False
     label: str = ""
+    groups: bool = False
 
 
 @dataclass(frozen=True)

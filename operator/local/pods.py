@@ -25,6 +25,7 @@ from typing import Any
 from disagg_operator.api import LABEL_ROLE as ROLE_LABEL
 from disagg_operator.api.podtemplate import CANARY_CONTAINER, ENGINE_CONTAINER
 from disagg_operator.engines.base import Engine, LocalRun, disagg_argv, without_flag
+from disagg_operator.local.groups import is_group_worker
 
 LOCAL = "127.0.0.1"
 CLUSTER_ONLY = ("UCX_TLS", "DISAGG_UCX_TLS")
@@ -49,6 +50,7 @@ class LocalPod:
     http_port: int = 0  # 0: the process announces its port on a ready line
     adapted: list[str] = field(default_factory=list)
     canary: list[str] = field(default_factory=list)  # the canary container's args, if any
+    serves: bool = True  # False: a group's worker pod (ranks only; nothing to wait for)
 
 
 def local_pods(
@@ -100,6 +102,7 @@ def local_pods(
                 process.http_port,
                 [*mounted, *process.adapted],
                 _canary_args(obj),
+                serves=not is_group_worker(obj["metadata"].get("labels", {})),
             )
         )
     if pair and not {p.role for p in out} >= {"prefill", "decode"}:

@@ -15,11 +15,12 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
 import subprocess
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from disagg_operator.contracts import lws
 from disagg_operator.engines.base import Engine, LocalRun
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.local import vllm
+from disagg_operator.local.groups import group_pods
 from disagg_operator.local.pods import (
     LOCAL,
     ROLE_LABEL,
@@ -81,21 +83,49 @@ def load(path: str) -> dict[str, Any]:
 
 
 def render_manifest(
-    body: dict[str, Any], hmac_key: str, settings: Settings = DEFAULT
+    body: dict[str, Any], hmac_key: str, settings: Settings = DEFAULT, *, groups: bool = False
 ) -> tuple[list[dict[str, Any]], Engine]:
-    """The manifest's objects, rendered with ``settings``, and its engine."""
+    """The manifest's objects, rendered with ``settings``, and its engine. ``groups``: the
+    caller plays LeaderWorkerSet's part (its engine's LocalRun says whether it can); else
+    an instance that spans pods is refused."""
     try:
         objects = render(body, hmac_key=hmac_key, settings=settings)
     except InvalidSpec as e:
         raise UpError("invalid manifest:\n  " + "\n  ".join(map(str, e.problems))) from None
+    engine = settings.engines[body["spec"]["engine"]["type"]]
     spanning = sorted(o["metadata"]["name"] for o in objects if o["kind"] == lws.KIND)
-    if spanning:  # a group needs LWS's part played: its env, its Service, its ranks
-        raise UpError(
-            f"instances that span pods ({', '.join(spanning)}: nodesPerInstance above 1) run "
-            "on a cluster with the LeaderWorkerSet controller; a local run cannot start "
-            "them yet: set nodesPerInstance: 1 to run here (docs/multinode.md)"
+    if spanning and not (groups and engine.local.groups):
+        fix = (
+            "run it without --runtime (the process runtime plays LeaderWorkerSet's part)"
+            if engine.local.groups
+            else f"engine {engine.name!r} spans pods only on a cluster with the "
+            "LeaderWorkerSet controller"
         )
-    return objects, settings.engines[body["spec"]["engine"]["type"]]
+        raise UpError(
+            f"instances that span pods ({', '.join(spanning)}: nodesPerInstance above 1) "
+            f"cannot start here: {fix}, or set nodesPerInstance: 1 to run here "
+            "(docs/multinode.md)"
+        )
+    return objects, engine
+
+
+GROUP_SPAN = 66  # a group's rendezvous ports: the store, rank 0's answers, a port per rank
+
+
+def group_bases(engine: Engine) -> Iterator[int]:
+    """A base port per group of a local run, with the GROUP_SPAN ports from it free now."""
+    for base in vllm.free_ports(low=vllm.ephemeral_low() - GROUP_SPAN):
+        if base and all(_free(port) for port in range(base, base + GROUP_SPAN)):
+            yield base
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
 
 
 def get_json(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> Any:
@@ -208,7 +238,8 @@ def launch(
     secret.write_text(key)
     secret.chmod(0o600)
     body = with_model(load(str(manifest)), model, say, claims)
-    objects, engine = render_manifest(body, key)
+    objects, engine = render_manifest(body, key, groups=True)
+    objects = group_pods(objects, lambda *_: LOCAL, group_bases(engine))
     engines = core_takers(objects, engine)
     cores = [] if keep_cpu_binding else share_cores(engines, vllm.host_cores())
     if keep_cpu_binding and engines:
@@ -250,6 +281,8 @@ def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> No
         for note in pod.adapted:
             say(f"          {note}")
     for pod, child in zip(pods, run.children, strict=True):
+        if not pod.serves:  # a group's worker: its ranks join the leader, which says ready
+            continue
         if pod.local.readiness == "health":
             url = f"http://{LOCAL}:{pod.http_port}"
             took = vllm.wait_healthy(child, url, pod.local.start_timeout_s, say)

@@ -310,3 +310,31 @@ def test_the_pods_benchmark_reports_both_runtimes_and_the_iperf3_limits(images: 
     assert "nixl_vs_iperf3_single" not in case["process"] and case["ttft_ratio"] > 0
     left = podman("pod", "ps", "--filter", "label=disagg.dev/up-run", "--format", "{{.Name}}")
     assert left.stdout.split() == []  # every run's pods removed
+
+
+def test_a_prefill_instance_spanning_two_pods_feeds_a_tp1_decode(up: Any) -> None:
+    """examples/multinode-cpu.yaml in containers, disagg up playing LeaderWorkerSet's part:
+    the prefill instance's two ranks in two pods of their own (network namespaces apart,
+    rank 1 listening on 5601 of the worker pod's address only, the leader found by its
+    name in the group's Service); the decode reads one KV head from each pod, the tokens
+    those of TP 1."""
+    run = up(ROOT / "examples" / "multinode-cpu.yaml")
+    url = run.wait_for(r"endpoint: (http://\S+)/v1/completions")[1]
+    assert re.search(r"proven\s+transfer path to multinode-decode-0", run.text), run.text
+    leader, worker = "multinode-prefill-0-0-engine", "multinode-prefill-0-0-1-engine"
+    pids = {name: _inspect(name)["State"]["Pid"] for name in (leader, worker)}
+    nets = {name: os.readlink(f"/proc/{pid}/ns/net") for name, pid in pids.items()}
+    assert nets[leader] != nets[worker]
+
+    def listening(name: str) -> set[int]:
+        table = podman("exec", name, "cat", "/proc/net/tcp").stdout
+        return {int(line.split()[1].split(":")[1], 16) for line in table.splitlines()[1:]
+                if line.split()[3] == "0A"}  # fmt: skip
+
+    assert 5601 in listening(worker) and 5601 not in listening(leader)
+    assert 5600 in listening(leader)
+    out = _post(url + "/v1/completions", {"prompt": PROMPT, "max_tokens": 16})
+    assert out["disagg"]["transfer_descriptors"] == 2  # a head from each pod's rank
+    assert out["choices"][0]["token_ids"] == _process_tokens()
+    assert run.stop() == 130
+    assert _left(run.run_id) == []

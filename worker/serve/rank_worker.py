@@ -28,7 +28,15 @@ import zmq
 from disagg_worker.config import WorkerConfig
 from disagg_worker.engine.kvcache import PagedKVCache
 from disagg_worker.engine.model import ReferenceEngine, Shard, get_preset, kv_layout
-from disagg_worker.serve.collective import LOOPBACK, Collective, Sender, decode
+from disagg_worker.serve.collective import (
+    ENGINE_ID_KEY,
+    INCARNATION_KEY,
+    LOOPBACK,
+    Collective,
+    Sender,
+    decode,
+    join_store,
+)
 from disagg_worker.serve.localrun import die_with_parent, keep_buffers_on_heap, limit_threads
 from disagg_worker.serve.tp import stats_fields
 from disagg_worker.transfer.engine import KVTransferAgent, PeerRef, TransferError
@@ -42,7 +50,10 @@ def _args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--down", required=True, help="rank 0's command socket (zmq PUSH)")
     p.add_argument("--up", required=True, help="rank 0's answer socket (zmq PULL)")
     p.add_argument("--store-port", type=int, required=True, help="rank 0's gloo TCPStore")
-    p.add_argument("--incarnation", required=True, help="the engine's, shared by its ranks")
+    p.add_argument("--store-host", default=LOOPBACK, help="rank 0's pod (another pod's ranks)")
+    p.add_argument(
+        "--incarnation", default="", help="the engine's, shared by its ranks (default: the store's)"
+    )
     return p.parse_args(argv)
 
 
@@ -50,6 +61,13 @@ class Rank:
     """One follower rank: engine, cache, agent and the two control sockets."""
 
     def __init__(self, config: WorkerConfig, args: argparse.Namespace) -> None:
+        self._store: dist.TCPStore | None = None
+        incarnation = args.incarnation
+        if not incarnation:  # a rank of another pod: the engine's id and incarnation are
+            self._store = join_store(args.store_host, args.store_port, config.tp_size)
+            incarnation = self._store.get(INCARNATION_KEY).decode()
+            engine_id = self._store.get(ENGINE_ID_KEY).decode()  # rank 0's, in the store
+            config = config.model_copy(update={"engine_id": engine_id})
         self.config, self.rank = config, config.tp_rank
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._down = self._ctx.socket(zmq.PULL)
@@ -57,7 +75,7 @@ class Rank:
         up = self._ctx.socket(zmq.PUSH)
         up.connect(args.up)
         self.up = Sender(up)
-        self._store_port = args.store_port
+        self._store_at = (args.store_host, args.store_port)
         self.collective: Collective | None = None  # joined once rank 0 knows we are ready
         spec = get_preset(config.model)
         shard = Shard(self.rank, config.tp_size, gather=self._gather)
@@ -68,7 +86,7 @@ class Rank:
         if config.role != "both":
             self.agent = KVTransferAgent(
                 config, layout, self.cache.regions,
-                model_kv_heads=spec.num_kv_heads, incarnation=args.incarnation,
+                model_kv_heads=spec.num_kv_heads, incarnation=incarnation,
             )  # fmt: skip
             self.agent.start()
         self._forwards: queue.Queue[list[Any] | None] = queue.Queue()
@@ -83,9 +101,10 @@ class Rank:
         """Say ready (rank 0 waits for every rank before anyone joins the gloo group, so a
         rank that fails to start is seen at once), join the group, then serve."""
         port = self.agent.side_channel_port if self.config.role == "prefill" and self.agent else 0
-        self.up.send(["ready", self.rank, port])
-        store = dist.TCPStore(LOOPBACK, self._store_port, self.config.tp_size, is_master=False)
-        self.collective = Collective(self.rank, self.config.tp_size, store)
+        self.up.send(["ready", self.rank, port, self.config.advertised_host])
+        store = self._store or join_store(*self._store_at, self.config.tp_size)
+        address = LOOPBACK if self.config.nodes == 1 else self.config.advertised_host
+        self.collective = Collective(self.rank, self.config.tp_size, store, address)
         engine = threading.Thread(target=self._engine_loop, name="engine", daemon=True)
         engine.start()
         parent = os.getppid()

@@ -141,6 +141,8 @@ class Worker:
             self.group.start()
             if self.side_channel_port is not None:
                 self.agent.rank_ports = [self.side_channel_port, *self.group.ports]
+                if self.group.spans:  # where each rank lives: this pod, or another's
+                    self.agent.rank_hosts = ["", *self.group.hosts]
 
     def _gather(self, tensor: Any) -> Any:
         return self.group.gather(tensor)

@@ -11,6 +11,13 @@ every rank at once (each reads its heads from the prefill ranks that hold them);
 claims for the request, and notifies the prefill only once every rank has read, so the
 prefill frees its blocks after its last reader. A rank that dies breaks the engine: rank 0
 stops (``on_broken``) and the pod restarts, as a vLLM engine whose worker died does.
+
+Ranks across pods (``DISAGG_NODES`` N > 1, a LeaderWorkerSet group): this pod runs ranks
+0..T/N-1; each other pod of the group runs its share (:mod:`serve.members`), whose ranks
+join over the pod network on the group's fixed ports (:func:`collective.group_ports`) and
+tell rank 0 their pod's address, which the prefill publishes (``rank_hosts``) so a decode
+reads every rank where it lives. A rank of another pod that dies takes its group down
+(LeaderWorkerSet recreates the whole group).
 """
 
 from __future__ import annotations
@@ -32,12 +39,22 @@ from typing import Any
 import zmq
 
 from disagg_worker.config import WorkerConfig
-from disagg_worker.serve.collective import LOOPBACK, Collective, Sender, decode, open_store
+from disagg_worker.serve.collective import (
+    ENGINE_ID_KEY,
+    INCARNATION_KEY,
+    LOOPBACK,
+    Collective,
+    Sender,
+    decode,
+    group_ports,
+    open_store,
+)
 from disagg_worker.serve.localrun import die_with_parent
 from disagg_worker.transfer.engine import KVTransferAgent, PeerRef, TransferError, TransferStats
 
 log = logging.getLogger("disagg.worker.tp")
 START_TIMEOUT_S = 120.0  # the other ranks import torch and build their engine meanwhile
+GROUP_START_TIMEOUT_S = 600.0  # a group's other pods may still be pulling their image
 STOP_WAIT_S = 5.0
 ANSWER_MARGIN_S = 5.0  # a rank's read ends by its deadline; its answer may take this long more
 
@@ -69,17 +86,33 @@ class RankGroup:
         self._closing = threading.Event()
         self.collective: Collective | None = None
         self.ports: list[int] = []  # each other rank's side-channel port (0: none)
+        self.hosts: list[str] = []  # and its pod's address ("": this pod)
+        self.spans = config.nodes > 1  # ranks in the group's other pods too
         self._reader: threading.Thread | None = None
 
     def start(self) -> None:
-        """Start ranks 1..T-1, join the gloo group, wait for each rank's ready message."""
+        """Start this pod's other ranks, wait for every rank's ready message (those of the
+        group's other pods too, which start their own), then join the gloo group."""
+        cfg = self.config
         up = self._ctx.socket(zmq.PULL)
-        up_port = up.bind_to_random_port(f"tcp://{LOOPBACK}")
-        store = open_store(self.size)
+        if self.spans:  # the group's fixed ports, on every address of the pod
+            up_port = group_ports(cfg.group_port, 0)[1]
+            up.bind(f"tcp://*:{up_port}")
+        else:
+            up_port = up.bind_to_random_port(f"tcp://{LOOPBACK}")
+        store = open_store(self.size, cfg.group_port if self.spans else 0)
+        store.set(INCARNATION_KEY, self._incarnation)
+        store.set(ENGINE_ID_KEY, cfg.engine_id)
         for rank in range(1, self.size):
             down = self._ctx.socket(zmq.PUSH)
-            port = down.bind_to_random_port(f"tcp://{LOOPBACK}")
+            if self.spans:
+                port = group_ports(cfg.group_port, rank)[2]
+                down.bind(f"tcp://*:{port}")
+            else:
+                port = down.bind_to_random_port(f"tcp://{LOOPBACK}")
             self._down.append(Sender(down))
+            if rank not in cfg.ranks_here:
+                continue  # a rank of another pod of the group: that pod starts it
             argv = [
                 sys.executable, "-m", "disagg_worker.serve.rank_worker",
                 "--down", f"tcp://{LOOPBACK}:{port}", "--up", f"tcp://{LOOPBACK}:{up_port}",
@@ -90,8 +123,9 @@ class RankGroup:
         # every rank ready before the group forms: a rank that fails to start is seen here
         # (its exit), not after the group's join timeout
         try:
-            self.ports = self._await_ready(up)
-            self.collective = Collective(0, self.size, store)
+            self.ports, self.hosts = self._await_ready(up)
+            address = cfg.advertised_host if self.spans else LOOPBACK
+            self.collective = Collective(0, self.size, store, address)
         except BaseException:
             up.close(linger=0)  # else closing the context would wait for it for ever
             raise
@@ -101,24 +135,27 @@ class RankGroup:
         self._reader.start()
         threading.Thread(target=self._watch, name="tp-watch", daemon=True).start()
 
-    def _await_ready(self, up: zmq.Socket[bytes]) -> list[int]:
-        ports: dict[int, int] = {}
-        end = time.monotonic() + START_TIMEOUT_S
+    def _await_ready(self, up: zmq.Socket[bytes]) -> tuple[list[int], list[str]]:
+        """Each other rank's side-channel port and host ("": this pod's)."""
+        ports: dict[int, tuple[int, str]] = {}
+        wait_s = GROUP_START_TIMEOUT_S if self.spans else START_TIMEOUT_S
+        end = time.monotonic() + wait_s
         while len(ports) < self.size - 1:
             self._check_alive()
             if time.monotonic() > end:
                 late = sorted(set(range(1, self.size)) - set(ports))
                 raise RuntimeError(
-                    f"DISAGG_TP_SIZE {self.size}: ranks {late} not ready after "
-                    f"{START_TIMEOUT_S:.0f} s"
+                    f"DISAGG_TP_SIZE {self.size}: ranks {late} not ready after {wait_s:.0f} s"
                 )
             if up.poll(200):
                 msg = decode(up.recv())
                 if msg[0] == "ready":
-                    ports[int(msg[1])] = int(msg[2])
+                    here = int(msg[1]) in self.config.ranks_here
+                    ports[int(msg[1])] = (int(msg[2]), "" if here else str(msg[3]))
                 elif msg[0] == "error":
                     raise RuntimeError(f"tensor-parallel rank {msg[1]} failed to start: {msg[2]}")
-        return [ports[r] for r in range(1, self.size)]
+        ranks = range(1, self.size)
+        return [ports[r][0] for r in ranks], [ports[r][1] for r in ranks]
 
     def _check_alive(self) -> None:
         for rank, proc in enumerate(self._procs, start=1):

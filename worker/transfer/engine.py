@@ -104,6 +104,7 @@ class KVTransferAgent:
                 f"{config.tp_size} holds {len(self.kv_heads)} of {self.model_kv_heads}"
             )
         self.rank_ports: list[int] = []  # every rank's side-channel port (rank 0 sets them)
+        self.rank_hosts: list[str] = []  # and host, where ranks live in several pods
         self._twins = tuple((i, i) for i in range(layout.num_regions))
         self._caches = list(caches)
         self._buffer: list[torch.Tensor] = self._caches
@@ -267,6 +268,7 @@ class KVTransferAgent:
             model_kv_heads=self.model_kv_heads,
             rank_ports=list(self.rank_ports)
             or ([self.side_channel_port] if cfg.tp_size == 1 else []),
+            rank_hosts=list(self.rank_hosts),
             protocol_version=protocol.PROTOCOL_VERSION,
             compat_hash=self._compat,
             nonce=nonce,
@@ -379,7 +381,10 @@ class KVTransferAgent:
                         "incompatible",
                     )
                 where = PeerRef(
-                    peer.host, meta0.rank_ports[src.rank], meta0.engine_id, meta0.incarnation
+                    _rank_host(meta0, src.rank) or peer.host,
+                    meta0.rank_ports[src.rank],
+                    meta0.engine_id,
+                    meta0.incarnation,
                 )
                 entry, ms = self._peer(where, deadline)
                 ms_total += ms
@@ -509,3 +514,9 @@ class KVTransferAgent:
         except Exception as e:
             self._directory().forget(peer, entry, remove=True)
             raise TransferError(f"notifying {peer} for {rid} failed: {e}", "nixl_error") from None
+
+
+def _rank_host(meta0: protocol.PeerMetadata, rank: int) -> str:
+    """Where prefill rank ``rank`` listens when its engine named it ("": rank 0's host)."""
+    hosts = meta0.rank_hosts
+    return hosts[rank] if len(hosts) == meta0.tp_size else ""

@@ -30,6 +30,8 @@ History:
   of the engine listens (``rank_ports``); LayoutInfo carries ``per_head_regions``. The
   TP size no longer has to match; the compatibility hash names model heads instead. A
   version-3 peer is refused by version.
+  Within 4: PeerMetadata may add ``rank_hosts`` (an engine's ranks spread over the pods
+  of a group); a peer without it has every rank on rank 0's host, as before.
 """
 
 from __future__ import annotations
@@ -128,6 +130,9 @@ class PeerMetadata(msgspec.Struct, frozen=True, tag="meta"):
     protocol_version: int
     compat_hash: str
     nonce: bytes
+    # each rank's side-channel host (index = rank; "": rank 0's): the ranks of one engine
+    # may live in several pods. Absent from older peers: every rank on rank 0's host.
+    rank_hosts: list[str] = msgspec.field(default_factory=list)
 
 
 class Refusal(msgspec.Struct, frozen=True, tag="refused"):

@@ -23,6 +23,7 @@ from disagg_operator.api import (
     DeploymentSpec,
 )
 from disagg_operator.api.problems import Problem
+from disagg_operator.contracts import lws
 from disagg_operator.derive import transfer
 from disagg_operator.engines.base import (
     Container,
@@ -125,7 +126,7 @@ def _worker_fields(
 
 def _env_names() -> frozenset[str]:
     """Env names render sets, whatever their values: the WorkerConfig fields it fills."""
-    fields = {*_FIELDS, "engine_id", "advertise_host"}
+    fields = {*_FIELDS, "engine_id", "advertise_host", *_GROUP_FIELDS}
     return frozenset({*(WorkerConfig.env_name(f) for f in fields), "UCX_TLS"})
 
 
@@ -148,6 +149,25 @@ def _tp_problems(spec: DeploymentSpec, role: str) -> Iterator[Problem]:
         )
 
 
+# An instance across the pods of a LeaderWorkerSet group: the worker reads its place from
+# the env LWS gives every container (Kubernetes expands $(VAR) from earlier env entries).
+_GROUP_FIELDS = ("nodes", "node_rank", "leader_address")
+
+
+def group_env(spec: DeploymentSpec, role: str) -> list[dict[str, Any]]:
+    """``DISAGG_NODES``, ``DISAGG_NODE_RANK`` and ``DISAGG_LEADER_ADDRESS`` of a role whose
+    instances span pods (none otherwise): the first pod runs rank 0 and serves, the others
+    run their share of the ranks (disagg_worker.serve.members)."""
+    nodes = spec.role(role).nodes_per_instance
+    if nodes == 1:
+        return []
+    values = (str(nodes), f"$({lws.ENV_WORKER_INDEX})", f"$({lws.ENV_LEADER_ADDRESS})")
+    return [
+        {"name": WorkerConfig.env_name(f), "value": v}
+        for f, v in zip(_GROUP_FIELDS, values, strict=True)
+    ]
+
+
 def _field_ref(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
@@ -161,7 +181,11 @@ class Reference(Engine):
     cel_rules = (TP_RULE,)
     kv_env = KV_ENV
     local = LocalRun(
-        start_timeout_s=120.0, readiness="ready-line", warm_up=False, figures="response"
+        start_timeout_s=120.0,
+        readiness="ready-line",
+        warm_up=False,
+        figures="response",
+        groups=True,
     )
     # the worker's own metrics (disagg_worker.serve.api.WorkerMetrics)
     demand = DemandSeries(
@@ -180,6 +204,7 @@ class Reference(Engine):
         env.append(_field_ref(WorkerConfig.env_name("engine_id"), "metadata.name"))
         env.append(_field_ref(WorkerConfig.env_name("advertise_host"), "status.podIP"))
         env.append({"name": "UCX_TLS", "value": transfer.ucx_tls(spec, role, settings.platforms)})
+        env += group_env(spec, role)
         mounts: list[dict[str, Any]] = [
             {"name": HANDSHAKE_VOLUME, "mountPath": HMAC_DIR, "readOnly": True},
             {"name": TMP_VOLUME, "mountPath": "/tmp"},
@@ -271,6 +296,18 @@ class Reference(Engine):
         out = dict.fromkeys(_env_names(), "the spec field it comes from (docs/derivation.md)")
         out["UCX_TLS"] = "spec.kvTransfer.ucxTls"
         return out
+
+    def multinode_problem(self, spec: DeploymentSpec, role: str) -> str | None:
+        """The ranks spread over the group's pods (its tensor-parallel ranks on cpu)."""
+        if spec.role(role).tensor_parallel_size < 2:
+            return (
+                "an instance of tensorParallelSize 1 has one rank, which one pod holds; "
+                "raise tensorParallelSize or set 1"
+            )
+        return None
+
+    def worker_args(self, spec: DeploymentSpec, role: str) -> list[str]:
+        return []  # the same `disagg worker serve`: DISAGG_NODE_RANK says which part
 
     def local_process(
         self,

@@ -20,6 +20,7 @@ from pathlib import Path
 from disagg_operator.api import CANARY_PORT
 from disagg_operator.engines.base import Engine
 from disagg_operator.local import vllm
+from disagg_operator.local.groups import group_pods, is_group_worker, leader_name
 from disagg_operator.local.podman.plan import (
     ContainerPlan,
     PlanError,
@@ -92,7 +93,8 @@ def launch_containers(
     ``run`` (see the module docstring)."""
     key = secrets.token_hex(32)
     body = with_model(load(str(manifest)), model, say, dict(claims or {}))
-    objects, engine = render_manifest(body, key)
+    objects, engine = render_manifest(body, key, groups=True)
+    objects = group_pods(objects, leader_name)  # LWS's part: each pod has its own address
     mapping = resolve_images(images_of(objects), engine, images or {})
     runtime = PodRuntime(tmp, logs, say)
     run.teardown = runtime.stop
@@ -167,6 +169,8 @@ def _start_pods(
         for note in pod.notes:
             say(f"          {note}")
     for pod in plans:
+        if is_group_worker(pod.labels):  # its ranks join the leader, which says ready
+            continue
         c = pod.engine_container
         child = runtime.child(pod, c)
         try:

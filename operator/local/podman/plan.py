@@ -18,7 +18,9 @@ limits and probes. What a kubelet fills in is filled in here the same way:
   containers share one IPC namespace), a PersistentVolumeClaim as the local folder given
   for it (``--claim``);
 - Services as names in each pod's ``/etc/hosts`` pointing at the pods they select (the
-  rendered Services are headless, so cluster DNS would answer the same pod IPs).
+  rendered Services are headless, so cluster DNS would answer the same pod IPs), and a
+  LeaderWorkerSet group's leader under the name its group's Service gives it (the
+  group's pods come from :func:`disagg_operator.local.groups.group_pods`).
 
 Not here, and said where it matters: NetworkPolicy (no enforcing network plugin), init
 containers and image volumes (a model the cluster fetches: give a local one), service
@@ -37,7 +39,9 @@ from typing import Any, Literal
 
 from disagg_operator.api import LABEL_ROLE as ROLE_LABEL
 from disagg_operator.api.podtemplate import ENGINE_CONTAINER
+from disagg_operator.contracts import lws
 from disagg_operator.derive.resources import parse_quantity
+from disagg_operator.local.groups import is_group_worker, leader_name
 
 RUN_LABEL = "disagg.dev/up-run"  # on every pod, container, volume and network of one run
 SHM = "/dev/shm"
@@ -607,6 +611,12 @@ def _service_hosts(
         for host in (name, f"{name}.{namespace}", f"{name}.{namespace}.svc"):
             hosts[host] = addresses[chosen["metadata"]["name"]]
         hosts[f"{name}.{namespace}.svc.cluster.local"] = addresses[chosen["metadata"]["name"]]
+    for pod in pods:  # a group's leader in the group's Service (LWS_LEADER_ADDRESS)
+        labels = pod["metadata"].get("labels", {})
+        if lws.LABEL_NAME in labels and not is_group_worker(labels):
+            namespace = pod["metadata"].get("namespace", "default")
+            leader = leader_name(labels[lws.LABEL_NAME], namespace)
+            hosts[leader] = addresses[pod["metadata"]["name"]]
     return hosts
 
 

@@ -120,10 +120,13 @@ def test_up_routes_by_the_manifests_threshold() -> None:
 def test_up_runs_prefill_and_decode_at_different_tp_sizes() -> None:
     """examples/tp-mismatch-cpu.yaml: a TP-2 prefill (two rank processes) feeding a TP-1
     decode, which reads one KV head from each prefill rank: the same tokens as the
-    quickstart's TP-1 pair for the same prompt, and nothing left behind."""
+    quickstart's TP-1 pair for the same prompt, and nothing left behind. The same with
+    examples/multinode-cpu.yaml, whose TP-2 prefill spans two pods (a LeaderWorkerSet
+    group: the leader runs rank 0 and serves, the worker pod runs rank 1)."""
     prompt = ["--prompt", "The quick brown fox", "--max-tokens", "8", "--port", "0"]
     runs = {}
-    for path in (QUICKSTART, ROOT / "examples" / "tp-mismatch-cpu.yaml"):
+    spanning = ROOT / "examples" / "multinode-cpu.yaml"
+    for path in (QUICKSTART, ROOT / "examples" / "tp-mismatch-cpu.yaml", spanning):
         done = subprocess.run(
             [*UP, str(path), *prompt], capture_output=True, text=True, timeout=240
         )
@@ -135,6 +138,12 @@ def test_up_runs_prefill_and_decode_at_different_tp_sizes() -> None:
     assert "in 2 descriptor(s)" in runs["tp-mismatch-cpu.yaml"]
     assert "in 1 descriptor(s)" not in runs["tp-mismatch-cpu.yaml"]
     _assert_nothing_left(runs["tp-mismatch-cpu.yaml"], 3)
+    group = runs["multinode-cpu.yaml"]
+    assert tokens["multinode-cpu.yaml"] == tokens["quickstart-cpu.yaml"]
+    assert "started prefill multinode-prefill-0-0-1" in group  # the group's worker pod
+    assert "ready   prefill multinode-prefill-0-0-1" not in group  # it serves nothing
+    assert "in 2 descriptor(s)" in group  # a head from each rank, in its own pod
+    _assert_nothing_left(group, 4)
 
 
 def _start_serving() -> tuple[subprocess.Popen[str], str]:

@@ -186,9 +186,22 @@ def _problems(obj: dict[str, Any]) -> dict[str, str]:
     return {p.field: p.message for p in validation.parse(obj)[1]}
 
 
-def test_the_reference_engine_refuses_to_span_pods_naming_the_field() -> None:
-    found = _problems(body(prefill=role(tensorParallelSize=2, nodesPerInstance=2)))
-    assert "runs each instance in one pod" in found["spec.prefill.nodesPerInstance"]
+def test_the_reference_engines_pods_learn_their_place_from_the_lws_environment() -> None:
+    obj = body(prefill=role(tensorParallelSize=2, nodesPerInstance=2))
+    leader, worker = _templates(groups_of(render(obj, hmac_key=KEY))["demo-prefill-0"])
+    lead, work = leader["spec"]["containers"][0], worker["spec"]["containers"][0]
+    assert lead["command"] == work["command"] == ["disagg", "worker", "serve"]
+    group = {k: v for k, v in env_of(work).items() if k.startswith("DISAGG_NOD") or "LEADER" in k}
+    assert group == {
+        "DISAGG_NODES": "2",
+        "DISAGG_NODE_RANK": f"$({lws.ENV_WORKER_INDEX})",
+        "DISAGG_LEADER_ADDRESS": LEADER_ADDRESS,
+    }
+    assert env_of(lead) == env_of(work)
+    found = _problems(body(prefill=role(nodesPerInstance=2)))  # one rank cannot be split
+    assert "tensorParallelSize 1 has one rank" in found["spec.prefill.nodesPerInstance"]
+    user = body(prefill=role(tensorParallelSize=2, env=[{"name": "DISAGG_NODES", "value": "3"}]))
+    assert "DISAGG_NODES" in " ".join(_problems(user).values())
 
 
 def test_vllm_before_0_11_1_refuses_to_span_pods() -> None:
