@@ -27,6 +27,11 @@ order, then a whole request of as many tokens:
 
 ``--prefill-tp A --decode-tp B`` runs the prefill and decode workers with A and B rank
 processes (the aggregated worker stays TP 1: the reference both must reproduce).
+``--prefill-nodes N`` spreads the prefill's A ranks over N pods, a LeaderWorkerSet group
+(processes whose ranks listen on addresses of their own, 127.0.0.2 and up), and adds a
+third path in every round, the same P/D with the A ranks in one pod behind a proxy of its
+own: ``ttft_onepod_ms`` and ``spanning_overhead_ms`` (the spanning P/D's TTFT minus the
+one-pod P/D's, round by round); ``tokens_match`` then covers that path too.
 """
 
 from __future__ import annotations
@@ -83,23 +88,82 @@ def _prompt(n: int) -> list[int]:
 
 
 def start_stack(
-    log_dir: Path, env: dict[str, str], children: list[Child], tp: dict[str, int] | None = None
-) -> tuple[str, str]:
-    """Start the aggregated worker and the P/D stack (``tp``: ranks per role, default 1);
-    return (agg URL, proxy URL)."""
+    log_dir: Path,
+    env: dict[str, str],
+    children: list[Child],
+    tp: dict[str, int] | None = None,
+    nodes: int = 1,
+) -> tuple[str, str, str | None]:
+    """Start the aggregated worker and the P/D stack (``tp``: ranks per role, default 1;
+    ``nodes``: pods the prefill's ranks span); return (agg URL, proxy URL, and with
+    ``nodes`` above 1 the URL of the proxy to the same P/D with its prefill in one pod)."""
     urls = {}
-    for role in ("both", "prefill", "decode"):
-        worker_env = {**env, "DISAGG_ROLE": role, "DISAGG_ENGINE_ID": f"bench-{role}"}
-        worker_env["DISAGG_TP_SIZE"] = str((tp or {}).get(role, 1))
+    roles = ["both", "prefill", "decode", *(["prefill-one"] if nodes > 1 else [])]
+    for role in roles:
+        worker_env = {**env, "DISAGG_ROLE": role.split("-")[0], "DISAGG_ENGINE_ID": f"bench-{role}"}
+        worker_env["DISAGG_TP_SIZE"] = str((tp or {}).get(role.split("-")[0], 1))
+        if role == "prefill" and nodes > 1:
+            worker_env |= _group_env(nodes, 0, _group_port((tp or {}).get("prefill", 1) + 2))
         child = start_child(role, disagg_argv("worker", "serve"), worker_env, log_dir)
         children.append(child)
+        if role == "prefill" and nodes > 1:  # the group's other pods
+            for node in range(1, nodes):
+                pod_env = {
+                    **worker_env,
+                    **_group_env(nodes, node, int(worker_env["DISAGG_GROUP_PORT"])),
+                }
+                name = f"prefill-pod-{node}"
+                children.append(start_child(name, disagg_argv("worker", "serve"), pod_env, log_dir))
     for child in children:
+        if child.name.startswith("prefill-pod-"):
+            continue  # serves nothing: its leader's ready line says the group formed
         urls[child.name] = f"http://127.0.0.1:{wait_ready(child, 120)['http_port']}"
-    argv = disagg_argv("proxy", "--port", "0", "--prefill", urls["prefill"])
-    proxy = start_child("proxy", [*argv, "--decode", urls["decode"]], env, log_dir)
-    children.append(proxy)
-    proxy_url = f"http://127.0.0.1:{wait_ready(proxy, 60)['http_port']}"
-    return urls["both"] + "/v1/completions", proxy_url + "/v1/completions"
+    proxies = [("proxy", "prefill")] + ([("proxy-one", "prefill-one")] if nodes > 1 else [])
+    front = {}
+    for name, prefill in proxies:
+        argv = disagg_argv("proxy", "--port", "0", "--prefill", urls[prefill])
+        proxy = start_child(name, [*argv, "--decode", urls["decode"]], env, log_dir)
+        children.append(proxy)
+        front[name] = f"http://127.0.0.1:{wait_ready(proxy, 60)['http_port']}/v1/completions"
+    return urls["both"] + "/v1/completions", front["proxy"], front.get("proxy-one")
+
+
+def _group_env(nodes: int, node: int, port: int) -> dict[str, str]:
+    """A prefill pod of a group of ``nodes``: the first runs rank 0 on 127.0.0.1, pod k's
+    ranks listen on 127.0.0.(k+1) only (an address of their own, as a pod's IP)."""
+    out = {
+        "DISAGG_NODES": str(nodes),
+        "DISAGG_NODE_RANK": str(node),
+        "DISAGG_GROUP_PORT": str(port),
+    }
+    if node:
+        out |= {
+            "DISAGG_LEADER_ADDRESS": "127.0.0.1",
+            "DISAGG_SIDE_CHANNEL_HOST": f"127.0.0.{node + 1}",
+        }
+    return out
+
+
+def _group_port(span: int) -> int:
+    """A base port with ``span`` ports from it free now (the group's rendezvous)."""
+    import socket
+
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = int(probe.getsockname()[1])
+        if base + span > 65000:
+            continue
+        free = True
+        for port in range(base, base + span):
+            with socket.socket() as s:
+                try:
+                    s.bind(("0.0.0.0", port))
+                except OSError:
+                    free = False
+                    break
+        if free:
+            return base
 
 
 @dataclass(frozen=True)
@@ -112,25 +176,36 @@ class Round:
     agg_whole: dict[str, Any]
     pd_whole: dict[str, Any]
     pd_whole_ms: float
+    one: Streamed | None = None  # the P/D with its prefill in one pod (--prefill-nodes)
+    one_whole: dict[str, Any] | None = None
 
 
-def _round(agg: str, pd: str, body: dict[str, Any], pd_first: bool) -> Round:
-    """Both paths streamed (``pd_first``: P/D's first), then both whole."""
-    order = (pd, agg) if pd_first else (agg, pd)
+def _round(agg: str, pd: str, body: dict[str, Any], turn: int, one: str | None = None) -> Round:
+    """Every path streamed, in an order that rotates with ``turn`` (P/D's first on odd
+    turns), then every path whole."""
+    paths = [agg, pd, *([one] if one else [])]
+    shift = turn % len(paths)
+    order = paths[shift:] + paths[:shift] if one else (paths[::-1] if turn % 2 else paths)
     streamed = {url: stream_completion(url, body) for url in order}
     whole = timed_post(agg, body)[1]
     ms, split = timed_post(pd, body)
-    return Round(streamed[agg], streamed[pd], whole, split, ms)
+    if one is None:
+        return Round(streamed[agg], streamed[pd], whole, split, ms)
+    return Round(
+        streamed[agg], streamed[pd], whole, split, ms, streamed[one], timed_post(one, body)[1]
+    )
 
 
-def measure(agg: str, pd: str, prompt_tokens: int, repeat: int, gen: int) -> dict[str, Any]:
+def measure(
+    agg: str, pd: str, prompt_tokens: int, repeat: int, gen: int, one: str | None = None
+) -> dict[str, Any]:
     """One case: ``repeat`` rounds after a warm-up one (:func:`case_figures`)."""
     body = {"prompt": _prompt(prompt_tokens), "max_tokens": gen, "ignore_eos": True}
-    _round(agg, pd, body, False)  # warm-up
+    _round(agg, pd, body, 0, one)  # warm-up
     rounds = []
     for i in range(repeat):
         progress(f"  {prompt_tokens} tokens: request {i + 1}/{repeat}")
-        rounds.append(_round(agg, pd, body, pd_first=i % 2 == 1))
+        rounds.append(_round(agg, pd, body, i, one))
     return case_figures(prompt_tokens, rounds)
 
 
@@ -166,12 +241,20 @@ def case_figures(prompt_tokens: int, rounds: Sequence[Round]) -> dict[str, Any]:
     for r in rounds:
         for key, value in _breakdown(r).items():
             rows.setdefault(key, []).append(value)
+    ones = [r.one for r in rounds if r.one is not None]
+    if len(ones) == len(rounds):  # the one-pod P/D beside the spanning one
+        rows["ttft_onepod_ms"] = [one.ttft_ms for one in ones]
+        rows["spanning_overhead_ms"] = [
+            r.pd.ttft_ms - one.ttft_ms for r, one in zip(rounds, ones, strict=True)
+        ]
     case: dict[str, Any] = {"prompt_tokens": prompt_tokens}
     case.update({k: spread(v) for k, v in rows.items()})
     case["transfer_bytes"] = max(r.pd_whole["disagg"].get("transfer_bytes", 0.0) for r in rounds)
     case["stream_tokens"] = min(min(r.agg.tokens, r.pd.tokens) for r in rounds)
     case["tokens_match"] = all(
-        _ids(r.agg_whole) == _ids(r.pd_whole) == r.agg.token_ids == r.pd.token_ids for r in rounds
+        _ids(r.agg_whole) == _ids(r.pd_whole) == r.agg.token_ids == r.pd.token_ids
+        and (r.one is None or r.one.token_ids == r.agg.token_ids == _ids(r.one_whole or {}))
+        for r in rounds
     )
     return case
 
@@ -244,6 +327,11 @@ def table(cases: list[dict[str, Any]]) -> str:
         ("tok/s P/D", "decode_tps_disagg", "{:.0f}"),
         ("match", "tokens_match", "{!s:>6}"),
     ]
+    if cases and "spanning_overhead_ms" in cases[0]:  # --prefill-nodes
+        cols[3:3] = [
+            ("ttft 1 pod", "ttft_onepod_ms", "{:.1f}"),
+            ("spanning", "spanning_overhead_ms", "{:.1f}"),
+        ]
     return format_columns(
         cols,
         cases,
@@ -290,6 +378,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--prefill-tp", type=int, default=1, help="prefill rank processes")
     p.add_argument("--decode-tp", type=int, default=1, help="decode rank processes")
     p.add_argument(
+        "--prefill-nodes",
+        type=int,
+        default=1,
+        help="pods the prefill's ranks span (a LeaderWorkerSet group); above 1 the same "
+        "P/D with its prefill in one pod is measured beside it",
+    )
+    p.add_argument(
         "--idle-s",
         type=float,
         default=IDLE_WINDOW_S,
@@ -315,6 +410,10 @@ def main(argv: list[str]) -> int:
         if why is not None:
             print(f"{flag}: {why}", file=sys.stderr)
             return 2
+    if args.prefill_nodes < 1 or args.prefill_tp % args.prefill_nodes:
+        print(f"--prefill-nodes: {args.prefill_tp} prefill ranks do not split evenly over "
+              f"{args.prefill_nodes} pods", file=sys.stderr)  # fmt: skip
+        return 2
     env = {k: v for k, v in os.environ.items() if not k.startswith("DISAGG_")}
     env.update(
         DISAGG_MODEL=args.model,
@@ -327,9 +426,9 @@ def main(argv: list[str]) -> int:
         try:
             progress("starting aggregated worker, prefill, decode and proxy ...")
             tp = {"prefill": args.prefill_tp, "decode": args.decode_tp}
-            agg, pd = start_stack(Path(tmp), env, children, tp)
+            agg, pd, one = start_stack(Path(tmp), env, children, tp, args.prefill_nodes)
             idle = idle_cpu(children, args.idle_s)
-            cases = [measure(agg, pd, n, args.repeat, args.gen_tokens) for n in lengths]
+            cases = [measure(agg, pd, n, args.repeat, args.gen_tokens, one) for n in lengths]
         finally:
             stop_children(children)
     result = {
@@ -337,6 +436,7 @@ def main(argv: list[str]) -> int:
         "repeat": args.repeat,
         "prefill_tp": args.prefill_tp,
         "decode_tp": args.decode_tp,
+        "prefill_nodes": args.prefill_nodes,
         "engine_idle_cpu_cores": idle,
         "cases": cases,
     }

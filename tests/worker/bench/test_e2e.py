@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Any
 
 from disagg_worker.bench.e2e import KEYS, Round, case_figures, table
@@ -93,13 +94,35 @@ def test_bench_refuses_a_stream_too_short_to_time() -> None:
 
 
 def test_bench_between_tp_sizes_reports_token_identity() -> None:
-    """Prefill TP 2 → decode TP 1 against aggregated TP 1: tokens_match in every case."""
+    """Prefill TP 2 → decode TP 1 against aggregated TP 1: tokens_match in every case; the
+    prefill's two ranks in two pods (--prefill-nodes 2), timed beside the same P/D with
+    both ranks in one pod."""
     done = _run("--prompts", "33", "--repeat", "1", "--gen-tokens", "16", "--idle-s", "0.5",
-                "--prefill-tp", "2", "--decode-tp", "1")  # fmt: skip
+                "--prefill-tp", "2", "--decode-tp", "1", "--prefill-nodes", "2")  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert (result["prefill_tp"], result["decode_tp"]) == (2, 1)
+    assert (result["prefill_tp"], result["decode_tp"], result["prefill_nodes"]) == (2, 1, 2)
+    assert {"prefill", "prefill-pod-1", "prefill-one", "proxy-one"} <= set(
+        result["engine_idle_cpu_cores"]
+    )
     (case,) = result["cases"]
     assert case["tokens_match"] is True
+    assert {"ttft_onepod_ms", "spanning_overhead_ms"} <= set(case)
     # both heads of 3 blocks, one from each prefill rank
     assert case["transfer_bytes"] == 2 * 4 * 2 * 32 * 4 * 16 * 3
+
+
+def test_a_one_pod_path_is_timed_beside_the_spanning_one_and_must_match_too() -> None:
+    ids = list(range(16))
+    rounds = []
+    for pd_ttft, one_ttft in ((16.0, 15.0), (19.0, 15.0), (14.0, 15.0)):
+        r = _round(10.0, pd_ttft, ids)
+        one = Streamed(one_ttft, one_ttft + 40.0, 16, ids, "x" * 16)
+        rounds.append(replace(r, one=one, one_whole=_whole(ids, 30.0)))
+    case = case_figures(64, rounds)
+    # per round, spanning minus one pod: 1, 4, -1
+    assert case["spanning_overhead_ms"] == {"median": 1.0, "p10": -1.0, "p90": 4.0}
+    assert case["ttft_onepod_ms"]["median"] == 15.0 and case["tokens_match"] is True
+    wrong = replace(rounds[0], one_whole=_whole([*ids[:15], 99], 30.0))
+    assert case_figures(64, [wrong])["tokens_match"] is False
+    assert "spanning" in table([case]).splitlines()[0]
