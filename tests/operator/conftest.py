@@ -66,6 +66,18 @@ def condition(emu: Emulator, name: str, kind: str = "Ready") -> dict[str, Any]:
     return found[0] if found else {}
 
 
+async def rolled_out(emu: Emulator, name: str = "demo") -> dict[str, Any]:
+    """The deployment's status once its rollout is complete (Progressing RolloutComplete)."""
+
+    def finished() -> Any:
+        body = emu.find(DD, NS, name) or {}
+        progressing = condition(emu, name, "Progressing")
+        return progressing.get("reason") == "RolloutComplete" and body["status"]
+
+    found: dict[str, Any] = await until("rollout complete", finished, timeout=60)
+    return found
+
+
 @pytest.fixture()
 async def operator(emulator: Emulator) -> AsyncIterator[asyncio.Task[None]]:
     """The operator, cluster-wide, talking HTTP to the emulator."""

@@ -15,7 +15,7 @@ import pytest
 
 from disagg_operator.contracts import lws
 from tests.operator.builders import body, role
-from tests.operator.conftest import DD, DD_PATH, NS, api, condition, pods, until
+from tests.operator.conftest import DD, DD_PATH, NS, api, pods, rolled_out, until
 from tests.support.emulator import Emulator
 
 LWS = f"{lws.API_VERSION}/{lws.PLURAL}"
@@ -116,20 +116,11 @@ async def controllers(emulator: Emulator) -> AsyncIterator[World]:
     task.cancel()
 
 
-async def _done(emu: Emulator) -> dict[str, Any]:
-    def finished() -> Any:
-        found = emu.find(DD, NS, "demo") or {}
-        progressing = condition(emu, "demo", "Progressing")
-        return progressing.get("reason") == "RolloutComplete" and found["status"]
-
-    return await until("rollout complete", finished, timeout=60)
-
-
 async def test_a_kv_rollout_replaces_groups_in_step_with_no_mixed_pair(
     emulator: Emulator, operator: asyncio.Task[None], controllers: World
 ) -> None:
     await api(emulator, "POST", DD_PATH, _spec())
-    first = await _done(emulator)
+    first = await rolled_out(emulator)
     assert set(groups(emulator)) == {"demo-prefill-0", "demo-prefill-1"}
     assert not [n for n in pods(emulator) if "-prefill-" in n]  # LWS makes those pods
     assert first["prefill"]["ready"] == 2 and first["decode"]["ready"] == 2
@@ -140,7 +131,7 @@ async def test_a_kv_rollout_replaces_groups_in_step_with_no_mixed_pair(
     await until(
         "a new KV revision", lambda: _status(emulator).get("kvRevision") != first["kvRevision"]
     )
-    done = await _done(emulator)
+    done = await rolled_out(emulator)
     now = groups(emulator)
     assert len(now) == 2 and not {g["metadata"]["uid"] for g in now.values()} & set(old.values())
     assert {g["metadata"]["labels"][KV] for g in now.values()} == {done["kvRevision"]}
@@ -158,7 +149,7 @@ async def test_a_group_that_is_not_ready_counts_as_an_unready_instance(
     emulator: Emulator, operator: asyncio.Task[None], controllers: World
 ) -> None:
     await api(emulator, "POST", DD_PATH, _spec())
-    await _done(emulator)
+    await rolled_out(emulator)
     controllers.broken.add("demo-prefill-1")  # a rank's pod restarted: LWS recreates it
     status = await until(
         "prefill 1 of 2 ready",

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.operator.conftest import DD, DD_PATH, NS, api, condition, pods, until
+from tests.operator.conftest import DD, DD_PATH, NS, api, condition, pods, rolled_out, until
 from tests.support.emulator import Emulator
 
 KV = "disagg.dev/kv-revision"
@@ -77,21 +77,12 @@ def _spec(**decode: Any) -> dict[str, Any]:
     return body
 
 
-async def _done(emu: Emulator) -> dict[str, Any]:
-    def finished() -> Any:
-        body = emu.find(DD, NS, "demo") or {}
-        progressing = condition(emu, "demo", "Progressing")
-        return progressing.get("reason") == "RolloutComplete" and body["status"]
-
-    return await until("rollout complete", finished, timeout=60)
-
-
 async def test_in_place_roll_replaces_a_few_pods_at_a_time(
     emulator: Emulator, operator: asyncio.Task[None], kubelet: list[dict[str, Any]]
 ) -> None:
     rollout = {"maxSurge": 0, "maxUnavailable": 1}
     await api(emulator, "POST", DD_PATH, _spec(replicas=4, rollout=rollout))
-    first = await _done(emulator)
+    first = await rolled_out(emulator)
     before = {n: p["metadata"]["uid"] for n, p in pods(emulator).items()}
     kubelet.clear()
     patch = {"spec": {"decode": {"nodeSelector": {"pool": "decode-b"}}}}  # not a KV field
@@ -103,7 +94,7 @@ async def test_in_place_roll_replaces_a_few_pods_at_a_time(
             != set(n for n, p in pods(emulator).items() if p["metadata"]["uid"] in before.values())
         ),
     )
-    status = await _done(emulator)
+    status = await rolled_out(emulator)
     now = pods(emulator)
     decode = [p for n, p in now.items() if "-decode-" in n]
     assert len(decode) == 4 and all(
@@ -124,7 +115,7 @@ async def test_kv_change_rolls_revisioned_pairs_and_never_mixes(
     """Without the router: room for a whole new revision (maxSurge 100%), one routed."""
     room = {"maxSurge": "100%", "maxUnavailable": 0}
     await api(emulator, "POST", DD_PATH, _spec(replicas=2, rollout=room))
-    first = await _done(emulator)
+    first = await rolled_out(emulator)
     old = set(pods(emulator))
     kubelet.clear()
     engine = {"type": "reference", "image": "ghcr.io/disagg-dev/disagg-worker-cpu:0.2.0"}
@@ -133,7 +124,7 @@ async def test_kv_change_rolls_revisioned_pairs_and_never_mixes(
         "NewKVRevision",
         lambda: condition(emulator, "demo", "Progressing").get("reason") == "NewKVRevision",
     )
-    status = await _done(emulator)
+    status = await rolled_out(emulator)
     assert status["kvRevision"] != first["kvRevision"]
     assert status["routedKvRevision"] == status["kvRevision"]
     now = pods(emulator)
@@ -161,7 +152,7 @@ async def test_kv_change_without_room_is_held_and_says_the_fix(
     emulator: Emulator, operator: asyncio.Task[None], kubelet: list[dict[str, Any]]
 ) -> None:
     await api(emulator, "POST", DD_PATH, _spec(replicas=4))  # 25%: one pod of surge
-    await _done(emulator)
+    await rolled_out(emulator)
     old = {n: p["metadata"]["uid"] for n, p in pods(emulator).items()}
     await api(emulator, "PATCH", f"{DD_PATH}/demo", {"spec": {"engine": ENGINE}})
     held = await until(
@@ -177,7 +168,7 @@ async def test_kv_change_without_room_is_held_and_says_the_fix(
     recreate = {"rollout": {"strategy": "Recreate"}}
     patch = {"spec": {"prefill": recreate, "decode": recreate}}
     await api(emulator, "PATCH", f"{DD_PATH}/demo", patch)
-    status = await _done(emulator)
+    status = await rolled_out(emulator)
     assert status["routedKvRevision"] == status["kvRevision"]
     assert not set(old.values()) & {p["metadata"]["uid"] for p in pods(emulator).values()}
 
@@ -199,7 +190,7 @@ async def test_kv_change_behind_the_router_fits_max_surge_with_both_revisions_se
     body["spec"]["prefill"].update(replicas=2, rollout=one)
     body["spec"]["router"] = {"enabled": True}
     await api(emulator, "POST", DD_PATH, body)
-    first = await _done(emulator)
+    first = await rolled_out(emulator)
     assert _router_revisions(emulator) == [first["kvRevision"]]
     kubelet.clear()
     router_told: list[list[str]] = []
@@ -212,7 +203,7 @@ async def test_kv_change_behind_the_router_fits_max_surge_with_both_revisions_se
             != first["kvRevision"]
         ),
     )
-    status = await _done(emulator)
+    status = await rolled_out(emulator)
     task.cancel()
     new = status["kvRevision"]
     assert _router_revisions(emulator) == [new]
