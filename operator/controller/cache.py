@@ -6,7 +6,8 @@ kopf indices filled from the same watch streams the handlers use, see handlers.p
 
     project(body) -> dict                 what the cache keeps of an object
     owner(body) -> (namespace, name)      the controlling DisaggregatedDeployment, or None
-    Cache(deployments, children)          reads: deployment(), deployments(), children()
+    Cache(deployments, children)          reads: deployment(), deployments(), children(),
+                                          group_pods()
                                           own writes: wrote(), deleted(); echoes: news()
                                           drift: correct()
 
@@ -42,7 +43,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from disagg_operator.api import kinds
+from disagg_operator.api import LABEL_DEPLOYMENT, kinds
+from disagg_operator.contracts import lws
 
 Key = tuple[str, str]  # (namespace, deployment name)
 ObjectKey = tuple[str, str]  # (kind, name) within a deployment
@@ -68,12 +70,25 @@ def project(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def owner(body: Mapping[str, Any]) -> Key | None:
-    """(namespace, name) of the DisaggregatedDeployment controlling ``body``, if any."""
+    """(namespace, name) of the DisaggregatedDeployment controlling ``body``, if any; for
+    a pod of a LeaderWorkerSet group (the LWS controls it), the deployment its labels name:
+    the group is the deployment's instance, its pods say how the group fares."""
     meta = body.get("metadata") or {}
     for ref in meta.get("ownerReferences") or []:
         if ref.get("kind") == CONTROLLER_KIND and ref.get("controller"):
             return str(meta.get("namespace") or ""), str(ref["name"])
+    deployment = (meta.get("labels") or {}).get(LABEL_DEPLOYMENT)
+    if _group_pod(body) and deployment:
+        return str(meta.get("namespace") or ""), str(deployment)
     return None
+
+
+def _group_pod(body: Mapping[str, Any]) -> bool:
+    """A pod of a LeaderWorkerSet group (LWS labels each with the LWS's name; its
+    StatefulSets, not the deployment, control it)."""
+    meta = body.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return body.get("kind") == "Pod" and lws.LABEL_NAME in labels
 
 
 def _rv(obj: Mapping[str, Any] | None) -> int | None:
@@ -160,6 +175,16 @@ class Cache:
             else:
                 seen[ident] = merged
         return [o for _, o in sorted(seen.items()) if _owned(o, uid)]
+
+    def group_pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        """The pods of deployment ``name``'s LeaderWorkerSet groups (LWS's, not the
+        deployment's: never among :meth:`children`), as the watch last showed them."""
+        found: dict[str, dict[str, Any]] = {}
+        for source in self._children:
+            for obj in source.get((namespace, name), ()):
+                if _group_pod(obj) and _uid(obj) not in self._hidden:
+                    found[obj["metadata"]["name"]] = obj
+        return [found[n] for n in sorted(found)]
 
     def _merged(
         self, key: Key, ident: ObjectKey, cached: dict[str, Any] | None

@@ -39,7 +39,7 @@ from typing import Any
 
 import kopf
 
-from disagg_operator.api import CANARY_PORT, GROUP, KIND, PLURAL, VERSION, kinds
+from disagg_operator.api import CANARY_PORT, GROUP, PLURAL, VERSION, kinds
 from disagg_operator.controller import cache, metrics
 from disagg_operator.controller import client as k8s
 from disagg_operator.controller.autoscaler import TICK_S, Autoscaler
@@ -177,18 +177,10 @@ async def deployment_event(
         await memo.reconciler.request_or_retry(namespace or "", name)
 
 
-def owner_name(body: Any) -> str | None:
-    """Name of the DisaggregatedDeployment controlling ``body``, if any."""
-    for ref in body.get("metadata", {}).get("ownerReferences", []):
-        if ref.get("kind") == KIND and ref.get("controller"):
-            return str(ref["name"])
-    return None
-
-
 async def child_changed(body: Any, namespace: str | None, memo: Any, **_: Any) -> None:
-    owner = owner_name(body)
+    owner = cache.owner(body)  # a group's pod too: its scheduling shows in the status
     if owner is not None and memo.cache.news(body):  # our own write's echo: already counted
-        memo.reconciler.request_soon(namespace or "", owner)
+        memo.reconciler.request_soon(namespace or "", owner[1])
 
 
 for _version, _plural in CHILDREN:

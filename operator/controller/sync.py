@@ -315,6 +315,7 @@ async def sync(
     real = [p for p in pods if p["kind"] == "Pod"]  # a canary runs in a pod
     said = canaries.heard((meta["namespace"], meta["name"]), real) if canaries else None
     status = status_mod.compute(
+        group_pods=cache.group_pods(meta["namespace"], meta["name"]),
         name=body["metadata"]["name"],
         spec=dd.spec if dd is not None else None,
         generation=meta.get("generation"),

@@ -54,7 +54,9 @@ Conditions (metav1.Condition shape, observedGeneration on each)::
                                            names each write and the server's answer; it
                                            wins over the reasons below
                  True    PodsFailing       a pod failed, crash-loops, cannot pull its image
-                                           or cannot be scheduled (message names them)
+                                           or cannot be scheduled (message names them; a
+                                           pod of a LeaderWorkerSet group with its group:
+                                           a gang that cannot be placed whole)
                  True    NoPrefill         spec.prefill.replicas is 0 while decode wants
                                            pods: nothing will fix it but the spec
                  True    InvalidSpec       the spec has problems
@@ -94,6 +96,7 @@ from typing import Any
 
 from disagg_operator.api import LABEL_ROLE, ROLES, DeploymentSpec
 from disagg_operator.api.refusals import Refusal, lines
+from disagg_operator.contracts import lws
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.planning.rollout import BLOCKED as BLOCKED_REASON
 from disagg_operator.planning.rollout import PAUSED as PAUSED_REASON
@@ -161,11 +164,16 @@ def compute(
     refusals: Sequence[Refusal] = (),
     settings: Settings = DEFAULT,
     canary_said: Mapping[str, Said] | None = None,
+    group_pods: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """The status subresource for this observation (camelCase dict); ``canary_said``:
-    what the transfer canaries asked answered (pod name → verdict; None: none asked)."""
+    what the transfer canaries asked answered (pod name → verdict; None: none asked);
+    ``group_pods``: the pods of the deployment's LeaderWorkerSet groups (``pods`` holds
+    the LWS of each: a group's pod that fails, or that its gang cannot place, is named
+    under Degraded with its group)."""
     previous = previous or {}
     live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")]
+    grouped = [p for p in group_pods if not p.get("metadata", {}).get("deletionTimestamp")]
     roles: dict[str, Any]
     revisions: dict[str, Any] = {}
     if problems or spec is None:
@@ -176,7 +184,7 @@ def compute(
     else:
         roles = {r: _role(rollout.counts.get(r, RoleCounts())) for r in ROLES}
         extra = sum(c.extra for c in rollout.counts.values())
-        wanted = _healthy(rollout, roles, extra, _failing(live))
+        wanted = _healthy(rollout, roles, extra, _failing([*live, *grouped]))
         revisions = {"kvRevision": rollout.target, "routedKvRevision": rollout.routed}
         if refusals:
             _, reason, message = refused = refused_condition(refusals)
@@ -276,7 +284,10 @@ def _failing(live: Sequence[dict[str, Any]]) -> list[str]:
             waiting = (cs.get("state") or {}).get("waiting") or {}
             if waiting.get("reason") in FAILING_WAIT_REASONS:
                 reason = waiting["reason"]
-        if reason:
+        group = (pod["metadata"].get("labels") or {}).get(lws.LABEL_NAME)
+        if reason and group:  # the group starts whole or not at all (a gang, LWS's restart)
+            out.append(f"{pod['metadata']['name']} of group {group}: {reason}")
+        elif reason:
             out.append(f"{pod['metadata']['name']}: {reason}")
     return sorted(out)
 

@@ -15,7 +15,7 @@ import pytest
 
 from disagg_operator.contracts import lws
 from tests.operator.builders import body, role
-from tests.operator.conftest import DD, DD_PATH, NS, api, pods, rolled_out, until
+from tests.operator.conftest import DD, DD_PATH, NS, api, condition, pods, rolled_out, until
 from tests.support.emulator import Emulator
 
 LWS = f"{lws.API_VERSION}/{lws.PLURAL}"
@@ -157,3 +157,40 @@ async def test_a_group_that_is_not_ready_counts_as_an_unready_instance(
     )
     assert status["decode"]["ready"] == 2
     assert "demo-prefill-1" in groups(emulator)  # not replaced: LWS recreates the group
+
+
+async def test_a_group_its_gang_cannot_place_is_reported_and_its_pods_left_to_lws(
+    emulator: Emulator, operator: asyncio.Task[None], controllers: World
+) -> None:
+    await api(emulator, "POST", DD_PATH, _spec())
+    await rolled_out(emulator)
+    controllers.broken.add("demo-prefill-1")  # recreated: its pods wait for room
+    group = groups(emulator)["demo-prefill-1"]
+    labels = {
+        **group["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"],
+        lws.LABEL_NAME: "demo-prefill-1",
+        lws.LABEL_WORKER_INDEX: "1",
+    }
+    pending = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "demo-prefill-1-0-1", "namespace": NS, "labels": labels},
+        "spec": {"containers": [{"name": "engine", "image": "x"}]},
+    }
+    await api(emulator, "POST", f"/api/v1/namespaces/{NS}/pods", pending)
+    unschedulable = {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+    }
+    path = f"/api/v1/namespaces/{NS}/pods/demo-prefill-1-0-1/status"
+    await api(emulator, "PATCH", path, {"status": unschedulable})
+
+    def degraded() -> Any:
+        c = condition(emulator, "demo", "Degraded")
+        return c if c.get("reason") == "PodsFailing" else None
+
+    said = await until("Degraded names the group", degraded)
+    assert "demo-prefill-1-0-1 of group demo-prefill-1: Unschedulable" in said["message"]
+    assert _status(emulator)["prefill"]["ready"] == 1
+    await asyncio.sleep(1.0)  # syncs run meanwhile: the group's pod is LWS's, never ours
+    assert emulator.find("v1/pods", NS, "demo-prefill-1-0-1") is not None
