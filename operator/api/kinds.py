@@ -14,6 +14,9 @@ when a drift patch manages fields of it (``managed``: top-level fields; metadata
 annotations and owners always go with them); ``delete`` when a deployment can stop wanting
 one (``deleted``). ``exclusive`` are fields that exclude each other within a managed one
 (the API server refuses an object with two: one observed and not desired is removed).
+``optional``: another project's CRD a cluster may not serve (the resync's listing skips
+its 404). :data:`INSTANCE_KINDS` are what one instance of a role is (a pod, or a
+LeaderWorkerSet where instances span pods): the rollout planner's, never patched.
 
 The planner (:mod:`disagg_operator.planning.actions`: managed and exclusive fields), the
 sync and the handlers (what is watched, read by name, recorded in the cache), the API

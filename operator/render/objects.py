@@ -9,8 +9,9 @@ headless Service per role with replicas (``<name>-prefill``, ``<name>-decode``),
 NetworkPolicy ``<name>-side-channel``, a PodDisruptionBudget per role (``<name>-<role>``,
 ``minAvailable`` = replicas - maxUnavailable, unready pods always evictable; none when
 that is 0, as a budget that could refuse no eviction, or when the role's
-``disruptionBudget.enabled`` is false), the Pods
-``<name>-<role>-<i>``, and with llm-d an InferencePool ``<name>`` and the endpoint picker's
+``disruptionBudget.enabled`` is false; it counts every pod of a group, :func:`pod_floor`),
+the Pods ``<name>-<role>-<i>`` (a LeaderWorkerSet of that name where the role's instances
+span pods, :mod:`.groups`), and with llm-d an InferencePool ``<name>`` and the endpoint picker's
 config, the ConfigMap ``<name>-epp-config`` (:mod:`.epp`). Every object carries the
 deployment's labels, its namespace and an ownerReference to the CR (controller,
 blockOwnerDeletion), so deleting the CR deletes them (no finalizer). Invalid specs raise
