@@ -352,22 +352,17 @@ def pod_actions(
     (each rendered once); ``observed``: the instances seen (what kind each deleted one is)."""
     namespace = dd.metadata.namespace
     pod = pods_of or renderer(dd, uid, steps.target, settings)
-    seen = {o["metadata"]["name"]: o for o in observed}
+    kind_of = {o["metadata"]["name"]: o["kind"] for o in observed}
 
-    def write(verb: Verb, body: Mapping[str, Any], content: Any = None) -> Action:
-        name = body["metadata"]["name"]
-        return Action(verb, body["kind"], name, namespace, body["apiVersion"], content)
+    def write(verb: Verb, kind: str, name: str, content: Any = None) -> Action:
+        return Action(verb, kind, name, namespace, kinds.BY_KIND[kind].api_version, content)
 
     actions = [
-        write("create", body, body)
+        write("create", body["kind"], body["metadata"]["name"], body)
         for role, indices in steps.create.items()
         for body in (pod(role, i) for i in indices)
     ]
-    gone = (
-        seen.get(n) or {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": n}}
-        for n in steps.delete
-    )
-    actions += [write("delete", {"apiVersion": "v1", **body}) for body in gone]
+    actions += [write("delete", kind_of.get(name, "Pod"), name) for name in steps.delete]
     return actions
 
 
