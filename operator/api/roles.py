@@ -111,6 +111,17 @@ class RoleSpec(_Model):
         "other role's device when omitted (see docs/derivation.md)",
     )
     tensor_parallel_size: int = Field(default=1, ge=1, description="tensor-parallel ranks")
+    nodes_per_instance: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="pods (one per node) one instance of the engine spans; above 1 each "
+        "instance is a LeaderWorkerSet group (leaderworkerset.x-k8s.io/v1: the LWS "
+        "controller must be installed) whose leader serves and whose workers hold the "
+        "other ranks: tensorParallelSize (times pipeline stages) is the instance's total, "
+        "spread evenly over its pods. A replica, a budget and a rollout count instances "
+        "(docs/multinode.md)",
+    )
     node_selector: dict[str, str] | None = Field(
         default=None, description="node labels the pods must land on (node pool)"
     )
@@ -251,20 +262,8 @@ class DisruptionBudget(_Model):
 
 
 class ScaledRoleSpec(RoleSpec):
-    """A role's pool with what scaling adds to both roles: its disruption budget, how its
-    pods spread across nodes, and how many pods one instance spans."""
-
-    nodes_per_instance: int = Field(
-        default=1,
-        ge=1,
-        le=64,
-        description="pods (one per node) one instance of the engine spans; above 1 each "
-        "instance is a LeaderWorkerSet group (leaderworkerset.x-k8s.io/v1: the LWS "
-        "controller must be installed) whose leader serves and whose workers hold the "
-        "other ranks: tensorParallelSize (times pipeline stages) is the instance's total, "
-        "spread evenly over its pods. A replica, a budget and a rollout count instances "
-        "(docs/multinode.md)",
-    )
+    """A role's pool with what scaling adds to both roles: its disruption budget and how its
+    pods spread across nodes."""
 
     disruption_budget: DisruptionBudget = Field(
         default_factory=DisruptionBudget,

@@ -256,14 +256,14 @@ def host_buffers(spec: DeploymentSpec, table: Table) -> Iterator[Problem]:
         memory = cpu_limits(r)[1]
         if not buffer or memory is None:  # none, none needed, or no limit to hold it
             continue
-        runtime = r.tensor_parallel_size * derive.CPU_RUNTIME_GIB * gib
+        runtime = derive.pod_ranks(r) * derive.CPU_RUNTIME_GIB * gib
         if memory < buffer + runtime:
             need = math.ceil((buffer + runtime) / gib)
             yield Problem(
                 f"spec.{role}.resources.limits.memory",
                 f"{memory / gib:.3g} GiB cannot hold vLLM's host KV buffer (kvBufferDevice "
                 f"cpu mirrors the device KV cache: {buffer / gib:.3g} GiB for "
-                f"{r.tensor_parallel_size} rank(s), from the device memory, "
+                f"{derive.pod_ranks(r)} rank(s), from the device memory, "
                 "--gpu-memory-utilization and the weights, or --kv-cache-memory-bytes) and "
                 f"the runtime (~{derive.CPU_RUNTIME_GIB} GiB per rank); set at least "
                 f"{need}Gi, or cap the device KV cache with --kv-cache-memory-bytes",
@@ -276,8 +276,8 @@ def cpu_pools(spec: DeploymentSpec, p: vllm.Profile) -> Iterator[Problem]:
         if r.device != "cpu":
             continue
         cpus, memory = cpu_limits(r)
-        weights = derive.weights_bytes(spec)
-        need = derive.cpu_min_memory_gib(r.tensor_parallel_size, weights)
+        weights = derive.weights_bytes(spec) / r.nodes_per_instance  # the pod's share
+        need = derive.cpu_min_memory_gib(derive.pod_ranks(r), weights)
         if cpus is None or memory is None:
             yield Problem(
                 f"spec.{role}.resources",

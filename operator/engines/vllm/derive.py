@@ -197,9 +197,15 @@ def accelerator_memory(spec: DeploymentSpec, role: str, table: Table) -> float |
     return float(value) * 1024**2 if value is not None and value.isdigit() else None
 
 
+def pod_ranks(role: RoleSpec) -> int:
+    """The ranks one pod of the role runs: its instance's, over ``nodesPerInstance`` pods
+    (what a pod's memory, threads and reserve are sized for)."""
+    return role.tensor_parallel_size // role.nodes_per_instance
+
+
 def host_buffer_bytes(spec: DeploymentSpec, role: str, table: Table) -> float | None:
-    """The host memory a GPU pool's cpu KV buffer takes, all ranks together (0 when it has
-    none), or None when its size cannot be told (no device memory figure).
+    """The host memory a GPU pool's cpu KV buffer takes in one pod, all its ranks together
+    (0 when it has none), or None when its size cannot be told (no device memory figure).
 
     vLLM's NIXL worker (``initialize_host_xfer_buffer``) allocates, per rank, a host tensor
     shaped like each layer's device KV tensor: the whole device KV cache. That cache is
@@ -210,10 +216,10 @@ def host_buffer_bytes(spec: DeploymentSpec, role: str, table: Table) -> float | 
         return 0.0
     r = spec.role(role)
     flags = flag_values(r.args, (vllm.KV_CACHE_MEMORY_BYTES, vllm.GPU_MEMORY_UTILIZATION))
-    tp = r.tensor_parallel_size
+    tp, here = r.tensor_parallel_size, pod_ranks(r)
     try:
         if vllm.KV_CACHE_MEMORY_BYTES in flags:
-            return float(tp * vllm.human_readable_int(flags[vllm.KV_CACHE_MEMORY_BYTES]))
+            return float(here * vllm.human_readable_int(flags[vllm.KV_CACHE_MEMORY_BYTES]))
         share = float(flags.get(vllm.GPU_MEMORY_UTILIZATION, vllm.GPU_MEMORY_UTILIZATION_DEFAULT))
     except ValueError:  # vLLM's own parser refuses it at start; nothing to size here
         return 0.0
@@ -221,7 +227,7 @@ def host_buffer_bytes(spec: DeploymentSpec, role: str, table: Table) -> float | 
     if device is None:
         return None
     per_rank = device * share - weights_bytes(spec) / tp
-    return tp * max(0.0, per_rank)
+    return here * max(0.0, per_rank)
 
 
 def cpu_min_memory_gib(tp: int, weights: float = 0.0) -> int:
@@ -269,7 +275,8 @@ def cpu_engine_env(
     if role.device != "cpu":
         return {}
     cpus, memory = cpu_limits(role)
-    tp = role.tensor_parallel_size
+    tp = pod_ranks(role)  # the pod's share of the instance's ranks and of its weights
+    weights = weights / role.nodes_per_instance
     env = {vllm.CPU_OMP_THREADS_BIND: "nobind"}
     reserve = cpu_reserve(p, tp, spin_free)
     if cpus is not None:

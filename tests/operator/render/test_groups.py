@@ -16,11 +16,12 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from disagg_operator.contracts import lws
 from disagg_operator.render.objects import render
 from disagg_operator.validation import spec as validation
-from tests.operator.builders import as_built_in, body, by_kind, env_of, role, spanning
+from tests.operator.builders import ROOT, as_built_in, body, by_kind, env_of, role, spanning
 
 KEY = "k" * 32
 # LWS v0.10.0: spec, leaderWorkerTemplate and the enums of the policies we set.
@@ -244,3 +245,28 @@ def test_derived_multinode_flags_are_refused_in_args() -> None:
     obj = spanning()
     obj["spec"]["prefill"]["args"] = ["--nnodes", "3"]
     assert "set spec.prefill.nodesPerInstance" in _problems(obj)["spec.prefill.args[0]"]
+
+
+def test_a_vllm_cpu_pod_of_a_group_is_sized_for_its_own_share_of_the_ranks() -> None:
+    """examples/vllm-cpu.yaml's 6Gi pods hold one rank, not two: TP 2 in one pod is
+    refused, TP 2 over two pods is not, and each pod's KV cache and threads are one rank's."""
+    body = yaml.safe_load((ROOT / "examples" / "vllm-cpu.yaml").read_text())
+    body["metadata"]["uid"] = "u"
+    body["spec"]["prefill"]["tensorParallelSize"] = 2
+    body["spec"]["decode"]["tensorParallelSize"] = 2
+    found = _problems(body)
+    assert "spec.prefill.resources.limits.memory" in found  # two ranks in 6Gi: too little
+    body["spec"]["prefill"]["nodesPerInstance"] = 2
+    body["spec"]["decode"]["nodesPerInstance"] = 2
+    assert _problems(body) == {}
+    leader, _ = _templates(groups_of(render(body, hmac_key=KEY))["vllm-cpu-prefill-0"])
+    env = env_of(leader["spec"]["containers"][0])
+    one = copy.deepcopy(body)
+    one["spec"]["prefill"].update(tensorParallelSize=1, nodesPerInstance=1)
+    one["spec"]["decode"].update(tensorParallelSize=1, nodesPerInstance=1)
+    pod = next(
+        p for p in by_kind(render(one, hmac_key=KEY), "Pod") if "prefill" in p["metadata"]["name"]
+    )
+    alone = env_of(pod["spec"]["containers"][0])
+    for name in ("VLLM_CPU_KVCACHE_SPACE", "OMP_NUM_THREADS"):
+        assert env[name] == alone[name], name  # a pod's rank is sized as a TP 1 pod's
