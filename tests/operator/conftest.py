@@ -66,6 +66,17 @@ def condition(emu: Emulator, name: str, kind: str = "Ready") -> dict[str, Any]:
     return found[0] if found else {}
 
 
+def ready_after(emu: Emulator, seen: dict[str, float], now: float, delay: float = 0.3) -> None:
+    """Play the kubelet: mark each of the deployment's pods Ready ``delay`` s after it was
+    first seen (``seen``: uid → when, kept by the caller)."""
+    for name, pod in pods(emu).items():
+        first = seen.setdefault(pod["metadata"]["uid"], now)
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+        if not ready and now - first > delay:
+            emu.set_pod_ready(NS, name)
+
+
 async def rolled_out(emu: Emulator, name: str = "demo") -> dict[str, Any]:
     """The deployment's status once its rollout is complete (Progressing RolloutComplete)."""
 

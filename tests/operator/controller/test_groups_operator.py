@@ -15,7 +15,17 @@ import pytest
 
 from disagg_operator.contracts import lws
 from tests.operator.builders import body, role
-from tests.operator.conftest import DD, DD_PATH, NS, api, condition, pods, rolled_out, until
+from tests.operator.conftest import (
+    DD,
+    DD_PATH,
+    NS,
+    api,
+    condition,
+    pods,
+    ready_after,
+    rolled_out,
+    until,
+)
 from tests.support.emulator import Emulator
 
 LWS = f"{lws.API_VERSION}/{lws.PLURAL}"
@@ -97,10 +107,7 @@ async def controllers(emulator: Emulator) -> AsyncIterator[World]:
 
     async def run() -> None:
         while True:
-            for name, pod in pods(emulator).items():
-                first = seen.setdefault(pod["metadata"]["uid"], loop.time())
-                if not _ready(pod) and loop.time() - first > 0.3:
-                    emulator.set_pod_ready(NS, name)
+            ready_after(emulator, seen, loop.time())
             for name, group in groups(emulator).items():
                 first = seen.setdefault(group["metadata"]["uid"], loop.time())
                 if name in world.broken and _ready(group):

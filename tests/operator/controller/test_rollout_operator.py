@@ -14,7 +14,17 @@ from typing import Any
 
 import pytest
 
-from tests.operator.conftest import DD, DD_PATH, NS, api, condition, pods, rolled_out, until
+from tests.operator.conftest import (
+    DD,
+    DD_PATH,
+    NS,
+    api,
+    condition,
+    pods,
+    ready_after,
+    rolled_out,
+    until,
+)
 from tests.support.emulator import Emulator
 
 KV = "disagg.dev/kv-revision"
@@ -56,10 +66,7 @@ async def kubelet(emulator: Emulator) -> AsyncIterator[list[dict[str, Any]]]:
 
     async def run() -> None:
         while True:
-            for name, pod in pods(emulator).items():
-                first = seen.setdefault(pod["metadata"]["uid"], loop.time())
-                if not _ready(pod) and loop.time() - first > 0.3:
-                    emulator.set_pod_ready(NS, name)
+            ready_after(emulator, seen, loop.time())
             emulator.roll_out_deployments(NS)
             samples.append(view(emulator))
             await asyncio.sleep(0.02)
