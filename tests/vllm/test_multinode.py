@@ -92,7 +92,7 @@ def test_the_rendered_group_runs_tp2_across_two_nodes(
         "vllm-cpu-prefill-0-0",
         "vllm-cpu-prefill-0-0-1",
     ]
-    port, master = _free_port(), _free_port()
+    ports, master = [_free_port(), _free_port()], _free_port()
     procs: list[subprocess.Popen[bytes]] = []
     logs = [tmp_path / f"node{n}.log" for n in range(2)]
     try:
@@ -102,14 +102,14 @@ def test_the_rendered_group_runs_tp2_across_two_nodes(
             env, _ = resolve_env(name, pod["spec"]["containers"][0], fields, "test")
             env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "UCX_TLS")}
             env |= {"VLLM_CPU_OMP_THREADS_BIND": str(core), "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
-            argv = _argv(pod, port + core if core else port, master)
+            argv = _argv(pod, ports[core], master)
             with log.open("wb") as out:
                 procs.append(
                     subprocess.Popen(
                         argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
                     )
                 )
-        url = f"http://{LOCAL}:{port}"
+        url = f"http://{LOCAL}:{ports[0]}"
         _healthy(url, procs[0], logs[0], 300)
         chosen = range(0, len(prompts()), 2)  # every other length: TP 2 on 2 shared cores
         got = {n: greedy(url, prompts()[n]) for n in chosen}
