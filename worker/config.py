@@ -164,6 +164,12 @@ class WorkerConfig(BaseModel):
         return self
 
     @property
+    def rank_address(self) -> str:
+        """Where this pod's ranks meet the engine's others: loopback within one pod, the
+        pod's own address where the ranks span a group's pods."""
+        return "127.0.0.1" if self.nodes == 1 else self.advertised_host
+
+    @property
     def ranks_here(self) -> range:
         """The tensor-parallel ranks this pod runs: its share of the group's."""
         per = self.tp_size // self.nodes

@@ -22,7 +22,7 @@ from disagg_operator.contracts import lws
 from disagg_worker.config import WorkerConfig
 
 GROUP_PORT = WorkerConfig.env_name("group_port")
-_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
 def is_group_worker(labels: Mapping[str, str]) -> bool:
@@ -107,8 +107,10 @@ def _with_env(container: dict[str, Any], first: Mapping[str, str]) -> dict[str, 
 
 
 def expand(text: str, known: Mapping[str, str]) -> str:
-    """``$(VAR)`` → its value where ``known`` has it (else left as written, as the
-    kubelet leaves it); ``$$`` escapes a ``$``."""
-    parts = text.split("$$")
-    done = [_REF.sub(lambda m: known.get(m.group(1), m.group(0)), p) for p in parts]
-    return "$".join(done)
+    """Kubernetes' ``$(VAR)``: VAR's value where ``known`` has it, else left as written
+    (as the kubelet leaves it); ``$$`` is a literal ``$``."""
+
+    def one(m: re.Match[str]) -> str:
+        return "$" if m.group(0) == "$$" else known.get(m.group(1), m.group(0))
+
+    return _REF.sub(one, text)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import socket
 import subprocess
 import threading
 import urllib.error
@@ -46,7 +45,13 @@ from disagg_operator.local.pods import (
 from disagg_operator.render import router
 from disagg_operator.render.objects import render
 from disagg_operator.validation.spec import InvalidSpec, parse
-from disagg_worker.serve.localrun import Child, disagg_argv, start_child, wait_ready
+from disagg_worker.serve.localrun import (
+    Child,
+    disagg_argv,
+    free_port_range,
+    start_child,
+    wait_ready,
+)
 
 PROXY = "proxy"  # the proxy's process name (pods keep theirs)
 CANARY_WAIT_S = 120.0  # one canary is bounded by its --timeout-s; this only guards the process
@@ -112,20 +117,12 @@ def render_manifest(
 GROUP_SPAN = 66  # a group's rendezvous ports: the store, rank 0's answers, a port per rank
 
 
-def group_bases(engine: Engine) -> Iterator[int]:
-    """A base port per group of a local run, with the GROUP_SPAN ports from it free now."""
-    for base in vllm.free_ports(low=vllm.ephemeral_low() - GROUP_SPAN):
-        if base and all(_free(port) for port in range(base, base + GROUP_SPAN)):
-            yield base
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
+def group_bases() -> Iterator[int]:
+    """A base port per group of a local run, below the ephemeral range (as vLLM's ports:
+    :func:`vllm.free_ports`), with the GROUP_SPAN ports from it free now."""
+    candidates = vllm.free_ports(low=vllm.ephemeral_low() - GROUP_SPAN)
+    while True:
+        yield free_port_range(GROUP_SPAN, candidates)
 
 
 def get_json(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> Any:
@@ -239,7 +236,7 @@ def launch(
     secret.chmod(0o600)
     body = with_model(load(str(manifest)), model, say, claims)
     objects, engine = render_manifest(body, key, groups=True)
-    objects = group_pods(objects, lambda *_: LOCAL, group_bases(engine))
+    objects = group_pods(objects, lambda *_: LOCAL, group_bases())
     engines = core_takers(objects, engine)
     cores = [] if keep_cpu_binding else share_cores(engines, vllm.host_cores())
     if keep_cpu_binding and engines:

@@ -51,7 +51,15 @@ from typing import Any
 from disagg_worker.bench.stream import MIN_TOKENS, Streamed, spread, stream_completion
 from disagg_worker.engine.model import BOS, get_preset
 from disagg_worker.engine.presets import tp_problem
-from disagg_worker.serve.localrun import Child, disagg_argv, start_child, stop_children, wait_ready
+from disagg_worker.serve.localrun import (
+    Child,
+    disagg_argv,
+    free_port_range,
+    loopback_group_env,
+    start_child,
+    stop_children,
+    wait_ready,
+)
 
 KEYS = (
     "prompt_tokens",
@@ -103,15 +111,13 @@ def start_stack(
         worker_env = {**env, "DISAGG_ROLE": role.split("-")[0], "DISAGG_ENGINE_ID": f"bench-{role}"}
         worker_env["DISAGG_TP_SIZE"] = str((tp or {}).get(role.split("-")[0], 1))
         if role == "prefill" and nodes > 1:
-            worker_env |= _group_env(nodes, 0, _group_port((tp or {}).get("prefill", 1) + 2))
+            base = free_port_range((tp or {}).get("prefill", 1) + 2)
+            worker_env |= loopback_group_env(nodes, 0, base)
         child = start_child(role, disagg_argv("worker", "serve"), worker_env, log_dir)
         children.append(child)
         if role == "prefill" and nodes > 1:  # the group's other pods
             for node in range(1, nodes):
-                pod_env = {
-                    **worker_env,
-                    **_group_env(nodes, node, int(worker_env["DISAGG_GROUP_PORT"])),
-                }
+                pod_env = {**worker_env, **loopback_group_env(nodes, node, base)}
                 name = f"prefill-pod-{node}"
                 children.append(start_child(name, disagg_argv("worker", "serve"), pod_env, log_dir))
     for child in children:
@@ -126,44 +132,6 @@ def start_stack(
         children.append(proxy)
         front[name] = f"http://127.0.0.1:{wait_ready(proxy, 60)['http_port']}/v1/completions"
     return urls["both"] + "/v1/completions", front["proxy"], front.get("proxy-one")
-
-
-def _group_env(nodes: int, node: int, port: int) -> dict[str, str]:
-    """A prefill pod of a group of ``nodes``: the first runs rank 0 on 127.0.0.1, pod k's
-    ranks listen on 127.0.0.(k+1) only (an address of their own, as a pod's IP)."""
-    out = {
-        "DISAGG_NODES": str(nodes),
-        "DISAGG_NODE_RANK": str(node),
-        "DISAGG_GROUP_PORT": str(port),
-    }
-    if node:
-        out |= {
-            "DISAGG_LEADER_ADDRESS": "127.0.0.1",
-            "DISAGG_SIDE_CHANNEL_HOST": f"127.0.0.{node + 1}",
-        }
-    return out
-
-
-def _group_port(span: int) -> int:
-    """A base port with ``span`` ports from it free now (the group's rendezvous)."""
-    import socket
-
-    while True:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        if base + span > 65000:
-            continue
-        free = True
-        for port in range(base, base + span):
-            with socket.socket() as s:
-                try:
-                    s.bind(("0.0.0.0", port))
-                except OSError:
-                    free = False
-                    break
-        if free:
-            return base
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Local process plumbing shared by the worker server, the proxy, `disagg up` and the e2e
 benchmark: serve an aiohttp app until a signal, announce readiness on one JSON line, and
-run child processes in their own process groups so stopping them leaves no orphans.
+run child processes in their own process groups so stopping them leaves no orphans; free
+port ranges and the env of a tensor-parallel group's pods on this host.
 
 I/O layer. A served app binds its port (0: any free one) and then prints
 ``{"event": "ready", ...}`` with the bound ports on stdout; a child's stdout and stderr go
@@ -15,6 +16,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+
+LOOPBACK = "127.0.0.1"
 
 READY_EVENT = "ready"
 KILL_WAIT_S = 5.0  # after SIGKILL: the kernel reaps it at once unless it is stuck in I/O
@@ -220,6 +224,48 @@ def stop_children(
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
+
+
+def port_free(port: int) -> bool:
+    """Whether ``port`` can be bound on every address now."""
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_range(span: int, candidates: Iterator[int] | None = None) -> int:
+    """The first base port from ``candidates`` (default: ports the OS picks) with the
+    ``span`` ports from it free now: a group's rendezvous (its store, rank 0's answers, a
+    command port per rank)."""
+    while True:
+        if candidates is None:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                base = int(probe.getsockname()[1])
+        else:
+            base = next(candidates)
+        if 0 < base <= 65000 - span and all(port_free(p) for p in range(base, base + span)):
+            return base
+
+
+def loopback_group_env(nodes: int, node: int, port: int) -> dict[str, str]:
+    """``DISAGG_*`` of pod ``node`` of a group of ``nodes`` pods on this host, rendezvous on
+    ``port``: the first on 127.0.0.1, pod k's ranks listening on 127.0.0.(k+1) only (an
+    address of their own, as a pod's IP)."""
+    out = {
+        "DISAGG_NODES": str(nodes),
+        "DISAGG_NODE_RANK": str(node),
+        "DISAGG_GROUP_PORT": str(port),
+    }
+    if node:
+        out |= {
+            "DISAGG_LEADER_ADDRESS": LOOPBACK,
+            "DISAGG_SIDE_CHANNEL_HOST": f"127.0.0.{node + 1}",
+        }
+    return out
 
 
 def disagg_argv(*args: str) -> list[str]:

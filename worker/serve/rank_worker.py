@@ -103,8 +103,9 @@ class Rank:
         port = self.agent.side_channel_port if self.config.role == "prefill" and self.agent else 0
         self.up.send(["ready", self.rank, port, self.config.advertised_host])
         store = self._store or join_store(*self._store_at, self.config.tp_size)
-        address = LOOPBACK if self.config.nodes == 1 else self.config.advertised_host
-        self.collective = Collective(self.rank, self.config.tp_size, store, address)
+        self.collective = Collective(
+            self.rank, self.config.tp_size, store, self.config.rank_address
+        )
         engine = threading.Thread(target=self._engine_loop, name="engine", daemon=True)
         engine.start()
         parent = os.getppid()

@@ -124,8 +124,7 @@ class RankGroup:
         # (its exit), not after the group's join timeout
         try:
             self.ports, self.hosts = self._await_ready(up)
-            address = cfg.advertised_host if self.spans else LOOPBACK
-            self.collective = Collective(0, self.size, store, address)
+            self.collective = Collective(0, self.size, store, cfg.rank_address)
         except BaseException:
             up.close(linger=0)  # else closing the context would wait for it for ever
             raise

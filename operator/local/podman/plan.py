@@ -41,7 +41,7 @@ from disagg_operator.api import LABEL_ROLE as ROLE_LABEL
 from disagg_operator.api.podtemplate import ENGINE_CONTAINER
 from disagg_operator.contracts import lws
 from disagg_operator.derive.resources import parse_quantity
-from disagg_operator.local.groups import is_group_worker, leader_name
+from disagg_operator.local.groups import expand, is_group_worker, leader_name
 
 RUN_LABEL = "disagg.dev/up-run"  # on every pod, container, volume and network of one run
 SHM = "/dev/shm"
@@ -352,8 +352,8 @@ def _container(
     return ContainerPlan(
         name=c["name"],
         image=images[c["image"]],
-        command=None if command is None else tuple(_expand(a, env) for a in command),
-        args=None if args is None else tuple(_expand(a, env) for a in args),
+        command=None if command is None else tuple(expand(a, env) for a in command),
+        args=None if args is None else tuple(expand(a, env) for a in args),
         env=env,
         user=user,
         run_as_non_root=bool(security.get("runAsNonRoot")),
@@ -390,7 +390,7 @@ def _env(
     for item in c.get("env", []):
         key = item["name"]
         if "valueFrom" not in item:
-            env[key] = _expand(str(item.get("value", "")), env)
+            env[key] = expand(str(item.get("value", "")), env)
             continue
         src = item["valueFrom"]
         if "fieldRef" in src:
@@ -418,21 +418,6 @@ def _resource(at: str, c: Mapping[str, Any], ref: Mapping[str, Any]) -> str:
         raise PlanError(f"{at}: resourceFieldRef {ref['resource']} is not set on the container")
     divisor = parse_quantity(ref.get("divisor", "1"))
     return str(math.ceil(parse_quantity(value) / divisor))
-
-
-_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
-
-
-def _expand(text: str, env: Mapping[str, str]) -> str:
-    """Kubernetes' ``$(VAR)``: replaced by VAR's value when defined, kept otherwise;
-    ``$$`` is a literal ``$``."""
-
-    def one(m: re.Match[str]) -> str:
-        if m.group(0) == "$$":
-            return "$"
-        return env.get(m.group(1), m.group(0))
-
-    return _REF.sub(one, text)
 
 
 def _data(

@@ -8,37 +8,22 @@ token only if the prefill published where each rank lives and the decode read it
 
 from __future__ import annotations
 
-import contextlib
-import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from disagg_worker.serve.localrun import Child, disagg_argv, start_child
+from disagg_worker.serve.localrun import (
+    Child,
+    disagg_argv,
+    free_port_range,
+    loopback_group_env,
+    start_child,
+)
 from tests.worker.serve.conftest import Workers, get, post, wait_until
 from tests.worker.serve.test_tensor_parallel import _bodies, _pd
 
 OTHER_POD = "127.0.0.2"
-
-
-def _group_port(span: int) -> int:
-    """A base port with ``span`` free ports above it (the group's rendezvous)."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        if base + span > 65000:
-            continue
-        with contextlib.ExitStack() as held:
-            try:
-                for port in range(base, base + span):
-                    s = held.enter_context(socket.socket())
-                    s.bind(("0.0.0.0", port))
-            except OSError:
-                continue
-        return base
-    raise AssertionError("no free port range")
 
 
 @pytest.fixture(scope="module")
@@ -52,19 +37,18 @@ def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
 
 def _spanning(workers: Workers, role: str, name: str, tp: int) -> tuple[Child, Child]:
     """The two pods of one engine of ``tp`` ranks: the leader (rank 0 ..), then the other."""
-    port = _group_port(tp + 2)
+    port = free_port_range(tp + 2)
     common = {"tp_size": tp, "nodes": 2, "group_port": port}
     leader = workers.spawn(role, name, node_rank=0, advertise_host="127.0.0.1", **common)
     env = {
         **workers._base,
-        **{f"DISAGG_{k.upper()}": str(v) for k, v in common.items()},
+        **loopback_group_env(2, 1, port),
+        "DISAGG_TP_SIZE": str(tp),
         "DISAGG_ROLE": role,
         "DISAGG_ENGINE_ID": f"{name}-1",  # its own pod name: the engine is rank 0's
-        "DISAGG_NODE_RANK": "1",
-        "DISAGG_LEADER_ADDRESS": "127.0.0.1",
-        "DISAGG_SIDE_CHANNEL_HOST": OTHER_POD,
         "DISAGG_SIDE_CHANNEL_PORT": "0",
     }
+    assert env["DISAGG_SIDE_CHANNEL_HOST"] == OTHER_POD  # its rank listens there alone
     other = start_child(f"{name}-1", disagg_argv("worker", "serve"), env, workers.log_dir)
     workers.children.append(other)
     return leader, other
