@@ -66,6 +66,12 @@ class WorkerConfig(BaseModel):
         "/metrics stays on the HTTP port too)",
     )
     transfer_deadline_s: float = Field(default=10.0, gt=0, description="max time per transfer")
+    transfer_mode: Literal["read", "push"] = Field(
+        default="read",
+        description="decode's: read (decode READs prefill's blocks) or push (prefill WRITEs "
+        "them on decode's claim: zero-copy over UCX tcp, where a READ is emulated); a "
+        "prefill that cannot push is read from",
+    )
     block_lease_s: float = Field(default=30.0, gt=0, description="prefill holds blocks this long")
     max_queued: int = Field(
         default=64, ge=0, description="requests that may wait for free KV blocks; more get 503"

@@ -1,6 +1,8 @@
 """The figures of `disagg bench pods`, from what it measured: per prompt length and run, the
-streamed TTFT's spread, the KV bytes and NIXL READ time the decode workers counted for each
-request, the READ's rate, and that rate against the path's iperf3 limits.
+streamed TTFT's spread, the KV bytes and NIXL transfer time the decode workers counted for
+each request, the transfer's rate, and that rate against the path's iperf3 limits. A
+transfer is decode's READ, or a push (the prefill's WRITE, timed by decode from its ask to
+the WRITE's notification); ``pushed`` counts the requests moved by pushes.
 
 Benchmark layer, computes only: :mod:`.pods` makes the requests and runs iperf3, this
 reads the decode workers' metrics text and turns samples into figures, so a fixed set of
@@ -27,6 +29,7 @@ COUNTERS = {
     "kv_bytes": "disagg_kv_transfer_bytes_total",
     "post_ms": "disagg_kv_transfer_post_ms_sum",
     "wire_ms": "disagg_kv_transfer_ms_sum",
+    "pushed": "disagg_kv_pushed_transfers_total",
 }
 PROCESS = "process"
 PODS = "podman"  # the run of the manifest as rendered; variants are "podman:<name>"
@@ -52,8 +55,9 @@ class Sample:
     ttlt_ms: float
     transfers: float
     kv_bytes: float
-    post_ms: float  # building and posting the READ
+    post_ms: float  # building and posting the READ (a push: asking until it is posted)
     wire_ms: float  # posted to done
+    pushed: float = 0.0  # transfers that were pushes
 
     @property
     def read_ms(self) -> float:
@@ -87,6 +91,7 @@ def case(samples: Sequence[Sample], limits: Mapping[str, float] | None) -> dict[
         "nixl_post_ms": round(_median([s.post_ms for s in read]), 3),
         "nixl_wire_ms": round(_median([s.wire_ms for s in read]), 3),
         "nixl_gbps": round(_median([s.read_gbps or 0.0 for s in read]), 3),
+        "pushed": sum(1 for s in read if s.pushed == 1),
         "unattributed": len(samples) - len(read),
     }
     if limits:

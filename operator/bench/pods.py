@@ -40,6 +40,7 @@ from disagg_operator.local.podman.launch import launch_containers
 from disagg_operator.local.podman.runtime import PodRuntime
 from disagg_operator.local.stack import Run, get_json, launch, load
 from disagg_worker.bench.stream import MIN_TOKENS, stream_completion
+from disagg_worker.config import WorkerConfig
 from disagg_worker.serve.localrun import stop_children
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,13 +67,23 @@ class Target:
     pods: PodRuntime | None = None
 
 
+TRANSFER_MODE = WorkerConfig.env_name("transfer_mode")
+
+
+def _settable(name: str) -> bool:
+    return name.startswith("UCX_") or name == TRANSFER_MODE
+
+
 def parse_variant(text: str) -> tuple[str, dict[str, str]]:
-    """``NAME:K=V,K=V`` → (name, env); names are short DNS labels, keys UCX_* settings."""
+    """``NAME:K=V,K=V`` → (name, env); names are short DNS labels, keys UCX_* settings or
+    DISAGG_TRANSFER_MODE (``read:DISAGG_TRANSFER_MODE=read``: the pods READ, as before
+    pushes)."""
     found = _VARIANT.match(text)
     pairs = [p.partition("=") for p in found.group(2).split(",")] if found else []
-    if not found or not pairs or any(not k.startswith("UCX_") or not s for k, s, _ in pairs):
+    if not found or not pairs or any(not _settable(k) or not s for k, s, _ in pairs):
         raise argparse.ArgumentTypeError(
-            f"{text!r}: expected NAME:UCX_X=V[,UCX_Y=W] (NAME: up to 16 of a-z, 0-9, -)"
+            f"{text!r}: expected NAME:UCX_X=V[,UCX_Y=W] or NAME:{TRANSFER_MODE}=read "
+            "(NAME: up to 16 of a-z, 0-9, -)"
         )
     return found.group(1), {k: v for k, _, v in pairs}
 
@@ -237,7 +248,8 @@ def main(argv: list[str]) -> int:
         action="append",
         default=[],
         metavar="NAME:K=V,...",
-        help="one more run of pods, both pools with this UCX env",
+        help="one more run of pods, both pools with this env (UCX_* settings, or "
+        "DISAGG_TRANSFER_MODE=read to compare decode's READ with the rendered push)",
     )
     p.add_argument(
         "--iperf-seconds", type=float, default=1.0, help="iperf3 time per figure and round"

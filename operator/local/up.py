@@ -158,9 +158,11 @@ def _figures(d: dict[str, Any]) -> Iterator[str]:
     if "transfer_ms" in d:
         nbytes, wire = d.get("transfer_bytes", 0), d.get("transfer_wire_ms", 0)
         rate = f" ({nbytes / wire / 1e3:.0f} MB/s)" if wire else ""
+        how = "push (the prefill's WRITE) of" if d.get("transfer_pushed") else "READ"
         yield (
-            f"transfer:   NIXL READ {int(nbytes)} bytes in {int(d.get('transfer_descriptors', 0))}"
-            f" descriptor(s): {wire:.3f} ms on the wire{rate}, {d['transfer_ms']:.2f} ms in all"
+            f"transfer:   NIXL {how} {int(nbytes)} bytes in "
+            f"{int(d.get('transfer_descriptors', 0))} descriptor(s): {wire:.3f} ms on the "
+            f"wire{rate}, {d['transfer_ms']:.2f} ms in all"
         )
         if d.get("transfer_handshake_ms"):
             yield (

@@ -475,6 +475,7 @@ def _stats_fields(stats: Any) -> dict[str, float]:
         "handshake_ms": "transfer_handshake_ms",
         "post_ms": "transfer_post_ms",
         "transfer_ms": "transfer_wire_ms",
+        "pushed": "transfer_pushed",  # 1: the prefill wrote the blocks (a push)
     }
     out: dict[str, float] = {}
     for attr, key in names.items():

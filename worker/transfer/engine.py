@@ -1,8 +1,8 @@
-"""KV transfer engine: the decode-initiated READ of a prefill worker's KV blocks.
+"""KV transfer engine: decode's READ of a prefill worker's KV blocks, or prefill's push.
 
 Effectful layer, composing the pure planner (:mod:`plan`), the wire contract
 (:mod:`protocol`), the side channel (:mod:`handshake`), NIXL (:mod:`agent`), posting a
-READ (:mod:`reads`) and staging copies (:mod:`copy`).
+READ (:mod:`reads`), a push's WRITE (:mod:`pushes`) and staging copies (:mod:`copy`).
 
 Prefill: :meth:`KVTransferAgent.publish` stages the blocks (device→host when the buffer is
 on the host) and holds them (:mod:`holder`) until decode's notification arrives (attached
@@ -18,6 +18,13 @@ from publish until released, never held again, so "held when the claim was answe
 means held over the whole READ, and the lease then covers the rest; the notification that
 frees them is sent only after the answer, so it cannot overtake the claim. Claim and READ
 overlap: the request pays the longer of the two, not their sum.
+
+Push (``DISAGG_TRANSFER_MODE=push`` on decode, and a prefill whose metadata says it
+pushes): one frame claims the blocks and asks the prefill to WRITE them into decode's
+(:mod:`pushes`); decode waits for the WRITE's notification, which NIXL delivers after the
+bytes, until a margin past the deadline (by which the prefill has given the WRITE up), so
+a late WRITE never lands in blocks decode has reused. Over UCX tcp a WRITE is zero-copy
+where a READ is emulated. A request with several sources (tensor parallelism) is read.
 
 Error policy: every failure ends the request with a :class:`TransferError` naming the cause
 and the peer, releases the transfer handle, and forgets the peer when the failure could
@@ -40,6 +47,7 @@ from disagg_worker.transfer import handshake, protocol, ranks, reads
 from disagg_worker.transfer.copy import alloc_staging, check_caches, copy_blocks
 from disagg_worker.transfer.holder import NOTIF_PREFIX, BlockHolder, ReleaseCallback
 from disagg_worker.transfer.layout import KVLayout
+from disagg_worker.transfer.mailbox import Mailbox
 from disagg_worker.transfer.nixl_agent import NixlAgent, PostMode
 from disagg_worker.transfer.nixl_compat import apply_ucx_env
 from disagg_worker.transfer.peers import (
@@ -50,11 +58,15 @@ from disagg_worker.transfer.peers import (
     TransferError,
 )
 from disagg_worker.transfer.plan import PlanError, TransferPlan, plan_read
+from disagg_worker.transfer.pushes import PushWriter
 from disagg_worker.transfer.telemetry import TransferTelemetry
 
 DEFAULT_POST_MODE: PostMode = "prepped"
 CLAIM_THREADS = 16  # claims in flight beside their READs (each waits on one side channel)
 FANOUT_THREADS = 16  # READs in flight from the several prefill ranks one read draws on
+# decode waits for a push's notification this long past the deadline, by which prefill has
+# given the WRITE up: bytes already on the wire then have landed
+PUSH_MARGIN_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,7 @@ class TransferStats:
     transfer_ms: float
     total_ms: float
     claim_ms: float = 0.0  # the claim round trip (0.0 when nothing was claimed)
+    pushed: bool = False  # the prefill wrote the blocks (a push), not a READ here
 
 
 __all__ = ["KVTransferAgent", "PeerRef", "TransferError", "TransferStats"]
@@ -122,6 +135,9 @@ class KVTransferAgent:
         self._peers: PeerDirectory | None = None
         self._lock = threading.Lock()
         self._holder: BlockHolder | None = None
+        self._writer: PushWriter | None = None
+        self._mailbox: Mailbox | None = None
+        self._target: protocol.PushTarget | None = None
         self._pool: ThreadPoolExecutor | None = None
         # claims run here beside their READs (threads start only when a decode claims)
         self._claims = ThreadPoolExecutor(CLAIM_THREADS, thread_name_prefix="kv-claim")
@@ -157,8 +173,13 @@ class KVTransferAgent:
             model_kv_heads=self.model_kv_heads,
             engine_id=cfg.engine_id,
         )
+        # a "both" worker's holder takes every notification of its one agent: it reads
+        if cfg.role == "decode" and cfg.transfer_mode == "push":
+            self._mailbox = Mailbox(self._agent.notifications)
         if cfg.role in ("prefill", "both"):
             self._holder = BlockHolder(self._agent.notifications, self.telemetry, self._on_release)
+            if cfg.role == "prefill":  # "both" polls one agent for two kinds of notification
+                self._writer = self._holder.writer = PushWriter(self._agent, self.layout)
             self._server = handshake.HandshakeServer(
                 cfg.side_channel_host, cfg.side_channel_port, self._on_frame
             )
@@ -173,6 +194,8 @@ class KVTransferAgent:
             self._closed = True
         if self._holder is not None:
             self._holder.stop()
+        if self._writer is not None:
+            self._writer.close()
         if self._pool is not None:
             self._pool.shutdown(wait=True)  # parts in flight end by their deadline
         self._claims.shutdown(wait=True)  # claims end by their timeout
@@ -244,8 +267,10 @@ class KVTransferAgent:
 
     def _on_frame(self, frame: bytes) -> bytes | None:
         """Side-channel handler: metadata or a claim's answer; a Refusal for anything else."""
-        assert self._holder is not None  # the listener runs only beside a holder
-        reply, refused = protocol.answer(self._codec, frame, self._metadata, self._holder.claim)
+        holder = self._holder
+        assert holder is not None  # the listener runs only beside a holder
+        push = holder.push if self._writer is not None else None
+        reply, refused = protocol.answer(self._codec, frame, self._metadata, holder.claim, push)
         if refused:
             self.telemetry.refused.inc()
         return reply
@@ -269,6 +294,7 @@ class KVTransferAgent:
             rank_ports=list(self.rank_ports)
             or ([self.side_channel_port] if cfg.tp_size == 1 else []),
             rank_hosts=list(self.rank_hosts),
+            push=self._writer is not None and cfg.tp_size == 1,
             protocol_version=protocol.PROTOCOL_VERSION,
             compat_hash=self._compat,
             nonce=nonce,
@@ -317,25 +343,18 @@ class KVTransferAgent:
                 if notify:
                     self._notify(peer, entry0, request_id)
                 return TransferStats(0, 0, hs_ms, 0.0, 0.0, (time.perf_counter() - t0) * 1000)
-            pending = None
-            if claim:
-                ask = self._directory().claim
-                pending = self._claims.submit(
-                    ask, peer, entry0, request_id, remote_block_ids, deadline, prompt_digest
-                )
-            # the notification rides on the READ only when it is this rank's one READ, of
-            # the prefill's rank 0, and nothing else has to be waited for first
-            ride = notify and pending is None and len(plans) == 1 and plans[0][1] is entry0
-            try:
-                post_ms, xfer_ms, ndesc = self._execute_all(
-                    plans, request_id, deadline, merge, ride
-                )
-            except TransferError:
-                reads.settle(pending, deadline)  # its answer no longer matters
-                raise
-            claim_ms = reads.settle(pending, deadline)  # refused: the bytes read are discarded
-            if notify and not ride:
-                self._notify(peer, entry0, request_id)
+            pushed = self._pushable(plans, entry0, claim, notify)
+            if pushed:
+                post_ms, xfer_ms = self._push(
+                    peer, entry0, plans[0][2], request_id, remote_block_ids, local_block_ids,
+                    deadline, prompt_digest, merge,
+                )  # fmt: skip
+                ndesc, claim_ms = plans[0][2].descriptors, post_ms
+            else:
+                post_ms, xfer_ms, ndesc, claim_ms = self._claim_and_read(
+                    peer, entry0, plans, request_id, remote_block_ids, deadline,
+                    prompt_digest, merge, claim=claim, notify=notify,
+                )  # fmt: skip
             if self._buffer is not self._caches:
                 copy_blocks(self._buffer, self._caches, local_block_ids)
         except TransferError as e:
@@ -346,9 +365,119 @@ class KVTransferAgent:
                 self._directory().done(entry)
         total = (time.perf_counter() - t0) * 1000
         self.telemetry.record_transfer(
-            nbytes=nbytes, descriptors=ndesc, post_ms=post_ms, transfer_ms=xfer_ms
+            nbytes=nbytes, descriptors=ndesc, post_ms=post_ms, transfer_ms=xfer_ms, pushed=pushed
         )
-        return TransferStats(nbytes, ndesc, hs_ms, post_ms, xfer_ms, total, claim_ms)
+        return TransferStats(nbytes, ndesc, hs_ms, post_ms, xfer_ms, total, claim_ms, pushed)
+
+    def _claim_and_read(
+        self,
+        peer: PeerRef,
+        entry0: PeerEntry,
+        plans: list[_Planned],
+        request_id: str,
+        remote_block_ids: list[int],
+        deadline: float,
+        prompt_digest: str,
+        merge: bool,
+        *,
+        claim: bool,
+        notify: bool,
+    ) -> tuple[float, float, int, float]:
+        """Claim (beside the READ) and READ from every source, then notify; returns the
+        post and transfer ms, the descriptors and the claim's ms."""
+        pending = None
+        if claim:
+            ask = self._directory().claim
+            pending = self._claims.submit(
+                ask, peer, entry0, request_id, remote_block_ids, deadline, prompt_digest
+            )
+        # the notification rides on the READ only when it is this rank's one READ, of
+        # the prefill's rank 0, and nothing else has to be waited for first
+        ride = notify and pending is None and len(plans) == 1 and plans[0][1] is entry0
+        try:
+            post_ms, xfer_ms, ndesc = self._execute_all(plans, request_id, deadline, merge, ride)
+        except TransferError:
+            reads.settle(pending, deadline)  # its answer no longer matters
+            raise
+        claim_ms = reads.settle(pending, deadline)  # refused: the bytes read are discarded
+        if notify and not ride:
+            self._notify(peer, entry0, request_id)
+        return post_ms, xfer_ms, ndesc, claim_ms
+
+    # --- decode side: push ------------------------------------------------------------
+
+    def _pushable(
+        self, plans: list[_Planned], entry0: PeerEntry, claim: bool, notify: bool
+    ) -> bool:
+        """Push when this decode pushes, the prefill says it does, and the request is one
+        plain transfer: one source (the prefill's rank 0), claimed and notified here, and
+        short enough for one frame."""
+        if self._mailbox is None or not entry0.meta.push or not (claim and notify):
+            return False
+        if len(plans) != 1 or plans[0][1] is not entry0:
+            return False
+        plan = plans[0][2]
+        return plan.regions == self._twins and plan.num_blocks <= protocol.MAX_PUSH_BLOCKS
+
+    def _push_target(self) -> protocol.PushTarget:
+        if self._target is None:
+            agent = self._nixl()
+            self._target = protocol.PushTarget(
+                agent_name=agent.name,
+                agent_metadata=agent.metadata(),
+                region_addrs=list(agent.region_addrs),
+                block_len=self.layout.block_len,
+                num_blocks=self.layout.num_blocks,
+                device_id=agent.device_id,
+            )
+        return self._target
+
+    def _push(
+        self,
+        peer: PeerRef,
+        entry: PeerEntry,
+        plan: TransferPlan,
+        rid: str,
+        remote_ids: list[int],
+        local_ids: list[int],
+        deadline: float,
+        digest: str,
+        merge: bool,
+    ) -> tuple[float, float]:
+        """Ask the prefill to WRITE the blocks into ours and wait for its notification;
+        returns (ms until the WRITE was posted, ms from then until the bytes were here).
+        The ask runs beside the wait: each poll drives this agent's UCX, which the
+        prefill's WRITE (and its first connection's warm-up) needs while it runs."""
+        assert self._mailbox is not None
+        t0 = time.perf_counter()
+        claim = PeerDirectory.claim_of(rid, remote_ids, deadline - t0, digest)
+        req = protocol.Push(claim, self._push_target(), list(local_ids), merge)
+        asked = self._claims.submit(self._posted_at, peer, entry, req, deadline)
+
+        def refused() -> bool:
+            return asked.done() and asked.exception() is not None
+
+        # the prefill gives the WRITE up at the deadline (its clock started after ours):
+        # past it and the margin, no byte of it can still arrive
+        key = protocol.PUSH_NOTIF_PREFIX + rid.encode()
+        arrived = self._mailbox.wait(key, deadline + PUSH_MARGIN_S, refused)
+        t2 = time.perf_counter()
+        t1 = reads.settle(asked, deadline)  # the ask's TransferError, if it failed
+        if arrived:
+            return (t1 - t0) * 1000, max(t2 - t1, 0.0) * 1000
+        self._directory().forget(peer, entry, remove=True)
+        raise TransferError(
+            f"push of request {rid} from {peer} missed its deadline "
+            f"({(t2 - t0) * 1000:.0f} ms); peer forgotten",
+            "deadline",
+        )
+
+    def _posted_at(
+        self, peer: PeerRef, entry: PeerEntry, req: protocol.Push, deadline: float
+    ) -> float:
+        """The push asked and its WRITE posted: when (perf_counter) the answer came."""
+        self._directory().push(peer, entry, req, deadline)
+        return time.perf_counter()
 
     def notify(
         self, peer: PeerRef, request_id: str, *, timeout_s: float = HANDSHAKE_TIMEOUT_S

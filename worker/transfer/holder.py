@@ -6,7 +6,10 @@ claim (over the side channel, before it posts its READ) is answered from the tab
 extends a held lease to cover the read; the READ's notification, or the lease running
 out, releases the blocks: ``on_release(request_id, block_ids, reason)`` runs on the
 notification thread with reason ``notified`` or ``lease_expired``, or on the caller's with
-``aborted`` (:meth:`BlockHolder.release`: the decode hop failed).
+``aborted`` (:meth:`BlockHolder.release`: the decode hop failed). A push (decode asks the
+prefill to WRITE the blocks, :mod:`pushes`) is claimed here too; its WRITE is settled on
+the notification thread, which then frees the blocks with reason ``pushed``, and a hold
+released while its WRITE runs is freed (``aborted``) only once the WRITE has ended.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Callable
 
 from disagg_worker.transfer import protocol
 from disagg_worker.transfer.leases import LeaseTable
+from disagg_worker.transfer.pushes import PushWriter
 from disagg_worker.transfer.telemetry import TransferTelemetry
 
 log = logging.getLogger(__name__)
@@ -37,6 +41,7 @@ class BlockHolder:
         self, poll: Poll, telemetry: TransferTelemetry, on_release: ReleaseCallback | None
     ) -> None:
         self._poll, self._telemetry, self._on_release = poll, telemetry, on_release
+        self.writer: PushWriter | None = None  # set to accept pushes
         self.leases = LeaseTable()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kv-notifs", daemon=True)
@@ -56,6 +61,8 @@ class BlockHolder:
     def release(self, request_id: str) -> bool:
         """Free a hold now (decode failed or the client left; told by the proxy). False
         when nothing is held under that id (already read, expired or never published)."""
+        if self.writer is not None and self.writer.cancel(request_id):
+            return True  # freed once its WRITE has ended (the next pass of the loop)
         ids = self.leases.pop(request_id)
         self._release(request_id, ids, "aborted")
         return ids is not None
@@ -72,8 +79,32 @@ class BlockHolder:
             msg.request_id, res.held, res.reason, left, list(res.held_ids), msg.nonce
         )
 
+    def push(self, msg: protocol.Push) -> protocol.PushAnswer:
+        """Answer a push: its claim, then its WRITE posted (see :mod:`pushes`)."""
+        received = time.monotonic()
+        if self.writer is None:
+            raise RuntimeError("push answered by a holder without a writer")
+        return self.writer.accept(msg, self.claim(msg.claim), received)
+
+    def _pause(self) -> float:
+        """Between passes: short while a WRITE is in flight (each pass drives it on),
+        longer while blocks are held, longest when idle."""
+        if self.writer is not None and self.writer.busy():
+            return 0.00002
+        return 0.0005 if len(self.leases) else 0.002
+
+    def _settle_pushes(self) -> None:
+        if self.writer is None:
+            return
+        for rid, outcome in self.writer.tick(time.monotonic()):
+            self._telemetry.record_push(outcome)
+            if outcome in ("pushed", "cancelled"):
+                reason = "pushed" if outcome == "pushed" else "aborted"
+                self._release(rid, self.leases.pop(rid), reason)
+
     def _loop(self) -> None:
-        while not self._stop.wait(0.0005 if len(self.leases) else 0.002):
+        while not self._stop.wait(self._pause()):
+            self._settle_pushes()
             try:
                 notifs = self._poll()
             except Exception as e:  # keep serving; a broken agent shows up in reads

@@ -30,6 +30,7 @@ from disagg_worker.transfer.plan import IndexArray, TransferPlan
 log = logging.getLogger(__name__)
 
 PostMode = Literal["prepped", "dynamic"]
+Op = Literal["READ", "WRITE"]
 _WARM_BYTES = 256  # per region, read at handshake to set the connection up
 
 
@@ -207,15 +208,17 @@ class NixlAgent:
         mode: PostMode,
         merge: bool,
         part: tuple[IndexArray, IndexArray] | None = None,
+        op: Op = "READ",
     ) -> tuple[Any, str]:
-        """Create and post a READ; returns (handle, first state "DONE"/"PROC"/"ERR").
+        """Create and post a READ (``op`` WRITE: the plan's local blocks into the peer's);
+        returns (handle, first state "DONE"/"PROC"/"ERR").
 
         ``part``: (local, remote) index arrays, a slice of the plan's (prepped mode only).
         """
         if mode == "prepped":
             local_idx, remote_idx = part or (plan.local_indices(), plan.remote_indices())
             handle = self._nixl.make_prepped_xfer(
-                "READ",
+                op,
                 self._local,
                 local_idx,
                 peer.dlist,
@@ -230,7 +233,7 @@ class NixlAgent:
             remote = self._nixl.get_xfer_descs(
                 plan.remote_descs(peer.region_addrs, peer.device_id), self.memory_type
             )
-            handle = self._nixl.initialize_xfer("READ", local, remote, peer.name, notif)
+            handle = self._nixl.initialize_xfer(op, local, remote, peer.name, notif)
         with self._lock:
             self._handles.add(handle)
         return handle, self._nixl.transfer(handle)
@@ -317,4 +320,4 @@ def _quietly(fn: Any, what: str) -> bool:
         return False
 
 
-__all__ = ["AgentError", "NixlAgent", "PostMode", "RemotePeer", "nixl_api"]
+__all__ = ["AgentError", "NixlAgent", "Op", "PostMode", "RemotePeer", "nixl_api"]

@@ -86,7 +86,7 @@ def _serve(
                 conn.send(("stopped", agent.stats()))
                 return
             if cmd == "publish":
-                agent.publish(args[0], args[1])
+                agent.publish(*args)  # request id, block ids[, prompt digest]
                 conn.send(("ok", None))
             elif cmd == "events":
                 conn.send(("events", list(events)))

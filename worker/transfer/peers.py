@@ -270,9 +270,51 @@ class PeerDirectory:
             raise TransferError(
                 f"request {rid} from {peer}: deadline passed before the claim", "deadline"
             )
-        nonce = os.urandom(16)
+        req = self.claim_of(rid, block_ids, left, digest)
+        msg = self._ask(peer, entry, req, left, "claim")
+        if not isinstance(msg, protocol.ClaimAnswer):
+            raise TransferError(f"peer {peer} answered the claim of {rid} with {msg}", "claim")
+        _check_answer(peer, req, msg)
+        return (time.perf_counter() - t0) * 1000
+
+    @staticmethod
+    def claim_of(rid: str, block_ids: list[int], left: float, digest: str) -> protocol.Claim:
+        """The claim of ``block_ids`` of ``rid`` for a transfer that may take ``left`` s."""
         wait = min(left, protocol.MAX_CLAIM_DEADLINE_S)
-        req = protocol.Claim(rid, block_ids, wait, nonce, digest)
+        return protocol.Claim(rid, block_ids, wait, os.urandom(16), digest)
+
+    def push(self, peer: PeerRef, entry: PeerEntry, req: protocol.Push, deadline: float) -> None:
+        """Ask the peer to WRITE ``req``'s blocks into ours (see :mod:`pushes`); returns once
+        the WRITE is posted. TransferError when the claim is refused (as :meth:`claim`),
+        the peer could not post the WRITE, or it does not answer."""
+        left = deadline - time.perf_counter()
+        rid = req.claim.request_id
+        if left <= 0:
+            raise TransferError(
+                f"request {rid} from {peer}: deadline passed before the push", "deadline"
+            )
+        msg = self._ask(peer, entry, req, left, "push")
+        if not isinstance(msg, protocol.PushAnswer):
+            raise TransferError(f"peer {peer} answered the push of {rid} with {msg}", "claim")
+        _check_answer(peer, req.claim, msg.answer)
+        if not msg.posted:
+            self.forget(peer, entry, remove=True)  # what it could not write may be our fault
+            raise TransferError(
+                f"prefill {peer} holds request {rid} but could not write it: {msg.error}",
+                "nixl_error",
+            )
+
+    def _ask(
+        self,
+        peer: PeerRef,
+        entry: PeerEntry,
+        req: protocol.Claim | protocol.Push,
+        left: float,
+        what: str,
+    ) -> protocol.Message:
+        """One side-channel round trip on a kept-open socket; a Refusal, a timeout or a
+        frame that does not decode is a TransferError (the peer forgotten on a timeout)."""
+        rid = req.request_id if isinstance(req, protocol.Claim) else req.claim.request_id
         try:
             frame = self._codec.encode(req)
             raw = self._channel(peer).request(frame, min(HANDSHAKE_TIMEOUT_S, left))
@@ -280,17 +322,13 @@ class PeerDirectory:
         except (handshake.HandshakeTimeout, zmq.ZMQError) as e:
             self.forget(peer, entry, remove=True)  # it may have died or restarted
             raise TransferError(
-                f"claiming request {rid} from {peer} failed: {e}; peer forgotten", "claim"
+                f"{what} of request {rid} from {peer} failed: {e}; peer forgotten", "claim"
             ) from None
         except protocol.ProtocolError as e:
-            raise TransferError(f"claim of request {rid} to {peer} failed: {e}", "claim") from None
+            raise TransferError(f"{what} of request {rid} to {peer} failed: {e}", "claim") from None
         if isinstance(msg, protocol.Refusal):
-            raise TransferError(f"peer {peer} refused the claim of {rid}: {msg.reason}", "claim")
-        if not isinstance(msg, protocol.ClaimAnswer) or (msg.nonce, msg.request_id) != (nonce, rid):
-            raise TransferError(f"peer {peer} sent an answer to another claim than {rid}", "claim")
-        if not msg.held:
-            raise claim_refused(peer, msg, block_ids)
-        return (time.perf_counter() - t0) * 1000
+            raise TransferError(f"peer {peer} refused the {what} of {rid}: {msg.reason}", "claim")
+        return msg
 
     def _channel(self, peer: PeerRef) -> handshake.Channel:
         key = (peer.host, peer.port)
@@ -314,6 +352,16 @@ def _reachable(peer: PeerRef, timeout_s: float) -> None:
     except OSError as e:
         what = "refused the connection" if isinstance(e, ConnectionRefusedError) else str(e)
         raise TransferError(f"prefill {peer} unreachable: {what}", "unreachable") from None
+
+
+def _check_answer(peer: PeerRef, req: protocol.Claim, ans: protocol.ClaimAnswer) -> None:
+    """The answer is to this claim, and says the blocks are held."""
+    if (ans.nonce, ans.request_id) != (req.nonce, req.request_id):
+        raise TransferError(
+            f"peer {peer} sent an answer to another claim than {req.request_id}", "claim"
+        )
+    if not ans.held:
+        raise claim_refused(peer, ans, req.block_ids)
 
 
 def claim_refused(peer: PeerRef, ans: protocol.ClaimAnswer, wanted: list[int]) -> TransferError:

@@ -32,6 +32,9 @@ History:
   version-3 peer is refused by version.
   Within 4: PeerMetadata may add ``rank_hosts`` (an engine's ranks spread over the pods
   of a group); a peer without it has every rank on rank 0's host, as before.
+  Within 4: PeerMetadata may say ``push`` (the prefill answers a :class:`Push`: the claim,
+  then a WRITE of the blocks into decode's, whose notification follows the bytes). Decode
+  sends a Push only to a prefill that says so; an older one is read from, as before.
 """
 
 from __future__ import annotations
@@ -52,6 +55,11 @@ MAX_FRAME_BYTES = 256 << 10
 MAX_CLAIM_BLOCKS = 32768  # 512k tokens of 16-token blocks; a decoded id costs ~36 bytes
 MAX_CLAIM_DEADLINE_S = 3600.0  # a claim may pin blocks this long at most
 MAX_REQUEST_ID = 512  # characters
+# a Push names its blocks twice (prefill's and decode's): at most this many each, so the
+# frame stays under MAX_FRAME_BYTES; a longer request is read instead
+MAX_PUSH_BLOCKS = 8192
+MAX_PUSH_REGIONS = 1024  # a region per layer and KV head at most
+MAX_AGENT_NAME = 256
 DIGEST_CHARS = 32  # hex characters of a prompt digest (128 bits)
 
 
@@ -133,6 +141,8 @@ class PeerMetadata(msgspec.Struct, frozen=True, tag="meta"):
     # each rank's side-channel host (index = rank; "": rank 0's): the ranks of one engine
     # may live in several pods. Absent from older peers: every rank on rank 0's host.
     rank_hosts: list[str] = msgspec.field(default_factory=list)
+    # answers a Push (absent from older peers: read from them)
+    push: bool = False
 
 
 class Refusal(msgspec.Struct, frozen=True, tag="refused"):
@@ -179,7 +189,50 @@ class ClaimAnswer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="
     nonce: bytes
 
 
-Message = Union[MetadataRequest, PeerMetadata, Refusal, Claim, ClaimAnswer]  # noqa: UP007
+class PushTarget(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Where a push writes: decode's NIXL agent and its registered regions (the blocks
+    of every region at ``block_len`` apart, as in :class:`PeerMetadata`)."""
+
+    agent_name: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_AGENT_NAME)]
+    agent_metadata: bytes  # opaque NIXL blob, handed to add_remote_agent as bytes
+    region_addrs: Annotated[
+        list[Annotated[int, msgspec.Meta(gt=0)]],
+        msgspec.Meta(min_length=1, max_length=MAX_PUSH_REGIONS),
+    ]
+    block_len: Annotated[int, msgspec.Meta(gt=0)]
+    num_blocks: Annotated[int, msgspec.Meta(gt=0)]
+    device_id: Annotated[int, msgspec.Meta(ge=0)]
+
+
+class Push(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="push"):
+    """Decode → prefill (one that says ``push``): claim these blocks as :class:`Claim`
+    does, then WRITE them, in ``claim.block_ids`` order, into ``dest_ids`` of ``target``,
+    with the notification :data:`PUSH_NOTIF_PREFIX` + request id, which NIXL delivers
+    only once the bytes are there. The prefill gives the WRITE up (and never writes later)
+    once ``claim.deadline_s`` has passed since it got the frame."""
+
+    claim: Claim
+    target: PushTarget
+    dest_ids: Annotated[
+        list[Annotated[int, msgspec.Meta(ge=0)]], msgspec.Meta(max_length=MAX_PUSH_BLOCKS)
+    ]
+    merge: bool = True
+
+
+class PushAnswer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="push_answer"):
+    """Prefill → decode: the claim's answer, and whether the WRITE is posted (``error``
+    says why not, when the blocks are held but could not be written)."""
+
+    answer: ClaimAnswer
+    posted: bool
+    error: str = ""
+
+
+PUSH_NOTIF_PREFIX = b"p:"  # a push's notification: b"p:" + request id (utf-8)
+
+Message = Union[  # noqa: UP007
+    MetadataRequest, PeerMetadata, Refusal, Claim, ClaimAnswer, Push, PushAnswer
+]
 
 
 class _Envelope(msgspec.Struct, array_like=True):
@@ -319,12 +372,14 @@ def answer(
     frame: bytes,
     metadata: Callable[[bytes], PeerMetadata],
     claim: Callable[[Claim], ClaimAnswer],
+    push: Callable[[Push], PushAnswer] | None = None,
 ) -> tuple[bytes | None, bool]:
     """Prefill's reply to one side-channel frame: ``(reply, refused)``.
 
-    A valid MetadataRequest gets ``metadata(nonce)``, a valid Claim ``claim(msg)``;
-    anything else a Refusal saying why (signed with our secret, so a peer with another
-    secret learns only that it is refused).
+    A valid MetadataRequest gets ``metadata(nonce)``, a valid Claim ``claim(msg)``, a
+    valid Push ``push(msg)`` (refused when ``push`` is None); anything else a Refusal
+    saying why (signed with our secret, so a peer with another secret learns only that it
+    is refused).
     """
     try:
         msg = codec.decode(frame)
@@ -334,6 +389,10 @@ def answer(
         return codec.encode(metadata(msg.nonce)), False
     if isinstance(msg, Claim):
         return codec.encode(claim(msg)), False
+    if isinstance(msg, Push):
+        if push is None:
+            return _refusal(codec, "this prefill does not accept pushes; READ its blocks"), True
+        return codec.encode(push(msg)), False
     return _refusal(codec, f"unexpected {type(msg).__name__}; send a MetadataRequest"), True
 
 

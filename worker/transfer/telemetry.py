@@ -20,6 +20,12 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 _MS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+# labelled counters in the snapshot: a key per label value, after this prefix
+_LABELLED = {
+    "disagg_kv_transfer_failures": "failures_",
+    "disagg_kv_block_releases": "released_",
+    "disagg_kv_push_writes": "push_",
+}
 
 
 class TransferTelemetry:
@@ -28,7 +34,20 @@ class TransferTelemetry:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.transfers = Counter("disagg_kv_transfers", "completed KV reads", registry=r)
+        self.transfers = Counter(
+            "disagg_kv_transfers", "completed KV transfers (READs and pushes)", registry=r
+        )
+        self.pushed = Counter(
+            "disagg_kv_pushed_transfers",
+            "completed KV transfers the prefill wrote (pushes; decode's count)",
+            registry=r,
+        )
+        self.push_writes = Counter(
+            "disagg_kv_push_writes",
+            "WRITEs posted for pushes, by outcome (prefill's count)",
+            ["outcome"],
+            registry=r,
+        )
         self.bytes = Counter("disagg_kv_transfer_bytes", "KV bytes read", registry=r)
         self.descriptors = Counter(
             "disagg_kv_transfer_descriptors", "NIXL descriptors posted", registry=r
@@ -38,13 +57,13 @@ class TransferTelemetry:
         )
         self.post_ms = Histogram(
             "disagg_kv_transfer_post_ms",
-            "time to build and post a READ (ms)",
+            "time to build and post a READ, or a push's claim-and-post round trip (ms)",
             buckets=_MS_BUCKETS,
             registry=r,
         )
         self.transfer_ms = Histogram(
             "disagg_kv_transfer_ms",
-            "post to completion of a READ (ms)",
+            "post to completion of a READ, or of a push (its notification) (ms)",
             buckets=_MS_BUCKETS,
             registry=r,
         )
@@ -65,9 +84,17 @@ class TransferTelemetry:
         self._fail_total = 0
 
     def record_transfer(
-        self, *, nbytes: int, descriptors: int, post_ms: float, transfer_ms: float
+        self,
+        *,
+        nbytes: int,
+        descriptors: int,
+        post_ms: float,
+        transfer_ms: float,
+        pushed: bool = False,
     ) -> None:
         self.transfers.inc()
+        if pushed:
+            self.pushed.inc()
         self.bytes.inc(nbytes)
         self.descriptors.inc(descriptors)
         self.post_ms.observe(post_ms)
@@ -82,6 +109,9 @@ class TransferTelemetry:
         self.handshakes.inc()
         self.handshake_ms.observe(ms)
 
+    def record_push(self, outcome: str) -> None:
+        self.push_writes.labels(outcome=outcome).inc()
+
     def record_release(self, reason: str) -> None:
         self.releases.labels(reason=reason).inc()
 
@@ -89,6 +119,7 @@ class TransferTelemetry:
         """Flat counters for logs, tests and JSON status."""
         out: dict[str, float] = {
             "transfers": self.transfers._value.get(),
+            "pushed": self.pushed._value.get(),
             "bytes": self.bytes._value.get(),
             "descriptors": self.descriptors._value.get(),
             "handshakes": self.handshakes._value.get(),
@@ -98,11 +129,11 @@ class TransferTelemetry:
         with self._lock:
             out["failures"] = float(self._fail_total)
         for metric in self.registry.collect():
-            if metric.name in {"disagg_kv_transfer_failures", "disagg_kv_block_releases"}:
-                prefix = "failures_" if "failures" in metric.name else "released_"
+            prefix = _LABELLED.get(metric.name)
+            if prefix is not None:
                 for s in metric.samples:
                     if s.name.endswith("_total"):
-                        key = s.labels.get("reason", "")
+                        key = s.labels.get("reason", s.labels.get("outcome", ""))
                         out[prefix + key] = s.value
         return out
 

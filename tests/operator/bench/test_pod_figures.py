@@ -18,11 +18,15 @@ from tests.operator.builders import by_kind, env_of
 MIB4 = 4 << 20
 
 
-def _metrics(*reads: tuple[int, float, float]) -> str:
-    """A decode worker's /metrics after ``reads`` of (bytes, post ms, wire ms)."""
+def _metrics(*reads: tuple[int, float, float], pushed: int = 0) -> str:
+    """A decode worker's /metrics after ``reads`` of (bytes, post ms, wire ms), the last
+    ``pushed`` of them pushes."""
     telemetry = TransferTelemetry()
-    for nbytes, post, wire in reads:
-        telemetry.record_transfer(nbytes=nbytes, descriptors=2, post_ms=post, transfer_ms=wire)
+    for n, (nbytes, post, wire) in enumerate(reads):
+        push = n >= len(reads) - pushed
+        telemetry.record_transfer(
+            nbytes=nbytes, descriptors=2, post_ms=post, transfer_ms=wire, pushed=push
+        )
     return telemetry.metrics_text().decode()
 
 
@@ -37,7 +41,20 @@ def test_a_requests_read_is_the_counters_difference_around_it() -> None:
 
 def test_two_decode_workers_counters_add_up() -> None:
     both = figures.counters([_metrics((100, 1.0, 1.0)), _metrics((50, 1.0, 2.0))])
-    assert both == {"transfers": 2, "kv_bytes": 150, "post_ms": 2.0, "wire_ms": 3.0}
+    assert both == {
+        "transfers": 2, "kv_bytes": 150, "post_ms": 2.0, "wire_ms": 3.0, "pushed": 0
+    }  # fmt: skip
+
+
+def test_a_pushed_request_is_counted_as_one() -> None:
+    before = figures.counters([_metrics((1 << 20, 0.5, 2.0))])
+    after = figures.counters([_metrics((1 << 20, 0.5, 2.0), (MIB4, 1.0, 3.0), pushed=1)])
+    pushed = figures.sample(100.0, 400.0, before, after)
+    one_read = {k: v + 1 for k, v in before.items() if k != "pushed"}
+    read = figures.sample(100.0, 400.0, before, before | one_read)
+    assert pushed.pushed == 1 and read.pushed == 0
+    case = figures.case([pushed, read, read], None)
+    assert (case["pushed"], case["unattributed"]) == (1, 0)
 
 
 def _sample(ttft: float, reads: int = 1, wire_ms: float = 3.0) -> figures.Sample:
@@ -103,10 +120,15 @@ def test_a_variant_names_its_run_and_ucx_env() -> None:
         "seg1m",
         {"UCX_TCP_TX_SEG_SIZE": "1m", "UCX_TCP_RX_SEG_SIZE": "1m"},
     )
+    assert pods.parse_variant("read:DISAGG_TRANSFER_MODE=read") == (
+        "read",
+        {"DISAGG_TRANSFER_MODE": "read"},
+    )
     for bad in (
         "seg1m",
         "Seg:UCX_A=1",
         "x:PATH=/bin",
+        "x:DISAGG_ROLE=decode",
         "x:UCX_A",
         "a-very-long-variant-name:UCX_A=1",
     ):
@@ -128,3 +150,15 @@ def test_a_variants_pods_carry_its_env_over_the_derived_one(tmp_path: Path) -> N
         got = env_of(engine)
         assert {k: got[k] for k in env} == env
         assert [e["name"] for e in engine["env"]].count("UCX_TCP_TX_SEG_SIZE") == 1
+        assert got["DISAGG_TRANSFER_MODE"] == "push"  # the rendered one: TCP pools push
+
+
+def test_a_read_variant_undoes_the_rendered_push(tmp_path: Path) -> None:
+    env = {"DISAGG_TRANSFER_MODE": "read"}
+    path = pods.variant_manifest(pods.QUICKSTART, "read", env, tmp_path)
+    objects, _ = render_manifest(load(str(path)), "k" * 64)
+    for pod in by_kind(objects, "Pod"):
+        engine = next(c for c in pod["spec"]["containers"] if c["name"] == "engine")
+        assert [e for e in engine["env"] if e["name"] == "DISAGG_TRANSFER_MODE"] == [
+            {"name": "DISAGG_TRANSFER_MODE", "value": "read"}
+        ]

@@ -219,6 +219,59 @@ def test_answer_hands_claims_to_the_claim_callback() -> None:
     assert codec.decode(reply or b"") == ClaimAnswer("r1", False, "expired", -0.5, [], b"n")
 
 
+def _push(**target: object) -> protocol.Push:
+    fields: dict[str, object] = {
+        "agent_name": "d0", "agent_metadata": b"m", "region_addrs": [4096],
+        "block_len": 64, "num_blocks": 8, "device_id": 0, **target,
+    }  # fmt: skip
+    return protocol.Push(Claim("r1", [1], 1.0, b"n"), protocol.PushTarget(**fields), [2])  # type: ignore[arg-type]
+
+
+def test_answer_hands_pushes_to_the_push_callback_and_refuses_them_without_one() -> None:
+    codec = Codec(b"k")
+    frame = codec.encode(_push())
+
+    def push(msg: protocol.Push) -> protocol.PushAnswer:
+        held = ClaimAnswer(msg.claim.request_id, True, "", 1.0, [], msg.claim.nonce)
+        return protocol.PushAnswer(held, True)
+
+    reply, refused = protocol.answer(codec, frame, lambda n: meta(nonce=n), no_claims, push)
+    assert not refused and codec.decode(reply or b"") == push(_push())
+    reply, refused = protocol.answer(codec, frame, lambda n: meta(nonce=n), no_claims)
+    assert refused and codec.decode(reply or b"") == Refusal(
+        "this prefill does not accept pushes; READ its blocks"
+    )
+
+
+@pytest.mark.parametrize(
+    ("target", "why"),
+    [
+        ({"region_addrs": [0]}, "Expected `int` >= 1"),
+        ({"region_addrs": []}, "length >= 1"),
+        ({"agent_name": ""}, "length >= 1"),
+        ({"block_len": 0}, "Expected `int` >= 1"),
+        ({"region_addrs": [4096] * (protocol.MAX_PUSH_REGIONS + 1)}, "length <= 1024"),
+    ],
+)
+def test_malformed_push_targets_are_refused_before_anything_is_loaded(
+    target: dict[str, object], why: str
+) -> None:
+    codec = Codec(b"k")
+    body = msgspec.msgpack.decode(msgspec.msgpack.encode(_push()))
+    body["target"].update(target)
+    raw = msgspec.msgpack.encode(body)
+    env = protocol._Envelope(protocol.PROTOCOL_VERSION, raw, codec._mac(codec.version, raw))
+    with pytest.raises(FrameError, match=why):
+        codec.decode(msgspec.msgpack.encode(env))
+
+
+def test_a_push_of_the_most_blocks_fits_one_frame() -> None:
+    ids = list(range(protocol.MAX_PUSH_BLOCKS))
+    target = protocol.PushTarget("d" * 256, b"m" * 8192, [1 << 47] * 128, 1 << 20, 1 << 20, 7)
+    big = protocol.Push(Claim("r" * 512, ids, 1.0, b"n" * 16, "f" * 32), target, ids[::-1])
+    assert Codec(b"k").decode(Codec(b"k").encode(big)) == big
+
+
 @pytest.mark.parametrize(
     ("body", "why"),
     [
