@@ -11,7 +11,8 @@ ln -s "$root/operator" "$farm/disagg_operator"
 ln -s "$root/worker" "$farm/disagg_worker"
 cd "$farm"
 # Whole packages: the project's mypy settings. Pure modules (no I/O): --strict. The pure
-# modules are the source modules of the pure import contract in pyproject.toml.
+# modules are the source modules of the pure import contract in pyproject.toml; the
+# worker's transfer and serve packages are --strict as a whole (the last run).
 "$bin/mypy" --config-file "$root/pyproject.toml" -p disagg_operator -p disagg_worker
 mapfile -t pure < <("$bin/python" -c '
 import sys, tomllib
@@ -21,3 +22,5 @@ print("\n".join(pure["source_modules"]))' "$root/pyproject.toml")
 args=()
 for m in "${pure[@]}"; do args+=(-m "$m"); done
 "$bin/mypy" --config-file "$root/pyproject.toml" --strict "${args[@]}"
+# The worker's data path (the transfer engine, the worker and its proxy): --strict too.
+"$bin/mypy" --config-file "$root/pyproject.toml" --strict -p disagg_worker.transfer -p disagg_worker.serve

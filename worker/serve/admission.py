@@ -68,7 +68,8 @@ class Admission:
             except CacheFullError:
                 pass
         self.check_room()
-        item = (count, self._loop.create_future())
+        future: asyncio.Future[list[int]] = self._loop.create_future()
+        item = (count, future)
         self._waiting.append(item)
         try:
             await asyncio.wait_for(asyncio.shield(item[1]), self.wait_s)

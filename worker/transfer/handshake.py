@@ -124,8 +124,8 @@ class HandshakeServer:
         self._ctx.term()
 
 
-def _req_socket(ctx: zmq.Context, host: str, port: int) -> zmq.Socket:
-    sock = ctx.socket(zmq.REQ)
+def _req_socket(ctx: zmq.Context[zmq.Socket[bytes]], host: str, port: int) -> zmq.Socket[bytes]:
+    sock: zmq.Socket[bytes] = ctx.socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 64)
     if ":" in host:
@@ -134,7 +134,7 @@ def _req_socket(ctx: zmq.Context, host: str, port: int) -> zmq.Socket:
     return sock
 
 
-def _exchange(sock: zmq.Socket, frame: bytes, timeout_s: float, where: str) -> bytes:
+def _exchange(sock: zmq.Socket[bytes], frame: bytes, timeout_s: float, where: str) -> bytes:
     ms = max(1, int(timeout_s * 1000))
     sock.setsockopt(zmq.RCVTIMEO, ms)
     sock.setsockopt(zmq.SNDTIMEO, ms)
@@ -147,7 +147,9 @@ def _exchange(sock: zmq.Socket, frame: bytes, timeout_s: float, where: str) -> b
         ) from None
 
 
-def request(ctx: zmq.Context, host: str, port: int, frame: bytes, timeout_s: float) -> bytes:
+def request(
+    ctx: zmq.Context[zmq.Socket[bytes]], host: str, port: int, frame: bytes, timeout_s: float
+) -> bytes:
     """Send one frame and wait for one reply; HandshakeTimeout after ``timeout_s``."""
     sock = _req_socket(ctx, host, port)
     try:
@@ -165,10 +167,10 @@ class Channel:
     missing reply). Thread-safe; :meth:`close` before terminating the context.
     """
 
-    def __init__(self, ctx: zmq.Context, host: str, port: int) -> None:
+    def __init__(self, ctx: zmq.Context[zmq.Socket[bytes]], host: str, port: int) -> None:
         self._ctx, self._host, self._port = ctx, host, port
         self._lock = threading.Lock()
-        self._idle: list[zmq.Socket] = []
+        self._idle: list[zmq.Socket[bytes]] = []
         self._closed = False
 
     def request(self, frame: bytes, timeout_s: float) -> bytes:
