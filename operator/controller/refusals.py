@@ -33,6 +33,7 @@ from disagg_operator.api.refusals import (
     is_refusal,
     lines,
 )
+from disagg_worker.backoff import doubling
 
 __all__ = [
     "MAX_MESSAGE",
@@ -76,8 +77,7 @@ class Backoff:
     cap: float = 300.0
 
     def delay(self, attempt: int) -> float:
-        exponent = min(max(attempt, 1) - 1, 62)  # 2**62 s is past any cap; no overflow
-        return float(min(self.first * 2**exponent, self.cap))
+        return doubling(attempt, self.first, self.cap)
 
 
 @dataclass(frozen=True)

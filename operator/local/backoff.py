@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MAX_DOUBLINGS = 62  # far past any cap; keeps 2**n a plain float
+from disagg_worker.backoff import doubling
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class BackOff:
         """The wait before restart number ``attempt`` (1-based) of a run of failures."""
         if attempt < 1:
             raise ValueError(f"BackOff.delay_s: attempt counts from 1, got {attempt}")
-        return min(self.initial_s * 2.0 ** min(attempt - 1, MAX_DOUBLINGS), self.cap_s)
+        return doubling(attempt, self.initial_s, self.cap_s)
 
 
 @dataclass(frozen=True)

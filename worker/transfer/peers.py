@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import zmq
 
+from disagg_worker.backoff import doubling
 from disagg_worker.transfer import handshake, protocol
 from disagg_worker.transfer.layout import KVLayout
 from disagg_worker.transfer.nixl_agent import NixlAgent, RemotePeer
@@ -89,7 +90,7 @@ class Backoff:
 
 def backoff_delay(failures: int) -> float:
     """Seconds to leave a peer alone after its ``failures``-th failed handshake in a row."""
-    return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2.0 ** min(max(failures - 1, 0), 30))
+    return doubling(failures, BACKOFF_FIRST_S, BACKOFF_MAX_S)
 
 
 class PeerDirectory:
