@@ -1,4 +1,5 @@
-"""Two real processes on 127.0.0.1 moving KV blocks through NIXL/UCX; every byte verified.
+"""Two real processes on 127.0.0.1 moving KV blocks through NIXL/UCX, by decode's READ or
+the prefill's push (a WRITE on decode's claim); every byte verified.
 
 The prefill worker runs in a spawned child (:mod:`disagg_worker.transfer.peer_process`) with a cache
 filled by a known pattern; the decode worker runs here.
@@ -6,12 +7,14 @@ filled by a known pattern; the decode worker runs here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -19,7 +22,7 @@ from hypothesis import strategies as st
 
 from disagg_worker.config import WorkerConfig
 from disagg_worker.transfer import handshake, protocol
-from disagg_worker.transfer.engine import KVTransferAgent, PeerRef, TransferError
+from disagg_worker.transfer.engine import PUSH_MARGIN_S, KVTransferAgent, PeerRef, TransferError
 from disagg_worker.transfer.layout import KVLayout
 from disagg_worker.transfer.nixl_agent import AgentError
 from disagg_worker.transfer.peer_process import PrefillProcess, alloc, pattern, spawn_prefill, words
@@ -132,30 +135,39 @@ def test_dynamic_post_mode_is_byte_exact(prefill, secret) -> None:
     assert stats.descriptors == 2 * LAYOUT.num_regions
 
 
-def test_concurrent_reads_from_threads(prefill, clean) -> None:
+@pytest.mark.parametrize("mode", ["read", "push"])
+def test_concurrent_transfers_from_threads(prefill, clean, secret, mode) -> None:
+    """Pushes too: each waits for its own notification among the others'."""
     agent, caches = clean
-    jobs = {f"c{i}": ([i * 4, i * 4 + 1], [31 - i * 2, 30 - i * 2]) for i in range(6)}
-    for rid, (remote, _) in jobs.items():
-        prefill.call("publish", rid, remote)
-    errors: list[BaseException] = []
+    with contextlib.ExitStack() as stack:
+        if mode == "push":
+            caches = alloc(LAYOUT)
+            cfg = decode_config(secret, engine_id="d-push", transfer_mode="push")
+            agent = stack.enter_context(KVTransferAgent(cfg, LAYOUT, caches))
+        jobs = {f"{mode}{i}": ([i * 4, i * 4 + 1], [31 - i * 2, 30 - i * 2]) for i in range(6)}
+        for rid, (remote, _) in jobs.items():
+            prefill.call("publish", rid, remote)
+        errors: list[BaseException] = []
+        pushed: list[bool] = []
 
-    def run(rid: str) -> None:
-        try:
-            agent.read(peer_of(prefill), rid, jobs[rid][0], jobs[rid][1])
-        except BaseException as e:
-            errors.append(e)
+        def run(rid: str) -> None:
+            try:
+                pushed.append(agent.read(peer_of(prefill), rid, *jobs[rid]).pushed)
+            except BaseException as e:
+                errors.append(e)
 
-    threads = [threading.Thread(target=run, args=(rid,)) for rid in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert not errors
-    assert_blocks(
-        caches,
-        [b for _, loc in jobs.values() for b in loc],
-        [b for rem, _ in jobs.values() for b in rem],
-    )
+        threads = [threading.Thread(target=run, args=(rid,)) for rid in jobs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not errors
+        assert pushed == [mode == "push"] * len(jobs)
+        assert_blocks(
+            caches,
+            [b for _, loc in jobs.values() for b in loc],
+            [b for rem, _ in jobs.values() for b in rem],
+        )
 
 
 def test_unread_blocks_are_freed_when_the_lease_expires(prefill) -> None:
@@ -227,16 +239,22 @@ def test_backend_that_cannot_load_is_a_clear_error() -> None:
 BIG = KVLayout(num_layers=8, num_kv_heads=8, head_dim=128, block_size=16, num_blocks=384)
 
 
-def test_prefill_killed_mid_transfer_fails_within_deadline(prefill, clean) -> None:
+@pytest.mark.parametrize("mode", ["read", "push"])
+def test_prefill_killed_mid_transfer_fails_within_deadline(prefill, clean, mode) -> None:
+    """A push waits for its notification a margin past the deadline (the prefill gives
+    its WRITE up at the deadline): no later byte can land once it has failed."""
     victim = spawn_prefill(WorkerConfig(role="prefill", engine_id="v", side_channel_port=0), BIG)
     caches = alloc(BIG)
     deadline = 3.0
+    limit = deadline + 1.0 + (PUSH_MARGIN_S if mode == "push" else 0.0)
     outcome: dict[str, object] = {}
     try:
-        with KVTransferAgent(decode_config(None, engine_id="d-k"), BIG, caches) as agent:
+        cfg = decode_config(None, engine_id="d-k", transfer_mode=mode)
+        with KVTransferAgent(cfg, BIG, caches) as agent:
             peer = PeerRef("127.0.0.1", victim.port)
             victim.call("publish", "warm", [0])
-            agent.read(peer, "warm", [0], [0])  # handshake + connection, then the real one
+            # handshake + connection, then the real one
+            assert agent.read(peer, "warm", [0], [0]).pushed == (mode == "push")
             ids = list(range(BIG.num_blocks))
             victim.call("publish", "big", ids)
 
@@ -251,10 +269,10 @@ def test_prefill_killed_mid_transfer_fails_within_deadline(prefill, clean) -> No
             th = threading.Thread(target=run)
             th.start()
             victim.process.kill()
-            th.join(deadline + 5)
+            th.join(limit + 4)
             assert not th.is_alive(), "read hung past its deadline"
             assert isinstance(outcome.get("error"), TransferError), outcome
-            assert float(outcome["elapsed"]) < deadline + 1.0  # type: ignore[arg-type]
+            assert float(outcome["elapsed"]) < limit  # type: ignore[arg-type]
             # the dead peer was forgotten: the next read re-handshakes and fails at once
             victim.process.join(5)  # its listening socket is gone once it has exited
             with pytest.raises(TransferError, match="unreachable: refused the connection"):
@@ -423,3 +441,96 @@ def test_claims_with_a_wrong_hmac_or_for_strangers_do_not_disturb_the_listener(
     ):
         a.read(peer_of(prefill), "x", [0], [0])
     assert prefill.call("stats")["handshake_refused"] >= 3
+
+
+# --- push: the prefill WRITEs the blocks into decode's on decode's claim -----------------
+
+
+@pytest.fixture()
+def pushing(secret: Path) -> Iterator[tuple[KVTransferAgent, list[torch.Tensor]]]:
+    caches = alloc(LAYOUT)
+    cfg = decode_config(secret, engine_id="d-pushing", transfer_mode="push")
+    with KVTransferAgent(cfg, LAYOUT, caches) as agent:
+        yield agent, caches
+
+
+def test_a_push_is_byte_exact_and_frees_the_blocks_once_written(prefill, pushing) -> None:
+    agent, caches = pushing
+    remote, local = [3, 4, 5, 10, 20, 21], [0, 1, 2, 7, 30, 31]
+    before = prefill.call("stats")
+    prefill.call("publish", "push-p1", remote)
+    stats = agent.read(peer_of(prefill), "push-p1", remote, local)
+    assert stats.pushed
+    assert_blocks(caches, local, remote, seed=7)
+    assert stats.bytes == 6 * LAYOUT.block_len * LAYOUT.num_regions
+    assert stats.descriptors == 3 * LAYOUT.num_regions  # runs 0-2, 7, 30-31
+    assert wait_event(prefill, "push-p1") == (remote, "pushed")
+    assert agent.stats()["pushed"] == 1
+    after = prefill.call("stats")
+    assert after["push_pushed"] - before.get("push_pushed", 0) == 1
+    # decode sent no READ notification: the prefill freed the blocks on its WRITE alone
+    assert after.get("released_notified") == before.get("released_notified")
+
+
+def test_a_push_after_the_lease_ran_out_writes_nothing_and_says_why(prefill, pushing) -> None:
+    agent, caches = pushing
+    prefill.call("publish", "push-late", [14, 15])
+    assert wait_event(prefill, "push-late") == ([14, 15], "lease_expired")
+    with pytest.raises(TransferError, match="lease ran out") as err:
+        agent.read(peer_of(prefill), "push-late", [14, 15], [0, 1], deadline_s=2.0)
+    assert err.value.reason == "expired"
+    assert_blocks(caches, [], [])  # nothing written: the WRITE was never posted
+    prefill.call("publish", "push-on-time", [14, 15])
+    assert agent.read(peer_of(prefill), "push-on-time", [14, 15], [0, 1]).pushed
+    assert_blocks(caches, [0, 1], [14, 15], seed=7)
+
+
+def test_a_push_for_another_prompt_is_refused(prefill, pushing) -> None:
+    agent, _ = pushing
+    digest = protocol.prompt_digest([1, 2, 3])
+    prefill.call("publish", "push-other", [9], digest)
+    with pytest.raises(TransferError, match="another prompt") as err:
+        agent.read(
+            peer_of(prefill), "push-other", [9], [9], prompt_digest=protocol.prompt_digest([4])
+        )
+    assert err.value.reason == "prompt_differs"
+
+
+def test_a_prefill_that_does_not_push_is_read_from(secret, pushing) -> None:
+    agent, caches = pushing
+    # one agent for both sides: it never pushes
+    cfg = WorkerConfig(role="both", engine_id="p0", side_channel_port=0, block_lease_s=LEASE_S,
+                       transfer_deadline_s=1.0, hmac_secret_path=str(secret))  # fmt: skip
+    both = spawn_prefill(cfg, LAYOUT, seed=7)
+    try:
+        both.call("publish", "push-r", [5, 6])
+        stats = agent.read(peer_of(both), "push-r", [5, 6], [8, 9])
+        assert not stats.pushed
+        assert_blocks(caches, [8, 9], [5, 6], seed=7)
+        assert wait_event(both, "push-r") == ([5, 6], "notified")
+    finally:
+        both.stop()
+
+
+def test_pushes_are_refused_without_the_secret_and_the_listener_keeps_serving(
+    prefill, pushing, secret
+) -> None:
+    agent, caches = pushing
+    prefill.call("publish", "push-stranger", [11])
+    regions = [4096 * (i + 1) for i in range(LAYOUT.num_regions)]
+    target = protocol.PushTarget("evil", b"x", regions, LAYOUT.block_len, 8, 0)
+    push = protocol.Push(protocol.Claim("push-stranger", [11], 1.0, b"n"), target, [0])
+    key = handshake.load_secret(str(secret))
+    reply = side_channel(prefill, protocol.Codec(b"wrong").encode(push), key)
+    assert isinstance(reply, protocol.Refusal) and "HMAC" in reply.reason
+    # with the secret but a target that cannot load: the claim holds, nothing is written
+    reply = side_channel(prefill, protocol.Codec(key).encode(push), key)
+    assert isinstance(reply, protocol.PushAnswer) and reply.answer.held and not reply.posted
+    assert "WRITE not posted" in reply.error
+    # and a decode whose cache is cut otherwise is told what differs
+    odd = protocol.Push(push.claim, msgspec.structs.replace(target, region_addrs=[4096]), [0])
+    reply = side_channel(prefill, protocol.Codec(key).encode(odd), key)
+    assert isinstance(reply, protocol.PushAnswer) and not reply.posted
+    assert reply.error == f"decode registers 1 regions, this prefill {LAYOUT.num_regions}"
+    assert agent.read(peer_of(prefill), "push-stranger", [11], [12]).pushed
+    assert_blocks(caches, [12], [11], seed=7)
