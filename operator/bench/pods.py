@@ -76,13 +76,13 @@ def _settable(name: str) -> bool:
 
 def parse_variant(text: str) -> tuple[str, dict[str, str]]:
     """``NAME:K=V,K=V`` → (name, env); names are short DNS labels, keys UCX_* settings or
-    DISAGG_TRANSFER_MODE (``read:DISAGG_TRANSFER_MODE=read``: the pods READ, as before
-    pushes)."""
+    DISAGG_TRANSFER_MODE (``push:DISAGG_TRANSFER_MODE=push``: the prefill pushes the KV
+    instead of decode READing it)."""
     found = _VARIANT.match(text)
     pairs = [p.partition("=") for p in found.group(2).split(",")] if found else []
     if not found or not pairs or any(not _settable(k) or not s for k, s, _ in pairs):
         raise argparse.ArgumentTypeError(
-            f"{text!r}: expected NAME:UCX_X=V[,UCX_Y=W] or NAME:{TRANSFER_MODE}=read "
+            f"{text!r}: expected NAME:UCX_X=V[,UCX_Y=W] or NAME:{TRANSFER_MODE}=push "
             "(NAME: up to 16 of a-z, 0-9, -)"
         )
     return found.group(1), {k: v for k, _, v in pairs}
@@ -249,7 +249,7 @@ def main(argv: list[str]) -> int:
         default=[],
         metavar="NAME:K=V,...",
         help="one more run of pods, both pools with this env (UCX_* settings, or "
-        "DISAGG_TRANSFER_MODE=read to compare decode's READ with the rendered push)",
+        "DISAGG_TRANSFER_MODE=push to compare the prefill's push with decode's READ)",
     )
     p.add_argument(
         "--iperf-seconds", type=float, default=1.0, help="iperf3 time per figure and round"

@@ -163,6 +163,7 @@ def test_the_quickstart_moves_its_kv_between_two_isolated_pods(up: Any) -> None:
     assert env["UCX_TLS"] == "tcp,self"  # the derived transports, kept
     out = _post(url + "/v1/completions", {"prompt": PROMPT, "max_tokens": 16})
     assert out["disagg"]["transfer_bytes"] > 0 and out["disagg"]["transfer_descriptors"] >= 1
+    assert out["disagg"]["transfer_pushed"] == 0  # decode READs unless a role asks to push
     assert out["choices"][0]["token_ids"] == _process_tokens()
     assert run.stop() == 130
     assert "removed every pod, container, volume and network of the run" in run.text

@@ -92,7 +92,6 @@ _FIELDS = (
     "http_port",
     "metrics_port",
     "transfer_deadline_s",
-    "transfer_mode",
     "block_lease_s",
     "hmac_secret_path",
     "tp_size",
@@ -116,29 +115,18 @@ def _worker_fields(
         "http_port": port,
         "metrics_port": METRICS_PORT,
         "transfer_deadline_s": kv.transfer_deadline_seconds,
-        "transfer_mode": transfer_mode(spec),
         "block_lease_s": kv.block_lease_seconds,
         "hmac_secret_path": HMAC_PATH,
         "tp_size": r.tensor_parallel_size,
         "model": spec.model,
     }
-    assert tuple(fields) == _FIELDS  # derived_env refuses these, but the transfer mode
+    assert tuple(fields) == _FIELDS  # derived_env refuses exactly these
     return fields
-
-
-def transfer_mode(spec: DeploymentSpec) -> str:
-    """``push`` where both pools move KV over UCX TCP: there a READ is a GET that UCX
-    emulates in software on the prefill, a WRITE zero-copy (docs/derivation.md, "UCX over
-    TCP"); ``read`` over RDMA (a one-sided READ) or another backend. Decode's setting; a
-    prefill always accepts pushes. A role's env ``DISAGG_TRANSFER_MODE`` wins (not refused:
-    ``read`` is the way back, should a network mishandle WRITEs)."""
-    tcp = all(transfer.tcp_env(spec, role) for role in ROLES)
-    return "push" if tcp and "UCX" in spec.kv_transfer.backends else "read"
 
 
 def _env_names() -> frozenset[str]:
     """Env names render sets, whatever their values: the WorkerConfig fields it fills."""
-    fields = {*_FIELDS, "engine_id", "advertise_host", *_GROUP_FIELDS} - {"transfer_mode"}
+    fields = {*_FIELDS, "engine_id", "advertise_host", *_GROUP_FIELDS}
     return frozenset({*(WorkerConfig.env_name(f) for f in fields), "UCX_TLS"})
 
 

@@ -120,9 +120,9 @@ def test_a_variant_names_its_run_and_ucx_env() -> None:
         "seg1m",
         {"UCX_TCP_TX_SEG_SIZE": "1m", "UCX_TCP_RX_SEG_SIZE": "1m"},
     )
-    assert pods.parse_variant("read:DISAGG_TRANSFER_MODE=read") == (
-        "read",
-        {"DISAGG_TRANSFER_MODE": "read"},
+    assert pods.parse_variant("push:DISAGG_TRANSFER_MODE=push") == (
+        "push",
+        {"DISAGG_TRANSFER_MODE": "push"},
     )
     for bad in (
         "seg1m",
@@ -150,15 +150,15 @@ def test_a_variants_pods_carry_its_env_over_the_derived_one(tmp_path: Path) -> N
         got = env_of(engine)
         assert {k: got[k] for k in env} == env
         assert [e["name"] for e in engine["env"]].count("UCX_TCP_TX_SEG_SIZE") == 1
-        assert got["DISAGG_TRANSFER_MODE"] == "push"  # the rendered one: TCP pools push
+        assert "DISAGG_TRANSFER_MODE" not in got  # decode READs unless told otherwise
 
 
-def test_a_read_variant_undoes_the_rendered_push(tmp_path: Path) -> None:
-    env = {"DISAGG_TRANSFER_MODE": "read"}
-    path = pods.variant_manifest(pods.QUICKSTART, "read", env, tmp_path)
+def test_a_push_variants_pods_push(tmp_path: Path) -> None:
+    env = {"DISAGG_TRANSFER_MODE": "push"}
+    path = pods.variant_manifest(pods.QUICKSTART, "push", env, tmp_path)
     objects, _ = render_manifest(load(str(path)), "k" * 64)
     for pod in by_kind(objects, "Pod"):
         engine = next(c for c in pod["spec"]["containers"] if c["name"] == "engine")
         assert [e for e in engine["env"] if e["name"] == "DISAGG_TRANSFER_MODE"] == [
-            {"name": "DISAGG_TRANSFER_MODE", "value": "read"}
+            {"name": "DISAGG_TRANSFER_MODE", "value": "push"}
         ]

@@ -94,10 +94,8 @@ def test_up_with_a_prompt_runs_a_real_transfer_and_stops() -> None:
     assert re.search(r"endpoint: http://127\.0\.0\.1:\d+/v1/completions", out)
     assert re.search(r"completion: '.*'", out)
     assert re.search(
-        r"transfer:   NIXL push \(the prefill's WRITE\) of \d+ bytes in \d+ descriptor\(s\): "
-        r"[\d.]+ ms on the wire",
-        out,
-    ), out  # the pools move KV over UCX TCP: the operator renders pushes
+        r"transfer:   NIXL READ \d+ bytes in \d+ descriptor\(s\): [\d.]+ ms on the wire", out
+    ), out
     assert "stopped 3 processes" in out
     _assert_nothing_left(out, 3)
 
@@ -115,7 +113,7 @@ def test_up_routes_by_the_manifests_threshold() -> None:
     assert "route:      decode alone (below_threshold: 3 prompt tokens)" in outs[0]
     assert "transfer:" not in outs[0].split("prompt:")[1]
     assert "route:      prefill, then decode (above_threshold: 109 prompt tokens)" in outs[1]
-    assert "transfer:   NIXL push" in outs[1].split("prompt:")[1]
+    assert "transfer:   NIXL READ" in outs[1].split("prompt:")[1]
     _assert_nothing_left(outs[1], 4)
 
 

@@ -54,8 +54,13 @@ class Stack:
 
 
 def _stack(group: Workers, device: str) -> Stack:
-    """One aggregated worker; a prefill and two decodes behind a least-loaded proxy."""
-    children = [group.spawn(role, device=device, num_blocks=72) for role in ROLES]
+    """One aggregated worker; a prefill and two decodes behind a least-loaded proxy, the
+    second decode asking the prefill to push (DISAGG_TRANSFER_MODE=push)."""
+    push = {3: {"transfer_mode": "push"}}
+    children = [
+        group.spawn(role, device=device, num_blocks=72, **push.get(i, {}))
+        for i, role in enumerate(ROLES)
+    ]
     group.ready(*children)
     agg, p0, d0, d1 = children
     proxy = group.proxy([p0.url], [d0.url, d1.url], "--policy", "least-loaded")
@@ -85,7 +90,7 @@ def _check_invariant(stack: Stack, n: int) -> None:
     rng = random.Random(1000)
     lengths = _lengths()[:: max(1, len(_lengths()) // n)][:n]
     assert len(lengths) == n and lengths[0] == 1 and max(lengths) <= 1000
-    before = _released(stack, "notified")
+    before = {why: _released(stack, why) for why in ("notified", "pushed")}
     mismatches = []
     for length in lengths:
         body = {"prompt": _prompt(length, rng), "max_tokens": GEN, "ignore_eos": True}
@@ -96,9 +101,11 @@ def _check_invariant(stack: Stack, n: int) -> None:
         if one["choices"][0]["token_ids"] != two["choices"][0]["token_ids"]:
             mismatches.append((length, one["choices"][0], two["choices"][0]))
     assert not mismatches
-    # every prefill hold was released by decode's notification, none by the lease
+    # every prefill hold was released by a READ's notification or a push's WRITE (each
+    # decode served some), none by the lease
     _all_released(stack)
-    assert _released(stack, "notified") - before == n
+    done = {why: _released(stack, why) - before[why] for why in before}
+    assert done["notified"] + done["pushed"] == n and min(done.values()) > 0, done
     assert _released(stack, "lease_expired") == 0
 
 
