@@ -63,7 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--crs", type=int, default=50, help="CRs for the create→children latency")
     p.add_argument("--converge", type=int, default=1000, help="CRs created at once")
-    p.add_argument("--steady-seconds", type=float, default=60.0, help="steady-state window")
+    p.add_argument(
+        "--steady-seconds", type=_positive, default=60.0, help="steady-state window (> 0)"
+    )
     p.add_argument(
         "--prefill", type=int, default=1, help="prefill pods of each CR (latency, converge)"
     )
@@ -152,6 +154,14 @@ async def latency(bench: Bench, http: Any, count: int, timeout: float) -> list[f
     names = [f"lat-{i}" for i in range(count)]
     await bench.until("all Ready", lambda: all(bench.ready(n) for n in names), timeout)
     return samples
+
+
+def _positive(text: str) -> float:
+    """A window in seconds: writes per minute over none is no figure."""
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text}: must be more than 0 seconds")
+    return value
 
 
 async def steady(bench: Bench, seconds: float, timeout: float) -> float:

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 from disagg_operator.bench import operator as bench
+
+
+def test_a_steady_window_of_no_seconds_is_refused_by_name(capsys) -> None:
+    with pytest.raises(SystemExit):
+        bench._parser().parse_args(["--steady-seconds", "0"])
+    assert "--steady-seconds: 0: must be more than 0 seconds" in capsys.readouterr().err
 
 
 async def test_small_run_reports_the_rollout_figures() -> None:
