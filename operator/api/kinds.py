@@ -74,13 +74,13 @@ class Kind:
         return tuple(dict.fromkeys(v.rpartition("/")[0] for v in self.api_versions))
 
 
-# The children a deployment owns, in the order render emits them. Not ConfigMaps: nothing
-# renders one.
+# The children a deployment owns, in the order render emits them.
 CHILDREN: tuple[Kind, ...] = (
     # the handshake key is generated once and never rotated by a resync
     Kind("Secret", ("v1",), "secrets", "create-only", managed=(), deleted=False),
     Kind("Service", ("v1",), "services", "watched", short_names=("svc",), status=True),
-    # files the pods mount (the NIXL idle shim of vLLM CPU pools); the data is the operator's
+    # files the pods mount (the engine-idle shim of vLLM CPU pools) and the llm-d endpoint
+    # picker's config; the data is the operator's
     Kind("ConfigMap", ("v1",), "configmaps", "watched", managed=("data",), short_names=("cm",)),
     Kind(
         "NetworkPolicy",
