@@ -17,6 +17,10 @@ What each method answers, per role where it takes ``role``:
     pod_security(spec, role)               pod securityContext fields beyond seccomp
     metrics_port(spec)                     a /metrics-only port (None: the serving port)
     side_channel_ports(spec, role)         the handshake ports one pod listens on
+    instance_ranks(spec, role)             ranks one instance runs
+    devices_per_pod(spec, role)            accelerators one pod computes on (its share)
+    multinode_problem(spec, role)          why an instance cannot span pods, or None
+    worker_args(spec, role)                what a group's worker pods add to the command
     drain_seconds(spec), drain_command     how long its transfers need a terminating pod
                                            to wait, and the preStop that waits
     annotations(spec)                      notes render puts on every pod
@@ -26,6 +30,7 @@ What each method answers, per role where it takes ``role``:
     canary_image(spec, settings)           the transfer canary's image, or None
     derived_env(spec, role)                env names it derives → the spec field to use
     derived_flags                          flags it derives → the spec field to use
+    prefix_cache_block(spec)               decode's prefix cache unit in tokens, or None
     local_process(...)                     the pod's command as a local process
     local_image(image)                     the image `make images` builds for its pods
     local                                  how ``disagg up`` waits for and warms it
