@@ -6,6 +6,8 @@ on version, layout, memory type, model KV heads, engine id or HMAC mismatch, and
 transfer suggests it died or restarted, so the next request handshakes afresh. Before each
 READ, :meth:`PeerDirectory.claim` asks the peer (one side-channel round trip) whether it
 still holds the request's blocks; when it does not, the READ is never posted.
+:meth:`PeerDirectory.push` makes the same round trip for a push: the claim, and the
+prefill's WRITE posted.
 
 Isolation: a dead or hung peer costs only the requests that name it. A TCP connect comes
 first, so a refused connection fails at once instead of after the handshake timeout; a
@@ -266,13 +268,8 @@ class PeerDirectory:
         its lease to cover ``deadline``. Returns the round trip (ms); TransferError if the
         peer does not hold them (see :func:`claim_refused`) or does not answer."""
         t0 = time.perf_counter()
-        left = deadline - t0
-        if left <= 0:
-            raise TransferError(
-                f"request {rid} from {peer}: deadline passed before the claim", "deadline"
-            )
-        req = self.claim_of(rid, block_ids, left, digest)
-        msg = self._ask(peer, entry, req, left, "claim")
+        req = self.claim_of(rid, block_ids, deadline - t0, digest)
+        msg = self._ask(peer, entry, req, deadline, "claim")
         if not isinstance(msg, protocol.ClaimAnswer):
             raise TransferError(f"peer {peer} answered the claim of {rid} with {msg}", "claim")
         _check_answer(peer, req, msg)
@@ -288,13 +285,8 @@ class PeerDirectory:
         """Ask the peer to WRITE ``req``'s blocks into ours (see :mod:`pushes`); returns once
         the WRITE is posted. TransferError when the claim is refused (as :meth:`claim`),
         the peer could not post the WRITE, or it does not answer."""
-        left = deadline - time.perf_counter()
         rid = req.claim.request_id
-        if left <= 0:
-            raise TransferError(
-                f"request {rid} from {peer}: deadline passed before the push", "deadline"
-            )
-        msg = self._ask(peer, entry, req, left, "push")
+        msg = self._ask(peer, entry, req, deadline, "push")
         if not isinstance(msg, protocol.PushAnswer):
             raise TransferError(f"peer {peer} answered the push of {rid} with {msg}", "claim")
         _check_answer(peer, req.claim, msg.answer)
@@ -310,12 +302,18 @@ class PeerDirectory:
         peer: PeerRef,
         entry: PeerEntry,
         req: protocol.Claim | protocol.Push,
-        left: float,
+        deadline: float,
         what: str,
     ) -> protocol.Message:
-        """One side-channel round trip on a kept-open socket; a Refusal, a timeout or a
-        frame that does not decode is a TransferError (the peer forgotten on a timeout)."""
+        """One side-channel round trip on a kept-open socket, within ``deadline``; a
+        deadline already passed, a Refusal, a timeout or a frame that does not decode is a
+        TransferError (the peer forgotten on a timeout)."""
         rid = req.request_id if isinstance(req, protocol.Claim) else req.claim.request_id
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            raise TransferError(
+                f"request {rid} from {peer}: deadline passed before the {what}", "deadline"
+            )
         try:
             frame = self._codec.encode(req)
             raw = self._channel(peer).request(frame, min(HANDSHAKE_TIMEOUT_S, left))

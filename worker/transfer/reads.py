@@ -115,8 +115,9 @@ def read_error(
 
 
 def settle(pending: Future[float] | None, deadline: float) -> float:
-    """The claim's round trip (ms) once it is answered; its TransferError if refused. A
-    claim bounds its own wait (the side channel's timeout), so this waits at most that."""
+    """The result of the ask posted beside the transfer once it is answered (a claim's
+    round trip in ms; a push's moment of answer); its TransferError if refused. An ask
+    bounds its own wait (the side channel's timeout), so this waits at most that."""
     if pending is None:
         return 0.0
     try:
