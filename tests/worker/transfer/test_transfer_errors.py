@@ -19,6 +19,7 @@ from disagg_worker.transfer.peer_process import alloc
 from disagg_worker.transfer.peers import (
     BACKOFF_FIRST_S,
     BACKOFF_MAX_S,
+    PeerDirectory,
     PeerEntry,
     PeerRef,
     TransferError,
@@ -203,3 +204,31 @@ def test_a_failing_peer_is_backed_off_longer_each_time_up_to_a_cap() -> None:
     assert delays[:4] == [BACKOFF_FIRST_S, 2 * BACKOFF_FIRST_S, 4 * BACKOFF_FIRST_S, 8.0]
     assert delays == sorted(delays) and max(delays) == BACKOFF_MAX_S
     assert backoff_delay(10_000) == BACKOFF_MAX_S  # no overflow in a long outage
+
+
+def test_an_ask_past_its_deadline_is_not_sent() -> None:
+    """Claims and pushes: a deadline already passed fails at once, naming the ask, and
+    nothing goes out on the side channel (the peer is unreachable: a send would hang)."""
+    directory = PeerDirectory(
+        None,  # type: ignore[arg-type]
+        protocol.Codec(),
+        layout=LAYOUT,
+        memory_type="DRAM",
+        model_kv_heads=1,
+        engine_id="d0",
+    )
+    entry = FakeDirectory().get(PEER, 0.0)[0]
+    past = time.perf_counter() - 1.0
+    try:
+        with pytest.raises(TransferError, match="deadline passed before the claim") as err:
+            directory.claim(PEER, entry, "r1", [1], past)
+        assert err.value.reason == "deadline"
+        claim = PeerDirectory.claim_of("r2", [1], 1.0, "")
+        target = protocol.PushTarget("d0", b"m", [4096], LAYOUT.block_len, 8, 0)
+        push = protocol.Push(claim, target, [2])
+        with pytest.raises(TransferError, match="deadline passed before the push") as err:
+            directory.push(PEER, entry, push, past)
+        assert err.value.reason == "deadline"
+        assert directory._channels == {}  # no socket was opened for either
+    finally:
+        directory.close()
