@@ -58,7 +58,7 @@ from disagg_operator.local.stack import Run, launch, start_aggregated
 from disagg_worker.bench.e2e import IDLE_WINDOW_S, format_columns, idle_cpu, progress
 from disagg_worker.bench.stream import MIN_TOKENS, stream_completion
 from disagg_worker.serve.localrun import stop_children
-from disagg_worker.serve.proxy.evidence import VLLM_KV_BYTES, VLLM_KV_SECONDS, vllm_sources
+from disagg_worker.serve.pd.evidence import VLLM_KV_BYTES, VLLM_KV_SECONDS, vllm_sources
 from disagg_worker.vllm import judge, metrics
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -37,6 +37,8 @@ What each method answers, per role where it takes ``role``:
     demand                                 the series the autoscaler reads of its pods
     derivation_rows(settings)              its rows of docs/derivation.md
     cel_rules, summary                     its admission rules and CRD description
+    pd_protocol                            the P/D protocol its HTTP API speaks (the
+                                           router's and canary's --pd-protocol)
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from disagg_operator import __version__
 from disagg_operator.api import ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
+from disagg_worker.serve.pd import DEFAULT as PD_PROTOCOL
 
 if TYPE_CHECKING:  # the settings hold the engines: a type-only import, no cycle
     from disagg_operator.engines.settings import Settings
@@ -115,6 +118,13 @@ class LocalProcess:
     adapted: list[str] = field(default_factory=list)
 
 
+def protocol_args(engine: Engine) -> list[str]:
+    """``--pd-protocol`` for the router and the canary: none for the default protocol."""
+    if engine.pd_protocol == PD_PROTOCOL:
+        return []
+    return ["--pd-protocol", engine.pd_protocol]
+
+
 def flag_values(args: Sequence[str] | None, flags: Sequence[str]) -> dict[str, str]:
     """``--flag value`` and ``--flag=value`` forms in ``args``; the last one wins (as
     argparse does)."""
@@ -156,6 +166,8 @@ class Engine:
     summary: ClassVar[str]
     cel_rules: ClassVar[tuple[Rule, ...]] = ()
     kv_flags: ClassVar[tuple[str, ...]] = ()
+    # vLLM's kv_transfer_params by default; else a name disagg_worker.serve.pd.resolve takes
+    pd_protocol: ClassVar[str] = PD_PROTOCOL
     kv_env: ClassVar[tuple[str, ...]] = ()
     derived_flags: ClassVar[Mapping[str, str]] = {}
     local: ClassVar[LocalRun]

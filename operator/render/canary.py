@@ -28,6 +28,7 @@ from disagg_operator.api import CANARY_PORT, HTTP_PORT, DeploymentSpec
 from disagg_operator.api.podtemplate import CANARY_CONTAINER
 from disagg_operator.derive import model as model_source
 from disagg_operator.derive import transfer
+from disagg_operator.engines.base import protocol_args
 from disagg_operator.engines.settings import Settings
 
 NAME = CANARY_CONTAINER
@@ -117,6 +118,7 @@ def container(
     floor = transfer.bandwidth_floor(spec)
     if floor is not None:
         args += ["--min-bandwidth-gbps", f"{floor:g}"]
+    args += protocol_args(settings.engine(spec))
     alive = {
         "httpGet": {"path": "/metrics", "port": CANARY_PORT},
         "periodSeconds": 10,

@@ -27,6 +27,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from disagg_operator.api import HTTP_PORT, ROUTER_PORT, DeploymentSpec
+from disagg_operator.engines.base import protocol_args
 from disagg_operator.engines.settings import Settings
 from disagg_operator.render.canary import revision_service
 from disagg_operator.render.pods import across_nodes
@@ -146,10 +147,11 @@ def routing_args(spec: DeploymentSpec, settings: Settings) -> list[str]:
         out += ["--threshold-tokens", str(policy.threshold_tokens)]
         if policy.prefill_queue_limit is not None:
             out += ["--prefill-queue-limit", str(policy.prefill_queue_limit)]
-    block = settings.engine(spec).prefix_cache_block(spec)
+    engine = settings.engine(spec)
+    block = engine.prefix_cache_block(spec)
     if block is not None:
         out += ["--decode-prefix-cache", "--block-tokens", str(block)]
-    return out
+    return out + protocol_args(engine)
 
 
 def _pod(

@@ -28,7 +28,7 @@ from disagg_worker.serve.localrun import (
     stop_children,
     wait_ready,
 )
-from disagg_worker.serve.proxy.hops import PREFILL_PARAMS
+from disagg_worker.serve.pd.kv_transfer_params import PREFILL_PARAMS
 from disagg_worker.vllm import judge
 
 from .conftest import (

@@ -66,7 +66,7 @@ from disagg_worker.serve.localrun import (
     stop_children,
     wait_ready,
 )
-from disagg_worker.serve.proxy.hops import LOCAL_PARAMS
+from disagg_worker.serve.pd.kv_transfer_params import LOCAL_PARAMS
 
 RECOMPUTED = "disagg_proxy_decode_recomputed_total"
 THRESHOLD = ["--disaggregate", "threshold", "--threshold-tokens"]

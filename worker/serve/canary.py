@@ -29,9 +29,10 @@ the canary's is the first request a decode engine (or its restarted successor) s
 a warm-up passes, a canary fails naming it.
 
 A canary that got its tokens but whose decode computed the prompt itself fails with
-``DecodeRecomputing``: the reference worker says so in its answer; for vLLM the canary
-reads the engine's prompt-token sources from its ``/metrics`` before and after the request
-(:mod:`~disagg_worker.serve.proxy.evidence`).
+``DecodeRecomputing``. The engine's P/D protocol (``--pd-protocol``,
+:mod:`disagg_worker.serve.pd`) says how to tell: the reference worker says so in its
+answer; for vLLM the canary reads the engine's prompt-token sources from its ``/metrics``
+before and after the request (:mod:`~disagg_worker.serve.pd.evidence`).
 
 Each canary measures the KV its decode read (bytes and seconds on the wire: the reference
 worker's answer; vLLM's NIXL histograms on the same /metrics, before and after) and reports
@@ -60,6 +61,7 @@ from typing import Any
 
 from aiohttp import web
 
+from disagg_worker.serve import pd
 from disagg_worker.serve.canary_verdict import (
     Latch,
     Result,
@@ -77,7 +79,8 @@ from disagg_worker.serve.canary_verdict import (
     token_problem,
     verdict,
 )
-from disagg_worker.serve.proxy.evidence import vllm_sources, vllm_transfer
+from disagg_worker.serve.pd import KV_TRANSFER_PARAMS, PdProtocol
+from disagg_worker.serve.pd.base import Page
 from disagg_worker.serve.proxy.flow import Proxy
 from disagg_worker.serve.proxy.upstream import HopError
 
@@ -100,12 +103,14 @@ class Canary:
         fresh_s: float,
         min_gbps: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        protocol: PdProtocol = KV_TRANSFER_PARAMS,
     ) -> None:
         self.prefill, self.decode, self.model = prefill, decode, model
         self.timeout_s, self.interval_s, self.fresh_s = timeout_s, interval_s, fresh_s
         self.min_gbps = min_gbps  # the KV bandwidth floor (GB/s), None: none
         self.clock = clock
-        self.proxy = Proxy([prefill], [decode], timeout_s=timeout_s)
+        self.protocol = protocol
+        self.proxy = Proxy([prefill], [decode], timeout_s=timeout_s, protocol=protocol)
         self.last: Result | None = None
         self.warmed = False  # the engine instance now answering served one plain completion
         self.latch = Latch()
@@ -211,26 +216,26 @@ class Canary:
     async def _pd(self, headers: dict[str, str]) -> tuple[str | None, Transfer | None]:
         """The canary's P/D request: what is wrong with its answer (None: nothing) and the
         KV its decode read (None: no figure)."""
-        sources, sums = await self._metrics()
+        before = await self._page()
         # the proxy's deadline bounds each hop; this bounds anything around them too
         answer = await asyncio.wait_for(
             self.proxy.complete(PATH, request_body(self.model), headers),
             self.timeout_s + 1.0,
         )
-        # a page without vLLM's figures (the reference worker's) is not read twice
-        sources_after, sums_after = await self._metrics() if sources or sums else ({}, {})
-        moved = measured(answer, sums, sums_after)
-        return token_problem(answer) or kv_problem(answer, sources, sources_after), moved
+        # a page the protocol reads nothing of (the reference worker's) is not read twice
+        after = await self._page() if before else {}
+        moved = measured(answer, before, after, self.protocol)
+        return token_problem(answer) or kv_problem(answer, before, after, self.protocol), moved
 
-    async def _metrics(self) -> tuple[dict[str, float], dict[str, float]]:
-        """The engine's prompt-token sources and NIXL transfer sums (vLLM's /metrics; empty
-        for an engine that does not export them, or when the page cannot be read: no
-        evidence, no verdict)."""
+    async def _page(self) -> Page:
+        """What the protocol reads of the engine's /metrics (vLLM's prompt-token sources
+        and NIXL transfer sums; empty for an engine that exports none, or when the page
+        cannot be read: no evidence, no verdict)."""
         try:
             text = await self.proxy.http.text(self.decode + "/metrics", METRICS_TIMEOUT_S)
         except HopError:
-            return {}, {}
-        return vllm_sources(text), vllm_transfer(text)
+            return {}
+        return self.protocol.page(text)
 
     def kv_fields(self, result: Result | None) -> dict[str, Any]:
         """``result``'s KV figures (none yet: None) and how they compare with the floor."""
@@ -331,7 +336,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="disagg worker canary",
         description="Serve GET /ready: 200 while a canary P/D request (prefill max_tokens 1, "
-        "then this pod's decode with the returned kv_transfer_params) passes, else 503.",
+        "then this pod's decode told where its KV is) passes, else 503.",
     )
     p.add_argument("--prefill", required=True, metavar="URL", help="the prefill pool's URL")
     p.add_argument("--decode", required=True, metavar="URL", help="this pod's engine URL")
@@ -350,6 +355,7 @@ def parser() -> argparse.ArgumentParser:
         "(1e9 bytes/s); default: no floor",
     )
     p.add_argument("--once", action="store_true", help="run one canary, print it, exit 0/1")
+    pd.add_argument(p)
     return p
 
 
@@ -362,6 +368,10 @@ def _positive(text: str) -> float:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    try:
+        protocol = pd.resolve(args.pd_protocol)
+    except ValueError as e:
+        raise SystemExit(f"disagg worker canary: {e}") from None
     canary = Canary(
         args.prefill.rstrip("/"),
         args.decode.rstrip("/"),
@@ -370,6 +380,7 @@ def main(argv: list[str]) -> int:
         interval_s=args.interval_s,
         fresh_s=args.fresh_s,
         min_gbps=args.min_bandwidth_gbps,
+        protocol=protocol,
     )
     if args.once:
         return asyncio.run(_once(canary))

@@ -1,10 +1,11 @@
 """Transfer-path canary: when a canary is due, what its answers prove, and the verdict.
 
 Pure layer of ``disagg worker canary`` (:mod:`disagg_worker.serve.canary` does the HTTP).
-One canary is the P/D request pair any client makes through the engine's own API: a
-prefill with ``max_tokens 1`` that returns ``kv_transfer_params``, then a decode in this pod
-with them. It passes when both hops answer 200 and the decode returns a token; the decode
-can only do that after reading the prefill's KV, so a pass proves the whole transfer path
+One canary is the P/D request pair any client makes through the engine's own API, in
+its P/D protocol (:mod:`disagg_worker.serve.pd`; vLLM's: a prefill with ``max_tokens 1``
+that returns ``kv_transfer_params``, then a decode in this pod with them). It passes when
+both hops answer 200 and the decode returns a token; the decode can only do that after
+reading the prefill's KV, so a pass proves the whole transfer path
 (DNS, the side channel, the KV transport, both engines) at that moment.
 
 Timing (numbers and why: docs/derivation.md): a probe runs a canary when the last one is
@@ -29,11 +30,11 @@ took the deadline, ``PrefillUnreachable`` when nothing answers there).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from disagg_worker.serve.proxy.evidence import answer_transfer, recompute_reason, vllm_recomputed
+from disagg_worker.serve.pd import KV_TRANSFER_PARAMS, PdProtocol
+from disagg_worker.serve.pd.base import Page
 
 # A short fixed text: a few tokens for any tokenizer, one KV block for any block size.
 PROMPT = "The transfer path works."
@@ -43,7 +44,7 @@ PROMPT = "The transfer path works."
 class Transfer:
     """The KV one canary's decode read: ``nbytes`` in ``seconds`` on the wire, as ``via``
     tells it (``answer``: the reference decode's own figures; ``metrics``: deltas of
-    vLLM's NIXL histograms around the request, :mod:`~disagg_worker.serve.proxy.evidence`)."""
+    vLLM's NIXL histograms around the request, :mod:`~disagg_worker.serve.pd.evidence`)."""
 
     nbytes: float
     seconds: float
@@ -94,26 +95,17 @@ RECOMPUTED = "DecodeRecomputing"
 
 def kv_problem(
     answer: dict[str, Any],
-    before: Mapping[str, float] | None = None,
-    after: Mapping[str, float] | None = None,
+    before: Page | None = None,
+    after: Page | None = None,
+    protocol: PdProtocol = KV_TRANSFER_PARAMS,
 ) -> str | None:
     """None unless decode computed the prompt itself instead of reading the prefill's KV:
-    correct tokens, but no P/D. The reference worker says so in its answer; vLLM only in
-    its prompt-token sources (``before`` and ``after`` the request, from its /metrics:
-    :mod:`~disagg_worker.serve.proxy.evidence`). The message starts with
-    :data:`RECOMPUTED`, the reason the canary reports."""
-    if recompute_reason(answer) is not None:
-        return (
-            f"{RECOMPUTED}: decode computed the prompt itself instead of reading its KV "
-            "from the prefill (the kv_transfer_params did not reach it)"
-        )
-    if before is not None and after is not None and vllm_recomputed(before, after):
-        return (
-            f"{RECOMPUTED}: decode computed the canary's prompt itself (its "
-            "vllm:prompt_tokens_by_source_total grew in local_compute, not "
-            "external_kv_transfer): its KV connector did not load the prefill's KV"
-        )
-    return None
+    correct tokens, but no P/D. The protocol says how to tell (the reference worker in its
+    answer; vLLM only on its /metrics ``before`` and ``after`` the request:
+    :mod:`~disagg_worker.serve.pd.evidence`). The message starts with :data:`RECOMPUTED`,
+    the reason the canary reports."""
+    why = protocol.recomputed(answer, before, after)
+    return None if why is None else f"{RECOMPUTED}: {why}"
 
 
 SLOW = "SlowTransport"
@@ -121,20 +113,18 @@ SLOW = "SlowTransport"
 
 def measured(
     answer: dict[str, Any],
-    before: Mapping[str, float] | None = None,
-    after: Mapping[str, float] | None = None,
+    before: Page | None = None,
+    after: Page | None = None,
+    protocol: PdProtocol = KV_TRANSFER_PARAMS,
 ) -> Transfer | None:
-    """The KV the decode read for ``answer``: the figures in its answer (reference
-    worker), else the growth of vLLM's NIXL ``bytes`` and ``seconds`` sums from ``before``
-    to ``after``; None when neither says, or nothing moved in measurable time."""
-    found = answer_transfer(answer)
-    via = "answer"
-    if found is None and before and after:
-        grew = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in ("bytes", "seconds")}
-        found, via = (grew["bytes"], grew["seconds"]), "metrics"
+    """The KV the decode read for ``answer``, as the protocol measures it (vLLM's: the
+    figures in a reference worker's answer, else the growth of vLLM's NIXL ``bytes`` and
+    ``seconds`` sums from ``before`` to ``after``); None when nothing says, or nothing moved
+    in measurable time."""
+    found = protocol.moved(answer, before, after)
     if found is None or found[0] <= 0 or found[1] <= 0:
         return None
-    return Transfer(found[0], found[1], via)
+    return Transfer(*found)
 
 
 def bandwidth_problem(moved: Transfer | None, floor_gbps: float | None) -> str | None:

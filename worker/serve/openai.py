@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -67,11 +67,9 @@ SPLIT_REFUSALS: dict[str, tuple[Callable[[Any], bool], str]] = {
         lambda v: bool(v),
         "beams cannot be split across prefill and decode; omit it or send false",
     ),
-    "kv_transfer_params": (
-        lambda v: True,
-        "the proxy sets this field on both hops; omit it, or send it to a worker directly",
-    ),
 }
+# A field the P/D protocol owns (the proxy writes it on both hops): refused from a client.
+OWNED = "the proxy sets this field on both hops; omit it, or send it to a worker directly"
 # A request id a client may set (and decode's kv_transfer_params must carry): safe in logs,
 # NIXL notifications and headers.
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -343,11 +341,15 @@ def is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def proxy_refusal(body: dict[str, Any]) -> str | None:
-    """The message for the first field a P/D split cannot honour, or None."""
+def proxy_refusal(body: dict[str, Any], owned: Sequence[str]) -> str | None:
+    """The message for the first field a P/D split cannot honour, or None; ``owned``: the
+    fields the P/D protocol writes (:attr:`disagg_worker.serve.pd.base.PdProtocol.owned`)."""
     for key, (refused, remedy) in SPLIT_REFUSALS.items():
         if key in body and refused(body[key]):
             return f"{key}: {remedy}"
+    for key in owned:
+        if key in body:
+            return f"{key}: {OWNED}"
     return None
 
 

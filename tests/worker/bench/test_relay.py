@@ -11,7 +11,7 @@ from aiohttp import web
 
 from disagg_worker.bench.relay import DROPPED, params_dropper
 from disagg_worker.serve.localrun import serve_in_thread
-from disagg_worker.serve.proxy.hops import LOCAL_PARAMS
+from disagg_worker.serve.pd.kv_transfer_params import LOCAL_PARAMS
 
 
 def _echo() -> web.Application:

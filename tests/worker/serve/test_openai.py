@@ -7,6 +7,7 @@ import pytest
 
 from disagg_worker.serve.kv_params import transfer_params
 from disagg_worker.serve.openai import (
+    OWNED,
     ApiError,
     CompletionRequest,
     chat_prompt,
@@ -128,12 +129,14 @@ def test_chat_template_and_validation() -> None:
     ],
 )
 def test_proxy_refuses_what_a_split_cannot_do(body: dict[str, object], start: str) -> None:
-    message = proxy_refusal({"prompt": "x", **body})
+    message = proxy_refusal({"prompt": "x", **body}, ("kv_transfer_params",))
     assert message is not None and message.startswith(start) and "; " in message
 
 
 def test_proxy_accepts_single_sequence_requests() -> None:
-    assert proxy_refusal({"prompt": "x", "n": 1, "best_of": 1, "use_beam_search": False}) is None
+    single = {"prompt": "x", "n": 1, "best_of": 1, "use_beam_search": False}
+    assert proxy_refusal(single, ("kv_transfer_params",)) is None
+    assert proxy_refusal({**single, "toy": 1}, ("toy",)) == f"toy: {OWNED}"
 
 
 def test_request_id_honours_safe_client_ids_only() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
+from disagg_worker.serve import pd
 from disagg_worker.serve.limits import bounded
 from disagg_worker.serve.openai import ApiError, proxy_refusal, request_id
 from disagg_worker.serve.proxy.discovery import Refresher, parse_service
@@ -43,7 +44,7 @@ def build_app(proxy: Proxy) -> web.Application:
             body = await read_json(request)
         except ApiError as e:
             return _error(e.status, e.message, rid, e.param)
-        refused = proxy_refusal(body)
+        refused = proxy_refusal(body, proxy.protocol.owned)
         if refused:
             return _error(400, refused, rid)
         try:
@@ -120,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="disagg proxy",
         description="P/D proxy: each completion goes to a prefill worker, then to a decode "
-        "worker with the returned kv_transfer_params (vLLM's convention).",
+        "worker told where the prefill's KV is, in the engine's P/D protocol.",
     )
     for role in ("prefill", "decode"):
         pool = p.add_mutually_exclusive_group(required=True)
@@ -138,6 +139,7 @@ def _parser() -> argparse.ArgumentParser:
         "each request's two hops go to one revision's pods",
     )  # fmt: skip
     p.add_argument("--refresh-s", type=float, default=5.0, help="Service re-resolve period")
+    pd.add_argument(p)
     p.add_argument(
         "--policy", choices=POLICIES, default="least-loaded",
         help="how a worker is picked for each hop (decode: after prefix affinity)",
@@ -221,11 +223,12 @@ def main(argv: list[str]) -> int:
     pairs, refreshers = pools(args)
     try:
         routing = policy(args)
+        protocol = pd.resolve(args.pd_protocol)
     except ValueError as e:
         raise SystemExit(f"disagg proxy: {e}") from None
     proxy = Proxy(
-        pairs, None, args.policy, args.timeout_s,
-        refreshers=refreshers, prefill_retries=args.prefill_retries, routing=routing,
+        pairs, None, args.policy, args.timeout_s, refreshers=refreshers,
+        prefill_retries=args.prefill_retries, routing=routing, protocol=protocol,
     )  # fmt: skip
 
     async def ready(_: int) -> dict[str, Any]:

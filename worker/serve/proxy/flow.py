@@ -1,26 +1,27 @@
 """`disagg proxy`: the P/D proxy — each completion or chat completion goes to a prefill
-worker, then to a decode worker with the ``kv_transfer_params`` the prefill returned.
+worker, then to a decode worker told where the prefill's KV is.
 
-I/O layer (aiohttp server and client; no torch). Speaks vLLM's convention only, so it fronts
-real ``vllm serve`` instances with the NixlConnector as well as the reference worker:
+I/O layer (aiohttp server and client; no torch). What the hops carry is the engine's P/D
+protocol (:mod:`disagg_worker.serve.pd`, ``--pd-protocol``); by default vLLM's
+``kv_transfer_params``, so it fronts real ``vllm serve`` instances with the NixlConnector
+as well as the reference worker:
 
-1. prefill: the client's body with ``max_tokens: 1`` (and ``max_completion_tokens: 1`` when
-   sent), ``stream: false`` and
-   ``kv_transfer_params: {do_remote_decode: true, do_remote_prefill: false, remote_*: null}``;
-2. decode: the client's body (``stream`` and ``stream_options`` as sent) with the prefill
-   response's ``kv_transfer_params``;
+1. prefill: the client's body marked prefill-only (vLLM's: ``max_tokens: 1``,
+   ``stream: false``, ``kv_transfer_params: {do_remote_decode: true, ...}``);
+2. decode: the client's body (``stream`` and ``stream_options`` as sent) with what the
+   prefill returned for it (vLLM's: the answer's ``kv_transfer_params``);
 3. answer: the decode response, plus ``disagg.proxy`` (hop times, which workers, the
    route) and ``disagg.prefill`` (the prefill's own figures) when the workers report them;
    a stream is passed through chunk by chunk as decode writes it.
 
 Before the hops the routing policy (:mod:`.planner`, :mod:`.routing`) may send a request
-to decode alone (``do_remote_prefill: false``: it prefills on purpose) and picks the decode
+to decode alone (the protocol's local body: it prefills on purpose) and picks the decode
 holding its prompt's prefix. A decode that answered a P/D request having computed the
 prompt itself is counted (:mod:`.evidence`, :mod:`.metrics`).
 
 Both hops carry one X-Request-Id (the client's when it is a safe token) and share one
 deadline (``--timeout-s``; in a stream, up to decode's first byte, then per read). What a
-split cannot do (``n`` > 1, ``best_of`` > 1, beam search, a client's ``kv_transfer_params``)
+split cannot do (``n`` > 1, ``best_of`` > 1, beam search, a field the protocol owns)
 is refused before any hop. Any failure answers a JSON error that names the hop, the worker
 and the cause: a worker's 4xx/503/504 keeps its status, other worker failures and invalid
 answers are 502, the deadline 504.
@@ -31,8 +32,9 @@ worker of its pool; when none takes it, a 503 goes to the client with the worker
 ``Retry-After``. A decode that could not read its KV from its prefill (502
 ``kv_transfer_error``, before any output) is retried from another prefill
 (``prefill_retries``). When the decode hop fails (or the client leaves before it ends), the proxy
-posts the prefill's ``kv_transfer_params`` back to it (``POST /v1/kv/release``, best effort:
-vLLM answers 404 and keeps its lease) so the blocks are freed now, not when the lease ends.
+sends the protocol's release to the prefill (vLLM's: its ``kv_transfer_params`` posted
+back to ``/v1/kv/release``, best effort: vLLM answers 404 and keeps its lease) so the blocks
+are freed now, not when the lease ends.
 """
 
 from __future__ import annotations
@@ -46,13 +48,12 @@ from typing import Any, TypeVar
 import aiohttp
 from aiohttp import web
 
+from disagg_worker.serve.pd import KV_TRANSFER_PARAMS, PdProtocol
+from disagg_worker.serve.pd.evidence import DECODE_COMPUTED
 from disagg_worker.serve.proxy.discovery import Refresher
-from disagg_worker.serve.proxy.evidence import recompute_reason
 from disagg_worker.serve.proxy.hops import (
-    LOCAL_PARAMS,
     RELEASE_TIMEOUT_S,
     HopClient,
-    prefill_body,
     relay_stream,
     stream_headers,
 )
@@ -82,14 +83,17 @@ class Proxy:
         decode: Sequence[str] | Pool | None = None,
         policy: str = "round-robin",
         timeout_s: float = 60.0,
-        after_prefill: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+        after_prefill: Callable[[Any], Awaitable[None]] | None = None,
         refreshers: Sequence[Refresher] = (),
         prefill_retries: int = 1,
         routing: Policy | None = None,
+        protocol: PdProtocol = KV_TRANSFER_PARAMS,
     ) -> None:
         """``prefill`` and ``decode``: worker URLs, or pools that ``refreshers`` keep
         current from their Services (:mod:`disagg_worker.serve.proxy.discovery`); or
-        ``prefill`` the pools of every KV revision (:mod:`.revisions`), ``decode`` None."""
+        ``prefill`` the pools of every KV revision (:mod:`.revisions`), ``decode`` None.
+        ``protocol``: how the engines are told to split a request
+        (:mod:`disagg_worker.serve.pd`)."""
         if isinstance(prefill, Pairs):
             self.pairs = prefill
         else:
@@ -97,6 +101,7 @@ class Proxy:
             pools = [p if isinstance(p, Pool) else Pool(p, policy) for p in (prefill, decode)]
             self.pairs = Pairs([Pair("", *pools)], policy)
         self.timeout_s = timeout_s
+        self.protocol = protocol
         self.after_prefill = after_prefill  # a test seam: act between the two hops
         # a decode whose READ from its prefill failed is retried from another prefill, this
         # many times at most (0: never); ``retried`` counts the retries made
@@ -119,12 +124,13 @@ class Proxy:
             await asyncio.wait(self._releases, timeout=RELEASE_TIMEOUT_S)
         await self.http.close()
 
-    def release_later(
-        self, prefill: Backend, params: dict[str, Any], headers: dict[str, str]
-    ) -> None:
+    def release_later(self, prefill: Backend, handoff: Any, headers: dict[str, str]) -> None:
         """The decode hop failed: tell the prefill to free the blocks (in the background,
-        best effort; the lease stays the backstop)."""
-        task = asyncio.ensure_future(self.http.release(prefill.url, params, headers))
+        best effort; the lease stays the backstop), when its protocol has a way to."""
+        call = self.protocol.release(handoff)
+        if call is None:
+            return
+        task = asyncio.ensure_future(self.http.release(prefill.url, call, headers))
         self._releases.add(task)
         task.add_done_callback(self._releases.discard)
 
@@ -144,10 +150,10 @@ class Proxy:
         else:
             d, out = await self._both(path, body, headers, deadline, plan, hops)
             figures = _figures(out)
-            reason = recompute_reason(out)
-            if reason is not None:  # correct tokens, but no P/D: counted, never silent
-                self.metrics.recomputed(reason)
-                log.warning("decode %s computed the prompt itself (%s)", d.url, reason)
+            why = self.protocol.recomputed(out)
+            if why is not None:  # correct tokens, but no P/D: counted, never silent
+                self.metrics.recomputed(DECODE_COMPUTED)
+                log.warning("decode %s: %s", d.url, why)
         figures["proxy"].update(_route_figures(plan.route), total_ms=_ms(t0))
         self._answered(plan, d)
         return out
@@ -161,7 +167,7 @@ class Proxy:
         plan: Plan,
         start: float,
     ) -> tuple[Backend, dict[str, Any]]:
-        """Prefill, then decode with its kv_transfer_params (:meth:`_pair`); ``start``:
+        """Prefill, then decode with its handoff (:meth:`_pair`); ``start``:
         when the prefill hop began."""
 
         def decode(second: dict[str, Any]) -> Awaitable[tuple[Backend, dict[str, Any]]]:
@@ -193,21 +199,22 @@ class Proxy:
         decode: Callable[[dict[str, Any]], Awaitable[T]],
     ) -> tuple[Backend, dict[str, Any], T, list[str], float]:
         """The prefill hop, then ``decode`` of the client's body with the prefill's
-        kv_transfer_params; a decode that could not read them is retried from another
+        handoff; a decode that could not read the KV is retried from another
         prefill. (The prefill, its answer, decode's result, the prefills tried before,
         when the last prefill hop ended.)"""
         tried: list[str] = []
         while True:
-            p, pre, params = await self._prefill(path, body, headers, deadline, pair, tried)
+            p, pre, handoff = await self._prefill(path, body, headers, deadline, pair, tried)
             t1 = time.perf_counter()
+            second = self.protocol.decode(body, handoff)
             try:
-                return p, pre, await decode({**body, "kv_transfer_params": params}), tried, t1
+                return p, pre, await decode(second), tried, t1
             except HopError as e:  # the prefill's blocks go now; its READ may be retried
-                self.release_later(p, params, headers)
+                self.release_later(p, handoff, headers)
                 if not self._retry(e, p, pair.prefill, tried):
                     raise
             except BaseException:  # the client left: the prefill's blocks go now
-                self.release_later(p, params, headers)
+                self.release_later(p, handoff, headers)
                 raise
 
     def _answered(self, plan: Plan, decode: Backend) -> None:
@@ -226,7 +233,7 @@ class Proxy:
         plan = await self.planner.plan(path, body, headers, deadline)
         route = {"path": plan.route.path, "route_reason": plan.route.reason}
         if plan.route.path == "decode":
-            local = {**body, "kv_transfer_params": LOCAL_PARAMS}
+            local = self.protocol.local(body)
             backend, resp = await self._open_decode(path, local, headers, deadline, plan)
         else:
             backend, resp, hop = await self._open_both(path, body, headers, deadline, plan)
@@ -307,21 +314,21 @@ class Proxy:
         deadline: float,
         pair: Pair,
         avoid: Sequence[str] = (),
-    ) -> tuple[Backend, dict[str, Any], dict[str, Any]]:
+    ) -> tuple[Backend, dict[str, Any], Any]:
         """The prefill hop (on a worker of ``pair`` not in ``avoid`` when there is one):
-        the worker, its answer and the kv_transfer_params for decode."""
-        first = prefill_body(body)
+        the worker, its answer and the handoff for decode."""
+        first = self.protocol.prefill(body)
         p, pre = await self._hop("prefill", pair.prefill, path, first, headers, deadline, avoid)
-        params = pre.get("kv_transfer_params")
-        if not isinstance(params, dict):
+        handoff = self.protocol.handoff(pre)
+        if handoff is None:
             raise HopError(
                 502,
-                f"prefill {p.url} returned no kv_transfer_params; is it a prefill worker "
-                "(vLLM: --kv-transfer-config with kv_role kv_producer or kv_both)?",
+                f"prefill {p.url} returned no {self.protocol.handoff_name}; "
+                f"{self.protocol.no_handoff}",
             )
         if self.after_prefill is not None:
-            await self.after_prefill(params)
-        return p, pre, params
+            await self.after_prefill(handoff)
+        return p, pre, handoff
 
     async def aggregated(
         self, path: str, body: dict[str, Any], headers: dict[str, str]
@@ -341,9 +348,9 @@ class Proxy:
         pair: Pair,
         first: Backend | None = None,
     ) -> tuple[Backend, dict[str, Any]]:
-        """Decode alone: it prefills the prompt itself, on purpose (``do_remote_prefill:
-        false`` says so, so the worker does not count a fallback)."""
-        body = {**body, "kv_transfer_params": LOCAL_PARAMS}
+        """Decode alone: it prefills the prompt itself, on purpose (the protocol's local
+        body says so, so the worker does not count a fallback)."""
+        body = self.protocol.local(body)
         pool = pair.decode
         return await self._hop("decode", pool, path, body, headers, deadline, first=first)
 

@@ -1,10 +1,8 @@
 """What each hop of the proxy sends, the HTTP calls that send it (:class:`HopClient`), and
 how decode's event stream reaches the client.
 
-I/O layer (aiohttp). The bodies follow vLLM's convention (its toy P/D proxy
-does the same): a prefill gets the client's request for one token with
-``do_remote_decode``; a decode the client's request with the prefill's
-``kv_transfer_params``, or :data:`LOCAL_PARAMS` when it is to prefill the prompt itself.
+I/O layer (aiohttp). What the bodies carry for a split is the P/D protocol's
+(:mod:`disagg_worker.serve.pd`); the calls here send them.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from aiohttp import web
 
 from disagg_worker.serve import names
 from disagg_worker.serve.limits import bounded
-from disagg_worker.serve.openai import RELEASE_PATH
 from disagg_worker.serve.proxy.upstream import (
     HopError,
     error_kind,
@@ -32,29 +29,6 @@ from disagg_worker.serve.proxy.upstream import (
 
 log = logging.getLogger("disagg.proxy")
 RELEASE_TIMEOUT_S = 2.0
-
-# A request a decode computes itself by choice (vLLM reads the flags the same way).
-LOCAL_PARAMS = {"do_remote_prefill": False, "do_remote_decode": False}
-PREFILL_PARAMS = {
-    "do_remote_decode": True,
-    "do_remote_prefill": False,
-    "remote_engine_id": None,
-    "remote_block_ids": None,
-    "remote_host": None,
-    "remote_port": None,
-}
-
-
-def prefill_body(body: dict[str, Any]) -> dict[str, Any]:
-    """The client's request as a prefill gets it (vLLM's toy proxy does the same): one
-    token, no streaming, and no minimum lengths, which a one-token request cannot honour."""
-    first = {**body, "max_tokens": 1, "stream": False, "kv_transfer_params": PREFILL_PARAMS}
-    if "max_completion_tokens" in first:
-        first["max_completion_tokens"] = 1
-    for key in ("stream_options", "min_tokens", "min_completion_tokens"):
-        first.pop(key, None)
-    return first
-
 
 # A streamed answer's route, in headers (its body is decode's events, passed unchanged):
 # what ``disagg.proxy`` says of a whole answer. Name → (the figure, its type).
@@ -203,14 +177,17 @@ class HopClient:
         except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
             raise hop_failure(f"GET {url}", timeout_s, e) from None
 
-    async def release(self, url: str, params: dict[str, Any], headers: dict[str, str]) -> None:
-        """Tell a prefill to free the blocks it holds for ``params`` (best effort)."""
+    async def release(
+        self, url: str, call: tuple[str, dict[str, Any]], headers: dict[str, str]
+    ) -> None:
+        """Tell a prefill to free the blocks it holds for a failed decode: ``call`` is the
+        protocol's (path, body) for it (best effort)."""
         assert self.session is not None
         timeout = aiohttp.ClientTimeout(total=RELEASE_TIMEOUT_S)
-        body = {"kv_transfer_params": params}
+        path, body = call
         try:
             async with self.session.post(
-                url + RELEASE_PATH, json=body, headers=headers, timeout=timeout
+                url + path, json=body, headers=headers, timeout=timeout
             ) as resp:
                 await resp.read()
         except (asyncio.TimeoutError, aiohttp.ClientError) as e:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from disagg_worker.serve.proxy.evidence import (
+from disagg_worker.serve.pd.evidence import (
     DECODE_COMPUTED,
     answer_transfer,
     recompute_reason,
