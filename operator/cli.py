@@ -23,6 +23,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("disagg_worker.vllm.checkpoint", "write a local checkpoint (tiny-llama) for vLLM"),
 }
 
+# An image ships only what its pods run (pyproject.toml's [tool.disagg.images]).
+NOT_SHIPPED = (
+    "not part of this install: the images ship what their pods run (the operator image: "
+    "operator, render, crd; the worker image: worker, proxy, bench transfer and e2e). "
+    "`disagg up` and every benchmark come with the `disagg` distribution: pip install "
+    "'disagg[operator,worker,dev]' (CPU torch first: README)"
+)
 EXTRA_HINT = {
     "disagg_worker": "pip install 'disagg[worker]' (install torch first, see README)",
     "disagg_operator": "pip install 'disagg[operator]'",
@@ -63,8 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
         top = (e.name or "").split(".")[0]
-        if top in {"disagg_operator", "disagg_worker"} and e.name == module_name:
-            raise
+        if top in {"disagg_operator", "disagg_worker"}:  # an image that does not ship it
+            print(f"disagg {args[0]}: {NOT_SHIPPED} (no {e.name})", file=sys.stderr)
+            return 2
         hint = EXTRA_HINT.get(module_name.split(".")[0], "")
         print(
             f"disagg {args[0]}: missing dependency {e.name!r}; {hint}",

@@ -46,3 +46,23 @@ def test_help_and_version_import_no_heavy_dependencies() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_command_an_image_does_not_ship_says_where_it_went(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(cli.COMMANDS, "bench", ("disagg_operator.not_shipped.cli", "x"))
+    assert cli.main(["bench", "operator"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("disagg bench: not part of this install")
+    assert "pip install 'disagg[operator,worker,dev]'" in err
+
+
+def test_a_benchmark_an_image_does_not_ship_says_where_it_went(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from disagg_operator.bench import cli as bench
+
+    monkeypatch.setitem(bench.BENCHES, "operator", ("disagg_operator.not_shipped.op", "x"))
+    assert bench.main(["operator"]) == 2
+    assert capsys.readouterr().err.startswith("disagg bench operator: not part of this install")

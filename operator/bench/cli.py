@@ -1,13 +1,17 @@
 """`disagg bench transfer|e2e|operator|faults|...`: a dispatcher over the benchmark scripts.
 
-CLI layer. Each benchmark is imported only when asked for, so the operator image runs
-`disagg bench operator` without torch or NIXL installed.
+CLI layer. Each benchmark is imported only when asked for, so one runs with its own
+dependencies alone: `disagg bench operator` needs the operator extra and kmock (the dev
+extra), no torch or NIXL. Benchmarks ship in the `disagg` distribution, not in the images
+(pyproject.toml's [tool.disagg.images]).
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+
+from disagg_operator.cli import NOT_SHIPPED
 
 BENCHES = {
     "transfer": ("disagg_worker.bench.transfer", "NIXL block transfer between two processes"),
@@ -44,5 +48,12 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    result: int = importlib.import_module(entry[0]).main(argv[1:])
+    try:
+        module = importlib.import_module(entry[0])
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in ("disagg_operator", "disagg_worker"):
+            raise
+        print(f"disagg bench {argv[0]}: {NOT_SHIPPED} (no {e.name})", file=sys.stderr)
+        return 2
+    result: int = module.main(argv[1:])
     return result

@@ -38,7 +38,6 @@ from typing import Any
 import aiohttp.web
 import attrs
 import kmock
-from kmock._internal import rendering
 
 from disagg_operator.emulator import ops, scale, tables
 from disagg_operator.emulator.store import ObjectStore
@@ -138,7 +137,7 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
         return self.store.get((key, namespace, name))
 
     # ---------------------------------------------------------------- discovery fixes
-    async def _serve_version(self, request: rendering.Request) -> rendering.Payload:
+    async def _serve_version(self, request: kmock.Request) -> kmock.Payload:
         payload: dict[str, Any] = await super()._serve_version(request)  # type: ignore[assignment]
         if payload.get("groupVersion") == "/v1":
             payload["groupVersion"] = "v1"
@@ -150,7 +149,7 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
                 entry["verbs"] = ["get", "patch", "update"]
         return payload
 
-    async def _serve_server_version(self, request: rendering.Request) -> rendering.Payload:
+    async def _serve_server_version(self, request: kmock.Request) -> kmock.Payload:
         return {"major": "1", "minor": "31", "gitVersion": "v1.31.0", "platform": "linux/amd64"}
 
     # ---------------------------------------------------------------- request dispatch

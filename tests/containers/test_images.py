@@ -13,6 +13,7 @@ import pytest
 from tests.containers.conftest import HARDENED, ROOT, podman
 from tests.operator.conftest import DD_PATH, api, pods, quickstart, until
 from tests.support.emulator import Emulator
+from tests.test_ships import ship
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]
 
@@ -87,3 +88,36 @@ def test_the_images_carry_this_checkout_s_code(images: dict[str, str], image: st
     got = [line.split()[0] for line in done.stdout.splitlines()]
     want = [hashlib.sha256((ROOT / f).read_bytes()).hexdigest() for f in files]
     assert got == want
+
+
+# Imports every module of ours installed in the image; prints the names and any failures.
+IMPORT_ALL = """
+import importlib, json, pathlib, sysconfig
+site = pathlib.Path(sysconfig.get_paths()["purelib"])
+names, failed = [], {}
+for top in ("disagg_operator", "disagg_worker"):
+    for path in sorted((site / top).rglob("*.py")):
+        parts = path.relative_to(site).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        names.append(name)
+        try:
+            importlib.import_module(name)
+        except BaseException as e:
+            failed[name] = f"{type(e).__name__}: {e}"
+print(json.dumps({"names": names, "failed": failed}))
+"""
+
+
+@pytest.mark.parametrize(("image", "ships"), [("operator", "operator"), ("worker-cpu", "worker")])
+def test_each_image_imports_every_module_it_ships(
+    images: dict[str, str], image: str, ships: str
+) -> None:
+    """What pyproject.toml says the image ships is what it holds, and its install imports
+    all of it (tests/test_ships.py checks the same outside the images)."""
+    done = podman(
+        "run", "--rm", "--network=none", *HARDENED, "--entrypoint=python",
+        images[image], "-c", IMPORT_ALL,
+    )  # fmt: skip
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["failed"] == {}
+    assert sorted(found["names"]) == ship.shipped(ships)

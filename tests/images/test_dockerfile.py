@@ -7,7 +7,6 @@ embedded in the Dockerfile; that script is run here against a freshly built whee
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -137,13 +136,12 @@ def test_worker_cuda_swaps_nixl_cu12_for_nixl_on_cuda_torch():
 
 
 def _worker_cuda_requirements(tmp_path: Path) -> list[str]:
-    """Build the wheel, run the Dockerfile's own list-making script on it."""
+    """Build the worker image's wheel as the wheel stage does (scripts/ship.py), run the
+    Dockerfile's own list-making script on it."""
     src = tmp_path / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    for pkg in ("operator", "worker"):
-        shutil.copytree(ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "ship.py"), "worker", str(src)], check=True
+    )
     wheels = tmp_path / "wheels"
     pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
     subprocess.run([*pip, "--wheel-dir", str(wheels), str(src)], check=True, cwd=tmp_path)
