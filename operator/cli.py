@@ -14,8 +14,8 @@ from collections.abc import Sequence
 # name → (module, one-line help). Modules own their own argument parsing.
 COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("disagg_operator.local.up", "run a DisaggregatedDeployment on this machine (local P/D)"),
-    "render": ("disagg_operator.render.cli", "print the objects a manifest renders to"),
-    "crd": ("disagg_operator.render.crd_cli", "print the generated CustomResourceDefinition"),
+    "render": ("disagg_operator.commands.render", "print the objects a manifest renders to"),
+    "crd": ("disagg_operator.commands.crd", "print the generated CustomResourceDefinition"),
     "operator": ("disagg_operator.controller.run", "run the operator (kopf) against a cluster"),
     "worker": ("disagg_worker.cli", "in-pod worker: serve a prefill/decode role, probe"),
     "proxy": ("disagg_worker.serve.proxy.app", "P/D proxy: prefill then decode for each request"),

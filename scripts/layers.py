@@ -27,6 +27,7 @@ WHAT = {
     "disagg_operator.bench": "benchmarks (`disagg bench`): drive the tools and the controller",
     "disagg_operator.local": "`disagg up` (rendered pods as processes or podman pods)",
     "disagg_operator.emulator": "the API emulator",
+    "disagg_operator.commands": "`disagg render`, `disagg crd`",
     "disagg_operator.controller": "I/O shell: kopf, reconciler, sync, cache, API client, election",
     "disagg_operator.status": "observation → the CR's status and conditions",
     "disagg_operator.planning": "desired vs observed → this sync's writes; the rollout planner",

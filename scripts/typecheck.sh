@@ -10,17 +10,17 @@ rm -rf "$farm" && mkdir -p "$farm"
 ln -s "$root/operator" "$farm/disagg_operator"
 ln -s "$root/worker" "$farm/disagg_worker"
 cd "$farm"
-# Whole packages: the project's mypy settings. Pure modules (no I/O): --strict. The pure
-# modules are the source modules of the pure import contract in pyproject.toml; the
+# Whole packages: the project's mypy settings. Pure packages (no I/O): --strict. The pure
+# packages are the source modules of the pure import contract in pyproject.toml; the
 # worker's transfer and serve packages are --strict as a whole (the last run).
 "$bin/mypy" --config-file "$root/pyproject.toml" -p disagg_operator -p disagg_worker
 mapfile -t pure < <("$bin/python" -c '
 import sys, tomllib
 contracts = tomllib.load(open(sys.argv[1], "rb"))["tool"]["importlinter"]["contracts"]
-pure = next(c for c in contracts if c["name"].startswith("Pure modules"))
+pure = next(c for c in contracts if c["name"].startswith("Pure packages"))
 print("\n".join(pure["source_modules"]))' "$root/pyproject.toml")
 args=()
-for m in "${pure[@]}"; do args+=(-m "$m"); done
+for p in "${pure[@]}"; do args+=(-p "$p"); done
 "$bin/mypy" --config-file "$root/pyproject.toml" --strict "${args[@]}"
 # The worker's data path (the transfer engine, the worker and its proxy): --strict too.
 "$bin/mypy" --config-file "$root/pyproject.toml" --strict -p disagg_worker.transfer -p disagg_worker.serve

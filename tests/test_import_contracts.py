@@ -47,24 +47,24 @@ def test_contracts_kept_on_this_tree(tmp_path: Path) -> None:
     assert "broken" in result.stdout and "0 broken" in result.stdout
 
 
-PURE = "Pure modules import no I/O libraries BROKEN"
+PURE = "Pure packages import no I/O libraries BROKEN"
 LAYERS = "Operator subsystems are layered BROKEN"
 
 
 @pytest.mark.parametrize(
     ("module", "violation", "broken"),
     [
-        ("disagg_worker/config.py", "import zmq", PURE),
+        ("disagg_worker/core/config.py", "import zmq", PURE),
         ("disagg_operator/render/pods.py", "import asyncio", PURE),
         ("disagg_operator/api/kinds.py", "import disagg_operator.controller.client", PURE),
-        ("disagg_operator/engines/vllm/checks.py", "import disagg_operator.render.cli", PURE),
+        ("disagg_operator/engines/vllm/checks.py", "import disagg_operator.commands.render", PURE),
         (
-            "disagg_worker/transfer/layout.py",
+            "disagg_worker/transfer/rules/layout.py",
             "import disagg_operator.cli",
             "Worker does not import the operator BROKEN",
         ),
         (
-            "disagg_worker/transfer/plan.py",
+            "disagg_worker/transfer/rules/plan.py",
             "import disagg_worker.serve.proxy.flow",
             "Worker subsystems are layered BROKEN",
         ),
@@ -93,7 +93,7 @@ def test_a_violation_breaks_its_contract(
 
 def _pure_in_contract() -> set[str]:
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    pure = next(c for c in contracts["contracts"] if c["name"].startswith("Pure modules"))
+    pure = next(c for c in contracts["contracts"] if c["name"].startswith("Pure packages"))
     return set(pure["source_modules"])
 
 
@@ -113,8 +113,22 @@ def _says_pure(path: Path) -> bool:
     return bool(re.search(r"\bPure layer\b", doc))
 
 
-def test_the_pure_contract_lists_exactly_the_modules_that_say_they_are_pure() -> None:
-    says = {name for name, path in _modules().items() if _says_pure(path)}
+def test_purity_is_declared_once_per_package() -> None:
+    """The pure contract names packages; each says "Pure layer" in its ``__init__`` and no
+    module says it of itself (its package does)."""
+    modules = _modules()
     listed = _pure_in_contract()
-    assert says - listed == set(), "say 'Pure layer' only of modules in the pure contract"
-    assert listed - says == set(), "these contract modules' docstrings must say 'Pure layer'"
+    packages = {n for n, p in modules.items() if p.name == "__init__.py"}
+    assert listed - packages == set(), "the pure contract names packages, not modules"
+    says = {n for n in packages if _says_pure(modules[n])}
+    assert says - listed == set(), "say 'Pure layer' only of packages in the pure contract"
+    assert listed - says == set(), "these packages' __init__ docstrings must say 'Pure layer'"
+    modules_saying = {n for n, p in modules.items() if p.name != "__init__.py" and _says_pure(p)}
+    assert modules_saying == set(), "purity is its package's: drop 'Pure layer' from these"
+
+
+def test_no_pure_package_holds_another_pure_package() -> None:
+    """Each pure package is listed once: none inside another listed one."""
+    listed = sorted(_pure_in_contract())
+    nested = [b for a in listed for b in listed if b.startswith(a + ".")]
+    assert nested == []

@@ -1,7 +1,7 @@
 """``spec.autoscaling``: SLO targets, per-role bounds, the ratio, the budget, the windows,
 the measured profile and where Prometheus is (docs/autoscaling.md).
 
-Pure layer, part of :mod:`disagg_operator.api`. The planner that reads it is
+Part of :mod:`disagg_operator.api`. The planner that reads it is
 :mod:`disagg_operator.planning.autoscale`; the controller piece that feeds it is
 :mod:`disagg_operator.controller.autoscaler`. While it is set the planner owns both pod
 counts: they live in ``status.<role>.plannedReplicas`` and the operator renders from them,

@@ -2,7 +2,7 @@
 model (camelCase on the wire, unknown fields refused) and the wire types (quantities,
 free-form upstream objects, counts-or-percentages).
 
-Pure layer, part of :mod:`disagg_operator.api`.
+Part of :mod:`disagg_operator.api`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """The core/v1 shapes the spec passes through to pods (Volume, Container, Affinity, ...),
 as structural schemas from Kubernetes' own OpenAPI at one named version.
 
-Pure layer, part of :mod:`disagg_operator.api`: immutable data read once from
-``corev1.json`` beside this module (made by ``scripts/corev1-schemas.py``; a test fails
-when it drifts from the definitions). The CRD embeds them, so an API server refuses a
-malformed volume or affinity when the resource is applied; :mod:`disagg_operator.
-validation.corev1` checks the same schemas for ``disagg render`` and ``disagg up``.
+Part of :mod:`disagg_operator.api`: immutable data read once from ``corev1.json`` beside
+this module (made by ``scripts/corev1-schemas.py``; a test fails when it drifts from the
+definitions). The CRD embeds them, so an API server refuses a malformed volume or affinity
+when the resource is applied; :mod:`disagg_operator. validation.corev1` checks the same
+schemas for ``disagg render`` and ``disagg up``.
 """
 
 from __future__ import annotations

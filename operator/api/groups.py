@@ -1,6 +1,6 @@
 """Instances that span pods: gang scheduling and placement (docs/multinode.md).
 
-Pure layer, part of :mod:`disagg_operator.api`. A role whose ``nodesPerInstance`` is above
+Part of :mod:`disagg_operator.api`. A role whose ``nodesPerInstance`` is above
 1 runs each instance as a LeaderWorkerSet group (:mod:`disagg_operator.render.groups`);
 ``spec.gangScheduling`` names the scheduler that places a group whole, ``spec.placement``
 packs a group into one topology domain and keeps prefill near decode.

@@ -1,8 +1,8 @@
 """The kinds the operator reads and writes: one table every module takes them from.
 
-Pure layer, part of the API. Each row says what Kubernetes calls the kind (apiVersion,
-plural, scope, short names, status subresource) and what the operator does with it, which
-is also exactly what the chart's RBAC grants for it (:attr:`Kind.verbs`):
+Each row says what Kubernetes calls the kind (apiVersion, plural, scope, short names, status
+subresource) and what the operator does with it, which is also exactly what the chart's RBAC
+grants for it (:attr:`Kind.verbs`):
 
     access       the operator reads it                  verbs
     watched      by list and watch (kopf's watches)     list, watch

@@ -1,6 +1,6 @@
 """``spec.<role>.podTemplate``: the user's overlay on a role's derived pods.
 
-Pure layer, part of :mod:`disagg_operator.api`. Shaped like a core/v1 PodTemplateSpec
+Part of :mod:`disagg_operator.api`. Shaped like a core/v1 PodTemplateSpec
 (``metadata``, ``spec``) but holding only what users add to a derived pod: labels and
 annotations; volumes, init and extra containers, pull secrets, the service account, the
 priority and runtime classes, the pod security context (merged over the hardened one) and

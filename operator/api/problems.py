@@ -1,12 +1,12 @@
 """What is wrong with a spec: :class:`Problem` (field path and fix, shared with the
 worker's own input checks) and :class:`InvalidSpec`.
 
-Pure layer, shared by validation and the checks of each engine's contract.
+Shared by validation and the checks of each engine's contract.
 """
 
 from __future__ import annotations
 
-from disagg_worker.problems import Problem
+from disagg_worker.core.problems import Problem
 
 __all__ = ["InvalidSpec", "Problem"]
 

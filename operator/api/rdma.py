@@ -1,7 +1,7 @@
 """KV over RDMA: :class:`Rdma`, the transport block of ``spec.kvTransfer.rdma`` and of
 ``spec.<role>.rdma`` (a pool whose NICs differ).
 
-Pure layer, part of :mod:`disagg_operator.api`. What it derives (UCX_TLS without tcp, the
+Part of :mod:`disagg_operator.api`. What it derives (UCX_TLS without tcp, the
 NICs, the GID index, libfabric's provider, IPC_LOCK, the device resource, Multus networks)
 is :mod:`disagg_operator.derive.transfer`'s.
 """

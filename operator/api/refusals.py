@@ -1,9 +1,9 @@
 """A refused write: what the operator asked and what the API server answered.
 
-Pure layer, part of the API. A *refusal* is a write the API server will not take as sent,
-whatever the timing (a 422, a quota's or RBAC's 403, a webhook's 400); 404 and 409 (gone,
-exists), 401, 408 and 429 are not. The controller records refusals and retries them with
-back-off (:mod:`disagg_operator.controller.refusals`); status reports them (Degraded,
+A *refusal* is a write the API server will not take as sent, whatever the timing (a 422, a
+quota's or RBAC's 403, a webhook's 400); 404 and 409 (gone, exists), 401, 408 and 429 are
+not. The controller records refusals and retries them with back-off
+(:mod:`disagg_operator.controller.rules.refusals`); status reports them (Degraded,
 ApiRefused); both read this module.
 """
 

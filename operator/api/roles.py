@@ -1,7 +1,7 @@
 """A role's pool: what prefill and decode share (:class:`RoleSpec`), what each adds
 (:class:`PrefillSpec`, :class:`DecodeSpec`), rollouts, disruption budgets and spreading.
 
-Pure layer, part of :mod:`disagg_operator.api`.
+Part of :mod:`disagg_operator.api`.
 """
 
 from __future__ import annotations

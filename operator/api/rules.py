@@ -1,14 +1,14 @@
 """The CEL rules (``x-kubernetes-validations``) the CRD carries, as (rule, message) pairs.
 
-Pure layer, part of :mod:`disagg_operator.api`. Each is also checked by
-:mod:`disagg_operator.validation.spec`, so ``disagg render`` and the operator reject the same
-manifests an API server would. An engine's own rules (``Engine.cel_rules``, in its folder)
-are added to the spec's by the CRD generator (:mod:`disagg_operator.render.crd`).
+Part of :mod:`disagg_operator.api`. Each is also checked by
+:mod:`disagg_operator.validation.spec`, so ``disagg render`` and the operator reject the
+same manifests an API server would. An engine's own rules (``Engine.cel_rules``, in its
+folder) are added to the spec's by the CRD generator (:mod:`disagg_operator.render.crd`).
 """
 
 from __future__ import annotations
 
-from disagg_worker import ucx
+from disagg_worker.core import ucx
 
 TP_DIVIDES_RULE = (
     "self.prefill.tensorParallelSize > self.decode.tensorParallelSize ? "

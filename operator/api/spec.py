@@ -1,6 +1,6 @@
 """The deployment: engine, model, KV transfer, llm-d, the canary, the spec and the resource.
 
-Pure layer, part of :mod:`disagg_operator.api`.
+Part of :mod:`disagg_operator.api`.
 """
 
 from __future__ import annotations

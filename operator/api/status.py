@@ -1,6 +1,6 @@
 """The status subresource's shape (what :mod:`disagg_operator.status.conditions` computes).
 
-Pure layer, part of :mod:`disagg_operator.api`.
+Part of :mod:`disagg_operator.api`.
 """
 
 from __future__ import annotations

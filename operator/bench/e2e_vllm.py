@@ -24,7 +24,7 @@ figures (:mod:`.e2e_vllm_figures`, each a median with its p10 and p90):
   its NIXL READ time, ``transfer_kb`` and ``transfer_descriptors`` per request).
 - ``tokens_match``: every request's tokens equal on both sides; ``logprobs_gap``: the
   judge's largest logprob difference over every request, every position and the union of
-  both top-5 lists (:mod:`disagg_worker.vllm.judge`; ``logprobs_match`` when within its
+  both top-5 lists (:mod:`disagg_worker.vllm.rules.judge`; ``logprobs_match`` when within its
   tolerance): equal tokens from a degenerate model can hide partly wrong KV, its logprobs
   cannot.
 - breakdown of ``ttft_disagg_ms``: ``prefill_hop_ms`` as the router times it (its stream
@@ -53,13 +53,13 @@ from typing import Any
 import yaml
 
 from disagg_operator.api import ROLES, KVTransfer
-from disagg_operator.bench import e2e_vllm_figures as figures
+from disagg_operator.bench.rules import e2e_vllm_figures as figures
 from disagg_operator.local.stack import Run, launch, start_aggregated
 from disagg_worker.bench.e2e import IDLE_WINDOW_S, format_columns, idle_cpu, progress
 from disagg_worker.bench.stream import MIN_TOKENS, stream_completion
 from disagg_worker.serve.localrun import stop_children
 from disagg_worker.serve.pd.evidence import VLLM_KV_BYTES, VLLM_KV_SECONDS, vllm_sources
-from disagg_worker.vllm import judge, metrics
+from disagg_worker.vllm.rules import judge, metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "examples" / "vllm-cpu.yaml"

@@ -2,8 +2,9 @@
 a side-channel flood, and a process's resident memory.
 
 I/O layer (threads, sockets, /proc). What to send is decided by the pure
-:mod:`~disagg_operator.bench.fault_requests` and :mod:`~disagg_operator.bench.hostile_frames`;
-what the answers mean by :mod:`~disagg_operator.bench.fault_figures`.
+:mod:`~disagg_operator.bench.rules.fault_requests` and
+:mod:`~disagg_operator.bench.rules.hostile_frames`;
+what the answers mean by :mod:`~disagg_operator.bench.rules.fault_figures`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from typing import Any
 
 import zmq
 
-from disagg_operator.bench.fault_figures import NO_ANSWER, Record
-from disagg_operator.bench.hostile_frames import UNANSWERED
+from disagg_operator.bench.rules.fault_figures import NO_ANSWER, Record
+from disagg_operator.bench.rules.hostile_frames import UNANSWERED
 
 CLIENT_TIMEOUT_S = 120.0  # above the proxy's 60 s deadline: the proxy answers first
 # after a failed request a client waits this long, as a retrying client does: a worker that

@@ -16,7 +16,7 @@ kills and restarts them, talks HTTP and ZMQ). Phases (``--only`` picks some):
    one request through the proxy, and time until the prefill's blocks held for it are
    free (GET /debug/blocks every 5 ms; at most 40 s).
 5. ``fuzz``: ``--fuzz-frames`` hostile frames at the prefill's side channel
-   (:mod:`~disagg_operator.bench.hostile_frames`), then its resident memory 2 s later,
+   (:mod:`~disagg_operator.bench.rules.hostile_frames`), then its resident memory 2 s later,
    and whether a request through the proxy still succeeds.
 6. ``prefill-kill``: the manifest again with two prefills (a run of its own, no
    supervisor); ``--clients`` clients through the proxy for twice ``--phase-s``, one
@@ -46,15 +46,15 @@ from typing import Any
 
 import yaml
 
-from disagg_operator.bench import fault_figures as ff
 from disagg_operator.bench.fault_clients import Body, Clients, flood, hung_peer, post, rss_mb
-from disagg_operator.bench.fault_requests import completion, ghost_completion, prompt
-from disagg_operator.bench.hostile_frames import HostileFrames
-from disagg_operator.local.pods import LOCAL
+from disagg_operator.bench.rules import fault_figures as ff
+from disagg_operator.bench.rules.fault_requests import completion, ghost_completion, prompt
+from disagg_operator.bench.rules.hostile_frames import HostileFrames
+from disagg_operator.local.rules.pods import LOCAL
 from disagg_operator.local.stack import Run, launch
 from disagg_operator.local.supervise import Supervisor, supervise
 from disagg_worker.bench.e2e import format_columns, progress
-from disagg_worker.config import WorkerConfig
+from disagg_worker.core.config import WorkerConfig
 from disagg_worker.serve.localrun import Child, stop_children
 from disagg_worker.transfer.handshake import load_secret
 

@@ -43,8 +43,9 @@ from collections.abc import Callable
 from typing import Any
 
 from disagg_operator.api import API_VERSION, KIND, PLURAL, SHORT_NAMES
-from disagg_operator.bench import failover, manifests, rollout, sizing
+from disagg_operator.bench import failover, rollout, sizing
 from disagg_operator.bench.kubelet import DD_KEY, Kubelet, deployment_ready
+from disagg_operator.bench.rules import manifests
 
 NS = "bench"
 KEYS = {

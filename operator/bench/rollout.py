@@ -31,10 +31,11 @@ from collections.abc import Callable
 from typing import Any
 
 from disagg_operator.api import API_VERSION, PLURAL, RolloutStrategy
-from disagg_operator.bench import manifests
-from disagg_operator.bench import rollout_figures as figures
+from disagg_operator.bench.rules import manifests
+from disagg_operator.bench.rules import rollout_figures as figures
 from disagg_operator.planning.rollout import Budget
 from disagg_operator.render.router import name_of, revisions_reached
+from disagg_operator.status.reasons import ROLLOUT_COMPLETE
 
 NAME = "roll"
 READY_AFTER_S = 0.2
@@ -93,7 +94,7 @@ def _complete(emu: Any, namespace: str, generation: int) -> bool:
     conditions = {c["type"]: c for c in status.get("conditions") or []}
     progressing = conditions.get("Progressing", {})
     return (
-        progressing.get("reason") == "RolloutComplete"
+        progressing.get("reason") == ROLLOUT_COMPLETE
         and progressing.get("observedGeneration") == generation
         and conditions.get("Ready", {}).get("status") == "True"
     )

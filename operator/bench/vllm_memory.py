@@ -25,7 +25,7 @@ import psutil
 
 from disagg_operator.engines.vllm.engine import LOCAL_SERVER
 from disagg_operator.local import vllm
-from disagg_operator.local.pods import LOCAL
+from disagg_operator.local.rules.pods import LOCAL
 from disagg_worker.serve.localrun import start_child, stop_children
 
 GIB = 1024**3

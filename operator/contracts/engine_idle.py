@@ -2,9 +2,8 @@
 raises NIXL's progress-thread delay inside a vLLM engine (see
 ``disagg_worker/vllm/engine_idle/sitecustomize.py`` for what it does and why).
 
-Pure layer, part of contracts: immutable data read once from the worker package, so the
-ConfigMap the operator renders holds exactly the file the tests run and the local run
-puts on an engine's PYTHONPATH.
+Immutable data read once from the worker package, so the ConfigMap the operator renders
+holds exactly the file the tests run and the local run puts on an engine's PYTHONPATH.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """llm-d's routing sidecar (the pd-sidecar of llm-d-router): the command line the operator
 renders for it and the flags a spec may not pass.
 
-Pure layer, the one source of truth for this external contract: render, validation and the
+The one source of truth for this external contract: render, validation and the
 docs read it. Source: llm-d/llm-d-router ``pkg/sidecar/proxy/options.go`` at v0.10.0, and its
 own decode manifests (``deploy/components/vllm-decode/deployment.yaml``), which pass
 ``--port=8000`` and ``--secure-proxy=false``. v0.10.0 removed ``--connector`` (use

@@ -1,7 +1,7 @@
 """LeaderWorkerSet, and what Volcano and Kueue read on one: the objects the operator renders
 for an instance that spans pods (``spec.<role>.nodesPerInstance`` above 1).
 
-Pure layer, the one source of truth for these external contracts: render, validation, the
+The one source of truth for these external contracts: render, validation, the
 docs and the tests read it. Sources, read at these tags:
 
 - kubernetes-sigs/lws v0.10.0: ``api/leaderworkerset/v1/leaderworkerset_types.go`` (the

@@ -1,7 +1,7 @@
 """The Prometheus Operator's PodMonitor and PrometheusRule: what the operator renders of them
 and the rules those objects must follow.
 
-Pure layer, the one source of truth for this external contract: render, validation, the
+The one source of truth for this external contract: render, validation, the
 docs and the tests read it. Source: prometheus-operator/prometheus-operator at v0.93.0,
 ``example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml`` and
 ``monitoring.coreos.com_prometheusrules.yaml`` (both ``monitoring.coreos.com/v1``):

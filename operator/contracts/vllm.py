@@ -1,6 +1,6 @@
 """vLLM's NixlConnector contract, one capability profile per vLLM version range.
 
-Pure layer: frozen data and version parsing, no spec models. Render
+Frozen data and version parsing, no spec models. Render
 (:mod:`disagg_operator.derive.values`), validation, status, docs/derivation.md and the
 contract tests all read :data:`PROFILES`; no other module spells a vLLM setting name.
 
@@ -31,6 +31,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+
+# The EngineVersionKnown reasons the version resolution below gives (status/reasons.py
+# lists them with the rest).
+VERSION_RESOLVED = "VersionResolved"
+TOO_OLD = "TooOld"
+UNKNOWN_ENGINE_VERSION = "UnknownEngineVersion"
+NEWER_THAN_PROFILES = "NewerThanProfiles"
+
 
 Version = tuple[int, int, int]
 
@@ -341,7 +349,7 @@ def resolve(explicit: str | None, images: tuple[tuple[str, str], ...]) -> Resolu
             versions[0] if versions else None,
             profile_for(versions[0]) if versions and versions[0] >= OLDEST else NEWEST,
             False,
-            "UnknownEngineVersion",
+            UNKNOWN_ENGINE_VERSION,
             f"No vLLM version in the image tag of {', '.join(untagged)}; assuming "
             f"{_assumed(versions[0] if versions else None)}. Set spec.engine.version "
             '(e.g. "0.32.0") or use a versioned image tag.',
@@ -361,7 +369,7 @@ def _resolved(version: Version | None, source: str, field: str) -> Resolution:
             None,
             NEWEST,
             False,
-            "UnknownEngineVersion",
+            UNKNOWN_ENGINE_VERSION,
             f"The {field} value is not a version like 0.32.0; assuming {_assumed(None)}.",
             (field, 'not a vLLM version; use e.g. "0.32.0"'),
         )
@@ -370,14 +378,14 @@ def _resolved(version: Version | None, source: str, field: str) -> Resolution:
         profile = profile_for(version)
     except ValueError as e:
         message = f"Running vLLM {shown} (from {source}): {e}."
-        return Resolution(version, PROFILES[0], True, "TooOld", message, (field, str(e)))
+        return Resolution(version, PROFILES[0], True, TOO_OLD, message, (field, str(e)))
     if version > NEWEST_CHECKED:
         checked = format_version(NEWEST_CHECKED)
         return Resolution(
             version,
             profile,
             False,
-            "NewerThanProfiles",
+            NEWER_THAN_PROFILES,
             f"Running vLLM {shown} (from {source}), newer than the newest checked release "
             f"{checked}; rendering with the {profile.label} profile. Check the derived "
             "settings (docs/derivation.md) against this release.",
@@ -386,6 +394,6 @@ def _resolved(version: Version | None, source: str, field: str) -> Resolution:
         version,
         profile,
         True,
-        "VersionResolved",
+        VERSION_RESOLVED,
         f"Running vLLM {shown} (from {source}), rendered with the {profile.label} profile.",
     )

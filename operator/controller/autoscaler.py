@@ -40,7 +40,7 @@ import aiohttp
 
 from disagg_operator.api import API_VERSION, ROLES, DeploymentSpec
 from disagg_operator.contracts import prometheus
-from disagg_operator.controller.cache import Cache, Recorder
+from disagg_operator.controller.rules.cache import Cache, Recorder
 from disagg_operator.derive.scaling import applies, effective_replicas, planned
 from disagg_operator.engines.base import DemandSeries
 from disagg_operator.engines.settings import DEFAULT, Settings

@@ -36,7 +36,7 @@ import aiohttp
 
 from disagg_operator.api import kinds
 from disagg_operator.controller import metrics
-from disagg_operator.controller.refusals import ApiError
+from disagg_operator.controller.rules.refusals import ApiError
 
 __all__ = ["MAX_WRITES", "PLURALS", "Api", "ApiError", "retry_after", "url_for"]
 

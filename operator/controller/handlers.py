@@ -6,10 +6,11 @@ children (Pods, Services, NetworkPolicies, PodDisruptionBudgets; not Secrets, wh
 operator never reads) all call :meth:`Reconciler.request` for the owning deployment;
 :mod:`disagg_operator.controller.sync` holds the logic. The same watch streams fill kopf indices
 (``@kopf.index``): the CRs by (namespace, name) and each child kind by (namespace, owning
-deployment), in the trimmed form of :func:`disagg_operator.controller.cache.project`; they are the
-:class:`~disagg_operator.controller.cache.Cache` every sync reads. kopf fills an index from an event
-before it calls any handler for that event, and calls no handler at all until the first
-listing of every indexed kind is in, so a sync after a restart never sees a half cache. No
+deployment), in the trimmed form of
+:func:`disagg_operator.controller.rules.cache.project`; they are the
+:class:`~disagg_operator.controller.rules.cache.Cache` every sync reads. kopf fills an index
+from an event before it calls any handler for that event, and calls no handler at all until
+the first listing of every indexed kind is in, so a sync after a restart never sees a half cache. No
 delete handler and so no finalizer: owner references let the garbage collector remove the
 children. No kopf create/update/resume handlers either: they are edge-triggered and store
 their diff base and progress on the CR (a patch per change); a level-triggered reconcile
@@ -40,11 +41,12 @@ from typing import Any
 import kopf
 
 from disagg_operator.api import CANARY_PORT, GROUP, PLURAL, VERSION, kinds
-from disagg_operator.controller import cache, metrics
 from disagg_operator.controller import client as k8s
+from disagg_operator.controller import metrics
 from disagg_operator.controller.autoscaler import TICK_S, Autoscaler
 from disagg_operator.controller.canaries import CanaryReader
 from disagg_operator.controller.reconciler import Reconciler
+from disagg_operator.controller.rules import cache
 from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.render.objects import LABEL_DEPLOYMENT
 

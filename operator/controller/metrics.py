@@ -12,6 +12,8 @@ from typing import Any
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
+from disagg_operator.status.reasons import ROLLOUT_COMPLETE
+
 RECONCILES = Counter(
     "disagg_operator_reconciles",
     "Reconciles of DisaggregatedDeployments, by result (ok, invalid, refused, error).",
@@ -119,7 +121,7 @@ class Deployments:
                     on = 1.0 if condition.get("status") == said else 0.0
                     conditions.add_metric([namespace, name, str(kind), said], on)
             progressing = found.get("Progressing", {}).get("reason")
-            rolling.add_metric([namespace, name], 0.0 if progressing == "RolloutComplete" else 1.0)
+            rolling.add_metric([namespace, name], 0.0 if progressing == ROLLOUT_COMPLETE else 1.0)
             ready = found.get("TransferPathReady", {}).get("status") == "True"
             path.add_metric([namespace, name], 1.0 if ready else 0.0)
         yield from (replicas, conditions, rolling, path, planned)

@@ -3,7 +3,8 @@
 I/O shell around :func:`disagg_operator.controller.sync.sync`. Every trigger calls
 :meth:`Reconciler.request`; requests are serialised per deployment and those that arrive
 during a sync collapse into one follow-up sync (:class:`Coalescer`). A sync reads the CR
-and its children from the watch-fed :class:`~disagg_operator.controller.cache.Cache`: no GET, no
+and its children from the watch-fed :class:`~disagg_operator.controller.rules.cache.Cache`: no GET,
+no
 LIST. The periodic resync (:meth:`Reconciler.resync_forever`) syncs every cached
 deployment, after one listing per child kind that finds objects deleted without an event
 (see cache.py): a few LISTs per period for the whole operator, none per deployment.
@@ -22,10 +23,10 @@ from typing import Any, cast
 
 from disagg_operator.api import kinds
 from disagg_operator.controller import metrics
-from disagg_operator.controller.cache import Cache
 from disagg_operator.controller.canaries import CanaryReader, canary_turn
-from disagg_operator.controller.refusals import ApiError, Backoff
 from disagg_operator.controller.retries import CallLater, Retries
+from disagg_operator.controller.rules.cache import Cache
+from disagg_operator.controller.rules.refusals import ApiError, Backoff
 from disagg_operator.controller.sync import Client, sync
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render.objects import LABEL_DEPLOYMENT

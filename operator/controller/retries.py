@@ -1,9 +1,10 @@
 """Retries of refused writes: per-deployment back-off state and the timers that end it.
 
-I/O shell (asyncio timers) around the pure state of :mod:`disagg_operator.controller.refusals`.
-The :class:`~disagg_operator.controller.sync.Reconciler` asks :meth:`Retries.held` before a
-sync and reports the sync's refusals to :meth:`Retries.settle` after it; when a back-off
-starts, a timer requests one more sync at its end.
+I/O shell (asyncio timers) around the pure state of
+:mod:`disagg_operator.controller.rules.refusals`. The
+:class:`~disagg_operator.controller.sync.Reconciler` asks :meth:`Retries.held` before a sync
+and reports the sync's refusals to :meth:`Retries.settle` after it; when a back-off starts,
+a timer requests one more sync at its end.
 
 Why a timer of our own and not kopf's ``TemporaryError(delay=...)``: the operator
 registers only event handlers (handlers.py), and kopf never retries those. The timer
@@ -19,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any
 
-from disagg_operator.controller.refusals import Backoff, Pending, Refusal, after, held
+from disagg_operator.controller.rules.refusals import Backoff, Pending, Refusal, after, held
 
 log = logging.getLogger("disagg.operator")
 

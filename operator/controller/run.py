@@ -33,11 +33,11 @@ from pathlib import Path
 
 import kopf
 
-from disagg_operator.controller import handlers, health, keys, metrics
+from disagg_operator.controller import handlers, health, metrics, options
 from disagg_operator.controller.election import leader
-from disagg_operator.controller.refusals import Backoff
+from disagg_operator.controller.rules import keys
+from disagg_operator.controller.rules.refusals import Backoff
 from disagg_operator.engines.settings import DEFAULT, Settings
-from disagg_operator.render import options
 
 LEVELS = ("debug", "info", "warning", "error")
 # TransferPathReady follows a broken path within a canary probe period (T, 15 s by default)

@@ -10,7 +10,7 @@ deployment and collapses requests that arrive during a sync into one follow-up s
 burst of pod events costs one extra sync, not one each).
 
 Reads: the CR and its children come from the watch-fed cache
-(:mod:`disagg_operator.controller.cache`), never a GET or LIST (with llm-d, one GET of the
+(:mod:`disagg_operator.controller.rules.cache`), never a GET or LIST (with llm-d, one GET of the
 InferencePool, which is not watched).
 Every write's answer is recorded in the cache, so the next sync sees it even before the
 watch does; after its writes a sync counts pods from the cache again, not from a LIST.
@@ -23,7 +23,8 @@ per new answer of the API server to refused writes; none otherwise.
 
 Error policy: an invalid spec is not an error: it is reported (status Ready=False reason
 InvalidSpec, and the Warning event) and nothing is created or changed.
-A refused write (:mod:`disagg_operator.controller.refusals`: a 4xx such as 422 Invalid or a quota's
+A refused write (:mod:`disagg_operator.controller.rules.refusals`: a 4xx such as 422 Invalid or a
+quota's
 403) does not stop the sync: every other action still runs (accepted writes stay, as
 Kubernetes applies objects one by one), the status says Degraded/ApiRefused, and the
 :class:`Reconciler` retries after a back-off (5 s doubling to 5 min) on its own timer.
@@ -44,10 +45,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from disagg_operator.api import API_VERSION, INFERENCE_POOL_APIS, DisaggregatedDeployment, kinds
-from disagg_operator.controller import keys
-from disagg_operator.controller.cache import Cache, Recorder
 from disagg_operator.controller.canaries import CanaryReader
-from disagg_operator.controller.refusals import (
+from disagg_operator.controller.rules import keys
+from disagg_operator.controller.rules.cache import Cache, Recorder
+from disagg_operator.controller.rules.refusals import (
     ApiError,
     Refusal,
     api_message,
@@ -70,6 +71,7 @@ from disagg_operator.render.monitoring import names as monitoring_names
 from disagg_operator.render.objects import render_model
 from disagg_operator.render.router import name_of as router_name
 from disagg_operator.status import conditions as status_mod
+from disagg_operator.status.reasons import API_REFUSED, INVALID_SPEC
 from disagg_operator.validation.spec import Problem, parse
 
 log = logging.getLogger("disagg.operator")
@@ -409,13 +411,13 @@ async def _write_status(
         subresource="status",
     )
     record.wrote(answer)  # the next sync compares with what was written
-    if outcome.problems and _messages(previous, "InvalidSpec") != _messages(status, "InvalidSpec"):
+    if outcome.problems and _messages(previous, INVALID_SPEC) != _messages(status, INVALID_SPEC):
         text = "; ".join(str(p) for p in outcome.problems)
-        await api.event(body, type_="Warning", reason="InvalidSpec", message=text)
-    told = " ".join(_messages(previous, "ApiRefused"))
+        await api.event(body, type_="Warning", reason=INVALID_SPEC, message=text)
+    told = " ".join(_messages(previous, API_REFUSED))
     for line in lines(outcome.refusals):  # once per answer: the stored status remembers it
         if line not in told:
-            await api.event(body, type_="Warning", reason="ApiRefused", message=line)
+            await api.event(body, type_="Warning", reason=API_REFUSED, message=line)
     return True
 
 

@@ -1,6 +1,6 @@
 """Where the model comes from: ``spec.model`` as a URI, resolved into what the pods need.
 
-Pure layer, part of derive. The URIs follow llm-d's convention:
+The URIs follow llm-d's convention:
 
 - ``hf://org/name[@revision]``: an init container downloads it once into the model volume
   (an emptyDir per pod, or the shared claim ``spec.modelCache.claimName``; the token from

@@ -1,7 +1,7 @@
 """Kubernetes quantities and a pool's CPU and memory budget, read from its resources.
 
-Pure layer, part of derive: validation checks the quantities with :func:`parse_quantity`;
-engines size their threads and caches from :func:`cpu_limits`.
+Validation checks the quantities with :func:`parse_quantity`; engines size their threads and
+caches from :func:`cpu_limits`.
 """
 
 from __future__ import annotations

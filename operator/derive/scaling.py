@@ -1,6 +1,6 @@
 """Scaling: how many pods each role runs. The one place that answers it.
 
-Pure layer. Render (pods, Services, budgets), status (desired counts) and validation (name
+Render (pods, Services, budgets), status (desired counts) and validation (name
 lengths, accelerator checks) all read :func:`effective_replicas`, never a role's
 ``replicas`` field directly, because prefill's count may follow decode's:
 

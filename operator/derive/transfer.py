@@ -3,17 +3,17 @@ UCX transports, whether the two pools run different attention layouts, the lease
 RDMA adds to a pool (env, networks, IPC_LOCK), UCX's settings for a pool that moves KV over
 TCP, and the canary's bandwidth floor.
 
-Pure layer, part of derive. The platform table is a value passed in (the operator's
-settings: the built-ins plus what its platforms file declares), never a registry read
-here. Engine-specific values (vLLM's flags and env) live in each engine's folder.
+The platform table is a value passed in (the operator's settings: the built-ins plus what
+its platforms file declares), never a registry read here. Engine-specific values (vLLM's
+flags and env) live in each engine's folder.
 """
 
 from __future__ import annotations
 
 from disagg_operator.api import ROLES, DeploymentSpec
 from disagg_operator.api.rdma import Rdma
-from disagg_worker import platforms, ucx
-from disagg_worker.platforms import Table
+from disagg_worker.core import platforms, ucx
+from disagg_worker.core.platforms import Table
 
 
 def buffer_device(spec: DeploymentSpec, role: str, table: Table) -> str:
@@ -69,7 +69,7 @@ def transport_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
 
 
 def tcp_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
-    """UCX's TCP settings (:data:`disagg_worker.ucx.TCP_SETTINGS`) for a pool that moves KV
+    """UCX's TCP settings (:data:`disagg_worker.core.ucx.TCP_SETTINGS`) for a pool that moves KV
     over UCX TCP: no RDMA block (over RDMA UCX_TLS drops tcp, or libfabric moves the KV)
     and a ``spec.kvTransfer.ucxTls`` that, if given, carries tcp. Every built-in
     platform's list carries tcp; a platforms file's list without it still gets them, and

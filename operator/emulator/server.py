@@ -39,7 +39,7 @@ import aiohttp.web
 import attrs
 import kmock
 
-from disagg_operator.emulator import ops, scale, tables
+from disagg_operator.emulator.rules import ops, scale, tables
 from disagg_operator.emulator.store import ObjectStore
 from disagg_operator.emulator.verbs import TestVerbs
 from disagg_operator.emulator.watch import Req, stream

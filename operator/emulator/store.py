@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from disagg_operator.emulator import ops
+from disagg_operator.emulator.rules import ops
 
 _CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from disagg_operator.emulator import ops
+from disagg_operator.emulator.rules import ops
 from disagg_operator.emulator.store import ObjectStore
 
 

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import aiohttp.web
 import yaml
 
-from disagg_operator.emulator import ops
+from disagg_operator.emulator.rules import ops
 
 
 class Req(NamedTuple):

@@ -1,10 +1,9 @@
 """The engine interface: what an engine plugs into the operator, and nothing more.
 
-Pure layer, part of engines. Render, validation, the rollout (KV key), status, the canary
-and the local runner call these methods and never ask which engine they have: an engine
-is a class here plus a folder (``engines/<name>/``) and an entry in the settings' engine
-table (:mod:`.settings`), keyed by the ``spec.engine.type`` it serves. docs/architecture.md
-shows a new engine end to end.
+Render, validation, the rollout (KV key), status, the canary and the local runner call these
+methods and never ask which engine they have: an engine is a class here plus a folder
+(``engines/<name>/``) and an entry in the settings' engine table (:mod:`.settings`), keyed
+by the ``spec.engine.type`` it serves. docs/architecture.md shows a new engine end to end.
 
 What each method answers, per role where it takes ``role``:
 
@@ -84,7 +83,7 @@ class LocalRun:
     from, the proxy's "response" or the decode "engine-log"; ``cores``: each pod takes an
     explicit core list of its own (as a node's CPU manager would give it); ``label``: how
     its start-up lines name it; ``groups``: the local runner plays LeaderWorkerSet's part
-    for its instances that span pods (:mod:`disagg_operator.local.groups`)."""
+    for its instances that span pods (:mod:`disagg_operator.local.rules.groups`)."""
 
     start_timeout_s: float
     readiness: Literal["ready-line", "health"]

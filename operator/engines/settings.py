@@ -1,8 +1,8 @@
 """The operator's settings: which engines and platforms it serves and the canary's default
 image, as one value passed to render, validation and status.
 
-Pure layer, part of engines. ``disagg operator`` and ``disagg render`` build one from
-their flags (:mod:`disagg_operator.render.options`); tests build their own. Nothing here
+``disagg operator`` and ``disagg render`` build one from
+their flags (:mod:`disagg_operator.controller.options`); tests build their own. Nothing here
 is process state: two operators in one process, each with its own settings, render each
 its own way.
 """
@@ -17,8 +17,8 @@ from disagg_operator.api import DeploymentSpec
 from disagg_operator.engines.base import Engine
 from disagg_operator.engines.reference.engine import Reference
 from disagg_operator.engines.vllm.engine import Vllm
-from disagg_worker import platforms
-from disagg_worker.platforms import Platform, Table
+from disagg_worker.core import platforms
+from disagg_worker.core.platforms import Platform, Table
 
 # spec.engine.type → the engine; the order is the CRD's (its enum and description).
 BUILTIN_ENGINES: Mapping[str, Engine] = MappingProxyType({e.name: e for e in (Vllm(), Reference())})

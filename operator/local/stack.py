@@ -2,7 +2,7 @@
 
 I/O layer shared by ``disagg up``, the vLLM benchmark and the vLLM contract tests: load
 and render a manifest with the operator's code, adapt the pods for one host
-(:mod:`disagg_operator.local.pods`), start them, wait until each serves, then start the
+(:mod:`disagg_operator.local.rules.pods`), start them, wait until each serves, then start the
 proxy in front. Every started process is recorded in :class:`Run` as soon as it exists, so
 the caller's cleanup (:func:`~disagg_worker.serve.localrun.stop_children`) stops it
 whatever fails later. Once a process announces the ports it bound, its command is pinned
@@ -30,8 +30,8 @@ from disagg_operator.contracts import lws
 from disagg_operator.engines.base import Engine, LocalRun
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.local import vllm
-from disagg_operator.local.groups import group_pods
-from disagg_operator.local.pods import (
+from disagg_operator.local.rules.groups import group_pods
+from disagg_operator.local.rules.pods import (
     LOCAL,
     ROLE_LABEL,
     LocalPod,

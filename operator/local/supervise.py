@@ -2,7 +2,7 @@
 env and ports after a crash-loop back-off, while the others serve on.
 
 I/O layer of ``disagg up`` (processes, log files, readiness probes); when to restart is
-the pure :mod:`disagg_operator.local.backoff`. It is what a kubelet does for a pod's
+the pure :mod:`disagg_operator.local.rules.backoff`. It is what a kubelet does for a pod's
 containers: same address, new process. :mod:`~disagg_operator.local.stack` pins each
 process to the ports it announced, so the proxy's URL list and the side channel a prefill
 advertises stay valid, and requests that need the dead process fail with the proxy's 502
@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from disagg_operator.local import vllm
-from disagg_operator.local.backoff import BackOff, next_restart
-from disagg_operator.local.pods import UpError
+from disagg_operator.local.rules.backoff import BackOff, next_restart
+from disagg_operator.local.rules.pods import UpError
 from disagg_operator.local.stack import PROXY, Run
 from disagg_worker.serve.localrun import (
     Child,

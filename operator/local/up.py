@@ -2,7 +2,7 @@
 
 CLI layer. The manifest goes through the operator's own :func:`render` — the very pods a
 cluster would get — and each pod's engine command runs as a local process with that pod's
-env, adapted for one host by :mod:`disagg_operator.local.pods` (which lists every change,
+env, adapted for one host by :mod:`disagg_operator.local.rules.pods` (which lists every change,
 and this command prints them). Both engines run: the reference engine (``disagg worker
 serve``) and real vLLM (``vllm serve``, with the ``vllm`` extra installed). Then the P/D
 proxy starts in front. A process that dies once all serve is restarted at its address
@@ -31,14 +31,14 @@ from disagg_operator.local import vllm
 from disagg_operator.local.podman.launch import launch_containers, teardown_note
 from disagg_operator.local.podman.launch import supervisor as supervisor_of
 from disagg_operator.local.podman.runtime import PodRuntime
-from disagg_operator.local.pods import UpError, local_pods
+from disagg_operator.local.rules.pods import UpError, local_pods
 from disagg_operator.local.stack import Run, get_json, launch
 from disagg_operator.local.supervise import supervise
 from disagg_worker.serve.localrun import (
     ChildError,
     stop_children,
 )
-from disagg_worker.vllm import metrics
+from disagg_worker.vllm.rules import metrics
 
 __all__ = ["UpError", "local_pods", "main"]
 

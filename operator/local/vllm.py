@@ -20,9 +20,9 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from disagg_operator.local.pods import LOCAL, UpError
+from disagg_operator.local.rules.pods import LOCAL, UpError
 from disagg_worker.serve.localrun import Child, ChildError, exit_text
-from disagg_worker.vllm import metrics
+from disagg_worker.vllm.rules import metrics
 
 PROGRESS_S = 15.0
 

@@ -1,6 +1,8 @@
-"""Planning (pure): what this sync writes. :mod:`.actions` compares desired and observed
-children (every kind but Pods) into creates, patches and deletes; :mod:`.rollout` decides,
-from the observed pods, which pods to create and delete and which KV revision the routing
-objects select; :mod:`.decide` is the glue from an observation to that plan.
+"""Planning: what this sync writes. :mod:`.actions` compares desired and observed children
+(every kind but Pods) into creates, patches and deletes; :mod:`.rollout` decides, from the
+observed pods, which pods to create and delete and which KV revision the routing objects
+select; :mod:`.decide` is the glue from an observation to that plan.
 :mod:`disagg_operator.controller.sync` runs what they decide.
+
+Pure layer: no I/O (the import contract in pyproject.toml holds this package to it).
 """

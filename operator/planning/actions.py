@@ -2,9 +2,8 @@
 for every kind but Pods (the rollout planner, :mod:`disagg_operator.planning.rollout`,
 decides those).
 
-Pure layer (no I/O). Level-triggered: the same two lists give the same plan whether we got
-here from a create, an update, a resume or a child event. The rules, per child identified by
-``(kind, name)``:
+Level-triggered: the same two lists give the same plan whether we got here from a create, an
+update, a resume or a child event. The rules, per child identified by ``(kind, name)``:
 
 - desired, not observed → ``create``;
 - observed but missing some desired field → ``patch`` (a merge patch of the

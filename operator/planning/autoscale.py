@@ -1,6 +1,6 @@
 """The SLO planner: demand and measured pool profiles in, replicas per role and why out.
 
-Pure layer, part of planning (no clock, no Prometheus: the controller passes ``now`` and
+Part of planning (no clock, no Prometheus: the controller passes ``now`` and
 the demand it read). Prefill is sized from prompt-token demand against the TTFT target,
 decode from concurrent decode demand against the ITL target and each pod's KV capacity,
 each from its own pool's profile, so a GPU prefill pool and a CPU decode pool are sized

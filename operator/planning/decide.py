@@ -1,6 +1,6 @@
 """Observation → rollout plan: the glue between render and the pure planner.
 
-Pure layer. :func:`decide` reads which KV revision the routing objects select now
+:func:`decide` reads which KV revision the routing objects select now
 (:func:`routed_revision`) and which ones every pod of the deployment's router knows
 (:func:`~disagg_operator.render.router.revisions_reached`, from the observed router
 Deployment), renders the pod each observed index should be (to tell current pods from old

@@ -1,6 +1,6 @@
 """A new KV revision rolled in within each role's maxSurge, the roles moving in step.
 
-Pure layer, part of planning (the LWS DisaggregatedSet planner's idea: new pods of every
+Part of planning (the LWS DisaggregatedSet planner's idea: new pods of every
 role grow in proportional steps, and an old revision keeps whole pairs while it drains).
 :func:`roll` takes the pods of a deployment whose KV-compatibility key changed, each role's
 :class:`~.pods.Budget`, the spec's KV revision ``T`` and the revisions routers reach

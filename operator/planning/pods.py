@@ -1,7 +1,7 @@
 """What the rollout planners see of a deployment's instances (pods, or LeaderWorkerSets
 where an instance spans pods) and of each role's strategy.
 
-Pure layer, part of planning. :class:`PodView` is one observed pod as the planners need it
+:class:`PodView` is one observed pod as the planners need it
 (:func:`views` builds them from pod bodies); :class:`Budget` a role's strategy resolved to
 pod counts. :mod:`.rollout` (a role's in-place roll, and the plan of a sync) and
 :mod:`.kvroll` (a new KV revision) both read them.

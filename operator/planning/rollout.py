@@ -1,6 +1,6 @@
 """The rollout planner: observed pods + the spec's revisions → this sync's pod writes.
 
-Pure layer (the LWS DisaggregatedSet planner's shape: no cluster needed to test it).
+The LWS DisaggregatedSet planner's shape: no cluster needed to test it.
 :func:`plan` takes every observed pod of a deployment, the KV revision the routing objects
 select now, and per role the replicas, the strategy and which pod a given index should be;
 it returns which KV revision routing selects after this sync, which indices to create and

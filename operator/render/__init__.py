@@ -4,6 +4,9 @@
 InferencePool), ``pods`` (one pod: the engine's container and what every pod gets),
 ``canary`` (the decode pods' transfer-canary container), ``kvkey`` (the KV-compatibility
 key and revision), ``crd`` (the CustomResourceDefinition, from the API models and the
-engines), ``derivation`` (docs/derivation.md). The I/O here: ``cli`` (``disagg render``),
-``crd_cli`` (``disagg crd``) and ``options`` (the settings' flags).
+engines), ``derivation`` (docs/derivation.md). The commands over it (``disagg render``,
+``disagg crd``) are :mod:`disagg_operator.commands`; the settings' flags,
+:mod:`disagg_operator.controller.options`.
+
+Pure layer: no I/O (the import contract in pyproject.toml holds this package to it).
 """

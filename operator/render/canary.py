@@ -2,7 +2,7 @@
 pod can pull KV from the prefill pool once per engine instance before it first turns
 Ready, and keep reporting the path apart from readiness.
 
-Pure layer, part of render. :func:`container` builds the container (``disagg worker
+:func:`container` builds the container (``disagg worker
 canary``, :mod:`disagg_worker.serve.canary`; a liveness probe on its ``/metrics``),
 :func:`engine_readiness` the decode engine container's readiness probe (the canary's
 latched ``/ready``), :func:`image` picks its image,

@@ -1,6 +1,6 @@
 """CRD generation: pydantic models → a structural CustomResourceDefinition.
 
-Pure layer. :func:`build` returns the CRD as a dict, :func:`to_yaml` the file in
+:func:`build` returns the CRD as a dict, :func:`to_yaml` the file in
 ``crds/`` (with the header naming the command that made it). The schema pass turns
 pydantic's JSON Schema into what the API server accepts as *structural*:
 

@@ -1,11 +1,11 @@
 """docs/derivation.md: every value the operator derives, with its inputs and reason, from
 the code that derives it.
 
-Pure layer, part of render: the engine-independent rows (buffer devices, UCX transports,
-accelerator resources from the settings' platforms, side-channel host, backends, grace),
-each engine's own rows (:meth:`Engine.derivation_rows`), the canary's, then vLLM's
-per-version capability table and the UCX transports. ``python -m
-disagg_operator.render.derivation`` prints it and a unit test keeps the page in sync.
+The engine-independent rows (buffer devices, UCX transports, accelerator resources from the
+settings' platforms, side-channel host, backends, grace), each engine's own rows
+(:meth:`Engine.derivation_rows`), the canary's, then vLLM's per-version capability table and
+the UCX transports. ``python -m disagg_operator.render.derivation`` prints it and a unit
+test keeps the page in sync.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from disagg_operator.engines.base import Row
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render import canary
 from disagg_operator.render.pods import SHUTDOWN_MARGIN_S
-from disagg_worker import platforms, ucx
+from disagg_worker.core import platforms, ucx
 
 
 def _buffer_rows(settings: Settings) -> list[Row]:

@@ -1,8 +1,8 @@
 """llm-d's endpoint picker config for a deployment: ``spec.routing`` as an
 EndpointPickerConfig in the ConfigMap ``<name>-epp-config`` (key ``epp-config.yaml``).
 
-Pure layer, part of render. The same policy the disagg router applies
-(docs/routing.md), in llm-d-router v0.10.0's terms (:mod:`disagg_operator.contracts.llmd`):
+The same policy the disagg router applies (docs/routing.md), in llm-d-router v0.10.0's terms
+(:mod:`disagg_operator.contracts.llmd`):
 
 - ``disaggregate: always`` (or a threshold of 0): ``always-disagg-pd-decider``;
 - ``disaggregate: threshold``: ``prefix-based-pd-decider`` with ``nonCachedTokens`` the

@@ -1,7 +1,7 @@
 """Instances that span pods: one LeaderWorkerSet per instance of a role whose
 ``nodesPerInstance`` is above 1, from the pod render gives that instance.
 
-Pure layer, part of render. :func:`leader_worker_set` turns the rendered pod
+:func:`leader_worker_set` turns the rendered pod
 ``<name>-<role>-<i>`` into the LeaderWorkerSet of the same name (one group, ``replicas``
 1): its leader is that pod (it serves, runs the engine core and the side channel, and
 carries the KV-revision label the role Services and the InferencePool select); its

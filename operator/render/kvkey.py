@@ -1,6 +1,6 @@
 """The KV-compatibility key: the fields that decide whether a decode can read a prefill's KV.
 
-Pure layer. Two pods can pair only when their deployment's key is equal: the same model
+Two pods can pair only when their deployment's key is equal: the same model
 and engine (version included), the same KV shape (dtype, KV-cache dtype, block size,
 tensor parallelism of both roles, KV layout or attention backend), the same buffer device
 per role and the same NIXL backends. A spec change that keeps the key rolls each role in

@@ -1,16 +1,16 @@
 """Monitoring (``spec.monitoring``): Prometheus Operator PodMonitors for the engines, the
 transfer canaries and the router, and a PrometheusRule with the alerts the docs describe.
 
-Pure layer, part of render. With ``spec.monitoring.enabled`` it renders a PodMonitor per
-role, ``<name>-prefill`` and ``<name>-decode`` (the engine's port by name: its
-``/metrics``-only ``metrics`` port where it has one (the reference worker), else its
-serving port ``http``, or ``engine`` behind llm-d's routing sidecar; decode pods also
-their canary's ``canary`` port), ``<name>-router`` with the router, each scraping
-``/metrics`` every ``interval`` and copying the pods' role and KV revision onto the
-series; with ``rules`` a PrometheusRule ``<name>`` (:func:`rule_groups`). ``labels`` go
-on each object, for the Prometheus' ``podMonitorSelector`` and ``ruleSelector``. The
-NetworkPolicy admits ``prometheusNamespace`` to the ports scraped (:func:`scraped_ports`;
-the trade-off of vLLM's serving port is in docs/security.md). Fields and rules as
+With ``spec.monitoring.enabled`` it renders a PodMonitor per role, ``<name>-prefill`` and
+``<name>-decode`` (the engine's port by name: its ``/metrics``-only ``metrics`` port where
+it has one (the reference worker), else its serving port ``http``, or ``engine`` behind
+llm-d's routing sidecar; decode pods also their canary's ``canary`` port), ``<name>-router``
+with the router, each scraping ``/metrics`` every ``interval`` and copying the pods' role
+and KV revision onto the series; with ``rules`` a PrometheusRule ``<name>``
+(:func:`rule_groups`). ``labels`` go on each object, for the Prometheus'
+``podMonitorSelector`` and ``ruleSelector``. The NetworkPolicy admits
+``prometheusNamespace`` to the ports scraped (:func:`scraped_ports`; the trade-off of vLLM's
+serving port is in docs/security.md). Fields and rules as
 :mod:`disagg_operator.contracts.prometheus` states them.
 """
 

@@ -1,6 +1,6 @@
 """Render: a DisaggregatedDeployment body → every child object it should own.
 
-Pure layer, the operator's builder (and ``disagg render``/``disagg up``'s). Public API::
+The operator's builder (and ``disagg render``/``disagg up``'s). Public API::
 
     render(body: dict, *, hmac_key: str) -> list[dict]
 

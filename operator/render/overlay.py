@@ -1,7 +1,7 @@
 """A role's ``podTemplate`` merged over its derived pod.
 
-Pure layer, part of render. Validation has already refused what would break a derived
-setting (:mod:`disagg_operator.validation.pods`), so the merge is plain:
+Validation has already refused what would break a derived setting
+(:mod:`disagg_operator.validation.pods`), so the merge is plain:
 
 - labels and annotations added to the pod's;
 - pod fields (service account, pull secrets, classes) set; the pod security context

@@ -1,6 +1,6 @@
 """Pod rendering: one prefill or decode pod, with the engine its hardware needs.
 
-Pure layer, part of render. :func:`pod` builds the whole Pod for role ``role`` index
+:func:`pod` builds the whole Pod for role ``role`` index
 ``i``; :func:`engine_container` the engine container. What differs between engines (the
 container's command, env, mounts and startup probe; volumes; the pod's security context;
 the drain; side-channel ports; annotations) comes from the deployment's engine

@@ -1,15 +1,15 @@
 """The front door (``spec.router``): the disagg proxy as a Deployment and a ClusterIP
 Service ``<name>-router``, and from two replicas a PodDisruptionBudget ``<name>-router``.
 
-Pure layer, part of render. The router pairs each request within one KV revision: it is
-told every revision with pods (``--kv-revision``, the rollout planner's ``serving``) and
-reaches each through two headless Services of that revision's ready pods,
-``<name>-p-<kv>`` and ``<name>-d-<kv>`` (``--prefill-service`` / ``--decode-service``
-with ``{kv}`` in the name), resolved again every few seconds; so both revisions serve
-while a KV change rolls within maxSurge, and no request pairs across them. A change of
-the revision list rolls the router Deployment; the planner starts a new revision's pods
-once that roll has ended (:func:`revisions_reached`). With llm-d the gateway and its
-endpoint picker route instead, and the router (when on) follows the role Services.
+The router pairs each request within one KV revision: it is told every revision with pods
+(``--kv-revision``, the rollout planner's ``serving``) and reaches each through two headless
+Services of that revision's ready pods, ``<name>-p-<kv>`` and ``<name>-d-<kv>``
+(``--prefill-service`` / ``--decode-service`` with ``{kv}`` in the name), resolved again
+every few seconds; so both revisions serve while a KV change rolls within maxSurge, and no
+request pairs across them. A change of the revision list rolls the router Deployment; the
+planner starts a new revision's pods once that roll has ended (:func:`revisions_reached`).
+With llm-d the gateway and its endpoint picker route instead, and the router (when on)
+follows the role Services.
 
 It listens on all interfaces (:data:`ROUTER_PORT`), is Ready while ``/health`` answers,
 runs as the worker image's non-root user with a read-only root, and its pods carry only

@@ -1,6 +1,6 @@
 """Status: (spec, observed pods, rollout plan, generation, now) → the CR's status.
 
-Pure layer. Public API::
+Public API::
 
     compute(*, name, spec, generation, pods, previous, now, problems, rollout=None,
             refusals=()) -> dict
@@ -25,65 +25,10 @@ decode pods that exist (not being deleted), and ``selector``, the decode pods' l
 selector as a string (``disagg.dev/deployment=<name>,disagg.dev/role=decode``); both are
 written whatever the spec's state, so an autoscaler always finds the pods.
 
-Conditions (metav1.Condition shape, observedGeneration on each)::
-
-    type         status  reason            when
-    Ready        True    AllReplicasReady  every desired pod exists, is updated and Ready
-                 False   ReplicasNotReady  some desired pod is missing, stale or not Ready,
-                                           or traffic is still on an old KV revision
-                 False   NoPrefill         prefill has 0 replicas while decode has some, or
-                                           decode pods are Ready and no prefill pod is:
-                                           decode cannot get KV (wins over the above)
-                 False   InvalidSpec       the spec has problems (message lists them)
-                 False   ApiRefused        the API server refused a write (as Degraded)
-    Progressing  True    NewKVRevision     the KV key changed: the new revision's pods
-                                           start while the old one keeps the traffic
-                 True    RollingOut        some pod runs an old pod spec or is missing
-                 True    PodsStarting      all pods updated, some not Ready yet
-                 True    ScalingDown       pods beyond the desired ones still exist
-                 False   RolloutComplete   nothing left to do
-                 Unknown Paused            spec.paused while some pod runs an old spec:
-                                           nothing is created or deleted
-                 False   KVRolloutBlocked  the KV key changed, the routers pair without
-                                           regard to revision and maxSurge leaves no room
-                                           for the new revision beside the old (message:
-                                           the fixes); the old revision keeps serving
-                 False   InvalidSpec       nothing is created or changed until it is fixed
-    Degraded     True    ApiRefused        the API server refused a write of a child (a 422,
-                                           a quota's 403, a webhook's denial): the message
-                                           names each write and the server's answer; it
-                                           wins over the reasons below
-                 True    PodsFailing       a pod failed, crash-loops, cannot pull its image
-                                           or cannot be scheduled (message names them; a
-                                           pod of a LeaderWorkerSet group with its group:
-                                           a gang that cannot be placed whole)
-                 True    NoPrefill         spec.prefill.replicas is 0 while decode wants
-                                           pods: nothing will fix it but the spec
-                 True    InvalidSpec       the spec has problems
-                 False   AsExpected        no pod is failing
-    EngineVersionKnown                     engine vllm only: which contract profile render
-                                           used (engines.vllm; message names version, source)
-                 True    VersionResolved   spec.engine.version or the image tags name it
-                 True    TooOld            below the oldest profile (the spec is invalid)
-                 False   UnknownEngineVersion  no version found: the newest profile is
-                                           assumed; set spec.engine.version or tag images
-                 False   NewerThanProfiles newer than the newest checked release
-    TransferPathReady                      always, last: the decode pods' transfer canaries
-                                           (transfer_path; the message names failing pods)
-                 True    CanaryPassing     every running decode pod's canary passed on its
-                                           engine, and those asked pass now
-                 False   DecodeRecomputing a failing canary says decode computed the prompt
-                 False   PrefillBusy       a canary's prefill hop took its whole deadline
-                 False   PrefillUnreachable  no prefill pod took a canary's connection
-                 False   SlowTransport     a canary says its KV moved slower than the
-                                           floor (transferCanary / RDMA block's)
-                 False   CanaryFailing     some running decode pod's canary fails, or has
-                                           not passed on its engine yet
-                 Unknown CanaryUnanswered  no Ready decode pod's canary answered
-                 Unknown NoDecodePods      no running decode pod runs a canary yet
-                 Unknown CanaryDisabled    spec.transferCanary.enabled is false
-                 Unknown NoCanaryImage     engine vllm and no canary image was given
-                 Unknown InvalidSpec       the spec has problems
+Conditions (metav1.Condition shape, observedGeneration on each): Ready, Progressing and
+Degraded, then EngineVersionKnown for an engine that resolves versions, then
+TransferPathReady; every reason each can carry, and when, is the table in
+:mod:`disagg_operator.status.reasons` (docs/crd.md shows it).
 
 ``phase`` (printer column only) is derived: Invalid, Degraded, Ready or Progressing.
 """
@@ -98,44 +43,35 @@ from disagg_operator.api import LABEL_ROLE, ROLES, DeploymentSpec
 from disagg_operator.api.refusals import Refusal, lines
 from disagg_operator.contracts import lws
 from disagg_operator.engines.settings import DEFAULT, Settings
-from disagg_operator.planning.rollout import BLOCKED as BLOCKED_REASON
 from disagg_operator.planning.rollout import PAUSED as PAUSED_REASON
 from disagg_operator.planning.rollout import Plan, RoleCounts
 from disagg_operator.render.objects import selector
-from disagg_operator.status.transfer_path import REASONS as TRANSFER_PATH_REASONS
+from disagg_operator.status.reasons import (
+    ALL_REPLICAS_READY,
+    ALLOWED,
+    API_REFUSED,
+    AS_EXPECTED,
+    DEGRADED,
+    ENGINE_VERSION_KNOWN,
+    INVALID_SPEC,
+    NEW_KV_REVISION,
+    NO_PREFILL,
+    PODS_FAILING,
+    PODS_STARTING,
+    PROGRESSING,
+    READY,
+    REPLICAS_NOT_READY,
+    ROLLING_OUT,
+    ROLLOUT_COMPLETE,
+    SCALING_DOWN,
+)
 from disagg_operator.status.transfer_path import TRANSFER_PATH_READY, Said
 from disagg_operator.status.transfer_path import condition as transfer_path
 from disagg_operator.validation.spec import Problem
 
-READY = "Ready"
-PROGRESSING = "Progressing"
-DEGRADED = "Degraded"
 CONDITION_TYPES = (READY, PROGRESSING, DEGRADED)
-# Present only for engine vllm, after the three above; TransferPathReady always, last.
-ENGINE_VERSION_KNOWN = "EngineVersionKnown"
-# Every reason each condition type can carry (the table in the module docstring).
-REASONS: dict[str, frozenset[str]] = {
-    READY: frozenset(
-        {"AllReplicasReady", "ReplicasNotReady", "NoPrefill", "InvalidSpec", "ApiRefused"}
-    ),
-    PROGRESSING: frozenset(
-        {
-            "RollingOut",
-            "NewKVRevision",
-            "PodsStarting",
-            "ScalingDown",
-            "RolloutComplete",
-            PAUSED_REASON,
-            BLOCKED_REASON,
-            "InvalidSpec",
-        }
-    ),
-    DEGRADED: frozenset({"ApiRefused", "PodsFailing", "NoPrefill", "InvalidSpec", "AsExpected"}),
-    ENGINE_VERSION_KNOWN: frozenset(
-        {"VersionResolved", "TooOld", "UnknownEngineVersion", "NewerThanProfiles"}
-    ),
-    TRANSFER_PATH_READY: TRANSFER_PATH_REASONS,
-}
+# Every reason each condition type can carry (status/reasons.py: the one table).
+REASONS = ALLOWED
 
 FAILING_WAIT_REASONS = frozenset(
     {
@@ -251,7 +187,7 @@ def refused_condition(refusals: Sequence[Refusal]) -> tuple[str, str, str]:
         f"The API server refused {len(refusals)} write(s), retried with back-off: "
         f"{_listing(lines(refusals))}."
     )
-    return ("True", "ApiRefused", message)
+    return ("True", API_REFUSED, message)
 
 
 def _role(counts: RoleCounts) -> dict[str, Any]:
@@ -304,9 +240,9 @@ def _invalid(problems: Sequence[Problem]) -> tuple[_Wanted, _Wanted, _Wanted]:
     listed = _listing([str(p) for p in problems]) or "the spec could not be parsed"
     message = f"The spec is invalid, so nothing was created or changed: {listed}."
     return (
-        ("False", "InvalidSpec", message),
-        ("False", "InvalidSpec", "Nothing is rolled out until the spec is fixed."),
-        ("True", "InvalidSpec", message),
+        ("False", INVALID_SPEC, message),
+        ("False", INVALID_SPEC, "Nothing is rolled out until the spec is fixed."),
+        ("True", INVALID_SPEC, message),
     )
 
 
@@ -334,25 +270,25 @@ def _healthy(
         )
         progressing = (
             "True",
-            "NewKVRevision",
+            NEW_KV_REVISION,
             f"The KV-compatibility key changed: KV revision {rollout.target} {moving}: {summary}.",
         )
     elif stale:
-        progressing = ("True", "RollingOut", f"Creating or replacing pods: {summary}.")
+        progressing = ("True", ROLLING_OUT, f"Creating or replacing pods: {summary}.")
     elif rollout.paired and rollout.reached != set(rollout.serving):
         told, known = ", ".join(rollout.serving), ", ".join(sorted(rollout.reached)) or "none"
         progressing = (
             "True",
-            "RollingOut",
+            ROLLING_OUT,
             f"The router Deployment rolls: it is told KV revision(s) {told}, and every "
             f"router pod knows {known}: {summary}.",
         )
     elif starting:
-        progressing = ("True", "PodsStarting", f"Waiting for pods to become ready: {summary}.")
+        progressing = ("True", PODS_STARTING, f"Waiting for pods to become ready: {summary}.")
     elif extra:
-        progressing = ("True", "ScalingDown", f"Removing {extra} pod(s) no longer desired.")
+        progressing = ("True", SCALING_DOWN, f"Removing {extra} pod(s) no longer desired.")
     else:
-        progressing = ("False", "RolloutComplete", f"Every pod runs the current spec: {summary}.")
+        progressing = ("False", ROLLOUT_COMPLETE, f"Every pod runs the current spec: {summary}.")
     not_ready = stale or starting or rollout.routed != rollout.target
     return _ready(roles, summary, not_ready), progressing, _degraded(roles, failing)
 
@@ -371,29 +307,29 @@ def _ready(roles: dict[str, Any], summary: str, not_ready: bool) -> _Wanted:
     if _no_prefill(roles):
         return (
             "False",
-            "NoPrefill",
+            NO_PREFILL,
             f"No prefill pod is ready, so decode pods cannot get KV until prefill has "
             f"ready pods: {summary}.",
         )
     if not_ready:
-        return ("False", "ReplicasNotReady", f"Not all pods are ready: {summary}.")
-    return ("True", "AllReplicasReady", f"All pods are ready: {summary}.")
+        return ("False", REPLICAS_NOT_READY, f"Not all pods are ready: {summary}.")
+    return ("True", ALL_REPLICAS_READY, f"All pods are ready: {summary}.")
 
 
 def _degraded(roles: dict[str, Any], failing: list[str]) -> _Wanted:
     """Pods that will not recover by themselves, or a spec that leaves decode stranded."""
     if failing:
-        return ("True", "PodsFailing", f"Pods are failing: {_listing(failing)}.")
+        return ("True", PODS_FAILING, f"Pods are failing: {_listing(failing)}.")
     if _no_prefill(roles) and roles["prefill"]["desired"] == 0:
         return (
             "True",
-            "NoPrefill",
+            NO_PREFILL,
             f"The prefill pool has 0 replicas (spec.prefill.replicas) while decode wants "
             f"{roles['decode']['desired']} pod(s): decode pods cannot get KV without "
             "prefill; set spec.prefill.replicas to at least 1 (or perDecode), or scale "
             "decode to 0 as well.",
         )
-    return ("False", "AsExpected", "No pod is failing.")
+    return ("False", AS_EXPECTED, "No pod is failing.")
 
 
 def _condition(
@@ -422,7 +358,7 @@ def _condition(
 
 def _phase(conditions: list[dict[str, Any]]) -> str:
     by_type = {c["type"]: c for c in conditions}
-    if by_type[READY]["reason"] == "InvalidSpec":
+    if by_type[READY]["reason"] == INVALID_SPEC:
         return "Invalid"
     if by_type[DEGRADED]["status"] == "True":
         return "Degraded"

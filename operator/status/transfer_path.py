@@ -1,6 +1,6 @@
 """TransferPathReady: can the decode pods pull KV from prefill now?
 
-Pure layer, part of status. Each decode pod's ``transfer-canary`` container
+Each decode pod's ``transfer-canary`` container
 (:mod:`disagg_operator.render.canary`) runs canary P/D requests (prefill ``max_tokens 1``,
 then this pod's decode with the returned ``kv_transfer_params``). Its readiness *latches*:
 the container is ready from the first canary that passes on the pod's engine instance, so
@@ -47,26 +47,22 @@ from disagg_operator.derive.scaling import effective_replicas
 from disagg_operator.engines.settings import Settings
 from disagg_operator.render.canary import NAME as CANARY
 from disagg_operator.render.canary import image as canary_image
+from disagg_operator.status.reasons import (
+    ALLOWED,
+    CANARY_DISABLED,
+    CANARY_FAILING,
+    CANARY_PASSING,
+    CANARY_UNANSWERED,
+    INVALID_SPEC,
+    NO_CANARY_IMAGE,
+    NO_DECODE_PODS,
+    TRANSFER_PATH_READY,
+)
 
 # the reasons the canary reports, first word of its problem
-from disagg_worker.serve.canary_verdict import BUSY, RECOMPUTED, SLOW, UNREACHABLE
+from disagg_worker.serve.rules.canary_verdict import BUSY, RECOMPUTED, SLOW, UNREACHABLE
 
-TRANSFER_PATH_READY = "TransferPathReady"
-REASONS = frozenset(
-    {
-        "CanaryPassing",
-        RECOMPUTED,
-        BUSY,
-        UNREACHABLE,
-        SLOW,
-        "CanaryFailing",
-        "CanaryUnanswered",
-        "NoDecodePods",
-        "CanaryDisabled",
-        "NoCanaryImage",
-        "InvalidSpec",
-    }
-)
+REASONS = ALLOWED[TRANSFER_PATH_READY]
 MAX_LISTED = 5
 
 
@@ -90,25 +86,25 @@ def condition(
     what the canaries asked answered (:func:`to_ask`; pod name → their verdict), None when
     none were asked."""
     if spec is None or invalid:
-        return ("Unknown", "InvalidSpec", "Nothing is checked until the spec is fixed.")
+        return ("Unknown", INVALID_SPEC, "Nothing is checked until the spec is fixed.")
     if not spec.transfer_canary.enabled:
         return (
             "Unknown",
-            "CanaryDisabled",
+            CANARY_DISABLED,
             "The canary is off (spec.transferCanary.enabled: false): the transfer path is "
             "not checked.",
         )
     if effective_replicas(spec, "decode") > 0 and canary_image(spec, settings) is None:
         return (
             "Unknown",
-            "NoCanaryImage",
+            NO_CANARY_IMAGE,
             "Engine vllm images have no `disagg` command for the canary, and none was "
             "given: set spec.transferCanary.image or the operator's --canary-image (chart "
             "value transferCanary.image) to a disagg worker image.",
         )
     running = [p for p in _decode(pods) if _running(p) and _canary_status(p) is not None]
     if not running:
-        return ("Unknown", "NoDecodePods", "No running decode pod runs the transfer canary yet.")
+        return ("Unknown", NO_DECODE_PODS, "No running decode pod runs the transfer canary yet.")
     heard = said or {}
     names = sorted(p["metadata"]["name"] for p in running)
     latched = sorted(p["metadata"]["name"] for p in running if _canary_ready(p))
@@ -125,21 +121,21 @@ def condition(
         )
         return (
             "False",
-            "CanaryFailing",
+            CANARY_FAILING,
             f"The transfer canary fails in {len(failing)} of {len(running)} decode pod(s): "
             f"{listing(failing)}. {why}",
         )
     if said is not None and not any(n in heard for n in latched):
         return (
             "Unknown",
-            "CanaryUnanswered",
+            CANARY_UNANSWERED,
             f"No decode pod's canary answered the operator (GET :{CANARY_PORT}/verdict): "
             "the pods are Ready (their canaries passed once), the path now is not known. "
             "The rendered NetworkPolicy admits the operator's pods to that port.",
         )
     return (
         "True",
-        "CanaryPassing",
+        CANARY_PASSING,
         f"Every running decode pod ({len(running)}) pulled KV from prefill in a canary request.",
     )
 

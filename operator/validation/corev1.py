@@ -1,6 +1,6 @@
 """Pass-through core/v1 fields checked as an API server would, before anything is created.
 
-Pure layer, part of validation. Two halves:
+Two halves:
 
 - :func:`schema_problems`: a value against its structural schema
   (:mod:`disagg_operator.api.corev1`): types, int-or-string, required fields, enums and

@@ -1,11 +1,10 @@
 """What is refused of instances that span pods (``spec.<role>.nodesPerInstance``,
 ``spec.gangScheduling``, ``spec.placement``).
 
-Pure layer, part of validation: an engine that cannot span pods (or a version of it), ranks
-that do not divide evenly over an instance's pods, gang scheduling or group placement with
-no role that spans pods, a Kueue LocalQueue missing, Preferred group placement without
-Kueue (the CEL rules GANG_QUEUE_RULE and GROUP_PREFERRED_RULE, same words), and names
-Kueue cannot take.
+An engine that cannot span pods (or a version of it), ranks that do not divide evenly over
+an instance's pods, gang scheduling or group placement with no role that spans pods, a Kueue
+LocalQueue missing, Preferred group placement without Kueue (the CEL rules GANG_QUEUE_RULE
+and GROUP_PREFERRED_RULE, same words), and names Kueue cannot take.
 """
 
 from __future__ import annotations

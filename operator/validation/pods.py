@@ -1,6 +1,6 @@
 """What users hand to the pods: the pass-through core/v1 fields and the pod overlay.
 
-Pure layer, part of validation. :func:`passthrough` checks env, affinity and spread
+:func:`passthrough` checks env, affinity and spread
 constraints against the core/v1 schemas and the API server's pod rules
 (:mod:`.corev1`); :func:`overlay` checks ``spec.<role>.podTemplate`` the same way and
 refuses, by field and with the fix, what would break a derived setting: a container

@@ -1,9 +1,8 @@
 """What is refused of a deployment's RDMA (``spec.kvTransfer.rdma``, ``spec.<role>.rdma``).
 
-Pure layer, part of validation: RDMA on one pool only (UCX's rc cannot meet a pool
-without it), libfabric without NIXL's LIBFABRIC backend or with UCX-only settings, a
-device resource that is not an extended resource or that the role's limits also set, and
-env the RDMA block derives.
+RDMA on one pool only (UCX's rc cannot meet a pool without it), libfabric without NIXL's
+LIBFABRIC backend or with UCX-only settings, a device resource that is not an extended
+resource or that the role's limits also set, and env the RDMA block derives.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Validation of a DisaggregatedDeployment body: schema errors and semantic checks.
 
-Pure layer. :func:`parse` turns a body dict into the model plus a list of
+:func:`parse` turns a body dict into the model plus a list of
 :class:`Problem` (field path in camelCase, message saying what is wrong and the fix).
 It re-checks every CEL rule of the CRD (``disagg render`` and API emulators have no
 admission) and adds what CEL cannot know: the settings' platforms (out-of-tree devices)
@@ -39,7 +39,7 @@ from disagg_operator.derive.scaling import problems as scaling_problems
 from disagg_operator.engines.base import Engine
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.validation import corev1, groups, pods, rdma
-from disagg_worker import platforms, ucx
+from disagg_worker.core import platforms, ucx
 
 __all__ = ["InvalidSpec", "Problem", "check", "parse"]
 

@@ -104,7 +104,7 @@ async def test_rendered_operator_container_serves_probes_metrics_and_reconciles(
         # The handshake key comes from the chart's root key, as the operator read it.
         import base64
 
-        from disagg_operator.controller.keys import derive
+        from disagg_operator.controller.rules.keys import derive
 
         secret = emulator.find("v1/secrets", NS, "probe-handshake")
         uid = emulator.find(DD, NS, "probe")["metadata"]["uid"]

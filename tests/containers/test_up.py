@@ -241,7 +241,8 @@ def test_the_vllm_cpu_example_in_containers_equals_aggregated_vllm(up: Any, tmp_
     from disagg_operator.local import vllm
     from disagg_operator.local.stack import Run, start_aggregated
     from disagg_worker.serve.localrun import stop_children
-    from disagg_worker.vllm import checkpoint, metrics
+    from disagg_worker.vllm import checkpoint
+    from disagg_worker.vllm.rules import metrics
     from tests.vllm.conftest import greedy, prompts
 
     model = tmp_path / "models" / "tiny-llama"

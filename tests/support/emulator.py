@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from disagg_operator.api import SHORT_NAMES
-from disagg_operator.emulator.ops import WRITE_VERBS
+from disagg_operator.emulator.rules.ops import WRITE_VERBS
 from disagg_operator.emulator.server import ApiCall, Emulator, api_calls, kubeconfig
 
 __all__ = [

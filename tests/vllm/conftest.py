@@ -26,7 +26,7 @@ import yaml
 from disagg_operator.local import vllm as local_vllm
 from disagg_operator.local.stack import Run, launch, start_aggregated
 from disagg_worker.serve.localrun import stop_children
-from disagg_worker.vllm import judge, metrics
+from disagg_worker.vllm.rules import judge, metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_CPU = ROOT / "examples" / "vllm-cpu.yaml"

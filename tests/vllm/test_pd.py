@@ -29,7 +29,7 @@ from disagg_worker.serve.localrun import (
     wait_ready,
 )
 from disagg_worker.serve.pd.kv_transfer_params import PREFILL_PARAMS
-from disagg_worker.vllm import judge
+from disagg_worker.vllm.rules import judge
 
 from .conftest import (
     MAX_TOKENS,

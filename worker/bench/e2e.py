@@ -50,7 +50,7 @@ from typing import Any
 
 from disagg_worker.bench.stream import MIN_TOKENS, Streamed, spread, stream_completion
 from disagg_worker.engine.model import BOS, get_preset
-from disagg_worker.engine.presets import tp_problem
+from disagg_worker.engine.rules.presets import tp_problem
 from disagg_worker.serve.localrun import (
     Child,
     disagg_argv,

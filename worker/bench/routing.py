@@ -46,7 +46,7 @@ from typing import Any
 
 from disagg_worker.bench.e2e import format_columns, progress, timed_post
 from disagg_worker.bench.relay import DROPPED, params_dropper
-from disagg_worker.bench.routing_figures import (
+from disagg_worker.bench.rules.routing_figures import (
     PATHS,
     Probe,
     case_figures,

@@ -41,7 +41,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from disagg_worker.bench.spread import percentile, spread
+from disagg_worker.bench.rules.spread import percentile, spread
 from disagg_worker.serve.proxy.hops import route_of
 
 __all__ = ["MIN_TOKENS", "StreamError", "Streamed", "percentile", "read_events", "spread",

@@ -26,11 +26,11 @@ from typing import Any
 
 import torch
 
-from disagg_worker.config import WorkerConfig
+from disagg_worker.core.config import WorkerConfig
 from disagg_worker.transfer.engine import KVTransferAgent, PeerRef
-from disagg_worker.transfer.layout import KVLayout
 from disagg_worker.transfer.peer_process import alloc, fill, spawn_prefill, words
-from disagg_worker.transfer.ranks import check_tp
+from disagg_worker.transfer.rules.layout import KVLayout
+from disagg_worker.transfer.rules.ranks import check_tp
 
 LLAMA3_8B = {"num_layers": 32, "num_kv_heads": 8, "head_dim": 128, "block_size": 16}
 MODES = {"merged": True, "per_block": False}

@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 
-from disagg_worker.config import WorkerConfig
-from disagg_worker.transfer.layout import KVLayout
+from disagg_worker.core.config import WorkerConfig
 from disagg_worker.transfer.peer_process import PrefillProcess, alloc, pattern, spawn_prefill, words
-from disagg_worker.transfer.ranks import rank_heads, sources
+from disagg_worker.transfer.rules.layout import KVLayout
+from disagg_worker.transfer.rules.ranks import rank_heads, sources
 
 LLAMA3_8B = {"num_layers": 32, "num_kv_heads": 8, "head_dim": 128, "block_size": 16}
 HEADS = LLAMA3_8B["num_kv_heads"]

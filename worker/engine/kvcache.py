@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
-from disagg_worker.transfer.layout import KVLayout
+from disagg_worker.transfer.rules.layout import KVLayout
 
 
 class CacheFullError(RuntimeError):

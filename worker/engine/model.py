@@ -34,9 +34,9 @@ import torch
 import torch.nn.functional as F
 
 from disagg_worker.engine.kvcache import PagedKVCache
-from disagg_worker.engine.presets import PRESETS, ModelSpec, get_preset, tp_problem
-from disagg_worker.transfer.layout import KVLayout
-from disagg_worker.transfer.ranks import rank_heads
+from disagg_worker.engine.rules.presets import PRESETS, ModelSpec, get_preset, tp_problem
+from disagg_worker.transfer.rules.layout import KVLayout
+from disagg_worker.transfer.rules.ranks import rank_heads
 
 __all__ = [
     "BOS",

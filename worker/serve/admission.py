@@ -14,7 +14,7 @@ import asyncio
 from collections import deque
 
 from disagg_worker.engine.kvcache import BlockAllocator, CacheFullError
-from disagg_worker.serve.openai import ApiError
+from disagg_worker.serve.rules.openai import ApiError
 
 RETRY_AFTER_S = 1
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from disagg_worker.config import WorkerConfig
-from disagg_worker.serve.limits import shown
-from disagg_worker.serve.openai import ApiError
+from disagg_worker.core.config import WorkerConfig
+from disagg_worker.serve.rules.limits import shown
+from disagg_worker.serve.rules.openai import ApiError
 
 if TYPE_CHECKING:
     from disagg_worker.serve.server import Worker

@@ -7,7 +7,7 @@ the same client, body rewriting, deadline and error messages as the P/D proxy). 
 the ``transfer-canary`` container of each decode pod, with no API access and no RBAC:
 
 - ``GET /ready`` (the readiness probe) latches
-  (:class:`~disagg_worker.serve.canary_verdict.Latch`): 503 until a canary passes on the
+  (:class:`~disagg_worker.serve.rules.canary_verdict.Latch`): 503 until a canary passes on the
   pod's engine instance, then 200 whatever the prefill pool does, until the engine stops
   answering or another instance answers (a restart: a new pid or start time), which
   re-gates it. A readiness that followed the prefill pool would take every decode pod out
@@ -18,7 +18,7 @@ the ``transfer-canary`` container of each decode pod, with no API access and no 
   what the operator reads into ``TransferPathReady``; ``GET /metrics`` says the same as
   gauges (``disagg_canary_passing``, ``disagg_canary_ready``).
 
-Canaries run when one is due (:mod:`~disagg_worker.serve.canary_verdict`: at most one per
+Canaries run when one is due (:mod:`~disagg_worker.serve.rules.canary_verdict`: at most one per
 ``--interval-s``, concurrent callers share the running one); the probe waits for one only
 while the pod is not Ready yet, else it starts one and answers at once.
 
@@ -62,7 +62,11 @@ from typing import Any
 from aiohttp import web
 
 from disagg_worker.serve import pd
-from disagg_worker.serve.canary_verdict import (
+from disagg_worker.serve.pd import KV_TRANSFER_PARAMS, PdProtocol
+from disagg_worker.serve.pd.base import Page
+from disagg_worker.serve.proxy.flow import Proxy
+from disagg_worker.serve.proxy.upstream import HopError
+from disagg_worker.serve.rules.canary_verdict import (
     Latch,
     Result,
     Transfer,
@@ -79,10 +83,6 @@ from disagg_worker.serve.canary_verdict import (
     token_problem,
     verdict,
 )
-from disagg_worker.serve.pd import KV_TRANSFER_PARAMS, PdProtocol
-from disagg_worker.serve.pd.base import Page
-from disagg_worker.serve.proxy.flow import Proxy
-from disagg_worker.serve.proxy.upstream import HopError
 
 DEFAULT_PORT = 8090
 PATH = "/v1/completions"
@@ -304,7 +304,7 @@ def metrics_text(canary: Canary) -> str:
 def build_app(canary: Canary) -> web.Application:
     """GET /ready (the latched readiness), GET /verdict (the path now), both 200 or 503
     with JSON {ready, reason, passing, verdict, latched, engine, prefill, decode} and the
-    last canary's KV figures (:func:`~disagg_worker.serve.canary_verdict.kv_fields`);
+    last canary's KV figures (:func:`~disagg_worker.serve.rules.canary_verdict.kv_fields`);
     GET /metrics (the same as gauges)."""
 
     async def ready(_: web.Request) -> web.Response:

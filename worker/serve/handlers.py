@@ -24,7 +24,8 @@ from aiohttp import web
 
 from disagg_worker.engine.model import decode, encode
 from disagg_worker.serve.api import json_error
-from disagg_worker.serve.openai import (
+from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
+from disagg_worker.serve.rules.openai import (
     RELEASE_PATH,
     TOKENIZE_PATH,
     ApiError,
@@ -33,9 +34,8 @@ from disagg_worker.serve.openai import (
     parse_tokenize,
     request_id,
 )
-from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
+from disagg_worker.serve.rules.shapes import chunk, response_body, usage_chunk
 from disagg_worker.serve.server import Outcome, Worker
-from disagg_worker.serve.shapes import chunk, response_body, usage_chunk
 
 log = logging.getLogger("disagg.worker")
 DONE = b"data: [DONE]\n\n"

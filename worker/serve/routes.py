@@ -13,8 +13,8 @@ from typing import Any
 
 from aiohttp import web
 
-from disagg_worker.serve.limits import MAX_BODY_BYTES
-from disagg_worker.serve.openai import parse_body, too_large
+from disagg_worker.serve.rules.limits import MAX_BODY_BYTES
+from disagg_worker.serve.rules.openai import parse_body, too_large
 
 # An application's client_max_size: aiohttp refuses a body that reaches it, so one more
 # than the limit lets a body of exactly MAX_BODY_BYTES through.

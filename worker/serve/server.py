@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from disagg_worker.config import WorkerConfig
+from disagg_worker.core.config import WorkerConfig
 from disagg_worker.engine.kvcache import BlockAllocator, PagedKVCache
 from disagg_worker.engine.model import (
     VOCAB_SIZE,
@@ -49,17 +49,17 @@ from disagg_worker.engine.model import (
 )
 from disagg_worker.serve.admission import Admission
 from disagg_worker.serve.api import WorkerMetrics, check_model, remote_params
-from disagg_worker.serve.kv_params import (
+from disagg_worker.serve.rules.kv_params import (
     SIGNATURE,
     TransferParams,
     check_signature,
     sign,
     transfer_params,
 )
-from disagg_worker.serve.openai import ApiError, CompletionRequest
+from disagg_worker.serve.rules.openai import ApiError, CompletionRequest
 from disagg_worker.transfer.handshake import load_secret
-from disagg_worker.transfer.protocol import prompt_digest
-from disagg_worker.transfer.ranks import rank_heads
+from disagg_worker.transfer.rules.protocol import prompt_digest
+from disagg_worker.transfer.rules.ranks import rank_heads
 
 log = logging.getLogger("disagg.worker")
 OnToken = Callable[[int], None]

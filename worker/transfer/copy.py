@@ -20,8 +20,8 @@ from typing import Protocol
 
 import torch
 
-from disagg_worker.transfer.layout import KVLayout
-from disagg_worker.transfer.plan import block_runs
+from disagg_worker.transfer.rules.layout import KVLayout
+from disagg_worker.transfer.rules.plan import block_runs
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,

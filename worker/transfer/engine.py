@@ -42,11 +42,10 @@ from dataclasses import dataclass
 
 import torch
 
-from disagg_worker.config import WorkerConfig
-from disagg_worker.transfer import handshake, protocol, ranks, reads
+from disagg_worker.core.config import WorkerConfig
+from disagg_worker.transfer import handshake, reads
 from disagg_worker.transfer.copy import alloc_staging, check_caches, copy_blocks
 from disagg_worker.transfer.holder import NOTIF_PREFIX, BlockHolder, ReleaseCallback
-from disagg_worker.transfer.layout import KVLayout
 from disagg_worker.transfer.mailbox import Mailbox
 from disagg_worker.transfer.nixl_agent import NixlAgent, PostMode
 from disagg_worker.transfer.nixl_compat import apply_ucx_env
@@ -57,8 +56,10 @@ from disagg_worker.transfer.peers import (
     PeerRef,
     TransferError,
 )
-from disagg_worker.transfer.plan import PlanError, TransferPlan, plan_read
 from disagg_worker.transfer.pushes import PushWriter
+from disagg_worker.transfer.rules import protocol, ranks
+from disagg_worker.transfer.rules.layout import KVLayout
+from disagg_worker.transfer.rules.plan import PlanError, TransferPlan, plan_read
 from disagg_worker.transfer.telemetry import TransferTelemetry
 
 DEFAULT_POST_MODE: PostMode = "prepped"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import zmq
 
-from disagg_worker.transfer.protocol import MAX_FRAME_BYTES
+from disagg_worker.transfer.rules.protocol import MAX_FRAME_BYTES
 
 log = logging.getLogger(__name__)
 

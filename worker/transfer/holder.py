@@ -19,9 +19,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from disagg_worker.transfer import protocol
-from disagg_worker.transfer.leases import LeaseTable
 from disagg_worker.transfer.pushes import PushWriter
+from disagg_worker.transfer.rules import protocol
+from disagg_worker.transfer.rules.leases import LeaseTable
 from disagg_worker.transfer.telemetry import TransferTelemetry
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import torch
 
 from disagg_worker.transfer.nixl_compat import backend_params, make_agent, nixl_api
-from disagg_worker.transfer.plan import IndexArray, TransferPlan
+from disagg_worker.transfer.rules.plan import IndexArray, TransferPlan
 
 log = logging.getLogger(__name__)
 

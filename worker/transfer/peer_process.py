@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from disagg_worker.config import WorkerConfig
-from disagg_worker.transfer.layout import KVLayout
+from disagg_worker.core.config import WorkerConfig
+from disagg_worker.transfer.rules.layout import KVLayout
 
 _GOLDEN = 2654435761
 

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 
 import zmq
 
-from disagg_worker.backoff import doubling
-from disagg_worker.transfer import handshake, protocol
-from disagg_worker.transfer.layout import KVLayout
+from disagg_worker.core.backoff import doubling
+from disagg_worker.transfer import handshake
 from disagg_worker.transfer.nixl_agent import NixlAgent, RemotePeer
+from disagg_worker.transfer.rules import protocol
+from disagg_worker.transfer.rules.layout import KVLayout
 
 HANDSHAKE_TIMEOUT_S = 5.0
 BACKOFF_FIRST_S = 1.0  # after a failed handshake; doubled per further failure

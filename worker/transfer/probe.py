@@ -28,9 +28,10 @@ from typing import Any
 
 import msgspec
 
-from disagg_worker.config import ConfigError, WorkerConfig
-from disagg_worker.transfer import handshake, protocol
-from disagg_worker.transfer.layout import KVLayout
+from disagg_worker.core.config import ConfigError, WorkerConfig
+from disagg_worker.transfer import handshake
+from disagg_worker.transfer.rules import protocol
+from disagg_worker.transfer.rules.layout import KVLayout
 
 
 def peer_meta(cfg: WorkerConfig, host: str, port: int, timeout: float) -> protocol.PeerMetadata:

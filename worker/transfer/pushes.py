@@ -27,10 +27,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from disagg_worker.transfer import protocol
-from disagg_worker.transfer.layout import KVLayout
 from disagg_worker.transfer.nixl_agent import NixlAgent, RemotePeer
-from disagg_worker.transfer.plan import PlanError, plan_read
+from disagg_worker.transfer.rules import protocol
+from disagg_worker.transfer.rules.layout import KVLayout
+from disagg_worker.transfer.rules.plan import PlanError, plan_read
 
 log = logging.getLogger(__name__)
 

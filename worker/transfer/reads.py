@@ -19,7 +19,7 @@ from typing import Any
 
 from disagg_worker.transfer.nixl_agent import NixlAgent, PostMode
 from disagg_worker.transfer.peers import PeerEntry, PeerRef, TransferError
-from disagg_worker.transfer.plan import IndexArray, TransferPlan, split_indices
+from disagg_worker.transfer.rules.plan import IndexArray, TransferPlan, split_indices
 
 # with DISAGG_NIXL_THREADS > 1, reads at least this large are split across that many threads
 PARALLEL_MIN_BYTES = 8 << 20

@@ -42,10 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from disagg_operator.api import Autoscaling
-from disagg_operator.bench.autoscale import policies, profile
-from disagg_operator.bench.autoscale.fleet import Fleet, Step
+from disagg_operator.bench.autoscale import profile
+from disagg_operator.bench.autoscale.rules import policies
+from disagg_operator.bench.autoscale.rules.fleet import Fleet, Step
+from disagg_operator.bench.autoscale.rules.traces import Lengths, Trace
 from disagg_operator.bench.autoscale.run import simulate as replay
-from disagg_operator.bench.autoscale.traces import Lengths, Trace
 from disagg_operator.bench.failover import until
 from disagg_operator.bench.kubelet import DD_KEY, deployment_ready
 from disagg_operator.local import prometheus

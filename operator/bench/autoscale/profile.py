@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from disagg_worker.bench.stream import MIN_TOKENS, StreamError, percentile, stream_completion
-from disagg_worker.config import WorkerConfig
+from disagg_worker.core.config import WorkerConfig
 from disagg_worker.serve.localrun import Child, disagg_argv, start_child, stop_children, wait_ready
 
 BOS = 1

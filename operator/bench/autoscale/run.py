@@ -24,8 +24,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from disagg_operator.bench.autoscale import policies, traces
-from disagg_operator.bench.autoscale.fleet import Fleet, Step
+from disagg_operator.bench.autoscale.rules import policies, traces
+from disagg_operator.bench.autoscale.rules.fleet import Fleet, Step
 from disagg_operator.planning.autoscale import (
     ROLES,
     Curve,

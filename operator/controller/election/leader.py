@@ -1,6 +1,6 @@
 """Leader election: one operator replica reconciles, the others wait as standbys.
 
-I/O shell over the rules of :mod:`disagg_operator.controller.election.lease` (read them first). An
+I/O shell over the rules of :mod:`disagg_operator.controller.rules.lease` (read them first). An
 :class:`Elector` reads and writes one ``coordination.k8s.io/v1`` Lease through the
 operator's API client (:mod:`disagg_operator.controller.client`):
 
@@ -38,8 +38,8 @@ import aiohttp
 
 from disagg_operator.controller import client as k8s
 from disagg_operator.controller import metrics
-from disagg_operator.controller.election import lease
-from disagg_operator.controller.election.lease import ElectionSettings, Observation, Record
+from disagg_operator.controller.rules import lease
+from disagg_operator.controller.rules.lease import ElectionSettings, Observation, Record
 
 __all__ = [
     "ElectionSettings",

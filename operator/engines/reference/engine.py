@@ -1,11 +1,11 @@
 """The reference engine: ``disagg worker serve`` with the worker's own contract as env.
 
-Pure layer, part of engines. The container's env is ``WorkerConfig(...).to_env()`` (the
-worker's contract model, imported, never restated), plus the pod's name and IP from the
-downward API (DISAGG_ENGINE_ID, DISAGG_ADVERTISE_HOST) and UCX_TLS. The handshake Secret
-is mounted read-only; its pods run as the worker image's non-root user; the preStop asks
-the worker to drain (``disagg worker drain``), which knows when its transfers are done.
-The local runner (``disagg up``) runs exactly this command and env.
+The container's env is ``WorkerConfig(...).to_env()`` (the worker's contract model,
+imported, never restated), plus the pod's name and IP from the downward API
+(DISAGG_ENGINE_ID, DISAGG_ADVERTISE_HOST) and UCX_TLS. The handshake Secret is mounted
+read-only; its pods run as the worker image's non-root user; the preStop asks the worker to
+drain (``disagg worker drain``), which knows when its transfers are done. The local runner
+(``disagg up``) runs exactly this command and env.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from disagg_operator.engines.base import (
     Row,
     disagg_argv,
 )
-from disagg_worker.config import WorkerConfig
-from disagg_worker.engine.presets import PRESETS, tp_problem
+from disagg_worker.core.config import WorkerConfig
+from disagg_worker.engine.rules.presets import PRESETS, tp_problem
 
 if TYPE_CHECKING:
     from disagg_operator.engines.settings import Settings

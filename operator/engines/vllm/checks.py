@@ -2,7 +2,7 @@
 rules, buffer devices, CPU pools, failure policy and lease, and the extra-config keys the
 operator derives; the flags and env it derives (refused in args / env by validation).
 
-Pure layer, part of the vLLM engine (:meth:`.engine.Vllm.problems`); every finding is a
+Part of the vLLM engine (:meth:`.engine.Vllm.problems`); every finding is a
 :class:`~disagg_operator.api.problems.Problem` naming the field and the fix.
 """
 
@@ -19,8 +19,8 @@ from disagg_operator.derive.resources import cpu_limits
 from disagg_operator.derive.scaling import effective_replicas
 from disagg_operator.engines.base import flag_values
 from disagg_operator.engines.vllm import derive, tensor_parallel
-from disagg_worker import platforms
-from disagg_worker.platforms import Table
+from disagg_worker.core import platforms
+from disagg_worker.core.platforms import Table
 
 # Flags and env the operator derives → the spec field that sets them instead.
 DERIVED_FLAGS = {

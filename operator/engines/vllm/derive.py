@@ -1,9 +1,8 @@
 """Values derived for a vLLM deployment: its version and profile, ``--kv-transfer-config``,
 the lease env, the side-channel ports, and the CPU engine's env on CPU pools.
 
-Pure layer, part of the vLLM engine. What vLLM accepts comes from the capability profile
-of the deployment's vLLM version (:mod:`disagg_operator.contracts.vllm`); no vLLM setting
-name is spelled here.
+What vLLM accepts comes from the capability profile of the deployment's vLLM version
+(:mod:`disagg_operator.contracts.vllm`); no vLLM setting name is spelled here.
 
 kv_role: kv_producer for prefill and kv_consumer for decode, valid in every vLLM
 version; NixlConnector ignored it up to 0.22 and warns about kv_both from 0.23.
@@ -19,8 +18,8 @@ from disagg_operator.contracts import lws, vllm
 from disagg_operator.derive import transfer
 from disagg_operator.derive.resources import cpu_limits, parse_quantity
 from disagg_operator.engines.base import flag_values
-from disagg_worker import platforms
-from disagg_worker.platforms import Table
+from disagg_worker.core import platforms
+from disagg_worker.core.platforms import Table
 
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
 OMP_NUM_THREADS = "OMP_NUM_THREADS"

@@ -1,14 +1,13 @@
 """The vLLM engine: ``vllm serve <model>`` with NixlConnector, in the form the
 deployment's vLLM version reads.
 
-Pure layer, part of engines. The container runs ``vllm serve`` with
-``--kv-transfer-config`` JSON, the NIXL side-channel env and, on CPU pools, the CPU
-engine's env (:mod:`.derive`); its pods carry the vLLM version render assumed and the
-profile it used as annotations. vLLM's workers exchange tensors through /dev/shm, so pods
-get a memory-backed one; a startup probe allows for the model's download and load. vLLM
-has no endpoint that says its transfers are done, so a terminating pod sleeps out the
-lease. vLLM images have no ``disagg`` command: the canary takes the operator's
-``--canary-image``.
+The container runs ``vllm serve`` with ``--kv-transfer-config`` JSON, the NIXL side-channel
+env and, on CPU pools, the CPU engine's env (:mod:`.derive`); its pods carry the vLLM
+version render assumed and the profile it used as annotations. vLLM's workers exchange
+tensors through /dev/shm, so pods get a memory-backed one; a startup probe allows for the
+model's download and load. vLLM has no endpoint that says its transfers are done, so a
+terminating pod sleeps out the lease. vLLM images have no ``disagg`` command: the canary
+takes the operator's ``--canary-image``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ profile, or, when the version is unresolved (no profile), the safe ones (TP pair
 multiple apart, prefill never above decode). The reference engine maps KV heads between
 any sizes its presets split (engines/reference).
 
-Pure layer, part of engines.vllm.
+Part of engines.vllm.
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from disagg_operator.local.kubelet import endpoints
 from disagg_operator.local.kubelet.api import Api, ApiError
 from disagg_operator.local.kubelet.node import Kubelet
+from disagg_operator.local.kubelet.rules import endpoints
 from disagg_operator.planning.pods import is_ready
 
 HASH_LABEL = "pod-template-hash"

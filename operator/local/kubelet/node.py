@@ -12,7 +12,7 @@ Each :meth:`Kubelet.tick`:
   (``Ready`` and ``ContainersReady``, ``containerStatuses[].ready``); a failed liveness or
   startup probe, or a process that exited, restarts that container (``restartCount``,
   ``CrashLoopBackOff`` while it waits ``disagg up``'s back-off:
-  :mod:`disagg_operator.local.backoff`);
+  :mod:`disagg_operator.local.rules.backoff`);
 - a pod being deleted turns unready at once (its endpoints say terminating), runs each
   container's preStop, then SIGTERM, SIGKILL at the end of its grace period, and then its
   finalizer goes (the API server removes it).
@@ -40,9 +40,9 @@ import aiohttp
 from disagg_operator.api import API_VERSION, HMAC_KEY, LABEL_DEPLOYMENT, PLURAL
 from disagg_operator.engines.base import Engine
 from disagg_operator.engines.settings import DEFAULT, Settings
-from disagg_operator.local.backoff import BackOff, next_restart
-from disagg_operator.local.kubelet import containers, probes
 from disagg_operator.local.kubelet.api import Api
+from disagg_operator.local.kubelet.rules import containers, probes
+from disagg_operator.local.rules.backoff import BackOff, next_restart
 from disagg_worker.serve.localrun import Child, spawn, start_child, stop_children
 
 log = logging.getLogger("disagg.kubelet")

@@ -20,8 +20,16 @@ from pathlib import Path
 from disagg_operator.api import CANARY_PORT
 from disagg_operator.engines.base import Engine
 from disagg_operator.local import vllm
-from disagg_operator.local.groups import group_pods, is_group_worker, leader_name
-from disagg_operator.local.podman.plan import (
+from disagg_operator.local.podman.runtime import (
+    PodmanError,
+    PodRuntime,
+    describe_images,
+    image_exists,
+    image_user,
+    sweep,
+)
+from disagg_operator.local.rules.groups import group_pods, is_group_worker, leader_name
+from disagg_operator.local.rules.podman import (
     ContainerPlan,
     PlanError,
     PodPlan,
@@ -31,15 +39,7 @@ from disagg_operator.local.podman.plan import (
     plan_pods,
     pods_of,
 )
-from disagg_operator.local.podman.runtime import (
-    PodmanError,
-    PodRuntime,
-    describe_images,
-    image_exists,
-    image_user,
-    sweep,
-)
-from disagg_operator.local.pods import UpError
+from disagg_operator.local.rules.pods import UpError
 from disagg_operator.local.stack import (
     PROXY,
     Run,

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from disagg_operator.local.podman.plan import (
+from disagg_operator.local.rules.podman import (
     RUN_LABEL,
     ContainerPlan,
     PodPlan,

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from disagg_operator.bench.autoscale import policies, run, traces
-from disagg_operator.bench.autoscale.fleet import Fleet
+from disagg_operator.bench.autoscale import run
+from disagg_operator.bench.autoscale.rules import policies, traces
+from disagg_operator.bench.autoscale.rules.fleet import Fleet
 from disagg_operator.planning.autoscale import ROLES
 
 LENGTHS = traces.AZURE_CONV_2023

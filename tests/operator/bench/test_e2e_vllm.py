@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from disagg_operator.bench.e2e_vllm import prompt, table
-from disagg_operator.bench.e2e_vllm_figures import case, kv_verdict
+from disagg_operator.bench.rules.e2e_vllm_figures import case, kv_verdict
 
 N = 16  # prompt tokens of the case
 TOPS = [{1: -0.5, 2: -1.5}, {3: -0.25, 4: -2.0}]  # the judge's top logprobs of one request

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from disagg_operator.bench.fault_figures import KEYS, TARGETS
+from disagg_operator.bench.rules.fault_figures import KEYS, TARGETS
 
 # The bench's own limit, and the test's a minute above it: a slow run fails here with the
 # phases it reached (its progress on stderr), not as a timeout of the whole test.

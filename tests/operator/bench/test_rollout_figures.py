@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from disagg_operator.bench import rollout_figures as figures
+from disagg_operator.bench.rules import rollout_figures as figures
 
 
 def _pod(name: str, role: str, kv: str, ready: bool = True) -> dict[str, Any]:

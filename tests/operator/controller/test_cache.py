@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from disagg_operator.controller.cache import Cache, owner, project
+from disagg_operator.controller.rules.cache import Cache, owner, project
 
 KEY = ("ns", "demo")
 UID = "cr-uid"

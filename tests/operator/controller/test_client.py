@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from disagg_operator.controller.client import RETRIES_429, Api, ApiError, retry_after, url_for
-from disagg_operator.controller.refusals import is_refusal
+from disagg_operator.controller.rules.refusals import is_refusal
 from tests.support.emulator import Emulator, kubeconfig
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from disagg_operator.controller.keys import derive, root_problem, without_secrets, writes
+from disagg_operator.controller.rules.keys import derive, root_problem, without_secrets, writes
 from disagg_operator.planning.actions import Action, plan
 from disagg_operator.render.objects import render
 from tests.operator.builders import body

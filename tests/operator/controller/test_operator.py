@@ -14,7 +14,7 @@ import yaml
 from prometheus_client import REGISTRY
 
 from disagg_operator.api import PLURAL
-from disagg_worker.config import WorkerConfig
+from disagg_worker.core.config import WorkerConfig
 from tests.operator.conftest import (
     DD,
     DD_PATH,

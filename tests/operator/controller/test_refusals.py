@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from disagg_operator.controller.refusals import (
+from disagg_operator.controller.rules.refusals import (
     MAX_MESSAGE,
     Backoff,
     Pending,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 
-from disagg_operator.controller.refusals import Backoff
+from disagg_operator.controller.rules.refusals import Backoff
 from disagg_operator.controller.run import running
 from tests.operator.conftest import DD_PATH, NS, api, condition, pods, quickstart, until
 from tests.support.emulator import Emulator

@@ -22,11 +22,11 @@ import pytest
 import yaml
 
 from disagg_operator.api import kinds
-from disagg_operator.controller.cache import Cache, owner
 from disagg_operator.controller.client import PLURALS, ApiError
-from disagg_operator.controller.keys import derive
 from disagg_operator.controller.reconciler import Coalescer, Reconciler
-from disagg_operator.controller.refusals import Backoff
+from disagg_operator.controller.rules.cache import Cache, owner
+from disagg_operator.controller.rules.keys import derive
+from disagg_operator.controller.rules.refusals import Backoff
 from disagg_operator.controller.sync import status_patch, sync
 from tests.operator.conftest import until
 

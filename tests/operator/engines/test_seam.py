@@ -15,7 +15,7 @@ from disagg_operator.api import HTTP_PORT, ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
 from disagg_operator.engines.base import Container, DemandSeries, Engine, LocalProcess, LocalRun
 from disagg_operator.engines.settings import DEFAULT, Settings
-from disagg_operator.local.pods import local_pods
+from disagg_operator.local.rules.pods import local_pods
 from disagg_operator.planning.decide import decide
 from disagg_operator.render import crd, derivation, kvkey
 from disagg_operator.render.objects import render

@@ -24,7 +24,7 @@ import pytest
 
 from disagg_operator.engines.settings import Settings
 from disagg_operator.render.objects import render
-from disagg_worker.config import HOSTS_FILE_ENV
+from disagg_worker.core.config import HOSTS_FILE_ENV
 from disagg_worker.serve.localrun import (
     Child,
     disagg_argv,

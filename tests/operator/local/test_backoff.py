@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from disagg_operator.local.backoff import BackOff, Restart, next_restart
+from disagg_operator.local.rules.backoff import BackOff, Restart, next_restart
 
 POLICY = BackOff(initial_s=1.0, cap_s=30.0, reset_after_s=60.0)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 from disagg_operator.contracts import lws
-from disagg_operator.local.groups import expand, group_pods, is_group_worker
+from disagg_operator.local.rules.groups import expand, group_pods, is_group_worker
 from disagg_operator.render.objects import render
 from tests.operator.builders import body, env_of, role
 

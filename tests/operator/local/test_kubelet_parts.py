@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from disagg_operator.engines.settings import DEFAULT
-from disagg_operator.local.kubelet import containers, endpoints, probes
-from disagg_operator.local.pods import UpError
+from disagg_operator.local.kubelet.rules import containers, endpoints, probes
+from disagg_operator.local.rules.pods import UpError
 
 # ---------------------------------------------------------------- probes
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from disagg_operator.engines.settings import BUILTIN_ENGINES
-from disagg_operator.local.pods import (
+from disagg_operator.local.rules.pods import (
     UpError,
     core_takers,
     local_pods,
@@ -155,7 +155,7 @@ def test_a_reference_worker_is_pinned_to_the_ports_it_announced() -> None:
 
 
 def test_the_decode_pods_canary_runs_once_against_the_local_processes() -> None:
-    from disagg_operator.local.pods import canary_argv
+    from disagg_operator.local.rules.pods import canary_argv
 
     pods = local_pods(_rendered(QUICKSTART), "/tmp/secret", REFERENCE)
     prefill, decode = pods

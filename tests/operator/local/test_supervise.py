@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from disagg_operator.local.backoff import BackOff
+from disagg_operator.local.rules.backoff import BackOff
 from disagg_operator.local.supervise import SERVING, Member, Supervisor
 from disagg_worker.serve.localrun import Child, ready_line, start_child, stop_children, wait_ready
 

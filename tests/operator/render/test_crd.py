@@ -9,7 +9,8 @@ import pytest
 import yaml
 from openapi_schema_validator import OAS30Validator
 
-from disagg_operator.render import crd, crd_cli
+from disagg_operator.commands import crd as crd_cli
+from disagg_operator.render import crd
 from tests.operator.builders import EXAMPLES, ROOT, body, example
 
 SCHEMA = crd.build()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]

@@ -9,8 +9,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from disagg_operator.commands import render as render_cli
 from disagg_operator.contracts import prometheus
-from disagg_operator.render import cli as render_cli
 from disagg_operator.validation import spec as validation
 from tests.operator import disruption
 from tests.operator.builders import EXAMPLES, ROOT, as_built_in, by_kind, example

@@ -16,7 +16,7 @@ from disagg_operator.render import derivation
 from disagg_operator.render import pods as render_pods
 from disagg_operator.render.objects import render
 from disagg_operator.validation import spec as validation
-from disagg_worker.config import WorkerConfig
+from disagg_worker.core.config import WorkerConfig
 from tests.operator import disruption
 from tests.operator.builders import GPU, ROOT, body, by_kind, env_of, role, vllm_gpu_cpu
 

@@ -265,7 +265,7 @@ def test_no_prefill_follows_the_conventions() -> None:
 
 
 def _refused(*names: str, message: str = "exceeded quota: q, limited: pods=1") -> list:
-    from disagg_operator.controller.refusals import Refusal
+    from disagg_operator.controller.rules.refusals import Refusal
 
     return [Refusal("create", "Pod", n, 403, "Forbidden", message) for n in names]
 

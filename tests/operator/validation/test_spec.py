@@ -11,7 +11,7 @@ from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.render import objects as render
 from disagg_operator.validation import spec as validation
 from disagg_operator.validation.spec import Problem
-from disagg_worker import platforms
+from disagg_worker.core import platforms
 from tests.operator.builders import GPU, body, role, vllm_gpu_cpu
 
 

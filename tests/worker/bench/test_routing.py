@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from disagg_worker.bench.routing import table
-from disagg_worker.bench.routing_figures import (
+from disagg_worker.bench.rules.routing_figures import (
     Probe,
     case_figures,
     crossover,

@@ -1,4 +1,4 @@
-"""`disagg_worker.bench.spread`: a figure's median beside its nearest-rank p10 and p90,
+"""`disagg_worker.bench.rules.spread`: a figure's median beside its nearest-rank p10 and p90,
 on fixed values whose answers are known."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from disagg_worker.bench import stream
-from disagg_worker.bench.spread import percentile, spread
+from disagg_worker.bench.rules.spread import percentile, spread
 
 
 def test_spread_is_the_median_beside_nearest_rank_p10_and_p90() -> None:

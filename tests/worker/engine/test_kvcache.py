@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from disagg_worker.engine.kvcache import BlockAllocator, CacheFullError, PagedKVCache
-from disagg_worker.transfer.layout import KVLayout
+from disagg_worker.transfer.rules.layout import KVLayout
 
 
 def _layout(num_blocks: int = 8, block_size: int = 4) -> KVLayout:

@@ -10,7 +10,7 @@ import pytest
 
 from disagg_worker.engine.kvcache import BlockAllocator
 from disagg_worker.serve.admission import Admission, Busy
-from disagg_worker.serve.openai import ApiError
+from disagg_worker.serve.rules.openai import ApiError
 
 
 def room(

@@ -7,14 +7,14 @@ import asyncio
 
 import aiohttp
 
-from disagg_worker.serve.canary_verdict import (
+from disagg_worker.serve.proxy.upstream import hop_failure
+from disagg_worker.serve.rules.canary_verdict import (
     BUSY,
     UNREACHABLE,
     Latch,
     engine_identity,
     hop_problem,
 )
-from disagg_worker.serve.proxy.upstream import hop_failure
 
 PREFILL = "prefill http://demo-p-abc:8000"
 

@@ -3,7 +3,7 @@ moved and the floor, the verdict."""
 
 from __future__ import annotations
 
-from disagg_worker.serve.canary_verdict import (
+from disagg_worker.serve.rules.canary_verdict import (
     PROMPT,
     RECOMPUTED,
     SLOW,

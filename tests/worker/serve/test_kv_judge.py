@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from disagg_worker.config import WorkerConfig
-from disagg_worker.engine.judge import kv_mismatches
+from disagg_worker.core.config import WorkerConfig
 from disagg_worker.engine.model import BOS
+from disagg_worker.engine.rules.judge import kv_mismatches
 from disagg_worker.transfer.probe import peer_meta
 from tests.worker.serve.conftest import Workers, get, metric, post
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from disagg_worker.serve.limits import bounded, nested_deeper, shown
+from disagg_worker.serve.rules.limits import bounded, nested_deeper, shown
 
 
 def test_bounded_keeps_short_text_and_cuts_long_text_saying_how_long() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from disagg_worker.serve.kv_params import transfer_params
-from disagg_worker.serve.openai import (
+from disagg_worker.serve.rules.kv_params import transfer_params
+from disagg_worker.serve.rules.openai import (
     OWNED,
     ApiError,
     CompletionRequest,
@@ -258,7 +258,7 @@ def test_each_transfer_param_is_refused_by_name(key: str, value: object, problem
 
 def test_tokenize_counts_as_the_completion_would() -> None:
     from disagg_worker.engine.model import encode
-    from disagg_worker.serve.openai import parse_tokenize
+    from disagg_worker.serve.rules.openai import parse_tokenize
 
     assert parse_tokenize({"prompt": "hi"}, "m", encode) == encode("hi")
     chat = [{"role": "user", "content": "hi"}]

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from disagg_worker.serve.kv_params import SIGNATURE, check_signature, sign
-from disagg_worker.serve.openai import ApiError
+from disagg_worker.serve.rules.kv_params import SIGNATURE, check_signature, sign
+from disagg_worker.serve.rules.openai import ApiError
 from tests.worker.serve.conftest import Workers, post
 from tests.worker.serve.test_faults import SilentPeer, _prompt
 

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from disagg_worker.config import WorkerConfig
+from disagg_worker.core.config import WorkerConfig
 from disagg_worker.transfer.copy import alloc_staging, copy_blocks
 from disagg_worker.transfer.engine import KVTransferAgent, PeerRef, TransferError
-from disagg_worker.transfer.layout import KVLayout
 from disagg_worker.transfer.peer_process import PrefillProcess, alloc, pattern, spawn_prefill, words
+from disagg_worker.transfer.rules.layout import KVLayout
 
 pytestmark = [
     pytest.mark.gpu,

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from disagg_worker.transfer import handshake
-from disagg_worker.transfer.protocol import Codec, MetadataRequest, ProtocolError, Refusal
+from disagg_worker.transfer.rules.protocol import Codec, MetadataRequest, ProtocolError, Refusal
 
 SECRET = b"shared"
 

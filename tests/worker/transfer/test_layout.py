@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from disagg_worker.transfer.layout import KVLayout
+from disagg_worker.transfer.rules.layout import KVLayout
 
 LLAMA = dict(num_layers=32, num_kv_heads=8, head_dim=128, block_size=16, num_blocks=64)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from disagg_worker.transfer.leases import LeaseTable
+from disagg_worker.transfer.rules.leases import LeaseTable
 
 
 def test_pop_returns_blocks_once() -> None:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from disagg_worker.transfer.plan import PlanError, Run, block_runs, plan_read, split_indices
+from disagg_worker.transfer.rules.plan import PlanError, Run, block_runs, plan_read, split_indices
 
 
 def _plan(local, remote, *, regions=2, merge=True, nl=16, nr=16):

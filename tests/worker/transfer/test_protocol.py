@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from disagg_worker.transfer import protocol
-from disagg_worker.transfer.layout import KVLayout
-from disagg_worker.transfer.protocol import (
+from disagg_worker.transfer.rules import protocol
+from disagg_worker.transfer.rules.layout import KVLayout
+from disagg_worker.transfer.rules.protocol import (
     DIGEST_CHARS,
     AuthError,
     Claim,

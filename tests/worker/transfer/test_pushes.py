@@ -8,11 +8,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from disagg_worker.transfer import protocol
 from disagg_worker.transfer.holder import BlockHolder
-from disagg_worker.transfer.layout import KVLayout
 from disagg_worker.transfer.nixl_agent import RemotePeer
 from disagg_worker.transfer.pushes import MAX_TARGETS, PushWriter
+from disagg_worker.transfer.rules import protocol
+from disagg_worker.transfer.rules.layout import KVLayout
 from disagg_worker.transfer.telemetry import TransferTelemetry
 
 LAYOUT = KVLayout(num_layers=1, num_kv_heads=1, head_dim=8, block_size=4, num_blocks=8)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from disagg_worker.transfer.ranks import check_tp, rank_heads, sources
+from disagg_worker.transfer.rules.ranks import check_tp, rank_heads, sources
 
 
 def test_heads_split_evenly_then_replicate() -> None:

@@ -16,11 +16,11 @@ import sys
 import pytest
 import torch
 
-from disagg_worker import ucx
-from disagg_worker.config import WorkerConfig
+from disagg_worker.core import ucx
+from disagg_worker.core.config import WorkerConfig
 from disagg_worker.transfer.engine import KVTransferAgent, PeerRef, TransferError
-from disagg_worker.transfer.layout import KVLayout
 from disagg_worker.transfer.peer_process import alloc, pattern, spawn_prefill, words
+from disagg_worker.transfer.rules.layout import KVLayout
 
 # 8 MiB of K and V over 64 blocks, block-major: a READ of many of the rendered segments
 LAYOUT = KVLayout(

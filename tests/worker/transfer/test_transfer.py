@@ -20,12 +20,13 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from disagg_worker.config import WorkerConfig
-from disagg_worker.transfer import handshake, protocol
+from disagg_worker.core.config import WorkerConfig
+from disagg_worker.transfer import handshake
 from disagg_worker.transfer.engine import PUSH_MARGIN_S, KVTransferAgent, PeerRef, TransferError
-from disagg_worker.transfer.layout import KVLayout
 from disagg_worker.transfer.nixl_agent import AgentError
 from disagg_worker.transfer.peer_process import PrefillProcess, alloc, pattern, spawn_prefill, words
+from disagg_worker.transfer.rules import protocol
+from disagg_worker.transfer.rules.layout import KVLayout
 
 LAYOUT = KVLayout(
     num_layers=2, num_kv_heads=2, head_dim=16, block_size=4, num_blocks=32, block_major=False

@@ -10,10 +10,8 @@ from typing import Any
 
 import pytest
 
-from disagg_worker.config import WorkerConfig
-from disagg_worker.transfer import protocol
+from disagg_worker.core.config import WorkerConfig
 from disagg_worker.transfer.engine import KVTransferAgent
-from disagg_worker.transfer.layout import KVLayout
 from disagg_worker.transfer.nixl_agent import RemotePeer
 from disagg_worker.transfer.peer_process import alloc
 from disagg_worker.transfer.peers import (
@@ -26,6 +24,8 @@ from disagg_worker.transfer.peers import (
     backoff_delay,
     claim_refused,
 )
+from disagg_worker.transfer.rules import protocol
+from disagg_worker.transfer.rules.layout import KVLayout
 
 LAYOUT = KVLayout(num_layers=1, num_kv_heads=1, head_dim=8, block_size=4, num_blocks=8)
 PEER = PeerRef("127.0.0.1", 1, "p0")

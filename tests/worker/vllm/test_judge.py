@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from disagg_worker.vllm import judge
+from disagg_worker.vllm.rules import judge
 
 
 def test_logprobs_are_read_by_token_id_and_compared_over_both_lists() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from disagg_worker.vllm import metrics
+from disagg_worker.vllm.rules import metrics
 
 LINE = (
     "(APIServer pid=18835) INFO 12-01 05:35:21 [metrics.py:103] KV Transfer metrics: "

@@ -1,10 +1,10 @@
 """The P/D protocol interface: how one engine's HTTP API is told to split a request.
 
-Pure layer, part of serve/pd. The proxy (:mod:`disagg_worker.serve.proxy.flow`), the
-router it runs as and the transfer canary (:mod:`disagg_worker.serve.canary`) call these
-methods and never name an engine's fields: each engine's protocol is a class like this
-one, named on their command lines by ``--pd-protocol`` (:func:`disagg_worker.serve.pd.resolve`)
-and rendered there by the engine plugin (``Engine.pd_protocol``).
+The proxy (:mod:`disagg_worker.serve.proxy.flow`), the router it runs as and the transfer
+canary (:mod:`disagg_worker.serve.canary`) call these methods and never name an engine's
+fields: each engine's protocol is a class like this one, named on their command lines by
+``--pd-protocol`` (:func:`disagg_worker.serve.pd.resolve`) and rendered there by the engine
+plugin (``Engine.pd_protocol``).
 
 What each method answers:
 

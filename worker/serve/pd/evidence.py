@@ -1,9 +1,9 @@
 """Did P/D happen? What a decode says about where its prompt's KV came from.
 
-Pure layer, part of serve/pd: the evidence of the ``kv_transfer_params`` protocol
-(:mod:`.kv_transfer_params`), which the proxy and the canary read through it. A request
-sent with the prefill's ``kv_transfer_params`` whose decode computed the prompt itself
-still answers the right tokens: the only sign is what the decode reports.
+The evidence of the ``kv_transfer_params`` protocol (:mod:`.kv_transfer_params`), which the
+proxy and the canary read through it. A request sent with the prefill's
+``kv_transfer_params`` whose decode computed the prompt itself still answers the right
+tokens: the only sign is what the decode reports.
 
 - The reference worker answers ``disagg.kv_source`` per request: "transferred" or
   "computed".

@@ -1,8 +1,6 @@
 """vLLM's P/D convention, ``kv_transfer_params``: the protocol of ``vllm serve`` with the
 NixlConnector and of the reference worker, which speaks it too.
 
-Pure layer, part of serve/pd.
-
 1. prefill: the client's body with ``max_tokens: 1`` (and ``max_completion_tokens: 1`` when
    sent), ``stream: false`` and
    ``kv_transfer_params: {do_remote_decode: true, do_remote_prefill: false, remote_*: null}``;
@@ -20,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from disagg_worker.serve.openai import RELEASE_PATH
 from disagg_worker.serve.pd.base import Moved, Page, PdProtocol, one_token
 from disagg_worker.serve.pd.evidence import (
     answer_transfer,
@@ -29,6 +26,7 @@ from disagg_worker.serve.pd.evidence import (
     vllm_sources,
     vllm_transfer,
 )
+from disagg_worker.serve.rules.openai import RELEASE_PATH
 
 FIELD = "kv_transfer_params"
 # A request a decode computes itself by choice (vLLM reads the flags the same way).

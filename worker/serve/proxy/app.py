@@ -18,14 +18,14 @@ from typing import Any
 from aiohttp import web
 
 from disagg_worker.serve import pd
-from disagg_worker.serve.limits import bounded
-from disagg_worker.serve.openai import ApiError, proxy_refusal, request_id
 from disagg_worker.serve.proxy.discovery import Refresher, parse_service
 from disagg_worker.serve.proxy.flow import Proxy
 from disagg_worker.serve.proxy.revisions import Pair, Pairs
-from disagg_worker.serve.proxy.routing import MODES, Policy
+from disagg_worker.serve.proxy.rules.routing import MODES, Policy
 from disagg_worker.serve.proxy.upstream import POLICIES, HopError, Pool
 from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
+from disagg_worker.serve.rules.limits import bounded
+from disagg_worker.serve.rules.openai import ApiError, proxy_refusal, request_id
 
 ROLES = ("prefill", "decode")
 KV_FIELD = "{kv}"  # where a KV revision goes in a Service name

@@ -60,7 +60,7 @@ from disagg_worker.serve.proxy.hops import (
 from disagg_worker.serve.proxy.metrics import ProxyMetrics
 from disagg_worker.serve.proxy.planner import Plan, Planner
 from disagg_worker.serve.proxy.revisions import Pair, Pairs
-from disagg_worker.serve.proxy.routing import Policy, Route
+from disagg_worker.serve.proxy.rules.routing import Policy, Route
 from disagg_worker.serve.proxy.upstream import (
     Backend,
     HopError,

@@ -18,7 +18,6 @@ import aiohttp
 from aiohttp import web
 
 from disagg_worker.serve import names
-from disagg_worker.serve.limits import bounded
 from disagg_worker.serve.proxy.upstream import (
     HopError,
     error_kind,
@@ -26,6 +25,7 @@ from disagg_worker.serve.proxy.upstream import (
     message_of,
     relay_status,
 )
+from disagg_worker.serve.rules.limits import bounded
 
 log = logging.getLogger("disagg.proxy")
 RELEASE_TIMEOUT_S = 2.0

@@ -14,10 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from disagg_worker.serve.openai import TOKENIZE_PATH, is_int
 from disagg_worker.serve.proxy.metrics import ProxyMetrics
 from disagg_worker.serve.proxy.revisions import Pair, Pairs
-from disagg_worker.serve.proxy.routing import (
+from disagg_worker.serve.proxy.rules.routing import (
     UNCOUNTED,
     Policy,
     PrefixIndex,
@@ -27,6 +26,7 @@ from disagg_worker.serve.proxy.routing import (
     decide,
 )
 from disagg_worker.serve.proxy.upstream import Backend, HopError, Pool
+from disagg_worker.serve.rules.openai import TOKENIZE_PATH, is_int
 
 log = logging.getLogger("disagg.proxy")
 TOKENIZE_TIMEOUT_S = 5.0

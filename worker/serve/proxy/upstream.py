@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from disagg_worker.serve.limits import bounded
-from disagg_worker.serve.openai import TRANSFER_FAILED
+from disagg_worker.serve.rules.limits import bounded
+from disagg_worker.serve.rules.openai import TRANSFER_FAILED
 
 POLICIES = ("least-loaded", "round-robin")
 T = TypeVar("T")

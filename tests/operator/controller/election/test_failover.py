@@ -19,7 +19,7 @@ from pathlib import Path
 
 from disagg_operator.bench import failover
 from disagg_operator.bench.failover import LEASE, LEASE_KEY, Replica, Setup, lease_args
-from disagg_operator.controller.election import lease
+from disagg_operator.controller.rules import lease
 from tests.operator.conftest import DD, quickstart
 from tests.support.emulator import ApiCall, Emulator
 

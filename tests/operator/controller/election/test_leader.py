@@ -11,8 +11,8 @@ import asyncio
 
 import pytest
 
-from disagg_operator.controller.election import lease
 from disagg_operator.controller.election.leader import ElectionSettings, Elector, LeaseLost
+from disagg_operator.controller.rules import lease
 from tests.operator.conftest import until
 from tests.support.emulator import Emulator, api_calls
 

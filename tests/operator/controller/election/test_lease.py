@@ -6,8 +6,8 @@ import datetime
 
 import pytest
 
-from disagg_operator.controller.election import lease
-from disagg_operator.controller.election.lease import ElectionSettings, Observation, Record
+from disagg_operator.controller.rules import lease
+from disagg_operator.controller.rules.lease import ElectionSettings, Observation, Record
 
 ME, OTHER = "op-a_1", "op-b_2"
 T0 = "2026-01-01T00:00:00.000000Z"

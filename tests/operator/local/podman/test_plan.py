@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from disagg_operator.derive.resources import parse_quantity
-from disagg_operator.local.podman.plan import (
+from disagg_operator.local.rules.podman import (
     RUN_LABEL,
     SHARE,
     PlanError,

@@ -15,12 +15,12 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from disagg_worker.serve.openai import RELEASE_PATH
 from disagg_worker.serve.proxy.app import build_app
 from disagg_worker.serve.proxy.flow import Proxy
 from disagg_worker.serve.proxy.hops import route_of
-from disagg_worker.serve.proxy.routing import Policy
+from disagg_worker.serve.proxy.rules.routing import Policy
 from disagg_worker.serve.proxy.upstream import Pool
+from disagg_worker.serve.rules.openai import RELEASE_PATH
 
 VLLM_PARAMS = {
     "do_remote_prefill": True,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from disagg_worker.serve.proxy import routing
-from disagg_worker.serve.proxy.routing import Policy, PrefixIndex, block_hashes, decide
+from disagg_worker.serve.proxy.rules import routing
+from disagg_worker.serve.proxy.rules.routing import Policy, PrefixIndex, block_hashes, decide
 
 
 def test_always_sends_every_request_through_prefill() -> None:

@@ -1,0 +1,116 @@
+"""LeaderWorkerSet's part in a local run: a rendered LWS → the pods of its group.
+
+In a cluster the LWS controller makes a group's pods from the LWS's templates and its pod
+webhook gives every container the group's env; here :func:`group_pods` does both: the leader
+``<lws>-0`` from the leader template and the workers ``<lws>-0-<w>`` (w from 1) from the
+worker template, labelled as LWS labels them (the worker index says who serves), each
+container's env led by ``LWS_LEADER_ADDRESS`` (the caller's: 127.0.0.1 where every pod
+shares this host, the leader's name in the group's Service, :func:`leader_name`, where pods
+have addresses of their own), ``LWS_GROUP_SIZE`` and ``LWS_WORKER_INDEX``, and every
+``$(VAR)`` in env values, commands and args expanded as the kubelet expands them (from the
+variables before it). Where pods share one host, each group also gets a rendezvous port of
+its own (``DISAGG_GROUP_PORT``, given).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from disagg_operator.contracts import lws
+from disagg_worker.core.config import WorkerConfig
+
+GROUP_PORT = WorkerConfig.env_name("group_port")
+_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def is_group_worker(labels: Mapping[str, str]) -> bool:
+    """Whether a pod of these labels is a group's worker (it serves nothing: no
+    readiness, no routing)."""
+    return labels.get(lws.LABEL_WORKER_INDEX, lws.LEADER) != lws.LEADER
+
+
+def leader_name(group: str, namespace: str) -> str:
+    """The leader's name in its group's Service, as LWS gives it (``LWS_LEADER_ADDRESS``
+    with the default subdomain policy: ``<lws>-<group>.<lws>.<namespace>``)."""
+    return f"{lws.leader_pod(group)}.{group}.{namespace}"
+
+
+Address = Callable[[str, str], str]  # (LWS name, namespace) → LWS_LEADER_ADDRESS
+
+
+def group_pods(
+    objects: list[dict[str, Any]], address: Address, ports: Iterator[int] | None = None
+) -> list[dict[str, Any]]:
+    """``objects`` with each LeaderWorkerSet replaced by its group's pods; ``address``:
+    the leader's address its pods get; ``ports``: a free base port per group where the
+    groups share one host (with the ranks' ports above it free too)."""
+    out: list[dict[str, Any]] = []
+    for obj in objects:
+        if obj.get("kind") != lws.KIND:
+            out.append(obj)
+            continue
+        out += _pods_of(obj, address, None if ports is None else next(ports))
+    return out
+
+
+def _pods_of(group: dict[str, Any], address: Address, port: int | None) -> list[dict[str, Any]]:
+    name = group["metadata"]["name"]
+    namespace = group["metadata"].get("namespace", "default")
+    spec = group["spec"]["leaderWorkerTemplate"]
+    size = int(spec["size"])
+    pods = []
+    for worker in range(size):
+        template = spec["leaderTemplate"] if worker == 0 else spec["workerTemplate"]
+        pod_name = lws.leader_pod(name) if worker == 0 else lws.worker_pod(name, worker)
+        labels = {
+            **template["metadata"].get("labels", {}),
+            lws.LABEL_NAME: name,
+            lws.LABEL_GROUP_INDEX: "0",
+            lws.LABEL_WORKER_INDEX: str(worker),
+        }
+        group_env = {
+            lws.ENV_LEADER_ADDRESS: address(name, namespace),
+            lws.ENV_GROUP_SIZE: str(size),
+            lws.ENV_WORKER_INDEX: str(worker),
+            **({GROUP_PORT: str(port)} if port is not None else {}),
+        }
+        pod_spec = dict(template["spec"])
+        pod_spec["containers"] = [_with_env(c, group_env) for c in pod_spec["containers"]]
+        meta = {
+            "name": pod_name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": dict(template["metadata"].get("annotations", {})),
+        }
+        pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec})
+    return pods
+
+
+def _with_env(container: dict[str, Any], first: Mapping[str, str]) -> dict[str, Any]:
+    """The container with ``first`` leading its env and every ``$(VAR)`` expanded."""
+    known: dict[str, str] = dict(first)
+    env = [{"name": k, "value": v} for k, v in first.items()]
+    for item in container.get("env", []):
+        if item["name"] in first:
+            continue
+        if "value" in item:
+            item = {**item, "value": expand(str(item["value"]), known)}
+            known[item["name"]] = item["value"]
+        env.append(item)
+    out = {**container, "env": env}
+    for key in ("command", "args"):
+        if key in container:
+            out[key] = [expand(str(a), known) for a in container[key]]
+    return out
+
+
+def expand(text: str, known: Mapping[str, str]) -> str:
+    """Kubernetes' ``$(VAR)``: VAR's value where ``known`` has it, else left as written
+    (as the kubelet leaves it); ``$$`` is a literal ``$``."""
+
+    def one(m: re.Match[str]) -> str:
+        return "$" if m.group(0) == "$$" else known.get(m.group(1), m.group(0))
+
+    return _REF.sub(one, text)

@@ -1,0 +1,157 @@
+"""Routing policy: which path a request takes (prefill then decode, or decode alone), and
+which decode worker is likely to hold its prompt's prefix.
+
+The policy (``spec.routing``, rendered as the proxy's flags and as llm-d's scheduler
+config):
+
+- ``always``: every request takes both hops;
+- ``threshold``: a request goes through prefill only when the prompt tokens the picked
+  decode does not already hold (its *non-cached* tokens) reach ``threshold_tokens``;
+  shorter ones are prefilled by decode itself, on purpose (``do_remote_prefill: false``,
+  never counted as a fallback). With ``prefill_queue_limit``, a request also stays on
+  decode while every prefill has that many requests in flight.
+
+Prefix affinity: the proxy remembers, per decode worker, the hashes of the full prompt
+blocks it sent there (a bounded LRU, as llm-d's approximate prefix-cache scorer does), and
+sends a prompt to the decode holding its longest prefix, ties to the least loaded. An
+engine that keeps no prefix cache (the reference engine) is routed with
+``prefix_cache=False``: every prompt then counts as wholly non-cached.
+
+Hashes chain block by block (a block's hash covers every token before it), so equal hashes
+mean an equal prefix, as in vLLM's own prefix cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+MODES = ("always", "threshold")
+# Why a request took its path: the proxy's disagg_proxy_requests_total{path, reason}.
+ALWAYS = "always"
+ABOVE = "above_threshold"
+BELOW = "below_threshold"
+PREFILL_BUSY = "prefill_busy"
+UNCOUNTED = "tokens_unknown"  # the engine could not count the prompt: both hops, to be safe
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The routing policy (defaults: both hops always, no prefix cache on decode)."""
+
+    mode: str = "always"
+    threshold_tokens: int = 0
+    prefill_queue_limit: int | None = None
+    prefix_cache: bool = False
+    block_tokens: int = 16
+    # prompt blocks remembered per decode worker (LRU): ~ what its prefix cache holds
+    index_blocks: int = 65536
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"--disaggregate: {self.mode!r} is not one of {', '.join(MODES)}")
+        if self.threshold_tokens < 0:
+            raise ValueError("--threshold-tokens: must be 0 or more")
+        if self.block_tokens < 1:
+            raise ValueError("--block-tokens: must be 1 or more")
+        if self.prefill_queue_limit is not None and self.prefill_queue_limit < 1:
+            raise ValueError("--prefill-queue-limit: must be 1 or more")
+
+    @property
+    def needs_tokens(self) -> bool:
+        """Whether a request's tokens must be counted before it is routed."""
+        return self.mode == "threshold" or self.prefix_cache
+
+
+@dataclass(frozen=True)
+class Route:
+    """A request's path ("pd" or "decode"), why, and the token counts behind it."""
+
+    path: str
+    reason: str
+    prompt_tokens: int | None = None
+    cached_tokens: int = 0
+
+    @property
+    def non_cached_tokens(self) -> int | None:
+        return None if self.prompt_tokens is None else self.prompt_tokens - self.cached_tokens
+
+
+def decide(
+    policy: Policy,
+    prompt_tokens: int | None,
+    cached_tokens: int,
+    prefill_inflight: Sequence[int],
+) -> Route:
+    """The path of one request: ``prompt_tokens`` as the engine counts them (None: could
+    not be counted), ``cached_tokens`` the picked decode likely holds, and the in-flight
+    count of each prefill worker."""
+    if policy.mode == "always":
+        return Route("pd", ALWAYS, prompt_tokens, cached_tokens)
+    if prompt_tokens is None:
+        return Route("pd", UNCOUNTED)
+    cached = min(cached_tokens, prompt_tokens) if policy.prefix_cache else 0
+    if prompt_tokens - cached < policy.threshold_tokens:
+        return Route("decode", BELOW, prompt_tokens, cached)
+    limit = policy.prefill_queue_limit
+    if limit is not None and prefill_inflight and min(prefill_inflight) >= limit:
+        return Route("decode", PREFILL_BUSY, prompt_tokens, cached)
+    return Route("pd", ABOVE, prompt_tokens, cached)
+
+
+def block_hashes(tokens: Sequence[int], block_tokens: int) -> list[bytes]:
+    """The chained hash of each full block of ``tokens`` (a partial last block is not
+    cached by an engine, so it is not hashed)."""
+    out: list[bytes] = []
+    parent = b""
+    for start in range(0, len(tokens) - block_tokens + 1, block_tokens):
+        block = tokens[start : start + block_tokens]
+        h = hashlib.blake2b(parent, digest_size=16)
+        h.update(b",".join(str(t).encode() for t in block))
+        parent = h.digest()
+        out.append(parent)
+    return out
+
+
+class PrefixIndex:
+    """Per worker URL, the prompt blocks (chained hashes) sent there, least recently used
+    forgotten first beyond ``capacity`` blocks per worker."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._held: dict[str, OrderedDict[bytes, None]] = {}
+
+    def matched(self, url: str, hashes: Sequence[bytes]) -> int:
+        """How many leading blocks of ``hashes`` worker ``url`` likely holds."""
+        held = self._held.get(url)
+        if not held:
+            return 0
+        n = 0
+        for h in hashes:
+            if h not in held:
+                break
+            n += 1
+        return n
+
+    def record(self, url: str, hashes: Iterable[bytes]) -> None:
+        """Worker ``url`` now holds these blocks (most recent last)."""
+        held = self._held.setdefault(url, OrderedDict())
+        for h in hashes:
+            held[h] = None
+            held.move_to_end(h)
+        while len(held) > self.capacity:
+            held.popitem(last=False)
+
+    def keep(self, urls: Iterable[str]) -> None:
+        """Forget workers that left the pool."""
+        live = set(urls)
+        for url in [u for u in self._held if u not in live]:
+            del self._held[url]
+
+
+def affinity_order(inflight: Sequence[int], matched: Sequence[int]) -> list[int]:
+    """Indices of the workers (each with its in-flight count and its matched blocks),
+    best first: most matched blocks, then fewest in flight, then pool order."""
+    return sorted(range(len(inflight)), key=lambda i: (-matched[i], inflight[i], i))

@@ -1,0 +1,259 @@
+"""Transfer-path canary: when a canary is due, what its answers prove, and the verdict.
+
+One canary is the P/D request pair any client makes through the engine's own API, in
+its P/D protocol (:mod:`disagg_worker.serve.pd`; vLLM's: a prefill with ``max_tokens 1``
+that returns ``kv_transfer_params``, then a decode in this pod with them). It passes when
+both hops answer 200 and the decode returns a token; the decode can only do that after
+reading the prefill's KV, so a pass proves the whole transfer path
+(DNS, the side channel, the KV transport, both engines) at that moment.
+
+Timing (numbers and why: docs/derivation.md): a probe runs a canary when the last one is
+at least ``interval_s`` old and none is running, else it reuses the last result; the
+verdict is ready only while the last canary passed and is at most ``fresh_s`` old.
+
+Bandwidth: a canary also measures the KV its decode read (:func:`measured`: bytes and
+seconds on the wire, GB/s = 1e9 bytes/s) and, given a floor, reports ``SlowTransport``
+below it (:func:`bandwidth_problem`): a path that works over TCP where RDMA was meant
+passes every other check. A slow path still serves, so it never makes the pod unready:
+the canary passes and its reason says SlowTransport, which the operator reads into
+TransferPathReady. No figure (an engine that reports none) is no verdict.
+
+Readiness latches (:class:`Latch`): the pod is Ready from the first canary that passes on
+its engine *instance* (:func:`engine_identity`: the reference worker's pid and start time
+from /health, vLLM's ``process_start_time_seconds`` from /metrics) until that engine is
+gone or replaced; whatever the prefill pool does meanwhile, the pod keeps serving. The
+current verdict stays what :func:`verdict` says, served apart from readiness, and a
+failure's first word says why (:func:`hop_problem`: ``PrefillBusy`` when the prefill pool
+took the deadline, ``PrefillUnreachable`` when nothing answers there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from disagg_worker.serve.pd import KV_TRANSFER_PARAMS, PdProtocol
+from disagg_worker.serve.pd.base import Page
+
+# A short fixed text: a few tokens for any tokenizer, one KV block for any block size.
+PROMPT = "The transfer path works."
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """The KV one canary's decode read: ``nbytes`` in ``seconds`` on the wire, as ``via``
+    tells it (``answer``: the reference decode's own figures; ``metrics``: deltas of
+    vLLM's NIXL histograms around the request, :mod:`~disagg_worker.serve.pd.evidence`)."""
+
+    nbytes: float
+    seconds: float
+    via: str
+
+    @property
+    def gbytes_per_second(self) -> float:
+        return self.nbytes / self.seconds / 1e9
+
+
+@dataclass(frozen=True)
+class Result:
+    """One canary's outcome: ``at`` (monotonic seconds) when it ended, ``problem`` None when
+    it passed, else what failed (which hop, which URL, why); ``transfer`` the KV it
+    measured (None: no figure)."""
+
+    at: float
+    took_ms: float
+    problem: str | None = None
+    transfer: Transfer | None = None
+    slow: str | None = None  # passed, but the KV moved below the floor (SlowTransport: ...)
+
+    @property
+    def passed(self) -> bool:
+        return self.problem is None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What ``GET /ready`` answers: ``ready`` (200) or not (503), and why."""
+
+    ready: bool
+    reason: str
+
+
+def request_body(model: str) -> dict[str, Any]:
+    """The canary request; the P/D client (the proxy) turns it into the two hops."""
+    return {"model": model, "prompt": PROMPT, "max_tokens": 1}
+
+
+def due(last: Result | None, now: float, interval_s: float) -> bool:
+    """A new canary runs when there is none yet or the last ended ``interval_s`` ago."""
+    return last is None or now - last.at >= interval_s
+
+
+RECOMPUTED = "DecodeRecomputing"
+
+
+def kv_problem(
+    answer: dict[str, Any],
+    before: Page | None = None,
+    after: Page | None = None,
+    protocol: PdProtocol = KV_TRANSFER_PARAMS,
+) -> str | None:
+    """None unless decode computed the prompt itself instead of reading the prefill's KV:
+    correct tokens, but no P/D. The protocol says how to tell (the reference worker in its
+    answer; vLLM only on its /metrics ``before`` and ``after`` the request:
+    :mod:`~disagg_worker.serve.pd.evidence`). The message starts with :data:`RECOMPUTED`,
+    the reason the canary reports."""
+    why = protocol.recomputed(answer, before, after)
+    return None if why is None else f"{RECOMPUTED}: {why}"
+
+
+SLOW = "SlowTransport"
+
+
+def measured(
+    answer: dict[str, Any],
+    before: Page | None = None,
+    after: Page | None = None,
+    protocol: PdProtocol = KV_TRANSFER_PARAMS,
+) -> Transfer | None:
+    """The KV the decode read for ``answer``, as the protocol measures it (vLLM's: the
+    figures in a reference worker's answer, else the growth of vLLM's NIXL ``bytes`` and
+    ``seconds`` sums from ``before`` to ``after``); None when nothing says, or nothing moved
+    in measurable time."""
+    found = protocol.moved(answer, before, after)
+    if found is None or found[0] <= 0 or found[1] <= 0:
+        return None
+    return Transfer(*found)
+
+
+def bandwidth_problem(moved: Transfer | None, floor_gbps: float | None) -> str | None:
+    """None unless the KV moved slower than ``floor_gbps`` (GB/s); the message starts with
+    :data:`SLOW`, the reason the canary reports. No floor or no figure: no problem."""
+    if floor_gbps is None or moved is None or moved.gbytes_per_second >= floor_gbps:
+        return None
+    return (
+        f"{SLOW}: the KV moved at {moved.gbytes_per_second:.3g} GB/s ({moved.nbytes:.0f} "
+        f"bytes in {moved.seconds * 1e3:.3g} ms), below the floor of {floor_gbps:g} GB/s; "
+        "check the RDMA device, UCX_TLS and UCX_NET_DEVICES"
+    )
+
+
+def kv_fields(moved: Transfer | None, floor_gbps: float | None) -> dict[str, Any]:
+    """The canary's KV figures as JSON fields (its ``--once`` line, its /ready body):
+    ``kv_bytes``, ``kv_seconds``, ``kv_gbytes_per_second`` (null when not measured),
+    ``kv_measured_from``, ``kv_floor_gbytes_per_second`` and ``kv_bandwidth``, a sentence
+    saying how it compares with the floor, or why it was not checked."""
+    if moved is None:
+        note = "not measured: the decode reported no KV transfer figures, so not checked"
+    elif floor_gbps is None:
+        note = "not checked: no floor"
+    elif moved.gbytes_per_second < floor_gbps:
+        note = f"below the floor of {floor_gbps:g} GB/s"
+    else:
+        note = f"at or above the floor of {floor_gbps:g} GB/s"
+    return {
+        "kv_bytes": None if moved is None else int(moved.nbytes),
+        "kv_seconds": None if moved is None else round(moved.seconds, 9),
+        "kv_gbytes_per_second": None if moved is None else round(moved.gbytes_per_second, 6),
+        "kv_measured_from": None if moved is None else moved.via,
+        "kv_floor_gbytes_per_second": floor_gbps,
+        "kv_bandwidth": note,
+    }
+
+
+def token_problem(answer: dict[str, Any]) -> str | None:
+    """None when decode's answer carries a generated token (vLLM: usage.completion_tokens or
+    the choice's text; the reference worker also gives token_ids), else what is missing."""
+    choices = answer.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return "decode answered 200 without choices"
+    choice = choices[0]
+    usage = answer.get("usage")
+    counted = isinstance(usage, dict) and (usage.get("completion_tokens") or 0) >= 1
+    if counted or choice.get("token_ids") or choice.get("text"):
+        return None
+    return "decode answered 200 but generated no token"
+
+
+def verdict(last: Result | None, now: float, fresh_s: float) -> Verdict:
+    """Ready while the last canary passed and ended at most ``fresh_s`` ago."""
+    if last is None:
+        return Verdict(False, "no canary has completed yet")
+    if not last.passed:
+        return Verdict(False, f"the last canary failed: {last.problem}")
+    age = now - last.at
+    if age > fresh_s:
+        return Verdict(
+            False, f"the last passing canary is {age:.0f} s old (fresh for {fresh_s:g} s)"
+        )
+    passed = f"the last canary passed {age:.0f} s ago in {last.took_ms:.0f} ms"
+    return Verdict(True, f"{last.slow} ({passed})" if last.slow else passed)
+
+
+BUSY = "PrefillBusy"
+UNREACHABLE = "PrefillUnreachable"
+
+
+def hop_problem(status: int, message: str) -> str:
+    """A failed hop's problem, led by the reason it shows: :data:`BUSY` when the prefill hop
+    ran out of the deadline, or answered that it is full (429/503), or took so long that
+    the decode hop was never tried; :data:`UNREACHABLE` when nothing accepts the prefill
+    hop's connection (no Ready pod behind the revision's Service, DNS, a policy). Other
+    failures keep the proxy's words (CanaryFailing)."""
+    prefill = message.startswith("prefill ")
+    full = prefill and (status == 504 or " answered 429" in message or " answered 503" in message)
+    if full or (message.startswith("decode ") and ": not tried, the " in message):
+        return (
+            f"{BUSY}: {message} (the prefill pool is saturated: requests queued ahead of the "
+            "canary's; this pod stays Ready and serves what needs no prefill)"
+        )
+    if prefill and ": cannot connect" in message:
+        return (
+            f"{UNREACHABLE}: {message} (no prefill pod accepts the connection: none Ready "
+            "behind the revision's Service, or DNS or a NetworkPolicy in the way)"
+        )
+    return message
+
+
+def engine_identity(health: Any, metrics: str | None = None) -> str | None:
+    """Which engine instance answers: the reference worker's /health ``pid`` and
+    ``started_at``, else the start time vLLM's /metrics report for its server process
+    (``process_start_time_seconds``, the Prometheus client's process collector); None when
+    neither says (a restart is then seen only as the engine not answering)."""
+    if isinstance(health, dict) and "pid" in health and "started_at" in health:
+        return f"pid {health['pid']} started {health['started_at']}"
+    for line in (metrics or "").splitlines():
+        if line.startswith("process_start_time_seconds "):
+            return f"started {line.split()[-1]}"
+    return None
+
+
+class Latch:
+    """The pod's readiness: closed (Ready) from the first canary that passed on an engine
+    instance until that instance is gone (it stops answering) or replaced (another
+    :func:`engine_identity`). ``engine``: the instance proven, or last seen."""
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.engine: str | None = None
+
+    def seen(self, identity: str | None, answers: bool) -> bool:
+        """What the engine said now; True when that re-gates the pod (it was Ready for an
+        instance that is no longer there)."""
+        replaced = identity is not None and identity != self.engine
+        if answers and not replaced:
+            return False
+        was = self.ready
+        self.ready, self.engine = False, identity if answers else None
+        return was
+
+    def passed(self, identity: str | None) -> None:
+        """A canary passed on instance ``identity`` (as seen before it ran)."""
+        if identity == self.engine:
+            self.ready = True
+
+
+def flipped(before: Result | None, after: Result) -> bool:
+    """The verdict changes between two canaries: the one moment worth a log line (the
+    first result always counts, so the log says where the pod starts)."""
+    return before is None or before.passed != after.passed
