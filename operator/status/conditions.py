@@ -64,8 +64,9 @@ from disagg_operator.status.reasons import (
     ROLLING_OUT,
     ROLLOUT_COMPLETE,
     SCALING_DOWN,
+    TRANSFER_PATH_READY,
 )
-from disagg_operator.status.transfer_path import TRANSFER_PATH_READY, Said
+from disagg_operator.status.transfer_path import Said
 from disagg_operator.status.transfer_path import condition as transfer_path
 from disagg_operator.validation.spec import Problem
 
