@@ -43,7 +43,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import aiohttp
 from aiohttp import web
@@ -71,6 +72,29 @@ from disagg_worker.serve.proxy.upstream import (
 
 log = logging.getLogger("disagg.proxy")
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One client request through the flow: its route path, body and the headers every hop
+    carries, and the deadline all hops share."""
+
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    deadline: float
+
+
+@dataclass(frozen=True)
+class Paired(Generic[T]):
+    """A prefill hop and the decode step after it: the prefill that answered, its answer,
+    what the decode step gave, the prefills tried before it, when its hop ended."""
+
+    prefill: Backend
+    answer: dict[str, Any]
+    decoded: T
+    tried: list[str]
+    prefilled_at: float
 
 
 class Proxy:
@@ -139,16 +163,16 @@ class Proxy:
     ) -> dict[str, Any]:
         """One request on its route: both hops, or decode alone; ``headers`` (request id,
         the client's Authorization) go to every hop."""
-        deadline = time.monotonic() + self.timeout_s
+        req = self._request(path, body, headers)
         t0 = time.perf_counter()
-        plan = await self.planner.plan(path, body, headers, deadline)
+        plan = await self.planner.plan(path, body, headers, req.deadline)
         hops = time.perf_counter()  # the hops' times leave out the routing (a tokenize call)
         if plan.route.path == "decode":
-            d, out = await self._local(path, body, headers, deadline, plan.pair, plan.decode)
+            d, out = await self._local(req, plan.pair, plan.decode)
             figures = _figures(out)
             figures["proxy"] = {"decode_url": d.url, "decode_hop_ms": _ms(hops)}
         else:
-            d, out = await self._both(path, body, headers, deadline, plan, hops)
+            d, out = await self._both(req, plan, hops)
             figures = _figures(out)
             why = self.protocol.recomputed(out)
             if why is not None:  # correct tokens, but no P/D: counted, never silent
@@ -158,63 +182,48 @@ class Proxy:
         self._answered(plan, d)
         return out
 
-    async def _both(
-        self,
-        path: str,
-        body: dict[str, Any],
-        headers: dict[str, str],
-        deadline: float,
-        plan: Plan,
-        start: float,
-    ) -> tuple[Backend, dict[str, Any]]:
-        """Prefill, then decode with its handoff (:meth:`_pair`); ``start``:
-        when the prefill hop began."""
+    def _request(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> Request:
+        return Request(path, body, headers, time.monotonic() + self.timeout_s)
+
+    async def _both(self, req: Request, plan: Plan, start: float) -> tuple[Backend, dict[str, Any]]:
+        """Prefill, then decode with its handoff (:meth:`_pair`); ``start``: when the
+        prefill hop began."""
 
         def decode(second: dict[str, Any]) -> Awaitable[tuple[Backend, dict[str, Any]]]:
-            pool = plan.pair.decode
-            return self._hop("decode", pool, path, second, headers, deadline, first=plan.decode)
+            return self._hop("decode", plan.pair.decode, req, second, first=plan.decode)
 
-        p, pre, (d, out), tried, t1 = await self._pair(
-            path, body, headers, deadline, plan.pair, decode
-        )
+        paired = await self._pair(req, plan.pair, decode)
+        d, out = paired.decoded
         figures = _figures(out)
         figures["proxy"] = {
-            "prefill_url": p.url,
+            "prefill_url": paired.prefill.url,
             "decode_url": d.url,
-            "prefill_hop_ms": (t1 - start) * 1000.0,
-            "decode_hop_ms": _ms(t1),
-            "prefill_retries": len(tried),
+            "prefill_hop_ms": (paired.prefilled_at - start) * 1000.0,
+            "decode_hop_ms": _ms(paired.prefilled_at),
+            "prefill_retries": len(paired.tried),
         }
-        if isinstance(pre.get("disagg"), dict):
-            figures["prefill"] = pre["disagg"]
+        if isinstance(paired.answer.get("disagg"), dict):
+            figures["prefill"] = paired.answer["disagg"]
         return d, out
 
     async def _pair(
-        self,
-        path: str,
-        body: dict[str, Any],
-        headers: dict[str, str],
-        deadline: float,
-        pair: Pair,
-        decode: Callable[[dict[str, Any]], Awaitable[T]],
-    ) -> tuple[Backend, dict[str, Any], T, list[str], float]:
-        """The prefill hop, then ``decode`` of the client's body with the prefill's
-        handoff; a decode that could not read the KV is retried from another
-        prefill. (The prefill, its answer, decode's result, the prefills tried before,
-        when the last prefill hop ended.)"""
+        self, req: Request, pair: Pair, decode: Callable[[dict[str, Any]], Awaitable[T]]
+    ) -> Paired[T]:
+        """The prefill hop, then ``decode`` of the client's body with the prefill's handoff;
+        a decode that could not read the KV is retried from another prefill."""
         tried: list[str] = []
         while True:
-            p, pre, handoff = await self._prefill(path, body, headers, deadline, pair, tried)
+            p, pre, handoff = await self._prefill(req, pair, tried)
             t1 = time.perf_counter()
-            second = self.protocol.decode(body, handoff)
+            second = self.protocol.decode(req.body, handoff)
             try:
-                return p, pre, await decode(second), tried, t1
+                return Paired(p, pre, await decode(second), tried, t1)
             except HopError as e:  # the prefill's blocks go now; its READ may be retried
-                self.release_later(p, handoff, headers)
+                self.release_later(p, handoff, req.headers)
                 if not self._retry(e, p, pair.prefill, tried):
                     raise
             except BaseException:  # the client left: the prefill's blocks go now
-                self.release_later(p, handoff, headers)
+                self.release_later(p, handoff, req.headers)
                 raise
 
     def _answered(self, plan: Plan, decode: Backend) -> None:
@@ -229,14 +238,13 @@ class Proxy:
         passed through as it comes. An error before decode's first byte is raised
         (answered as JSON); after it, it ends the stream with an ``{"error": ...}``
         event."""
-        deadline = time.monotonic() + self.timeout_s
-        plan = await self.planner.plan(path, body, headers, deadline)
+        req = self._request(path, body, headers)
+        plan = await self.planner.plan(path, body, headers, req.deadline)
         route = {"path": plan.route.path, "route_reason": plan.route.reason}
         if plan.route.path == "decode":
-            local = self.protocol.local(body)
-            backend, resp = await self._open_decode(path, local, headers, deadline, plan)
+            backend, resp = await self._open_decode(req, plan, self.protocol.local(body))
         else:
-            backend, resp, hop = await self._open_both(path, body, headers, deadline, plan)
+            backend, resp, hop = await self._open_both(req, plan)
             route.update(hop)
         route["decode_url"] = backend.url
         backend.inflight += 1
@@ -253,40 +261,31 @@ class Proxy:
         return out
 
     async def _open_both(
-        self,
-        path: str,
-        body: dict[str, Any],
-        headers: dict[str, str],
-        deadline: float,
-        plan: Plan,
+        self, req: Request, plan: Plan
     ) -> tuple[Backend, aiohttp.ClientResponse, dict[str, Any]]:
         """Prefill, then open decode's stream (:meth:`_pair`: retried only before
         decode's first byte, when nothing reached the client); with the prefill hop's
         figures (its worker, time and retries) for the stream's headers."""
 
         def decode(second: dict[str, Any]) -> Awaitable[tuple[Backend, aiohttp.ClientResponse]]:
-            return self._open_decode(path, second, headers, deadline, plan)
+            return self._open_decode(req, plan, second)
 
         start = time.perf_counter()
-        p, _, (d, resp), tried, t1 = await self._pair(
-            path, body, headers, deadline, plan.pair, decode
-        )
-        hop = {"prefill_url": p.url, "prefill_hop_ms": (t1 - start) * 1000.0,
-               "prefill_retries": len(tried)}  # fmt: skip
+        paired = await self._pair(req, plan.pair, decode)
+        d, resp = paired.decoded
+        hop = {"prefill_url": paired.prefill.url,
+               "prefill_hop_ms": (paired.prefilled_at - start) * 1000.0,
+               "prefill_retries": len(paired.tried)}  # fmt: skip
         return d, resp, hop
 
     async def _open_decode(
-        self,
-        path: str,
-        body: dict[str, Any],
-        headers: dict[str, str],
-        deadline: float,
-        plan: Plan,
+        self, req: Request, plan: Plan, body: dict[str, Any]
     ) -> tuple[Backend, aiohttp.ClientResponse]:
-        """The streaming decode hop, on the next decode worker when one is full or down."""
+        """The streaming decode hop of ``body``, on the next decode worker when one is
+        full or down."""
         return await first_taker(
             plan.pair.decode,
-            lambda b: self.http.open(b.url + path, body, headers, deadline),
+            lambda b: self.http.open(b.url + req.path, body, req.headers, req.deadline),
             first=plan.decode,
         )
 
@@ -307,18 +306,12 @@ class Proxy:
         return True
 
     async def _prefill(
-        self,
-        path: str,
-        body: dict[str, Any],
-        headers: dict[str, str],
-        deadline: float,
-        pair: Pair,
-        avoid: Sequence[str] = (),
+        self, req: Request, pair: Pair, avoid: Sequence[str] = ()
     ) -> tuple[Backend, dict[str, Any], Any]:
         """The prefill hop (on a worker of ``pair`` not in ``avoid`` when there is one):
         the worker, its answer and the handoff for decode."""
-        first = self.protocol.prefill(body)
-        p, pre = await self._hop("prefill", pair.prefill, path, first, headers, deadline, avoid)
+        first = self.protocol.prefill(req.body)
+        p, pre = await self._hop("prefill", pair.prefill, req, first, avoid)
         handoff = self.protocol.handoff(pre)
         if handoff is None:
             raise HopError(
@@ -335,41 +328,31 @@ class Proxy:
     ) -> dict[str, Any]:
         """One request straight to a decode worker, no prefill hop, whatever the policy,
         bounded by the same deadline."""
-        deadline = time.monotonic() + self.timeout_s
-        _, out = await self._local(path, body, headers, deadline, self.pairs.choose())
+        _, out = await self._local(self._request(path, body, headers), self.pairs.choose())
         return out
 
     async def _local(
-        self,
-        path: str,
-        body: dict[str, Any],
-        headers: dict[str, str],
-        deadline: float,
-        pair: Pair,
-        first: Backend | None = None,
+        self, req: Request, pair: Pair, first: Backend | None = None
     ) -> tuple[Backend, dict[str, Any]]:
         """Decode alone: it prefills the prompt itself, on purpose (the protocol's local
         body says so, so the worker does not count a fallback)."""
-        body = self.protocol.local(body)
-        pool = pair.decode
-        return await self._hop("decode", pool, path, body, headers, deadline, first=first)
+        local = self.protocol.local(req.body)
+        return await self._hop("decode", pair.decode, req, local, first=first)
 
     async def _hop(
         self,
         role: str,
         pool: Pool,
-        path: str,
+        req: Request,
         body: dict[str, Any],
-        headers: dict[str, str],
-        deadline: float,
         avoid: Sequence[str] = (),
         first: Backend | None = None,
     ) -> tuple[Backend, dict[str, Any]]:
-        """POST to ``first`` or the pool's pick; when it is full or unreachable, to each
-        other worker (those in ``avoid`` last)."""
+        """POST ``body`` (the hop's, not the client's) to ``first`` or the pool's pick;
+        when it is full or unreachable, to each other worker (those in ``avoid`` last)."""
         return await first_taker(
             pool,
-            lambda b: self.http.post(role, b.url + path, body, headers, deadline),
+            lambda b: self.http.post(role, b.url + req.path, body, req.headers, req.deadline),
             avoid,
             first,
         )
