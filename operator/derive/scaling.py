@@ -36,7 +36,7 @@ from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
-from disagg_operator.api import DeploymentSpec, PerDecode
+from disagg_operator.api import DeploymentSpec, PerDecode, rules
 from disagg_operator.api.problems import Problem
 
 DEFAULT_PREFILL = 1
@@ -113,23 +113,17 @@ def min_available(spec: DeploymentSpec, role: str) -> int:
 
 
 def problems(spec: DeploymentSpec) -> Iterator[Problem]:
-    """The prefill count's conflicts (the CEL rules PREFILL_COUNT_RULE,
-    PER_DECODE_BOUNDS_RULE and the autoscaling ones, with the same wording)."""
+    """The prefill count's conflicts: the CEL rules PREFILL_COUNT_RULE,
+    PER_DECODE_BOUNDS_RULE and the autoscaling ones, in their own words."""
     yield from _autoscaling_problems(spec)
     prefill, per = spec.prefill, spec.prefill.per_decode
     if per is None:
         return
     if prefill.replicas is not None:
-        yield Problem(
-            "spec.prefill.perDecode",
-            "set replicas (a fixed count) or perDecode (follow decode), not both; remove "
-            "spec.prefill.replicas to follow decode",
-        )
+        yield rules.PREFILL_COUNT_RULE.problem()
     if per.max_replicas is not None and per.min_replicas > per.max_replicas:
-        yield Problem(
-            "spec.prefill.perDecode.min",
-            f"{per.min_replicas} exceeds perDecode.max {per.max_replicas}; lower min or raise max",
-        )
+        found = f"min {per.min_replicas}, max {per.max_replicas}"
+        yield rules.PER_DECODE_BOUNDS_RULE.problem(found=found)
 
 
 def _autoscaling_problems(spec: DeploymentSpec) -> Iterator[Problem]:
@@ -137,40 +131,22 @@ def _autoscaling_problems(spec: DeploymentSpec) -> Iterator[Problem]:
     if auto is None:
         return
     if spec.prefill.per_decode is not None and auto.mode == "Apply":
-        yield Problem(
-            "spec.prefill.perDecode",
-            "spec.autoscaling plans prefill's count; remove spec.prefill.perDecode "
-            "(spec.autoscaling.prefillPerDecode bounds the ratio)",
-        )
+        yield rules.AUTOSCALING_PER_DECODE_RULE.problem()
     if spec.monitoring is None or not spec.monitoring.enabled:
-        yield Problem(
-            "spec.monitoring",
-            "spec.autoscaling reads the series the PodMonitors of spec.monitoring label; set "
-            "spec.monitoring.enabled: true",
-        )
+        yield rules.AUTOSCALING_MONITORING_RULE.problem()
     for role in ("prefill", "decode"):
         b = auto.prefill if role == "prefill" else auto.decode
         if b.min_replicas > b.max_replicas:
-            yield Problem(
-                f"spec.autoscaling.{role}.min",
-                f"{b.min_replicas} exceeds its max {b.max_replicas}; lower min or raise max",
-            )
+            found = f"min {b.min_replicas}, max {b.max_replicas}"
+            yield rules.AUTOSCALING_BOUNDS_RULE.problem(f"spec.autoscaling.{role}.min", found)
     ratio = auto.prefill_per_decode
     if ratio.max_ratio is not None and ratio.min_ratio > ratio.max_ratio:
-        yield Problem(
-            "spec.autoscaling.prefillPerDecode.min",
-            f"{ratio.min_ratio:g} exceeds its max {ratio.max_ratio:g}; lower min or raise max",
-        )
+        found = f"min {ratio.min_ratio:g}, max {ratio.max_ratio:g}"
+        yield rules.AUTOSCALING_RATIO_RULE.problem(found=found)
     budget = auto.budget
     if budget is not None and budget.pods is None and budget.cost is None:
-        yield Problem(
-            "spec.autoscaling.budget", "sets neither pods nor cost; set one (or remove the budget)"
-        )
+        yield rules.AUTOSCALING_BUDGET_RULE.problem()
     if budget is not None and budget.cost is not None:
         for role in ("prefill", "decode"):
             if (auto.prefill if role == "prefill" else auto.decode).cost is None:
-                yield Problem(
-                    f"spec.autoscaling.{role}.cost",
-                    "budget.cost needs a cost per pod for both roles; set "
-                    f"spec.autoscaling.{role}.cost",
-                )
+                yield rules.AUTOSCALING_COST_RULE.problem(f"spec.autoscaling.{role}.cost")

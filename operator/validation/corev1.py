@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from disagg_operator.api import rules
 from disagg_operator.api.corev1 import SCHEMAS
 from disagg_operator.api.problems import Problem
 from disagg_operator.derive.resources import parse_quantity
@@ -83,7 +84,7 @@ def _object(path: str, value: dict[str, Any], schema: dict[str, Any]) -> Iterato
 def env_problems(path: str, env: dict[str, Any]) -> Iterator[Problem]:
     """An env var's value rules (the API server's validateEnv)."""
     if env.get("value") is not None and env.get("valueFrom") is not None:
-        yield Problem(path, "sets both value and valueFrom; keep one")
+        yield rules.ENV_VALUE_RULE.problem(path)
     source = env.get("valueFrom")
     known = SCHEMAS["EnvVarSource"]["properties"]
     if isinstance(source, dict) and set(source) <= set(known):  # else the schema says

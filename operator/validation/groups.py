@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from disagg_operator.api import ROLES, DeploymentSpec
+from disagg_operator.api import ROLES, DeploymentSpec, rules
 from disagg_operator.api.problems import Problem
 from disagg_operator.contracts import lws
 from disagg_operator.engines.base import Engine
@@ -36,10 +36,7 @@ def problems(spec: DeploymentSpec, engine: Engine, name: str, top: int) -> Itera
                 )
     if gang is not None and gang.scheduler == "Kueue":
         if gang.queue is None:
-            yield Problem(
-                "spec.gangScheduling.queue",
-                "is required with Kueue: name the LocalQueue of the deployment's namespace",
-            )
+            yield rules.GANG_QUEUE_RULE.problem()
         longest = max((f"{name}-{r}-{top}" for r in spanning), key=len, default="")
         if len(longest) > lws.KUEUE_MAX_NAME:
             yield Problem(
@@ -52,12 +49,7 @@ def problems(spec: DeploymentSpec, engine: Engine, name: str, top: int) -> Itera
     group = placement.group if placement else None
     kueue = gang is not None and gang.scheduler == "Kueue"
     if group is not None and group.mode == "Preferred" and not kueue:
-        yield Problem(
-            "spec.placement.group.mode",
-            "Preferred needs Kueue's topology-aware scheduling "
-            "(spec.gangScheduling.scheduler: Kueue); without it a group is packed only as "
-            "Required (LeaderWorkerSet's exclusive topology)",
-        )
+        yield rules.GROUP_PREFERRED_RULE.problem()
 
 
 def _role(spec: DeploymentSpec, engine: Engine, role: str) -> Iterator[Problem]:

@@ -28,6 +28,7 @@ from disagg_operator.api import (
     DeploymentSpec,
     DisaggregatedDeployment,
     RolloutStrategy,
+    rules,
 )
 from disagg_operator.api.problems import InvalidSpec, Problem
 from disagg_operator.contracts import llmd
@@ -206,7 +207,7 @@ def _devices(spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
 def _backends(spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
     backends = spec.kv_transfer.backends
     if len(set(backends)) != len(backends):
-        yield Problem("spec.kvTransfer.backends", "lists a backend twice; list each once")
+        yield rules.BACKENDS_UNIQUE_RULE.problem(found=", ".join(backends))
     for role in ROLES:
         try:
             platforms.check_backends(
@@ -222,23 +223,17 @@ def _backends(spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
 def _lease(spec: DeploymentSpec) -> Iterator[Problem]:
     kv = spec.kv_transfer
     if kv.block_lease_seconds <= kv.transfer_deadline_seconds:
-        yield Problem(
-            "spec.kvTransfer.blockLeaseSeconds",
-            f"{kv.block_lease_seconds:g} must exceed transferDeadlineSeconds "
-            f"{kv.transfer_deadline_seconds:g}, or prefill frees blocks a decode may still "
-            "be reading; raise the lease",
+        found = (
+            f"blockLeaseSeconds {kv.block_lease_seconds:g}, transferDeadlineSeconds "
+            f"{kv.transfer_deadline_seconds:g}"
         )
+        yield rules.LEASE_RULE.problem(found=found)
 
 
 def _ucx_reach(spec: DeploymentSpec) -> Iterator[Problem]:
     tls = spec.kv_transfer.ucx_tls
     if tls is not None and ucx.host_only(tls):
-        yield Problem(
-            "spec.kvTransfer.ucxTls",
-            f"{tls!r} lists only transports that stay inside one host; add tcp, or rc for "
-            "RDMA: prefill and decode run in different pods, so shared-memory transports "
-            "cannot carry KV between them",
-        )
+        yield rules.UCX_REACH_RULE.problem(found=repr(tls))
 
 
 def _resources(spec: DeploymentSpec, settings: Settings, engine: Engine) -> Iterator[Problem]:
@@ -345,15 +340,9 @@ def _device_count(
 def _llmd(spec: DeploymentSpec) -> Iterator[Problem]:
     sidecar = spec.llmd.routing_sidecar
     if sidecar.enabled and not spec.llmd.enabled:
-        yield Problem(
-            "spec.llmd.routingSidecar.enabled",
-            "needs spec.llmd.enabled: true; enable llm-d or disable the sidecar",
-        )
+        yield rules.SIDECAR_NEEDS_LLMD_RULE.problem()
     if sidecar.enabled and not sidecar.image:
-        yield Problem(
-            "spec.llmd.routingSidecar.image",
-            f"required when the routing sidecar is enabled, e.g. {llmd.IMAGE_EXAMPLE}",
-        )
+        yield rules.SIDECAR_IMAGE_RULE.problem(found=f"e.g. {llmd.IMAGE_EXAMPLE}")
     for i, arg in enumerate(sidecar.args or []):
         why = llmd.flag_problem(arg)
         if why:
@@ -363,11 +352,7 @@ def _llmd(spec: DeploymentSpec) -> Iterator[Problem]:
 def _routing(spec: DeploymentSpec) -> Iterator[Problem]:
     policy = spec.routing
     if policy.prefill_queue_limit is not None and policy.disaggregate != "threshold":
-        yield Problem(
-            "spec.routing.prefillQueueLimit",
-            "applies only with spec.routing.disaggregate: threshold (always sends every "
-            "request through prefill); set threshold or remove the limit",
-        )
+        yield rules.ROUTING_QUEUE_RULE.problem()
 
 
 def _router(spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:

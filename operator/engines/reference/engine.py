@@ -23,6 +23,7 @@ from disagg_operator.api import (
     DeploymentSpec,
 )
 from disagg_operator.api.problems import Problem
+from disagg_operator.api.rules import Rule
 from disagg_operator.contracts import lws
 from disagg_operator.derive import transfer
 from disagg_operator.engines.base import (
@@ -50,7 +51,7 @@ WORKER_UID = 65532
 # TP sizes that split every preset's heads (the worker's rank split, transfer.ranks)
 TP_SIZES = [t for t in range(1, 65) if all(tp_problem(p, t) is None for p in PRESETS.values())]
 _SIZES = ", ".join(map(str, TP_SIZES))
-TP_RULE = (
+TP_RULE = Rule(
     f"self.engine.type != 'reference' || (self.prefill.tensorParallelSize in [{_SIZES}] && "
     f"self.decode.tensorParallelSize in [{_SIZES}])",
     f"spec.prefill/decode.tensorParallelSize: the reference engine splits its presets over "

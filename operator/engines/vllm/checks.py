@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from disagg_operator.api import ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
+from disagg_operator.api.rules import Rule
 from disagg_operator.contracts import vllm
 from disagg_operator.derive import transfer
 from disagg_operator.derive.resources import cpu_limits
@@ -21,6 +22,23 @@ from disagg_operator.engines.base import flag_values
 from disagg_operator.engines.vllm import derive, tensor_parallel
 from disagg_worker.core import platforms
 from disagg_worker.core.platforms import Table
+
+# A vLLM CPU pool must say how much CPU and memory it has: threads and KV space derive from it.
+_CPU_POOL = (
+    "self.engine.type != 'vllm' || self.{role}.device != 'cpu' || ("
+    "has(self.{role}.resources) && has(self.{role}.resources.limits) && "
+    "'memory' in self.{role}.resources.limits && ("
+    "'cpu' in self.{role}.resources.limits || "
+    "(has(self.{role}.resources.requests) && 'cpu' in self.{role}.resources.requests)))"
+)
+CPU_POOL_RULES = tuple(
+    Rule(
+        _CPU_POOL.format(role=role),
+        f"spec.{role}.resources: a vLLM CPU pool needs limits.memory and a cpu limit or "
+        "request; its KV cache size and thread count derive from them",
+    )
+    for role in ROLES
+)
 
 # Flags and env the operator derives → the spec field that sets them instead.
 DERIVED_FLAGS = {
@@ -279,11 +297,7 @@ def cpu_pools(spec: DeploymentSpec, p: vllm.Profile) -> Iterator[Problem]:
         weights = derive.weights_bytes(spec) / r.nodes_per_instance  # the pod's share
         need = derive.cpu_min_memory_gib(derive.pod_ranks(r), weights)
         if cpus is None or memory is None:
-            yield Problem(
-                f"spec.{role}.resources",
-                "a vLLM CPU pool needs limits.memory and a cpu limit or request; its KV "
-                "cache size and thread count derive from them",
-            )
+            yield CPU_POOL_RULES[ROLES.index(role)].problem()
         elif memory < need * 1024**3:
             held = (
                 f"the weights ({weights / 1024**3:.3g} GiB, spec.modelConfig.weightsMemory), "

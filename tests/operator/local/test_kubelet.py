@@ -245,8 +245,11 @@ async def test_a_kv_roll_behind_the_router_serves_every_request_from_both_revisi
     revisions answer some, no role ever has more than one pod beyond its replicas, and the
     router ends told the new revision alone."""
     one = {"maxSurge": 1, "maxUnavailable": 0}
+    # a 3 s transfer deadline: 1 s was a window a busy 2-core host missed (a decode's READ
+    # answered 504 while 8 pods, the operator and the clients shared it); the default (10 s)
+    # would slow every canary probe, and so the roll, by half
     body = quickstart(
-        "demo", router={"enabled": True, "replicas": 1}, kvTransfer={"transferDeadlineSeconds": 1}
+        "demo", router={"enabled": True, "replicas": 1}, kvTransfer={"transferDeadlineSeconds": 3}
     )
     for role_name in ("prefill", "decode"):
         body["spec"][role_name].update(replicas=2, rollout=one)
