@@ -6,20 +6,21 @@ is staged as its wheel build stages it, and imported in a Python that sees the s
 library, that tree and a site holding only the extra's distributions (the closure of its
 requirements, linked from this environment): nothing a developer's environment has
 beside them (kmock, psutil, torch in the operator's, kopf in the worker's). The images
-themselves are checked the same way in tests/containers/test_images.py.
+themselves are checked the same way in tests/containers/test_images.py. Each module is
+imported alone (:mod:`tests.support.imports`), so this is also the "imports alone" check
+of every shipped module (tests/test_imports_alone.py does the rest).
 """
 
 from __future__ import annotations
 
 import importlib.metadata as metadata
 import importlib.util
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+
+from tests.support.imports import import_each
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("ship", ROOT / "scripts" / "ship.py")
@@ -27,40 +28,10 @@ assert _spec is not None and _spec.loader is not None
 ship = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ship)
 
-# Imports each module named in argv[2] (a fork per module) with sys.path = the standard
-# library + argv[1]'s folders; prints module → '' or why it failed. The parent first imports
-# the third-party libraries of argv[3] that the site holds, so each child is quick.
-IMPORT_ALL = """
-import importlib, json, os, site, sys
-sys.path[:] = [p for p in sys.path if "site-packages" not in p and "dist-packages" not in p]
-for folder in json.loads(sys.argv[1]):
-    site.addsitedir(folder)
-for lib in json.loads(sys.argv[3]):  # third-party only, and only what the site holds
-    try:
-        importlib.import_module(lib)
-    except ImportError:
-        pass
-assert not [m for m in sys.modules if m.split(".")[0] in ("disagg_operator", "disagg_worker")]
-results = {}
-for module in json.loads(sys.argv[2]):
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        code, message = 0, b""
-        try:
-            importlib.import_module(module)
-        except BaseException as e:
-            code, message = 1, f"{type(e).__name__}: {e}".encode()
-        os.write(write, message)
-        os._exit(code)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        message = pipe.read().decode(errors="replace")
-    _, status = os.waitpid(pid, 0)
-    results[module] = "" if os.waitstatus_to_exitcode(status) == 0 else (message or str(status))
-print(json.dumps(results))
-"""
+# Third-party libraries the parent imports before its forks, when the site holds them.
+PRELOAD = ("pydantic", "yaml", "aiohttp", "kopf", "kubernetes", "torch", "numpy", "zmq", "msgspec")
+# What the other image needs and this one's site must not hold.
+ABSENT = {"operator": "torch", "worker": "kopf"}
 
 
 def _key(name: str) -> str:
@@ -101,23 +72,6 @@ def site_of(extra: str, folder: Path) -> Path:
     return folder
 
 
-PRELOAD = ("pydantic", "yaml", "aiohttp", "kopf", "kubernetes", "torch", "numpy", "zmq", "msgspec")
-
-
-def import_each(
-    modules: list[str], folders: list[Path], preload: tuple[str, ...] = PRELOAD
-) -> dict[str, str]:
-    """module → '' when it imports in a Python that sees only ``folders`` beside the
-    standard library, else why not."""
-    argv = [sys.executable, "-I", "-S", "-c", IMPORT_ALL,
-            json.dumps([str(f) for f in folders]), json.dumps(modules),
-            json.dumps(preload)]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd="/")
-    assert done.returncode == 0, done.stderr
-    found: dict[str, str] = json.loads(done.stdout.splitlines()[-1])
-    return found
-
-
 @pytest.fixture(scope="module", params=sorted(ship.images()))
 def image(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
     name = request.param
@@ -134,20 +88,16 @@ def image(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 
 def test_the_install_of_each_image_imports_every_module_it_ships(image: dict) -> None:
-    found = import_each(image["modules"], image["folders"])
+    """Each module alone (a fork per module), within the image's install; and the site is
+    the extra's alone: what the other image needs is not there, so a module of ours that
+    needed it would fail here."""
+    missing = ABSENT[image["name"]]
+    found = import_each([*image["modules"], missing], PRELOAD, image["folders"])
+    assert found.pop(missing).startswith(f"ModuleNotFoundError: No module named '{missing}'")
     failed = {m: why for m, why in found.items() if why}
     assert not failed, f"{image['name']} image: " + "\n".join(
         f"{m}: {why}" for m, why in sorted(failed.items())
     )
-
-
-def test_the_check_sees_only_the_extra(image: dict) -> None:
-    """The site is the extra's alone: what the other image needs is not there, so a module
-    of ours that needed it would fail above."""
-    missing = {"operator": "torch", "worker": "kopf"}[image["name"]]
-    found = import_each([missing, "pydantic"], image["folders"], preload=())
-    assert found[missing].startswith(f"ModuleNotFoundError: No module named '{missing}'")
-    assert found["pydantic"] == ""
 
 
 def test_the_operator_image_leaves_the_tools_out_and_ships_what_it_imports() -> None:
