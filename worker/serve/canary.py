@@ -109,7 +109,6 @@ class Canary:
         self.timeout_s, self.interval_s, self.fresh_s = timeout_s, interval_s, fresh_s
         self.min_gbps = min_gbps  # the KV bandwidth floor (GB/s), None: none
         self.clock = clock
-        self.protocol = protocol
         self.proxy = Proxy([prefill], [decode], timeout_s=timeout_s, protocol=protocol)
         self.last: Result | None = None
         self.warmed = False  # the engine instance now answering served one plain completion
@@ -224,8 +223,9 @@ class Canary:
         )
         # a page the protocol reads nothing of (the reference worker's) is not read twice
         after = await self._page() if before else {}
-        moved = measured(answer, before, after, self.protocol)
-        return token_problem(answer) or kv_problem(answer, before, after, self.protocol), moved
+        protocol = self.proxy.protocol
+        moved = measured(answer, before, after, protocol)
+        return token_problem(answer) or kv_problem(answer, before, after, protocol), moved
 
     async def _page(self) -> Page:
         """What the protocol reads of the engine's /metrics (vLLM's prompt-token sources
@@ -235,7 +235,7 @@ class Canary:
             text = await self.proxy.http.text(self.decode + "/metrics", METRICS_TIMEOUT_S)
         except HopError:
             return {}
-        return self.protocol.page(text)
+        return self.proxy.protocol.page(text)
 
     def kv_fields(self, result: Result | None) -> dict[str, Any]:
         """``result``'s KV figures (none yet: None) and how they compare with the floor."""
@@ -368,10 +368,6 @@ def _positive(text: str) -> float:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    try:
-        protocol = pd.resolve(args.pd_protocol)
-    except ValueError as e:
-        raise SystemExit(f"disagg worker canary: {e}") from None
     canary = Canary(
         args.prefill.rstrip("/"),
         args.decode.rstrip("/"),
@@ -380,7 +376,7 @@ def main(argv: list[str]) -> int:
         interval_s=args.interval_s,
         fresh_s=args.fresh_s,
         min_gbps=args.min_bandwidth_gbps,
-        protocol=protocol,
+        protocol=args.pd_protocol,
     )
     if args.once:
         return asyncio.run(_once(canary))

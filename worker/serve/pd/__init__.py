@@ -46,9 +46,17 @@ def resolve(name: str) -> PdProtocol:
 
 def add_argument(parser: argparse.ArgumentParser) -> None:
     """``--pd-protocol`` on ``parser`` (the proxy's and the canary's flag; the operator
-    renders the engine's): a name :func:`resolve` takes."""
+    renders the engine's): a name :func:`resolve` takes, parsed into its protocol (a name it
+    refuses is the parser's error, with :func:`resolve`'s reason)."""
     parser.add_argument(
-        "--pd-protocol", default=DEFAULT, metavar="NAME",
+        "--pd-protocol", default=DEFAULT, metavar="NAME", type=_protocol,
         help=f"the engines' P/D protocol: {', '.join(BUILTIN)} (vLLM's convention, the "
         "default), or MODULE:ATTR naming an engine's PdProtocol instance",
     )  # fmt: skip
+
+
+def _protocol(name: str) -> PdProtocol:
+    try:
+        return resolve(name)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

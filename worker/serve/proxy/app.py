@@ -223,12 +223,11 @@ def main(argv: list[str]) -> int:
     pairs, refreshers = pools(args)
     try:
         routing = policy(args)
-        protocol = pd.resolve(args.pd_protocol)
     except ValueError as e:
         raise SystemExit(f"disagg proxy: {e}") from None
     proxy = Proxy(
         pairs, None, args.policy, args.timeout_s, refreshers=refreshers,
-        prefill_retries=args.prefill_retries, routing=routing, protocol=protocol,
+        prefill_retries=args.prefill_retries, routing=routing, protocol=args.pd_protocol,
     )  # fmt: skip
 
     async def ready(_: int) -> dict[str, Any]:

@@ -3,6 +3,8 @@ anything else is refused naming what to write."""
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from disagg_worker.serve import pd
@@ -41,3 +43,15 @@ def test_kv_transfer_params_bodies() -> None:
     assert KV_TRANSFER_PARAMS.decode(body, params) == {**body, "kv_transfer_params": params}
     assert KV_TRANSFER_PARAMS.local(body)["kv_transfer_params"]["do_remote_prefill"] is False
     assert KV_TRANSFER_PARAMS.release(params) == ("/v1/kv/release", {"kv_transfer_params": params})
+
+
+def test_the_flag_parses_into_the_protocol_and_refuses_by_the_parser(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = argparse.ArgumentParser(prog="p")
+    pd.add_argument(parser)
+    assert parser.parse_args([]).pd_protocol is KV_TRANSFER_PARAMS
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--pd-protocol", "sglang"])
+    err = capsys.readouterr().err
+    assert "argument --pd-protocol: --pd-protocol 'sglang': write one of" in err
