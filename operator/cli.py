@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 # name → (module, one-line help). Modules own their own argument parsing.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -67,20 +68,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     module_name, _ = entry
     try:
-        module = importlib.import_module(module_name)
+        module = import_command(args[0], module_name)
     except ModuleNotFoundError as e:
-        top = (e.name or "").split(".")[0]
-        if top in {"disagg_operator", "disagg_worker"}:  # an image that does not ship it
-            print(f"disagg {args[0]}: {NOT_SHIPPED} (no {e.name})", file=sys.stderr)
-            return 2
         hint = EXTRA_HINT.get(module_name.split(".")[0], "")
         print(
             f"disagg {args[0]}: missing dependency {e.name!r}; {hint}",
             file=sys.stderr,
         )
         return 2
+    if module is None:
+        return 2
     result: int = module.main(args[1:])
     return result
+
+
+def import_command(command: str, module_name: str) -> ModuleType | None:
+    """The module of ``disagg COMMAND``, or None after saying that this install does not
+    ship it (an image ships only what its pods run). A missing third-party module is
+    raised."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in ("disagg_operator", "disagg_worker"):
+            raise
+        print(f"disagg {command}: {NOT_SHIPPED} (no {e.name})", file=sys.stderr)
+        return None
 
 
 if __name__ == "__main__":

@@ -8,10 +8,9 @@ extra), no torch or NIXL. Benchmarks ship in the `disagg` distribution, not in t
 
 from __future__ import annotations
 
-import importlib
 import sys
 
-from disagg_operator.cli import NOT_SHIPPED
+from disagg_operator.cli import import_command
 
 BENCHES = {
     "transfer": ("disagg_worker.bench.transfer", "NIXL block transfer between two processes"),
@@ -48,12 +47,8 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    try:
-        module = importlib.import_module(entry[0])
-    except ModuleNotFoundError as e:
-        if (e.name or "").split(".")[0] not in ("disagg_operator", "disagg_worker"):
-            raise
-        print(f"disagg bench {argv[0]}: {NOT_SHIPPED} (no {e.name})", file=sys.stderr)
+    module = import_command(f"bench {argv[0]}", entry[0])
+    if module is None:
         return 2
     result: int = module.main(argv[1:])
     return result
