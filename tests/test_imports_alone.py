@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.imports import import_each
-from tests.test_ships import ship
+from tests.support.scripts import load
+
+ship = load("ship.py")
 
 # Third-party libraries preloaded before the forks (only to make the children fast).
 PRELOAD = ("torch", "numpy", "pydantic", "kopf", "kubernetes", "aiohttp", "zmq", "msgspec")

@@ -14,19 +14,15 @@ of every shipped module (tests/test_imports_alone.py does the rest).
 from __future__ import annotations
 
 import importlib.metadata as metadata
-import importlib.util
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 
 from tests.support.imports import import_each
+from tests.support.scripts import load
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("ship", ROOT / "scripts" / "ship.py")
-assert _spec is not None and _spec.loader is not None
-ship = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ship)
+ship = load("ship.py")
 
 # Third-party libraries the parent imports before its forks, when the site holds them.
 PRELOAD = ("pydantic", "yaml", "aiohttp", "kopf", "kubernetes", "torch", "numpy", "zmq", "msgspec")

@@ -13,7 +13,9 @@ import pytest
 from tests.containers.conftest import HARDENED, ROOT, podman
 from tests.operator.conftest import DD_PATH, api, pods, quickstart, until
 from tests.support.emulator import Emulator
-from tests.test_ships import ship
+from tests.support.scripts import load
+
+ship = load("ship.py")
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]
 

@@ -3,16 +3,14 @@ import-linter contracts' (scripts/layers.py generates them from pyproject.toml).
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from tests.support.scripts import load
+
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("layers", ROOT / "scripts" / "layers.py")
-assert spec and spec.loader
-layers = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(layers)
+layers = load("layers.py")
 
 
 @pytest.mark.parametrize("doc", layers.DOCS)

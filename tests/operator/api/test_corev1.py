@@ -4,7 +4,6 @@ embedded in the CRD, and checked by the operator the way an OpenAPI validator do
 from __future__ import annotations
 
 import copy
-import importlib.util
 from typing import Any
 
 import pytest
@@ -14,16 +13,11 @@ from disagg_operator.api import corev1
 from disagg_operator.render import crd
 from disagg_operator.validation import corev1 as check
 from tests.operator.builders import ROOT
+from tests.support.scripts import load
 
 
 def _generator() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "corev1_schemas", ROOT / "scripts/corev1-schemas.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("corev1-schemas.py")
 
 
 def test_the_committed_schemas_are_the_definitions_of_the_named_version() -> None:
