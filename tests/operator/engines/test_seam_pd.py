@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from disagg_operator.engines.settings import Settings
+from disagg_operator.local.vllm import wait_healthy
 from disagg_operator.render.objects import render
 from disagg_worker.core.config import HOSTS_FILE_ENV
 from disagg_worker.serve.localrun import (
@@ -109,8 +110,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             )  # fmt: skip
             children.append(start_child(role, run.argv, env, tmp))
             urls[role] = f"http://{ADDRESS[role]}:{run.http_port}"
-        for role, url in urls.items():
-            wait_until(lambda u=url: _answers(u + "/health"), 30, f"the toy {role} pod")
+        for child, url in zip(children, urls.values(), strict=True):
+            wait_healthy(child, url, 30, lambda _: None)  # as disagg up waits for its pods
         command = _container(router, "router")["command"]
         argv = disagg_argv(*command[1:], *_with(router_args, host="127.0.0.1", port="0"))
         children.append(start_child("router", argv, env, tmp))
@@ -122,14 +123,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                     canary_argv, env)  # fmt: skip
     finally:
         stop_children(children)
-
-
-def _answers(url: str) -> bool:
-    try:
-        get(url)
-    except OSError:
-        return False
-    return True
 
 
 def _canary_once(stack: Stack) -> tuple[int, dict[str, Any]]:
