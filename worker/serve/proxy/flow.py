@@ -66,23 +66,13 @@ from disagg_worker.serve.proxy.upstream import (
     Backend,
     HopError,
     Pool,
+    Request,
     first_taker,
     prefill_gone,
 )
 
 log = logging.getLogger("disagg.proxy")
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Request:
-    """One client request through the flow: its route path, body and the headers every hop
-    carries, and the deadline all hops share."""
-
-    path: str
-    body: dict[str, Any]
-    headers: dict[str, str]
-    deadline: float
 
 
 @dataclass(frozen=True)
@@ -165,7 +155,7 @@ class Proxy:
         the client's Authorization) go to every hop."""
         req = self._request(path, body, headers)
         t0 = time.perf_counter()
-        plan = await self.planner.plan(path, body, headers, req.deadline)
+        plan = await self.planner.plan(req)
         hops = time.perf_counter()  # the hops' times leave out the routing (a tokenize call)
         if plan.route.path == "decode":
             d, out = await self._local(req, plan.pair, plan.decode)
@@ -239,7 +229,7 @@ class Proxy:
         (answered as JSON); after it, it ends the stream with an ``{"error": ...}``
         event."""
         req = self._request(path, body, headers)
-        plan = await self.planner.plan(path, body, headers, req.deadline)
+        plan = await self.planner.plan(req)
         route = {"path": plan.route.path, "route_reason": plan.route.reason}
         if plan.route.path == "decode":
             backend, resp = await self._open_decode(req, plan, self.protocol.local(body))

@@ -25,7 +25,7 @@ from disagg_worker.serve.proxy.rules.routing import (
     block_hashes,
     decide,
 )
-from disagg_worker.serve.proxy.upstream import Backend, HopError, Pool
+from disagg_worker.serve.proxy.upstream import Backend, HopError, Pool, Request
 from disagg_worker.serve.rules.openai import TOKENIZE_PATH, is_int
 
 log = logging.getLogger("disagg.proxy")
@@ -65,16 +65,14 @@ class Planner:
             self.index.record(decode.url, plan.hashes)
             self.index.keep(b.url for b in self.pairs.decodes)
 
-    async def plan(
-        self, path: str, body: dict[str, Any], headers: dict[str, str], deadline: float
-    ) -> Plan:
+    async def plan(self, req: Request) -> Plan:
         """The request's route under the policy, inside the KV revision :mod:`.revisions`
         picks: its tokens counted by the engine when the policy needs them, the decode
         holding its longest prefix, the prefills' load."""
         policy, pair = self.policy, self.pairs.choose()
         if not policy.needs_tokens:
             return Plan(decide(policy, None, 0, ()), pair)
-        tokens = await self._tokens(path, body, headers, deadline, pair.decode)
+        tokens = await self._tokens(req, pair.decode)
         if tokens is None:
             self.metrics.uncounted()
             return Plan(Route("pd", UNCOUNTED), pair)
@@ -89,18 +87,12 @@ class Planner:
         loads = [b.inflight for b in pair.prefill.backends]
         return Plan(decide(policy, len(tokens), cached, loads), pair, best, hashes)
 
-    async def _tokens(
-        self,
-        path: str,
-        body: dict[str, Any],
-        headers: dict[str, str],
-        deadline: float,
-        decode: Pool,
-    ) -> list[int] | None:
+    async def _tokens(self, req: Request, decode: Pool) -> list[int] | None:
         """The prompt's tokens: given as ids, or counted by a decode worker's /tokenize
         (vLLM's endpoint: the engine's own tokenizer and chat template). None when it
         cannot say (no decode, an error, an old engine)."""
-        if not path.endswith("chat/completions"):
+        body = req.body
+        if not req.path.endswith("chat/completions"):
             prompt = body.get("prompt")
             if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], list):
                 prompt = prompt[0]
@@ -114,9 +106,9 @@ class Planner:
             return None
         # the least busy decode counts them; not the pool's pick, whose turn it would take
         url = min(decode.backends, key=lambda b: b.inflight).url + TOKENIZE_PATH
-        left = min(deadline - time.monotonic(), TOKENIZE_TIMEOUT_S)
+        left = min(req.deadline - time.monotonic(), TOKENIZE_TIMEOUT_S)
         try:
-            out = await self._post("tokenize", url, ask, headers, time.monotonic() + left)
+            out = await self._post("tokenize", url, ask, req.headers, time.monotonic() + left)
         except HopError as e:
             log.debug("could not count the prompt's tokens: %s", e)
             return None

@@ -79,6 +79,17 @@ def error_kind(data: Any) -> str:
     return kind if isinstance(kind, str) else ""
 
 
+@dataclass(frozen=True)
+class Request:
+    """One client request through the proxy: its route path, body and the headers every hop
+    carries, and the deadline all hops share."""
+
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    deadline: float
+
+
 @dataclass
 class Backend:
     url: str
