@@ -123,8 +123,7 @@ def stage(image: str, out: Path, root: Path = ROOT) -> list[str]:
         target = out / source.relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target)
-    for name in ("README.md",):
-        shutil.copy2(root / name, out / name)
+    shutil.copy2(root / "README.md", out / "README.md")  # pyproject's readme
     for top in FOLDERS.values():  # package data (py.typed, schemas, examples, shims)
         for data in (root / top).rglob("*"):
             if data.is_file() and data.suffix not in (".py", ".pyc"):

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from tests.support.scripts import load
+
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
@@ -98,14 +100,8 @@ def _pure_in_contract() -> set[str]:
 
 
 def _modules() -> dict[str, Path]:
-    found = {}
-    for folder, name in (("operator", "disagg_operator"), ("worker", "disagg_worker")):
-        for path in (ROOT / folder).rglob("*.py"):
-            parts = path.relative_to(ROOT / folder).with_suffix("").parts
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            found[".".join((name, *parts))] = path
-    return found
+    ship = load("ship.py")
+    return {m: ship.file_of(m) for m in ship.all_modules()}
 
 
 def _says_pure(path: Path) -> bool:
