@@ -52,6 +52,14 @@ async def until(what: str, check: Callable[[], Any], timeout: float = 30.0) -> A
     raise AssertionError(f"never happened: {what}")
 
 
+async def sampled(samples: list[Any]) -> None:
+    """Wait for an observer that appends to ``samples`` to take one more: a sample of the
+    world as it is now (a change can land between two of its samples, and a test that
+    checks the samples for the last state must not end first)."""
+    taken = len(samples)
+    await until("the observer's next sample", lambda: len(samples) > taken)
+
+
 def pods(emu: Emulator, name: str = "demo") -> dict[str, dict[str, Any]]:
     return {
         p["metadata"]["name"]: p

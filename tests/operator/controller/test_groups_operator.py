@@ -24,6 +24,7 @@ from tests.operator.conftest import (
     pods,
     ready_after,
     rolled_out,
+    sampled,
     until,
 )
 from tests.support.emulator import Emulator
@@ -139,6 +140,7 @@ async def test_a_kv_rollout_replaces_groups_in_step_with_no_mixed_pair(
         "a new KV revision", lambda: _status(emulator).get("kvRevision") != first["kvRevision"]
     )
     done = await rolled_out(emulator)
+    await sampled(controllers.samples)
     now = groups(emulator)
     assert len(now) == 2 and not {g["metadata"]["uid"] for g in now.values()} & set(old.values())
     assert {g["metadata"]["labels"][KV] for g in now.values()} == {done["kvRevision"]}

@@ -23,6 +23,7 @@ from tests.operator.conftest import (
     pods,
     ready_after,
     rolled_out,
+    sampled,
     until,
 )
 from tests.support.emulator import Emulator
@@ -132,6 +133,7 @@ async def test_kv_change_rolls_revisioned_pairs_and_never_mixes(
         lambda: condition(emulator, "demo", "Progressing").get("reason") == "NewKVRevision",
     )
     status = await rolled_out(emulator)
+    await sampled(kubelet)
     assert status["kvRevision"] != first["kvRevision"]
     assert status["routedKvRevision"] == status["kvRevision"]
     now = pods(emulator)
@@ -211,6 +213,7 @@ async def test_kv_change_behind_the_router_fits_max_surge_with_both_revisions_se
         ),
     )
     status = await rolled_out(emulator)
+    await sampled(kubelet)
     task.cancel()
     new = status["kvRevision"]
     assert _router_revisions(emulator) == [new]
