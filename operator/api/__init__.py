@@ -13,7 +13,7 @@ Public names: GROUP, VERSION, KIND, PLURAL, SINGULAR, SHORT_NAMES, API_VERSION, 
 :class:`DisaggregatedDeployment`, :class:`DeploymentSpec`, :class:`RoleSpec` (shared by
 :class:`PrefillSpec` and :class:`DecodeSpec`; scaling fields: :class:`ScaledRoleSpec`,
 :class:`PerDecode`, :class:`DisruptionBudget`),
-:class:`KVTransfer`, :class:`Engine`, :class:`ModelConfig`, :class:`Llmd`,
+:class:`KVTransfer`, :class:`EngineSpec`, :class:`ModelConfig`, :class:`Llmd`,
 :class:`TransferCanary`,
 :class:`DeploymentStatus`.
 
@@ -52,6 +52,7 @@ from disagg_operator.api.base import (
     Quantity,
     Role,
 )
+from disagg_operator.api.extension import EngineFields, compose, foreign, spec_model
 from disagg_operator.api.groups import GangScheduling, Placement, Topology
 from disagg_operator.api.roles import (
     DecodeSpec,
@@ -93,7 +94,7 @@ from disagg_operator.api.spec import (
     ROUTER_PORT,
     DeploymentSpec,
     DisaggregatedDeployment,
-    Engine,
+    EngineSpec,
     ExtensionRef,
     InferencePool,
     InferencePoolVersion,
@@ -163,7 +164,8 @@ __all__ = [
     "DeploymentStatus",
     "DisaggregatedDeployment",
     "DisruptionBudget",
-    "Engine",
+    "EngineFields",
+    "EngineSpec",
     "EnvVar",
     "ExtensionRef",
     "FreeForm",
@@ -196,4 +198,7 @@ __all__ = [
     "Toleration",
     "Topology",
     "TransferCanary",
+    "compose",
+    "foreign",
+    "spec_model",
 ]

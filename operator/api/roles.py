@@ -149,41 +149,11 @@ class RoleSpec(_Model):
         "KV cache, which is counted against limits.memory (a limit that cannot hold it is "
         "refused with the numbers)",
     )
-    queue_poll_microseconds: int | None = Field(
-        default=None,
-        ge=0,
-        le=100_000,
-        description="vllm: for a second after each message on vLLM's shared-memory queue, "
-        "its readers (the engine core waiting for its workers, each worker for the next "
-        "step) check it again in a sched_yield loop, a core per waiting process; they block "
-        "on the queue's own notification instead and check again after this long at most "
-        "(whole milliseconds), longer as the wait goes on (a fiftieth of it, at most 2 ms): "
-        "the engine-idle sitecustomize, ConfigMap <name>-engine-idle. Default 100 "
-        "on CPU pools, vLLM's loop elsewhere; 0 leaves vLLM's loop as it is",
-    )
-    keep_cpu_affinity: bool | None = Field(
-        default=None,
-        description="vllm: vLLM's NIXL worker (>= 0.17, CPU pools) pins the thread that runs "
-        "the model to the host's highest CPU of each NUMA node, so the model computes on one "
-        "CPU whatever the pod's binding (and every engine on a node on the same one); true "
-        "gives that thread its CPUs back once the connector is built and skips a pin "
-        "outside the pod's cpuset: the engine-idle "
-        "sitecustomize, ConfigMap <name>-engine-idle. Default true on CPU pools of versions "
-        "that pin; false leaves vLLM's pin as it is",
-    )
     image: str | None = Field(default=None, description="image override for this role")
     rdma: Rdma | None = Field(
         default=None,
         description="this pool's RDMA, in place of spec.kvTransfer.rdma (pools whose NICs, "
         "networks or device resources differ)",
-    )
-    nixl_version: str | None = Field(
-        default=None,
-        pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$",
-        description="vllm: the NIXL release this role's image ships (`pip show nixl` "
-        "in it; vLLM 0.32's CUDA 13 image pins 1.5.0, its CUDA 12 one 1.4.1). Both pools "
-        "must name one release; required on both when pools of different devices run "
-        "different images (vLLM compares no NIXL version)",
     )
     startup_seconds: int | None = Field(
         default=None,

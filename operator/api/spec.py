@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
 from disagg_operator.api.autoscaling import Autoscaling
-from disagg_operator.api.base import _EMPTY, FreeForm, Quantity, _Model, _rules
+from disagg_operator.api.base import _EMPTY, _Model, _rules
 from disagg_operator.api.corev1 import shape
 from disagg_operator.api.groups import GangScheduling, Placement
 from disagg_operator.api.rdma import Rdma
@@ -33,8 +33,9 @@ from disagg_operator.contracts import llmd as llmd_sidecar
 from disagg_operator.contracts import prometheus
 
 
-class Engine(_Model):
-    """Which serving engine the pods run."""
+class EngineSpec(_Model):
+    """The spec's engine block: which serving engine the pods run (the engine itself is a
+    plugin of the operator, :mod:`disagg_operator.engines`)."""
 
     # The CRD lists the engines (enum and description) from the engine table; any other
     # name is refused by validation, naming the engines the operator serves.
@@ -58,48 +59,6 @@ class ModelConfig(_Model):
         ge=1,
         description="the model's total KV heads (config.json num_key_value_heads); lets "
         "prefill TP exceed decode TP where vLLM allows it (prefill KV not replicated)",
-    )
-    max_model_len: int | None = Field(
-        default=None,
-        ge=1,
-        description="vllm: the longest prompt plus output, rendered as --max-model-len on "
-        "both pools (one value: a prefill that accepts longer prompts than its decode "
-        "prefills what decode then refuses); vLLM's default from the model when omitted",
-    )
-    weights_memory: Quantity | None = Field(
-        default=None,
-        description="vllm: the model's weights in memory, a quantity (e.g. 16Gi for an 8B "
-        "model in bf16); a CPU pool's KV space is what its memory limit leaves after the "
-        "runtime and the weights, and a limit that cannot hold them is refused. `disagg up "
-        "--model DIR` reads it from the checkpoint's files",
-    )
-    block_size: int | None = Field(
-        default=None,
-        ge=1,
-        description="vllm: tokens per KV block, rendered as --block-size on both pools "
-        "(P/D pairs need one block size); vLLM's platform default when omitted. Required "
-        "for pools of different devices (a cpu decode: a multiple of 32)",
-    )
-    dtype: Literal["bfloat16", "float16", "float32"] | None = Field(
-        default=None,
-        description="vllm: the model's compute dtype, rendered as --dtype on both pools. "
-        "Required for pools of different devices: vLLM's handshake check that compares it "
-        "is off for such pairs, and a float16 prefill feeding a bfloat16 decode passes "
-        "every size check and produces wrong tokens",
-    )
-    kv_cache_dtype: str | None = Field(
-        default=None,
-        pattern=r"^[a-z0-9_]+$",
-        description="vllm: the KV cache's dtype, rendered as --kv-cache-dtype on both pools "
-        "(auto: the model's dtype; fp8, fp8_e4m3, ...). Required for pools of different "
-        "devices, and auto with a cpu decode (its KV repack takes no fp8)",
-    )
-    quantization: str | None = Field(
-        default=None,
-        pattern=r"^[a-z0-9_-]+$",
-        description="vllm: the weights' quantization method, rendered as --quantization on "
-        "both pools (no vLLM version compares it between prefill and decode); the model's "
-        "own when omitted",
     )
 
 
@@ -143,32 +102,11 @@ class KVTransfer(_Model):
         description="prefill frees KV blocks no decode has read after this (vLLM: the "
         "abort timeout env before 0.22, kv_lease_duration from 0.22)",
     )
-    kv_load_failure_policy: Literal["fail", "recompute"] | None = Field(
-        default=None,
-        description="vLLM >= 0.13 kv_load_failure_policy: fail the request or recompute "
-        "the prefill locally when a KV load fails; vLLM's default when omitted",
-    )
-    nixl_progress_delay_microseconds: int = Field(
-        default=5000,
-        ge=0,
-        le=1_000_000,
-        description="vllm, CPU pools: how long NIXL's progress thread waits for a UCX event "
-        "before it looks again (NIXL's Python API sets 0: the thread spins and an idle engine "
-        "burns a core; an event wakes it at once, whatever the delay). Rendered as a "
-        "sitecustomize module on the engine's PYTHONPATH "
-        "(ConfigMap <name>-engine-idle); 0 leaves NIXL's spin as it is",
-    )
     rdma: Rdma | None = Field(
         default=None,
         description="move KV over RDMA (both pools; spec.<role>.rdma overrides it for one "
         "pool whose NICs differ): the device resource, Multus networks, NICs, GID index, "
         "IPC_LOCK, and the transports derived from them",
-    )
-    kv_connector_extra_config: FreeForm | None = Field(
-        default=None,
-        description="extra keys merged into kv_connector_extra_config (vLLM reads them "
-        "unchecked); keys the operator derives (backends, kv_lease_duration, "
-        "enforce_handshake_compat) are refused",
     )
 
 
@@ -419,7 +357,7 @@ class DeploymentSpec(_Model):
         default=None,
         description="hf:// models: the claim they are downloaded into and the token",
     )
-    engine: Engine = Field(description="serving engine and its image")
+    engine: EngineSpec = Field(description="serving engine and its image")
     model_spec: ModelConfig = Field(
         default_factory=ModelConfig,
         alias="modelConfig",

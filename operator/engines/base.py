@@ -24,7 +24,11 @@ What each method answers, per role where it takes ``role``:
                                            to wait, and the preStop that waits
     annotations(spec)                      notes render puts on every pod
     problems(spec, settings)               what this engine cannot run (CEL included)
+    fields                                 its own spec fields, per block (the CRD and
+                                           the parse carry them; other engines' specs
+                                           may not set them)
     version_key(spec), kv_flags, kv_env    its inputs to the KV-compatibility key
+    not_kv                                 its modelConfig fields left out of that key
     version_condition(spec)                the EngineVersionKnown condition, or None
     canary_image(spec, settings)           the transfer canary's image, or None
     derived_env(spec, role)                env names it derives → the spec field to use
@@ -48,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from disagg_operator import __version__
-from disagg_operator.api import ROLES, DeploymentSpec
+from disagg_operator.api import ROLES, DeploymentSpec, EngineFields
 from disagg_operator.api.problems import Problem
 from disagg_worker.serve.pd import DEFAULT as PD_PROTOCOL
 
@@ -168,6 +172,8 @@ class Engine:
     # vLLM's kv_transfer_params by default; else a name disagg_worker.serve.pd.resolve takes
     pd_protocol: ClassVar[str] = PD_PROTOCOL
     kv_env: ClassVar[tuple[str, ...]] = ()
+    fields: ClassVar[EngineFields] = EngineFields()
+    not_kv: ClassVar[frozenset[str]] = frozenset()
     derived_flags: ClassVar[Mapping[str, str]] = {}
     local: ClassVar[LocalRun]
     demand: ClassVar[DemandSeries]

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from disagg_operator.api import DeploymentSpec
+from disagg_operator.api import DeploymentSpec, DisaggregatedDeployment, compose, spec_model
 from disagg_operator.engines.base import Engine
 from disagg_operator.engines.reference.engine import Reference
 from disagg_operator.engines.vllm.engine import Vllm
@@ -37,6 +37,17 @@ class Settings:
     def engine(self, spec: DeploymentSpec) -> Engine:
         """The engine of a validated spec (validation refuses a type not in the table)."""
         return self.engines[spec.engine.type]
+
+    @property
+    def model(self) -> type[DisaggregatedDeployment]:
+        """The resource's model with the fields of every engine served (built once per set
+        of engines): what validation parses with and the CRD is made from."""
+        return compose({name: e.fields for name, e in self.engines.items()})
+
+    @property
+    def spec_model(self) -> type[DeploymentSpec]:
+        """The spec's model of :attr:`model`."""
+        return spec_model({name: e.fields for name, e in self.engines.items()})
 
     def with_platforms(self, declared: Iterable[Platform]) -> Settings:
         return replace(self, platforms=platforms.extend(self.platforms, declared))

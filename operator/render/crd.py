@@ -114,7 +114,8 @@ def openapi_schema(engines: Mapping[str, Engine] = BUILTIN_ENGINES) -> dict[str,
     """The version's ``openAPIV3Schema``: apiVersion, kind, metadata, spec, status."""
     status = structural(models.DeploymentStatus.model_json_schema(by_alias=True))
     status["x-kubernetes-preserve-unknown-fields"] = True
-    spec = structural(models.DeploymentSpec.model_json_schema(by_alias=True))
+    model = models.spec_model({name: e.fields for name, e in engines.items()})
+    spec = structural(model.model_json_schema(by_alias=True))
     spec["properties"]["engine"]["properties"]["type"] = {
         "description": "; ".join(f"{name}: {e.summary}" for name, e in engines.items()),
         "enum": list(engines),

@@ -59,9 +59,9 @@ def kv_key(spec: DeploymentSpec, settings: Settings) -> dict[str, Any]:
         "model": spec.model,
         "engine": spec.engine.type,
         "engineVersion": engine.version_key(spec),
-        # the weights' size sizes memory, not the KV: not in the key
+        # what the engine says does not change the KV (vLLM: the weights' size) is not in it
         "modelConfig": spec.model_spec.model_dump(
-            by_alias=True, exclude_none=True, exclude={"weights_memory"}
+            by_alias=True, exclude_none=True, exclude=set(engine.not_kv)
         ),
         "connector": spec.kv_transfer.connector,
         "backends": list(spec.kv_transfer.backends),

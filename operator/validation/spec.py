@@ -28,6 +28,7 @@ from disagg_operator.api import (
     DeploymentSpec,
     DisaggregatedDeployment,
     RolloutStrategy,
+    foreign,
     rules,
 )
 from disagg_operator.api.problems import InvalidSpec, Problem
@@ -56,7 +57,7 @@ def parse(
     ``spec.autoscaling`` the model's replicas are the planner's (``status.<role>.
     plannedReplicas``): what the operator renders and checks."""
     try:
-        dd = DisaggregatedDeployment.model_validate(body)
+        dd = settings.model.model_validate(body)
     except ValidationError as e:
         return None, _schema_problems(e)
     dd = dd.model_copy(update={"spec": with_planned(dd.spec, body.get("status"))})
@@ -99,7 +100,8 @@ def check(dd: DisaggregatedDeployment, settings: Settings = DEFAULT) -> list[Pro
     if engine is None:
         known = ", ".join(settings.engines)
         return [Problem("spec.engine.type", f"unknown engine {spec.engine.type!r}; use {known}")]
-    problems = list(_names(dd.metadata.name, spec))
+    problems = list(_foreign(spec, settings))
+    problems += _names(dd.metadata.name, spec)
     problems += _model(spec)
     problems += _devices(spec, settings)
     if any(p.field.endswith(".device") for p in problems):
@@ -122,6 +124,18 @@ def check(dd: DisaggregatedDeployment, settings: Settings = DEFAULT) -> list[Pro
     problems += pods.overlay(spec, engine, settings)
     problems += engine.problems(spec, settings)
     return problems
+
+
+def _foreign(spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
+    """Fields of other engines than the spec's (each engine's own, api/extension.py)."""
+    fields = {name: e.fields for name, e in settings.engines.items()}
+    for path, owners in foreign(spec, fields, spec.engine.type):
+        named = " and ".join(f"engine {o}" for o in owners)
+        yield Problem(
+            path,
+            f"a field of {named}; engine {spec.engine.type} does not read it: remove it "
+            f"(or use {named})",
+        )
 
 
 def _top(spec: DeploymentSpec) -> int:

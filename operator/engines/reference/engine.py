@@ -257,30 +257,11 @@ class Reference(Engine):
         for role in ROLES:
             r = spec.role(role)
             yield from _tp_problems(spec, role)
-            if r.nixl_version is not None:
-                yield Problem(
-                    f"spec.{role}.nixlVersion",
-                    "vllm only: the reference worker's image fixes its NIXL; remove it",
-                )
             if r.device not in DEVICES:
                 yield Problem(
                     f"spec.{role}.device",
                     f"the reference engine runs on {', '.join(DEVICES)} only, not "
                     f"{r.device!r}; change the device or use engine vllm",
-                )
-        for field in (
-            "maxModelLen",
-            "blockSize",
-            "weightsMemory",
-            "dtype",
-            "kvCacheDtype",
-            "quantization",
-        ):
-            if spec.model_spec.model_dump(by_alias=True).get(field) is not None:
-                yield Problem(
-                    f"spec.modelConfig.{field}",
-                    "vllm only: the reference engine's presets fix their context and blocks; "
-                    "remove it",
                 )
         for field in ("servedModelName", "modelCache"):
             if spec.model_dump(by_alias=True).get(field) is not None:

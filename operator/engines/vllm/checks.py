@@ -20,6 +20,7 @@ from disagg_operator.derive.resources import cpu_limits
 from disagg_operator.derive.scaling import effective_replicas
 from disagg_operator.engines.base import flag_values
 from disagg_operator.engines.vllm import derive, tensor_parallel
+from disagg_operator.engines.vllm import fields as own
 from disagg_worker.core import platforms
 from disagg_worker.core.platforms import Table
 
@@ -82,8 +83,7 @@ def problems(spec: DeploymentSpec, table: Table) -> Iterator[Problem]:
     yield from buffers(spec, p, table)
     yield from cpu_pools(spec, p)
     yield from host_buffers(spec, table)
-    kv = spec.kv_transfer
-    if kv.kv_load_failure_policy and p.failure_policy_default is None:
+    if own.kv_transfer(spec).kv_load_failure_policy and p.failure_policy_default is None:
         yield Problem(
             "spec.kvTransfer.kvLoadFailurePolicy",
             f"vLLM {p.label} has no kv_load_failure_policy; remove it or use vLLM >= "
@@ -127,9 +127,9 @@ def pair(spec: DeploymentSpec) -> Iterator[Problem]:
     both, a KV a CPU decode can repack, known and equal vLLM versions, one NIXL release."""
     if transfer.mixed_attention(spec) and spec.decode.device == "cpu":  # else refused: buffers
         devices = f"a {spec.prefill.device!r} prefill with a {spec.decode.device!r} decode"
-        fields = spec.model_spec.model_dump(by_alias=True)
+        given = own.model(spec).model_dump(by_alias=True)
         for name in vllm.PAIR_FIELDS:
-            if fields[name] is None:
+            if given[name] is None:
                 yield Problem(
                     f"spec.modelConfig.{name}",
                     f"required for {devices}: vLLM's handshake compatibility check is off "
@@ -144,7 +144,7 @@ def pair(spec: DeploymentSpec) -> Iterator[Problem]:
 
 def _cpu_decode(spec: DeploymentSpec) -> Iterator[Problem]:
     """A cpu decode of a pair of different devices (the one such pair vLLM serves)."""
-    m = spec.model_spec
+    m = own.model(spec)
     if m.kv_cache_dtype is not None and m.kv_cache_dtype not in vllm.CPU_TRANSFER_KV_DTYPES:
         yield Problem(
             "spec.modelConfig.kvCacheDtype",
@@ -175,7 +175,7 @@ def _known_version(spec: DeploymentSpec, devices: str) -> Iterator[Problem]:
 
 
 def _nixl_versions(spec: DeploymentSpec) -> Iterator[Problem]:
-    given = {r: spec.role(r).nixl_version for r in ROLES}
+    given = {r: own.role(spec, r).nixl_version for r in ROLES}
     images = {spec.image(r) for r in ROLES}
     if not any(given.values()) and not (transfer.mixed_attention(spec) and len(images) > 1):
         return
@@ -196,7 +196,7 @@ def _nixl_versions(spec: DeploymentSpec) -> Iterator[Problem]:
 
 def extra_config(spec: DeploymentSpec) -> Iterator[Problem]:
     """kvConnectorExtraConfig keys the operator derives."""
-    extra = spec.kv_transfer.kv_connector_extra_config or {}
+    extra = own.kv_transfer(spec).kv_connector_extra_config or {}
     fields = {
         "backends": "spec.kvTransfer.backends",
         "kv_lease_duration": "spec.kvTransfer.blockLeaseSeconds",

@@ -18,6 +18,7 @@ from disagg_operator.contracts import lws, vllm
 from disagg_operator.derive import transfer
 from disagg_operator.derive.resources import cpu_limits, parse_quantity
 from disagg_operator.engines.base import flag_values
+from disagg_operator.engines.vllm import fields as own
 from disagg_worker.core import platforms
 from disagg_worker.core.platforms import Table
 
@@ -69,15 +70,16 @@ def kv_transfer_config(spec: DeploymentSpec, role: str, table: Table) -> dict[st
         extra[p.lease.name] = transfer.lease_seconds(spec)
     if p.handshake_compat_key and transfer.mixed_attention(spec):
         extra[p.handshake_compat_key] = False
-    extra.update(kv.kv_connector_extra_config or {})
+    mine = own.kv_transfer(spec)
+    extra.update(mine.kv_connector_extra_config or {})
     config: dict[str, Any] = {
         "kv_connector": kv.connector,
         "kv_role": KV_ROLE[role],
         "kv_buffer_device": transfer.buffer_device(spec, role, table),
         "kv_connector_extra_config": extra,
     }
-    if kv.kv_load_failure_policy and p.failure_policy_default:
-        config["kv_load_failure_policy"] = kv.kv_load_failure_policy
+    if mine.kv_load_failure_policy and p.failure_policy_default:
+        config["kv_load_failure_policy"] = mine.kv_load_failure_policy
     return config
 
 
@@ -93,8 +95,8 @@ POOL_FLAGS = {
 
 def pool_values(spec: DeploymentSpec) -> dict[str, int | str | None]:
     """flag → the modelConfig value both pools render (None: not set)."""
-    fields = spec.model_spec.model_dump(by_alias=True)
-    return {flag: fields[name] for flag, name in POOL_FLAGS.items()}
+    given = own.model(spec).model_dump(by_alias=True)
+    return {flag: given[name] for flag, name in POOL_FLAGS.items()}
 
 
 def pool_flags(spec: DeploymentSpec) -> list[str]:
@@ -146,7 +148,7 @@ def side_channel_ports(spec: DeploymentSpec, role: str) -> list[int]:
 
 def weights_bytes(spec: DeploymentSpec) -> float:
     """The model's weights in memory (spec.modelConfig.weightsMemory), 0 when not given."""
-    given = spec.model_spec.weights_memory
+    given = own.model(spec).weights_memory
     return parse_quantity(given) if given is not None else 0.0
 
 
@@ -159,9 +161,9 @@ def engine_idle(spec: DeploymentSpec, role: str) -> dict[str, str]:
     poll where set and on CPU pools by default, the model thread's CPUs kept on CPU pools
     of versions whose NIXL worker pins it (docs/derivation.md, "vLLM's message queue" and
     "The NIXL worker pin")."""
-    r = spec.role(role)
-    cpu = r.device == "cpu"
-    delay = spec.kv_transfer.nixl_progress_delay_microseconds if cpu else 0
+    r = own.role(spec, role)
+    cpu = spec.role(role).device == "cpu"
+    delay = own.kv_transfer(spec).nixl_progress_delay_microseconds if cpu else 0
     poll = r.queue_poll_microseconds
     if poll is None:
         poll = QUEUE_POLL_CPU_DEFAULT_US if cpu else 0

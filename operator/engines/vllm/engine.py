@@ -36,6 +36,7 @@ from disagg_operator.engines.base import (
     without_flag,
 )
 from disagg_operator.engines.vllm import checks, derive
+from disagg_operator.engines.vllm import fields as own
 from disagg_operator.engines.vllm.checks import CPU_POOL_RULES
 
 if TYPE_CHECKING:
@@ -101,6 +102,8 @@ class Vllm(Engine):
     cel_rules = (TP_RULE, PAIR_RULE, *CPU_POOL_RULES)
     kv_flags = KV_FLAGS
     kv_env = KV_ENV
+    fields = own.FIELDS
+    not_kv = own.NOT_KV
     derived_flags = checks.DERIVED_FLAGS
     # engine start on a busy 2-core host: ~30 s alone, minutes under load
     local = LocalRun(
@@ -248,8 +251,9 @@ class Vllm(Engine):
         else the decode device's default) unless decode's args turn it off."""
         if vllm.NO_PREFIX_CACHE_FLAG in (spec.decode.args or []):
             return None
-        if spec.model_spec.block_size is not None:
-            return spec.model_spec.block_size
+        block_size = own.model(spec).block_size
+        if block_size is not None:
+            return block_size
         return vllm.DEFAULT_BLOCK_SIZE.get(spec.decode.device, vllm.DEFAULT_BLOCK_SIZE_OTHER)
 
     def local_image(self, image: str) -> str:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from disagg_operator import api as models
 from disagg_operator.engines.reference import engine as reference_engine
-from disagg_operator.engines.settings import BUILTIN_ENGINES
+from disagg_operator.engines.settings import BUILTIN_ENGINES, DEFAULT
 from disagg_operator.engines.vllm import engine as vllm_engine
 from disagg_operator.render import crd
 from disagg_operator.validation import spec as validation
@@ -42,7 +42,7 @@ ALL_RULES = [*models.CEL_RULES, *(r for e in BUILTIN_ENGINES.values() for r in e
 
 def _defaulted(obj: dict[str, Any]) -> dict[str, Any]:
     """The object as admission sees it: schema defaults applied (pydantic applies the same)."""
-    spec = models.DeploymentSpec.model_validate(obj["spec"])
+    spec = DEFAULT.spec_model.model_validate(obj["spec"])
     return {**obj, "spec": spec.model_dump(by_alias=True, exclude_none=True, mode="json")}
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from disagg_operator.api import DeploymentSpec
 from disagg_operator.contracts import vllm
+from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.planning.decide import decide
 from disagg_operator.render.objects import render
 from disagg_operator.status import conditions as status
@@ -63,7 +64,7 @@ def test_rows_are_ordered_and_each_covers_its_own_since() -> None:
 
 
 def _spec(obj: dict[str, Any]) -> DeploymentSpec:
-    return DeploymentSpec.model_validate(obj["spec"])
+    return DEFAULT.spec_model.model_validate(obj["spec"])
 
 
 def _at(version: str, obj: dict[str, Any] | None = None) -> dict[str, Any]:

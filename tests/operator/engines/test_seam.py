@@ -11,7 +11,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from disagg_operator.api import HTTP_PORT, ROLES, DeploymentSpec
+from pydantic import Field
+
+from disagg_operator.api import HTTP_PORT, ROLES, DeploymentSpec, EngineFields
+from disagg_operator.api.base import _Model
 from disagg_operator.api.problems import Problem
 from disagg_operator.engines.base import Container, DemandSeries, Engine, LocalProcess, LocalRun
 from disagg_operator.engines.settings import DEFAULT, Settings
@@ -27,8 +30,20 @@ from tests.operator.status.test_conditions import T0
 ROOT = Path(__file__).resolve().parents[3]
 
 
+class EchoModel(_Model):
+    """spec.modelConfig: echo's own field, and one vLLM declares too (both read it)."""
+
+    echo_layers: int | None = Field(default=None, ge=1, description="echo: layers to echo")
+    max_model_len: int | None = Field(default=None, ge=1, description="echo: the context")
+
+
+class EchoRole(_Model):
+    echo_threads: int = Field(default=1, ge=1, description="echo: threads per pod")
+
+
 class Echo(Engine):
-    """A toy engine: ``echo-serve MODEL``, one side channel, a fixed drain, TP 1 or 2."""
+    """A toy engine: ``echo-serve MODEL``, one side channel, a fixed drain, TP 1 or 2, and
+    spec fields of its own."""
 
     name = "echo"
     summary = "a test engine"
@@ -39,12 +54,18 @@ class Echo(Engine):
     local = LocalRun(start_timeout_s=5.0, readiness="health", warm_up=False, figures="response")
     demand = DemandSeries("echo_prompt_total", "echo_output_total", "echo_requests_total",
                           "echo_running")  # fmt: skip
+    fields = EngineFields(model_spec=EchoModel, role=EchoRole)
 
     def container(
         self, spec: DeploymentSpec, role: str, port: int, settings: Settings
     ) -> Container:
         env = [{"name": "ECHO_ROLE", "value": role}, {"name": "ECHO_PORT", "value": str(port)}]
-        return Container(["echo-serve", spec.model, "--listen", str(port)], env)
+        own, pool = spec.model_spec, spec.role(role)
+        layers = own.echo_layers if isinstance(own, EchoModel) and own.echo_layers else None
+        threads = pool.echo_threads if isinstance(pool, EchoRole) else 1
+        extra = [f"--layers={layers}"] if layers else []
+        argv = ["echo-serve", spec.model, "--listen", str(port), f"--threads={threads}"]
+        return Container([*argv, *extra], env)
 
     def side_channel_ports(self, spec: DeploymentSpec, role: str) -> list[int]:
         return [spec.kv_transfer.side_channel_port]
@@ -104,7 +125,7 @@ def test_render_builds_its_pods_from_the_interface() -> None:
     assert [p["metadata"]["name"] for p in pods] == ["demo-prefill-0", "demo-decode-0"]
     for pod in pods:
         engine = pod["spec"]["containers"][0]
-        assert engine["command"] == ["echo-serve", "toy", "--listen", str(HTTP_PORT)]
+        assert engine["command"] == ["echo-serve", "toy", "--listen", str(HTTP_PORT), "--threads=1"]
         assert {"name": "ECHO_ROLE", "value": pod["metadata"]["labels"]["disagg.dev/role"]} in (
             engine["env"]
         )
@@ -177,6 +198,39 @@ def test_the_crd_lists_it_with_its_rules() -> None:
         "x-kubernetes-validations"
     ]
     assert ("drain", "echo", "7", "a toy") in derivation.derivation_rows(SETTINGS)
+
+
+def test_its_own_spec_fields_join_the_crd_and_the_parse_at_their_paths() -> None:
+    spec = crd.build(SETTINGS.engines)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    props = spec["properties"]["spec"]["properties"]
+    assert props["modelConfig"]["properties"]["echoLayers"]["description"] == "echo: layers to echo"
+    assert "maxModelLen" in props["modelConfig"]["properties"]  # vLLM's stays
+    for r in ROLES:
+        assert props[r]["properties"]["echoThreads"]["default"] == 1
+    obj = _echo(modelConfig={"echoLayers": 3, "maxModelLen": 64}, decode=role(echoThreads=2))
+    pods = by_kind(render(obj, hmac_key="k", settings=SETTINGS), "Pod")
+    commands = [p["spec"]["containers"][0]["command"][-2:] for p in pods]
+    assert commands == [["--threads=1", "--layers=3"], ["--threads=2", "--layers=3"]]
+
+
+def test_a_field_only_other_engines_read_is_refused_naming_them() -> None:
+    vllm_field = _echo(prefill=role(nixlVersion="1.5.0"))
+    ((field, message),) = [(p.field, p.message) for p in validation.parse(vllm_field, SETTINGS)[1]]
+    assert field == "spec.prefill.nixlVersion"
+    assert message == (
+        "a field of engine vllm; engine echo does not read it: remove it (or use engine vllm)"
+    )
+    defaulted = _echo(kvTransfer={"nixlProgressDelayMicroseconds": 5000})  # as admission has it
+    assert validation.parse(defaulted, SETTINGS)[1] == []
+    shared = body(engine="vllm", modelConfig={"maxModelLen": 64})  # both engines read it
+    assert validation.parse(shared, SETTINGS)[1] == []
+    echo_field = body(engine="vllm", modelConfig={"echoLayers": 2})
+    problems = validation.parse(echo_field, SETTINGS)[1]
+    assert [(p.field, "a field of engine echo;" in p.message) for p in problems] == [
+        ("spec.modelConfig.echoLayers", True)
+    ]
+    (unknown,) = validation.parse(echo_field)[1]  # settings without echo: no such field
+    assert unknown.field == "spec.modelConfig.echoLayers" and "unknown field" in unknown.message
 
 
 def test_the_local_runner_runs_it_as_it_says() -> None:

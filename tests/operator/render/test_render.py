@@ -9,8 +9,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from disagg_operator.api import HMAC_PATH, LABEL_KV_REVISION, SPEC_HASH, DeploymentSpec
+from disagg_operator.api import HMAC_PATH, LABEL_KV_REVISION, SPEC_HASH
 from disagg_operator.contracts import llmd, vllm
+from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.engines.vllm import derive as vllm_derive
 from disagg_operator.render import derivation
 from disagg_operator.render import pods as render_pods
@@ -19,6 +20,8 @@ from disagg_operator.validation import spec as validation
 from disagg_worker.core.config import WorkerConfig
 from tests.operator import disruption
 from tests.operator.builders import GPU, ROOT, body, by_kind, env_of, role, vllm_gpu_cpu
+
+SPEC = DEFAULT.spec_model  # the spec with every built-in engine's fields
 
 KEY = "secret-key"
 
@@ -378,7 +381,7 @@ def test_vllm_gpu_to_gpu_uses_device_memory() -> None:
 
 
 def test_cpu_engine_env_follows_the_pod_size() -> None:
-    small = DeploymentSpec.model_validate(
+    small = SPEC.model_validate(
         body(decode=role(resources={"limits": {"cpu": "1", "memory": "4Gi"}}))["spec"]
     ).decode
     assert vllm_derive.cpu_engine_env(small, vllm.NEWEST) == {
@@ -413,12 +416,12 @@ def test_the_reserve_shrinks_to_a_cpu_per_rank_only_when_nothing_spins() -> None
     env = env_of(_engine(_pod(render(obj, hmac_key=KEY), "demo-decode-0")))
     assert env["OMP_NUM_THREADS"] == "14"  # NIXL's thread spins again: the version's 2
     old = vllm.profile_for((0, 13, 0))  # no P/D reserve in the version: never raised
-    small = DeploymentSpec.model_validate(body(decode=role(resources=limits))["spec"]).decode
+    small = SPEC.model_validate(body(decode=role(resources=limits))["spec"]).decode
     assert vllm_derive.cpu_engine_env(small, old, spin_free=True)["OMP_NUM_THREADS"] == "15"
 
 
 def test_cpu_engine_env_splits_threads_and_memory_per_rank() -> None:
-    tp2 = DeploymentSpec.model_validate(
+    tp2 = SPEC.model_validate(
         body(
             decode=role(tensorParallelSize=2, resources={"limits": {"cpu": "9", "memory": "22Gi"}})
         )["spec"]
