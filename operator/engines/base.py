@@ -162,26 +162,50 @@ class Engine:
     engine with no side-channel secret, no startup probe and nothing to document."""
 
     name: ClassVar[str]
+    """The ``spec.engine.type`` it serves: its key in the settings' engine table, a value
+    of the CRD's enum."""
     summary: ClassVar[str]
+    """Its line in the CRD's description of ``spec.engine.type``."""
     cel_rules: ClassVar[tuple[Rule, ...]] = ()
+    """Its admission rules: (CEL expression, message) pairs the CRD adds to the spec's
+    validations (:meth:`problems` makes the same checks for ``disagg render``)."""
     kv_flags: ClassVar[tuple[str, ...]] = ()
-    # vLLM's kv_transfer_params by default; else a name disagg_worker.serve.pd.resolve takes
+    """Engine flags whose values change the KV layout: the KV key reads them in each role's
+    args, so a new value starts a new KV revision."""
     pd_protocol: ClassVar[str] = PD_PROTOCOL
+    """The P/D protocol its HTTP API speaks, as the router's and the canary's
+    ``--pd-protocol`` name it (how a prefill request is marked, what it returns, how decode
+    is told where the KV is, what says decode read it). vLLM's ``kv_transfer_params`` by
+    default; another is a :class:`disagg_worker.serve.pd.base.PdProtocol` the engine ships,
+    named ``MODULE:ATTR`` (what ``disagg_worker.serve.pd.resolve`` takes)."""
     kv_env: ClassVar[tuple[str, ...]] = ()
+    """Env names whose values change the KV layout: the KV key reads them in each role's
+    env, so a new value starts a new KV revision."""
     derived_flags: ClassVar[Mapping[str, str]] = {}
+    """Flags it derives → the spec field to set instead (validation refuses them in a
+    role's args, naming that field)."""
     local: ClassVar[LocalRun]
+    """How ``disagg up`` and the local kubelet wait for its pods and warm them up (see
+    :class:`LocalRun`)."""
     demand: ClassVar[DemandSeries]
+    """The Prometheus series of its pods the autoscaler reads: prompt and output token
+    counters, requests running and waiting (see :class:`DemandSeries`)."""
 
     def container(
         self, spec: DeploymentSpec, role: str, port: int, settings: Settings
     ) -> Container:
+        """The command, env, mounts and startup probe of ``role``'s engine container (render
+        adds its name, image, ports, readiness, security, preStop, the user's args and env,
+        and resources)."""
         raise NotImplementedError
 
     def volumes(self, spec: DeploymentSpec, name: str, role: str) -> list[dict[str, Any]]:
+        """The pod volumes the container's mounts need (deployment ``name``'s pods)."""
         return []
 
     def config_maps(self, spec: DeploymentSpec, name: str) -> dict[str, dict[str, str]]:
-        """ConfigMaps the pods of deployment ``name`` mount: name → data."""
+        """The ConfigMaps those volumes name, name → data (vLLM CPU pools: the engine-idle
+        shim); render makes one child of each."""
         return {}
 
     def metrics_port(self, spec: DeploymentSpec) -> int | None:
@@ -195,7 +219,8 @@ class Engine:
         return {}
 
     def side_channel_ports(self, spec: DeploymentSpec, role: str) -> list[int]:
-        """A listener per TP rank on sideChannelPort + rank."""
+        """The handshake ports one pod of ``role`` listens on. By default a listener per TP
+        rank, on sideChannelPort + rank."""
         base, tp = spec.kv_transfer.side_channel_port, spec.role(role).tensor_parallel_size
         return [base + rank for rank in range(tp)]
 
@@ -221,6 +246,8 @@ class Engine:
         raise NotImplementedError
 
     def drain_seconds(self, spec: DeploymentSpec) -> int:
+        """How long a terminating pod waits for its transfers to finish: render's preStop
+        and grace period, at least this."""
         raise NotImplementedError
 
     def drain_command(self, spec: DeploymentSpec, seconds: int) -> list[str]:
@@ -228,9 +255,12 @@ class Engine:
         return ["sleep", str(seconds)]
 
     def annotations(self, spec: DeploymentSpec) -> dict[str, str]:
+        """Notes render puts on every pod (vLLM: the version and profile it rendered for)."""
         return {}
 
     def problems(self, spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
+        """What this engine cannot run in ``spec``, each with its field and fix (the checks
+        of its :attr:`cel_rules` included, in the same words)."""
         return iter(())
 
     def version_key(self, spec: DeploymentSpec) -> Any:
@@ -238,12 +268,18 @@ class Engine:
         return sorted({spec.image(r) for r in ROLES})
 
     def version_condition(self, spec: DeploymentSpec) -> tuple[str, str, str] | None:
+        """The EngineVersionKnown condition as (status, reason, message), or None where the
+        engine has no version to know (no condition)."""
         return None
 
     def canary_image(self, spec: DeploymentSpec, settings: Settings) -> str | None:
+        """The transfer canary's image, or None (no canary: TransferPathReady says so). By
+        default the operator's ``--canary-image``."""
         return settings.canary_image
 
     def derived_env(self, spec: DeploymentSpec, role: str) -> Mapping[str, str]:
+        """Env names it derives for ``role`` → the spec field to set instead (validation
+        refuses them in a role's env, naming that field)."""
         return {}
 
     def prefix_cache_block(self, spec: DeploymentSpec) -> int | None:
@@ -265,7 +301,7 @@ class Engine:
         """The pod's engine command as a process here. ``address`` None: one host, every
         pod on 127.0.0.1 with ports of its own (``disagg up``); an address: the pod's own
         (the local kubelet gives each pod one), listened on with the rendered ports, as in
-        a cluster."""
+        a cluster. ``disagg up`` and the local kubelet run it."""
         raise NotImplementedError(f"disagg up cannot run engine {self.name!r} pods")
 
     def local_image(self, image: str) -> str:
@@ -275,4 +311,5 @@ class Engine:
         return f"{LOCAL_REGISTRY}/disagg-worker-cpu:{__version__.split('+')[0]}"
 
     def derivation_rows(self, settings: Settings) -> list[Row]:
+        """Its rows of docs/derivation.md: each value it derives, from what, and why."""
         return []
