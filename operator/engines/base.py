@@ -5,39 +5,9 @@ methods and never ask which engine they have: an engine is a class here plus a f
 (``engines/<name>/``) and an entry in the settings' engine table (:mod:`.settings`), keyed
 by the ``spec.engine.type`` it serves. docs/architecture.md shows a new engine end to end.
 
-What each method answers, per role where it takes ``role``:
-
-    container(spec, role, port, settings)  the engine container's command, env, mounts
-                                           and startup probe (render adds name, image,
-                                           ports, readiness, security, preStop, user
-                                           args/env and resources)
-    volumes(spec, name, role)              the pod volumes those mounts need
-    config_maps(spec, name)                ConfigMaps those volumes name (name → data)
-    pod_security(spec, role)               pod securityContext fields beyond seccomp
-    metrics_port(spec)                     a /metrics-only port (None: the serving port)
-    side_channel_ports(spec, role)         the handshake ports one pod listens on
-    instance_ranks(spec, role)             ranks one instance runs
-    devices_per_pod(spec, role)            accelerators one pod computes on (its share)
-    multinode_problem(spec, role)          why an instance cannot span pods, or None
-    worker_args(spec, role)                what a group's worker pods add to the command
-    drain_seconds(spec), drain_command     how long its transfers need a terminating pod
-                                           to wait, and the preStop that waits
-    annotations(spec)                      notes render puts on every pod
-    problems(spec, settings)               what this engine cannot run (CEL included)
-    version_key(spec), kv_flags, kv_env    its inputs to the KV-compatibility key
-    version_condition(spec)                the EngineVersionKnown condition, or None
-    canary_image(spec, settings)           the transfer canary's image, or None
-    derived_env(spec, role)                env names it derives → the spec field to use
-    derived_flags                          flags it derives → the spec field to use
-    prefix_cache_block(spec)               decode's prefix cache unit in tokens, or None
-    local_process(...)                     the pod's command as a local process
-    local_image(image)                     the image `make images` builds for its pods
-    local                                  how ``disagg up`` waits for and warms it
-    demand                                 the series the autoscaler reads of its pods
-    derivation_rows(settings)              its rows of docs/derivation.md
-    cel_rules, summary                     its admission rules and CRD description
-    pd_protocol                            the P/D protocol its HTTP API speaks (the
-                                           router's and canary's --pd-protocol)
+Each attribute and method says in its docstring what it answers (per role where it takes
+``role``); docs/architecture.md's table of them, with the subsystems that read each, is
+generated from these docstrings and the sources (scripts/tables.py).
 """
 
 from __future__ import annotations
@@ -185,8 +155,8 @@ class Engine:
     """Flags it derives → the spec field to set instead (validation refuses them in a
     role's args, naming that field)."""
     local: ClassVar[LocalRun]
-    """How ``disagg up`` and the local kubelet wait for its pods and warm them up (see
-    :class:`LocalRun`)."""
+    """How ``disagg up`` runs its pods on one host: how long it waits for each, how it
+    knows one is ready, whether it warms them up (see :class:`LocalRun`)."""
     demand: ClassVar[DemandSeries]
     """The Prometheus series of its pods the autoscaler reads: prompt and output token
     counters, requests running and waiting (see :class:`DemandSeries`)."""
@@ -234,7 +204,8 @@ class Engine:
         return self.instance_ranks(spec, role) // spec.role(role).nodes_per_instance
 
     def multinode_problem(self, spec: DeploymentSpec, role: str) -> str | None:
-        """Why an instance of ``role`` cannot span pods with this engine (None: it can)."""
+        """Why an instance of ``role`` cannot span pods with this engine (None: it can, as a
+        LeaderWorkerSet per instance)."""
         return (
             f"engine {self.name!r} runs each instance in one pod; set 1 (the ranks of "
             "tensorParallelSize then share the pod)"
@@ -298,10 +269,10 @@ class Engine:
         cores: Sequence[int],
         address: str | None = None,
     ) -> LocalProcess:
-        """The pod's engine command as a process here. ``address`` None: one host, every
-        pod on 127.0.0.1 with ports of its own (``disagg up``); an address: the pod's own
-        (the local kubelet gives each pod one), listened on with the rendered ports, as in
-        a cluster. ``disagg up`` and the local kubelet run it."""
+        """The pod's engine command as a process on this host (``disagg up``, the local
+        kubelet). ``address`` None: one host, every pod on 127.0.0.1 with ports of its own
+        (``disagg up``); an address: the pod's own (the local kubelet gives each pod one),
+        listened on with the rendered ports, as in a cluster."""
         raise NotImplementedError(f"disagg up cannot run engine {self.name!r} pods")
 
     def local_image(self, image: str) -> str:
