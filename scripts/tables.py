@@ -21,7 +21,7 @@ Where each column comes from (the files are parsed, nothing is imported):
 - module, package: the path under ``worker/`` or ``operator/`` without ``.py``; a package
   ends in ``/`` and heads its modules, then come its packages, each in name order.
 - role, answers: the docstring's first sentence (up to the first ``. ``; else its first
-  paragraph), on one line, reST roles and literals as Markdown code. A ``Engine``
+  paragraph), on one line, reST roles and literals as Markdown code. An ``Engine``
   attribute's docstring is the string literal under it.
 - layer: ``pure`` for a module of a package that the contract "Pure packages import no I/O
   libraries" in pyproject.toml lists (its subpackages too). Any other module says its
@@ -30,7 +30,7 @@ Where each column comes from (the files are parsed, nothing is imported):
   package that is not pure shows the layers of the modules directly in it.
 - used by: the subsystems (folders of ``operator/``; a top-level module is its own) whose
   modules outside ``operator/engines/`` read the attribute off an engine, each with those
-  modules. An engine is recognised by its spelling, no type is inferred: ``X.name`` counts
+  modules. An engine is recognised by its spelling, no type is inferred: ``X.attr`` counts
   where X's source says ``engine`` (``engine.local``, ``settings.engine(spec).volumes``)
   or X is a name a loop takes from such an expression (``for n, e in engines.items()``),
   and a call of a function of engines/base.py counts as the reads in that function
