@@ -1,3 +1,5 @@
-"""The controller (I/O shell and its pure helpers): kopf handlers, the reconciler and one
-sync pass, the watch-fed cache, the API client, retries, refusals, handshake keys, leader
-election, health, metrics and `disagg operator` itself."""
+"""The controller, the I/O shell around the pure core: kopf handlers, the reconciler and one
+sync pass, the API client and `disagg operator` itself.
+
+With them the watch-fed cache, retries, refusals, handshake keys, leader election, health
+and metrics; the pure helpers are in :mod:`.rules`."""

@@ -1,6 +1,6 @@
-"""The operator-wide settings shared by ``disagg operator`` and ``disagg render``, from
-their flags, so the operator and offline render produce the same pods:
-``--platforms-file`` (extra platforms) and ``--canary-image``.
+"""The operator-wide settings ``disagg operator`` and ``disagg render`` share, from their
+flags ``--platforms-file`` (extra platforms) and ``--canary-image``. Shared, so the
+operator and offline render produce the same pods.
 
 I/O shell (reads the platforms file) over the pure :mod:`disagg_worker.core.platform_file`
 loader; the result is a :class:`~disagg_operator.engines.settings.Settings` value, passed

@@ -5,43 +5,9 @@ methods and never ask which engine they have: an engine is a class here plus a f
 (``engines/<name>/``) and an entry in the settings' engine table (:mod:`.settings`), keyed
 by the ``spec.engine.type`` it serves. docs/architecture.md shows a new engine end to end.
 
-What each method answers, per role where it takes ``role``:
-
-    container(spec, role, port, settings)  the engine container's command, env, mounts
-                                           and startup probe (render adds name, image,
-                                           ports, readiness, security, preStop, user
-                                           args/env and resources)
-    volumes(spec, name, role)              the pod volumes those mounts need
-    config_maps(spec, name)                ConfigMaps those volumes name (name → data)
-    pod_security(spec, role)               pod securityContext fields beyond seccomp
-    metrics_port(spec)                     a /metrics-only port (None: the serving port)
-    side_channel_ports(spec, role)         the handshake ports one pod listens on
-    instance_ranks(spec, role)             ranks one instance runs
-    devices_per_pod(spec, role)            accelerators one pod computes on (its share)
-    multinode_problem(spec, role)          why an instance cannot span pods, or None
-    worker_args(spec, role)                what a group's worker pods add to the command
-    drain_seconds(spec), drain_command     how long its transfers need a terminating pod
-                                           to wait, and the preStop that waits
-    annotations(spec)                      notes render puts on every pod
-    problems(spec, settings)               what this engine cannot run (CEL included)
-    fields                                 its own spec fields, per block (the CRD and
-                                           the parse carry them; other engines' specs
-                                           may not set them)
-    version_key(spec), kv_flags, kv_env    its inputs to the KV-compatibility key
-    not_kv                                 its modelConfig fields left out of that key
-    version_condition(spec)                the EngineVersionKnown condition, or None
-    canary_image(spec, settings)           the transfer canary's image, or None
-    derived_env(spec, role)                env names it derives → the spec field to use
-    derived_flags                          flags it derives → the spec field to use
-    prefix_cache_block(spec)               decode's prefix cache unit in tokens, or None
-    local_process(...)                     the pod's command as a local process
-    local_image(image)                     the image `make images` builds for its pods
-    local                                  how ``disagg up`` waits for and warms it
-    demand                                 the series the autoscaler reads of its pods
-    derivation_rows(settings)              its rows of docs/derivation.md
-    cel_rules, summary                     its admission rules and CRD description
-    pd_protocol                            the P/D protocol its HTTP API speaks (the
-                                           router's and canary's --pd-protocol)
+Each attribute and method says in its docstring what it answers (per role where it takes
+``role``); docs/architecture.md's table of them, with the subsystems that read each, is
+generated from these docstrings and the sources (scripts/tables.py).
 """
 
 from __future__ import annotations
@@ -166,28 +132,58 @@ class Engine:
     engine with no side-channel secret, no startup probe and nothing to document."""
 
     name: ClassVar[str]
+    """The ``spec.engine.type`` it serves: its key in the settings' engine table, a value
+    of the CRD's enum."""
     summary: ClassVar[str]
+    """Its line in the CRD's description of ``spec.engine.type``."""
     cel_rules: ClassVar[tuple[Rule, ...]] = ()
+    """Its admission rules: (CEL expression, message) pairs the CRD adds to the spec's
+    validations (:meth:`problems` makes the same checks for ``disagg render``)."""
     kv_flags: ClassVar[tuple[str, ...]] = ()
-    # vLLM's kv_transfer_params by default; else a name disagg_worker.serve.pd.resolve takes
+    """Engine flags whose values change the KV layout: the KV key reads them in each role's
+    args, so a new value starts a new KV revision."""
     pd_protocol: ClassVar[str] = PD_PROTOCOL
+    """The P/D protocol its HTTP API speaks, as the router's and the canary's
+    ``--pd-protocol`` name it (how a prefill request is marked, what it returns, how decode
+    is told where the KV is, what says decode read it). vLLM's ``kv_transfer_params`` by
+    default; another is a :class:`disagg_worker.serve.pd.base.PdProtocol` the engine ships,
+    named ``MODULE:ATTR`` (what ``disagg_worker.serve.pd.resolve`` takes)."""
     kv_env: ClassVar[tuple[str, ...]] = ()
+    """Env names whose values change the KV layout: the KV key reads them in each role's
+    env, so a new value starts a new KV revision."""
     fields: ClassVar[EngineFields] = EngineFields()
+    """Its own spec fields, per block (:class:`~disagg_operator.api.extension.EngineFields`:
+    spec.modelConfig, spec.kvTransfer, spec.prefill and spec.decode), at the paths users
+    write them: the CRD and the parse carry them, and another engine's spec that sets one
+    is refused, naming the engines that read it."""
     not_kv: ClassVar[frozenset[str]] = frozenset()
+    """Its modelConfig fields (Python names) that do not change the KV layout: the KV key
+    leaves them out (vLLM: the weights' size)."""
     derived_flags: ClassVar[Mapping[str, str]] = {}
+    """Flags it derives → the spec field to set instead (validation refuses them in a
+    role's args, naming that field)."""
     local: ClassVar[LocalRun]
+    """How ``disagg up`` runs its pods on one host: how long it waits for each, how it
+    knows one is ready, whether it warms them up (see :class:`LocalRun`)."""
     demand: ClassVar[DemandSeries]
+    """The Prometheus series of its pods the autoscaler reads: prompt and output token
+    counters, requests running and waiting (see :class:`DemandSeries`)."""
 
     def container(
         self, spec: DeploymentSpec, role: str, port: int, settings: Settings
     ) -> Container:
+        """The command, env, mounts and startup probe of ``role``'s engine container (render
+        adds its name, image, ports, readiness, security, preStop, the user's args and env,
+        and resources)."""
         raise NotImplementedError
 
     def volumes(self, spec: DeploymentSpec, name: str, role: str) -> list[dict[str, Any]]:
+        """The pod volumes the container's mounts need (deployment ``name``'s pods)."""
         return []
 
     def config_maps(self, spec: DeploymentSpec, name: str) -> dict[str, dict[str, str]]:
-        """ConfigMaps the pods of deployment ``name`` mount: name → data."""
+        """The ConfigMaps those volumes name, name → data (vLLM CPU pools: the engine-idle
+        shim); render makes one child of each."""
         return {}
 
     def metrics_port(self, spec: DeploymentSpec) -> int | None:
@@ -201,7 +197,8 @@ class Engine:
         return {}
 
     def side_channel_ports(self, spec: DeploymentSpec, role: str) -> list[int]:
-        """A listener per TP rank on sideChannelPort + rank."""
+        """The handshake ports one pod of ``role`` listens on. By default a listener per TP
+        rank, on sideChannelPort + rank."""
         base, tp = spec.kv_transfer.side_channel_port, spec.role(role).tensor_parallel_size
         return [base + rank for rank in range(tp)]
 
@@ -215,7 +212,8 @@ class Engine:
         return self.instance_ranks(spec, role) // spec.role(role).nodes_per_instance
 
     def multinode_problem(self, spec: DeploymentSpec, role: str) -> str | None:
-        """Why an instance of ``role`` cannot span pods with this engine (None: it can)."""
+        """Why an instance of ``role`` cannot span pods with this engine (None: it can, as a
+        LeaderWorkerSet per instance)."""
         return (
             f"engine {self.name!r} runs each instance in one pod; set 1 (the ranks of "
             "tensorParallelSize then share the pod)"
@@ -227,6 +225,8 @@ class Engine:
         raise NotImplementedError
 
     def drain_seconds(self, spec: DeploymentSpec) -> int:
+        """How long a terminating pod waits for its transfers to finish: render's preStop
+        and grace period, at least this."""
         raise NotImplementedError
 
     def drain_command(self, spec: DeploymentSpec, seconds: int) -> list[str]:
@@ -234,9 +234,12 @@ class Engine:
         return ["sleep", str(seconds)]
 
     def annotations(self, spec: DeploymentSpec) -> dict[str, str]:
+        """Notes render puts on every pod (vLLM: the version and profile it rendered for)."""
         return {}
 
     def problems(self, spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
+        """What this engine cannot run in ``spec``, each with its field and fix (the checks
+        of its :attr:`cel_rules` included, in the same words)."""
         return iter(())
 
     def version_key(self, spec: DeploymentSpec) -> Any:
@@ -244,12 +247,18 @@ class Engine:
         return sorted({spec.image(r) for r in ROLES})
 
     def version_condition(self, spec: DeploymentSpec) -> tuple[str, str, str] | None:
+        """The EngineVersionKnown condition as (status, reason, message), or None where the
+        engine has no version to know (no condition)."""
         return None
 
     def canary_image(self, spec: DeploymentSpec, settings: Settings) -> str | None:
+        """The transfer canary's image, or None (no canary: TransferPathReady says so). By
+        default the operator's ``--canary-image``."""
         return settings.canary_image
 
     def derived_env(self, spec: DeploymentSpec, role: str) -> Mapping[str, str]:
+        """Env names it derives for ``role`` → the spec field to set instead (validation
+        refuses them in a role's env, naming that field)."""
         return {}
 
     def prefix_cache_block(self, spec: DeploymentSpec) -> int | None:
@@ -268,10 +277,10 @@ class Engine:
         cores: Sequence[int],
         address: str | None = None,
     ) -> LocalProcess:
-        """The pod's engine command as a process here. ``address`` None: one host, every
-        pod on 127.0.0.1 with ports of its own (``disagg up``); an address: the pod's own
-        (the local kubelet gives each pod one), listened on with the rendered ports, as in
-        a cluster."""
+        """The pod's engine command as a process on this host (``disagg up``, the local
+        kubelet). ``address`` None: one host, every pod on 127.0.0.1 with ports of its own
+        (``disagg up``); an address: the pod's own (the local kubelet gives each pod one),
+        listened on with the rendered ports, as in a cluster."""
         raise NotImplementedError(f"disagg up cannot run engine {self.name!r} pods")
 
     def local_image(self, image: str) -> str:
@@ -281,4 +290,5 @@ class Engine:
         return f"{LOCAL_REGISTRY}/disagg-worker-cpu:{__version__.split('+')[0]}"
 
     def derivation_rows(self, settings: Settings) -> list[Row]:
+        """Its rows of docs/derivation.md: each value it derives, from what, and why."""
         return []

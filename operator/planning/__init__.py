@@ -1,4 +1,6 @@
-"""Planning: what this sync writes. :mod:`.actions` compares desired and observed children
+"""Planning: what this sync writes, and which pods a rollout creates and deletes.
+
+:mod:`.actions` compares desired and observed children
 (every kind but Pods) into creates, patches and deletes; :mod:`.rollout` decides, from the
 observed pods, which pods to create and delete and which KV revision the routing objects
 select; :mod:`.decide` is the glue from an observation to that plan.

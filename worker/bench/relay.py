@@ -1,5 +1,5 @@
 """A relay that loses ``kv_transfer_params`` on the way to a decode worker, as a
-misconfigured sidecar or gateway does (llm-d-router #1461): the decode computes every
+misconfigured sidecar or gateway does (llm-d-router #1461). The decode then computes every
 prompt itself and still answers the right tokens.
 
 Benchmark tool (I/O: aiohttp). The routing benchmark injects fallbacks through it; the

@@ -1,7 +1,7 @@
 """The worker's side of the HTTP contract: vLLM's ``kv_transfer_params`` answers, errors as
 responses, and metrics (request parsing and body shapes: :mod:`serve.openai`).
 
-Pure-ish layer (aiohttp only to turn an error into a response, prometheus-client for the
+I/O-free layer (aiohttp only to turn an error into a response, prometheus-client for the
 metric registry). The shapes follow OpenAI's ``/v1/completions`` and
 vLLM's ``kv_transfer_params``, so a proxy written for vLLM works against this worker and
 ours works against vLLM. Extension: every response carries ``disagg`` — the engine id, role

@@ -1,6 +1,7 @@
-"""`disagg worker canary`: prove, once per engine instance and behind a readiness probe, that
-this decode pod can pull KV from the prefill pool through the engine's own HTTP API, and
-keep saying whether it still can, apart from readiness.
+"""`disagg worker canary`: prove that this decode pod can pull KV from the prefill pool
+through the engine's own HTTP API, and keep saying whether it still can. The proof is made
+once per engine instance, behind a readiness probe; what it says after is apart from
+readiness.
 
 I/O layer (aiohttp server; the two hops go through :class:`~disagg_worker.serve.proxy.flow.Proxy`,
 the same client, body rewriting, deadline and error messages as the P/D proxy). It runs as

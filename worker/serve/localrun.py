@@ -1,7 +1,8 @@
 """Local process plumbing shared by the worker server, the proxy, `disagg up` and the e2e
-benchmark: serve an aiohttp app until a signal, announce readiness on one JSON line, and
-run child processes in their own process groups so stopping them leaves no orphans; free
-port ranges and the env of a tensor-parallel group's pods on this host.
+benchmark: serving until a signal, ready lines, process groups, free ports. It serves an
+aiohttp app until a signal, announces readiness on one JSON line, and runs child processes
+in their own process groups so stopping them leaves no orphans; free port ranges and the
+env of a tensor-parallel group's pods on this host.
 
 I/O layer. A served app binds its port (0: any free one) and then prints
 ``{"event": "ready", ...}`` with the bound ports on stdout; a child's stdout and stderr go

@@ -1,6 +1,6 @@
 """What the worker and the proxy share around their routes: JSON answers for requests no
-route takes (an unknown path: 404 naming the routes served; a known path with the wrong
-method: 405 naming the methods it takes), and a request body read within its limits.
+route takes, and a request body read within its limits. An unknown path gets a 404 naming
+the routes served; a known path with the wrong method, a 405 naming the methods it takes.
 
 I/O layer (aiohttp), shared by the worker and the proxy: an OpenAI client parses every
 error as ``{"error": {...}}``, and aiohttp's own answers are plain text.

@@ -1,6 +1,6 @@
-"""Figures of `disagg bench e2e --routing threshold` from its probes: each router's spread
-per prompt length, every threshold-router probe judged against the path it took, the
-break-even length, and the order the probes go out in.
+"""Figures of `disagg bench e2e --routing threshold` from its probes, and the order the
+probes go out in. The figures: each router's spread per prompt length, every
+threshold-router probe judged against the path it took, the break-even length.
 
 A probe is one streamed request (:mod:`.stream`) of ``MIN_TOKENS`` or more generated
 tokens; its path is what the router's stream headers say (``X-Disagg-Path``). Times are

@@ -1,5 +1,7 @@
 """P/D protocols: how an engine's HTTP API is told to split a request between a prefill
-and a decode (:mod:`.base`), vLLM's ``kv_transfer_params`` as one of them
+and a decode, and what says where the decode's KV came from.
+
+The interface (:mod:`.base`), vLLM's ``kv_transfer_params`` as one of them
 (:mod:`.kv_transfer_params`), and what a decode's answers and metrics say about where its
 KV came from (:mod:`.evidence`). The proxy, the router and the canary name a protocol with
 ``--pd-protocol`` (:func:`resolve`); the operator renders the engine's.

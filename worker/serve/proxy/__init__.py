@@ -1,4 +1,7 @@
-"""The P/D proxy (`disagg proxy`): the two-hop request flow (:mod:`.flow`), its HTTP
-app and command line (:mod:`.app`), the worker pools and what a failed hop answers
-(:mod:`.upstream`), the Services that keep the pools current (:mod:`.discovery`), the routing
-policy (:mod:`.routing`) and the proxy's metrics (:mod:`.metrics`)."""
+"""The P/D proxy (`disagg proxy`): a request's two hops, prefill then decode, over pools
+of workers.
+
+The two-hop request flow (:mod:`.flow`), its HTTP app and command line (:mod:`.app`), the
+worker pools and what a failed hop answers (:mod:`.upstream`), the Services that keep the
+pools current (:mod:`.discovery`), the routing policy (:mod:`.routing`) and the proxy's
+metrics (:mod:`.metrics`)."""

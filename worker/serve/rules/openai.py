@@ -1,7 +1,7 @@
 """The OpenAI/vLLM request contract, in one place: a body within its limits, which body
 fields the reference worker honours (everything else is refused by name), the chat
-template, request ids, and what the P/D proxy refuses (what the worker answers:
-:mod:`serve.shapes`; the ``kv_transfer_params`` a decode reads: :mod:`serve.kv_params`).
+template, request ids, and what the P/D proxy refuses. What the worker answers is
+:mod:`serve.shapes`; the ``kv_transfer_params`` a decode reads, :mod:`serve.kv_params`.
 
 No torch: the proxy imports it too. The worker passes its tokenizer in.
 """
