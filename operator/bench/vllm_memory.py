@@ -24,7 +24,7 @@ from typing import Any
 import psutil
 
 from disagg_operator.engines.vllm.engine import LOCAL_SERVER
-from disagg_operator.local import vllm
+from disagg_operator.local import serving
 from disagg_operator.local.rules.pods import LOCAL
 from disagg_worker.serve.localrun import start_child, stop_children
 
@@ -33,10 +33,10 @@ FLAGS = ("--dtype", "bfloat16", "--max-model-len", "1024", "--enforce-eager")
 
 
 def measure(model: Path, kv_gib: int, log_dir: Path) -> dict[str, Any]:
-    port = next(vllm.free_ports())
+    port = next(serving.free_ports())
     argv = [sys.executable, "-m", LOCAL_SERVER, "--model", str(model), *FLAGS]
     argv += ["--host", LOCAL, "--port", str(port)]
-    core = vllm.host_cores()[0]
+    core = serving.host_cores()[0]
     env = {
         **os.environ,
         "VLLM_CPU_KVCACHE_SPACE": str(kv_gib),
@@ -45,8 +45,8 @@ def measure(model: Path, kv_gib: int, log_dir: Path) -> dict[str, Any]:
     child = start_child(f"vllm-kv{kv_gib}", argv, env, log_dir)
     try:
         url = f"http://{LOCAL}:{port}"
-        started = vllm.wait_healthy(child, url, 600, lambda line: print(line, file=sys.stderr))
-        vllm.warm_up(url)
+        started = serving.wait_healthy(child, url, 600, lambda line: print(line, file=sys.stderr))
+        serving.warm_up(url)
         time.sleep(2)  # let allocations from the first request settle
         rss = pss = 0
         tree = [psutil.Process(child.proc.pid)]

@@ -29,7 +29,7 @@ import yaml
 from disagg_operator.contracts import lws
 from disagg_operator.engines.base import Engine, LocalRun
 from disagg_operator.engines.settings import DEFAULT, Settings
-from disagg_operator.local import vllm
+from disagg_operator.local import serving
 from disagg_operator.local.rules.groups import group_pods
 from disagg_operator.local.rules.pods import (
     LOCAL,
@@ -119,8 +119,8 @@ GROUP_SPAN = 66  # a group's rendezvous ports: the store, rank 0's answers, a po
 
 def group_bases() -> Iterator[int]:
     """A base port per group of a local run, below the ephemeral range (as vLLM's ports:
-    :func:`vllm.free_ports`), with the GROUP_SPAN ports from it free now."""
-    candidates = vllm.free_ports(low=vllm.ephemeral_low() - GROUP_SPAN)
+    :func:`serving.free_ports`), with the GROUP_SPAN ports from it free now."""
+    candidates = serving.free_ports(low=serving.ephemeral_low() - GROUP_SPAN)
     while True:
         yield free_port_range(GROUP_SPAN, candidates)
 
@@ -199,12 +199,12 @@ def start_aggregated(
         at = command.index("--kv-transfer-config")
         del command[at : at + 2]
     # the cores the decode engine gets in the P/D run: a like-for-like engine
-    cores = share_cores(core_takers(objects, engine), vllm.host_cores())[-1:]
+    cores = share_cores(core_takers(objects, engine), serving.host_cores())[-1:]
     pods = local_pods(
         [decode],
         "/unused",
         engine,
-        ports=vllm.free_ports(),
+        ports=serving.free_ports(),
         cores=cores,
         pair=False,
         config_maps=write_config_maps(objects, logs),
@@ -238,16 +238,17 @@ def launch(
     objects, engine = render_manifest(body, key, groups=True)
     objects = group_pods(objects, lambda *_: LOCAL, group_bases())
     engines = core_takers(objects, engine)
-    cores = [] if keep_cpu_binding else share_cores(engines, vllm.host_cores())
+    cores = [] if keep_cpu_binding else share_cores(engines, serving.host_cores())
     if keep_cpu_binding and engines:
         say("  vLLM CPU binding as rendered (--keep-cpu-binding): engines share this host's cores")
-    if cores and engines > len(vllm.host_cores()):
-        say(f"  only {len(vllm.host_cores())} cores for {engines} vLLM engines: cores are shared")
+    host = len(serving.host_cores())
+    if cores and engines > host:
+        say(f"  only {host} cores for {engines} vLLM engines: cores are shared")
     pods = local_pods(
         objects,
         str(secret),
         engine,
-        ports=vllm.free_ports(),
+        ports=serving.free_ports(),
         cores=cores,
         claims=claims,
         config_maps=write_config_maps(objects, tmp),
@@ -264,7 +265,7 @@ def launch(
     start_proxy(port, logs, run, say)
     prove_transfer_path(pods, run, say)
     if engine.local.warm_up:
-        took = vllm.warm_pd(run.proxy_url, say)
+        took = serving.warm_pd(run.proxy_url, say)
         say(f"  warm    P/D path: {took:.0f} ms (first NIXL handshake and connection)")
 
 
@@ -282,10 +283,10 @@ def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> No
             continue
         if pod.local.readiness == "health":
             url = f"http://{LOCAL}:{pod.http_port}"
-            took = vllm.wait_healthy(child, url, pod.local.start_timeout_s, say)
+            took = serving.wait_healthy(child, url, pod.local.start_timeout_s, say)
             # vLLM CPU on AMX hosts dies (SIGILL) when an engine's first forward pass is a
             # decode step over transferred KV; one local request first avoids it.
-            warm = f"; warm-up request {vllm.warm_up(url):.0f} ms" if pod.local.warm_up else ""
+            warm = f"; warm-up request {serving.warm_up(url):.0f} ms" if pod.local.warm_up else ""
             label = f"{pod.local.label}, " if pod.local.label else ""
             say(f"  ready   {pod.role} {pod.name}: {url} ({label}started in {took:.0f} s{warm})")
         else:

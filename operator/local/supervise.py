@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from disagg_operator.local import vllm
+from disagg_operator.local import serving
 from disagg_operator.local.rules.backoff import BackOff, next_restart
 from disagg_operator.local.rules.pods import UpError
 from disagg_operator.local.stack import PROXY, Run
@@ -243,9 +243,9 @@ def _health_ready(url: str) -> Probe:
     warm-up as at first start, for the same reason (docs/vllm.md, AMX)."""
 
     def probe(_: Child) -> bool:
-        if not vllm.healthy(url):
+        if not serving.healthy(url):
             return False
-        vllm.warm_up(url)
+        serving.warm_up(url)
         return True
 
     return probe

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from disagg_operator.local import vllm
+from disagg_operator.local import serving
 from disagg_operator.local.podman.launch import launch_containers, teardown_note
 from disagg_operator.local.podman.launch import supervisor as supervisor_of
 from disagg_operator.local.podman.runtime import PodRuntime
@@ -113,7 +113,7 @@ def _ask_vllm(run: Run, prompt: str, max_tokens: int) -> None:
     url = run.proxy_url + "/v1/completions"
     body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
     decode_log = run.logs[run.names[run.workers["decode"][0]]]
-    since = vllm.log_size(decode_log)
+    since = serving.log_size(decode_log)
     t0 = time.perf_counter()
     out = get_json(url, {**body, "return_token_ids": True}, timeout=300)
     took = 1e3 * (time.perf_counter() - t0)
@@ -128,7 +128,7 @@ def _ask_vllm(run: Run, prompt: str, max_tokens: int) -> None:
         f"decode hop {proxy.get('decode_hop_ms', 0):.0f} ms)"
     )
     _say("transfer:   waiting for vLLM's stats interval (up to 15 s) ...")
-    f = vllm.transfer_figures(decode_log, since, wait_s=15.0)
+    f = serving.transfer_figures(decode_log, since, wait_s=15.0)
     count = int(f[metrics.COUNT])
     _say(
         f"transfer:   vLLM (decode) reports {count} NIXL transfer(s), "

@@ -238,7 +238,7 @@ def test_the_vllm_cpu_example_in_containers_equals_aggregated_vllm(up: Any, tmp_
     vLLM (the decode pod's command without its KV connector, as the vLLM suite judges),
     with KV moved over NIXL between the two pods; the engine containers run as the image's
     uid 65532 with no capabilities and, through a podTemplate, a read-only root."""
-    from disagg_operator.local import vllm
+    from disagg_operator.local import serving
     from disagg_operator.local.stack import Run, start_aggregated
     from disagg_worker.serve.localrun import stop_children
     from disagg_worker.vllm import checkpoint
@@ -281,10 +281,10 @@ def test_the_vllm_cpu_example_in_containers_equals_aggregated_vllm(up: Any, tmp_
         assert re.search(r"CapEff:\s+0+\n", status) and re.search(r"NoNewPrivs:\s+1\n", status)
         assert podman("exec", name, "id", "-u").stdout.strip() == "65532"
     decode_log = logs / "vllm-cpu-decode-0.log"
-    since = vllm.log_size(decode_log)
+    since = serving.log_size(decode_log)
     got = [greedy(proxy, p) for p in prompts()[:3]]
     assert got == want
-    figures = vllm.transfer_figures(decode_log, since, wait_s=30.0, expect=len(want))
+    figures = serving.transfer_figures(decode_log, since, wait_s=30.0, expect=len(want))
     assert figures[metrics.COUNT] >= len(want) and figures[metrics.FAILED] == 0, figures
     run.proc.send_signal(signal.SIGINT)
     run.wait_for(r"stopping: \d+ preStop hook", 60)

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from disagg_operator.local import vllm as local_vllm
+from disagg_operator.local import serving as local_serving
 from disagg_operator.local.stack import Run, launch, start_aggregated
 from disagg_worker.serve.localrun import stop_children
 from disagg_worker.vllm.rules import judge, metrics
@@ -181,11 +181,11 @@ def assert_pd_equals_aggregated(
     """Greedy tokens of ``chosen`` through the stack's proxy equal ``want``, and the KV
     really moved: decode's own metrics count one NIXL transfer per prompt, none failed (a
     decode that silently recomputed would give the same tokens)."""
-    since = local_vllm.log_size(stack.log("decode"))
+    since = local_serving.log_size(stack.log("decode"))
     got = [greedy(stack.proxy, p) for p in chosen]
     for n, (mine, theirs) in enumerate(zip(got, want, strict=True)):
         assert mine == theirs, f"prompt {n} ({len(chosen[n])} tokens) differs"
-    figures = local_vllm.transfer_figures(
+    figures = local_serving.transfer_figures(
         stack.log("decode"), since, wait_s=wait_s, expect=len(got)
     )
     assert figures[metrics.COUNT] >= len(got)

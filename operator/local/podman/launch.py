@@ -19,7 +19,7 @@ from pathlib import Path
 
 from disagg_operator.api import CANARY_PORT
 from disagg_operator.engines.base import Engine
-from disagg_operator.local import vllm
+from disagg_operator.local import serving
 from disagg_operator.local.podman.runtime import (
     PodmanError,
     PodRuntime,
@@ -125,7 +125,7 @@ def launch_containers(
     start_proxy(port, logs, run, say)
     _prove_transfer_path(plans, runtime, run, say)
     if engine.local.warm_up:
-        took = vllm.warm_pd(run.proxy_url, say)
+        took = serving.warm_pd(run.proxy_url, say)
         say(f"  warm    P/D path: {took:.0f} ms (first NIXL handshake and connection)")
     return runtime
 
@@ -179,7 +179,7 @@ def _start_pods(
             raise UpError(str(e)) from None
         warm = ""
         if engine.local.warm_up:
-            warm = f"; warm-up request {vllm.warm_up(pod.url):.0f} ms"
+            warm = f"; warm-up request {serving.warm_up(pod.url):.0f} ms"
         say(f"  ready   {pod.role} {pod.name}: {pod.url} (started in {took:.0f} s{warm})")
         run.workers.setdefault(pod.role, []).append(pod.url)
         run.names[pod.url] = pod.name

@@ -8,7 +8,7 @@ import itertools
 import socket
 from pathlib import Path
 
-from disagg_operator.local.vllm import LOWEST_PORT, ephemeral_low, free_ports
+from disagg_operator.local.serving import LOWEST_PORT, ephemeral_low, free_ports
 
 
 def test_ports_are_free_distinct_and_below_the_ephemeral_range() -> None:

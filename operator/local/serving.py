@@ -1,10 +1,11 @@
-"""Real vLLM engines in a local run: free ports, cores per engine, readiness, and the
-transfer figures vLLM itself logs.
+"""Engines serving in a local run: free ports, cores per engine, readiness, warm-up, and
+the transfer figures an engine logs (vLLM's, for engines whose ``local.figures`` is
+``engine-log``).
 
-I/O layer of ``disagg up`` (sockets, HTTP, log files). vLLM prints no ready line and
-cannot bind port 0 and say which port it got, so ports are picked free here, and
-readiness is its ``/health`` answering 200 (after ~30 s of engine start on this kind of
-host), with a progress line while it loads.
+I/O layer of ``disagg up`` and the local kubelet (sockets, HTTP, log files). An engine that
+prints no ready line and cannot bind port 0 and say which port it got (vLLM) gets ports
+picked free here, and readiness is its ``/health`` answering 200 (after ~30 s of engine
+start for vLLM on this kind of host), with a progress line while it loads.
 """
 
 from __future__ import annotations
