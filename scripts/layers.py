@@ -36,7 +36,7 @@ WHAT = {
     "disagg_operator.engines": "the engine interface, one folder per engine, the settings",
     "disagg_operator.derive": "engine-independent derived values: buffers, UCX, quantities, counts",
     "disagg_operator.api": "the API models (CRD source), kinds table, problems, names",
-    "disagg_operator.contracts": "what vLLM and llm-d accept, per version (pure tables)",
+    "disagg_operator.contracts": "what llm-d, LWS and Prometheus accept (pure tables)",
     "disagg_worker.bench": "transfer and end-to-end benchmarks",
     "disagg_worker.serve": "HTTP server, P/D proxy, canary, drain",
     "disagg_worker.engine": "the reference engine (a seeded transformer, paged KV)",

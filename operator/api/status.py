@@ -11,6 +11,13 @@ from pydantic import ConfigDict, Field
 
 from disagg_operator.api.base import _Model
 
+# The EngineVersionKnown reasons of an engine whose version picks a contract profile (vLLM:
+# engines/vllm/contract.py resolves them; status/reasons.py lists them with the rest).
+VERSION_RESOLVED = "VersionResolved"
+TOO_OLD = "TooOld"
+UNKNOWN_ENGINE_VERSION = "UnknownEngineVersion"
+NEWER_THAN_PROFILES = "NewerThanProfiles"
+
 
 class RoleStatus(_Model):
     """Pod counts of one role."""

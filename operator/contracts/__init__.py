@@ -1,6 +1,8 @@
-"""Contracts of the projects the operator renders for (bottom layer, pure data): what each
-vLLM release accepts (:mod:`.vllm`) and what llm-d's routing sidecar takes (:mod:`.llmd`).
-One table per external contract; render, validation, docs and the contract tests read it.
+"""Contracts of the projects the operator renders for beside its engines (bottom layer,
+pure data): what llm-d's routing sidecar and endpoint picker take (:mod:`.llmd`), the
+LeaderWorkerSet API (:mod:`.lws`), Prometheus' (:mod:`.prometheus`). One table per
+external contract; render, validation, docs and the contract tests read it. An engine's
+own contract lives in its folder (vLLM's: ``engines/vllm/contract.py``).
 
 Pure layer: no I/O (the import contract in pyproject.toml holds this package to it).
 """

@@ -292,3 +292,8 @@ class Engine:
     def derivation_rows(self, settings: Settings) -> list[Row]:
         """Its rows of docs/derivation.md: each value it derives, from what, and why."""
         return []
+
+    def derivation_tables(self) -> list[str]:
+        """Its own markdown tables in docs/derivation.md, after the rows (vLLM: what each
+        release accepts, one row per contract profile)."""
+        return []

@@ -3,8 +3,9 @@ the code that derives it.
 
 The engine-independent rows (buffer devices, UCX transports, accelerator resources from the
 settings' platforms, side-channel host, backends, grace), each engine's own rows
-(:meth:`Engine.derivation_rows`), the canary's, then vLLM's per-version capability table and
-the UCX transports. ``python -m disagg_operator.render.derivation`` prints it and a unit
+(:meth:`Engine.derivation_rows`), the canary's, then each engine's own tables
+(:meth:`Engine.derivation_tables`: vLLM's per-version capability table) and the UCX
+transports. ``python -m disagg_operator.render.derivation`` prints it and a unit
 test keeps the page in sync.
 """
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import sys
 
-from disagg_operator.contracts import vllm
 from disagg_operator.engines.base import Row
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render import canary
@@ -83,42 +83,13 @@ def derivation_rows(settings: Settings = DEFAULT) -> list[Row]:
     return rows + canary.derivation_rows()
 
 
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
-
-
-def profile_table() -> str:
-    """The per-version capability table in docs/derivation.md (from vllm.PROFILES)."""
-    head = (
-        "| vLLM | kv_buffer_device per device | default buffer | lease | handshake compat key "
-        "| side channel "
-        "| prefill TP > decode TP | kv_load_failure_policy | P/D reserved CPUs | "
-        "NIXL pins CPU | CPU decode repacks | engine-idle measured on |"
-    )
-    lines = [head, "|" + " --- |" * 12]
-    for p in vllm.PROFILES:
-        buffers = "; ".join(f"{d}: {', '.join(b)}" for d, b in p.buffer_devices)
-        tp = "no"
-        if p.prefill_tp_above_decode:
-            tp = "if TP < heads" if p.replicated_at_equal_heads else "if TP <= heads"
-        lines.append(
-            f"| {p.label} | {buffers} | {p.default_buffer_device or 'device type'} "
-            f"| `{p.lease.name}` ({p.lease.kind}) "
-            f"| {p.handshake_compat_key or '-'} "
-            f"| {'port + TP rank' if p.side_channel_per_tp_rank else 'port + DP index'} "
-            f"| {tp} | {p.failure_policy_default or '-'} "
-            f"| {p.cpu_reserved_per_rank} x TP | {_yes(p.nixl_pins_cpu)} "
-            f"| {_yes(p.cpu_decode_repacks)} | {p.engine_idle_checked or '-'} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
 def derivation_table(settings: Settings = DEFAULT) -> str:
-    """The markdown tables in docs/derivation.md: derived values, vLLM profiles, then the
-    UCX transports and their reach."""
+    """The markdown tables in docs/derivation.md: derived values, each engine's own tables
+    (vLLM: its per-version profiles), then the UCX transports and their reach."""
     lines = ["| value | inputs | result | reason |", "| --- | --- | --- | --- |"]
     lines += [f"| {a} | {b} | `{c}` | {d} |" for a, b, c, d in derivation_rows(settings)]
-    return "\n".join(lines) + "\n\n" + profile_table() + "\n" + ucx.markdown_table()
+    tables = [t.rstrip("\n") for e in settings.engines.values() for t in e.derivation_tables()]
+    return "\n\n".join(["\n".join(lines), *tables, ucx.markdown_table()])
 
 
 if __name__ == "__main__":

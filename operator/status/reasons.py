@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from disagg_operator.contracts.vllm import (
+from disagg_operator.api.status import (
     NEWER_THAN_PROFILES,
     TOO_OLD,
     UNKNOWN_ENGINE_VERSION,

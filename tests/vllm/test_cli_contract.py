@@ -156,7 +156,7 @@ def test_the_memory_flags_are_read_as_vllm_reads_them(serve_parser: Any) -> None
     units as vLLM's own parser takes them, and the default of the version we name."""
     from vllm.config.cache import CacheConfig
 
-    from disagg_operator.contracts import vllm as contract
+    from disagg_operator.engines.vllm import contract
 
     for text in ("8G", "8g", "1.5k", "512M", "3t", "123"):
         args, _ = serve_parser.parse(["vllm", "serve", "m", "--kv-cache-memory-bytes", text])

@@ -109,7 +109,7 @@ def test_the_profile_records_the_release_the_shim_was_measured_on() -> None:
     release fails here until they are measured again (docs/vllm.md, Figures)."""
     import vllm as installed
 
-    from disagg_operator.contracts import vllm
+    from disagg_operator.engines.vllm import contract as vllm
 
     version = vllm.parse_version(installed.__version__)
     assert version is not None

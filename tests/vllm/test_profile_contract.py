@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from disagg_operator.contracts import vllm as profiles
+from disagg_operator.engines.vllm import contract as profiles
 from disagg_operator.render.objects import render
 
 pytestmark = pytest.mark.vllm

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from disagg_operator.api import ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
 from disagg_operator.api.rules import Rule
-from disagg_operator.contracts import vllm
 from disagg_operator.derive import transfer
 from disagg_operator.derive.resources import cpu_limits
 from disagg_operator.derive.scaling import effective_replicas
 from disagg_operator.engines.base import flag_values
+from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.engines.vllm import derive, tensor_parallel
 from disagg_operator.engines.vllm import fields as own
 from disagg_worker.core import platforms

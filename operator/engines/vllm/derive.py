@@ -2,7 +2,7 @@
 the lease env, the side-channel ports, and the CPU engine's env on CPU pools.
 
 What vLLM accepts comes from the capability profile of the deployment's vLLM version
-(:mod:`disagg_operator.contracts.vllm`); no vLLM setting name is spelled here.
+(:mod:`disagg_operator.engines.vllm.contract`); no vLLM setting name is spelled here.
 
 kv_role: kv_producer for prefill and kv_consumer for decode, valid in every vLLM
 version; NixlConnector ignored it up to 0.22 and warns about kv_both from 0.23.
@@ -14,10 +14,11 @@ import math
 from typing import Any
 
 from disagg_operator.api import ROLES, DeploymentSpec, RoleSpec
-from disagg_operator.contracts import lws, vllm
+from disagg_operator.contracts import lws
 from disagg_operator.derive import transfer
 from disagg_operator.derive.resources import cpu_limits, parse_quantity
 from disagg_operator.engines.base import flag_values
+from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.engines.vllm import fields as own
 from disagg_worker.core import platforms
 from disagg_worker.core.platforms import Table

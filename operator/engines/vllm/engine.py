@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from disagg_operator.api import HTTP_PORT, ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
 from disagg_operator.api.rules import Rule
-from disagg_operator.contracts import engine_idle, vllm
 from disagg_operator.derive import model as model_source
 from disagg_operator.derive import transfer
 from disagg_operator.engines.base import (
@@ -35,7 +34,8 @@ from disagg_operator.engines.base import (
     flag_values,
     without_flag,
 )
-from disagg_operator.engines.vllm import checks, derive
+from disagg_operator.engines.vllm import checks, derive, engine_idle
+from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.engines.vllm import fields as own
 from disagg_operator.engines.vllm.checks import CPU_POOL_RULES
 
@@ -306,6 +306,9 @@ class Vllm(Engine):
                 env.pop(key, None)
             adapted.append(f"OpenMP bound to core(s) {listed}")
         return LocalProcess(argv, env, http_port, adapted)
+
+    def derivation_tables(self) -> list[str]:
+        return [vllm.profile_table()]
 
     def derivation_rows(self, settings: Settings) -> list[Row]:
         return _rows()

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from disagg_operator.api import DeploymentSpec
 from disagg_operator.api.problems import Problem
-from disagg_operator.contracts import vllm
+from disagg_operator.engines.vllm import contract as vllm
 
 
 def problems(spec: DeploymentSpec, p: vllm.Profile | None) -> Iterator[Problem]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import kubernetes_validate
 
-from disagg_operator.contracts import engine_idle
+from disagg_operator.engines.vllm import engine_idle
 from disagg_operator.render.objects import render
 from disagg_operator.validation import spec as validation
 from tests.operator.builders import GPU, body, role

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from disagg_operator.contracts import vllm
+from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.validation import spec as validation
 from tests.operator.builders import body, role
 

@@ -10,8 +10,9 @@ import kubernetes_validate
 import pytest
 
 from disagg_operator.api import HMAC_PATH, LABEL_KV_REVISION, SPEC_HASH
-from disagg_operator.contracts import llmd, vllm
+from disagg_operator.contracts import llmd
 from disagg_operator.engines.settings import DEFAULT
+from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.engines.vllm import derive as vllm_derive
 from disagg_operator.render import derivation
 from disagg_operator.render import pods as render_pods

@@ -85,7 +85,7 @@ print(json.dumps({{"applied": first.applied + again.applied, "finders": finders}
 
 
 def test_the_shim_is_what_the_operator_ships() -> None:
-    from disagg_operator.contracts import engine_idle
+    from disagg_operator.engines.vllm import engine_idle
 
     assert (SHIM / "sitecustomize.py").read_text() == engine_idle.SOURCE
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from disagg_operator.api import DeploymentSpec
-from disagg_operator.contracts import vllm
 from disagg_operator.engines.settings import DEFAULT
+from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.planning.decide import decide
 from disagg_operator.render.objects import render
 from disagg_operator.status import conditions as status

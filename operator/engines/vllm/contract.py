@@ -1,8 +1,9 @@
 """vLLM's NixlConnector contract, one capability profile per vLLM version range.
 
-Frozen data and version parsing, no spec models. Render
-(:mod:`disagg_operator.derive.values`), validation, status, docs/derivation.md and the
-contract tests all read :data:`PROFILES`; no other module spells a vLLM setting name.
+Frozen data and version parsing, no spec models; part of the vLLM engine's folder. Its
+render and checks (:mod:`.derive`, :mod:`.checks`), docs/derivation.md's profile table
+(:func:`profile_table`) and the contract tests read :data:`PROFILES`; no module outside
+the engine spells a vLLM setting name.
 
 Sources: vLLM's own Python source of every release from 0.11.0 to 0.33.0 (the files of
 each release's wheel), read per fact; facts that change between versions are one field each.
@@ -32,13 +33,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-# The EngineVersionKnown reasons the version resolution below gives (status/reasons.py
-# lists them with the rest).
-VERSION_RESOLVED = "VersionResolved"
-TOO_OLD = "TooOld"
-UNKNOWN_ENGINE_VERSION = "UnknownEngineVersion"
-NEWER_THAN_PROFILES = "NewerThanProfiles"
-
+from disagg_operator.api.status import (
+    NEWER_THAN_PROFILES,
+    TOO_OLD,
+    UNKNOWN_ENGINE_VERSION,
+    VERSION_RESOLVED,
+)
 
 Version = tuple[int, int, int]
 
@@ -397,3 +397,33 @@ def _resolved(version: Version | None, source: str, field: str) -> Resolution:
         VERSION_RESOLVED,
         f"Running vLLM {shown} (from {source}), rendered with the {profile.label} profile.",
     )
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def profile_table() -> str:
+    """The per-version capability table in docs/derivation.md (from PROFILES)."""
+    head = (
+        "| vLLM | kv_buffer_device per device | default buffer | lease | handshake compat key "
+        "| side channel "
+        "| prefill TP > decode TP | kv_load_failure_policy | P/D reserved CPUs | "
+        "NIXL pins CPU | CPU decode repacks | engine-idle measured on |"
+    )
+    lines = [head, "|" + " --- |" * 12]
+    for p in PROFILES:
+        buffers = "; ".join(f"{d}: {', '.join(b)}" for d, b in p.buffer_devices)
+        tp = "no"
+        if p.prefill_tp_above_decode:
+            tp = "if TP < heads" if p.replicated_at_equal_heads else "if TP <= heads"
+        lines.append(
+            f"| {p.label} | {buffers} | {p.default_buffer_device or 'device type'} "
+            f"| `{p.lease.name}` ({p.lease.kind}) "
+            f"| {p.handshake_compat_key or '-'} "
+            f"| {'port + TP rank' if p.side_channel_per_tp_rank else 'port + DP index'} "
+            f"| {tp} | {p.failure_policy_default or '-'} "
+            f"| {p.cpu_reserved_per_rank} x TP | {_yes(p.nixl_pins_cpu)} "
+            f"| {_yes(p.cpu_decode_repacks)} | {p.engine_idle_checked or '-'} |"
+        )
+    return "\n".join(lines) + "\n"
