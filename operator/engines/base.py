@@ -293,6 +293,12 @@ class Engine:
         """Its rows of docs/derivation.md: each value it derives, from what, and why."""
         return []
 
+    def aggregated(self, command: Sequence[str]) -> list[str]:
+        """A decode pod's engine command without its KV connector: the aggregated engine a
+        P/D run is judged against (``disagg up``'s baseline). By default the command as
+        rendered."""
+        return list(command)
+
     def derivation_tables(self) -> list[str]:
         """Its own markdown tables in docs/derivation.md, after the rows (vLLM: what each
         release accepts, one row per contract profile)."""

@@ -194,10 +194,8 @@ def start_aggregated(
     decode = next(
         o for o in objects if o["kind"] == "Pod" and o["metadata"]["labels"][ROLE_LABEL] == "decode"
     )
-    command = decode["spec"]["containers"][0]["command"]
-    if "--kv-transfer-config" in command:
-        at = command.index("--kv-transfer-config")
-        del command[at : at + 2]
+    container = decode["spec"]["containers"][0]
+    container["command"] = engine.aggregated(container["command"])
     # the cores the decode engine gets in the P/D run: a like-for-like engine
     cores = share_cores(core_takers(objects, engine), serving.host_cores())[-1:]
     pods = local_pods(

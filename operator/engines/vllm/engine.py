@@ -307,6 +307,10 @@ class Vllm(Engine):
             adapted.append(f"OpenMP bound to core(s) {listed}")
         return LocalProcess(argv, env, http_port, adapted)
 
+    def aggregated(self, command: Sequence[str]) -> list[str]:
+        """Without ``--kv-transfer-config``: vLLM with no KV connector."""
+        return without_flag(command, "--kv-transfer-config")
+
     def derivation_tables(self) -> list[str]:
         return [vllm.profile_table()]
 
