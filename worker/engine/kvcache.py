@@ -2,12 +2,12 @@
 
 Compute layer (torch, no I/O). The cache is one tensor of shape ``[num_kv_heads, num_blocks,
 num_layers, 2, block_size, head_dim]``: a block-major region per KV head this rank holds
-(:attr:`KVLayout.per_head_regions`), so the transfer engine registers each head's region as
+(:attr:`KVLayout.per_head_regions`), so the transfer agent registers each head's region as
 is and moves a run of blocks as one descriptor per head, whichever heads the reading rank
 serves (tensor parallelism of another size). A request owns a *block table*: the list of
 block ids that hold its tokens in order; token ``p`` lives in block ``table[p //
 block_size]`` at offset ``p % block_size``. The allocator is thread-safe because the
-transfer engine frees a prefill's blocks from its own thread when decode's notification or
+transfer agent frees a prefill's blocks from its own thread when decode's notification or
 the lease arrives.
 """
 
@@ -85,7 +85,7 @@ class PagedKVCache:
 
     @property
     def regions(self) -> list[torch.Tensor]:
-        """The tensors to register with the transfer engine: one per KV head."""
+        """The tensors to register with the transfer agent: one per KV head."""
         return list(self.tensor.unbind(0))
 
     def _slots(self, table: Sequence[int], start: int, count: int) -> tuple[torch.Tensor, ...]:

@@ -39,7 +39,8 @@ from disagg_worker.serve.collective import (
 )
 from disagg_worker.serve.localrun import die_with_parent, keep_buffers_on_heap, limit_threads
 from disagg_worker.serve.tp import stats_fields
-from disagg_worker.transfer.engine import KVTransferAgent, PeerRef, TransferError
+from disagg_worker.transfer.agent import KVTransferAgent
+from disagg_worker.transfer.peers import PeerRef, TransferError
 
 log = logging.getLogger("disagg.worker.rank")
 TRANSFER_THREADS = 16
@@ -100,7 +101,8 @@ class Rank:
     def run(self) -> None:
         """Say ready (rank 0 waits for every rank before anyone joins the gloo group, so a
         rank that fails to start is seen at once), join the group, then serve."""
-        port = self.agent.side_channel_port if self.config.role == "prefill" and self.agent else 0
+        agent = self.agent if self.config.role == "prefill" else None
+        port = agent.prefill.side_channel_port if agent else 0
         self.up.send(["ready", self.rank, port, self.config.advertised_host])
         store = self._store or join_store(*self._store_at, self.config.tp_size)
         self.collective = Collective(
@@ -139,7 +141,7 @@ class Rank:
         assert self.agent is not None
         peer = PeerRef(host, port, engine_id, incarnation)
         try:
-            stats = self.agent.read(
+            stats = self.agent.decode.read(
                 peer, rid, remote, local,
                 deadline_s=deadline, claim=False, notify=False, prompt_digest=digest,
             )  # fmt: skip

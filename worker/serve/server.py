@@ -126,7 +126,7 @@ class Worker:
 
     def _start(self) -> None:
         if self.config.role != "both":
-            from disagg_worker.transfer.engine import KVTransferAgent
+            from disagg_worker.transfer.agent import KVTransferAgent
 
             self.agent = KVTransferAgent(
                 self.config, self.layout, self.cache.regions,
@@ -140,9 +140,9 @@ class Worker:
             self.group = RankGroup(self.config, self.incarnation, self._broken)
             self.group.start()
             if self.side_channel_port is not None:
-                self.agent.rank_ports = [self.side_channel_port, *self.group.ports]
+                self.agent.prefill.rank_ports = [self.side_channel_port, *self.group.ports]
                 if self.group.spans:  # where each rank lives: this pod, or another's
-                    self.agent.rank_hosts = ["", *self.group.hosts]
+                    self.agent.prefill.rank_hosts = ["", *self.group.hosts]
 
     def _gather(self, tensor: Any) -> Any:
         return self.group.gather(tensor)
@@ -191,13 +191,13 @@ class Worker:
         left (the proxy says so). False when nothing is held under that id."""
         if self.agent is None or self.config.role != "prefill":
             return False
-        return bool(self.agent.release(request_id))
+        return bool(self.agent.prefill.release(request_id))
 
     @property
     def side_channel_port(self) -> int | None:
         if self.agent is None or self.config.role != "prefill":
             return None  # only a prefill listens: decode initiates every transfer
-        return int(self.agent.side_channel_port)
+        return int(self.agent.prefill.side_channel_port)
 
     def metrics_text(self) -> bytes:
         """Our metrics, then the transfer agent's (its own registry, distinct names)."""
@@ -297,7 +297,7 @@ class Worker:
                     self.engine.generate, req.prompt, table, 1, ignore_eos=True, on_token=on_token
                 )
                 self.held[request_id] = table
-                self.agent.publish(request_id, table, digest)
+                self.agent.prefill.publish(request_id, table, digest)
             except BaseException:
                 self.held.pop(request_id, None)
                 self.allocator.free(table)
@@ -370,7 +370,7 @@ class Worker:
     ) -> tuple[Any, float]:
         """READ the prefill's blocks into the head of ``table``; map failures to HTTP
         (a prompt mismatch 400, a deadline 504, anything else 502)."""
-        from disagg_worker.transfer.engine import TransferError
+        from disagg_worker.transfer.peers import TransferError
 
         deadline = self.config.transfer_deadline_s
         local_ids = table[: len(remote_ids)]
@@ -380,11 +380,11 @@ class Worker:
 
             def read() -> Any:
                 args = (peer, remote_req, remote_ids, local_ids, deadline, digest)
-                return self.group.read(self.agent, *args)
+                return self.group.read(self.agent.decode, *args)
         else:
 
             def read() -> Any:
-                return self.agent.read(
+                return self.agent.decode.read(
                     peer, remote_req, remote_ids, local_ids, deadline_s=deadline,
                     prompt_digest=digest,
                 )  # fmt: skip
@@ -448,7 +448,7 @@ def _check_digest(remote: TransferParams, digest: str) -> None:
 def _peer(params: dict[str, Any], num_blocks: int, key: bytes | None) -> tuple[Any, TransferParams]:
     """The prefill to READ from, and its checked (and, with a key, signed)
     kv_transfer_params: refused before any connection is opened."""
-    from disagg_worker.transfer.engine import PeerRef
+    from disagg_worker.transfer.peers import PeerRef
 
     check_signature(params, key)
     remote = transfer_params(params, num_blocks, VOCAB_SIZE)

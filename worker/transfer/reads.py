@@ -6,7 +6,7 @@ prepared lists, with worker threads, is split into one part per thread; every pa
 posted and waited on until the deadline and reported as a :data:`PartResult`.
 :func:`read_error` says why a READ that did not end DONE failed, and :func:`settle` waits
 for the claim posted beside it. Releasing handles, notifying prefill and forgetting the
-peer stay with the transfer engine (:mod:`engine`).
+peer stay with the decode side (:mod:`decode`).
 """
 
 from __future__ import annotations
