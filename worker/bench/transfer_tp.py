@@ -3,7 +3,7 @@ ranks of different sizes, against the copy limit of that many parallel readers.
 
 Benchmark script (effectful). A prefill ranks and B decode ranks, each its own process on
 127.0.0.1, over a Llama-3-8B-like cache (32 layers, 8 KV heads, head dim 128, bf16,
-16-token blocks) kept as a region per KV head (the reference engine's layout). Per
+16-token blocks) kept as a region per KV head (the reference model's layout). Per
 request size every decode rank reads, at once, the heads it serves from the prefill ranks
 that hold them (:func:`ranks.sources`; no claim: nothing is published) and verifies every
 byte. In the same run, interleaved per repeat, the same B processes copy exactly the same

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from disagg_worker.engine.kvcache import BlockAllocator, CacheFullError
+from disagg_worker.model.kvcache import BlockAllocator, CacheFullError
 from disagg_worker.serve.rules.openai import ApiError
 
 RETRY_AFTER_S = 1

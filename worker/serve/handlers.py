@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from disagg_worker.engine.model import decode, encode
+from disagg_worker.model.model import decode, encode
 from disagg_worker.serve.api import json_error
 from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
 from disagg_worker.serve.rules.openai import (

@@ -26,8 +26,8 @@ import torch.distributed as dist
 import zmq
 
 from disagg_worker.core.config import WorkerConfig
-from disagg_worker.engine.kvcache import PagedKVCache
-from disagg_worker.engine.model import ReferenceEngine, Shard, get_preset, kv_layout
+from disagg_worker.model.kvcache import PagedKVCache
+from disagg_worker.model.model import ReferenceModel, Shard, get_preset, kv_layout
 from disagg_worker.serve.collective import (
     ENGINE_ID_KEY,
     INCARNATION_KEY,
@@ -82,7 +82,7 @@ class Rank:
         shard = Shard(self.rank, config.tp_size, gather=self._gather)
         layout = kv_layout(spec, config.block_size, config.num_blocks, shard)
         self.cache = PagedKVCache(layout, config.device)
-        self.engine = ReferenceEngine(spec, self.cache, config.seed, shard)
+        self.model = ReferenceModel(spec, self.cache, config.seed, shard)
         self.agent: KVTransferAgent | None = None
         if config.role != "both":
             self.agent = KVTransferAgent(
@@ -129,7 +129,7 @@ class Rank:
     def _engine_loop(self) -> None:
         while (msg := self._forwards.get()) is not None:
             try:
-                self.engine.forward(msg[1], msg[2], msg[3])
+                self.model.forward(msg[1], msg[2], msg[3])
             except Exception as e:  # the ranks no longer compute the same step
                 log.exception("forward failed")
                 self.up.send(["error", self.rank, f"{type(e).__name__}: {e}"])

@@ -1,4 +1,4 @@
-"""The worker behind `disagg worker serve`: the reference engine, its KV cache and the
+"""The worker behind `disagg worker serve`: the reference model, its KV cache and the
 transfer agent, serving vLLM's ``kv_transfer_params`` convention (routes:
 :mod:`serve.handlers`).
 
@@ -38,11 +38,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from disagg_worker.core.config import WorkerConfig
-from disagg_worker.engine.kvcache import BlockAllocator, PagedKVCache
-from disagg_worker.engine.model import (
+from disagg_worker.model.kvcache import BlockAllocator, PagedKVCache
+from disagg_worker.model.model import (
     VOCAB_SIZE,
     Generation,
-    ReferenceEngine,
+    ReferenceModel,
     Shard,
     get_preset,
     kv_layout,
@@ -81,7 +81,7 @@ class Outcome:
 
 
 class Worker:
-    """Engine, cache, allocator and (for prefill/decode) the transfer agent of one pod."""
+    """Model, cache, allocator and (for prefill/decode) the transfer agent of one pod."""
 
     def __init__(self, config: WorkerConfig) -> None:
         self.config = config
@@ -98,7 +98,7 @@ class Worker:
             shard = Shard(0, config.tp_size, gather=self._gather, mirror=self._mirror)
         self.layout = kv_layout(spec, config.block_size, config.num_blocks, shard)
         self.cache = PagedKVCache(self.layout, config.device)
-        self.engine = ReferenceEngine(spec, self.cache, config.seed, shard)
+        self.model = ReferenceModel(spec, self.cache, config.seed, shard)
         self.incarnation = f"{config.engine_id or config.role}-{uuid.uuid4().hex[:8]}"
         self.allocator = BlockAllocator(config.num_blocks)
         self.admission = Admission(
@@ -214,7 +214,7 @@ class Worker:
         self, req: CompletionRequest, request_id: str, on_token: OnToken | None = None
     ) -> Outcome:
         """One request of any kind; ``on_token`` sees each token as it is made."""
-        self.engine.check_request(req.prompt, req.max_tokens)
+        self.model.check_request(req.prompt, req.max_tokens)
         self.running += 1
         try:
             outcome = await self._run(req, request_id, on_token)
@@ -238,7 +238,7 @@ class Worker:
             self.metrics.recomputed("no_kv_transfer_params")
             log.info("request %s: a decode computed its prompt (no kv_transfer_params)", request_id)
         table = await self.admission.allocate(
-            self.engine.blocks_needed(len(req.prompt), req.max_tokens)
+            self.model.blocks_needed(len(req.prompt), req.max_tokens)
         )
         try:
             gen = await self._generate(req, table, on_token)
@@ -271,7 +271,7 @@ class Worker:
         READ put the prompt's KV there: ``prompt_cached``, with the prefill's
         ``first_token`` when it sent one)."""
         return await self._compute_call(
-            self.engine.generate,
+            self.model.generate,
             req.prompt,
             table,
             req.max_tokens,
@@ -294,7 +294,7 @@ class Worker:
             table = await self.admission.allocate(self.layout.blocks_for_tokens(len(req.prompt)))
             try:
                 gen = await self._compute_call(
-                    self.engine.generate, req.prompt, table, 1, ignore_eos=True, on_token=on_token
+                    self.model.generate, req.prompt, table, 1, ignore_eos=True, on_token=on_token
                 )
                 self.held[request_id] = table
                 self.agent.prefill.publish(request_id, table, digest)
@@ -344,7 +344,7 @@ class Worker:
         digest = prompt_digest(req.prompt)
         _check_digest(remote, digest)
         table = await self.admission.allocate(
-            self.engine.blocks_needed(len(req.prompt), req.max_tokens)
+            self.model.blocks_needed(len(req.prompt), req.max_tokens)
         )
         try:
             stats, transfer_ms = await self._read(

@@ -7,5 +7,5 @@ Pure: :mod:`.rules` (``layout``, ``protocol``, ``plan``, ``leases``, ``ranks``).
 hold, answer claims and pushes), ``decode`` (READ, or receive a push), ``agent`` (the two
 sides over one registration, started and closed together), ``reads`` (posting decode's
 READs), ``copy`` (device↔host block copies), ``telemetry``, ``probe``, ``peer_process``.
-Nothing here imports the reference engine or the HTTP layer.
+Nothing here imports the reference model or the HTTP layer.
 """

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from disagg_worker.engine.kvcache import BlockAllocator
+from disagg_worker.model.kvcache import BlockAllocator
 from disagg_worker.serve.admission import Admission, Busy
 from disagg_worker.serve.rules.openai import ApiError
 

@@ -257,7 +257,7 @@ def test_each_transfer_param_is_refused_by_name(key: str, value: object, problem
 
 
 def test_tokenize_counts_as_the_completion_would() -> None:
-    from disagg_worker.engine.model import encode
+    from disagg_worker.model.model import encode
     from disagg_worker.serve.rules.openai import parse_tokenize
 
     assert parse_tokenize({"prompt": "hi"}, "m", encode) == encode("hi")

@@ -1,4 +1,4 @@
-"""Paged KV cache and its block allocator: where the reference engine keeps keys and values.
+"""Paged KV cache and its block allocator: where the reference model keeps keys and values.
 
 Compute layer (torch, no I/O). The cache is one tensor of shape ``[num_kv_heads, num_blocks,
 num_layers, 2, block_size, head_dim]``: a block-major region per KV head this rank holds
@@ -77,7 +77,7 @@ class PagedKVCache:
 
     def __init__(self, layout: KVLayout, device: str = "cpu") -> None:
         if not layout.per_head_regions:
-            raise ValueError("the reference engine needs a layout with per_head_regions")
+            raise ValueError("the reference model needs a layout with per_head_regions")
         self.layout = layout
         dtype = getattr(torch, layout.dtype)
         shape = (layout.num_kv_heads, *layout.region_shape())
