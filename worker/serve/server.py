@@ -56,7 +56,7 @@ from disagg_worker.serve.rules.kv_params import (
     sign,
     transfer_params,
 )
-from disagg_worker.serve.rules.openai import ApiError, CompletionRequest
+from disagg_worker.serve.rules.openai import CompletionRequest, OpenAIError
 from disagg_worker.transfer.handshake import load_secret
 from disagg_worker.transfer.rules.protocol import prompt_digest
 from disagg_worker.transfer.rules.ranks import rank_heads
@@ -334,7 +334,7 @@ class Worker:
         remote_ids = list(remote.block_ids)
         want = self.layout.blocks_for_tokens(len(req.prompt))
         if len(remote_ids) != want:
-            raise ApiError(
+            raise OpenAIError(
                 400,
                 f"kv_transfer_params.remote_block_ids: {len(remote_ids)} blocks for a "
                 f"{len(req.prompt)}-token prompt, expected {want}; send decode the same "
@@ -402,13 +402,13 @@ class Worker:
             future.add_done_callback(lambda _: self.allocator.free(table))
             if isinstance(e, asyncio.CancelledError):
                 raise _InFlight(None) from e
-            err = ApiError(504, f"KV transfer from {_where(peer)} exceeded {deadline}s")
+            err = OpenAIError(504, f"KV transfer from {_where(peer)} exceeded {deadline}s")
             raise _InFlight(err) from None
         return stats, (time.perf_counter() - start) * 1000.0
 
     def _require_role(self, role: str, flag: str) -> None:
         if self.config.role != role:
-            raise ApiError(
+            raise OpenAIError(
                 400,
                 f"kv_transfer_params.{flag}: this worker's role is {self.config.role!r}; "
                 f"send this request to a {role} worker",
@@ -420,24 +420,24 @@ class _InFlight(Exception):
     """A transfer was abandoned while its thread still runs; carries the answer to give
     (None: the request was cancelled)."""
 
-    def __init__(self, error: ApiError | None) -> None:
+    def __init__(self, error: OpenAIError | None) -> None:
         super().__init__(error.message if error else "cancelled")
         self.error = error
 
 
-def _transfer_error(error: Any, peer: Any) -> ApiError:
+def _transfer_error(error: Any, peer: Any) -> OpenAIError:
     """A failed READ as HTTP: KV of another prompt is the client's error (400), the
     deadline 504, any other failure of the prefill or the path 502."""
     message = f"KV transfer from {_where(peer)} failed: {error}"
     if error.reason == "prompt_differs":
-        return ApiError(400, message, "prompt")
-    return ApiError(504 if error.reason == "deadline" else 502, message)
+        return OpenAIError(400, message, "prompt")
+    return OpenAIError(504 if error.reason == "deadline" else 502, message)
 
 
 def _check_digest(remote: TransferParams, digest: str) -> None:
     """The prefill's ``prompt_digest`` (when sent) must be this prompt's."""
     if remote.prompt_digest is not None and remote.prompt_digest != digest:
-        raise ApiError(
+        raise OpenAIError(
             400,
             "kv_transfer_params.prompt_digest: the prefill computed this KV for another "
             "prompt; send decode the prompt the prefill was given",
