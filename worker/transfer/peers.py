@@ -250,7 +250,7 @@ class PeerDirectory:
             raise TransferError(f"handshake with {peer} failed: {e}", "handshake") from None
         except protocol.ProtocolError as e:
             raise TransferError(f"handshake with {peer} refused: {e}", "handshake") from None
-        if isinstance(msg, protocol.Refusal):
+        if isinstance(msg, protocol.Refused):
             raise TransferError(f"peer {peer} refused the handshake: {msg.reason}", "handshake")
         if not isinstance(msg, protocol.PeerMetadata) or msg.nonce != nonce:
             raise TransferError(f"peer {peer} sent a reply to another request", "handshake")
@@ -307,8 +307,8 @@ class PeerDirectory:
         what: str,
     ) -> protocol.Message:
         """One side-channel round trip on a kept-open socket, within ``deadline``; a
-        deadline already passed, a Refusal, a timeout or a frame that does not decode is a
-        TransferError (the peer forgotten on a timeout)."""
+        deadline already passed, a Refused answer, a timeout or a frame that does not
+        decode is a TransferError (the peer forgotten on a timeout)."""
         rid = req.request_id if isinstance(req, protocol.Claim) else req.claim.request_id
         left = deadline - time.perf_counter()
         if left <= 0:
@@ -326,7 +326,7 @@ class PeerDirectory:
             ) from None
         except protocol.ProtocolError as e:
             raise TransferError(f"{what} of request {rid} to {peer} failed: {e}", "claim") from None
-        if isinstance(msg, protocol.Refusal):
+        if isinstance(msg, protocol.Refused):
             raise TransferError(f"peer {peer} refused the {what} of {rid}: {msg.reason}", "claim")
         return msg
 

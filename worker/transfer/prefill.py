@@ -100,7 +100,7 @@ class PrefillPublisher:
     # --- the side channel -------------------------------------------------------------
 
     def _on_frame(self, frame: bytes) -> bytes | None:
-        """Side-channel handler: metadata or a claim's answer; a Refusal for anything else."""
+        """Side-channel handler: metadata or a claim's answer; Refused for anything else."""
         holder = self._holder
         assert holder is not None  # the listener runs only beside a holder
         push = holder.push if self._writer is not None else None

@@ -45,7 +45,7 @@ def peer_meta(cfg: WorkerConfig, host: str, port: int, timeout: float) -> protoc
         msg = codec.decode(handshake.request(ctx, host, port, codec.encode(req), timeout))
     finally:
         ctx.term()
-    if isinstance(msg, protocol.Refusal):
+    if isinstance(msg, protocol.Refused):
         raise RuntimeError(f"peer refused the handshake: {msg.reason}")
     if not isinstance(msg, protocol.PeerMetadata):
         raise RuntimeError(f"peer answered {type(msg).__name__}, not its metadata")

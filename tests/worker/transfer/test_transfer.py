@@ -216,7 +216,7 @@ def test_other_protocol_version_is_refused(prefill, secret) -> None:
     key = handshake.load_secret(str(secret))
     v = protocol.PROTOCOL_VERSION
     frame = protocol.Codec(key, version=v + 1).encode(protocol.MetadataRequest("d", "", b"n"))
-    assert side_channel(prefill, frame, key) == protocol.Refusal(f"protocol_version {v} != {v + 1}")
+    assert side_channel(prefill, frame, key) == protocol.Refused(f"protocol_version {v} != {v + 1}")
 
 
 def test_engine_id_mismatch_is_refused(prefill, clean) -> None:
@@ -339,7 +339,7 @@ def test_hostile_frames_get_refusals_from_the_prefill_listener(prefill, secret, 
     try:
         for frame in (data, good[: len(good) // 2], good + b"\x00" + data):
             reply = handshake.request(ctx, "127.0.0.1", prefill.port, frame, 5.0)
-            assert isinstance(protocol.Codec(key).decode(reply), protocol.Refusal)
+            assert isinstance(protocol.Codec(key).decode(reply), protocol.Refused)
     finally:
         ctx.term()
 
@@ -426,11 +426,11 @@ def test_claims_with_a_wrong_hmac_or_for_strangers_do_not_disturb_the_listener(
 ) -> None:
     key = handshake.load_secret(str(secret))
     forged = protocol.Codec(b"guess").encode(protocol.Claim("x", [1], 600.0, b"n"))
-    assert side_channel(prefill, forged, key) == protocol.Refusal(
+    assert side_channel(prefill, forged, key) == protocol.Refused(
         "HMAC mismatch: the peer uses a different handshake secret"
     )
     unsigned = protocol.Codec(None).encode(protocol.Claim("x", [1], 600.0, b"n"))
-    assert isinstance(side_channel(prefill, unsigned, key), protocol.Refusal)
+    assert isinstance(side_channel(prefill, unsigned, key), protocol.Refused)
     stranger = protocol.Codec(key).encode(protocol.Claim("nobody", [1], 1.0, b"n2"))
     assert side_channel(prefill, stranger, key) == protocol.ClaimAnswer(
         "nobody", False, "unknown", 0.0, [], b"n2"
@@ -525,7 +525,7 @@ def test_pushes_are_refused_without_the_secret_and_the_listener_keeps_serving(
     push = protocol.Push(protocol.Claim("push-stranger", [11], 1.0, b"n"), target, [0])
     key = handshake.load_secret(str(secret))
     reply = side_channel(prefill, protocol.Codec(b"wrong").encode(push), key)
-    assert isinstance(reply, protocol.Refusal) and "HMAC" in reply.reason
+    assert isinstance(reply, protocol.Refused) and "HMAC" in reply.reason
     # with the secret but a target that cannot load: the claim holds, nothing is written
     reply = side_channel(prefill, protocol.Codec(key).encode(push), key)
     assert isinstance(reply, protocol.PushAnswer) and reply.answer.held and not reply.posted
