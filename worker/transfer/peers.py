@@ -82,7 +82,7 @@ class PeerEntry:
 
 
 @dataclass
-class Backoff:
+class PeerBackoff:
     """A peer whose handshake failed: requests naming ``incarnation`` fail until ``until``."""
 
     incarnation: str
@@ -118,7 +118,7 @@ class PeerDirectory:
         self._peers: dict[tuple[str, int], PeerEntry] = {}
         self._locks: dict[tuple[str, int], threading.Lock] = {}
         self._channels: dict[tuple[str, int], handshake.Channel] = {}
-        self._backoff: dict[tuple[str, int], Backoff] = {}
+        self._backoff: dict[tuple[str, int], PeerBackoff] = {}
 
     def get(self, peer: PeerRef, deadline: float) -> tuple[PeerEntry, float]:
         """(entry, handshake ms — 0.0 when cached); the caller calls :meth:`done` after."""
@@ -196,7 +196,7 @@ class PeerDirectory:
                     same = old is not None and old.incarnation == peer.incarnation
                     failures = old.failures + 1 if same and old is not None else 1
                     until = time.monotonic() + backoff_delay(failures)
-                    self._backoff[key] = Backoff(peer.incarnation, until, failures, str(e))
+                    self._backoff[key] = PeerBackoff(peer.incarnation, until, failures, str(e))
             raise
         with self._lock:
             self._backoff.pop(key, None)
