@@ -77,7 +77,7 @@ def run_part(
     merge: bool,
 ) -> PartResult:
     """Post one part and wait for it until the deadline. ``nixl()`` is asked as the part
-    starts: once the engine is closed, it raises."""
+    starts: once the agent is closed, it raises."""
     agent = nixl()
     t0 = time.perf_counter()
     try:
