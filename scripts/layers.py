@@ -39,7 +39,7 @@ WHAT = {
     "disagg_operator.contracts": "what llm-d, LWS and Prometheus accept (pure tables)",
     "disagg_worker.bench": "transfer and end-to-end benchmarks",
     "disagg_worker.serve": "HTTP server, P/D proxy, canary, drain",
-    "disagg_worker.engine": "the reference engine (a seeded transformer, paged KV)",
+    "disagg_worker.model": "the reference model (a seeded transformer, paged KV)",
     "disagg_worker.transfer": "NIXL agent, handshake, plans, leases, block copies",
 }
 

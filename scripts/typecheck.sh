@@ -22,5 +22,5 @@ print("\n".join(pure["source_modules"]))' "$root/pyproject.toml")
 args=()
 for p in "${pure[@]}"; do args+=(-p "$p"); done
 "$bin/mypy" --config-file "$root/pyproject.toml" --strict "${args[@]}"
-# The worker's data path (the transfer engine, the worker and its proxy): --strict too.
+# The worker's data path (the transfer agent, the worker and its proxy): --strict too.
 "$bin/mypy" --config-file "$root/pyproject.toml" --strict -p disagg_worker.transfer -p disagg_worker.serve

@@ -57,7 +57,7 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
     columns: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
     scales: dict[str, dict[str, str]] = attrs.field(factory=dict, init=False)
     watch_selectors: list[tuple[str, str]] = attrs.field(factory=list, init=False)
-    refusals: list[ops.Refusal] = attrs.field(factory=list, init=False)
+    admission_rules: list[ops.AdmissionRule] = attrs.field(factory=list, init=False)
     throttles: list[ops.Throttle] = attrs.field(factory=list, init=False)
     # store by resource: lists and watches touch one resource, not the whole store
     _index: dict[str, dict[tuple[str, str], dict[str, Any]]] = attrs.field(
@@ -172,12 +172,12 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
             info = self._info(where.key)
             for throttle in self.throttles:
                 throttle.check(where.key, call)
-            for rule in self.refusals:
+            for rule in self.admission_rules:
                 rule.check(where.key, call, req.payload())
             if call.verb == "watch":
                 return await self._watch(req)
             body = self._dispatch(req, call, info)
-        except ops.ApiError as e:
+        except ops.StatusError as e:
             return aiohttp.web.json_response(e.body, status=e.code, headers=e.headers)
         code = 201 if call.verb == "create" and not req.params.get("dryRun") else 200
         return aiohttp.web.json_response(body, status=code)
@@ -185,7 +185,7 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
     def _info(self, key: str) -> kmock.ResourceInfo:
         info = self.resources.get(key) if key in self.resources else None
         if not isinstance(info, kmock.ResourceInfo):
-            raise ops.ApiError(
+            raise ops.StatusError(
                 404, "NotFound", f"the server could not find the requested resource ({key})"
             )
         return info
@@ -210,7 +210,7 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
         if call.verb == "patch" and current is None and "apply-patch" in req.ctype:
             return self._create(key, info, ns, req.payload(), req.params)
         if current is None:
-            raise ops.ApiError(
+            raise ops.StatusError(
                 404,
                 "NotFound",
                 f'{call.resource} "{call.name}" not found',
@@ -251,17 +251,17 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
         self, key: str, info: kmock.ResourceInfo, ns: str, body: Any, params: dict[str, str]
     ) -> dict[str, Any]:
         if not isinstance(body, dict):
-            raise ops.ApiError(400, "BadRequest", "the request body must be an object")
+            raise ops.StatusError(400, "BadRequest", "the request body must be an object")
         obj = json.loads(json.dumps(body))
         meta = obj.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + secrets.token_hex(3)[:5]
         if not meta.get("name"):
-            raise ops.ApiError(
+            raise ops.StatusError(
                 422, "Invalid", "metadata.name: Required value: name or generateName is required"
             )
         if ns and meta.get("namespace", ns) != ns:
-            raise ops.ApiError(
+            raise ops.StatusError(
                 400,
                 "BadRequest",
                 "the namespace of the object does not match the namespace of the request",
@@ -271,7 +271,7 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
         else:
             meta.pop("namespace", None)
         if (key, ns, meta["name"]) in self.store:
-            raise ops.ApiError(
+            raise ops.StatusError(
                 409,
                 "AlreadyExists",
                 f'{key.rsplit("/", 1)[-1]} "{meta["name"]}" already exists',

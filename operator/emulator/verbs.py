@@ -25,10 +25,10 @@ from disagg_operator.emulator.store import ObjectStore
 
 class TestVerbs(ObjectStore):
     """Mixin over the emulator's :class:`ObjectStore` (its primitives ``_commit``,
-    ``_insert``, ``_drop``): needs ``refusals`` and ``throttles`` of the emulator."""
+    ``_insert``, ``_drop``): needs ``admission_rules`` and ``throttles`` of the emulator."""
 
     __test__ = False  # not a pytest test class
-    refusals: list[ops.Refusal]
+    admission_rules: list[ops.AdmissionRule]
     throttles: list[ops.Throttle]
 
     def set_pod_ready(
@@ -105,18 +105,20 @@ class TestVerbs(ObjectStore):
         message: str,
         verb: str = "create",
         namespace: str = "",
-    ) -> ops.Refusal:
+    ) -> ops.AdmissionRule:
         """Refuse ``verb`` on resource ``key`` from now on, as admission or a quota would:
         answer ``code`` with a Status of ``reason`` and ``message`` (``{name}``: the
         object's name). E.g. a quota: ``refuse("v1/pods", code=403, reason="Forbidden",
         message='pods "{name}" is forbidden: exceeded quota: q, ...')``."""
-        rule = ops.Refusal(key, verb, namespace, code, reason, message)
-        self.refusals.append(rule)
+        rule = ops.AdmissionRule(key, verb, namespace, code, reason, message)
+        self.admission_rules.append(rule)
         return rule
 
-    def allow(self, rule: ops.Refusal | None = None) -> None:
-        """Lift one refusal rule, or every one."""
-        self.refusals[:] = [] if rule is None else [r for r in self.refusals if r != rule]
+    def allow(self, rule: ops.AdmissionRule | None = None) -> None:
+        """Lift one admission rule, or every one."""
+        self.admission_rules[:] = (
+            [] if rule is None else [r for r in self.admission_rules if r != rule]
+        )
 
     def throttle(
         self, key: str, *, count: int, retry_after: int = 1, verb: str = ""

@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from disagg_worker.bench.stream import MIN_TOKENS, Streamed, spread, stream_completion
-from disagg_worker.engine.model import BOS, get_preset
-from disagg_worker.engine.rules.presets import tp_problem
+from disagg_worker.model.model import BOS, get_preset
+from disagg_worker.model.rules.presets import tp_problem
 from disagg_worker.serve.localrun import (
     Child,
     disagg_argv,

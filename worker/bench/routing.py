@@ -57,7 +57,7 @@ from disagg_worker.bench.rules.routing_figures import (
     worst_during,
 )
 from disagg_worker.bench.stream import MIN_TOKENS, stream_completion
-from disagg_worker.engine.model import BOS, get_preset
+from disagg_worker.model.model import BOS, get_preset
 from disagg_worker.serve.localrun import (
     Child,
     disagg_argv,

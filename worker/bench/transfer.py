@@ -4,7 +4,7 @@ Benchmark script (effectful). A prefill worker process and a decode worker (this
 on 127.0.0.1 move a Llama-3-8B-like KV cache (32 layers, 8 KV heads, head dim 128, bf16,
 16-token blocks = 128 KiB per token). For each request size, layout (block-major: 1 region;
 layer-major: 64 regions, vLLM's), post mode and descriptor mode (merged runs vs one
-descriptor per block per region) it times ``KVTransferAgent.read`` (the claim round trip
+descriptor per block per region) it times ``DecodeReader.read`` (the claim round trip
 included, and reported apart as ``claim_ms``) and verifies every byte.
 In the same run, for the same bytes, it measures two limits: a single-thread memmove inside
 this process, and ``process_vm_readv`` from the prefill process (the kernel copy UCX's CMA
@@ -27,8 +27,10 @@ from typing import Any
 import torch
 
 from disagg_worker.core.config import WorkerConfig
-from disagg_worker.transfer.engine import KVTransferAgent, PeerRef
+from disagg_worker.transfer.agent import KVTransferAgent
+from disagg_worker.transfer.decode import DecodeReader
 from disagg_worker.transfer.peer_process import alloc, fill, spawn_prefill, words
+from disagg_worker.transfer.peers import PeerRef
 from disagg_worker.transfer.rules.layout import KVLayout
 from disagg_worker.transfer.rules.ranks import check_tp
 
@@ -139,10 +141,10 @@ def _run_layout(args: argparse.Namespace, block_major: bool, progress: _Progress
             cfg = WorkerConfig(role="decode", engine_id=f"bench-d-{post}", **env)
             with KVTransferAgent(cfg, layout, caches, post_mode=post) as agent:
                 t0 = time.perf_counter()
-                meta = agent.peer_info(peer)
+                meta = agent.decode.peer_info(peer)
                 handshake_ms = (time.perf_counter() - t0) * 1000
                 prefill.call("publish", f"warm-{post}", [0])
-                first = agent.read(peer, f"warm-{post}", [0], [0]).total_ms
+                first = agent.decode.read(peer, f"warm-{post}", [0], [0]).total_ms
                 ctx = {
                     "caches": caches,
                     "expected": expected,
@@ -154,7 +156,7 @@ def _run_layout(args: argparse.Namespace, block_major: bool, progress: _Progress
                 }
                 for tokens in args.tokens:
                     for mode in args.modes:
-                        cases.append(_case(agent, ctx, tokens, mode, post, args.repeat))
+                        cases.append(_case(agent.decode, ctx, tokens, mode, post, args.repeat))
                         progress.step(f"{cases[-1]['layout']} {post} {tokens} {mode}")
     finally:
         prefill.stop()
@@ -166,7 +168,7 @@ def _run_layout(args: argparse.Namespace, block_major: bool, progress: _Progress
 
 
 def _measure(
-    agent: KVTransferAgent, ctx: dict[str, Any], nb: int, merge: bool, repeat: int
+    reader: DecodeReader, ctx: dict[str, Any], nb: int, merge: bool, repeat: int
 ) -> dict[str, Any]:
     """Interleave, per repeat: memcpy, process_vm_readv and the READ, so that load from
     other processes on the machine hits the transfer and its limits alike."""
@@ -182,7 +184,7 @@ def _measure(
         _zero(caches, nb)
         rid = f"b{next(_RIDS)}"
         ctx["prefill"].call("publish", rid, ids)  # decode claims it before the READ
-        stats = agent.read(ctx["peer"], rid, ids, ids, merge=merge)
+        stats = reader.read(ctx["peer"], rid, ids, ids, merge=merge)
         ms.append(stats.total_ms)
         post.append(stats.post_ms)
         claim.append(stats.claim_ms)
@@ -204,11 +206,11 @@ def _zero(caches: list[torch.Tensor], nb: int) -> None:
 
 
 def _case(
-    agent: KVTransferAgent, ctx: dict[str, Any], tokens: int, mode: str, post: str, repeat: int
+    reader: DecodeReader, ctx: dict[str, Any], tokens: int, mode: str, post: str, repeat: int
 ) -> dict[str, Any]:
     layout: KVLayout = ctx["layout"]
     nb = layout.blocks_for_tokens(tokens)
-    m = _measure(agent, ctx, nb, MODES[mode], repeat)
+    m = _measure(reader, ctx, nb, MODES[mode], repeat)
     nbytes = nb * layout.block_len * layout.num_regions
     gbps, limit = _gbps(nbytes, statistics.median(m["ms"])), _gbps(nbytes, m["limit_ms"])
     return {

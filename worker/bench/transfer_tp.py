@@ -3,7 +3,7 @@ ranks of different sizes, against the copy limit of that many parallel readers.
 
 Benchmark script (effectful). A prefill ranks and B decode ranks, each its own process on
 127.0.0.1, over a Llama-3-8B-like cache (32 layers, 8 KV heads, head dim 128, bf16,
-16-token blocks) kept as a region per KV head (the reference engine's layout). Per
+16-token blocks) kept as a region per KV head (the reference model's layout). Per
 request size every decode rank reads, at once, the heads it serves from the prefill ranks
 that hold them (:func:`ranks.sources`; no claim: nothing is published) and verifies every
 byte. In the same run, interleaved per repeat, the same B processes copy exactly the same
@@ -43,7 +43,8 @@ def rank_layout(tp: int, rank: int, num_blocks: int) -> KVLayout:
 def _reader(conn: Connection, env: dict[str, str], layout_json: str, prefill_tp: int) -> None:
     """A decode rank: ``read`` (NIXL, verified) and ``copy`` (process_vm_readv) on demand."""
     from disagg_worker.bench.transfer import vm_readv
-    from disagg_worker.transfer.engine import KVTransferAgent, PeerRef
+    from disagg_worker.transfer.agent import KVTransferAgent
+    from disagg_worker.transfer.peers import PeerRef
 
     torch.set_num_threads(1)
     config = WorkerConfig.from_env(env)
@@ -63,12 +64,12 @@ def _reader(conn: Connection, env: dict[str, str], layout_json: str, prefill_tp:
                     if verify:  # nothing an earlier read left can pass for this one
                         for t in caches:
                             t.zero_()
-                    stats = agent.read(peer, f"bench-{uuid.uuid4().hex[:8]}", ids, ids,
-                                       claim=False, notify=False)  # fmt: skip
+                    stats = agent.decode.read(peer, f"bench-{uuid.uuid4().hex[:8]}", ids, ids,
+                                              claim=False, notify=False)  # fmt: skip
                     ok = _verified(caches, srcs, layout, n) if verify else True
                     conn.send(("read", (stats.bytes, stats.descriptors, ok)))
                 elif cmd == "copy":
-                    spans = _spans(agent, host, ports, caches, srcs, layout, n)
+                    spans = _spans(agent.decode, host, ports, caches, srcs, layout, n)
                     t0 = time.perf_counter()
                     for pid, chunk in spans:
                         vm_readv(pid, chunk)
@@ -78,7 +79,7 @@ def _reader(conn: Connection, env: dict[str, str], layout_json: str, prefill_tp:
 
 
 def _spans(
-    agent: Any,
+    reader: Any,
     host: str,
     ports: list[tuple[int, int]],
     caches: list[torch.Tensor],
@@ -88,12 +89,12 @@ def _spans(
 ) -> list[tuple[int, list[tuple[int, int, int]]]]:
     """(prefill pid, [(local address, remote address, bytes)]) for the bytes a read moves:
     the first ``n`` blocks of each head this rank reads, from the region that holds it."""
-    from disagg_worker.transfer.engine import PeerRef
+    from disagg_worker.transfer.peers import PeerRef
 
     out = []
     for src in srcs:
         port, pid = ports[src.rank]
-        remote = agent.peer_info(PeerRef(host, port)).region_addrs
+        remote = reader.peer_info(PeerRef(host, port)).region_addrs
         nbytes = n * layout.block_len
         chunk = [(caches[i].data_ptr(), remote[j], nbytes) for i, j in src.regions]
         out.append((pid, chunk))

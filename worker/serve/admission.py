@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from disagg_worker.engine.kvcache import BlockAllocator, CacheFullError
-from disagg_worker.serve.rules.openai import ApiError
+from disagg_worker.model.kvcache import BlockAllocator, CacheFullError
+from disagg_worker.serve.rules.openai import OpenAIError
 
 RETRY_AFTER_S = 1
 
 
-class Busy(ApiError):
+class Busy(OpenAIError):
     """503: no room now; ``retry_after_s`` goes out as the Retry-After header."""
 
     def __init__(self, message: str, retry_after_s: int = RETRY_AFTER_S) -> None:
@@ -55,7 +55,7 @@ class Admission:
         """``count`` blocks, now or once freed; Busy after ``wait_s`` or with a full queue."""
         total = self._allocator.num_blocks
         if count > total:
-            raise ApiError(
+            raise OpenAIError(
                 400,
                 f"prompt: the request needs {count} KV blocks and this cache has {total}; "
                 "shorten the prompt or max_tokens, or raise DISAGG_NUM_BLOCKS",

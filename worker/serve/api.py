@@ -17,13 +17,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from disagg_worker.core.config import WorkerConfig
 from disagg_worker.serve.rules.limits import shown
-from disagg_worker.serve.rules.openai import ApiError
+from disagg_worker.serve.rules.openai import OpenAIError
 
 if TYPE_CHECKING:
     from disagg_worker.serve.server import Worker
 
 
-def json_error(error: ApiError, request_id: str | None = None) -> web.Response:
+def json_error(error: OpenAIError, request_id: str | None = None) -> web.Response:
     """The error as JSON; a 503 that says when to come back carries Retry-After."""
     headers = {"X-Request-Id": request_id} if request_id else {}
     retry = getattr(error, "retry_after_s", None)
@@ -71,7 +71,7 @@ def model_fingerprint(config: WorkerConfig) -> str:
 def check_model(config: WorkerConfig, params: dict[str, Any]) -> None:
     theirs = params.get("remote_model")
     if theirs is not None and theirs != model_fingerprint(config):
-        raise ApiError(
+        raise OpenAIError(
             400,
             f"kv_transfer_params.remote_model: the prefill ran {shown(theirs)}, this decode runs "
             f"{model_fingerprint(config)}; give both roles the same DISAGG_MODEL and DISAGG_SEED",

@@ -22,14 +22,14 @@ from typing import Any
 
 from aiohttp import web
 
-from disagg_worker.engine.model import decode, encode
+from disagg_worker.model.model import decode, encode
 from disagg_worker.serve.api import json_error
 from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
 from disagg_worker.serve.rules.openai import (
     RELEASE_PATH,
     TOKENIZE_PATH,
-    ApiError,
     CompletionRequest,
+    OpenAIError,
     parse_request,
     parse_tokenize,
     request_id,
@@ -56,7 +56,7 @@ async def _generate(worker: Worker, chat: bool, request: web.Request) -> web.Str
         out = await worker.run(req, rid)
     except Exception as e:
         worker.metrics.request(kind, "error")
-        return json_error(_api_error(e, rid), rid)
+        return json_error(_openai_error(e, rid), rid)
     worker.metrics.request(kind, "ok")
     return web.json_response(_whole(worker, req, rid, out), headers={"X-Request-Id": rid})
 
@@ -105,7 +105,7 @@ async def _stream(
         return resp
     except Exception as e:  # the engine failed mid-stream: the status line is gone
         worker.metrics.request(kind, "error")
-        await _send(resp, _api_error(e, rid).body())
+        await _send(resp, _openai_error(e, rid).body())
     else:
         worker.metrics.request(kind, "ok")
         await _send(resp, chunk(req, rid, int(time.time()), "", [], out.gen.finish_reason))
@@ -146,14 +146,14 @@ async def _send(resp: web.StreamResponse, event: dict[str, Any]) -> None:
     await resp.write(b"data: " + json.dumps(event).encode() + b"\n\n")
 
 
-def _api_error(error: Exception, rid: str) -> ApiError:
-    if isinstance(error, ApiError):
+def _openai_error(error: Exception, rid: str) -> OpenAIError:
+    if isinstance(error, OpenAIError):
         return error
     if isinstance(error, ValueError):  # engine.check_request names the field
-        return ApiError(400, str(error), str(error).split(":")[0])
+        return OpenAIError(400, str(error), str(error).split(":")[0])
     # a bug: answer JSON, keep serving, leave a trace in the log
     log.error("request %s failed", rid, exc_info=error)
-    return ApiError(500, f"internal error: {type(error).__name__}: {error}")
+    return OpenAIError(500, f"internal error: {type(error).__name__}: {error}")
 
 
 async def _release(worker: Worker, request: web.Request) -> web.Response:
@@ -165,13 +165,13 @@ async def _release(worker: Worker, request: web.Request) -> web.Response:
         params = data.get("kv_transfer_params")
         rid = params.get("remote_request_id") if isinstance(params, dict) else None
         if not isinstance(rid, str) or not rid:
-            raise ApiError(
+            raise OpenAIError(
                 400,
                 "kv_transfer_params.remote_request_id: required; send the kv_transfer_params "
                 "this prefill answered",
                 "kv_transfer_params.remote_request_id",
             )
-    except ApiError as e:
+    except OpenAIError as e:
         return json_error(e)
     released = worker.release(rid)
     if released:
@@ -209,7 +209,7 @@ def build_app(worker: Worker) -> web.Application:
     async def tokenize(request: web.Request) -> web.Response:
         try:
             tokens = parse_tokenize(await read_json(request), worker.config.model, encode)
-        except ApiError as e:
+        except OpenAIError as e:
             return json_error(e)
         body = {"count": len(tokens), "tokens": tokens, "max_model_len": worker.spec.max_positions}
         return web.json_response(body)
@@ -246,7 +246,7 @@ def build_metrics_app(worker: Worker) -> web.Application:
 
 
 def _route_error(status: int, message: str) -> web.Response:
-    return json_error(ApiError(status, message))
+    return json_error(OpenAIError(status, message))
 
 
 def _kind(data: Any) -> str:

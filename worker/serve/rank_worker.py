@@ -26,8 +26,8 @@ import torch.distributed as dist
 import zmq
 
 from disagg_worker.core.config import WorkerConfig
-from disagg_worker.engine.kvcache import PagedKVCache
-from disagg_worker.engine.model import ReferenceEngine, Shard, get_preset, kv_layout
+from disagg_worker.model.kvcache import PagedKVCache
+from disagg_worker.model.model import ReferenceModel, Shard, get_preset, kv_layout
 from disagg_worker.serve.collective import (
     ENGINE_ID_KEY,
     INCARNATION_KEY,
@@ -39,7 +39,8 @@ from disagg_worker.serve.collective import (
 )
 from disagg_worker.serve.localrun import die_with_parent, keep_buffers_on_heap, limit_threads
 from disagg_worker.serve.tp import stats_fields
-from disagg_worker.transfer.engine import KVTransferAgent, PeerRef, TransferError
+from disagg_worker.transfer.agent import KVTransferAgent
+from disagg_worker.transfer.peers import PeerRef, TransferError
 
 log = logging.getLogger("disagg.worker.rank")
 TRANSFER_THREADS = 16
@@ -81,7 +82,7 @@ class Rank:
         shard = Shard(self.rank, config.tp_size, gather=self._gather)
         layout = kv_layout(spec, config.block_size, config.num_blocks, shard)
         self.cache = PagedKVCache(layout, config.device)
-        self.engine = ReferenceEngine(spec, self.cache, config.seed, shard)
+        self.model = ReferenceModel(spec, self.cache, config.seed, shard)
         self.agent: KVTransferAgent | None = None
         if config.role != "both":
             self.agent = KVTransferAgent(
@@ -100,7 +101,8 @@ class Rank:
     def run(self) -> None:
         """Say ready (rank 0 waits for every rank before anyone joins the gloo group, so a
         rank that fails to start is seen at once), join the group, then serve."""
-        port = self.agent.side_channel_port if self.config.role == "prefill" and self.agent else 0
+        agent = self.agent if self.config.role == "prefill" else None
+        port = agent.prefill.side_channel_port if agent else 0
         self.up.send(["ready", self.rank, port, self.config.advertised_host])
         store = self._store or join_store(*self._store_at, self.config.tp_size)
         self.collective = Collective(
@@ -127,7 +129,7 @@ class Rank:
     def _engine_loop(self) -> None:
         while (msg := self._forwards.get()) is not None:
             try:
-                self.engine.forward(msg[1], msg[2], msg[3])
+                self.model.forward(msg[1], msg[2], msg[3])
             except Exception as e:  # the ranks no longer compute the same step
                 log.exception("forward failed")
                 self.up.send(["error", self.rank, f"{type(e).__name__}: {e}"])
@@ -139,7 +141,7 @@ class Rank:
         assert self.agent is not None
         peer = PeerRef(host, port, engine_id, incarnation)
         try:
-            stats = self.agent.read(
+            stats = self.agent.decode.read(
                 peer, rid, remote, local,
                 deadline_s=deadline, claim=False, notify=False, prompt_digest=digest,
             )  # fmt: skip

@@ -52,7 +52,7 @@ def json_route_errors(error: ErrorResponse) -> Callable[..., Awaitable[web.Strea
 
 
 async def read_json(request: web.Request) -> dict[str, Any]:
-    """The body as a JSON object: ApiError 413 over MAX_BODY_BYTES, 400 naming ``body``
+    """The body as a JSON object: OpenAIError 413 over MAX_BODY_BYTES, 400 naming ``body``
     when it is not a JSON object or nests too deep (:func:`serve.openai.parse_body`)."""
     size = request.content_length
     if size is not None and size > MAX_BODY_BYTES:

@@ -1,4 +1,4 @@
-"""The worker behind `disagg worker serve`: the reference engine, its KV cache and the
+"""The worker behind `disagg worker serve`: the reference model, its KV cache and the
 transfer agent, serving vLLM's ``kv_transfer_params`` convention (routes:
 :mod:`serve.handlers`).
 
@@ -38,11 +38,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from disagg_worker.core.config import WorkerConfig
-from disagg_worker.engine.kvcache import BlockAllocator, PagedKVCache
-from disagg_worker.engine.model import (
+from disagg_worker.model.kvcache import BlockAllocator, PagedKVCache
+from disagg_worker.model.model import (
     VOCAB_SIZE,
     Generation,
-    ReferenceEngine,
+    ReferenceModel,
     Shard,
     get_preset,
     kv_layout,
@@ -56,7 +56,7 @@ from disagg_worker.serve.rules.kv_params import (
     sign,
     transfer_params,
 )
-from disagg_worker.serve.rules.openai import ApiError, CompletionRequest
+from disagg_worker.serve.rules.openai import CompletionRequest, OpenAIError
 from disagg_worker.transfer.handshake import load_secret
 from disagg_worker.transfer.rules.protocol import prompt_digest
 from disagg_worker.transfer.rules.ranks import rank_heads
@@ -81,7 +81,7 @@ class Outcome:
 
 
 class Worker:
-    """Engine, cache, allocator and (for prefill/decode) the transfer agent of one pod."""
+    """Model, cache, allocator and (for prefill/decode) the transfer agent of one pod."""
 
     def __init__(self, config: WorkerConfig) -> None:
         self.config = config
@@ -98,7 +98,7 @@ class Worker:
             shard = Shard(0, config.tp_size, gather=self._gather, mirror=self._mirror)
         self.layout = kv_layout(spec, config.block_size, config.num_blocks, shard)
         self.cache = PagedKVCache(self.layout, config.device)
-        self.engine = ReferenceEngine(spec, self.cache, config.seed, shard)
+        self.model = ReferenceModel(spec, self.cache, config.seed, shard)
         self.incarnation = f"{config.engine_id or config.role}-{uuid.uuid4().hex[:8]}"
         self.allocator = BlockAllocator(config.num_blocks)
         self.admission = Admission(
@@ -126,7 +126,7 @@ class Worker:
 
     def _start(self) -> None:
         if self.config.role != "both":
-            from disagg_worker.transfer.engine import KVTransferAgent
+            from disagg_worker.transfer.agent import KVTransferAgent
 
             self.agent = KVTransferAgent(
                 self.config, self.layout, self.cache.regions,
@@ -140,9 +140,9 @@ class Worker:
             self.group = RankGroup(self.config, self.incarnation, self._broken)
             self.group.start()
             if self.side_channel_port is not None:
-                self.agent.rank_ports = [self.side_channel_port, *self.group.ports]
+                self.agent.prefill.rank_ports = [self.side_channel_port, *self.group.ports]
                 if self.group.spans:  # where each rank lives: this pod, or another's
-                    self.agent.rank_hosts = ["", *self.group.hosts]
+                    self.agent.prefill.rank_hosts = ["", *self.group.hosts]
 
     def _gather(self, tensor: Any) -> Any:
         return self.group.gather(tensor)
@@ -191,13 +191,13 @@ class Worker:
         left (the proxy says so). False when nothing is held under that id."""
         if self.agent is None or self.config.role != "prefill":
             return False
-        return bool(self.agent.release(request_id))
+        return bool(self.agent.prefill.release(request_id))
 
     @property
     def side_channel_port(self) -> int | None:
         if self.agent is None or self.config.role != "prefill":
             return None  # only a prefill listens: decode initiates every transfer
-        return int(self.agent.side_channel_port)
+        return int(self.agent.prefill.side_channel_port)
 
     def metrics_text(self) -> bytes:
         """Our metrics, then the transfer agent's (its own registry, distinct names)."""
@@ -214,7 +214,7 @@ class Worker:
         self, req: CompletionRequest, request_id: str, on_token: OnToken | None = None
     ) -> Outcome:
         """One request of any kind; ``on_token`` sees each token as it is made."""
-        self.engine.check_request(req.prompt, req.max_tokens)
+        self.model.check_request(req.prompt, req.max_tokens)
         self.running += 1
         try:
             outcome = await self._run(req, request_id, on_token)
@@ -238,7 +238,7 @@ class Worker:
             self.metrics.recomputed("no_kv_transfer_params")
             log.info("request %s: a decode computed its prompt (no kv_transfer_params)", request_id)
         table = await self.admission.allocate(
-            self.engine.blocks_needed(len(req.prompt), req.max_tokens)
+            self.model.blocks_needed(len(req.prompt), req.max_tokens)
         )
         try:
             gen = await self._generate(req, table, on_token)
@@ -271,7 +271,7 @@ class Worker:
         READ put the prompt's KV there: ``prompt_cached``, with the prefill's
         ``first_token`` when it sent one)."""
         return await self._compute_call(
-            self.engine.generate,
+            self.model.generate,
             req.prompt,
             table,
             req.max_tokens,
@@ -294,10 +294,10 @@ class Worker:
             table = await self.admission.allocate(self.layout.blocks_for_tokens(len(req.prompt)))
             try:
                 gen = await self._compute_call(
-                    self.engine.generate, req.prompt, table, 1, ignore_eos=True, on_token=on_token
+                    self.model.generate, req.prompt, table, 1, ignore_eos=True, on_token=on_token
                 )
                 self.held[request_id] = table
-                self.agent.publish(request_id, table, digest)
+                self.agent.prefill.publish(request_id, table, digest)
             except BaseException:
                 self.held.pop(request_id, None)
                 self.allocator.free(table)
@@ -334,7 +334,7 @@ class Worker:
         remote_ids = list(remote.block_ids)
         want = self.layout.blocks_for_tokens(len(req.prompt))
         if len(remote_ids) != want:
-            raise ApiError(
+            raise OpenAIError(
                 400,
                 f"kv_transfer_params.remote_block_ids: {len(remote_ids)} blocks for a "
                 f"{len(req.prompt)}-token prompt, expected {want}; send decode the same "
@@ -344,7 +344,7 @@ class Worker:
         digest = prompt_digest(req.prompt)
         _check_digest(remote, digest)
         table = await self.admission.allocate(
-            self.engine.blocks_needed(len(req.prompt), req.max_tokens)
+            self.model.blocks_needed(len(req.prompt), req.max_tokens)
         )
         try:
             stats, transfer_ms = await self._read(
@@ -370,7 +370,7 @@ class Worker:
     ) -> tuple[Any, float]:
         """READ the prefill's blocks into the head of ``table``; map failures to HTTP
         (a prompt mismatch 400, a deadline 504, anything else 502)."""
-        from disagg_worker.transfer.engine import TransferError
+        from disagg_worker.transfer.peers import TransferError
 
         deadline = self.config.transfer_deadline_s
         local_ids = table[: len(remote_ids)]
@@ -380,11 +380,11 @@ class Worker:
 
             def read() -> Any:
                 args = (peer, remote_req, remote_ids, local_ids, deadline, digest)
-                return self.group.read(self.agent, *args)
+                return self.group.read(self.agent.decode, *args)
         else:
 
             def read() -> Any:
-                return self.agent.read(
+                return self.agent.decode.read(
                     peer, remote_req, remote_ids, local_ids, deadline_s=deadline,
                     prompt_digest=digest,
                 )  # fmt: skip
@@ -402,13 +402,13 @@ class Worker:
             future.add_done_callback(lambda _: self.allocator.free(table))
             if isinstance(e, asyncio.CancelledError):
                 raise _InFlight(None) from e
-            err = ApiError(504, f"KV transfer from {_where(peer)} exceeded {deadline}s")
+            err = OpenAIError(504, f"KV transfer from {_where(peer)} exceeded {deadline}s")
             raise _InFlight(err) from None
         return stats, (time.perf_counter() - start) * 1000.0
 
     def _require_role(self, role: str, flag: str) -> None:
         if self.config.role != role:
-            raise ApiError(
+            raise OpenAIError(
                 400,
                 f"kv_transfer_params.{flag}: this worker's role is {self.config.role!r}; "
                 f"send this request to a {role} worker",
@@ -420,24 +420,24 @@ class _InFlight(Exception):
     """A transfer was abandoned while its thread still runs; carries the answer to give
     (None: the request was cancelled)."""
 
-    def __init__(self, error: ApiError | None) -> None:
+    def __init__(self, error: OpenAIError | None) -> None:
         super().__init__(error.message if error else "cancelled")
         self.error = error
 
 
-def _transfer_error(error: Any, peer: Any) -> ApiError:
+def _transfer_error(error: Any, peer: Any) -> OpenAIError:
     """A failed READ as HTTP: KV of another prompt is the client's error (400), the
     deadline 504, any other failure of the prefill or the path 502."""
     message = f"KV transfer from {_where(peer)} failed: {error}"
     if error.reason == "prompt_differs":
-        return ApiError(400, message, "prompt")
-    return ApiError(504 if error.reason == "deadline" else 502, message)
+        return OpenAIError(400, message, "prompt")
+    return OpenAIError(504 if error.reason == "deadline" else 502, message)
 
 
 def _check_digest(remote: TransferParams, digest: str) -> None:
     """The prefill's ``prompt_digest`` (when sent) must be this prompt's."""
     if remote.prompt_digest is not None and remote.prompt_digest != digest:
-        raise ApiError(
+        raise OpenAIError(
             400,
             "kv_transfer_params.prompt_digest: the prefill computed this KV for another "
             "prompt; send decode the prompt the prefill was given",
@@ -448,7 +448,7 @@ def _check_digest(remote: TransferParams, digest: str) -> None:
 def _peer(params: dict[str, Any], num_blocks: int, key: bytes | None) -> tuple[Any, TransferParams]:
     """The prefill to READ from, and its checked (and, with a key, signed)
     kv_transfer_params: refused before any connection is opened."""
-    from disagg_worker.transfer.engine import PeerRef
+    from disagg_worker.transfer.peers import PeerRef
 
     check_signature(params, key)
     remote = transfer_params(params, num_blocks, VOCAB_SIZE)

@@ -50,7 +50,8 @@ from disagg_worker.serve.collective import (
     open_store,
 )
 from disagg_worker.serve.localrun import die_with_parent
-from disagg_worker.transfer.engine import KVTransferAgent, PeerRef, TransferError, TransferStats
+from disagg_worker.transfer.decode import DecodeReader, TransferStats
+from disagg_worker.transfer.peers import PeerRef, TransferError
 
 log = logging.getLogger("disagg.worker.tp")
 START_TIMEOUT_S = 120.0  # the other ranks import torch and build their engine meanwhile
@@ -176,7 +177,7 @@ class RankGroup:
 
     def read(
         self,
-        agent: KVTransferAgent,
+        reader: DecodeReader,
         peer: PeerRef,
         request_id: str,
         remote_ids: list[int],
@@ -192,7 +193,7 @@ class RankGroup:
         error: TransferError | None = None
         try:
             stats.append(
-                agent.read(
+                reader.read(
                     peer, request_id, remote_ids, local_ids,
                     deadline_s=deadline_s, prompt_digest=digest, notify=False,
                 )
@@ -208,7 +209,7 @@ class RankGroup:
                 error = error or e
         if error is not None:
             raise error
-        agent.notify(peer, request_id)
+        reader.notify(peer, request_id)
         return _combined(stats)
 
     def _fan_out(

@@ -62,7 +62,7 @@ def _serve(
     model_kv_heads: int | None = None,
     incarnation: str | None = None,
 ) -> None:
-    from disagg_worker.transfer.engine import KVTransferAgent
+    from disagg_worker.transfer.agent import KVTransferAgent
 
     torch.set_num_threads(1)
     config = WorkerConfig.from_env(env)
@@ -79,21 +79,21 @@ def _serve(
         model_kv_heads=model_kv_heads, incarnation=incarnation,
     )  # fmt: skip
     with agent:
-        conn.send(("ready", agent.side_channel_port))
+        conn.send(("ready", agent.prefill.side_channel_port))
         while True:
             cmd, *args = conn.recv()
             if cmd == "stop":
                 conn.send(("stopped", agent.stats()))
                 return
             if cmd == "publish":
-                agent.publish(*args)  # request id, block ids[, prompt digest]
+                agent.prefill.publish(*args)  # request id, block ids[, prompt digest]
                 conn.send(("ok", None))
             elif cmd == "events":
                 conn.send(("events", list(events)))
             elif cmd == "stats":
                 conn.send(("stats", agent.stats()))
             elif cmd == "ports":
-                agent.rank_ports = list(args[0])
+                agent.prefill.rank_ports = list(args[0])
                 conn.send(("ok", None))
 
 

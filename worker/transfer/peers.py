@@ -82,7 +82,7 @@ class PeerEntry:
 
 
 @dataclass
-class Backoff:
+class PeerBackoff:
     """A peer whose handshake failed: requests naming ``incarnation`` fail until ``until``."""
 
     incarnation: str
@@ -118,7 +118,7 @@ class PeerDirectory:
         self._peers: dict[tuple[str, int], PeerEntry] = {}
         self._locks: dict[tuple[str, int], threading.Lock] = {}
         self._channels: dict[tuple[str, int], handshake.Channel] = {}
-        self._backoff: dict[tuple[str, int], Backoff] = {}
+        self._backoff: dict[tuple[str, int], PeerBackoff] = {}
 
     def get(self, peer: PeerRef, deadline: float) -> tuple[PeerEntry, float]:
         """(entry, handshake ms — 0.0 when cached); the caller calls :meth:`done` after."""
@@ -196,7 +196,7 @@ class PeerDirectory:
                     same = old is not None and old.incarnation == peer.incarnation
                     failures = old.failures + 1 if same and old is not None else 1
                     until = time.monotonic() + backoff_delay(failures)
-                    self._backoff[key] = Backoff(peer.incarnation, until, failures, str(e))
+                    self._backoff[key] = PeerBackoff(peer.incarnation, until, failures, str(e))
             raise
         with self._lock:
             self._backoff.pop(key, None)
@@ -250,7 +250,7 @@ class PeerDirectory:
             raise TransferError(f"handshake with {peer} failed: {e}", "handshake") from None
         except protocol.ProtocolError as e:
             raise TransferError(f"handshake with {peer} refused: {e}", "handshake") from None
-        if isinstance(msg, protocol.Refusal):
+        if isinstance(msg, protocol.Refused):
             raise TransferError(f"peer {peer} refused the handshake: {msg.reason}", "handshake")
         if not isinstance(msg, protocol.PeerMetadata) or msg.nonce != nonce:
             raise TransferError(f"peer {peer} sent a reply to another request", "handshake")
@@ -307,8 +307,8 @@ class PeerDirectory:
         what: str,
     ) -> protocol.Message:
         """One side-channel round trip on a kept-open socket, within ``deadline``; a
-        deadline already passed, a Refusal, a timeout or a frame that does not decode is a
-        TransferError (the peer forgotten on a timeout)."""
+        deadline already passed, a Refused answer, a timeout or a frame that does not
+        decode is a TransferError (the peer forgotten on a timeout)."""
         rid = req.request_id if isinstance(req, protocol.Claim) else req.claim.request_id
         left = deadline - time.perf_counter()
         if left <= 0:
@@ -326,7 +326,7 @@ class PeerDirectory:
             ) from None
         except protocol.ProtocolError as e:
             raise TransferError(f"{what} of request {rid} to {peer} failed: {e}", "claim") from None
-        if isinstance(msg, protocol.Refusal):
+        if isinstance(msg, protocol.Refused):
             raise TransferError(f"peer {peer} refused the {what} of {rid}: {msg.reason}", "claim")
         return msg
 

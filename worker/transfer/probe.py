@@ -45,7 +45,7 @@ def peer_meta(cfg: WorkerConfig, host: str, port: int, timeout: float) -> protoc
         msg = codec.decode(handshake.request(ctx, host, port, codec.encode(req), timeout))
     finally:
         ctx.term()
-    if isinstance(msg, protocol.Refusal):
+    if isinstance(msg, protocol.Refused):
         raise RuntimeError(f"peer refused the handshake: {msg.reason}")
     if not isinstance(msg, protocol.PeerMetadata):
         raise RuntimeError(f"peer answered {type(msg).__name__}, not its metadata")
@@ -63,7 +63,7 @@ def probe(
     expect_seed: int | None = None,
 ) -> dict[str, Any]:
     """Run the check; returns the report (``ok`` False with ``step`` and ``error``)."""
-    from disagg_worker.transfer.engine import TransferError
+    from disagg_worker.transfer.peers import TransferError
 
     report: dict[str, Any] = {"peer": f"{host}:{port}", "ok": False, "step": "handshake"}
     try:
@@ -112,8 +112,9 @@ def _probe_rank(
     """Read ``layout.num_blocks`` blocks of prefill rank ``rank`` with an agent of its own
     (rank ``rank`` of the prefill's TP size); its stats, and whether the bytes are the
     expected pattern (True when none is expected)."""
-    from disagg_worker.transfer.engine import KVTransferAgent, PeerRef
+    from disagg_worker.transfer.agent import KVTransferAgent
     from disagg_worker.transfer.peer_process import alloc, pattern, words
+    from disagg_worker.transfer.peers import PeerRef
 
     mine = cfg.model_copy(update={"tp_size": meta.tp_size, "tp_rank": rank})
     caches = alloc(layout, cfg.device)
@@ -121,12 +122,12 @@ def _probe_rank(
     with KVTransferAgent(mine, layout, caches, model_kv_heads=meta.model_kv_heads) as agent:
         peer = PeerRef(host, port, engine_id)
         t0 = time.perf_counter()  # NIXL handshake incl. warm-up READ, as decode pays it
-        got = agent.peer_info(peer, timeout_s=deadline)
+        got = agent.decode.peer_info(peer, timeout_s=deadline)
         report.setdefault("handshake_ms", round((time.perf_counter() - t0) * 1000, 2))
         report.update(engine_id=got.engine_id, memory_type=got.memory_type, step="transfer")
         ids = list(range(layout.num_blocks))
         rid = f"probe-{uuid.uuid4().hex[:8]}"
-        stats = agent.read(peer, rid, ids, ids, deadline_s=deadline, claim=False)
+        stats = agent.decode.read(peer, rid, ids, ids, deadline_s=deadline, claim=False)
     good = expect_seed is None or all(
         bool((words(t)[b].cpu() == pattern(r, b, layout.block_len, expect_seed)).all())
         for r, t in enumerate(caches)

@@ -6,7 +6,7 @@ prepared lists, with worker threads, is split into one part per thread; every pa
 posted and waited on until the deadline and reported as a :data:`PartResult`.
 :func:`read_error` says why a READ that did not end DONE failed, and :func:`settle` waits
 for the claim posted beside it. Releasing handles, notifying prefill and forgetting the
-peer stay with the transfer engine (:mod:`engine`).
+peer stay with the decode side (:mod:`decode`).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def run_part(
     merge: bool,
 ) -> PartResult:
     """Post one part and wait for it until the deadline. ``nixl()`` is asked as the part
-    starts: once the engine is closed, it raises."""
+    starts: once the agent is closed, it raises."""
     agent = nixl()
     t0 = time.perf_counter()
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from disagg_worker.engine.model import BOS
+from disagg_worker.model.model import BOS
 from disagg_worker.serve.rules.kv_params import SIGNATURE, sign
 
 MAX_TOKENS = 8  # short answers: the benchmark is about the data path, not decode speed

@@ -43,7 +43,7 @@ def validate(key: str, obj: Mapping[str, Any]) -> None:
     maxUnavailable (policy/v1 ValidatePodDisruptionBudgetSpec)."""
     spec = obj.get("spec") or {}
     if key.endswith("/poddisruptionbudgets") and {"minAvailable", "maxUnavailable"} <= set(spec):
-        raise ApiError(
+        raise StatusError(
             422,
             "Invalid",
             f"PodDisruptionBudget.policy {obj['metadata'].get('name', '')!r} is invalid: spec: "
@@ -282,7 +282,7 @@ def status_body(code: int, reason: str, message: str, **details: Any) -> dict[st
     }
 
 
-class ApiError(Exception):
+class StatusError(Exception):
     """An API failure answered as a Kubernetes ``Status`` body with its HTTP code."""
 
     def __init__(
@@ -300,7 +300,7 @@ class ApiError(Exception):
         self.headers = dict(headers or {})
 
 
-class Refusal(NamedTuple):
+class AdmissionRule(NamedTuple):
     """A rule that refuses writes, as an admission webhook or a ResourceQuota would.
 
     Matches calls on resource ``key`` (``v1/pods``) with ``verb``, in ``namespace`` ("":
@@ -315,7 +315,7 @@ class Refusal(NamedTuple):
     message: str
 
     def check(self, key: str, call: ApiCall, body: Any) -> None:
-        """Raise the refusal's :class:`ApiError` if it matches this call."""
+        """Raise the rule's :class:`StatusError` if it matches this call."""
         if key != self.key or call.verb != self.verb:
             return
         if self.namespace and call.namespace != self.namespace:
@@ -324,7 +324,7 @@ class Refusal(NamedTuple):
         name = call.name or meta.get("name") or ""
         kind = call.resource.removesuffix("s")
         message = self.message.replace("{name}", name)
-        raise ApiError(self.code, self.reason, message, name=name, kind=kind)
+        raise StatusError(self.code, self.reason, message, name=name, kind=kind)
 
 
 class Throttle:
@@ -340,7 +340,7 @@ class Throttle:
         if self.left <= 0 or key != self.key or (self.verb and call.verb != self.verb):
             return
         self.left -= 1
-        raise ApiError(
+        raise StatusError(
             429,
             "TooManyRequests",
             "Too many requests, please try again later.",
@@ -365,20 +365,20 @@ def updated(method: str, ctype: str, body: Any, current: dict[str, Any]) -> dict
     """The object after this PUT or PATCH, before status-subresource and no-op handling."""
     if method == "PUT":
         if not isinstance(body, dict):
-            raise ApiError(400, "BadRequest", "the request body must be an object")
+            raise StatusError(400, "BadRequest", "the request body must be an object")
         new: dict[str, Any] = json.loads(json.dumps(body))
     elif "json-patch" in ctype:
         try:
             new = json_patch(current, body)
         except PatchFailed as e:
-            raise ApiError(422, "Invalid", f"the JSON patch could not be applied: {e}") from e
+            raise StatusError(422, "Invalid", f"the JSON patch could not be applied: {e}") from e
     else:
         new = merge_patch(current, body)
     expected = (
         (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
     )
     if expected and expected != current["metadata"]["resourceVersion"]:
-        raise ApiError(
+        raise StatusError(
             409,
             "Conflict",
             "the object has been modified; please apply your "

@@ -44,13 +44,13 @@ def to_scale(obj: Mapping[str, Any], paths: Mapping[str, str]) -> dict[str, Any]
 def with_replicas(obj: Mapping[str, Any], paths: Mapping[str, str], scale: Any) -> dict[str, Any]:
     """A copy of ``obj`` with ``spec.replicas`` of the written ``scale`` at its path.
 
-    Raises :class:`ops.ApiError` (422) when the Scale carries no valid replica count.
+    Raises :class:`ops.StatusError` (422) when the Scale carries no valid replica count.
     """
     replicas = (
         ((scale or {}).get("spec") or {}).get("replicas") if isinstance(scale, dict) else None
     )
     if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-        raise ops.ApiError(
+        raise ops.StatusError(
             422, "Invalid", f"Scale.spec.replicas: Invalid value: {replicas!r}: must be >= 0"
         )
     new = copy.deepcopy(dict(obj))

@@ -36,7 +36,7 @@ from disagg_operator.engines.base import (
     disagg_argv,
 )
 from disagg_worker.core.config import WorkerConfig
-from disagg_worker.engine.rules.presets import PRESETS, tp_problem
+from disagg_worker.model.rules.presets import PRESETS, tp_problem
 
 if TYPE_CHECKING:
     from disagg_operator.engines.settings import Settings

@@ -2,7 +2,7 @@
 
 I/O layer (aiohttp, JSON). It speaks to an API server's URL (the emulator's, in tests and
 ``disagg up --kubelet``) with no credentials; a 404 on a read is None, on a delete nothing;
-any other error status raises :class:`ApiError` naming the call and the answer.
+any other error status raises :class:`KubeletApiError` naming the call and the answer.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import aiohttp
 MERGE = {"Content-Type": "application/merge-patch+json"}
 
 
-class ApiError(RuntimeError):
-    """An API call answered an error status."""
+class KubeletApiError(RuntimeError):
+    """An API call of the local kubelet answered an error status."""
 
 
 def path(api_version: str, plural: str, namespace: str = "", name: str = "") -> str:
@@ -47,7 +47,7 @@ class Api:
             if resp.status == 404 and method in ("GET", "DELETE"):
                 return None
             if resp.status >= 400:
-                raise ApiError(f"{method} {where}: {resp.status} {await resp.text()}")
+                raise KubeletApiError(f"{method} {where}: {resp.status} {await resp.text()}")
             return await resp.json()
 
     async def list(self, api_version: str, plural: str) -> list[dict[str, Any]]:

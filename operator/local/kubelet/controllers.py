@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from disagg_operator.local.kubelet.api import Api, ApiError
+from disagg_operator.local.kubelet.api import Api, KubeletApiError
 from disagg_operator.local.kubelet.node import Kubelet
 from disagg_operator.local.kubelet.rules import endpoints
 from disagg_operator.planning.pods import is_ready
@@ -64,7 +64,7 @@ class Controllers:
                 continue
             try:
                 await self.api.create(*SLICES, meta["namespace"], body)
-            except ApiError:  # there already: replace what it says
+            except KubeletApiError:  # there already: replace what it says
                 await self.api.patch(*SLICES, meta["namespace"], meta["name"], body)
             self._slices[key] = body
 

@@ -12,7 +12,7 @@ from disagg_operator.bench.rules import fault_figures as ff
 from disagg_operator.bench.rules.fault_figures import NO_ANSWER, Record
 from disagg_operator.bench.rules.fault_requests import MAX_TOKENS, ghost_completion, prompt
 from disagg_operator.bench.rules.hostile_frames import KINDS, TRANSPORT_SLACK, HostileFrames
-from disagg_worker.engine.model import BOS
+from disagg_worker.model.model import BOS
 from disagg_worker.transfer.rules.protocol import (
     MAX_FRAME_BYTES,
     AuthError,

@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from disagg_worker.engine.kvcache import BlockAllocator
+from disagg_worker.model.kvcache import BlockAllocator
 from disagg_worker.serve.admission import Admission, Busy
-from disagg_worker.serve.rules.openai import ApiError
+from disagg_worker.serve.rules.openai import OpenAIError
 
 
 def room(
@@ -28,7 +28,7 @@ async def test_free_blocks_are_taken_at_once() -> None:
 
 async def test_a_request_that_can_never_fit_is_a_400_naming_the_prompt() -> None:
     adm, _ = room(blocks=4)
-    with pytest.raises(ApiError) as err:
+    with pytest.raises(OpenAIError) as err:
         await adm.allocate(5)
     assert (err.value.status, err.value.param) == (400, "prompt")
     assert "needs 5 KV blocks and this cache has 4" in err.value.message

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from disagg_worker.engine.model import BOS
+from disagg_worker.model.model import BOS
 from disagg_worker.serve.proxy.app import build_app
 from disagg_worker.serve.proxy.flow import Proxy
 from tests.worker.serve.conftest import (

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import time
 
-from disagg_worker.engine.model import BOS
+from disagg_worker.model.model import BOS
 from disagg_worker.serve.localrun import disagg_argv
 from tests.worker.serve.conftest import StartWorker, get, post
 

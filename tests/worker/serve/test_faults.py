@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from disagg_worker.engine.model import BOS
+from disagg_worker.model.model import BOS
 from disagg_worker.transfer.peers import HANDSHAKE_TIMEOUT_S
 from tests.worker.serve.conftest import StartWorker, Workers, get, post, wait_until
 

@@ -8,8 +8,8 @@ import pytest
 from disagg_worker.serve.rules.kv_params import transfer_params
 from disagg_worker.serve.rules.openai import (
     OWNED,
-    ApiError,
     CompletionRequest,
+    OpenAIError,
     chat_prompt,
     parse_body,
     parse_request,
@@ -27,8 +27,8 @@ def _parse(body: object, chat: bool = False) -> object:
     return parse_request(body, "tiny", chat=chat, encode=_encode)
 
 
-def _error(body: object, chat: bool = False) -> ApiError:
-    with pytest.raises(ApiError) as info:
+def _error(body: object, chat: bool = False) -> OpenAIError:
+    with pytest.raises(OpenAIError) as info:
         _parse(body, chat)
     return info.value
 
@@ -156,7 +156,7 @@ def test_a_body_is_one_json_object_nested_within_the_bound() -> None:
         (b'{"a": ' + b"[" * 64 + b"]" * 64 + b"}", "body: JSON nested deeper than 64 levels"),
     ]
     for raw, start in cases:
-        with pytest.raises(ApiError) as info:
+        with pytest.raises(OpenAIError) as info:
             parse_body(raw)
         err = info.value
         assert (err.status, err.param) == (400, "body") and err.message.startswith(start), err
@@ -171,7 +171,7 @@ def test_a_body_over_the_limit_is_413_saying_what_to_do() -> None:
 
 
 def test_errors_never_echo_more_than_a_bound() -> None:
-    err = ApiError(400, "x" * 100_000, "p" * 1000)
+    err = OpenAIError(400, "x" * 100_000, "p" * 1000)
     assert len(err.message) == 1000 and err.message.endswith("... (100000 characters)")
     assert err.param is not None and len(err.param) == 128 and str(err) == err.message
     err = _error({"prompt": "x", "k" * 100_000: 1})
@@ -248,7 +248,7 @@ def test_transfer_params_read_what_decode_uses_and_keep_the_rest() -> None:
 )
 def test_each_transfer_param_is_refused_by_name(key: str, value: object, problem: str) -> None:
     params = {**PREFILL_ANSWER, key: value}
-    with pytest.raises(ApiError) as info:
+    with pytest.raises(OpenAIError) as info:
         transfer_params(params, num_blocks=8, vocab_size=258)
     err = info.value
     assert (err.status, err.param) == (400, f"kv_transfer_params.{key}")
@@ -257,7 +257,7 @@ def test_each_transfer_param_is_refused_by_name(key: str, value: object, problem
 
 
 def test_tokenize_counts_as_the_completion_would() -> None:
-    from disagg_worker.engine.model import encode
+    from disagg_worker.model.model import encode
     from disagg_worker.serve.rules.openai import parse_tokenize
 
     assert parse_tokenize({"prompt": "hi"}, "m", encode) == encode("hi")
@@ -265,7 +265,7 @@ def test_tokenize_counts_as_the_completion_would() -> None:
     assert parse_tokenize({"model": "m", "messages": chat}, "m", encode) == encode(
         "user: hi\nassistant: "
     )
-    with pytest.raises(ApiError, match="temperature: not supported by /tokenize"):
+    with pytest.raises(OpenAIError, match="temperature: not supported by /tokenize"):
         parse_tokenize({"prompt": "hi", "temperature": 0}, "m", encode)
-    with pytest.raises(ApiError, match="not served here"):
+    with pytest.raises(OpenAIError, match="not served here"):
         parse_tokenize({"model": "other", "prompt": "hi"}, "m", encode)

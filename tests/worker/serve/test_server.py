@@ -11,8 +11,8 @@ import urllib.error
 
 import pytest
 
-from disagg_worker.engine.kvcache import PagedKVCache
-from disagg_worker.engine.model import ReferenceEngine, decode, encode, get_preset, kv_layout
+from disagg_worker.model.kvcache import PagedKVCache
+from disagg_worker.model.model import ReferenceModel, decode, encode, get_preset, kv_layout
 from disagg_worker.serve.localrun import ChildError
 from tests.worker.serve.conftest import (
     StartWorker,
@@ -24,13 +24,13 @@ from tests.worker.serve.conftest import (
 )
 
 
-def test_completion_matches_the_engine_in_process(start_worker: StartWorker) -> None:
+def test_completion_matches_the_model_in_process(start_worker: StartWorker) -> None:
     worker = start_worker("both", seed=3)
     status, out = post(worker.url + "/v1/completions", {"prompt": "Hello", "max_tokens": 6})
     assert status == 200
     spec = get_preset("tiny")
-    engine = ReferenceEngine(spec, PagedKVCache(kv_layout(spec, 16, 4)), seed=3)
-    expected = engine.generate(encode("Hello"), [0, 1], 6)
+    model = ReferenceModel(spec, PagedKVCache(kv_layout(spec, 16, 4)), seed=3)
+    expected = model.generate(encode("Hello"), [0, 1], 6)
     choice = out["choices"][0]
     assert choice["token_ids"] == expected.tokens
     assert choice["text"] == decode(expected.tokens)

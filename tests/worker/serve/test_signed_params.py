@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from disagg_worker.serve.rules.kv_params import SIGNATURE, check_signature, sign
-from disagg_worker.serve.rules.openai import ApiError
+from disagg_worker.serve.rules.openai import OpenAIError
 from tests.worker.serve.conftest import Workers, post
 from tests.worker.serve.test_faults import SilentPeer, _prompt
 
@@ -41,7 +41,7 @@ def test_signed_params_pass_and_anything_else_is_refused_naming_the_field() -> N
         "another key": {**_params(), SIGNATURE: sign(_params(), OTHER)},
     }
     for why, params in refused.items():
-        with pytest.raises(ApiError) as info:
+        with pytest.raises(OpenAIError) as info:
             check_signature(params, KEY)
         assert info.value.status == 400, why
         assert f"kv_transfer_params.{SIGNATURE}" in info.value.message, why

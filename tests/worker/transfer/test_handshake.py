@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from disagg_worker.transfer import handshake
-from disagg_worker.transfer.rules.protocol import Codec, MetadataRequest, ProtocolError, Refusal
+from disagg_worker.transfer.rules.protocol import Codec, MetadataRequest, ProtocolError, Refused
 
 SECRET = b"shared"
 
@@ -21,9 +21,9 @@ def _handler(codec: Codec):
         try:
             msg = codec.decode(frame)
         except ProtocolError as e:
-            return codec.encode(Refusal(str(e)))
+            return codec.encode(Refused(str(e)))
         assert isinstance(msg, MetadataRequest)
-        return codec.encode(Refusal(f"echo {msg.engine_id}"))
+        return codec.encode(Refused(f"echo {msg.engine_id}"))
 
     return answer
 
@@ -47,7 +47,7 @@ def _still_serves(ctx: zmq.Context, port: int) -> None:
     codec = Codec(SECRET)
     frame = codec.encode(MetadataRequest("ok", "", b"n"))
     reply = codec.decode(handshake.request(ctx, "127.0.0.1", port, frame, 5.0))
-    assert reply == Refusal("echo ok")
+    assert reply == Refused("echo ok")
 
 
 def test_valid_request_is_answered_and_ephemeral_port_bound(server, ctx) -> None:
@@ -59,14 +59,14 @@ def test_valid_request_is_answered_and_ephemeral_port_bound(server, ctx) -> None
 @given(st.binary(max_size=8192))
 def test_random_frames_get_a_refusal_and_the_listener_keeps_serving(server, ctx, data) -> None:
     reply = Codec(SECRET).decode(handshake.request(ctx, "127.0.0.1", server.port, data, 5.0))
-    assert isinstance(reply, Refusal)
+    assert isinstance(reply, Refused)
 
 
 def test_truncated_and_wrongly_signed_frames_are_refused(server, ctx) -> None:
     good = Codec(SECRET).encode(MetadataRequest("x", "", b"n"))
     for frame in (good[: len(good) // 2], Codec(b"wrong").encode(MetadataRequest("x", "", b"n"))):
         reply = Codec(SECRET).decode(handshake.request(ctx, "127.0.0.1", server.port, frame, 5.0))
-        assert isinstance(reply, Refusal)
+        assert isinstance(reply, Refused)
     _still_serves(ctx, server.port)
 
 
@@ -121,7 +121,7 @@ def test_channel_keeps_its_socket_between_requests_and_replaces_a_stuck_one(serv
     try:
         for name in ("a", "b", "c"):
             frame = codec.encode(MetadataRequest(name, "", b"n"))
-            assert codec.decode(channel.request(frame, 5.0)) == Refusal(f"echo {name}")
+            assert codec.decode(channel.request(frame, 5.0)) == Refused(f"echo {name}")
         assert len(channel._idle) == 1  # one connection served all three
         silent = handshake.Channel(ctx, "127.0.0.1", 1)  # nothing listens: no reply
         with pytest.raises(handshake.HandshakeTimeout):

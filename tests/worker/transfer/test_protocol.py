@@ -22,7 +22,7 @@ from disagg_worker.transfer.rules.protocol import (
     MetadataRequest,
     PeerMetadata,
     ProtocolError,
-    Refusal,
+    Refused,
     VersionError,
     prompt_digest,
 )
@@ -57,12 +57,12 @@ def meta(layout: KVLayout = LAYOUT, **over: object) -> PeerMetadata:
 @pytest.mark.parametrize("secret", [None, b"s3cret"])
 def test_every_message_round_trips(secret: bytes | None) -> None:
     codec = Codec(secret)
-    for msg in (MetadataRequest("d0", "abc", b"n"), meta(), Refusal("no")):
+    for msg in (MetadataRequest("d0", "abc", b"n"), meta(), Refused("no")):
         assert codec.decode(codec.encode(msg)) == msg
 
 
 def test_frames_are_msgpack_never_pickle() -> None:
-    frame = Codec().encode(Refusal("x"))
+    frame = Codec().encode(Refused("x"))
     assert not frame.startswith(b"\x80")  # pickle protocol marker
     version, body, mac = msgspec.msgpack.decode(frame)
     assert version == protocol.PROTOCOL_VERSION and mac == b""
@@ -70,18 +70,18 @@ def test_frames_are_msgpack_never_pickle() -> None:
 
 
 def test_wrong_missing_or_unexpected_hmac_is_refused() -> None:
-    frame = Codec(b"right").encode(Refusal("x"))
+    frame = Codec(b"right").encode(Refused("x"))
     with pytest.raises(AuthError, match="different handshake secret"):
         Codec(b"wrong").decode(frame)
     with pytest.raises(AuthError, match="no handshake secret is configured"):
         Codec(None).decode(frame)
     with pytest.raises(AuthError, match="carries no HMAC"):
-        Codec(b"right").decode(Codec(None).encode(Refusal("x")))
+        Codec(b"right").decode(Codec(None).encode(Refused("x")))
 
 
 def test_tampered_body_fails_hmac() -> None:
     codec = Codec(b"k")
-    version, body, mac = msgspec.msgpack.decode(codec.encode(Refusal("free blocks 1")))
+    version, body, mac = msgspec.msgpack.decode(codec.encode(Refused("free blocks 1")))
     forged = msgspec.msgpack.encode([version, body.replace(b"1", b"2"), mac])
     with pytest.raises(AuthError):
         codec.decode(forged)
@@ -89,7 +89,7 @@ def test_tampered_body_fails_hmac() -> None:
 
 def test_other_protocol_version_is_refused_by_name() -> None:
     with pytest.raises(VersionError, match="protocol_version 1 != 2"):
-        Codec(version=1).decode(Codec(version=2).encode(Refusal("x")))
+        Codec(version=1).decode(Codec(version=2).encode(Refused("x")))
 
 
 def test_oversized_frame_refused_before_decoding() -> None:
@@ -97,7 +97,7 @@ def test_oversized_frame_refused_before_decoding() -> None:
     with pytest.raises(FrameError, match="exceeds the 1000-byte limit"):
         codec.decode(b"\x93" + b"\x00" * 2000)
     with pytest.raises(FrameError, match="exceeds"):
-        codec.encode(Refusal("x" * 2000))
+        codec.encode(Refused("x" * 2000))
 
 
 def test_truncated_frame_is_a_frame_error() -> None:
@@ -200,11 +200,11 @@ def test_answer_serves_metadata_for_requests_and_refuses_the_rest() -> None:
     )
     assert not refused and codec.decode(reply or b"") == meta(nonce=b"abc")
     reply, refused = protocol.answer(codec, codec.encode(meta()), metadata, no_claims)
-    assert refused and codec.decode(reply or b"") == Refusal(
+    assert refused and codec.decode(reply or b"") == Refused(
         "unexpected PeerMetadata; send a MetadataRequest"
     )
     reply, refused = protocol.answer(codec, b"junk", metadata, no_claims)
-    assert refused and isinstance(codec.decode(reply or b""), Refusal)
+    assert refused and isinstance(codec.decode(reply or b""), Refused)
 
 
 def test_answer_hands_claims_to_the_claim_callback() -> None:
@@ -238,7 +238,7 @@ def test_answer_hands_pushes_to_the_push_callback_and_refuses_them_without_one()
     reply, refused = protocol.answer(codec, frame, lambda n: meta(nonce=n), no_claims, push)
     assert not refused and codec.decode(reply or b"") == push(_push())
     reply, refused = protocol.answer(codec, frame, lambda n: meta(nonce=n), no_claims)
-    assert refused and codec.decode(reply or b"") == Refusal(
+    assert refused and codec.decode(reply or b"") == Refused(
         "this prefill does not accept pushes; READ its blocks"
     )
 
@@ -293,7 +293,7 @@ def test_malformed_claims_are_refused_before_they_reach_the_lease_table(
     with pytest.raises(FrameError, match=why):
         codec.decode(frame)
     reply, refused = protocol.answer(codec, frame, lambda n: meta(nonce=n), no_claims)
-    assert refused and isinstance(codec.decode(reply or b""), Refusal)
+    assert refused and isinstance(codec.decode(reply or b""), Refused)
 
 
 def test_claims_carry_the_hmac_like_handshake_frames() -> None:

@@ -18,8 +18,9 @@ import torch
 
 from disagg_worker.core import ucx
 from disagg_worker.core.config import WorkerConfig
-from disagg_worker.transfer.engine import KVTransferAgent, PeerRef, TransferError
+from disagg_worker.transfer.agent import KVTransferAgent
 from disagg_worker.transfer.peer_process import alloc, pattern, spawn_prefill, words
+from disagg_worker.transfer.peers import PeerRef, TransferError
 from disagg_worker.transfer.rules.layout import KVLayout
 
 # 8 MiB of K and V over 64 blocks, block-major: a READ of many of the rendered segments
@@ -56,7 +57,7 @@ def _read(prefill_env: dict[str, str], decode_env: dict[str, str]) -> str:
         with KVTransferAgent(dcfg, LAYOUT, caches) as agent:
             prefill.call("publish", "r", ids)
             try:
-                stats = agent.read(PeerRef("127.0.0.1", prefill.port, "p0"), "r", ids, ids)
+                stats = agent.decode.read(PeerRef("127.0.0.1", prefill.port, "p0"), "r", ids, ids)
             except TransferError as e:
                 return str(e)
         exact = stats.bytes == 8 << 20 and all(

@@ -25,7 +25,7 @@ from disagg_worker.serve.proxy.rules.routing import MODES, Policy
 from disagg_worker.serve.proxy.upstream import POLICIES, HopError, Pool
 from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
 from disagg_worker.serve.rules.limits import bounded
-from disagg_worker.serve.rules.openai import ApiError, proxy_refusal, request_id
+from disagg_worker.serve.rules.openai import OpenAIError, proxy_refusal, request_id
 
 ROLES = ("prefill", "decode")
 KV_FIELD = "{kv}"  # where a KV revision goes in a Service name
@@ -42,7 +42,7 @@ def build_app(proxy: Proxy) -> web.Application:
             headers["Authorization"] = request.headers["Authorization"]
         try:
             body = await read_json(request)
-        except ApiError as e:
+        except OpenAIError as e:
             return _error(e.status, e.message, rid, e.param)
         refused = proxy_refusal(body, proxy.protocol.owned)
         if refused:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from disagg_worker.serve.rules.limits import MAX_NAME_CHARS
-from disagg_worker.serve.rules.openai import REQUEST_ID, ApiError, is_int
+from disagg_worker.serve.rules.openai import REQUEST_ID, OpenAIError, is_int
 
 # a DNS name, IPv4, or bare IPv6 (with a %zone): what the transfer agent can dial
 _HOST = re.compile(r"[A-Za-z0-9._:%-]+")
@@ -121,9 +121,9 @@ def transfer_params(params: dict[str, Any], num_blocks: int, vocab_size: int) ->
     )
 
 
-def _transfer_error(key: str, problem: str) -> ApiError:
+def _transfer_error(key: str, problem: str) -> OpenAIError:
     where = f"kv_transfer_params.{key}"
-    return ApiError(
+    return OpenAIError(
         400, f"{where}: {problem}; pass the kv_transfer_params the prefill worker returned", where
     )
 

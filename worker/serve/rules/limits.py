@@ -33,7 +33,7 @@ MAX_TOKENS = 1 << 20
 MAX_NAME_CHARS = 253
 
 # An error answer stays small whatever the client sent: messages and params are cut in
-# one place each side (ApiError; the proxy's answers), and a client's value is quoted by
+# one place each side (OpenAIError; the proxy's answers), and a client's value is quoted by
 # a short prefix, never whole (a 100 KB request id must not come back as 100 KB).
 MESSAGE_CHARS = 1000  # an error message, whatever it quotes
 PARAM_CHARS = 128  # an error's ``param``: a field path, or a client's unknown key

@@ -79,8 +79,9 @@ REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 TRANSFER_FAILED = "kv_transfer_error"
 
 
-class ApiError(Exception):
-    """An error answered as JSON: ``{"error": {"message", "type", "param", "code"}}``.
+class OpenAIError(Exception):
+    """An error answered in OpenAI's JSON error format:
+    ``{"error": {"message", "type", "param", "code"}}``.
     Message and param are cut to their bounds here, whatever they quote."""
 
     def __init__(self, status: int, message: str, param: str | None = None) -> None:
@@ -98,10 +99,10 @@ class ApiError(Exception):
         return {"error": error}
 
 
-def too_large(size: int | None) -> ApiError:
+def too_large(size: int | None) -> OpenAIError:
     """413 for a body over MAX_BODY_BYTES (``size`` None: a chunked body, length unknown)."""
     what = f"{size} bytes is " if size is not None else ""
-    return ApiError(
+    return OpenAIError(
         413,
         f"body: {what}over the {MAX_BODY_BYTES // MIB} MiB limit ({MAX_BODY_BYTES} bytes); "
         "shorten the prompt, or split the work across requests",
@@ -112,7 +113,7 @@ def too_large(size: int | None) -> ApiError:
 def parse_body(raw: bytes) -> dict[str, Any]:
     """A request body as a JSON object nested at most MAX_JSON_DEPTH deep; 400 naming
     ``body`` otherwise."""
-    deep = ApiError(
+    deep = OpenAIError(
         400, f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels; flatten it", "body"
     )
     try:
@@ -120,9 +121,9 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     except RecursionError:  # deeper than the parser's stack: far past the bound
         raise deep from None
     except ValueError:  # malformed, or not UTF-8
-        raise ApiError(400, "body: not valid JSON; send one UTF-8 JSON object", "body") from None
+        raise OpenAIError(400, "body: not valid JSON; send one UTF-8 JSON object", "body") from None
     if not isinstance(data, dict):
-        raise ApiError(400, "body: must be a JSON object", "body")
+        raise OpenAIError(400, "body: must be a JSON object", "body")
     if nested_deeper(data, MAX_JSON_DEPTH):
         raise deep
     return data
@@ -149,7 +150,7 @@ def parse_request(
 ) -> CompletionRequest:
     """Validate a body; errors name the field and what to send instead."""
     if not isinstance(data, dict):
-        raise ApiError(400, "body: must be a JSON object", "body")
+        raise OpenAIError(400, "body: must be a JSON object", "body")
     _refuse_unknown(data, chat)
     model = _model(data, served_model)
     _check_ignored(data)
@@ -157,7 +158,7 @@ def parse_request(
     params = _transfer_flags(data.get("kv_transfer_params"))
     stream = _bool(data, "stream")
     if stream and params is not None and params.get("do_remote_decode"):
-        raise ApiError(
+        raise OpenAIError(
             400,
             "stream: a prefill answers kv_transfer_params in one whole response; send false",
             "stream",
@@ -188,12 +189,12 @@ def parse_tokenize(data: Any, served_model: str, encode: Callable[[str], list[in
     """The tokens of a ``POST /tokenize`` body, as the completion or chat request with the
     same prompt or messages would count them."""
     if not isinstance(data, dict):
-        raise ApiError(400, "body: must be a JSON object", "body")
+        raise OpenAIError(400, "body: must be a JSON object", "body")
     _model(data, served_model)
     chat = "messages" in data
     for key in data:
         if key not in ("model", "messages" if chat else "prompt") and key not in TOKENIZE_IGNORED:
-            raise ApiError(
+            raise OpenAIError(
                 400, f"{bounded(key, SHOWN_CHARS)}: not supported by /tokenize; remove it", key
             )
     text_or_ids = chat_prompt(data["messages"]) if chat else data.get("prompt")
@@ -205,7 +206,7 @@ def _refuse_unknown(data: dict[str, Any], chat: bool) -> None:
     for key in data:
         if key not in HONOURED or key in other:
             route = "/v1/chat/completions" if chat else "/v1/completions"
-            raise ApiError(
+            raise OpenAIError(
                 400,
                 f"{bounded(key, SHOWN_CHARS)}: not supported by the reference worker on "
                 f"{route}; remove it "
@@ -219,9 +220,11 @@ def _model(data: dict[str, Any], served_model: str) -> str:
     if model is None:
         return served_model
     if not isinstance(model, str):
-        raise ApiError(400, f"model: must be a string; send {served_model!r} or omit it", "model")
+        raise OpenAIError(
+            400, f"model: must be a string; send {served_model!r} or omit it", "model"
+        )
     if model != served_model:
-        raise ApiError(
+        raise OpenAIError(
             404, f"model: {shown(model)} is not served here; use {served_model!r}", "model"
         )
     return model
@@ -231,12 +234,12 @@ def _check_ignored(data: dict[str, Any]) -> None:
     """Fields accepted without effect still have vLLM's types, so a body that works here
     works against vLLM too."""
     if data.get("temperature") not in (None, 0, 0.0):
-        raise ApiError(
+        raise OpenAIError(
             400, "temperature: the reference engine is greedy; send 0 or omit it", "temperature"
         )
     _int(data, "seed", 0, -(2**63), 2**64 - 1)  # vLLM's range: a 64-bit seed
     if data.get("user") is not None and not isinstance(data["user"], str):
-        raise ApiError(400, "user: must be a string", "user")
+        raise OpenAIError(400, "user: must be a string", "user")
 
 
 def _lengths(data: dict[str, Any]) -> tuple[int, int]:
@@ -246,7 +249,7 @@ def _lengths(data: dict[str, Any]) -> tuple[int, int]:
     max_tokens = _int(data, "max_completion_tokens", max_tokens, 1, MAX_TOKENS)
     min_tokens = _int(data, "min_tokens", 0, 0, MAX_TOKENS)
     if min_tokens > max_tokens:
-        raise ApiError(
+        raise OpenAIError(
             400, f"min_tokens: {min_tokens} exceeds max_tokens {max_tokens}", "min_tokens"
         )
     return max_tokens, min_tokens
@@ -259,7 +262,7 @@ def _transfer_flags(params: Any) -> dict[str, Any] | None:
     if params is None:
         return None
     if not isinstance(params, dict):
-        raise ApiError(400, "kv_transfer_params: must be an object", "kv_transfer_params")
+        raise OpenAIError(400, "kv_transfer_params: must be an object", "kv_transfer_params")
     for flag in ("do_remote_decode", "do_remote_prefill"):
         _bool(params, flag, f"kv_transfer_params.{flag}")
     return params
@@ -270,7 +273,7 @@ def _int(data: dict[str, Any], key: str, default: int, low: int, high: int) -> i
     if value is None:
         return default
     if not is_int(value) or not low <= value <= high:
-        raise ApiError(400, f"{key}: must be an integer from {low} to {high}", key)
+        raise OpenAIError(400, f"{key}: must be an integer from {low} to {high}", key)
     return value
 
 
@@ -281,7 +284,7 @@ def _bool(data: dict[str, Any], key: str, where: str | None = None) -> bool:
         return False
     if not isinstance(value, bool):
         where = where or key
-        raise ApiError(400, f"{where}: must be true or false", where)
+        raise OpenAIError(400, f"{where}: must be true or false", where)
     return value
 
 
@@ -289,7 +292,7 @@ def _include_usage(options: Any) -> bool:
     if options is None:
         return False
     if not isinstance(options, dict) or set(options) - {"include_usage"}:
-        raise ApiError(
+        raise OpenAIError(
             400, "stream_options: must be an object with only include_usage", "stream_options"
         )
     return _bool(options, "include_usage", "stream_options.include_usage")
@@ -299,20 +302,20 @@ def chat_prompt(messages: Any) -> str:
     """The fixed chat template: each message as ``<role>: <content>\\n``, then
     ``assistant: `` for the answer. No model-specific tokens: the weights are random."""
     if not isinstance(messages, list) or not messages:
-        raise ApiError(400, "messages: must be a non-empty list of {role, content}", "messages")
+        raise OpenAIError(400, "messages: must be a non-empty list of {role, content}", "messages")
     parts = []
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(message, dict):
-            raise ApiError(400, f"{where}: must be an object {{role, content}}", where)
+            raise OpenAIError(400, f"{where}: must be an object {{role, content}}", where)
         for key in message:
             if key not in ("role", "content"):
-                raise ApiError(
+                raise OpenAIError(
                     400, f"{where}.{key}: not supported; send role and content", f"{where}.{key}"
                 )
         for key in ("role", "content"):
             if not isinstance(message.get(key), str):
-                raise ApiError(400, f"{where}.{key}: must be a string", f"{where}.{key}")
+                raise OpenAIError(400, f"{where}.{key}: must be a string", f"{where}.{key}")
         parts.append(f"{message['role']}: {message['content']}\n")
     return "".join(parts) + "assistant: "
 
@@ -326,14 +329,14 @@ def _prompt_tokens(prompt: Any, encode: Callable[[str], list[int]], field: str) 
         try:
             return encode(prompt)
         except UnicodeEncodeError:  # JSON can carry a lone surrogate; UTF-8 cannot
-            raise ApiError(
+            raise OpenAIError(
                 400,
                 f"{field}: text with a lone surrogate (\\ud800-\\udfff); send valid text",
                 field,
             ) from None
     if isinstance(prompt, list) and all(is_int(t) for t in prompt):
         return list(prompt)
-    raise ApiError(400, "prompt: must be a string or a list of token ids", "prompt")
+    raise OpenAIError(400, "prompt: must be a string or a list of token ids", "prompt")
 
 
 def is_int(value: Any) -> TypeGuard[int]:

@@ -3,10 +3,10 @@
 A cache is a list of *regions*; each region is ``num_blocks`` equally sized
 blocks of ``block_len`` bytes. Two layouts:
 
-- ``block_major`` (the reference engine's): one region of shape
+- ``block_major`` (the reference model's): one region of shape
   ``[num_blocks, num_layers, 2, block_size, num_kv_heads, head_dim]`` (NHD) — all layers
   of a block are contiguous, so a run of blocks is one descriptor.
-- ``per_head_regions`` (block-major, the reference engine's): one region per KV head, each of
+- ``per_head_regions`` (block-major, the reference model's): one region per KV head, each of
   shape ``[num_blocks, num_layers, 2, block_size, head_dim]`` — a rank that reads some of a
   peer's heads (tensor parallelism of another size) still moves a run of blocks as one
   descriptor per head (:mod:`ranks`).

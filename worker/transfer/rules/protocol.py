@@ -145,8 +145,8 @@ class PeerMetadata(msgspec.Struct, frozen=True, tag="meta"):
     push: bool = False
 
 
-class Refusal(msgspec.Struct, frozen=True, tag="refused"):
-    """Either side: the request was refused; ``reason`` is for humans."""
+class Refused(msgspec.Struct, frozen=True, tag="refused"):
+    """Either side: the request was refused; ``reason`` is for humans. Tag ``refused``."""
 
     reason: str
 
@@ -231,7 +231,7 @@ class PushAnswer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="p
 PUSH_NOTIF_PREFIX = b"p:"  # a push's notification: b"p:" + request id (utf-8)
 
 Message = Union[  # noqa: UP007
-    MetadataRequest, PeerMetadata, Refusal, Claim, ClaimAnswer, Push, PushAnswer
+    MetadataRequest, PeerMetadata, Refused, Claim, ClaimAnswer, Push, PushAnswer
 ]
 
 
@@ -377,9 +377,9 @@ def answer(
     """Prefill's reply to one side-channel frame: ``(reply, refused)``.
 
     A valid MetadataRequest gets ``metadata(nonce)``, a valid Claim ``claim(msg)``, a
-    valid Push ``push(msg)`` (refused when ``push`` is None); anything else a Refusal
-    saying why (signed with our secret, so a peer with another secret learns only that it
-    is refused).
+    valid Push ``push(msg)`` (refused when ``push`` is None); anything else a
+    :class:`Refused` saying why (signed with our secret, so a peer with another secret
+    learns only that it is refused).
     """
     try:
         msg = codec.decode(frame)
@@ -398,6 +398,6 @@ def answer(
 
 def _refusal(codec: Codec, reason: str) -> bytes | None:
     try:
-        return codec.encode(Refusal(reason[:500]))
+        return codec.encode(Refused(reason[:500]))
     except ProtocolError:
         return None

@@ -1,4 +1,4 @@
-"""Reference engine: seeded weights, correct causal attention over pages, and the
+"""Reference model: seeded weights, correct causal attention over pages, and the
 prefill-in-one-cache / decode-in-another equivalence the disaggregated path relies on."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from disagg_worker.engine.kvcache import BlockAllocator, PagedKVCache
-from disagg_worker.engine.model import (
+from disagg_worker.model.kvcache import BlockAllocator, PagedKVCache
+from disagg_worker.model.model import (
     BOS,
     EOS,
     PRESETS,
-    ReferenceEngine,
+    ReferenceModel,
     decode,
     encode,
     get_preset,
@@ -22,8 +22,8 @@ torch.set_num_threads(1)  # tiny shapes: threads only add contention on shared c
 SPEC = get_preset("tiny")
 
 
-def _engine(seed: int = 0, num_blocks: int = 64) -> ReferenceEngine:
-    return ReferenceEngine(SPEC, PagedKVCache(kv_layout(SPEC, 16, num_blocks)), seed)
+def _model(seed: int = 0, num_blocks: int = 64) -> ReferenceModel:
+    return ReferenceModel(SPEC, PagedKVCache(kv_layout(SPEC, 16, num_blocks)), seed)
 
 
 def _prompt(n: int, salt: int = 0) -> list[int]:
@@ -51,7 +51,7 @@ def test_byte_tokenizer_round_trips_utf8() -> None:
 
 
 def test_weights_come_from_the_seed() -> None:
-    a, b, c = _engine(0), _engine(0), _engine(1)
+    a, b, c = _model(0), _model(0), _model(1)
     assert torch.equal(a.w["l0.wq"], b.w["l0.wq"])
     assert not torch.equal(a.w["l0.wq"], c.w["l0.wq"])
     prompt = _prompt(20)
@@ -63,7 +63,7 @@ def test_chunked_and_stepwise_forward_agree() -> None:
     """Causal masking and rotary positions are right: a prompt run in one chunk, in two
     chunks (the masked path) or token by token gives the same next-token logits."""
     prompt = _prompt(45)
-    whole, halves, steps = _engine(), _engine(), _engine()
+    whole, halves, steps = _model(), _model(), _model()
     table = list(range(3))
     ref = whole.forward(prompt, 0, table)
     halves.forward(prompt[:20], 0, table)
@@ -75,28 +75,28 @@ def test_chunked_and_stepwise_forward_agree() -> None:
 
 
 def test_future_tokens_do_not_leak_into_the_past() -> None:
-    engine = _engine()
+    model = _model()
     table = list(range(2))
-    base = engine.forward(_prompt(10), 0, table)
-    changed = engine.forward([*_prompt(10), 99, 98], 0, table)
-    shorter = engine.forward(_prompt(10), 0, table)
+    base = model.forward(_prompt(10), 0, table)
+    changed = model.forward([*_prompt(10), 99, 98], 0, table)
+    shorter = model.forward(_prompt(10), 0, table)
     assert torch.equal(base, shorter)
     assert not torch.equal(base, changed)
 
 
 def test_block_placement_does_not_change_the_output() -> None:
-    engine = _engine()
+    model = _model()
     prompt = _prompt(70)
-    contiguous = engine.generate(prompt, [0, 1, 2, 3, 4, 5], 6, ignore_eos=True)
-    scattered = engine.generate(prompt, [40, 3, 17, 9, 63, 22], 6, ignore_eos=True)
+    contiguous = model.generate(prompt, [0, 1, 2, 3, 4, 5], 6, ignore_eos=True)
+    scattered = model.generate(prompt, [40, 3, 17, 9, 63, 22], 6, ignore_eos=True)
     assert contiguous.tokens == scattered.tokens
 
 
 @pytest.mark.parametrize("n", [1, 15, 16, 17, 33])
-def test_decode_from_copied_blocks_equals_one_engine(n: int) -> None:
+def test_decode_from_copied_blocks_equals_one_model(n: int) -> None:
     """The disaggregated contract in one process: prefill (max_tokens 1) in one cache, the
     blocks' bytes copied into other block ids of another cache, decode continues there."""
-    prefill, decoder, alone = _engine(), _engine(), _engine()
+    prefill, decoder, alone = _model(), _model(), _model()
     prompt, gen = _prompt(n, salt=n), 7
     need = alone.blocks_needed(n, gen)
     expected = alone.generate(prompt, list(range(need)), gen, ignore_eos=True)
@@ -120,27 +120,27 @@ def test_decode_from_copied_blocks_equals_one_engine(n: int) -> None:
 
 
 def test_a_given_first_token_is_used_unless_min_tokens_masks_it() -> None:
-    engine = _engine()
+    model = _model()
     prompt = _prompt(20, salt=3)
-    table = list(range(engine.blocks_needed(20, 4)))
-    engine.generate(prompt, table, 1, ignore_eos=True)  # the prompt's K/V in the blocks
-    planted = engine.generate(prompt, table, 3, prompt_cached=True, first_token=42)
+    table = list(range(model.blocks_needed(20, 4)))
+    model.generate(prompt, table, 1, ignore_eos=True)  # the prompt's K/V in the blocks
+    planted = model.generate(prompt, table, 3, prompt_cached=True, first_token=42)
     assert planted.tokens[0] == 42  # taken as given, not computed
-    masked = engine.generate(prompt, table, 3, prompt_cached=True, first_token=EOS, min_tokens=2)
+    masked = model.generate(prompt, table, 3, prompt_cached=True, first_token=EOS, min_tokens=2)
     assert masked.tokens[0] != EOS  # EOS may not come yet: decode computes the first token
 
 
 def test_generation_stops_at_eos_unless_told_not_to() -> None:
-    engine = _engine()
+    model = _model()
     prompt = _prompt(5)
-    first = engine.generate(prompt, [0], 1).tokens[0]
-    engine.w["lm_head"][EOS] = engine.w["lm_head"][first] * 2  # make EOS win the first step
-    stopped = engine.generate(prompt, [0], 5)
+    first = model.generate(prompt, [0], 1).tokens[0]
+    model.w["lm_head"][EOS] = model.w["lm_head"][first] * 2  # make EOS win the first step
+    stopped = model.generate(prompt, [0], 5)
     assert stopped.tokens == [EOS] and stopped.finish_reason == "stop"
-    kept = engine.generate(prompt, [0], 5, ignore_eos=True)
+    kept = model.generate(prompt, [0], 5, ignore_eos=True)
     assert len(kept.tokens) == 5 and kept.finish_reason == "length"
     seen: list[int] = []
-    held = engine.generate(prompt, [0], 5, min_tokens=3, on_token=seen.append)
+    held = model.generate(prompt, [0], 5, min_tokens=3, on_token=seen.append)
     assert held.tokens[0] == first and EOS not in held.tokens[:3]  # EOS masked, not skipped
     assert seen == held.tokens
 
@@ -156,11 +156,11 @@ def test_generation_stops_at_eos_unless_told_not_to() -> None:
 )
 def test_bad_requests_name_the_field(prompt: list[int], max_tokens: int, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        _engine().check_request(prompt, max_tokens)
+        _model().check_request(prompt, max_tokens)
 
 
 def test_blocks_needed_covers_prompt_and_all_but_the_last_token() -> None:
-    engine = _engine()
-    assert engine.blocks_needed(16, 1) == 1
-    assert engine.blocks_needed(16, 2) == 2
-    assert engine.blocks_needed(1, 16) == 1
+    model = _model()
+    assert model.blocks_needed(16, 1) == 1
+    assert model.blocks_needed(16, 2) == 2
+    assert model.blocks_needed(1, 16) == 1

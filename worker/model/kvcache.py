@@ -1,13 +1,13 @@
-"""Paged KV cache and its block allocator: where the reference engine keeps keys and values.
+"""Paged KV cache and its block allocator: where the reference model keeps keys and values.
 
 Compute layer (torch, no I/O). The cache is one tensor of shape ``[num_kv_heads, num_blocks,
 num_layers, 2, block_size, head_dim]``: a block-major region per KV head this rank holds
-(:attr:`KVLayout.per_head_regions`), so the transfer engine registers each head's region as
+(:attr:`KVLayout.per_head_regions`), so the transfer agent registers each head's region as
 is and moves a run of blocks as one descriptor per head, whichever heads the reading rank
 serves (tensor parallelism of another size). A request owns a *block table*: the list of
 block ids that hold its tokens in order; token ``p`` lives in block ``table[p //
 block_size]`` at offset ``p % block_size``. The allocator is thread-safe because the
-transfer engine frees a prefill's blocks from its own thread when decode's notification or
+transfer agent frees a prefill's blocks from its own thread when decode's notification or
 the lease arrives.
 """
 
@@ -77,7 +77,7 @@ class PagedKVCache:
 
     def __init__(self, layout: KVLayout, device: str = "cpu") -> None:
         if not layout.per_head_regions:
-            raise ValueError("the reference engine needs a layout with per_head_regions")
+            raise ValueError("the reference model needs a layout with per_head_regions")
         self.layout = layout
         dtype = getattr(torch, layout.dtype)
         shape = (layout.num_kv_heads, *layout.region_shape())
@@ -85,7 +85,7 @@ class PagedKVCache:
 
     @property
     def regions(self) -> list[torch.Tensor]:
-        """The tensors to register with the transfer engine: one per KV head."""
+        """The tensors to register with the transfer agent: one per KV head."""
         return list(self.tensor.unbind(0))
 
     def _slots(self, table: Sequence[int], start: int, count: int) -> tuple[torch.Tensor, ...]:

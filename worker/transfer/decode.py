@@ -1,22 +1,19 @@
-"""KV transfer engine: decode's READ of a prefill worker's KV blocks, or prefill's push.
+"""Decode side of a KV transfer: fetch the prefill's blocks by a READ, or receive its push.
 
 Effectful layer, composing the pure planner (:mod:`plan`), the wire contract
-(:mod:`protocol`), the side channel (:mod:`handshake`), NIXL (:mod:`agent`), posting a
-READ (:mod:`reads`), a push's WRITE (:mod:`pushes`) and staging copies (:mod:`copy`).
+(:mod:`protocol`), the peers (:mod:`peers`: handshake, claim, push), posting a READ
+(:mod:`reads`), a push's notification (:mod:`mailbox`) and staging copies (:mod:`copy`)
+over this worker's registration (:mod:`registration`).
 
-Prefill: :meth:`KVTransferAgent.publish` stages the blocks (device→host when the buffer is
-on the host) and holds them (:mod:`holder`) until decode's notification arrives (attached
-to the READ, so it is delivered only once the bytes have moved) or the lease expires.
-
-Decode: :meth:`KVTransferAgent.read` handshakes once per peer (cached; refused on version,
-layout or HMAC mismatch), claims the blocks while it posts the READ (prefill confirms it
-still holds them for this prompt and extends the lease over the read, or the request fails
-with reason ``expired``/``not_held``/``prompt_differs`` and what was read is discarded),
-waits for both with a deadline, notifies prefill, copies host→device when staging, and
-returns :class:`TransferStats`. The claim need not come first: a request's blocks are held
-from publish until released, never held again, so "held when the claim was answered"
-means held over the whole READ, and the lease then covers the rest; the notification that
-frees them is sent only after the answer, so it cannot overtake the claim. Claim and READ
+:meth:`DecodeReader.read` handshakes once per peer (cached; refused on version, layout or
+HMAC mismatch), claims the blocks while it posts the READ (prefill confirms it still holds
+them for this prompt and extends the lease over the read, or the request fails with reason
+``expired``/``not_held``/``prompt_differs`` and what was read is discarded), waits for both
+with a deadline, notifies prefill, copies host→device when staging, and returns
+:class:`TransferStats`. The claim need not come first: a request's blocks are held from
+publish until released, never held again, so "held when the claim was answered" means
+held over the whole READ, and the lease then covers the rest; the notification that frees
+them is sent only after the answer, so it cannot overtake the claim. Claim and READ
 overlap: the request pays the longer of the two, not their sum.
 
 Push (``DISAGG_TRANSFER_MODE=push`` on decode, and a prefill whose metadata says it
@@ -34,21 +31,15 @@ the worker stays healthy.
 
 from __future__ import annotations
 
-import threading
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import torch
-
-from disagg_worker.core.config import WorkerConfig
-from disagg_worker.transfer import handshake, reads
-from disagg_worker.transfer.copy import alloc_staging, check_caches, copy_blocks
-from disagg_worker.transfer.holder import NOTIF_PREFIX, BlockHolder, ReleaseCallback
+from disagg_worker.transfer import reads
+from disagg_worker.transfer.copy import copy_blocks
+from disagg_worker.transfer.holder import NOTIF_PREFIX
 from disagg_worker.transfer.mailbox import Mailbox
 from disagg_worker.transfer.nixl_agent import NixlAgent, PostMode
-from disagg_worker.transfer.nixl_compat import apply_ucx_env
 from disagg_worker.transfer.peers import (
     HANDSHAKE_TIMEOUT_S,
     PeerDirectory,
@@ -56,11 +47,9 @@ from disagg_worker.transfer.peers import (
     PeerRef,
     TransferError,
 )
-from disagg_worker.transfer.pushes import PushWriter
+from disagg_worker.transfer.registration import Registration
 from disagg_worker.transfer.rules import protocol, ranks
-from disagg_worker.transfer.rules.layout import KVLayout
 from disagg_worker.transfer.rules.plan import PlanError, TransferPlan, plan_read
-from disagg_worker.transfer.telemetry import TransferTelemetry
 
 DEFAULT_POST_MODE: PostMode = "prepped"
 CLAIM_THREADS = 16  # claims in flight beside their READs (each waits on one side channel)
@@ -82,226 +71,70 @@ class TransferStats:
     pushed: bool = False  # the prefill wrote the blocks (a push), not a READ here
 
 
-__all__ = ["KVTransferAgent", "PeerRef", "TransferError", "TransferStats"]
-
 _Source = tuple[PeerRef, PeerEntry, tuple[tuple[int, int], ...]]  # where, entry, region pairs
 _Planned = tuple[PeerRef, PeerEntry, TransferPlan]
 
 
-class KVTransferAgent:
-    """One worker's NIXL KV transfer engine (see module docstring)."""
+class DecodeReader:
+    """The decode side over one registration (see module docstring)."""
 
-    def __init__(
-        self,
-        config: WorkerConfig,
-        layout: KVLayout,
-        caches: list[torch.Tensor],
-        *,
-        model_kv_heads: int | None = None,
-        incarnation: str | None = None,
-        on_release: ReleaseCallback | None = None,
-        post_mode: PostMode = DEFAULT_POST_MODE,
-    ) -> None:
-        """``model_kv_heads``: the model's KV heads (default: the layout's, TP 1), of which
-        this rank (``config.tp_rank`` of ``config.tp_size``) holds its share;
-        ``incarnation``: shared by the engine's ranks (default: new). A prefill rank other
-        than 0 publishes nothing: its holder only drives NIXL's progress (a READ of its
-        regions needs it) and answers claims "unknown" (rank 0 holds the blocks)."""
-        check_caches(config.device, layout, caches)
-        self.config, self.layout, self.post_mode = config, layout, post_mode
-        self.rank = config.tp_rank
-        self.model_kv_heads = model_kv_heads or layout.num_kv_heads * config.tp_size
-        self.kv_heads = ranks.rank_heads(self.rank, config.tp_size, self.model_kv_heads)
-        if len(self.kv_heads) != layout.num_kv_heads:
-            raise ValueError(
-                f"layout holds {layout.num_kv_heads} KV heads; rank {self.rank} of "
-                f"{config.tp_size} holds {len(self.kv_heads)} of {self.model_kv_heads}"
-            )
-        self.rank_ports: list[int] = []  # every rank's side-channel port (rank 0 sets them)
-        self.rank_hosts: list[str] = []  # and host, where ranks live in several pods
-        self._twins = tuple((i, i) for i in range(layout.num_regions))
-        self._caches = list(caches)
-        self._buffer: list[torch.Tensor] = self._caches
-        self._on_release = on_release
-        self.telemetry = TransferTelemetry()
-        self._codec = protocol.Codec(handshake.load_secret(config.hmac_secret_path))
-        self._compat = protocol.compat_hash(layout, config.memory_type, self.model_kv_heads)
-        self.incarnation = (
-            incarnation or f"{config.engine_id or config.role}-{uuid.uuid4().hex[:8]}"
-        )
-        tp = config.tp_size
-        self.agent_name = self.incarnation if tp == 1 else f"{self.incarnation}-r{self.rank}"
-        self._agent: NixlAgent | None = None
-        self._server: handshake.HandshakeServer | None = None
+    def __init__(self, registration: Registration, post_mode: PostMode = DEFAULT_POST_MODE) -> None:
+        self._reg = registration
+        self.post_mode = post_mode
+        self._twins = tuple((i, i) for i in range(registration.layout.num_regions))
+        self._pool: ThreadPoolExecutor | None = None
         self._peers: PeerDirectory | None = None
-        self._lock = threading.Lock()
-        self._holder: BlockHolder | None = None
-        self._writer: PushWriter | None = None
         self._mailbox: Mailbox | None = None
         self._target: protocol.PushTarget | None = None
-        self._pool: ThreadPoolExecutor | None = None
         # claims run here beside their READs (threads start only when a decode claims)
         self._claims = ThreadPoolExecutor(CLAIM_THREADS, thread_name_prefix="kv-claim")
         self._fanout = ThreadPoolExecutor(FANOUT_THREADS, thread_name_prefix="kv-fanout")
-        self._closed = False
 
-    # --- lifecycle ------------------------------------------------------------------
+    # --- lifetime (driven by the agent) ----------------------------------------------
 
-    def start(self) -> None:
-        """Bring everything up; on any failure, tear down what was started and re-raise."""
-        try:
-            self._start()
-        except BaseException:
-            self.close()
-            raise
-
-    def _start(self) -> None:
-        cfg = self.config
-        if cfg.needs_staging:
-            self._buffer = alloc_staging(self._caches)
-        apply_ucx_env(cfg.ucx_tls, cfg.ucx_env)
-        self._agent = NixlAgent(
-            self.agent_name, cfg.backends, cfg.memory_type, num_threads=cfg.nixl_threads
-        )
-        self._agent.register(self._buffer, self.layout.block_len, self.layout.num_blocks)
+    def start(self, agent: NixlAgent) -> None:
+        """The READ threads (with DISAGG_NIXL_THREADS > 1), the peer directory, and on a
+        decode that pushes the mailbox of its notifications."""
+        cfg, reg = self._reg.config, self._reg
         if cfg.nixl_threads > 1:
             self._pool = ThreadPoolExecutor(cfg.nixl_threads, thread_name_prefix="kv-read")
         self._peers = PeerDirectory(
-            self._agent,
-            self._codec,
-            layout=self.layout,
+            agent,
+            reg.codec,
+            layout=reg.layout,
             memory_type=cfg.memory_type,
-            model_kv_heads=self.model_kv_heads,
+            model_kv_heads=reg.model_kv_heads,
             engine_id=cfg.engine_id,
         )
         # a "both" worker's holder takes every notification of its one agent: it reads
         if cfg.role == "decode" and cfg.transfer_mode == "push":
-            self._mailbox = Mailbox(self._agent.notifications)
-        if cfg.role in ("prefill", "both"):
-            self._holder = BlockHolder(self._agent.notifications, self.telemetry, self._on_release)
-            if cfg.role == "prefill":  # "both" polls one agent for two kinds of notification
-                self._writer = self._holder.writer = PushWriter(self._agent, self.layout)
-            self._server = handshake.HandshakeServer(
-                cfg.side_channel_host, cfg.side_channel_port, self._on_frame
-            )
-            self._server.start()
-            self._holder.start()
+            self._mailbox = Mailbox(agent.notifications)
 
-    def close(self) -> None:
-        """Threads → transfer handles → dlists → remote agents → deregistration → sockets."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        if self._holder is not None:
-            self._holder.stop()
-        if self._writer is not None:
-            self._writer.close()
+    def stop(self) -> None:
+        """Before the NIXL agent closes: the threads that post and wait (each ends by its
+        deadline or timeout)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)  # parts in flight end by their deadline
         self._claims.shutdown(wait=True)  # claims end by their timeout
         self._fanout.shutdown(wait=True)  # reads end by their deadline
-        if self._agent is not None:
-            self._agent.close()
-        if self._server is not None:
-            self._server.close()
+
+    def close(self) -> None:
+        """After the NIXL agent: the side-channel client sockets."""
         if self._peers is not None:
             self._peers.close()
 
-    def __enter__(self) -> KVTransferAgent:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def side_channel_port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("no side channel: start() a prefill or both-role agent first")
-        return self._server.port
-
-    def stats(self) -> dict[str, float]:
-        return self.telemetry.snapshot()
-
-    def metrics_text(self) -> bytes:
-        return self.telemetry.metrics_text()
-
-    def _nixl(self) -> NixlAgent:
-        if self._agent is None or self._closed:
-            raise TransferError("transfer agent is not running (start() it first)", "closed")
-        return self._agent
-
     def _directory(self) -> PeerDirectory:
-        if self._peers is None or self._closed:
+        if self._peers is None or self._reg.closed:
             raise TransferError("transfer agent is not running (start() it first)", "closed")
         return self._peers
 
     def _peer(self, peer: PeerRef, deadline: float) -> tuple[PeerEntry, float]:
         entry, ms = self._directory().get(peer, deadline)
         if ms:
-            self.telemetry.record_handshake(ms)
+            self._reg.telemetry.record_handshake(ms)
         return entry, ms
 
-    # --- prefill side ---------------------------------------------------------------
-
-    def publish(self, request_id: str, block_ids: list[int], prompt_digest: str = "") -> None:
-        """Stage (if needed) and hold ``block_ids`` until notified or the lease expires;
-        a claim naming another ``prompt_digest`` is refused."""
-        self._nixl()
-        if self._holder is None:
-            raise RuntimeError(
-                f"publish needs DISAGG_ROLE prefill or both (this worker is {self.config.role})"
-            )
-        for b in block_ids:
-            if not 0 <= b < self.layout.num_blocks:
-                raise ValueError(f"block id {b} out of range [0, {self.layout.num_blocks})")
-        if self._buffer is not self._caches:
-            copy_blocks(self._caches, self._buffer, block_ids)
-        self._holder.hold(request_id, block_ids, self.config.block_lease_s, prompt_digest)
-
-    def release(self, request_id: str) -> bool:
-        """Free a published hold now (its decode failed); False when none is held."""
-        if self._holder is None:
-            return False
-        return self._holder.release(request_id)
-
-    def _on_frame(self, frame: bytes) -> bytes | None:
-        """Side-channel handler: metadata or a claim's answer; a Refusal for anything else."""
-        holder = self._holder
-        assert holder is not None  # the listener runs only beside a holder
-        push = holder.push if self._writer is not None else None
-        reply, refused = protocol.answer(self._codec, frame, self._metadata, holder.claim, push)
-        if refused:
-            self.telemetry.refused.inc()
-        return reply
-
-    def _metadata(self, nonce: bytes) -> protocol.PeerMetadata:
-        agent, cfg = self._nixl(), self.config
-        return protocol.PeerMetadata(
-            engine_id=cfg.engine_id,
-            agent_name=agent.name,
-            incarnation=self.incarnation,
-            agent_metadata=agent.metadata(),
-            region_addrs=list(agent.region_addrs),
-            block_len=self.layout.block_len,
-            device_id=agent.device_id,
-            layout=protocol.LayoutInfo.of(self.layout),
-            memory_type=cfg.memory_type,
-            tp_size=cfg.tp_size,
-            tp_rank=cfg.tp_rank,
-            kv_heads=list(self.kv_heads),
-            model_kv_heads=self.model_kv_heads,
-            rank_ports=list(self.rank_ports)
-            or ([self.side_channel_port] if cfg.tp_size == 1 else []),
-            rank_hosts=list(self.rank_hosts),
-            push=self._writer is not None and cfg.tp_size == 1,
-            protocol_version=protocol.PROTOCOL_VERSION,
-            compat_hash=self._compat,
-            nonce=nonce,
-        )
-
-    # --- decode side ----------------------------------------------------------------
+    # --- reading ----------------------------------------------------------------------
 
     def read(
         self,
@@ -326,8 +159,9 @@ class KVTransferAgent:
         probe), or a decode rank whose rank 0 claims for the whole request.
         ``notify=False``: prefill is not told the blocks are read (a decode rank whose rank
         0 notifies once every rank is done: :meth:`notify`)."""
+        reg = self._reg
         t0 = time.perf_counter()
-        deadline = t0 + (deadline_s if deadline_s is not None else self.config.transfer_deadline_s)
+        deadline = t0 + (deadline_s if deadline_s is not None else reg.config.transfer_deadline_s)
         entries: list[PeerEntry] = []
         try:
             entry0, hs_ms = self._peer(peer, deadline)
@@ -356,16 +190,16 @@ class KVTransferAgent:
                     peer, entry0, plans, request_id, remote_block_ids, deadline,
                     prompt_digest, merge, claim=claim, notify=notify,
                 )  # fmt: skip
-            if self._buffer is not self._caches:
-                copy_blocks(self._buffer, self._caches, local_block_ids)
+            if reg.staged:
+                copy_blocks(reg.buffer, reg.caches, local_block_ids)
         except TransferError as e:
-            self.telemetry.record_failure(e.reason)
+            reg.telemetry.record_failure(e.reason)
             raise
         finally:
             for entry in entries:
                 self._directory().done(entry)
         total = (time.perf_counter() - t0) * 1000
-        self.telemetry.record_transfer(
+        reg.telemetry.record_transfer(
             nbytes=nbytes, descriptors=ndesc, post_ms=post_ms, transfer_ms=xfer_ms, pushed=pushed
         )
         return TransferStats(nbytes, ndesc, hs_ms, post_ms, xfer_ms, total, claim_ms, pushed)
@@ -405,7 +239,7 @@ class KVTransferAgent:
             self._notify(peer, entry0, request_id)
         return post_ms, xfer_ms, ndesc, claim_ms
 
-    # --- decode side: push ------------------------------------------------------------
+    # --- receiving a push -------------------------------------------------------------
 
     def _pushable(
         self, plans: list[_Planned], entry0: PeerEntry, claim: bool, notify: bool
@@ -422,13 +256,13 @@ class KVTransferAgent:
 
     def _push_target(self) -> protocol.PushTarget:
         if self._target is None:
-            agent = self._nixl()
+            agent, layout = self._reg.nixl(), self._reg.layout
             self._target = protocol.PushTarget(
                 agent_name=agent.name,
                 agent_metadata=agent.metadata(),
                 region_addrs=list(agent.region_addrs),
-                block_len=self.layout.block_len,
-                num_blocks=self.layout.num_blocks,
+                block_len=layout.block_len,
+                num_blocks=layout.num_blocks,
                 device_id=agent.device_id,
             )
         return self._target
@@ -480,6 +314,8 @@ class KVTransferAgent:
         self._directory().push(peer, entry, req, deadline)
         return time.perf_counter()
 
+    # --- peers ------------------------------------------------------------------------
+
     def notify(
         self, peer: PeerRef, request_id: str, *, timeout_s: float = HANDSHAKE_TIMEOUT_S
     ) -> None:
@@ -497,11 +333,10 @@ class KVTransferAgent:
         """(peer, entry, region pairs) of each prefill rank this rank reads from, and the
         handshakes' ms; each rank's entry is appended to ``entries`` (the caller releases
         them)."""
+        reg = self._reg
         meta0, ms_total = entry0.meta, 0.0
         found: list[_Source] = []
-        for src in ranks.sources(
-            self.rank, self.config.tp_size, meta0.tp_size, self.model_kv_heads
-        ):
+        for src in ranks.sources(reg.rank, reg.config.tp_size, meta0.tp_size, reg.model_kv_heads):
             where, entry = peer, entry0
             if src.rank != 0:
                 if len(meta0.rank_ports) != meta0.tp_size:
@@ -522,18 +357,16 @@ class KVTransferAgent:
             self._check_rank(where, entry, meta0, src.rank)
             # a region per head: head to head; else the same heads on both sides (checked),
             # so every region reads its twin
-            regions = src.regions if self.layout.per_head_regions else self._twins
+            regions = src.regions if reg.layout.per_head_regions else self._twins
             found.append((where, entry, regions))
         return found, ms_total
 
     def _check_rank(
         self, where: PeerRef, entry: PeerEntry, meta0: protocol.PeerMetadata, rank: int
     ) -> None:
-        meta = entry.meta
-        expected = ranks.rank_heads(rank, meta0.tp_size, self.model_kv_heads)
-        problems = protocol.head_problems(
-            self.kv_heads, meta, expected, self.layout.per_head_regions
-        )
+        reg, meta = self._reg, entry.meta
+        expected = ranks.rank_heads(rank, meta0.tp_size, reg.model_kv_heads)
+        problems = protocol.head_problems(reg.kv_heads, meta, expected, reg.layout.per_head_regions)
         if (meta.tp_rank, meta.tp_size) != (rank, meta0.tp_size):
             problems.append(f"rank {meta.tp_rank} of {meta.tp_size} answers for rank {rank}")
         if meta.incarnation != meta0.incarnation:
@@ -551,10 +384,12 @@ class KVTransferAgent:
         try:
             entry = self._peer(peer, time.perf_counter() + timeout_s)[0]
         except TransferError as e:
-            self.telemetry.record_failure(e.reason)
+            self._reg.telemetry.record_failure(e.reason)
             raise
         self._directory().done(entry)
         return entry.meta
+
+    # --- the READ ---------------------------------------------------------------------
 
     def _plan(
         self,
@@ -564,11 +399,12 @@ class KVTransferAgent:
         local_ids: list[int],
         merge: bool,
     ) -> TransferPlan:
+        layout = self._reg.layout
         try:
             return plan_read(
                 regions=regions,
-                block_len=self.layout.block_len,
-                local_num_blocks=self.layout.num_blocks,
+                block_len=layout.block_len,
+                local_num_blocks=layout.num_blocks,
                 remote_num_blocks=entry.remote.num_blocks,
                 local_ids=local_ids,
                 remote_ids=remote_ids,
@@ -617,12 +453,13 @@ class KVTransferAgent:
         """Post the READ (split across worker threads when large: :mod:`reads`), wait,
         release; with ``notify``, notify prefill (on the READ itself when it is one part, else
         once all are done)."""
-        agent = self._nixl()
+        nixl = self._reg.nixl
+        agent = nixl()
         notif = NOTIF_PREFIX + rid.encode() if notify else b""
         parts = reads.parts_of(plan, agent.threads, self._pool, self.post_mode)
         t0 = time.perf_counter()
         results = reads.run_parts(
-            self._nixl, self._pool, self.post_mode, entry, plan, parts, notif, deadline, merge
+            nixl, self._pool, self.post_mode, entry, plan, parts, notif, deadline, merge
         )
         t2 = time.perf_counter()
         post_s = max(r[2] for r in results)
@@ -640,7 +477,7 @@ class KVTransferAgent:
 
     def _notify(self, peer: PeerRef, entry: PeerEntry, rid: str) -> None:
         try:
-            self._nixl().send_notif(entry.remote.name, NOTIF_PREFIX + rid.encode())
+            self._reg.nixl().send_notif(entry.remote.name, NOTIF_PREFIX + rid.encode())
         except Exception as e:
             self._directory().forget(peer, entry, remove=True)
             raise TransferError(f"notifying {peer} for {rid} failed: {e}", "nixl_error") from None

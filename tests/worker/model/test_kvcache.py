@@ -7,7 +7,7 @@ import threading
 import pytest
 import torch
 
-from disagg_worker.engine.kvcache import BlockAllocator, CacheFullError, PagedKVCache
+from disagg_worker.model.kvcache import BlockAllocator, CacheFullError, PagedKVCache
 from disagg_worker.transfer.rules.layout import KVLayout
 
 

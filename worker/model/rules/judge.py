@@ -1,4 +1,4 @@
-"""The reference engine's KV judge: which blocks of the prompt KV a P/D decode holds differ
+"""The reference model's KV judge: which blocks of the prompt KV a P/D decode holds differ
 from what an aggregated run computed.
 
 Equal tokens prove little with seeded random weights (a wrong block can leave

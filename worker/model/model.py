@@ -1,10 +1,10 @@
-"""Reference engine: a tiny seeded decoder-only transformer over the paged KV cache.
+"""Reference model: a tiny seeded decoder-only transformer over the paged KV cache.
 
 Compute layer (torch, no I/O). Byte-level vocabulary (256 bytes + BOS + EOS), RMSNorm,
 rotary positions, grouped-query attention, SwiGLU MLP; weights drawn from
 ``torch.Generator().manual_seed(seed)`` (nothing downloaded); greedy decoding; float32.
 
-One function, :meth:`ReferenceEngine.forward`, computes every token, whether a prompt chunk
+One function, :meth:`ReferenceModel.forward`, computes every token, whether a prompt chunk
 or a decode step, and always attends over K/V *read back from the paged cache*, so a
 decode that continues from transferred blocks sees exactly the bytes an in-process decode
 would. The first generated token is always produced by a one-token step on the last
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from disagg_worker.engine.kvcache import PagedKVCache
-from disagg_worker.engine.rules.presets import PRESETS, ModelSpec, get_preset, tp_problem
+from disagg_worker.model.kvcache import PagedKVCache
+from disagg_worker.model.rules.presets import PRESETS, ModelSpec, get_preset, tp_problem
 from disagg_worker.transfer.rules.layout import KVLayout
 from disagg_worker.transfer.rules.ranks import rank_heads
 
@@ -44,7 +44,7 @@ __all__ = [
     "PRESETS",
     "VOCAB_SIZE",
     "ModelSpec",
-    "ReferenceEngine",
+    "ReferenceModel",
     "Shard",
     "get_preset",
 ]
@@ -116,7 +116,7 @@ class Generation:
     decode_ms: float = 0.0
 
 
-class ReferenceEngine:
+class ReferenceModel:
     """Weights plus the paged cache they write into."""
 
     def __init__(

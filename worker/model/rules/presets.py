@@ -1,7 +1,7 @@
-"""Reference engine presets: the model shapes `spec.model` may name for the reference engine.
+"""Reference model presets: the model shapes `spec.model` may name for the reference model.
 
 No torch, so the operator can check a manifest's model name at admission
-without importing the engine.
+without importing the model.
 """
 
 from __future__ import annotations

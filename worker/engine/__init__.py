@@ -1,6 +1,0 @@
-"""Reference engine subsystem: a tiny seeded transformer over a paged KV cache.
-
-``presets`` (pure: the model shapes ``spec.model`` may name), ``kvcache`` (the paged cache
-and its allocator), ``model`` (the engine). It uses the transfer subsystem's layout, never
-its I/O.
-"""
