@@ -52,8 +52,9 @@ from typing import Any
 
 import yaml
 
-from disagg_operator.api import ROLES, KVTransfer
+from disagg_operator.api import ROLES
 from disagg_operator.bench.rules import e2e_vllm_figures as figures
+from disagg_operator.engines.vllm.fields import KVTransferFields
 from disagg_operator.local.stack import Run, launch, start_aggregated
 from disagg_worker.bench.e2e import IDLE_WINDOW_S, format_columns, idle_cpu, progress
 from disagg_worker.bench.stream import MIN_TOKENS, stream_completion
@@ -250,7 +251,7 @@ def main(argv: list[str]) -> int:
         return _bench(args, lengths, manifest, idle)
 
 
-NIXL_DELAY_DEFAULT = KVTransfer.model_fields["nixl_progress_delay_microseconds"].default
+NIXL_DELAY_DEFAULT = KVTransferFields.model_fields["nixl_progress_delay_microseconds"].default
 
 
 def _manifest(
