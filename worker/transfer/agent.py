@@ -38,11 +38,9 @@ class KVTransferAgent:
         on_release: ReleaseCallback | None = None,
         post_mode: PostMode = DEFAULT_POST_MODE,
     ) -> None:
-        """``model_kv_heads``: the model's KV heads (default: the layout's, TP 1), of which
-        this rank (``config.tp_rank`` of ``config.tp_size``) holds its share;
-        ``incarnation``: shared by the engine's ranks (default: new); ``on_release``: the
-        prefill side's callback when a hold ends; ``post_mode``: how the decode side posts
-        its READs."""
+        """``config`` to ``incarnation``: the :class:`Registration` both sides share;
+        ``on_release``: the prefill side's callback when a hold ends; ``post_mode``: how
+        the decode side posts its READs."""
         self.registration = Registration(
             config, layout, caches, model_kv_heads=model_kv_heads, incarnation=incarnation
         )
