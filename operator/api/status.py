@@ -5,14 +5,29 @@ Part of :mod:`disagg_operator.api`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import ConfigDict, Field
 
 from disagg_operator.api.base import _Model
 
-# The EngineVersionKnown reasons of an engine whose version picks a contract profile (vLLM:
-# engines/vllm/contract.py resolves them; status/reasons.py lists them with the rest).
+
+@dataclass(frozen=True)
+class Reason:
+    """One row of the conditions table (status/reasons.py, docs/crd.md): condition
+    ``type`` at ``status`` says ``reason`` ``when``."""
+
+    type: str
+    status: str
+    reason: str
+    when: str
+
+
+# The condition an engine whose version picks a contract profile reports, and its reasons
+# (vLLM: engines/vllm/contract.py resolves them and says when each is given, its
+# Engine.reasons; status/reasons.py lists them with the rest).
+ENGINE_VERSION_KNOWN = "EngineVersionKnown"
 VERSION_RESOLVED = "VersionResolved"
 TOO_OLD = "TooOld"
 UNKNOWN_ENGINE_VERSION = "UnknownEngineVersion"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from disagg_operator import __version__
 from disagg_operator.api import ROLES, DeploymentSpec, EngineFields
 from disagg_operator.api.problems import Problem
+from disagg_operator.api.status import Reason
 from disagg_worker.serve.pd import DEFAULT as PD_PROTOCOL
 
 if TYPE_CHECKING:  # the settings hold the engines: a type-only import, no cycle
@@ -156,6 +157,10 @@ class Engine:
     spec.modelConfig, spec.kvTransfer, spec.prefill and spec.decode), at the paths users
     write them: the CRD and the parse carry them, and another engine's spec that sets one
     is refused, naming the engines that read it."""
+    reasons: ClassVar[tuple[Reason, ...]] = ()
+    """The condition reasons it gives (its :meth:`version_condition`'s), each with when:
+    rows of docs/crd.md's conditions table and what status accepts of the built-in
+    engines."""
     not_kv: ClassVar[frozenset[str]] = frozenset()
     """Its modelConfig fields (Python names) that do not change the KV layout: the KV key
     leaves them out (vLLM: the weights' size)."""

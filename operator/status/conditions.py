@@ -41,6 +41,7 @@ from typing import Any
 
 from disagg_operator.api import LABEL_ROLE, ROLES, DeploymentSpec
 from disagg_operator.api.refusals import Refusal, lines
+from disagg_operator.api.status import ENGINE_VERSION_KNOWN
 from disagg_operator.contracts import lws
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.planning.rollout import PAUSED as PAUSED_REASON
@@ -52,7 +53,6 @@ from disagg_operator.status.reasons import (
     API_REFUSED,
     AS_EXPECTED,
     DEGRADED,
-    ENGINE_VERSION_KNOWN,
     INVALID_SPEC,
     NEW_KV_REVISION,
     NO_PREFILL,

@@ -1,29 +1,24 @@
 """Every condition the custom resource reports and every reason it can carry: one table.
 
 Each reason's name is written once: here, or where it is decided and read from there (the
-rollout planner's ``Paused`` and ``KVRolloutBlocked``, the vLLM contract's version
-reasons, the canary's first word). Status returns them by these constants; what a
-condition type allows (:data:`ALLOWED`) and docs/crd.md's table (:func:`markdown`,
-generated, checked by tests/operator/status/test_reasons.py) come from :data:`TABLE`.
+rollout planner's ``Paused`` and ``KVRolloutBlocked``, the canary's first word, the
+EngineVersionKnown reasons in api/status.py). An engine's rows are its own
+(``Engine.reasons``: vLLM's say when its version resolution gives each). Status returns
+them by these constants; what a condition type allows (:data:`ALLOWED`) and docs/crd.md's
+table (:func:`markdown`, generated, checked by tests/operator/status/test_reasons.py) come
+from :data:`TABLE`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from disagg_operator.api.status import (
-    NEWER_THAN_PROFILES,
-    TOO_OLD,
-    UNKNOWN_ENGINE_VERSION,
-    VERSION_RESOLVED,
-)
+from disagg_operator.api.status import ENGINE_VERSION_KNOWN, Reason
+from disagg_operator.engines.settings import BUILTIN_ENGINES
 from disagg_operator.planning.rollout import BLOCKED, PAUSED
 from disagg_worker.serve.rules.canary_verdict import BUSY, RECOMPUTED, SLOW, UNREACHABLE
 
 READY = "Ready"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
-ENGINE_VERSION_KNOWN = "EngineVersionKnown"
 TRANSFER_PATH_READY = "TransferPathReady"
 
 ALL_REPLICAS_READY = "AllReplicasReady"
@@ -44,16 +39,6 @@ CANARY_UNANSWERED = "CanaryUnanswered"
 NO_DECODE_PODS = "NoDecodePods"
 CANARY_DISABLED = "CanaryDisabled"
 NO_CANARY_IMAGE = "NoCanaryImage"
-
-
-@dataclass(frozen=True)
-class Reason:
-    """One row: condition ``type`` at ``status`` says ``reason`` ``when``."""
-
-    type: str
-    status: str
-    reason: str
-    when: str
 
 
 TABLE: tuple[Reason, ...] = (
@@ -87,15 +72,8 @@ TABLE: tuple[Reason, ...] = (
            "nothing will fix it but the spec"),
     Reason(DEGRADED, "True", INVALID_SPEC, "the spec has problems"),
     Reason(DEGRADED, "False", AS_EXPECTED, "no pod is failing"),
-    Reason(ENGINE_VERSION_KNOWN, "True", VERSION_RESOLVED, "engine vllm only (which contract "
-           "profile render used; the message names the version and its source): "
-           "spec.engine.version or the image tags name it"),
-    Reason(ENGINE_VERSION_KNOWN, "True", TOO_OLD, "below the oldest profile (the spec is "
-           "invalid)"),
-    Reason(ENGINE_VERSION_KNOWN, "False", UNKNOWN_ENGINE_VERSION, "no version found: the newest "
-           "profile is assumed; set spec.engine.version or tag the images"),
-    Reason(ENGINE_VERSION_KNOWN, "False", NEWER_THAN_PROFILES, "newer than the newest checked "
-           "release"),
+    # EngineVersionKnown: the built-in engines' own rows (Engine.reasons), in their order
+    *dict.fromkeys(r for e in BUILTIN_ENGINES.values() for r in e.reasons),
     Reason(TRANSFER_PATH_READY, "True", CANARY_PASSING, "always, last (the decode pods' "
            "transfer canaries; the message names failing pods): every running decode pod's "
            "canary passed on its engine, and those asked pass now"),
@@ -115,8 +93,8 @@ TABLE: tuple[Reason, ...] = (
            "yet"),
     Reason(TRANSFER_PATH_READY, "Unknown", CANARY_DISABLED, "spec.transferCanary.enabled is "
            "false"),
-    Reason(TRANSFER_PATH_READY, "Unknown", NO_CANARY_IMAGE, "engine vllm and no canary image "
-           "was given"),
+    Reason(TRANSFER_PATH_READY, "Unknown", NO_CANARY_IMAGE, "the engine's images have no "
+           "canary (vllm's) and the operator was given no --canary-image"),
     Reason(TRANSFER_PATH_READY, "Unknown", INVALID_SPEC, "the spec has problems"),
 )  # fmt: skip
 

@@ -34,11 +34,26 @@ import re
 from dataclasses import dataclass, replace
 
 from disagg_operator.api.status import (
+    ENGINE_VERSION_KNOWN,
     NEWER_THAN_PROFILES,
     TOO_OLD,
     UNKNOWN_ENGINE_VERSION,
     VERSION_RESOLVED,
+    Reason,
 )
+
+# What the version resolution below reports, and when (docs/crd.md's conditions table).
+REASONS = (
+    Reason(ENGINE_VERSION_KNOWN, "True", VERSION_RESOLVED, "vllm: which contract profile "
+           "render used (the message names the version and its source): "
+           "spec.engine.version or the image tags name it"),
+    Reason(ENGINE_VERSION_KNOWN, "True", TOO_OLD, "vllm: below the oldest profile (the spec "
+           "is invalid)"),
+    Reason(ENGINE_VERSION_KNOWN, "False", UNKNOWN_ENGINE_VERSION, "vllm: no version found: "
+           "the newest profile is assumed; set spec.engine.version or tag the images"),
+    Reason(ENGINE_VERSION_KNOWN, "False", NEWER_THAN_PROFILES, "vllm: newer than the newest "
+           "checked release"),
+)  # fmt: skip
 
 Version = tuple[int, int, int]
 

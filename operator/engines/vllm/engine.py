@@ -103,6 +103,7 @@ class Vllm(Engine):
     kv_flags = KV_FLAGS
     kv_env = KV_ENV
     fields = own.FIELDS
+    reasons = vllm.REASONS
     not_kv = own.NOT_KV
     derived_flags = checks.DERIVED_FLAGS
     # engine start on a busy 2-core host: ~30 s alone, minutes under load
