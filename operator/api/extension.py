@@ -36,11 +36,11 @@ class EngineFields(NamedTuple):
     role: type[_Model] | None = None  # spec.prefill and spec.decode
 
 
-# block → (its path in the spec, the DeploymentSpec attributes that hold it)
-BLOCKS: Mapping[str, tuple[str, tuple[str, ...]]] = {
-    "model_spec": ("modelConfig", ("model_spec",)),
-    "kv_transfer": ("kvTransfer", ("kv_transfer",)),
-    "role": ("<role>", ("prefill", "decode")),
+# block → (the DeploymentSpec attribute that holds it, its path in the spec), per place
+BLOCKS: Mapping[str, tuple[tuple[str, str], ...]] = {
+    "model_spec": (("model_spec", "modelConfig"),),
+    "kv_transfer": (("kv_transfer", "kvTransfer"),),
+    "role": (("prefill", "prefill"), ("decode", "decode")),
 }
 _BASES: Mapping[str, type[BaseModel]] = {
     "model_spec": ModelConfig,
@@ -65,11 +65,11 @@ def spec_model(engines: Mapping[str, EngineFields]) -> type[DeploymentSpec]:
 @functools.cache
 def _compose(engines: tuple[tuple[str, EngineFields], ...]) -> type[DisaggregatedDeployment]:
     fields: dict[str, Any] = {}
-    for block, (_path, attributes) in BLOCKS.items():
+    for block, places in BLOCKS.items():
         mixins = [getattr(f, block) for _, f in engines if getattr(f, block) is not None]
         if not mixins:
             continue
-        for attribute in attributes:
+        for attribute, _path in places:
             model = _block(_BASES[attribute], tuple(mixins))
             fields[attribute] = _field(DeploymentSpec, attribute, model)
     if not fields:
@@ -128,12 +128,11 @@ def foreign(
     to other engines than ``engine`` (set to other than its default: admission writes the
     defaults of every engine's fields)."""
     own = engines.get(engine, EngineFields())
-    for block, (path, attributes) in BLOCKS.items():
+    for block, places in BLOCKS.items():
         mine = getattr(own, block)
         keep = set(mine.model_fields) if mine is not None else set()
-        for attribute in attributes:
+        for attribute, path in places:
             value = getattr(spec, attribute)
-            where = f"spec.{attribute if block == 'role' else path}"
             for name in sorted(value.model_fields_set - keep):
                 info = type(value).model_fields[name]
                 if getattr(value, name) == info.get_default(call_default_factory=True):
@@ -144,4 +143,4 @@ def foreign(
                     if getattr(f, block) is not None and name in getattr(f, block).model_fields
                 ]
                 if owners:
-                    yield f"{where}.{info.alias or name}", owners
+                    yield f"spec.{path}.{info.alias or name}", owners

@@ -88,6 +88,12 @@ class LocalProcess:
     adapted: list[str] = field(default_factory=list)
 
 
+def spec_fields(engines: Mapping[str, Engine]) -> dict[str, EngineFields]:
+    """Each engine's own spec fields, by ``spec.engine.type`` (what the API's ``compose``
+    and ``foreign`` take)."""
+    return {name: e.fields for name, e in engines.items()}
+
+
 def protocol_args(engine: Engine) -> list[str]:
     """``--pd-protocol`` for the router and the canary: none for the default protocol."""
     if engine.pd_protocol == PD_PROTOCOL:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from disagg_operator.api import DeploymentSpec, DisaggregatedDeployment, compose, spec_model
-from disagg_operator.engines.base import Engine
+from disagg_operator.engines.base import Engine, spec_fields
 from disagg_operator.engines.reference.engine import Reference
 from disagg_operator.engines.vllm.engine import Vllm
 from disagg_worker.core import platforms
@@ -42,12 +42,12 @@ class Settings:
     def model(self) -> type[DisaggregatedDeployment]:
         """The resource's model with the fields of every engine served (built once per set
         of engines): what validation parses with and the CRD is made from."""
-        return compose({name: e.fields for name, e in self.engines.items()})
+        return compose(spec_fields(self.engines))
 
     @property
     def spec_model(self) -> type[DeploymentSpec]:
         """The spec's model of :attr:`model`."""
-        return spec_model({name: e.fields for name, e in self.engines.items()})
+        return spec_model(spec_fields(self.engines))
 
     def with_platforms(self, declared: Iterable[Platform]) -> Settings:
         return replace(self, platforms=platforms.extend(self.platforms, declared))

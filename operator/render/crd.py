@@ -37,7 +37,7 @@ import yaml
 
 from disagg_operator import api as models
 from disagg_operator.api import corev1
-from disagg_operator.engines.base import Engine
+from disagg_operator.engines.base import Engine, spec_fields
 from disagg_operator.engines.settings import BUILTIN_ENGINES
 
 CRD_PATH = "crds/disagg.dev_disaggregateddeployments.yaml"
@@ -114,7 +114,7 @@ def openapi_schema(engines: Mapping[str, Engine] = BUILTIN_ENGINES) -> dict[str,
     """The version's ``openAPIV3Schema``: apiVersion, kind, metadata, spec, status."""
     status = structural(models.DeploymentStatus.model_json_schema(by_alias=True))
     status["x-kubernetes-preserve-unknown-fields"] = True
-    model = models.spec_model({name: e.fields for name, e in engines.items()})
+    model = models.spec_model(spec_fields(engines))
     spec = structural(model.model_json_schema(by_alias=True))
     spec["properties"]["engine"]["properties"]["type"] = {
         "description": "; ".join(f"{name}: {e.summary}" for name, e in engines.items()),

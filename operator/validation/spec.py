@@ -38,7 +38,7 @@ from disagg_operator.derive import transfer
 from disagg_operator.derive.resources import parse_quantity
 from disagg_operator.derive.scaling import effective_replicas, resolve, with_planned
 from disagg_operator.derive.scaling import problems as scaling_problems
-from disagg_operator.engines.base import Engine
+from disagg_operator.engines.base import Engine, spec_fields
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.validation import corev1, groups, pods, rdma
 from disagg_worker.core import platforms, ucx
@@ -128,8 +128,7 @@ def check(dd: DisaggregatedDeployment, settings: Settings = DEFAULT) -> list[Pro
 
 def _foreign(spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
     """Fields of other engines than the spec's (each engine's own, api/extension.py)."""
-    fields = {name: e.fields for name, e in settings.engines.items()}
-    for path, owners in foreign(spec, fields, spec.engine.type):
+    for path, owners in foreign(spec, spec_fields(settings.engines), spec.engine.type):
         named = " and ".join(f"engine {o}" for o in owners)
         yield Problem(
             path,
