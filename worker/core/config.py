@@ -73,6 +73,14 @@ class WorkerConfig(BaseModel):
         "prefill that cannot push is read from",
     )
     block_lease_s: float = Field(default=30.0, gt=0, description="prefill holds blocks this long")
+    prefill_pace_tokens_per_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="reference engine, prefill role: a prefill for a decode takes at least its "
+        "prompt's tokens / this many seconds, the engine busy throughout (0: its compute "
+        "alone). It stands for an accelerator pod's own pace where pods share one host's "
+        "cores (disagg bench autoscale --live --paced)",
+    )
     max_queued: int = Field(
         default=64, ge=0, description="requests that may wait for free KV blocks; more get 503"
     )

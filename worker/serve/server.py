@@ -80,6 +80,12 @@ class Outcome:
     kv_source: str = "computed"
 
 
+def pace_s(tokens: int, tokens_per_s: float, took_s: float) -> float:
+    """How much longer a prefill of ``tokens`` that computed in ``took_s`` holds the engine
+    at a pace of ``tokens_per_s`` (``prefill_pace_tokens_per_s``; 0: none)."""
+    return max(0.0, tokens / tokens_per_s - took_s) if tokens_per_s > 0 else 0.0
+
+
 class Worker:
     """Model, cache, allocator and (for prefill/decode) the transfer agent of one pod."""
 
@@ -293,9 +299,12 @@ class Worker:
         try:
             table = await self.admission.allocate(self.layout.blocks_for_tokens(len(req.prompt)))
             try:
+                began = time.perf_counter()
                 gen = await self._compute_call(
                     self.model.generate, req.prompt, table, 1, ignore_eos=True, on_token=on_token
                 )
+                await asyncio.sleep(pace_s(len(req.prompt), self.config.prefill_pace_tokens_per_s,
+                                           time.perf_counter() - began))  # fmt: skip
                 self.held[request_id] = table
                 self.agent.prefill.publish(request_id, table, digest)
             except BaseException:

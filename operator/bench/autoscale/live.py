@@ -16,8 +16,9 @@ prompt of ``--prompt-tokens``:
    pod carries within the target): the planner should add prefill, not decode;
 3. **drop**: a fifth of the base: the pods added go again, through their drain.
 
-Figures: ``scale_up_s`` (the step to the second prefill pod Ready), ``planned_up_s`` (to
-the plan), ``ttft_p90_ms_after`` (requests sent from 5 s after that pod was Ready to the
+Figures: ``scale_up_s`` (the step to the first prefill pod Ready beyond those Ready when
+it came, ``prefill_ready_at_step``), ``planned_up_s`` (to a plan of two prefill pods or
+more), ``ttft_p90_ms_after`` (requests sent from 5 s after that pod was Ready to the
 end of the step) against ``ttft_target_ms``, ``ttft_p90_ms_before`` (the step until
 then), ``decode_added`` (decode pods the step added), ``scale_down_s`` and
 ``scale_down_failed_requests`` (requests of the drop phase that failed),
@@ -53,6 +54,7 @@ from disagg_operator.local import prometheus
 from disagg_operator.planning.autoscale import ROLES, Profile, from_spec
 from disagg_operator.planning.pods import is_ready
 from disagg_worker.bench.stream import MIN_TOKENS, StreamError, percentile, stream_completion
+from disagg_worker.core.config import WorkerConfig
 
 NS = "live"
 NAME = "live"
@@ -60,6 +62,7 @@ PERIOD_S = 2
 SCALE_DOWN_S = 20
 HEADROOM = 0.9  # the planner's (Settings.headroom)
 BASE = 0.6  # the base phase, of one prefill pod's share
+PACE_ENV = WorkerConfig.env_name("prefill_pace_tokens_per_s")
 
 
 def _prompt(n: int, salt: int) -> list[int]:
@@ -154,7 +157,10 @@ def _p90(values: list[float]) -> float | None:
     return round(percentile(values, 90) * 1000, 1) if values else None
 
 
-def _manifest(prometheus_url: str, target_ms: float) -> dict[str, Any]:
+def _manifest(prometheus_url: str, target_ms: float, paced: float = 0.0) -> dict[str, Any]:
+    """The loop's deployment; ``paced``: each prefill pod's pace in prompt tokens/s
+    (``--paced``), 0 for its compute alone."""
+    pace = [{"name": PACE_ENV, "value": f"{paced:g}"}] if paced else []
     return {
         "apiVersion": "disagg.dev/v1alpha1",
         "kind": "DisaggregatedDeployment",
@@ -162,7 +168,7 @@ def _manifest(prometheus_url: str, target_ms: float) -> dict[str, Any]:
         "spec": {
             "model": "tiny",
             "engine": {"type": "reference", "image": "ghcr.io/disagg-dev/disagg-worker-cpu:0.1.0"},
-            "prefill": {"device": "cpu"},
+            "prefill": {"device": "cpu", "env": pace},
             "decode": {"device": "cpu"},
             "router": {"enabled": True, "replicas": 1},
             "monitoring": {"enabled": True, "interval": "1s"},
@@ -259,7 +265,7 @@ async def _loop(
     if given is not None:
         _profile_map(emu, given)
     put = time.time()
-    emu.put_object(DD_KEY, _manifest(prom.url, args.ttft_target_ms))
+    emu.put_object(DD_KEY, _manifest(prom.url, args.ttft_target_ms, args.paced))
     progress("waiting for the deployment and its router")
 
     def router() -> str | None:
@@ -333,7 +339,10 @@ def _figures(
         seen = [s["cpu"] for t, s in timeline if low <= t < high]
         return round(sum(seen) / len(seen), 1) if seen else None
 
-    ready_up = first(step_at, lambda s: s["ready"]["prefill"] >= 2)
+    # a prefill pod the step added: Ready beyond those Ready when it came (the plan may
+    # have kept a second one from the base phase)
+    ready_at_step = at_step["ready"]["prefill"]
+    ready_up = first(step_at, lambda s: s["ready"]["prefill"] > ready_at_step)
     down = first(drop_at, lambda s: s["pods"]["prefill"] <= 1)
     decode_added = max((s["pods"]["decode"] for t, s in timeline if step_at <= t < drop_at),
                        default=1) - 1  # fmt: skip
@@ -358,9 +367,11 @@ def _figures(
         "rates_per_s": [round(r, 2) for r, _ in phases],
         "phase_s": [s for _, s in phases],
         "prompt_tokens": args.prompt_tokens,
+        "prefill_pace_tokens_per_s": args.paced or None,
         "ttft_target_ms": args.ttft_target_ms,
         "ttft_p90_ms_base": _p90(base),
         "prefill_planned_at_step": at_step["planned"]["prefill"],
+        "prefill_ready_at_step": ready_at_step,
         "prefill_planned_most": max(
             (s["planned"]["prefill"] or 0 for t, s in timeline if step_at <= t < drop_at),
             default=None,

@@ -138,6 +138,39 @@ def cheapest_static(
     return counts
 
 
+RESERVES = tuple(k / 10 for k in range(11))  # the ideal policy's reserves, of static's pods
+
+
+def reactive_bound(
+    trace: traces.Trace,
+    static: dict[str, int],
+    profiles: dict[str, Profile],
+    lengths: traces.Lengths,
+    seed: int,
+) -> dict[str, Any]:
+    """What the best reactive policy reaches on ``trace`` (:class:`policies.Ideal`) at each
+    reserve of :data:`RESERVES` (the pods it keeps, as a share of ``static``'s in each role):
+    its attainment and pod-hours over static's; ``cheapest`` is the least pod-hours that
+    meets :data:`ATTAINMENT` (None when no reserve does)."""
+    static_hours = sum(static.values()) * trace.duration_s / 3600
+    sweep = []
+    for reserve in RESERVES:
+        floor = {r: max(1, math.ceil(static[r] * reserve)) for r in ROLES}
+        need = lambda rate: pods_for(rate, profiles, TARGETS, lengths)  # noqa: E731
+        policy = policies.Ideal(trace.rate, need, floor)
+        fleet = Fleet(profiles, lengths, TARGETS)
+        start = policy.decide([], floor, 0.0)
+        got = simulate(trace, policy, fleet, start, seed)
+        sweep.append({
+            "reserve": reserve,
+            "slo_attainment": got["slo_attainment"],
+            "pod_hours_vs_static": round(got["pod_hours"] / static_hours, 3),
+        })  # fmt: skip
+    meeting = [s for s in sweep if s["slo_attainment"] >= ATTAINMENT]
+    cheapest = min(meeting, key=lambda s: s["pod_hours_vs_static"]) if meeting else None
+    return {"sweep": sweep, "cheapest": cheapest}
+
+
 def run(
     sizes: Sequence[int],
     kinds: Sequence[str],
@@ -145,7 +178,10 @@ def run(
     profiles: dict[str, Profile],
     seed: int = 7,
     progress: Callable[[str], None] = lambda _: None,
+    bound: bool = True,
 ) -> dict[str, Any]:
+    """Every policy on every trace at every size; with ``bound``, each trace's
+    :func:`reactive_bound` too (under ``reactive_bound``, by trace)."""
     lengths = traces.AZURE_CONV_2023
     out: dict[str, Any] = {"targets": {"ttft_p90_s": TARGETS.ttft_s, "itl_p90_s": TARGETS.itl_s}}
     for size in sizes:
@@ -166,6 +202,11 @@ def run(
                 start = static if name == "static" else _scaled(static, share)
                 results[name] = simulate(trace, policy, fleet, start, seed + 100 + k)
             per_size[kind] = results
+            if bound:
+                progress(f"size {size}: {kind} trace, the reactive bound")
+                per_size.setdefault("reactive_bound", {})[kind] = reactive_bound(
+                    trace, static, profiles, lengths, seed + 100 + k
+                )
         out[str(size)] = per_size
     return out
 
@@ -207,6 +248,17 @@ def table(result: dict[str, Any]) -> str:
                     f"  {kind:8} {name:11} {r['slo_attainment']:>10.4f} {r['pod_hours']:>10.2f} "
                     f"{r['scale_events']:>7} {r['failed_requests']:>7}"
                 )
+        for kind, b in (per.get("reactive_bound") or {}).items():
+            best = b["cheapest"]
+            met = f"no reserve meets {ATTAINMENT}"
+            if best:
+                met = (f"{ATTAINMENT} at reserve {best['reserve']:.1f}, "
+                       f"{best['pod_hours_vs_static']:.2f}x static's pod-hours")  # fmt: skip
+            sweep = " ".join(
+                f"{x['reserve']:.1f}:{x['slo_attainment']:.3f}/{x['pod_hours_vs_static']:.2f}x"
+                for x in b["sweep"]
+            )
+            lines.append(f"  {kind:8} reactive bound: {met}; by reserve: {sweep}")
     return "\n".join(lines)
 
 
@@ -218,6 +270,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--duration-s", type=float, default=3600.0, help="each trace's length")
     p.add_argument("--profile", help="measured profiles (JSON); default: the illustrative ones")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--no-bound",
+        action="store_true",
+        help="skip the reactive bound (the ideal policy at each reserve: module policies)",
+    )
     live = p.add_argument_group("--live: the closed loop on this machine")
     live.add_argument("--live", action="store_true", help="run the closed loop (module live)")
     live.add_argument("--ttft-target-ms", type=float, default=1000.0)
@@ -226,7 +283,18 @@ def main(argv: list[str]) -> int:
     live.add_argument("--base-s", type=float, default=30.0)
     live.add_argument("--step-s", type=float, default=90.0)
     live.add_argument("--drop-s", type=float, default=75.0)
+    live.add_argument(
+        "--paced",
+        type=float,
+        default=0.0,
+        metavar="TOKENS_PER_S",
+        help="each prefill pod takes at least prompt tokens / this many seconds, its engine "
+        "busy throughout: pods that stand for accelerator pods, each at its own pace, where "
+        "the loop's pods share this host's cores (0: their compute alone)",
+    )
     args = p.parse_args(argv)
+    if args.paced < 0:
+        p.error(f"--paced: {args.paced:g} tokens/s; give a pace above 0, or 0 for none")
     if args.live:
         return _live(args)
     profiles = load_profiles(args.profile) if args.profile else ILLUSTRATIVE
@@ -234,7 +302,7 @@ def main(argv: list[str]) -> int:
     kinds = args.traces.split(",")
     result = run(
         sizes, kinds, args.duration_s, profiles, args.seed,
-        progress=lambda text: print(text, file=sys.stderr, flush=True),
+        progress=lambda text: print(text, file=sys.stderr, flush=True), bound=not args.no_bound,
     )  # fmt: skip
     result["profile"] = args.profile or "illustrative"
     print(json.dumps(result, indent=2) if args.json else table(result))

@@ -129,3 +129,42 @@ def test_a_measured_profile_is_what_the_autoscale_bench_replays(
         p["output_tokens_per_s"] for p in figures["decode"]["points"]
     )
     assert 0 < loaded["prefill"].start_s < 120
+
+
+def test_the_ideal_policy_sizes_for_the_true_rate_now_above_its_reserve() -> None:
+    def need(rate: float) -> dict[str, float]:
+        return {"prefill": rate / 10, "decode": rate / 20}
+
+    ideal = policies.Ideal(lambda t: 100.0 if t >= 60 else 10.0, need, {"prefill": 3, "decode": 1})
+    assert ideal.decide([], {"prefill": 0, "decode": 0}, 0.0) == {"prefill": 3, "decode": 1}
+    # 10 and 5 pods at 100 requests/s, over the 0.9 headroom
+    assert ideal.decide([], {"prefill": 3, "decode": 1}, 60.0) == {"prefill": 12, "decode": 6}
+
+
+def test_the_reactive_bound_rises_with_its_reserve_and_full_reserve_is_static() -> None:
+    peak = run.peak_for(10, run.ILLUSTRATIVE, run.TARGETS, LENGTHS)
+    static = run.cheapest_static(peak, run.ILLUSTRATIVE, LENGTHS, seed=7)
+    trace = traces.make("bursty", 1800.0, peak, random.Random(2))
+    got = run.reactive_bound(trace, static, run.ILLUSTRATIVE, LENGTHS, seed=7)
+    sweep = got["sweep"]
+    assert [s["reserve"] for s in sweep] == list(run.RESERVES)
+    hours = [s["pod_hours_vs_static"] for s in sweep]
+    assert hours == sorted(hours) and hours[-1] >= 1.0  # all of static's pods, and more
+    # 120 s start-ups and 60 s bursts: with no reserve a burst is over before pods serve
+    assert sweep[0]["slo_attainment"] < 0.9 < sweep[-1]["slo_attainment"]
+    cheapest = got["cheapest"]
+    assert cheapest is None or cheapest["slo_attainment"] >= run.ATTAINMENT
+    if cheapest is not None:
+        assert all(s["pod_hours_vs_static"] >= cheapest["pod_hours_vs_static"]
+                   for s in sweep if s["slo_attainment"] >= run.ATTAINMENT)  # fmt: skip
+
+
+def test_a_run_reports_the_reactive_bound_per_trace_unless_asked_not_to(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["--json", "--sizes", "10", "--traces", "bursty", "--duration-s", "300"]
+    assert run.main(argv) == 0
+    bound = json.loads(capsys.readouterr().out)["10"]["reactive_bound"]
+    assert set(bound) == {"bursty"} and len(bound["bursty"]["sweep"]) == len(run.RESERVES)
+    assert run.main([*argv, "--no-bound"]) == 0
+    assert "reactive_bound" not in json.loads(capsys.readouterr().out)["10"]

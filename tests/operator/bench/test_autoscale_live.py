@@ -17,7 +17,7 @@ PROFILES = {
     "prefill": Profile(Curve(((1000, 0.2), (4000, 0.5), (5000, 1.0), (6000, 3.0))), 2.0),
     "decode": Profile(Curve(((1, 0.01), (16, 0.02))), 2.0, capacity=64),
 }
-ARGS = argparse.Namespace(ttft_target_ms=1000.0, prompt_tokens=500, seed=1)
+ARGS = argparse.Namespace(ttft_target_ms=1000.0, prompt_tokens=500, seed=1, paced=0.0)
 PHASES = [(5.4, 30.0), (10.8, 60.0), (1.08, 40.0)]
 
 
@@ -55,6 +55,7 @@ def test_the_figures_time_the_scale_up_and_down_and_split_the_requests_by_window
     requests += [(2, drop + 5, 0.2), (2, drop + 9, None)]  # one failed in the drop
     got = live._figures({"start": start, "requests": requests}, timeline, PROFILES, PHASES, ARGS)
     assert got["planned_up_s"] == 4.0 and got["scale_up_s"] == 7.0
+    assert got["prefill_ready_at_step"] == 1
     assert got["prefill_planned_at_step"] == 1 and got["prefill_planned_most"] == 2
     assert got["host_cpu_percent"] == {"base": 50.0, "step": 70.0, "drop": 50.0}
     assert got["scale_down_s"] == 25.0 and got["decode_added"] == 0
@@ -68,6 +69,18 @@ def test_the_figures_time_the_scale_up_and_down_and_split_the_requests_by_window
     assert got["sim_vs_live_ttft_ratio"] == pytest.approx(
         got["sim_ttft_p90_ms_after"] / got["ttft_p90_ms_after"], abs=0.01
     )
+
+
+def test_the_scale_up_is_the_first_prefill_pod_the_step_added() -> None:
+    # the base phase kept a second prefill pod: the step's scale-up is the third one
+    start = 1000.0
+    step = start + 30
+    timeline = [(start + 10, _state(2, 2, 2)), (step + 12, _state(3, 2, 3)),
+                (step + 15, _state(3, 3, 3))]  # fmt: skip
+    requests: list[Any] = [(0, start + 1, 0.3), (1, step + 30, 0.4), (2, step + 70, 0.2)]
+    got = live._figures({"start": start, "requests": requests}, timeline, PROFILES, PHASES, ARGS)
+    assert got["prefill_ready_at_step"] == 2 and got["scale_up_s"] == 15.0
+    assert got["requests_after"] == 1
 
 
 def test_the_fleet_model_adds_prefill_for_the_step_and_not_decode() -> None:
@@ -98,3 +111,19 @@ def test_a_measured_profile_reads_back_as_the_planner_reads_it() -> None:
     assert got["decode"]["max_tokens_per_s"] == 380.0 and got["decode"]["start_s"] == 3
     parsed = profiles_from(got)
     assert parsed["prefill"].curve.load_at(0.75) == pytest.approx(1300.0)
+
+
+@pytest.mark.parametrize("paced", [0.0, 1024.0])
+def test_paced_pods_carry_their_pace_on_prefill_only(paced: float) -> None:
+    from disagg_operator.local.stack import render_manifest
+
+    objects, _ = render_manifest(live._manifest("http://127.0.0.1:9090", 1000.0, paced), "k" * 64)
+    env = {}
+    for obj in objects:
+        if obj["kind"] == "Pod":
+            (engine,) = [c for c in obj["spec"]["containers"] if c["name"] == "engine"]
+            env[obj["metadata"]["labels"]["disagg.dev/role"]] = {
+                e["name"]: e.get("value") for e in engine["env"]
+            }
+    assert env["prefill"].get(live.PACE_ENV) == ("1024" if paced else None)
+    assert live.PACE_ENV not in env["decode"]

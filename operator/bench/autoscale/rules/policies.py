@@ -18,12 +18,19 @@ counts:
 - :class:`Planner`: :func:`disagg_operator.planning.autoscale.plan` on the demand the
   fleet shows (prompt tokens/s, output tokens/s) and the pools' profiles, every 5 s over
   a 10 s mean.
+
+And one that nobody can run, to bound what any reactive policy can reach:
+:class:`Ideal` reads the trace's true rate at the instant it decides (no measurement, no
+smoothing, no hysteresis), every second, and keeps at least a reserve of pods. On an on/off
+trace whose sojourns are memoryless nothing predicts a burst better than the state now, so
+a policy that knows the state at once and sizes for it is the best a reactive one can do
+for its reserve; the reserve is what it holds through the gaps.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from disagg_operator.bench.autoscale.rules.fleet import Step
@@ -137,3 +144,22 @@ class Planner:
             self.settings,
         )  # fmt: skip
         return decision.replicas
+
+
+@dataclass
+class Ideal:
+    """The bound (module docstring): each role at ``need(rate(now))`` pods over
+    ``headroom``, never below ``floor``."""
+
+    rate: Callable[[float], float]
+    need: Callable[[float], dict[str, float]]  # pods per role at a rate, fractional
+    floor: dict[str, int]
+    headroom: float = 0.9
+    period_s: float = 1.0
+    name: str = "ideal"
+
+    def decide(
+        self, history: Sequence[Step], current: dict[str, int], now: float
+    ) -> dict[str, int]:
+        need = self.need(self.rate(now))
+        return {r: max(self.floor[r], math.ceil(need[r] / self.headroom)) for r in ROLES}
