@@ -133,6 +133,21 @@ class Autoscaling(_Model):
         description="a role shrinks only to the largest need of this window, and a planner "
         "that just started shrinks nothing before it has seen one",
     )
+    reserve_percent: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        description="each role keeps at least this share of the largest need it had within "
+        "reserveWindowSeconds: capacity held through quiet gaps for bursts shorter than a "
+        "scale-up takes (a pod's start-up plus a period), which the planner cannot meet "
+        "otherwise (docs/autoscaling.md, bursts); 0: none",
+    )
+    reserve_window_seconds: int = Field(
+        default=3600,
+        ge=60,
+        le=86400,
+        description="the window whose largest need reservePercent keeps a share of",
+    )
     prometheus_url: str | None = Field(
         default=None,
         pattern=r"^https?://[^\s]+$",

@@ -60,7 +60,7 @@ class AutoscalingStatus(_Model):
     """The planner's last pass (spec.autoscaling)."""
 
     reason: str = Field(
-        description="ScaleUp, ScaleDown, Steady, AtMaximum, RatioBound, BudgetLimited, or "
+        description="ScaleUp, ScaleDown, Steady, Reserve, AtMaximum, RatioBound, BudgetLimited, or "
         "why no plan was made: NoPrometheus, NoProfile, NoMetrics"
     )
     message: str = Field(description="the demand, each role's need and the bound that decided")

@@ -29,7 +29,11 @@ Each pass (:func:`plan`):
    ``scale_down_s`` (needs are kept in :class:`Memory`), never before the planner has
    seen that long (a planner that just started knows no window), and never by more than
    ``max_down`` pods a pass (each victim drains first).
-5. Bounds: each role within its min and max; prefill per decode within the ratio bounds,
+5. Reserve: with ``reserve`` above 0, a role keeps at least that share of the largest
+   need of the last ``reserve_window_s`` (kept in :class:`Memory` too): capacity held
+   through the quiet gaps for bursts shorter than what a scale-up takes (a pod's start-up
+   plus a pass), which no reactive planner meets otherwise.
+6. Bounds: each role within its min and max; prefill per decode within the ratio bounds,
    by raising the role that is short (never by taking capacity away); then the budget
    (pods, or a cost per pod per role), by taking pods from the role with most headroom
    against its need, never below a minimum. The reason says which bound decided.
@@ -144,6 +148,8 @@ class Settings:
     scale_up_s: float = 0.0  # a role grows only to the smallest need of this window
     headroom: float = 0.9
     max_down: int = 10**9
+    reserve: float = 0.0  # a role keeps this share of its largest need of reserve_window_s
+    reserve_window_s: float = 3600.0
 
 
 @dataclass
@@ -152,6 +158,8 @@ class Memory:
 
     needs: list[tuple[float, dict[str, int]]] = field(default_factory=list)
     since: float | None = None  # the first pass
+    # the largest need per role of each minute within the reserve's window
+    peaks: dict[int, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -224,9 +232,32 @@ def plan(
             kept = max(n[role] for _, n in memory.needs)
             out[role] = max(kept, have - settings.max_down)
             why = "ScaleDown" if out[role] < have and why == "Steady" else why
+    for role, floor in _reserve(needs, memory, now, settings).items():
+        if out[role] < floor:
+            out[role], why = floor, "Reserve"
     out, bound = _bounded(out, needs, limits)
     reason = bound or why
     return Decision(out, needs, ahead, reason, _message(reason, out, needs, ahead, targets))
+
+
+def _reserve(
+    needs: Mapping[str, int], memory: Memory, now: float, settings: Settings
+) -> dict[str, int]:
+    """Each role's floor from the reserve (step 5; none without one): ``reserve`` of its
+    largest need within the window, kept as one maximum per minute."""
+    minute = int(now // 60)
+    kept = memory.peaks.setdefault(minute, dict(needs))
+    for role in ROLES:
+        kept[role] = max(kept[role], needs[role])
+    oldest = int((now - settings.reserve_window_s) // 60)
+    for m in [m for m in memory.peaks if m < oldest]:
+        del memory.peaks[m]
+    if settings.reserve <= 0:
+        return {}
+    return {
+        r: math.ceil(settings.reserve * max(p[r] for p in memory.peaks.values()) - 1e-9)
+        for r in ROLES
+    }
 
 
 def _bounded(
@@ -343,5 +374,7 @@ def from_spec(auto: Autoscaling) -> tuple[Targets, Limits, Settings]:
         smooth_s=2.0 * auto.period_seconds,  # the bench's planner: every 5 s over 10 s
         scale_down_s=float(auto.scale_down_seconds),
         scale_up_s=float(auto.scale_up_seconds),
+        reserve=auto.reserve_percent / 100,
+        reserve_window_s=float(auto.reserve_window_seconds),
     )
     return targets, limits, settings

@@ -137,7 +137,8 @@ def simulate(
                       output_sigma=0.0)  # fmt: skip
     fleet = Fleet(profiles, lengths, targets)
     period = float(auto["periodSeconds"])
-    planner = policies.Planner(profiles, targets, limits, settings=settings, period_s=period)
+    planner = policies.Planner(profiles, targets, limits, settings=settings, period_s=period,
+                               output_mean=lengths.output_mean)  # fmt: skip
     edges, t = [], 0.0
     for rate, seconds in phases:
         edges.append((t, t + seconds, rate))

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from disagg_operator.api import Autoscaling
 from disagg_operator.bench.autoscale.rules import policies, traces
 from disagg_operator.bench.autoscale.rules.fleet import Fleet, Step
 from disagg_operator.planning.autoscale import (
@@ -32,6 +33,7 @@ from disagg_operator.planning.autoscale import (
     Limits,
     Profile,
     Targets,
+    from_spec,
     profiles_from,
 )
 
@@ -46,6 +48,18 @@ ILLUSTRATIVE = {
     ),
 }
 TARGETS = Targets(ttft_s=1.0, itl_s=0.05)
+# the spec.autoscaling whose settings the planner runs with (its bounds are each size's):
+# plan every 2 s on a 4 s mean (Prometheus scraping every second), shrink after 30 s, and
+# keep 30% of the last hour's largest need through the gaps (docs/autoscaling.md, bursts)
+PLANNER_SPEC = {
+    "targets": {"ttftMilliseconds": 1000, "itlMilliseconds": 50},
+    "profile": {"configMap": "profile"},
+    "prefill": {"max": 1},
+    "decode": {"max": 1},
+    "periodSeconds": 2,
+    "scaleDownSeconds": 30,
+    "reservePercent": 30,
+}
 ATTAINMENT = 0.99
 POLICIES = ("static", "hpa-queue", "saturation", "planner")
 
@@ -179,9 +193,11 @@ def run(
     seed: int = 7,
     progress: Callable[[str], None] = lambda _: None,
     bound: bool = True,
+    planner: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Every policy on every trace at every size; with ``bound``, each trace's
-    :func:`reactive_bound` too (under ``reactive_bound``, by trace)."""
+    :func:`reactive_bound` too (under ``reactive_bound``, by trace). ``planner``: the
+    spec.autoscaling the planner runs with (default :data:`PLANNER_SPEC`)."""
     lengths = traces.AZURE_CONV_2023
     out: dict[str, Any] = {"targets": {"ttft_p90_s": TARGETS.ttft_s, "itl_p90_s": TARGETS.itl_s}}
     for size in sizes:
@@ -194,7 +210,7 @@ def run(
             results = {}
             for name in POLICIES:
                 progress(f"size {size}: {kind} trace, {name}")
-                policy = _policy(name, static, profiles, limits)
+                policy = _policy(name, static, profiles, limits, planner or PLANNER_SPEC)
                 fleet = Fleet(profiles, lengths, TARGETS)
                 # every policy starts where the trace starts: the static counts at the
                 # trace's first rate (the quiet rate of a burst, the trough of a day)
@@ -215,14 +231,22 @@ def _scaled(counts: dict[str, int], share: float) -> dict[str, int]:
     return {r: max(1, math.ceil(counts[r] * share)) for r in ROLES}
 
 
-def _policy(name: str, static: dict[str, int], profiles: dict[str, Profile], limits: Limits) -> Any:
+def _policy(
+    name: str,
+    static: dict[str, int],
+    profiles: dict[str, Profile],
+    limits: Limits,
+    spec: dict[str, Any] = PLANNER_SPEC,
+) -> Any:
     if name == "static":
         return policies.Static(static)
     if name == "hpa-queue":
         return policies.Hpa()
     if name == "saturation":
         return policies.Saturation(profiles)
-    return policies.Planner(profiles, TARGETS, limits)
+    auto = Autoscaling.model_validate(spec)
+    _, _, settings = from_spec(auto)
+    return policies.Planner(profiles, TARGETS, limits, settings, float(auto.period_seconds))
 
 
 def load_profiles(path: str) -> dict[str, Profile]:
@@ -271,6 +295,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--profile", help="measured profiles (JSON); default: the illustrative ones")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument(
+        "--planner-reserve",
+        type=int,
+        default=PLANNER_SPEC["reservePercent"],
+        metavar="PERCENT",
+        help="the planner's spec.autoscaling.reservePercent (0-100)",
+    )
+    p.add_argument(
         "--no-bound",
         action="store_true",
         help="skip the reactive bound (the ideal policy at each reserve: module policies)",
@@ -293,6 +324,8 @@ def main(argv: list[str]) -> int:
         "the loop's pods share this host's cores (0: their compute alone)",
     )
     args = p.parse_args(argv)
+    if not 0 <= args.planner_reserve <= 100:
+        p.error(f"--planner-reserve: {args.planner_reserve}; give a percentage, 0 to 100")
     if args.paced < 0:
         p.error(f"--paced: {args.paced:g} tokens/s; give a pace above 0, or 0 for none")
     if args.live:
@@ -300,11 +333,13 @@ def main(argv: list[str]) -> int:
     profiles = load_profiles(args.profile) if args.profile else ILLUSTRATIVE
     sizes = [int(s) for s in args.sizes.split(",")]
     kinds = args.traces.split(",")
+    planner = {**PLANNER_SPEC, "reservePercent": args.planner_reserve}
     result = run(
-        sizes, kinds, args.duration_s, profiles, args.seed,
+        sizes, kinds, args.duration_s, profiles, args.seed, planner=planner,
         progress=lambda text: print(text, file=sys.stderr, flush=True), bound=not args.no_bound,
     )  # fmt: skip
     result["profile"] = args.profile or "illustrative"
+    result["planner_spec"] = planner
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0
 

@@ -12,8 +12,9 @@ import pytest
 
 from disagg_operator.bench.autoscale import run
 from disagg_operator.bench.autoscale.rules import policies, traces
-from disagg_operator.bench.autoscale.rules.fleet import Fleet
-from disagg_operator.planning.autoscale import ROLES
+from disagg_operator.bench.autoscale.rules.fleet import Fleet, Step
+from disagg_operator.planning import autoscale
+from disagg_operator.planning.autoscale import ROLES, Limits
 
 LENGTHS = traces.AZURE_CONV_2023
 
@@ -168,3 +169,43 @@ def test_a_run_reports_the_reactive_bound_per_trace_unless_asked_not_to(
     assert set(bound) == {"bursty"} and len(bound["bursty"]["sweep"]) == len(run.RESERVES)
     assert run.main([*argv, "--no-bound"]) == 0
     assert "reactive_bound" not in json.loads(capsys.readouterr().out)["10"]
+
+
+def _step(t: float, prompt: float, backlog: float, waiting: float = 0.0) -> Step:
+    return Step(t=t, arrived=1, met=1, failed=0, ttft_s=0.1, itl_s=0.01,
+                prompt_tokens_per_s=prompt, decode_sequences=0.0, output_tokens_per_s=100.0,
+                prefill_utilisation=0.5, prefill_backlog_tokens=backlog, kv_usage=0.1,
+                decode_waiting=waiting, pods={"prefill": 1, "decode": 1})  # fmt: skip
+
+
+def test_the_planner_reads_each_queue_as_the_operator_does() -> None:
+    """A backlog adds its tokens over the forecast's mean to what arrived (with_queue): a
+    pool whose pods are all busy shows the demand they do not clear."""
+    limits = Limits({r: (1, 100) for r in ROLES})
+    settings = autoscale.Settings(smooth_s=4.0, headroom=1.0, trend_s=1000)
+    planner = policies.Planner(run.ILLUSTRATIVE, run.TARGETS, limits, settings, period_s=2.0)
+    share = run.ILLUSTRATIVE["prefill"].per_pod(1.0, 1.0, tokens=False)  # 14,000 tokens/s
+    calm = [_step(t, share * 0.9, 0.0) for t in range(10)]
+    assert planner.decide(calm, {"prefill": 1, "decode": 1}, 9.0)["prefill"] == 1
+    queued = [_step(t, share * 0.9, 4 * share) for t in range(10)]  # one pod's 4 s behind
+    planner = policies.Planner(run.ILLUSTRATIVE, run.TARGETS, limits, settings, period_s=2.0)
+    assert planner.decide(queued, {"prefill": 1, "decode": 1}, 9.0)["prefill"] == 2
+
+
+def test_the_benchs_planner_runs_the_settings_its_spec_gives() -> None:
+    limits = Limits({r: (1, 40) for r in ROLES})
+    planner = run._policy("planner", {"prefill": 6, "decode": 5}, run.ILLUSTRATIVE, limits)
+    assert planner.period_s == run.PLANNER_SPEC["periodSeconds"]
+    assert planner.settings.reserve == run.PLANNER_SPEC["reservePercent"] / 100
+    assert planner.settings.scale_down_s == run.PLANNER_SPEC["scaleDownSeconds"]
+
+
+def test_the_planners_reserve_is_a_flag_and_the_run_says_what_it_ran(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["--json", "--sizes", "10", "--traces", "steady", "--duration-s", "60", "--no-bound"]
+    assert run.main([*argv, "--planner-reserve", "0"]) == 0
+    assert json.loads(capsys.readouterr().out)["planner_spec"]["reservePercent"] == 0
+    with pytest.raises(SystemExit):
+        run.main([*argv, "--planner-reserve", "101"])
+    assert "--planner-reserve: 101; give a percentage" in capsys.readouterr().err

@@ -129,6 +129,26 @@ def test_with_a_scale_up_window_a_role_grows_only_to_the_smallest_need_of_it() -
     assert got.replicas["prefill"] == 5 and got.reason == "ScaleUp"  # needed all window long
 
 
+def test_a_reserve_keeps_a_share_of_the_largest_need_of_its_window() -> None:
+    memory, current = Memory(), {"prefill": 1, "decode": 1}
+    settings = Settings(headroom=1.0, scale_down_s=60, reserve=0.4, reserve_window_s=600)
+    burst = _flat(50_000, 100, 60)  # prefill needs 10
+    got = plan(burst, PROFILES, TARGETS, WIDE, current, memory, 60, settings)
+    assert got.replicas["prefill"] == 10 and got.reason == "ScaleUp"
+    current = dict(got.replicas)
+    quiet = [Demand(t, 1000, 100) for t in range(200, 300)]  # needs 1, the burst out of 60 s
+    got = plan(quiet, PROFILES, TARGETS, WIDE, current, memory, 299, settings)
+    assert got.needs["prefill"] == 1 and got.replicas["prefill"] == 4 and got.reason == "Reserve"
+    later = [Demand(t, 1000, 100) for t in range(700, 800)]  # the burst out of the window too
+    got = plan(later, PROFILES, TARGETS, WIDE, {**current, "prefill": 4}, memory, 799, settings)
+    assert got.replicas["prefill"] == 1 and got.reason == "ScaleDown"
+    without = Settings(headroom=1.0, scale_down_s=60)  # no reserve: the window alone decides
+    memory = Memory()
+    plan(burst, PROFILES, TARGETS, WIDE, {"prefill": 1, "decode": 1}, memory, 60, without)
+    got = plan(quiet, PROFILES, TARGETS, WIDE, {"prefill": 10, "decode": 1}, memory, 299, without)
+    assert got.replicas["prefill"] == 1
+
+
 def test_a_profile_file_is_read_and_its_faults_name_the_field() -> None:
     data = {
         "percentile": 90,
@@ -159,6 +179,8 @@ def test_spec_autoscaling_becomes_the_planners_targets_bounds_and_windows() -> N
             "periodSeconds": 5,
             "scaleUpSeconds": 10,
             "scaleDownSeconds": 120,
+            "reservePercent": 30,
+            "reserveWindowSeconds": 1800,
         }
     )
     targets, limits, settings = from_spec(auto)
@@ -168,6 +190,11 @@ def test_spec_autoscaling_becomes_the_planners_targets_bounds_and_windows() -> N
     assert limits.cost == {"prefill": 4.0, "decode": 1.0} and limits.max_cost == 20
     assert (settings.scale_up_s, settings.scale_down_s) == (10, 120)
     assert settings.smooth_s == 10  # the demand's mean: two periods
+    assert (settings.reserve, settings.reserve_window_s) == (0.3, 1800)
+    plain = Autoscaling.model_validate(
+        {**auto.model_dump(by_alias=True, exclude={"reserve_percent"})}
+    )
+    assert from_spec(plain)[2].reserve == 0
 
 
 def test_a_queue_adds_its_tokens_to_what_was_served() -> None:

@@ -16,8 +16,11 @@ counts:
   backlog over what its pods clear) or decode's KV usage passes 0.8, to bring it to 0.8
   (at most HPA's default step), down when below 0.5 for 300 s;
 - :class:`Planner`: :func:`disagg_operator.planning.autoscale.plan` on the demand the
-  fleet shows (prompt tokens/s, output tokens/s) and the pools' profiles, every 5 s over
-  a 10 s mean.
+  fleet shows and the pools' profiles, with the settings a ``spec.autoscaling`` gives it
+  (:func:`~disagg_operator.planning.autoscale.from_spec`). The demand is what the operator
+  reads: each role's tokens/s plus its queue's tokens over the forecast's mean
+  (:func:`~disagg_operator.planning.autoscale.with_queue`): prefill's backlog, and the
+  requests waiting for a decode slot at the mean output length.
 
 And one that nobody can run, to bound what any reactive policy can reach:
 :class:`Ideal` reads the trace's true rate at the instant it decides (no measurement, no
@@ -34,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from disagg_operator.bench.autoscale.rules.fleet import Step
+from disagg_operator.bench.autoscale.rules.traces import AZURE_CONV_2023
 from disagg_operator.planning import autoscale
 from disagg_operator.planning.autoscale import ROLES
 
@@ -129,6 +133,7 @@ class Planner:
     limits: autoscale.Limits
     settings: autoscale.Settings = field(default_factory=lambda: autoscale.Settings(smooth_s=10.0))
     period_s: float = 5.0  # Dynamo's planner runs its load mode every 5 s too
+    output_mean: float = AZURE_CONV_2023.output_mean  # a waiting request's decode tokens
     name: str = "planner"
     memory: autoscale.Memory = field(default_factory=autoscale.Memory)
 
@@ -136,8 +141,14 @@ class Planner:
         self, history: Sequence[Step], current: dict[str, int], now: float
     ) -> dict[str, int]:
         window = [s for s in history if s.t >= now - self.settings.trend_s]
+        queued = self.settings.smooth_s  # a queue's tokens count over the forecast's mean
         demand = [
-            autoscale.Demand(s.t, s.prompt_tokens_per_s, s.output_tokens_per_s) for s in window
+            autoscale.Demand(
+                s.t,
+                s.prompt_tokens_per_s + s.prefill_backlog_tokens / queued,
+                s.output_tokens_per_s + s.decode_waiting * self.output_mean / queued,
+            )
+            for s in window
         ]
         decision = autoscale.plan(
             demand, self.profiles, self.targets, self.limits, current, self.memory, now,
