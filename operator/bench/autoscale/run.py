@@ -8,10 +8,11 @@ trace's peak rate, steady. Figures per trace and policy: ``slo_attainment`` (req
 meeting both targets / requests), ``pod_hours``, ``scale_events``, ``failed_requests``,
 and the peak pods per role.
 
-The pools' profiles are :data:`ILLUSTRATIVE` unless ``--profile FILE`` gives measured ones
-(JSON: per role ``curve`` [[load, latency], ...], ``start_s``, decode ``capacity``): the
+The pools' profiles are :data:`REFERENCE_CPU` unless ``--profile`` names others: a FILE
+(JSON: per role ``curve`` [[load, latency], ...], ``start_s``, decode ``capacity``, what
+``disagg bench profile --out`` writes), or ``illustrative`` for :data:`ILLUSTRATIVE`: the
 shape of a GPU pool serving an 8B model (prefill saturating near 15k prompt tokens/s, decode
-ITL 15 ms alone and 100 ms at 128 sequences), not a measurement of ours.
+ITL 15 ms alone and 100 ms at 128 sequences, 120 s start-ups), not a measurement of ours.
 """
 
 from __future__ import annotations
@@ -47,6 +48,24 @@ ILLUSTRATIVE = {
         capacity=128,
     ),
 }
+# measured: `disagg bench profile --out` of the reference engine on a 2-core host, the file
+# examples/autoscaling/profile-reference-cpu.json (a test keeps the two equal)
+REFERENCE_CPU_FILE = {
+    "percentile": 90,
+    "prefill": {
+        "curve": [[563.2, 0.1502], [1177.6, 0.2886], [1792.0, 0.4804], [3430.4, 0.5636],
+                  [8140.8, 8.5114]],
+        "start_s": 2.17,
+    },
+    "decode": {
+        "curve": [[1, 0.00456], [2, 0.00467], [4, 0.00481], [8, 0.00473], [16, 0.00456],
+                  [32, 0.00469]],
+        "start_s": 2.12,
+        "capacity": 102,
+        "max_tokens_per_s": 422.4,
+    },
+}  # fmt: skip
+REFERENCE_CPU = profiles_from(REFERENCE_CPU_FILE)
 TARGETS = Targets(ttft_s=1.0, itl_s=0.05)
 # the spec.autoscaling whose settings the planner runs with (its bounds are each size's):
 # plan every 2 s on a 4 s mean (Prometheus scraping every second), shrink after 30 s, and
@@ -292,7 +311,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--sizes", default="10,100,1000", help="pods at the peak, comma-separated")
     p.add_argument("--traces", default=",".join(traces.KINDS), help="traces, comma-separated")
     p.add_argument("--duration-s", type=float, default=3600.0, help="each trace's length")
-    p.add_argument("--profile", help="measured profiles (JSON); default: the illustrative ones")
+    p.add_argument(
+        "--profile",
+        help="the pools' profiles: a FILE disagg bench profile --out wrote, or illustrative "
+        "(a GPU pool's shape, 120 s start-ups); default: the reference engine's measured on "
+        "a 2-core host. With --live: the profile given, else one measured in the loop",
+    )
     p.add_argument("--seed", type=int, default=7)
     p.add_argument(
         "--planner-reserve",
@@ -328,9 +352,16 @@ def main(argv: list[str]) -> int:
         p.error(f"--planner-reserve: {args.planner_reserve}; give a percentage, 0 to 100")
     if args.paced < 0:
         p.error(f"--paced: {args.paced:g} tokens/s; give a pace above 0, or 0 for none")
+    if args.live and args.profile == "illustrative":
+        p.error("--profile illustrative: the live loop replays its own pods; give a FILE, or "
+                "leave --profile out to measure them in the loop")  # fmt: skip
     if args.live:
         return _live(args)
-    profiles = load_profiles(args.profile) if args.profile else ILLUSTRATIVE
+    profiles = REFERENCE_CPU
+    if args.profile == "illustrative":
+        profiles = ILLUSTRATIVE
+    elif args.profile:
+        profiles = load_profiles(args.profile)
     sizes = [int(s) for s in args.sizes.split(",")]
     kinds = args.traces.split(",")
     planner = {**PLANNER_SPEC, "reservePercent": args.planner_reserve}
@@ -338,7 +369,7 @@ def main(argv: list[str]) -> int:
         sizes, kinds, args.duration_s, profiles, args.seed, planner=planner,
         progress=lambda text: print(text, file=sys.stderr, flush=True), bound=not args.no_bound,
     )  # fmt: skip
-    result["profile"] = args.profile or "illustrative"
+    result["profile"] = args.profile or "reference-cpu"
     result["planner_spec"] = planner
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0

@@ -93,7 +93,7 @@ def test_a_small_run_reports_each_figure_per_trace_and_policy(
 ) -> None:
     assert run.main(["--json", "--sizes", "10", "--traces", "steady", "--duration-s", "300"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["profile"] == "illustrative" and out["targets"]["ttft_p90_s"] == 1.0
+    assert out["profile"] == "reference-cpu" and out["targets"]["ttft_p90_s"] == 1.0
     results = out["10"]["steady"]
     assert set(results) == set(run.POLICIES)
     for figures in results.values():
@@ -209,3 +209,27 @@ def test_the_planners_reserve_is_a_flag_and_the_run_says_what_it_ran(
     with pytest.raises(SystemExit):
         run.main([*argv, "--planner-reserve", "101"])
     assert "--planner-reserve: 101; give a percentage" in capsys.readouterr().err
+
+
+def test_the_default_profile_is_the_measured_one_the_examples_ship(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = Path(__file__).parents[3] / "examples" / "autoscaling" / "profile-reference-cpu.json"
+    assert json.loads(path.read_text()) == run.REFERENCE_CPU_FILE
+    profiles = run.load_profiles(str(path))
+    assert profiles == run.REFERENCE_CPU
+    assert profiles["prefill"].start_s < 10 and profiles["decode"].capacity
+    # a prefill pod of the reference engine here: thousands of prompt tokens/s within 1 s
+    assert 1000 < profiles["prefill"].per_pod(1.0, 1.0, tokens=False) < 10_000
+
+    argv = ["--json", "--sizes", "10", "--traces", "steady", "--duration-s", "60", "--no-bound"]
+    assert run.main([*argv, "--profile", "illustrative"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["profile"] == "illustrative"
+    static = run.cheapest_static(
+        run.peak_for(10, run.ILLUSTRATIVE, run.TARGETS, LENGTHS), run.ILLUSTRATIVE, LENGTHS, 7
+    )
+    assert out["10"]["static_pods"] == static
+    with pytest.raises(SystemExit):
+        run.main(["--live", "--profile", "illustrative"])
+    assert "the live loop replays its own pods" in capsys.readouterr().err
