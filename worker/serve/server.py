@@ -303,8 +303,10 @@ class Worker:
                 gen = await self._compute_call(
                     self.model.generate, req.prompt, table, 1, ignore_eos=True, on_token=on_token
                 )
-                await asyncio.sleep(pace_s(len(req.prompt), self.config.prefill_pace_tokens_per_s,
-                                           time.perf_counter() - began))  # fmt: skip
+                rest = pace_s(len(req.prompt), self.config.prefill_pace_tokens_per_s,
+                              time.perf_counter() - began)  # fmt: skip
+                if rest > 0:  # unpaced (the default): no extra turn of the event loop
+                    await asyncio.sleep(rest)
                 self.held[request_id] = table
                 self.agent.prefill.publish(request_id, table, digest)
             except BaseException:

@@ -187,9 +187,12 @@ def reactive_bound(
     meets :data:`ATTAINMENT` (None when no reserve does)."""
     static_hours = sum(static.values()) * trace.duration_s / 3600
     sweep = []
+
+    def need(rate: float) -> dict[str, float]:
+        return pods_for(rate, profiles, TARGETS, lengths)
+
     for reserve in RESERVES:
         floor = {r: max(1, math.ceil(static[r] * reserve)) for r in ROLES}
-        need = lambda rate: pods_for(rate, profiles, TARGETS, lengths)  # noqa: E731
         policy = policies.Ideal(trace.rate, need, floor)
         fleet = Fleet(profiles, lengths, TARGETS)
         start = policy.decide([], floor, 0.0)
