@@ -107,11 +107,13 @@ IntOrPercent = Annotated[
     BeforeValidator(_int_or_percent),
     WithJsonSchema(
         {
+            # the anyOf exactly as the API server's int-or-string exemption (anything more
+            # inside a branch makes the CRD non-structural); bounds on the field itself,
+            # where `minimum` applies to integers only and `pattern` to strings only
             "x-kubernetes-int-or-string": True,
-            "anyOf": [
-                {"type": "integer", "minimum": 0},
-                {"type": "string", "pattern": _PERCENT.pattern},
-            ],
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "minimum": 0,
+            "pattern": _PERCENT.pattern,
         }
     ),
 ]

@@ -73,6 +73,20 @@ def test_structural_every_node_typed_and_nullable_instead_of_null() -> None:
             assert node.get("x-kubernetes-int-or-string") is True, path
 
 
+def test_int_or_string_anyof_is_exactly_the_apiserver_exemption() -> None:
+    """kube-apiserver exempts the branches' ``type`` only for an anyOf deep-equal to
+    ``[{type: integer}, {type: string}]`` (apiextensions-apiserver v0.36.3,
+    pkg/apiserver/schema/validation.go ``isIntOrStringAnyOfPattern``): a ``minimum`` or
+    ``pattern`` inside a branch makes the whole CRD non-structural and it is refused."""
+    exemption = [{"type": "integer"}, {"type": "string"}]
+    offenders = [
+        path
+        for path, node in _nodes(SCHEMA)
+        if node.get("x-kubernetes-int-or-string") and node.get("anyOf", exemption) != exemption
+    ]
+    assert not offenders, offenders
+
+
 def test_every_spec_field_has_a_description() -> None:
     """Our fields, that is: inside an upstream core/v1 shape the fields are Kubernetes'
     (documented upstream; their descriptions would triple the CRD's size)."""
@@ -124,6 +138,9 @@ def test_examples_pass_the_schema(path: Any) -> None:
         (lambda s: s["prefill"].update(device="Bad Device"), "pattern"),
         (lambda s: s.pop("engine"), "required"),
         (lambda s: s["prefill"].update(resources={"limits": {"cpu": 1.5}}), "anyOf"),
+        # an int-or-string's bounds sit on the field itself (the anyOf stays bare)
+        (lambda s: s["decode"].update(rollout={"maxSurge": -1}), "minimum"),
+        (lambda s: s["decode"].update(rollout={"maxUnavailable": "half"}), "pattern"),
     ],
 )
 def test_bad_objects_fail_the_schema(mutate: Any, needle: str) -> None:
