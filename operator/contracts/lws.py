@@ -23,6 +23,10 @@ docs and the tests read it. Sources, read at these tags:
   annotations are read from the leader's and the workers' pod templates, and one
   ``podset-group-name`` on both puts the leader in its workers' domain. An LWS's name is
   at most 39 characters under Kueue (its Workload names are derived from it).
+- LWS v0.10.0 ``site/content/en/docs/troubleshooting/_index.md``, section 3: an LWS name
+  is at most 51 characters less one per digit of its replicas beyond the first (its worker
+  StatefulSet's pods carry a ``controller-revision-hash`` label of the StatefulSet's name
+  and a 10-character hash, which must fit in 63); ours have one replica, so 51.
 
 The rendered group: ``replicas`` 1 (the operator's rollout planner counts, creates and
 deletes groups as it does pods: one LWS is one instance), ``restartPolicy``
@@ -64,6 +68,7 @@ KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 KUEUE_GROUP = "kueue.x-k8s.io/podset-group-name"
 KUEUE_MAX_NAME = 39
+LWS_MAX_NAME = 51  # with one replica (see the module docstring)
 
 
 def leader_pod(lws: str, group: int = 0) -> str:

@@ -4,7 +4,7 @@
 An engine that cannot span pods (or a version of it), ranks that do not divide evenly over
 an instance's pods, gang scheduling or group placement with no role that spans pods, a Kueue
 LocalQueue missing, Preferred group placement without Kueue (the CEL rules GANG_QUEUE_RULE
-and GROUP_PREFERRED_RULE, same words), and names Kueue cannot take.
+and GROUP_PREFERRED_RULE, same words), and names LWS or Kueue cannot take.
 """
 
 from __future__ import annotations
@@ -34,20 +34,23 @@ def problems(spec: DeploymentSpec, engine: Engine, name: str, top: int) -> Itera
                     "applies to instances that span pods, and no role's nodesPerInstance "
                     "is above 1; remove it or set spec.<role>.nodesPerInstance",
                 )
-    if gang is not None and gang.scheduler == "Kueue":
-        if gang.queue is None:
-            yield rules.GANG_QUEUE_RULE.problem()
-        longest = max((f"{name}-{r}-{top}" for r in spanning), key=len, default="")
-        if len(longest) > lws.KUEUE_MAX_NAME:
-            yield Problem(
-                "metadata.name",
-                f"too long for Kueue: LeaderWorkerSet {longest!r} exceeds "
-                f"{lws.KUEUE_MAX_NAME} characters (Kueue {lws.KUEUE_VERSION} names its "
-                f"Workloads after it); use a name of at most "
-                f"{lws.KUEUE_MAX_NAME - len(longest) + len(name)} characters",
-            )
-    group = placement.group if placement else None
     kueue = gang is not None and gang.scheduler == "Kueue"
+    if gang is not None and kueue and gang.queue is None:
+        yield rules.GANG_QUEUE_RULE.problem()
+    longest = max((f"{name}-{r}-{top}" for r in spanning), key=len, default="")
+    project, limit, why = (
+        ("Kueue", lws.KUEUE_MAX_NAME, f"Kueue {lws.KUEUE_VERSION} names its Workloads after it")
+        if kueue
+        else ("LWS", lws.LWS_MAX_NAME, f"LWS {lws.MIN_VERSION}'s worker pods carry a label of it")
+    )
+    if len(longest) > limit:
+        yield Problem(
+            "metadata.name",
+            f"too long for {project}: LeaderWorkerSet {longest!r} exceeds {limit} "
+            f"characters ({why}); use a name of at most {limit - len(longest) + len(name)} "
+            "characters",
+        )
+    group = placement.group if placement else None
     if group is not None and group.mode == "Preferred" and not kueue:
         yield rules.GROUP_PREFERRED_RULE.problem()
 

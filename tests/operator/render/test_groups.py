@@ -241,6 +241,20 @@ def test_kueue_needs_a_queue_and_a_name_its_workloads_can_take() -> None:
     assert "too long for Kueue" in _problems(long)["metadata.name"]
 
 
+def test_a_name_whose_groups_lws_cannot_take_is_refused_naming_the_lws_limit() -> None:
+    """LWS v0.10.0 (site/content/en/docs/troubleshooting, section 3): a LeaderWorkerSet of
+    one replica named over 51 characters gets worker pods the API server refuses (their
+    StatefulSet's controller-revision-hash label passes 63)."""
+    obj = spanning()
+    obj["metadata"]["name"] = "d" * 48  # its groups: d...d-prefill-0, 58 characters
+    message = _problems(obj)["metadata.name"]
+    assert f"exceeds {lws.LWS_MAX_NAME} characters" in message
+    assert "use a name of at most 41 characters" in message
+    longest = f"{'d' * 41}-prefill-0"
+    obj["metadata"]["name"] = "d" * 41
+    assert len(longest) == lws.LWS_MAX_NAME and "metadata.name" not in _problems(obj)
+
+
 def test_derived_multinode_flags_are_refused_in_args() -> None:
     obj = spanning()
     obj["spec"]["prefill"]["args"] = ["--nnodes", "3"]
