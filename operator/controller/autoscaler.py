@@ -225,7 +225,8 @@ class Autoscaler:
         due = []
         for key in self.cache.deployments():
             body = self.cache.deployment(*key)
-            auto = ((body or {}).get("spec") or {}).get("autoscaling")
+            spec = (body or {}).get("spec")
+            auto = spec.get("autoscaling") if isinstance(spec, dict) else None
             if not isinstance(auto, dict):
                 self._state.pop(key, None)
                 continue

@@ -90,22 +90,30 @@ PER_DEPLOYMENT_WRITES = 8
 POOL = kinds.child("InferencePool")
 
 
-def optional_kinds(spec: dict[str, Any], name: str) -> tuple[tuple[str, str, str, str], ...]:
+def optional_kinds(spec: Any, name: str) -> tuple[tuple[str, str, str, str], ...]:
     """(apiVersion, kind, plural, name) of the objects of kinds no watch covers that a raw
     spec of deployment ``name`` may own: with ``llmd`` the InferencePool, with
-    ``monitoring`` the PodMonitors and the PrometheusRule (none without those sections)."""
+    ``monitoring`` the PodMonitors and the PrometheusRule (none without those sections).
+    The spec is raw, read before validation: a section of the wrong shape owns nothing
+    (validation reports it)."""
     found: list[tuple[str, str, str, str]] = []
-    llmd = spec.get("llmd")
+    llmd = _section(spec, "llmd")
     if llmd:
-        version = (llmd.get("inferencePool") or {}).get("version", "v1")
-        api = INFERENCE_POOL_APIS.get(version)
+        version = _section(llmd, "inferencePool").get("version", "v1")
+        api = INFERENCE_POOL_APIS.get(version) if isinstance(version, str) else None
         if api:  # unknown: invalid spec, nothing is written
             found.append((api, POOL.kind, POOL.plural, name))
-    if spec.get("monitoring"):
+    if _section(spec, "monitoring"):
         for kind, child in monitoring_names(name):
             row = kinds.child(kind)
             found.append((row.api_version, kind, row.plural, child))
     return tuple(found)
+
+
+def _section(raw: Any, key: str) -> dict[str, Any]:
+    """``raw[key]`` where both are objects, else {}."""
+    value = raw.get(key) if isinstance(raw, dict) else None
+    return value if isinstance(value, dict) else {}
 
 
 class Client(Protocol):
@@ -148,7 +156,7 @@ async def observe(api: Client, cache: Cache, body: dict[str, Any]) -> list[dict[
     meta = body["metadata"]
     uid = str(meta.get("uid") or "")
     observed = cache.children(meta["namespace"], meta["name"], uid)
-    for version, kind, plural, name in optional_kinds(body.get("spec") or {}, meta["name"]):
+    for version, kind, plural, name in optional_kinds(body.get("spec"), meta["name"]):
         try:
             found = await api.get(version, plural, meta["namespace"], name)
         except ApiError as e:

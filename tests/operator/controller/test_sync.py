@@ -212,6 +212,19 @@ async def test_invalid_spec_writes_status_and_one_event_and_nothing_else() -> No
     assert len(api.writes) == 2  # unchanged problems: no new status, no second event
 
 
+@pytest.mark.parametrize("spec", ["hello", ["a"], {"llmd": "on", "monitoring": 1}])
+async def test_a_spec_of_the_wrong_shape_is_invalid_not_a_crash(spec: Any) -> None:
+    """An API server refuses these at admission; a sync that meets one anyway (an older
+    stored object, a lenient server) reports it as InvalidSpec instead of raising."""
+    api = FakeApi()
+    body = deployment(api, decode={"replicas": 1})
+    body["spec"] = api.body["spec"] = spec
+    outcome = await sync(api, cache_of(api), body, now=NOW, root_key=ROOT_KEY)
+    assert outcome.actions == [] and outcome.problems
+    assert outcome.problems[0].field.startswith("spec")
+    assert ("event", "Warning", "InvalidSpec") in api.writes
+
+
 def test_status_patch_removes_vanished_keys_and_is_empty_when_equal() -> None:
     assert status_patch({"a": 1, "b": 2}, {"a": 1, "b": 2}) == {}
     assert status_patch({"a": 1, "gone": 2}, {"a": 3}) == {"gone": None, "a": 3}
