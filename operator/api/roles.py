@@ -183,6 +183,8 @@ class RoleSpec(_Model):
         default=None,
         description="extra env (names the operator derives, e.g. UCX_TLS or VLLM_CPU_*, "
         "are refused: set the spec field instead)",
+        # one entry per name: the API server refuses a second (a pod would take the last)
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     rollout: RolloutStrategy = Field(
         default_factory=RolloutStrategy,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
 from disagg_operator.api.autoscaling import Autoscaling
@@ -111,19 +111,31 @@ class KVTransfer(_Model):
 
 
 # Gateway API Inference Extension InferencePool: spec.llmd.inferencePool.version → apiVersion.
-# v1 is the GA API (api/v1/inferencepool_types.go upstream); v1alpha2 (the x-k8s.io group,
-# deprecated, and dropped from the upstream tree) is rendered only on request.
-InferencePoolVersion = Literal["v1", "v1alpha2"]
-INFERENCE_POOL_APIS: dict[str, str] = {
-    "v1": "inference.networking.k8s.io/v1",
-    "v1alpha2": "inference.networking.x-k8s.io/v1alpha2",
+# v1 is the GA API (api/v1/inferencepool_types.go upstream). v1alpha2 (the x-k8s.io group)
+# is refused: gateway-api-inference-extension v1.5.0 removed its CRD (#2796), so a cluster
+# that installs a current release answers "no matches for kind" to it.
+INFERENCE_POOL_APIS: dict[str, str] = {"v1": "inference.networking.k8s.io/v1"}
+REMOVED_POOL_VERSIONS = {
+    "v1alpha2": "gateway-api-inference-extension v1.5.0 removed the "
+    "inference.networking.x-k8s.io/v1alpha2 InferencePool CRD; set v1 "
+    "(inference.networking.k8s.io/v1, what llm-d's gateways and pickers read), then "
+    "delete the old pool (CHANGELOG: InferencePool v1alpha2 removed)"
 }
+
+
+def _pool_version(value: Any) -> Any:
+    if isinstance(value, str) and value in REMOVED_POOL_VERSIONS:
+        raise ValueError(f"{value} is no longer rendered: {REMOVED_POOL_VERSIONS[value]}")
+    return value
+
+
+InferencePoolVersion = Annotated[Literal["v1"], BeforeValidator(_pool_version)]
 EPP_PORT = 9002  # the endpoint picker's gRPC port in upstream's manifests and charts
 
 
 class ExtensionRef(_Model):
     """The endpoint picker (EPP) Service an InferencePool hands routing decisions to
-    (``endpointPickerRef`` in v1, ``extensionRef`` in v1alpha2)."""
+    (its ``endpointPickerRef``)."""
 
     name: str = Field(min_length=1, description="name of the EPP Service")
     port: int = Field(
@@ -142,8 +154,8 @@ class InferencePool(_Model):
     enabled: bool = Field(default=True, description="render an InferencePool")
     version: InferencePoolVersion = Field(
         default="v1",
-        description="InferencePool API: v1 (inference.networking.k8s.io, GA) or v1alpha2 "
-        "(inference.networking.x-k8s.io, deprecated) for gateways that serve only that",
+        description="InferencePool API: v1 (inference.networking.k8s.io, GA; v1alpha2 was "
+        "removed upstream in gateway-api-inference-extension v1.5.0)",
     )
     extension_ref: ExtensionRef | None = Field(
         default=None, description="endpoint picker Service; default <name>-epp, port 9002"

@@ -394,24 +394,16 @@ def _inference_pool(
 
     v1 (inference.networking.k8s.io, api/v1/inferencepool_types.go upstream): the selector
     is a LabelSelector (``matchLabels``), ports a list, and ``endpointPickerRef.port`` is
-    required when the referent is a Service (a CEL rule on the type). v1alpha2 (on request):
-    a plain selector map, one ``targetPortNumber`` and ``extensionRef``.
+    required when the referent is a Service (a CEL rule on the type).
     """
     pool = spec.llmd.inference_pool
     ref = pool.extension_ref or ExtensionRef(name=f"{name}-epp")
     mode = {"failureMode": ref.failure_mode} if ref.failure_mode else {}
-    if pool.version == "v1alpha2":
-        body = {
-            "selector": routing_selector(name, kv),
-            "targetPortNumber": HTTP_PORT,
-            "extensionRef": {"name": ref.name, "portNumber": ref.port, **mode},
-        }
-    else:
-        body = {
-            "selector": {"matchLabels": routing_selector(name, kv)},
-            "targetPorts": [{"number": HTTP_PORT}],
-            "endpointPickerRef": {"name": ref.name, "port": {"number": ref.port}, **mode},
-        }
+    body = {
+        "selector": {"matchLabels": routing_selector(name, kv)},
+        "targetPorts": [{"number": HTTP_PORT}],
+        "endpointPickerRef": {"name": ref.name, "port": {"number": ref.port}, **mode},
+    }
     return {"apiVersion": pool.api_version, "kind": "InferencePool", "metadata": meta, "spec": body}
 
 

@@ -73,7 +73,15 @@ def passthrough(spec: DeploymentSpec) -> Iterator[Problem]:
     """core/v1 schema and pod rules of the role fields passed to the pods as given."""
     for role in ROLES:
         r, at = spec.role(role), f"spec.{role}"
+        first: dict[str, int] = {}
         for i, env in enumerate(r.env or []):
+            if env.name in first:
+                yield Problem(
+                    f"{at}.env[{i}].name",
+                    f"{env.name!r} is listed twice (env[{first[env.name]}] too) and the pods "
+                    "would take the last; keep one entry per name",
+                )
+            first.setdefault(env.name, i)
             item = env.model_dump(by_alias=True, exclude_none=True)
             yield from corev1.env_problems(f"{at}.env[{i}]", item)
             yield from corev1.schema_problems(

@@ -11,7 +11,7 @@ from disagg_operator.api import kinds
 from tests.chart.chartkit import grants
 
 ALL_POOLS = {
-    "llmd": {"enabled": True, "inferencePoolVersions": ["v1", "v1alpha2"]},
+    "llmd": {"enabled": True, "inferencePoolVersions": ["v1"]},
     "monitoring": {"enabled": True},
 }
 

@@ -83,10 +83,7 @@ def test_inferencepool_rules_name_the_group_of_each_chosen_version(render):
         return {g[1] for g in grants(render(values), "disagg") if g[2] == "inferencepools"}
 
     assert pool_groups({}) == {"inference.networking.k8s.io"}  # v1, the GA API
-    old = {"llmd": {"inferencePoolVersions": ["v1alpha2"]}}
-    assert pool_groups(old) == {"inference.networking.x-k8s.io"}
-    both = {"llmd": {"enabled": True, "inferencePoolVersions": ["v1", "v1alpha2"]}}
-    assert pool_groups(both) == {"inference.networking.k8s.io", "inference.networking.x-k8s.io"}
+    assert pool_groups({"llmd": {"enabled": True}}) == {"inference.networking.k8s.io"}
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))

@@ -100,8 +100,7 @@ calls against the API emulator and fails on any difference, in both directions.
   deployment's pool when the spec has an llmd section, and the API server defaults that section into every deployment; a
   cluster without the CRD answers 404, which is fine); written only with llmd.enabled.
   One API group per entry of llmd.inferencePoolVersions, the versions deployments render
-  (spec.llmd.inferencePool.version): v1 is inference.networking.k8s.io, v1alpha2
-  inference.networking.x-k8s.io.
+  (spec.llmd.inferencePool.version): v1 is inference.networking.k8s.io.
 - PodMonitors and PrometheusRules (monitoring.coreos.com): only with monitoring.enabled;
   read by name on every reconcile of a deployment with a spec.monitoring section, written
   while it is enabled. With them, ConfigMaps get: the autoscaler reads the profile
@@ -142,7 +141,7 @@ calls against the API emulator and fails on any difference, in both directions.
   resources: [events]
   verbs: [create]
 {{- range .Values.llmd.inferencePoolVersions }}
-- apiGroups: [{{ if eq . "v1alpha2" }}inference.networking.x-k8s.io{{ else }}inference.networking.k8s.io{{ end }}]
+- apiGroups: [inference.networking.k8s.io]
   resources: [inferencepools]
   verbs: [get{{ if $.Values.llmd.enabled }}, create, patch, delete{{ end }}]
 {{- end }}

@@ -285,8 +285,6 @@ async def test_llmd_example_gets_a_pool_that_goes_when_disabled(
     }
     assert pool["spec"]["targetPorts"] == [{"number": 8000}]
     assert pool["spec"]["endpointPickerRef"] == {"name": "qwen-epp", "port": {"number": 9002}}
-    old_key = "inference.networking.x-k8s.io/v1alpha2/inferencepools"
-    assert emulator.find(old_key, NS, "qwen") is None
     await until("3 pods", lambda: len(pods(emulator, "qwen")) == 3)
     disable = {"spec": {"llmd": {"inferencePool": {"enabled": False}}}}
     await api(emulator, "PATCH", f"{DD_PATH}/qwen", disable)

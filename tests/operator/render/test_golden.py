@@ -50,7 +50,6 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
                 },
                 "llmd": {
                     "inferencePool": {
-                        "version": "v1alpha2",
                         "extensionRef": {"name": "picker", "port": 9100, "failureMode": "FailOpen"},
                     },
                     "routingSidecar": {"args": ["--enable-tls=prefiller"]},

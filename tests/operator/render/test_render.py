@@ -14,7 +14,7 @@ from disagg_operator.contracts import llmd
 from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.engines.vllm import derive as vllm_derive
-from disagg_operator.render import derivation
+from disagg_operator.render import crd, derivation
 from disagg_operator.render import pods as render_pods
 from disagg_operator.render.objects import render
 from disagg_operator.validation import spec as validation
@@ -542,16 +542,16 @@ def test_inference_pool_endpoint_picker_port_and_failure_mode() -> None:
     }
 
 
-def test_inference_pool_v1alpha2_only_on_request() -> None:
+def test_the_removed_v1alpha2_inference_pool_is_refused_with_the_migration() -> None:
+    """gateway-api-inference-extension v1.5.0 removed the v1alpha2 CRD (#2796): a spec
+    (or a stored object) that still names it gets the fix, and nothing is rendered."""
     llmd = {"enabled": True, "inferencePool": {"version": "v1alpha2"}}
-    pool = by_kind(render(vllm_gpu_cpu(llmd=llmd), hmac_key=KEY), "InferencePool")[0]
-    assert pool["apiVersion"] == "inference.networking.x-k8s.io/v1alpha2"
-    kv = pool["spec"]["selector"][LABEL_KV_REVISION]
-    assert pool["spec"] == {
-        "selector": {"disagg.dev/deployment": "demo", LABEL_KV_REVISION: kv},
-        "targetPortNumber": 8000,
-        "extensionRef": {"name": "demo-epp", "portNumber": 9002},
-    }
+    dd, problems = validation.parse(vllm_gpu_cpu(llmd=llmd))
+    assert dd is None and [p.field for p in problems] == ["spec.llmd.inferencePool.version"]
+    assert "v1.5.0 removed" in problems[0].message and "set v1" in problems[0].message
+    schema = crd.build()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    llmd_schema = schema["properties"]["spec"]["properties"]["llmd"]["properties"]
+    assert llmd_schema["inferencePool"]["properties"]["version"]["enum"] == ["v1"]
 
 
 def _admitted(policy: dict[str, Any], source: dict[str, str], port: int) -> bool:

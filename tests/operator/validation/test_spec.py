@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from disagg_operator.engines.settings import DEFAULT
+from disagg_operator.render import crd
 from disagg_operator.render import objects as render
 from disagg_operator.validation import spec as validation
 from disagg_operator.validation.spec import Problem
@@ -284,7 +285,7 @@ def test_tls_flags_the_v0_10_sidecar_no_longer_takes_are_refused_with_the_new_on
 def test_an_unknown_inference_pool_version_names_the_field_and_the_choices() -> None:
     p = _only(body(llmd={"enabled": True, "inferencePool": {"version": "v1beta1"}}))
     assert p.field == "spec.llmd.inferencePool.version"
-    assert "v1" in p.message and "v1alpha2" in p.message
+    assert "'v1'" in p.message
 
 
 def test_problem_prints_as_field_colon_message() -> None:
@@ -408,6 +409,20 @@ def test_well_formed_pass_through_env_and_affinity_pass() -> None:
     ]
     affinity = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
     assert validation.parse(body(decode=role(env=env, affinity=affinity)))[1] == []
+
+
+def test_an_env_name_listed_twice_is_refused_by_name() -> None:
+    """The pods would get both and the last would win silently; the CRD makes the list a
+    map keyed by name, so an API server refuses it too."""
+    env = [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}, {"name": "A", "value": "3"}]
+    p = _only(body(prefill=role(env=env)))
+    assert p.field == "spec.prefill.env[2].name"
+    assert "'A'" in p.message and "env[0]" in p.message and "one entry" in p.message
+    schema = crd.build()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    env_schema = schema["properties"]["spec"]["properties"]["prefill"]["properties"]["env"]
+    assert env_schema["x-kubernetes-list-type"] == "map"
+    assert env_schema["x-kubernetes-list-map-keys"] == ["name"]
+    assert "name" in env_schema["items"]["required"]
 
 
 def test_a_cpu_pool_that_cannot_hold_the_weights_is_refused_with_the_numbers() -> None:
