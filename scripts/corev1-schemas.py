@@ -24,7 +24,7 @@ from typing import Any
 
 import kubernetes_validate
 
-KUBERNETES = "1.31.0"  # the first with image volumes (oci:// models)
+KUBERNETES = "1.36.0"  # the newest release whose apiextensions-apiserver rules the emulator ports
 # Kubernetes' own definitions' names: core/v1 unless another group is named.
 OTHER_GROUPS = {"NetworkPolicyPeer": "io.k8s.api.networking.v1."}
 TYPES = (

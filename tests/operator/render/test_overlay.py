@@ -7,7 +7,10 @@ from typing import Any
 
 import kubernetes_validate
 
+from disagg_operator.api import corev1
+from disagg_operator.render import crd
 from disagg_operator.render.objects import render
+from disagg_operator.validation import spec as validation
 from tests.operator.builders import body, role
 from tests.operator.overlays import MODELS_PVC, full_template
 
@@ -103,3 +106,51 @@ def test_overlaid_pods_pass_the_upstream_pod_schema() -> None:
         for child in render(obj, hmac_key=KEY):
             if child["kind"] == "Pod":
                 kubernetes_validate.validate(child, "1.31.0", strict=True)
+
+
+def test_fields_of_newer_kubernetes_releases_are_kept_and_rendered() -> None:
+    """The overlay carries core/v1 of Kubernetes 1.36 (api/corev1.json): fields added in
+    1.32-1.34 reach the pods, and the CRD declares them, so an API server neither refuses
+    them under kubectl's strict field validation nor prunes them under Helm's."""
+    shipper = {
+        "name": "log-shipper",
+        "image": "example.com/shipper:1",
+        "lifecycle": {"stopSignal": "SIGUSR1"},  # 1.33
+        "env": [
+            {
+                "name": "TOKEN",  # 1.34
+                "valueFrom": {
+                    "fileKeyRef": {"volumeName": "extra", "path": "t.env", "key": "TOKEN"}
+                },
+            }
+        ],
+    }
+    waiter = {
+        "name": "warm",
+        "image": "busybox:1",
+        "restartPolicy": "Always",
+        "restartPolicyRules": [  # 1.34
+            {"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}
+        ],
+    }
+    template = {
+        "spec": {
+            "volumes": [{"name": "extra", "emptyDir": {}}],
+            "securityContext": {"seLinuxChangePolicy": "Recursive"},  # 1.32
+            "initContainers": [waiter],
+            "containers": [shipper],
+        }
+    }
+    obj = body(decode=role(podTemplate=template))
+    assert validation.parse(obj)[1] == []
+    pod = _pods(obj, "decode")[0]
+    kubernetes_validate.validate(pod, corev1.KUBERNETES, strict=True)
+    assert _containers(pod)["log-shipper"]["lifecycle"] == {"stopSignal": "SIGUSR1"}
+    assert _containers(pod)["log-shipper"]["env"] == shipper["env"]
+    assert pod["spec"]["initContainers"][-1]["restartPolicyRules"] == waiter["restartPolicyRules"]
+    assert pod["spec"]["securityContext"]["seLinuxChangePolicy"] == "Recursive"
+    schema = crd.build()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    overlay = schema["properties"]["spec"]["properties"]["decode"]["properties"]["podTemplate"]
+    container = overlay["properties"]["spec"]["properties"]["containers"]["items"]
+    assert "stopSignal" in container["properties"]["lifecycle"]["properties"]
+    assert "restartPolicyRules" in container["properties"]
