@@ -19,10 +19,11 @@ one that behaves like an API server where a controller can tell the difference:
 - every resource request is recorded as an :class:`ops.ApiCall` in RBAC terms (see
   :func:`api_calls`), for comparing against RBAC rules and counting writes.
 
-Never emulated: garbage collection by owner references, controllers/kubelet (tests mark pods
-Ready with ``set_pod_ready``), admission and schema validation; what they would do, a test
-says with the verbs of :class:`~disagg_operator.emulator.verbs.TestVerbs` (refusals,
-throttling, lost objects).
+Garbage collection by owner reference is kube-controller-manager's, done in the store
+(:mod:`.store`). Never emulated: other controllers and the kubelet (tests mark pods
+Ready with ``set_pod_ready``, or run the local kubelet), admission and schema
+validation; what they would do, a test says with the verbs of
+:class:`~disagg_operator.emulator.verbs.TestVerbs` (refusals, throttling, lost objects).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import aiohttp.web
 import attrs
 import kmock
 
-from disagg_operator.emulator.rules import ops, scale, tables
+from disagg_operator.emulator.rules import gc, ops, scale, tables
 from disagg_operator.emulator.store import ObjectStore
 from disagg_operator.emulator.verbs import TestVerbs
 from disagg_operator.emulator.watch import Req, stream
@@ -71,6 +72,7 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
     _watchers: dict[str, set[asyncio.Queue[dict[str, Any]]]] = attrs.field(
         factory=lambda: collections.defaultdict(set), init=False
     )
+    _dependents: dict[str, set[tuple[str, str, str]]] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -195,7 +197,8 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
         if call.verb in {"list", "deletecollection"}:
             items = list(self._select(key, ns, req.params))
             if call.verb == "deletecollection":
-                items = [self._remove(key, o) for o in items]
+                policy = self._policy(req)
+                items = [self._remove(key, o, policy) for o in items]
             if "as=Table" in req.raw.headers.get("Accept", "") and self.columns.get(key):
                 return tables.table(items, self.columns[key], str(self._rv))
             return {
@@ -224,9 +227,18 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
                 return tables.table([current], self.columns[key], str(self._rv))
             return current
         if call.verb == "delete":
-            return current if req.params.get("dryRun") else self._remove(key, current)
+            policy = self._policy(req)
+            return current if req.params.get("dryRun") else self._remove(key, current, policy)
         new = ops.updated(req.raw.method, req.ctype, req.payload(), current)
         return self._write(key, info, current, new, req)
+
+    @staticmethod
+    def _policy(req: Req) -> gc.Policy:
+        """A DELETE's propagation policy (its DeleteOptions body or query)."""
+        try:
+            return gc.delete_policy(req.payload(), req.params)
+        except ValueError as e:
+            raise ops.StatusError(422, "Invalid", str(e)) from e
 
     # ---------------------------------------------------------------- verbs
     def _scale(

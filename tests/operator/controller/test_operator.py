@@ -1,7 +1,8 @@
 """The real kopf operator over HTTP against the API emulator: the reconcile behaviours.
 
-Tests play the kubelet (pods become Ready only when a test says so) and never rely on
-garbage collection, which the emulator does not do.
+Tests play the kubelet (pods become Ready only when a test says so); the emulator
+collects garbage by owner reference as kube-controller-manager does, so deleting a
+deployment removes what the operator created for it.
 """
 
 from __future__ import annotations
@@ -103,6 +104,27 @@ async def test_apply_creates_children_with_expected_config(
     assert not stored["metadata"].get("annotations")
     cr_writes = {(c.verb, c.subresource) for c in writes(emulator) if c.resource == PLURAL}
     assert cr_writes == {("create", ""), ("patch", "status")}  # the user's create, our status
+
+
+async def test_deleting_a_deployment_collects_every_child(
+    emulator: Emulator, operator: asyncio.Task[None]
+) -> None:
+    """No finalizer: the operator writes nothing on delete; owner references (rendered on
+    every child) let the garbage collector remove them all, in the background."""
+    cr = await api(emulator, "POST", DD_PATH, quickstart())
+    await converge(emulator)
+    uid = cr["metadata"]["uid"]
+    owned = [(k, o) for (k, *_), o in emulator.store.items() if _owned_by(o, uid)]
+    assert {o["kind"] for _, o in owned} >= {"Pod", "Service", "Secret", "NetworkPolicy"}
+    await api(emulator, "DELETE", f"{DD_PATH}/demo")
+    await until(
+        "children collected", lambda: not any(_owned_by(o, uid) for o in emulator.store.values())
+    )
+    assert emulator.find(DD, NS, "demo") is None
+
+
+def _owned_by(obj: dict, uid: str) -> bool:
+    return any(r.get("uid") == uid for r in obj.get("metadata", {}).get("ownerReferences") or [])
 
 
 async def test_scale_up_down_and_remove_a_role(
