@@ -16,11 +16,16 @@ docs and the tests read it. Source: prometheus-operator/prometheus-operator at v
 - PrometheusRule ``spec.groups`` is a list keyed by ``name`` (required, non-empty); a rule
   requires ``expr``; ``for`` is a Duration. The groups are Prometheus' own rule-file
   groups, so ``promtool check rules`` judges them.
+
+What each alert of the PrometheusRule watches on the engines' pods is each engine's own
+series (:class:`AlertSeries`, from ``Engine.alert_series``): promtool checks syntax, not
+whether a series exists, so render leaves out an alert nothing feeds.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 API_VERSION = "monitoring.coreos.com/v1"
 MIN_VERSION = "v0.93.0"  # the release the objects were checked against
@@ -33,3 +38,17 @@ DURATION = re.compile(
 def job(namespace: str, name: str) -> str:
     """The ``job`` label of a PodMonitor's targets (no ``jobLabel`` set)."""
     return f"{namespace}/{name}"
+
+
+@dataclass(frozen=True)
+class AlertSeries:
+    """The series of an engine's pods the alerts watch, names as scraped (a counter's
+    ``_total`` included), None where the engine exports none: ``waiting``, a gauge of
+    requests queued (read on prefill pods: DisaggPrefillQueueing); ``recomputed``, a
+    counter of requests a decode computed from the prompt instead of reading their KV
+    (DisaggDecodeRecomputing); ``transfer_failures``, a counter of failed KV transfers
+    (on either pool: DisaggKVTransferFailing)."""
+
+    waiting: str | None = None
+    recomputed: str | None = None
+    transfer_failures: str | None = None

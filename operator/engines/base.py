@@ -21,6 +21,7 @@ from disagg_operator import __version__
 from disagg_operator.api import ROLES, DeploymentSpec, EngineFields
 from disagg_operator.api.problems import Problem
 from disagg_operator.api.status import Reason
+from disagg_operator.contracts.prometheus import AlertSeries
 from disagg_worker.serve.pd import DEFAULT as PD_PROTOCOL
 
 if TYPE_CHECKING:  # the settings hold the engines: a type-only import, no cycle
@@ -201,6 +202,13 @@ class Engine:
         """A port of the engine container that serves /metrics alone (what Prometheus is
         admitted to); None: /metrics is on the serving port (vLLM)."""
         return None
+
+    def alert_series(self, spec: DeploymentSpec) -> AlertSeries:
+        """The series of its pods the PrometheusRule's alerts watch (requests waiting,
+        decodes that recomputed, failed KV transfers; see :class:`AlertSeries`), None for
+        each it does not export: render leaves that alert out, or reads the router's series
+        where the router is rendered and feeds it. By default none."""
+        return AlertSeries()
 
     def pod_security(self, spec: DeploymentSpec, role: str) -> dict[str, Any]:
         """Pod securityContext fields beyond seccomp for ``role``'s pods (its image's user,

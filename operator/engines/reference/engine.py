@@ -25,6 +25,7 @@ from disagg_operator.api import (
 from disagg_operator.api.problems import Problem
 from disagg_operator.api.rules import Rule
 from disagg_operator.contracts import lws
+from disagg_operator.contracts.prometheus import AlertSeries
 from disagg_operator.derive import transfer
 from disagg_operator.engines.base import (
     Container,
@@ -59,6 +60,11 @@ TP_RULE = Rule(
 )
 # Env that changes the KV blocks (WorkerConfig fields, by env name).
 KV_ENV = tuple(WorkerConfig.env_name(f) for f in ("block_size", "seed", "model"))
+# The worker's series the alerts read: its requests waiting and decodes it computed
+# (disagg_worker.serve.api.WorkerMetrics), its failed KV reads (transfer.telemetry).
+REQUESTS_WAITING = "disagg_requests_waiting"
+DECODE_RECOMPUTED = "disagg_decode_recomputed_total"
+TRANSFER_FAILURES = "disagg_kv_transfer_failures_total"
 # What disagg up sets in place of the cluster's listen addresses and ports.
 LOCAL_HOST = "127.0.0.1"
 STARTUP_S, STARTUP_PERIOD_S = 120, 2  # a seeded model in memory: seconds, not minutes
@@ -194,7 +200,7 @@ class Reference(Engine):
         output_tokens="disagg_generation_tokens_total",
         requests="disagg_requests_total",
         running="disagg_requests_running",
-        waiting="disagg_requests_waiting",
+        waiting=REQUESTS_WAITING,
     )
 
     def container(
@@ -226,6 +232,11 @@ class Reference(Engine):
         # worker may write, and it writes nothing there itself
         tmp = {"sizeLimit": TMP_SIZE}
         return [{"name": HANDSHAKE_VOLUME, "secret": secret}, {"name": TMP_VOLUME, "emptyDir": tmp}]
+
+    def alert_series(self, spec: DeploymentSpec) -> AlertSeries:
+        """The worker's queue, its decode's count of requests sent without their
+        ``kv_transfer_params`` (so computed there) and its failed KV reads."""
+        return AlertSeries(REQUESTS_WAITING, DECODE_RECOMPUTED, TRANSFER_FAILURES)
 
     def metrics_port(self, spec: DeploymentSpec) -> int | None:
         """The worker's /metrics-only listener (``DISAGG_METRICS_PORT``)."""

@@ -16,7 +16,8 @@ History of the rows (why each starts where it does):
     0.11.0  backends configurable; per-TP-rank side-channel listeners; no cpu platform
     0.11.1  cpu buffer on cuda and the CPU engine; one side-channel listener per engine;
             an instance across nodes without Ray (--nnodes, --node-rank, --master-addr;
-            --headless on the other nodes: vllm/engine/arg_utils.py, entrypoints/cli/serve.py)
+            --headless on the other nodes: vllm/engine/arg_utils.py, entrypoints/cli/serve.py);
+            NIXL's Prometheus series (a failed-transfer counter)
     0.13.0  handshake compatibility hash (enforce_handshake_compat); kv_load_failure_policy
     0.14.0  prefill TP > decode TP when prefill KV heads are not replicated (P TP < heads)
     0.17.0  xpu buffer on xpu; NIXL worker pins the highest CPU per NUMA node on CPU;
@@ -66,6 +67,20 @@ CPU_OMP_THREADS_BIND = "VLLM_CPU_OMP_THREADS_BIND"
 CPU_RESERVED = "VLLM_CPU_NUM_OF_RESERVED_CPU"
 KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
 FAILURE_POLICIES = ("fail", "recompute")
+# vLLM's Prometheus series the operator reads, names as scraped (prometheus_client adds a
+# counter's ``_total``). PrometheusStatLogger in v1/metrics/loggers.py, the same names in
+# 0.11.0, 0.11.1, 0.12.0, 0.13.0 and 0.32.0: gauges of requests waiting and running,
+# counters of prompt tokens computed, output tokens and requests finished.
+REQUESTS_WAITING = "vllm:num_requests_waiting"
+REQUESTS_RUNNING = "vllm:num_requests_running"
+PROMPT_TOKENS = "vllm:prompt_tokens_total"
+GENERATION_TOKENS = "vllm:generation_tokens_total"
+REQUESTS_FINISHED = "vllm:request_success_total"
+# NixlConnector's NixlPromMetrics, a counter of failed transfers, handshakes and
+# notifications (kv_connector/v1/nixl_connector.py 0.11.1-0.13.0, kv_connector/v1/nixl/
+# stats.py 0.32.0); 0.11.0 has no NIXL series (Profile.failed_transfers). vLLM counts no
+# request a decode recomputed: only the router sees those.
+NIXL_FAILED_TRANSFERS = "vllm:nixl_num_failed_transfers_total"
 _CPU_ENV = frozenset({CPU_KVCACHE_SPACE, CPU_OMP_THREADS_BIND, CPU_RESERVED})
 _NIXL_ENV = frozenset({SIDE_CHANNEL_HOST, SIDE_CHANNEL_PORT})
 
@@ -183,6 +198,7 @@ class Profile:
     cpu_decode_repacks: bool  # a CPU decode repacks KV from another attention backend
     env_names: frozenset[str]
     engine_idle_checked: str = ""  # releases of the range the engine-idle shim was measured on
+    failed_transfers: str | None = None  # its series of failed KV transfers (None: none)
     kv_roles: tuple[str, ...] = KV_ROLES
 
     @property
@@ -226,6 +242,7 @@ _P_0_11_1 = replace(
     lease=Lease("env", ABORT_TIMEOUT, 480),
     side_channel_per_tp_rank=False,
     multinode=True,
+    failed_transfers=NIXL_FAILED_TRANSFERS,
 )
 _P_0_13_0 = replace(
     _P_0_11_1,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from disagg_operator.api import HTTP_PORT, ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
 from disagg_operator.api.rules import Rule
+from disagg_operator.contracts.prometheus import AlertSeries
 from disagg_operator.derive import model as model_source
 from disagg_operator.derive import transfer
 from disagg_operator.engines.base import (
@@ -115,14 +116,14 @@ class Vllm(Engine):
         cores=True,
         label="vLLM",
     )
-    # vLLM's own series (vllm/v1/metrics/loggers.py, 0.32.0; checked against a running
-    # engine by tests/vllm/test_pd.py)
+    # vLLM's own series (the contract's; checked against a running engine by
+    # tests/vllm/test_pd.py, against vLLM's definitions by tests/vllm/test_metric_names.py)
     demand = DemandSeries(
-        prompt_tokens="vllm:prompt_tokens_total",
-        output_tokens="vllm:generation_tokens_total",
-        requests="vllm:request_success_total",
-        running="vllm:num_requests_running",
-        waiting="vllm:num_requests_waiting",
+        prompt_tokens=vllm.PROMPT_TOKENS,
+        output_tokens=vllm.GENERATION_TOKENS,
+        requests=vllm.REQUESTS_FINISHED,
+        running=vllm.REQUESTS_RUNNING,
+        waiting=vllm.REQUESTS_WAITING,
     )
 
     def container(
@@ -173,6 +174,12 @@ class Vllm(Engine):
         startup = {"httpGet": {"path": "/health", "port": port}, "periodSeconds": STARTUP_PERIOD_S}
         startup["failureThreshold"] = math.ceil(budget / STARTUP_PERIOD_S)
         return Container(command, env, mounts, startup)
+
+    def alert_series(self, spec: DeploymentSpec) -> AlertSeries:
+        """Its scheduler's queue and, from 0.11.1, NixlConnector's failed transfers (the
+        version's profile); none for recomputed requests: vLLM counts none."""
+        failed = derive.profile(spec).failed_transfers
+        return AlertSeries(waiting=vllm.REQUESTS_WAITING, transfer_failures=failed)
 
     def pod_security(self, spec: DeploymentSpec, role: str) -> dict[str, Any]:
         """Pod Security "restricted" where the role's image runs as a non-root user we know
