@@ -4,13 +4,15 @@ transfer canaries and the router, and a PrometheusRule with the alerts the docs 
 With ``spec.monitoring.enabled`` it renders a PodMonitor per role, ``<name>-prefill`` and
 ``<name>-decode`` (the engine's port by name: its ``/metrics``-only ``metrics`` port where
 it has one (the reference worker), else its serving port ``http``, or ``engine`` behind
-llm-d's routing sidecar; decode pods also their canary's ``canary`` port), ``<name>-router``
-with the router, each scraping ``/metrics`` every ``interval`` and copying the pods' role
-and KV revision onto the series; with ``rules`` a PrometheusRule ``<name>``
-(:func:`rule_groups`). ``labels`` go on each object, for the Prometheus'
-``podMonitorSelector`` and ``ruleSelector``. The NetworkPolicy admits
-``prometheusNamespace`` to the ports scraped (:func:`scraped_ports`; the trade-off of vLLM's
-serving port is in docs/security.md). Fields and rules as
+llm-d's routing sidecar; where decode pods run a canary, its ``canary`` port too),
+``<name>-router`` with the router, each scraping ``/metrics`` every ``interval`` and
+copying the pods' role and KV revision onto the series; with ``rules`` a PrometheusRule
+``<name>`` (:func:`rule_groups`): each alert reads the series the engine says it exports
+(``Engine.alert_series``), the canary's or the router's, and is left out where no pod
+exports one (promtool would pass an alert on a series nobody exports). ``labels`` go on
+each object, for the Prometheus' ``podMonitorSelector`` and ``ruleSelector``. The
+NetworkPolicy admits ``prometheusNamespace`` to the ports scraped (:func:`scraped_ports`;
+the trade-off of vLLM's serving port is in docs/security.md). Fields and rules as
 :mod:`disagg_operator.contracts.prometheus` states them.
 """
 
@@ -31,11 +33,17 @@ from disagg_operator.api import (
 )
 from disagg_operator.contracts import prometheus
 from disagg_operator.engines.settings import Settings
-from disagg_operator.render import router
-from disagg_operator.render.canary import PORT_NAME as CANARY_PORT_NAME
+from disagg_operator.render import canary, router
 from disagg_operator.render.pods import METRICS_PORT_NAME, sidecar_enabled
 
 TARGET_LABELS = (LABEL_ROLE, LABEL_KV_REVISION)
+# Our own processes' series the alerts read: the transfer canary's gauges
+# (disagg_worker.serve.canary.metrics_text) and the router's counter
+# (disagg_worker.serve.proxy.metrics); tests/operator/render/test_alerts.py fires each
+# alert on the series those processes' /metrics pages really carry.
+CANARY_PASSING = "disagg_canary_passing"
+CANARY_READY = "disagg_canary_ready"
+ROUTER_RECOMPUTED = "disagg_proxy_decode_recomputed_total"
 
 
 def objects(
@@ -60,7 +68,7 @@ def objects(
         front = _labelled(meta(router.name_of(name)), m.labels)
         out.append(_monitor(front, selector, ["http"], m.interval, ()))
     if m.rules:
-        body = {"groups": rule_groups(spec, name, namespace)}
+        body = {"groups": rule_groups(spec, name, namespace, settings)}
         rule = {"apiVersion": prometheus.API_VERSION, "kind": "PrometheusRule"}
         out.append({**rule, "metadata": _labelled(meta(name), m.labels), "spec": body})
     return out
@@ -77,12 +85,12 @@ def names(name: str) -> list[tuple[str, str]]:
 def scraped_ports(spec: DeploymentSpec, settings: Settings) -> list[int]:
     """The ports of the deployment's pods Prometheus reads: the engine's /metrics-only port
     where it has one (the reference worker), else its serving port (vLLM serves /metrics
-    only there) and the engine's own behind the sidecar; the canary's."""
+    only there) and the engine's own behind the sidecar; the canary's where one runs."""
     own = settings.engine(spec).metrics_port(spec)
     ports = [HTTP_PORT] if own is None else [own]
     if own is None and sidecar_enabled(spec, "decode"):
         ports.append(ENGINE_BEHIND_SIDECAR_PORT)
-    if spec.transfer_canary.enabled:
+    if canary.image(spec, settings) is not None:
         ports.append(CANARY_PORT)
     return ports
 
@@ -94,8 +102,8 @@ def _pod_monitor(
     ports = ["engine" if sidecar_enabled(spec, role) else "http"]
     if settings.engine(spec).metrics_port(spec) is not None:
         ports = [METRICS_PORT_NAME]
-    if role == "decode" and spec.transfer_canary.enabled:
-        ports.append(CANARY_PORT_NAME)
+    if role == "decode" and canary.image(spec, settings) is not None:
+        ports.append(canary.PORT_NAME)
     selector = {LABEL_DEPLOYMENT: name, LABEL_ROLE: role}
     return _monitor(metadata, selector, ports, spec.monitoring.interval, TARGET_LABELS)
 
@@ -123,60 +131,95 @@ def _labelled(metadata: dict[str, Any], labels: dict[str, str]) -> dict[str, Any
     return {**metadata, "labels": {**labels, **metadata.get("labels", {})}}
 
 
-def rule_groups(spec: DeploymentSpec, name: str, namespace: str) -> list[dict[str, Any]]:
-    """The PrometheusRule's one group: the alerts docs/troubleshooting.md explains, each
-    over this deployment's series only (its namespace and its PodMonitors' jobs)."""
-    decode = f'namespace="{namespace}", job="{prometheus.job(namespace, f"{name}-decode")}"'
-    prefill = f'namespace="{namespace}", job="{prometheus.job(namespace, f"{name}-prefill")}"'
-    front = f'namespace="{namespace}", job="{prometheus.job(namespace, router.name_of(name))}"'
+def rule_groups(
+    spec: DeploymentSpec, name: str, namespace: str, settings: Settings
+) -> list[dict[str, Any]]:
+    """The PrometheusRule's one group: the alerts docs/troubleshooting.md explains whose
+    series this deployment's pods export, each over this deployment's series only (its
+    namespace and its PodMonitors' jobs)."""
+    jobs = {
+        role: f'namespace="{namespace}", job="{prometheus.job(namespace, monitor)}"'
+        for role, monitor in (
+            ("prefill", f"{name}-prefill"),
+            ("decode", f"{name}-decode"),
+            ("router", router.name_of(name)),
+        )
+    }
     where = f"DisaggregatedDeployment {namespace}/{name}"
-    rules: list[dict[str, Any]] = []
-    if spec.transfer_canary.enabled:
-        rules += [
-            _alert(
-                "DisaggTransferPathFailing",
-                f"min by (namespace, pod) (disagg_canary_passing{{{decode}}}) == 0",
-                "5m",
-                "warning",
-                f"The transfer canary of {{{{ $labels.pod }}}} ({where}) fails: decode cannot "
-                "pull KV from prefill now; TransferPathReady says why (PrefillBusy, "
-                "PrefillUnreachable, DecodeRecomputing, ...).",
-            ),
-            _alert(
-                "DisaggDecodeUnproven",
-                f"max by (namespace, pod) (disagg_canary_ready{{{decode}}}) == 0",
-                "15m",
-                "warning",
-                f"{{{{ $labels.pod }}}} ({where}) has not proven its transfer path on its "
-                "engine for 15 minutes, so it is not Ready: its canary's /verdict says why.",
-            ),
-        ]
-    recomputed = f"sum(rate(disagg_decode_recomputed_total{{{decode}}}[5m])) > 0" + (
-        f" or sum(rate(disagg_proxy_decode_recomputed_total{{{front}}}[5m])) > 0"
-        if spec.router.enabled
-        else ""
-    )
-    rules.append(
-        _alert(
-            "DisaggDecodeRecomputing",
-            recomputed,
-            "10m",
-            "warning",
-            f"Decode pods of {where} compute prompts they were sent to read from prefill: "
-            "answers are right, P/D is not happening (docs/routing.md).",
-        )
-    )
-    rules.append(
-        _alert(
-            "DisaggPrefillQueueing",
-            f"max(vllm:num_requests_waiting{{{prefill}}}) > 0",
-            "10m",
-            "info",
-            f"Requests have queued on the prefill pool of {where} for 10 minutes: "
-            "first tokens wait; add prefill or route short prompts to decode alone.",
-        )
-    )
+    series = settings.engine(spec).alert_series(spec)
+    ran = canary.image(spec, settings) is not None
+    rules = _canary_alerts(jobs["decode"], where) if ran else []
+    recomputed = [f"sum(rate({series.recomputed}{{{jobs['decode']}}}[5m])) > 0"]
+    if series.recomputed is None:
+        recomputed = []
+    if spec.router.enabled:
+        recomputed.append(f"sum(rate({ROUTER_RECOMPUTED}{{{jobs['router']}}}[5m])) > 0")
+    if recomputed:
+        rules.append(_recomputing(" or ".join(recomputed), where))
+    if series.transfer_failures is not None:
+        rules.append(_transfers_failing(series.transfer_failures, jobs, where))
+    if series.waiting is not None:
+        rules.append(_prefill_queueing(series.waiting, jobs["prefill"], where))
     return [{"name": f"disagg-{namespace}-{name}", "rules": rules}]
+
+
+def _canary_alerts(decode: str, where: str) -> list[dict[str, Any]]:
+    """The transfer canaries' alerts (decode pods that run one)."""
+    return [
+        _alert(
+            "DisaggTransferPathFailing",
+            f"min by (namespace, pod) ({CANARY_PASSING}{{{decode}}}) == 0",
+            "5m",
+            "warning",
+            f"The transfer canary of {{{{ $labels.pod }}}} ({where}) fails: decode cannot "
+            "pull KV from prefill now; TransferPathReady says why (PrefillBusy, "
+            "PrefillUnreachable, DecodeRecomputing, ...).",
+        ),
+        _alert(
+            "DisaggDecodeUnproven",
+            f"max by (namespace, pod) ({CANARY_READY}{{{decode}}}) == 0",
+            "15m",
+            "warning",
+            f"{{{{ $labels.pod }}}} ({where}) has not proven its transfer path on its "
+            "engine for 15 minutes, so it is not Ready: its canary's /verdict says why.",
+        ),
+    ]
+
+
+def _recomputing(expr: str, where: str) -> dict[str, Any]:
+    return _alert(
+        "DisaggDecodeRecomputing",
+        expr,
+        "10m",
+        "warning",
+        f"Decode pods of {where} compute prompts they were sent to read from prefill: "
+        "answers are right, P/D is not happening (docs/routing.md).",
+    )
+
+
+def _transfers_failing(failures: str, jobs: dict[str, str], where: str) -> dict[str, Any]:
+    """Failed KV transfers on either pool (a decode's reads, a prefill's pushes)."""
+    rates = " or ".join(f"rate({failures}{{{jobs[r]}}}[5m])" for r in ("prefill", "decode"))
+    return _alert(
+        "DisaggKVTransferFailing",
+        f"sum({rates}) > 0",
+        "10m",
+        "warning",
+        f"KV transfers between the pools of {where} have failed for 10 minutes: the "
+        "requests whose KV did not arrive failed or were computed again by decode; the "
+        "engines' logs name the failure (docs/troubleshooting.md).",
+    )
+
+
+def _prefill_queueing(waiting: str, prefill: str, where: str) -> dict[str, Any]:
+    return _alert(
+        "DisaggPrefillQueueing",
+        f"max({waiting}{{{prefill}}}) > 0",
+        "10m",
+        "info",
+        f"Requests have queued on the prefill pool of {where} for 10 minutes: "
+        "first tokens wait; add prefill or route short prompts to decode alone.",
+    )
 
 
 def _alert(name: str, expr: str, after: str, severity: str, text: str) -> dict[str, Any]:

@@ -2,7 +2,10 @@
 operator renders; the NetworkPolicy admits Prometheus to exactly those ports; the
 PrometheusRule's groups pass Debian's `promtool check rules`, and `promtool test rules`
 fires each alert on series labelled as the PodMonitors' targets would be (namespace, pod,
-and the job ``<namespace>/<PodMonitor name>``) and not on another deployment's.
+and the job ``<namespace>/<PodMonitor name>``) and not on another deployment's. Each alert
+reads its engine's own series and is left out where no pod exports one; the canary's port
+and alerts come only where decode pods run a canary (whether the series are the ones the
+processes really export: test_alerts.py).
 
 The Prometheus Operator objects follow prometheus-operator v0.93.0's CRDs
 (:mod:`disagg_operator.contracts.prometheus` states what render relies on); no cluster or
@@ -10,6 +13,7 @@ Prometheus Operator runs here."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,17 +22,20 @@ import pytest
 import yaml
 
 from disagg_operator.contracts import prometheus
+from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render.objects import render
 from disagg_operator.validation import spec as validation
 from tests.operator.builders import body, by_kind, role, vllm_gpu_cpu
+from tests.support.toy_engine.engine import Toy
 
 KEY = "k" * 32
 ON = {"enabled": True, "labels": {"release": "kube-prometheus-stack"}}
 LLMD = {"enabled": True, "routingSidecar": {"enabled": True, "image": "x:1"}}
+WITH_CANARY = dataclasses.replace(DEFAULT, canary_image="example.com/disagg-worker:1")
 
 
-def _objects(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    return render(obj, hmac_key=KEY)
+def _objects(obj: dict[str, Any], settings: Settings = DEFAULT) -> list[dict[str, Any]]:
+    return render(obj, hmac_key=KEY, settings=settings)
 
 
 def _monitors(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -94,6 +101,29 @@ def test_behind_the_routing_sidecar_decode_is_scraped_on_the_engines_own_port(
     assert ports[0] == port and ports[0] in {p["name"] for p in engine["ports"]}
 
 
+@pytest.mark.parametrize(
+    ("obj", "settings", "decode_ports"),
+    [
+        (vllm_gpu_cpu(monitoring=ON), DEFAULT, ["http"]),  # vLLM without a canary image
+        (vllm_gpu_cpu(monitoring=ON), WITH_CANARY, ["http", "canary"]),
+        (body(transferCanary={"enabled": False}, monitoring=ON), DEFAULT, ["metrics"]),
+    ],
+    ids=["vllm-no-canary-image", "vllm-canary", "reference-canary-off"],
+)
+def test_the_canary_port_is_scraped_only_where_a_canary_runs(
+    obj: dict[str, Any], settings: Settings, decode_ports: list[str]
+) -> None:
+    objects = _objects(obj, settings)
+    decode = _monitors(objects)["demo-decode"]
+    ports = [e["port"] for e in decode["spec"]["podMetricsEndpoints"]]
+    assert ports == decode_ports
+    pods = _selected(decode["spec"]["selector"]["matchLabels"], by_kind(objects, "Pod"))
+    assert pods and all(set(ports) <= _port_names(p["spec"]) for p in pods)
+    alerts = {r["alert"] for g in _rules_of(objects)["groups"] for r in g["rules"]}
+    canary_alerts = {"DisaggTransferPathFailing", "DisaggDecodeUnproven"}
+    assert canary_alerts & alerts == (canary_alerts if "canary" in ports else set())
+
+
 def test_the_network_policy_admits_prometheus_to_the_scraped_ports_only() -> None:
     obj = body(monitoring={**ON, "prometheusNamespace": "observability"})
     (policy,) = by_kind(_objects(obj), "NetworkPolicy")
@@ -109,9 +139,11 @@ def test_the_network_policy_admits_prometheus_to_the_scraped_ports_only() -> Non
     (plain,) = by_kind(_objects(body()), "NetworkPolicy")
     assert len(plain["spec"]["ingress"]) == len(policy["spec"]["ingress"]) - 1
     vllm = vllm_gpu_cpu(monitoring={**ON, "prometheusNamespace": "observability"})
-    (policy,) = by_kind(_objects(vllm), "NetworkPolicy")
-    (rule,) = [r for r in policy["spec"]["ingress"] if _from_ns(r)]
-    assert sorted(p["port"] for p in rule["ports"]) == [8000, 8090]  # vLLM: its serving port
+    for settings, ports in ((WITH_CANARY, [8000, 8090]), (DEFAULT, [8000])):
+        (policy,) = by_kind(_objects(vllm, settings), "NetworkPolicy")
+        (rule,) = [r for r in policy["spec"]["ingress"] if _from_ns(r)]
+        # vLLM: its serving port; the canary's only where decode pods run one
+        assert sorted(p["port"] for p in rule["ports"]) == ports
 
 
 def _from_ns(rule: dict[str, Any]) -> bool:
@@ -146,8 +178,12 @@ def test_bad_monitoring_fields_are_refused_by_name(monitoring: dict[str, Any], f
     assert any(p.field.startswith(field) for p in problems), problems
 
 
-def _rules(obj: dict[str, Any]) -> dict[str, Any]:
-    (rule,) = by_kind(_objects(obj), "PrometheusRule")
+def _rules(obj: dict[str, Any], settings: Settings = DEFAULT) -> dict[str, Any]:
+    return _rules_of(_objects(obj, settings))
+
+
+def _rules_of(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    (rule,) = by_kind(objects, "PrometheusRule")
     assert rule["apiVersion"] == prometheus.API_VERSION
     for group in rule["spec"]["groups"]:
         assert group["name"]
@@ -165,7 +201,7 @@ def test_the_rules_pass_promtool_check_rules(tmp_path: Path) -> None:
     rules.write_text(yaml.safe_dump(_rules(body(router={"enabled": True}, monitoring=ON))))
     done = _promtool("check", "rules", str(rules))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 4 rules found" in done.stdout
+    assert "SUCCESS: 5 rules found" in done.stdout
     # the same check refuses a broken expression: it is really judging
     broken = yaml.safe_load(rules.read_text())
     broken["groups"][0]["rules"][0]["expr"] = "min by (pod) (disagg_canary_passing{"
@@ -200,7 +236,7 @@ def test_the_alerts_fire_on_this_deployments_series_only(tmp_path: Path) -> None
         _series("ns", decode, "demo-decode-1", "disagg_canary_ready", "0x20"),
         _series("ns", other, "other-decode-0", "disagg_canary_passing", "0x20"),
         _series("ns", decode, "demo-decode-0", "disagg_decode_recomputed_total", "0+1x20"),
-        _series("ns", prefill, "demo-prefill-0", "vllm:num_requests_waiting", "3x20"),
+        _series("ns", prefill, "demo-prefill-0", "disagg_requests_waiting", "3x20"),
     ]
     test = {
         "rule_files": ["rules.yaml"],
@@ -249,3 +285,47 @@ def test_the_alerts_fire_on_this_deployments_series_only(tmp_path: Path) -> None
     (tmp_path / "test.yaml").write_text(yaml.safe_dump(test))
     done = _promtool("test", "rules", str(tmp_path / "test.yaml"))
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _alerts(obj: dict[str, Any], settings: Settings = DEFAULT) -> dict[str, str]:
+    return {r["alert"]: r["expr"] for g in _rules(obj, settings)["groups"] for r in g["rules"]}
+
+
+def test_each_alert_reads_the_engines_own_series_and_is_left_out_where_none_feeds_it() -> None:
+    canary = {"DisaggTransferPathFailing", "DisaggDecodeUnproven"}
+    reference = _alerts(body(monitoring=ON))
+    assert set(reference) == {*canary, "DisaggDecodeRecomputing", "DisaggKVTransferFailing",
+                              "DisaggPrefillQueueing"}  # fmt: skip
+    assert "disagg_requests_waiting{" in reference["DisaggPrefillQueueing"]
+    assert "disagg_decode_recomputed_total{" in reference["DisaggDecodeRecomputing"]
+    assert "disagg_proxy_" not in reference["DisaggDecodeRecomputing"]  # no router
+    # vLLM counts no recomputed request: without the router nothing feeds that alert
+    alone = _alerts(vllm_gpu_cpu(monitoring=ON))
+    assert set(alone) == {"DisaggKVTransferFailing", "DisaggPrefillQueueing"}
+    assert "vllm:num_requests_waiting{" in alone["DisaggPrefillQueueing"]
+    assert "vllm:nixl_num_failed_transfers_total{" in alone["DisaggKVTransferFailing"]
+    routed = _alerts(vllm_gpu_cpu(router={"enabled": True}, monitoring=ON), WITH_CANARY)
+    assert set(routed) == {*canary, *alone, "DisaggDecodeRecomputing"}
+    assert routed["DisaggDecodeRecomputing"].startswith(
+        'sum(rate(disagg_proxy_decode_recomputed_total{namespace="ns", job="ns/demo-router"}'
+    )
+    assert " or " not in routed["DisaggDecodeRecomputing"]  # the router's series alone
+    # vLLM 0.11.0 has no NIXL series: no transfer-failure alert
+    old = body(
+        engine="vllm",
+        prefill=role("cuda", resources={"limits": {"nvidia.com/gpu": 1}}),
+        decode=role("cuda", resources={"limits": {"nvidia.com/gpu": 1}}),
+        monitoring=ON,
+    )
+    old["spec"]["engine"]["version"] = "0.11.0"
+    assert set(_alerts(old)) == {"DisaggPrefillQueueing"}
+
+
+def test_an_engine_that_declares_no_series_gets_only_the_canary_and_router_alerts() -> None:
+    settings = Settings(canary_image="example.com/disagg:1").with_engines(Toy())
+    toy = body(engine="toy", router={"enabled": True}, monitoring=ON)
+    toy["spec"]["model"] = "toy"
+    alerts = _alerts(toy, settings)
+    assert set(alerts) == {"DisaggTransferPathFailing", "DisaggDecodeUnproven",
+                           "DisaggDecodeRecomputing"}  # fmt: skip
+    assert alerts["DisaggDecodeRecomputing"].startswith("sum(rate(disagg_proxy_")
