@@ -1,0 +1,294 @@
+"""``x-kubernetes-validations``: the CEL rules of a custom resource, run on every write.
+
+Pure layer. Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/cel/validation.go``
+on cel-python: rules are compiled once per CRD (:func:`build`); a rule runs where its node
+has a value, a transition rule (one reading ``oldSelf``) only on an update whose old value
+corresponds (same field; a list-type map's item with the same keys); a failure reads
+``<path>: Invalid value: <value>: <message>`` (the value left out for objects and lists;
+``messageExpression``, ``fieldPath`` and ``reason`` as set), and on an update a failure of
+a non-transition rule in an unchanged value is a warning, not an error (ratcheting). Not
+ported: the cost budget, ``optionalOldSelf`` and syntax cel-python lacks (``self.?x``) —
+:func:`build` refuses a CRD needing them rather than pass what the apiserver checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import celpy
+from celpy import celtypes
+from celpy.celparser import CELParseError
+from celpy.evaluation import CELEvalError
+from lark import Tree
+
+from disagg_operator.emulator.apiserver import celvalues
+from disagg_operator.emulator.apiserver import fielderrors as fe
+from disagg_operator.emulator.apiserver.ratcheting import CorrelatedObject, MapList, unchanged
+
+_MAX_MESSAGE_BYTES = 5 * 1024  # celconfig.MaxEvaluatedMessageExpressionSizeBytes
+
+
+class Unsupported(ValueError):
+    """A CRD's rule needs what this port does not carry."""
+
+
+@dataclass
+class Rule:
+    text: str
+    program: Any
+    message: str = ""
+    message_program: Any = None
+    reason: str | None = None
+    field_path: str = ""
+    uses_old_self: bool = False
+
+    def error_string(self) -> str:
+        """``ruleErrorString``: the message when set, else the rule."""
+        return self.message.strip() or self.text.strip()
+
+
+@dataclass
+class CelNode:
+    """``cel.Validator`` of one schema node: its rules and its children's validators."""
+
+    schema: dict[str, Any]
+    rules: list[Rule] = field(default_factory=list)
+    properties: dict[str, CelNode] = field(default_factory=dict)
+    items: CelNode | None = None
+    additional: CelNode | None = None
+    all_of: list[CelNode] = field(default_factory=list)
+    is_root: bool = False
+
+
+def _reads_old_self(ast: Tree[Any]) -> bool:
+    return any(
+        tree.children and str(tree.children[0]) == "oldSelf" for tree in ast.find_data("ident")
+    )
+
+
+def _field_path(text: str) -> str:
+    """``ValidFieldPath(...).String()`` for ``.a.b`` / ``['a']`` paths (``a.b``, ``a[k]``)."""
+    path, rest = "", text
+    while rest:
+        if rest.startswith("."):
+            name = rest[1:].split(".", 1)[0].split("[", 1)[0]
+            path, rest = fe.child(path, name), rest[1 + len(name) :]
+        elif rest.startswith("['") and "']" in rest:
+            name, rest = rest[2:].split("']", 1)
+            path = fe.child(path, name)
+        else:
+            return ""
+    return path
+
+
+def _compile(env: celpy.Environment, source: dict[str, Any]) -> Rule:
+    text = str(source.get("rule", ""))
+    if source.get("optionalOldSelf"):
+        raise Unsupported(f"optionalOldSelf (rule {text!r}) is not ported")
+    try:
+        ast = env.compile(text)
+        program = env.program(ast)
+        message_program = None
+        if source.get("messageExpression"):
+            message_program = env.program(env.compile(str(source["messageExpression"])))
+    except CELParseError as e:
+        raise Unsupported(f"cel-python cannot compile {text!r}: {e}") from e
+    return Rule(
+        text=text,
+        program=program,
+        message=str(source.get("message") or ""),
+        message_program=message_program,
+        reason=source.get("reason"),
+        field_path=_field_path(str(source.get("fieldPath") or "")),
+        uses_old_self=_reads_old_self(ast),
+    )
+
+
+def _node(
+    env: celpy.Environment, rules: dict[str, Any], node: dict[str, Any], root: bool
+) -> CelNode | None:
+    """``validator``: ``rules`` holds the x-kubernetes-validations (``node`` or one of its
+    allOf entries), ``node`` the structure the values follow."""
+    built = CelNode(schema=node, is_root=root)
+    built.rules = [_compile(env, r) for r in rules.get("x-kubernetes-validations") or ()]
+    properties, node_properties = rules.get("properties") or {}, node.get("properties") or {}
+    for name, sub in properties.items():
+        if name in node_properties:
+            child = _node(
+                env,
+                sub,
+                node_properties[name],
+                bool(node_properties[name].get("x-kubernetes-embedded-resource")),
+            )
+            if child is not None:
+                built.properties[name] = child
+    for key in ("items", "additionalProperties"):
+        if isinstance(rules.get(key), dict) and isinstance(node.get(key), dict):
+            sub = node[key]
+            child = _node(env, rules[key], sub, bool(sub.get("x-kubernetes-embedded-resource")))
+            setattr(built, "items" if key == "items" else "additional", child)
+    for entry in rules.get("allOf") or ():
+        child = _node(env, entry, node, root)
+        if child is not None:
+            built.all_of.append(child)
+    useful = built.rules or built.properties or built.items or built.additional or built.all_of
+    return built if useful else None
+
+
+def build(schema: dict[str, Any] | None, is_resource_root: bool = True) -> CelNode | None:
+    """``NewValidator``: every rule of ``schema`` compiled; None when it has none."""
+    if not schema:
+        return None
+    return _node(celpy.Environment(), schema, schema, is_resource_root)
+
+
+@dataclass(frozen=True)
+class Ratchet:
+    """``ratchetingOptions``: the correlation of this value, and of the nearest parent."""
+
+    current: CorrelatedObject | None = None
+    parent: CorrelatedObject | None = None
+
+    def ratchets(self) -> bool:
+        return unchanged(self.current) if self.current is not None else unchanged(self.parent)
+
+    def key(self, name: str) -> Ratchet:
+        if self.current is None:
+            return self
+        if self.parent is None and name in ("apiVersion", "kind"):
+            return Ratchet()
+        return Ratchet(self.current.key(name), self.current)
+
+    def index(self, i: int) -> Ratchet:
+        return self if self.current is None else Ratchet(self.current.index(i), self.current)
+
+
+@dataclass
+class Outcome:
+    errors: list[fe.FieldError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def validate(
+    node: CelNode | None, obj: Any, old: Any = None, correlation: CorrelatedObject | None = None
+) -> Outcome:
+    """Every rule of the tree over ``obj`` (``old``: the object an update replaces;
+    ``correlation``: for ratcheting, on updates)."""
+    outcome = Outcome()
+    _walk(node, "", obj, old, Ratchet(correlation), outcome)
+    return outcome
+
+
+def _walk(
+    node: CelNode | None, path: str, obj: Any, old: Any, ratchet: Ratchet, out: Outcome
+) -> None:
+    if node is None or obj is None:
+        return
+    _expressions(node, path, obj, old, ratchet, out)
+    for entry in node.all_of:
+        _walk(entry, path, obj, old, Ratchet(None, ratchet.parent), out)
+    if isinstance(obj, list) and node.items is not None:
+        old_items = MapList(node.schema, old if isinstance(old, list) else [])
+        for i, item in enumerate(obj):
+            _walk(node.items, fe.index(path, i), item, old_items.get(item), ratchet.index(i), out)
+    elif isinstance(obj, dict):
+        correlatable = node.schema.get("x-kubernetes-map-type") in (None, "granular", "atomic")
+        olds = old if correlatable and isinstance(old, dict) else {}
+        if node.additional is not None:
+            for k, v in obj.items():
+                _walk(node.additional, fe.key(path, k), v, olds.get(k), ratchet.key(k), out)
+        for k, v in obj.items():
+            if k in node.properties:
+                _walk(node.properties[k], fe.child(path, k), v, olds.get(k), ratchet.key(k), out)
+
+
+def _activation(node: CelNode, obj: Any, old: Any, with_old: bool) -> dict[str, Any]:
+    convert = celvalues.root_to_cel if node.is_root else celvalues.to_cel
+    bound = {"self": convert(obj, node.schema)}
+    if with_old and old is not None:
+        bound["oldSelf"] = convert(old, node.schema)
+    return bound
+
+
+def _go_error(error: Exception) -> str:
+    """cel-go's words for a cel-python evaluation error."""
+    args = error.args
+    cause = args[1] if len(args) > 1 else None
+    text = str(args[0]) if args else str(error)
+    if cause is KeyError or "no such member" in text:
+        name = str((args[2] or ("",))[0]) if len(args) > 2 and args[2] else text.rsplit(" ", 1)[-1]
+        return f"no such key: {name.strip(chr(39))}"
+    if "overload" in text:
+        return "no such overload"
+    if cause is ZeroDivisionError:
+        return "modulus by zero" if "modulo" in str(args[2:]) else "division by zero"
+    return text
+
+
+def _evaluate(program: Any, bound: dict[str, Any]) -> tuple[Any, str]:
+    try:
+        result = program.evaluate(bound)
+    except CELEvalError as e:
+        return None, _go_error(e)
+    if isinstance(result, CELEvalError):
+        return None, _go_error(result)
+    return result, ""
+
+
+def _message(rule: Rule, bound: dict[str, Any]) -> str:
+    """The messageExpression's text when it gives a usable one, else the message or
+    ``failed rule: <rule>``."""
+    if rule.message_program is not None:
+        text, problem = _evaluate(rule.message_program, bound)
+        if not problem and isinstance(text, str):
+            text = text.strip()
+            if text and "\n" not in text and len(text.encode()) <= _MAX_MESSAGE_BYTES:
+                return str(text)
+    return rule.message.strip() or f"failed rule: {rule.text.strip()}"
+
+
+def _failure(path: str, value: Any, detail: str, reason: str | None) -> fe.FieldError:
+    """``fieldErrorForReason``."""
+    if reason == "FieldValueForbidden":
+        return fe.forbidden(path, detail)
+    if reason == "FieldValueRequired":
+        return fe.required(path, detail)
+    if reason == "FieldValueDuplicate":
+        return fe.duplicate(path, value)
+    return fe.invalid(path, value, detail)
+
+
+def _expressions(
+    node: CelNode, path: str, obj: Any, old: Any, ratchet: Ratchet, out: Outcome
+) -> None:
+    """``validateExpressions``: each rule of this node, in order."""
+    if not node.rules:
+        return
+    kind = str(node.schema.get("type") or "")
+    reads_old = any(r.uses_old_self for r in node.rules)
+    bound = _activation(node, obj, old, reads_old)
+    where = path or fe.NO_PATH
+    for rule in node.rules:
+        if rule.uses_old_self and old is None:
+            continue
+        result, problem = _evaluate(rule.program, bound)
+        if problem:
+            if problem == "no such overload":
+                detail = (
+                    f"'{problem}': call arguments did not match a supported operator, "
+                    f"function or macro signature for rule: {rule.error_string()}"
+                )
+            else:
+                detail = f"{problem} evaluating rule: {rule.error_string()}"
+            out.errors.append(fe.invalid(where, kind, detail))
+            continue
+        if isinstance(result, celtypes.BoolType) and bool(result):
+            continue
+        at = fe.child(path, rule.field_path) if rule.field_path else where
+        value = fe.OMIT if kind in ("object", "array") else obj
+        error = _failure(at, value, _message(rule, bound), rule.reason)
+        if not rule.uses_old_self and ratchet.ratchets():
+            out.warnings.append(str(error))
+        else:
+            out.errors.append(error)

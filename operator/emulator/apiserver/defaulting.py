@@ -1,0 +1,76 @@
+"""Defaulting, and what happens to nulls before it.
+
+Pure layer. Ports kubernetes/apiextensions-apiserver v0.36.3
+``pkg/apiserver/schema/defaulting/algorithm.go`` (``Default``) and ``prunenulls.go``
+(``PruneNonNullableNullsWithoutDefaults``) over the raw ``openAPIV3Schema`` dict. On a
+write the apiserver first drops a null from a field that is neither ``nullable`` nor
+defaulted, then fills absent fields from their ``default``, and a null in a defaulted
+non-nullable field too: ``kvTransfer: null`` with ``default: {}`` becomes ``{}`` and then
+gets ``kvTransfer``'s own defaults. A ``default`` of null is no default (Go's nil).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+Schema = dict[str, Any] | None
+
+
+def _non_nullable_null(value: Any, schema: Schema) -> bool:
+    return value is None and schema is not None and not schema.get("nullable", False)
+
+
+def _field_schema(name: str, schema: Schema) -> Schema:
+    """The schema of a field: its property, else ``additionalProperties`` when a schema."""
+    if schema is None:
+        return None
+    properties = schema.get("properties") or {}
+    if name in properties:
+        return properties[name]  # type: ignore[no-any-return]
+    additional = schema.get("additionalProperties")
+    return additional if isinstance(additional, dict) else None
+
+
+def default(value: Any, schema: Schema) -> None:
+    """Fill ``value`` (in place) with the defaults of ``schema``, deep-copied."""
+    if schema is None:
+        return
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        for name, prop in properties.items():
+            if prop.get("default") is None:
+                continue
+            if name not in value or _non_nullable_null(value[name], prop):
+                value[name] = copy.deepcopy(prop["default"])
+        additional = schema.get("additionalProperties")
+        additional = additional if isinstance(additional, dict) else None
+        for name in value:
+            if name in properties:
+                default(value[name], properties[name])
+            elif "additionalProperties" in schema:
+                if _non_nullable_null(value[name], additional):
+                    value[name] = copy.deepcopy((additional or {}).get("default"))
+                default(value[name], additional)
+    elif isinstance(value, list):
+        items = schema.get("items")
+        for i, item in enumerate(value):
+            if _non_nullable_null(item, items):
+                value[i] = copy.deepcopy((items or {}).get("default"))
+            default(value[i], items)
+
+
+def prune_non_nullable_nulls(value: Any, schema: Schema) -> None:
+    """Drop (in place) nulls of fields neither ``nullable`` nor defaulted; defaulted ones
+    stay for :func:`default`, nulls in lists stay for validation."""
+    if isinstance(value, dict):
+        for name in list(value):
+            sub = _field_schema(name, schema)
+            if _non_nullable_null(value[name], sub) and (sub or {}).get("default") is None:
+                del value[name]
+            else:
+                prune_non_nullable_nulls(value[name], sub)
+    elif isinstance(value, list):
+        items = None if schema is None else schema.get("items")
+        for item in value:
+            prune_non_nullable_nulls(item, items)
