@@ -29,8 +29,8 @@ from disagg_operator.api.rules import (
     TP_DIVIDES_RULE,
     UCX_REACH_RULE,
 )
+from disagg_operator.contracts import inference_pool, prometheus
 from disagg_operator.contracts import llmd as llmd_sidecar
-from disagg_operator.contracts import prometheus
 
 
 class EngineSpec(_Model):
@@ -114,7 +114,7 @@ class KVTransfer(_Model):
 # v1 is the GA API (api/v1/inferencepool_types.go upstream). v1alpha2 (the x-k8s.io group)
 # is refused: gateway-api-inference-extension v1.5.0 removed its CRD (#2796), so a cluster
 # that installs a current release answers "no matches for kind" to it.
-INFERENCE_POOL_APIS: dict[str, str] = {"v1": "inference.networking.k8s.io/v1"}
+INFERENCE_POOL_APIS: dict[str, str] = {"v1": inference_pool.API_VERSION}
 REMOVED_POOL_VERSIONS = {
     "v1alpha2": "gateway-api-inference-extension v1.5.0 removed the "
     "inference.networking.x-k8s.io/v1alpha2 InferencePool CRD; set v1 "
@@ -130,7 +130,7 @@ def _pool_version(value: Any) -> Any:
 
 
 InferencePoolVersion = Annotated[Literal["v1"], BeforeValidator(_pool_version)]
-EPP_PORT = 9002  # the endpoint picker's gRPC port in upstream's manifests and charts
+EPP_PORT = inference_pool.EPP_PORT
 
 
 class ExtensionRef(_Model):

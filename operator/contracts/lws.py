@@ -33,9 +33,16 @@ deletes groups as it does pods: one LWS is one instance), ``restartPolicy``
 RecreateGroupOnPodRestart (a rank that restarts alone would wait forever for its peers),
 ``startupPolicy`` LeaderCreated (the ranks start together and meet), and the template is
 never changed after creation, so LWS's own rolling update never runs.
+
+:data:`SHAPE`: exactly what render writes of a LeaderWorkerSet, typed as the v0.10.0 CRD
+types it. Its pod templates are core/v1's PodTemplateSpec as the CRD embeds it: Kubernetes
+1.36's (k8s.io/api v0.36.3), every ObjectMeta inside cut to name, namespace, labels,
+annotations and finalizers (any other field is pruned).
 """
 
 from __future__ import annotations
+
+from disagg_operator.contracts import shape
 
 MIN_VERSION = "v0.10.0"  # the LWS release the rendered objects were checked against
 KUEUE_VERSION = "v0.19.2"
@@ -79,3 +86,35 @@ def leader_pod(lws: str, group: int = 0) -> str:
 def worker_pod(lws: str, worker: int, group: int = 0) -> str:
     """Worker ``worker`` (1 ..) of that group."""
     return f"{lws}-{group}-{worker}"
+
+
+# What render writes (render/groups.py), as the v0.10.0 CRD types it.
+_TEMPLATE = shape.builtin(shape.POD_TEMPLATE_SPEC, embedded_meta=shape.EMBEDDED_META)
+CRD = "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+SHAPE = shape.resource(
+    f"kubernetes-sigs/lws {MIN_VERSION} {CRD}",
+    shape.obj(
+        {
+            "replicas": shape.integer(minimum=0, maximum=1000000),
+            "startupPolicy": shape.string(enum=["LeaderCreated", "LeaderReady"]),
+            "leaderWorkerTemplate": shape.obj(
+                {
+                    "size": shape.integer(),
+                    "restartPolicy": shape.string(
+                        enum=[
+                            "Default",
+                            "RecreateGroupOnPodRestart",
+                            "RecreateGroupAfterStart",
+                            "None",
+                        ]
+                    ),
+                    "leaderTemplate": _TEMPLATE,
+                    "workerTemplate": _TEMPLATE,
+                },
+                required=["workerTemplate"],
+            ),
+        },
+        required=["leaderWorkerTemplate"],
+    ),
+    required=(),
+)

@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from disagg_operator.contracts import shape
+
 API_VERSION = "monitoring.coreos.com/v1"
 MIN_VERSION = "v0.93.0"  # the release the objects were checked against
 # A Prometheus Operator Duration, as the CRDs' pattern (monitoringv1.Duration) writes it.
@@ -52,3 +54,48 @@ class AlertSeries:
     waiting: str | None = None
     recomputed: str | None = None
     transfer_failures: str | None = None
+
+
+# --- What render writes (render/monitoring.py), as the v0.93.0 CRDs type it --------------
+_CRDS = f"prometheus-operator/prometheus-operator {MIN_VERSION} example/prometheus-operator-crd"
+_DURATION = shape.string(pattern=DURATION.pattern)
+POD_MONITOR_SHAPE = shape.resource(
+    f"{_CRDS}/monitoring.coreos.com_podmonitors.yaml",
+    shape.obj(
+        {
+            "selector": shape.obj({"matchLabels": shape.string_map()}),
+            "podMetricsEndpoints": shape.array(
+                shape.obj({"port": shape.string(), "path": shape.string(), "interval": _DURATION})
+            ),
+            "podTargetLabels": shape.array(shape.string()),
+        },
+        required=["selector"],
+    ),
+)
+PROMETHEUS_RULE_SHAPE = shape.resource(
+    f"{_CRDS}/monitoring.coreos.com_prometheusrules.yaml",
+    shape.obj(
+        {
+            "groups": shape.array(
+                shape.obj(
+                    {
+                        "name": shape.string(minLength=1),
+                        "rules": shape.array(
+                            shape.obj(
+                                {
+                                    "alert": shape.string(),
+                                    "expr": shape.INT_OR_STRING,
+                                    "for": _DURATION,
+                                    "labels": shape.string_map(),
+                                    "annotations": shape.string_map(),
+                                },
+                                required=["expr"],
+                            )
+                        ),
+                    },
+                    required=["name"],
+                )
+            )
+        }
+    ),
+)
