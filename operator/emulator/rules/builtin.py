@@ -59,14 +59,24 @@ def validator(kind: str, api_version: str) -> jsonschema.Draft202012Validator | 
     return jsonschema.Draft202012Validator(schema, registry=registry)
 
 
+def definitions() -> Mapping[str, Any]:
+    """Kubernetes' own definitions by name (``io.k8s.api.core.v1.PodSpec``), whose
+    ``$ref`` name others of them; read-only."""
+    defs: Mapping[str, Any] = _definitions().contents["$defs"]
+    return defs
+
+
 def check(obj: Mapping[str, Any]) -> Findings:
     """Unknown and invalid fields of a built-in object (none for a kind with no schema)."""
     found = validator(str(obj.get("kind")), str(obj.get("apiVersion")))
-    if found is None:
-        return Findings([], [])
+    return Findings([], []) if found is None else findings(found, obj)
+
+
+def findings(schema: jsonschema.Draft202012Validator, obj: Mapping[str, Any]) -> Findings:
+    """Unknown and invalid fields of ``obj`` by the compiled ``schema``."""
     unknown: list[str] = []
     invalid: list[str] = []
-    for error in _leaves(found.iter_errors(obj)):
+    for error in _leaves(schema.iter_errors(obj)):
         where = path(error.absolute_path)
         if error.validator == "additionalProperties":
             declared = set((error.schema or {}).get("properties") or {})
