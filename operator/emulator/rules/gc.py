@@ -11,7 +11,7 @@ is being deleted in the foreground, else *solid*.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 Policy = Literal["Background", "Foreground", "Orphan"]
@@ -88,7 +88,7 @@ def verdict(obj: Mapping[str, Any], lookup: Lookup, has_dependents: bool) -> Ver
     return Verdict("delete", "Background")
 
 
-def blocking(dependents: list[Mapping[str, Any]], owner_uid: str) -> list[Mapping[str, Any]]:
+def blocking(dependents: Sequence[Mapping[str, Any]], owner_uid: str) -> list[Mapping[str, Any]]:
     """The dependents a foreground deletion of ``owner_uid`` waits for: those whose
     reference to it sets ``blockOwnerDeletion``."""
     return [
@@ -131,5 +131,5 @@ def delete_policy(options: Any, params: Mapping[str, str]) -> Policy:
             raise ValueError(
                 f'propagationPolicy: Unsupported value: "{policy}": supported values: {supported}'
             )
-        return policy  # type: ignore[no-any-return]
+        return policy
     return "Orphan" if orphan in (True, "true") else "Background"
