@@ -39,7 +39,11 @@ from typing import Any
 import aiohttp.web
 import attrs
 import kmock
+import multidict
 
+from disagg_operator.emulator.apiserver import decoding, fielderrors, writes
+from disagg_operator.emulator.apiserver.strategy import Served
+from disagg_operator.emulator.custom import CustomResources
 from disagg_operator.emulator.rules import gc, ops, scale, tables
 from disagg_operator.emulator.store import ObjectStore
 from disagg_operator.emulator.verbs import TestVerbs
@@ -50,13 +54,14 @@ _LOG_LIMIT = 100_000  # watch-replay history per resource; older resourceVersion
 
 
 @attrs.define(kw_only=True)
-class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
+class Emulator(CustomResources, TestVerbs, ObjectStore, kmock.KubernetesEmulator):
     """kmock's emulator with an API-server-like store; see the module docstring."""
 
     store: dict[tuple[str, str, str], dict[str, Any]] = attrs.field(factory=dict, init=False)
     calls: list[ops.ApiCall] = attrs.field(factory=list, init=False)
     columns: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
     scales: dict[str, dict[str, str]] = attrs.field(factory=dict, init=False)
+    served: dict[str, Served] = attrs.field(factory=dict, init=False)  # CRD keys: their rules
     watch_selectors: list[tuple[str, str]] = attrs.field(factory=list, init=False)
     admission_rules: list[ops.AdmissionRule] = attrs.field(factory=list, init=False)
     throttles: list[ops.Throttle] = attrs.field(factory=list, init=False)
@@ -107,6 +112,7 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
     def register_crd(self, crd: dict[str, Any]) -> None:
         """Serve every version of a CustomResourceDefinition body."""
         spec, names = crd["spec"], crd["spec"]["names"]
+        self.served.update(writes.served_versions(crd))
         for version in spec.get("versions", []):
             if not version.get("served", True):
                 continue
@@ -178,11 +184,15 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
                 rule.check(where.key, call, req.payload())
             if call.verb == "watch":
                 return await self._watch(req)
-            body = self._dispatch(req, call, info)
+            warnings: list[str] = []
+            body = self._dispatch(req, call, info, warnings)
         except ops.StatusError as e:
             return aiohttp.web.json_response(e.body, status=e.code, headers=e.headers)
+        except fielderrors.ApiError as e:
+            return aiohttp.web.json_response(e.body, status=e.code)
         code = 201 if call.verb == "create" and not req.params.get("dryRun") else 200
-        return aiohttp.web.json_response(body, status=code)
+        headers = multidict.CIMultiDict(("Warning", w) for w in decoding.warning_headers(warnings))
+        return aiohttp.web.json_response(body, status=code, headers=headers)
 
     def _info(self, key: str) -> kmock.ResourceInfo:
         info = self.resources.get(key) if key in self.resources else None
@@ -192,7 +202,9 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
             )
         return info
 
-    def _dispatch(self, req: Req, call: ops.ApiCall, info: kmock.ResourceInfo) -> dict[str, Any]:
+    def _dispatch(
+        self, req: Req, call: ops.ApiCall, info: kmock.ResourceInfo, warnings: list[str]
+    ) -> dict[str, Any]:
         key, ns = req.where.key, req.where.namespace if info.namespaced else ""
         if call.verb in {"list", "deletecollection"}:
             items = list(self._select(key, ns, req.params))
@@ -208,10 +220,10 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
                 "items": items,
             }
         if call.verb == "create":
-            return self._create(key, info, ns, req.payload(), req.params)
+            return self._create(key, info, ns, req, warnings)
         current = self.store.get((key, ns, call.name))
         if call.verb == "patch" and current is None and "apply-patch" in req.ctype:
-            return self._create(key, info, ns, req.payload(), req.params)
+            return self._create(key, info, ns, req, warnings)
         if current is None:
             raise ops.StatusError(
                 404,
@@ -221,7 +233,7 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
                 kind=call.resource,
             )
         if req.where.subresource == "scale" and key in self.scales:
-            return self._scale(key, info, current, call, req)
+            return self._scale(key, info, current, call, req, warnings)
         if call.verb == "get":
             if "as=Table" in req.raw.headers.get("Accept", "") and self.columns.get(key):
                 return tables.table([current], self.columns[key], str(self._rv))
@@ -229,8 +241,8 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
         if call.verb == "delete":
             policy = self._policy(req)
             return current if req.params.get("dryRun") else self._remove(key, current, policy)
-        new = ops.updated(req.raw.method, req.ctype, req.payload(), current)
-        return self._write(key, info, current, new, req)
+        new = self._updated(key, req, current, warnings)
+        return self._write(key, info, current, new, req, warnings)
 
     @staticmethod
     def _policy(req: Req) -> gc.Policy:
@@ -248,6 +260,7 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
         current: dict[str, Any],
         call: ops.ApiCall,
         req: Req,
+        warnings: list[str],
     ) -> dict[str, Any]:
         """GET, PATCH or PUT ``.../scale``: the Scale, written through to the object."""
         paths = self.scales[key]
@@ -257,11 +270,13 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
             req.raw.method, req.ctype, req.payload(), scale.to_scale(current, paths)
         )
         new = scale.with_replicas(current, paths, written)
-        return scale.to_scale(self._write(key, info, current, new, req), paths)
+        return scale.to_scale(self._write(key, info, current, new, req, warnings), paths)
 
     def _create(
-        self, key: str, info: kmock.ResourceInfo, ns: str, body: Any, params: dict[str, str]
+        self, key: str, info: kmock.ResourceInfo, ns: str, req: Req, warnings: list[str]
     ) -> dict[str, Any]:
+        served, params = self.served.get(key), req.params
+        body = self._new_body(served, req, warnings)
         if not isinstance(body, dict):
             raise ops.StatusError(400, "BadRequest", "the request body must be an object")
         obj = json.loads(json.dumps(body))
@@ -291,7 +306,9 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
             )
         obj.setdefault("kind", info.kind)
         obj.setdefault("apiVersion", key.rsplit("/", 1)[0])
-        if "status" in info.subresources:
+        if served is not None:
+            warnings.extend(writes.admit_create(served, obj))
+        elif "status" in info.subresources:
             obj.pop("status", None)
         ops.validate(key, obj)
         return obj if params.get("dryRun") else self._insert(key, obj)
@@ -303,8 +320,12 @@ class Emulator(TestVerbs, ObjectStore, kmock.KubernetesEmulator):
         current: dict[str, Any],
         new: dict[str, Any],
         req: Req,
+        warnings: list[str],
     ) -> dict[str, Any]:
-        if "status" in info.subresources:
+        served = self.served.get(key)
+        if served is not None:
+            new = self._admit_write(served, current, new, req, warnings)
+        elif "status" in info.subresources:
             if req.where.subresource == "status":
                 new = {**current, "status": new.get("status")}
                 if new["status"] is None:

@@ -1,6 +1,6 @@
 """``x-kubernetes-validations``: the CEL rules of a custom resource, run on every write.
 
-Pure layer. Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/cel/validation.go``
+Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/cel/validation.go``
 on cel-python: rules are compiled once per CRD (:func:`build`); a rule runs where its node
 has a value, a transition rule (one reading ``oldSelf``) only on an update whose old value
 corresponds (same field; a list-type map's item with the same keys); a failure reads

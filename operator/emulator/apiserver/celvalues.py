@@ -1,6 +1,6 @@
 """A custom resource's values as CEL sees them: typed by the schema, not by the JSON.
 
-Pure layer. Restates apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/cel``
+Restates apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/cel``
 ``values.go`` (``UnstructuredToVal``) and ``model.WithTypeAndObjectMeta`` for cel-python:
 a ``number`` field is a double even when the JSON holds ``2`` (so ``self.min <= self.max``
 compares a double with a double, as in kube-apiserver), an ``integer`` an int, an

@@ -1,6 +1,6 @@
 """Decoding a custom resource: what kube-apiserver notices and drops before validation.
 
-Pure layer. Ports the custom-resource decoder of apiextensions-apiserver v0.36.3
+Ports the custom-resource decoder of apiextensions-apiserver v0.36.3
 (``pkg/apiserver/customresource_handler.go``: ``schemaCoercingDecoder`` and
 ``unstructuredSchemaCoercer.apply``, with ``schema/objectmeta/coerce.go``'s unknown
 metadata fields) and the strict JSON decoding of sigs.k8s.io/json that k8s.io/apiserver

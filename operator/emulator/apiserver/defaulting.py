@@ -1,6 +1,6 @@
 """Defaulting, and what happens to nulls before it.
 
-Pure layer. Ports kubernetes/apiextensions-apiserver v0.36.3
+Ports kubernetes/apiextensions-apiserver v0.36.3
 ``pkg/apiserver/schema/defaulting/algorithm.go`` (``Default``) and ``prunenulls.go``
 (``PruneNonNullableNullsWithoutDefaults``) over the raw ``openAPIV3Schema`` dict. On a
 write the apiserver first drops a null from a field that is neither ``nullable`` nor

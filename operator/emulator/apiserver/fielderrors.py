@@ -1,6 +1,6 @@
 """Field errors and Status bodies, worded as kube-apiserver words them.
 
-Pure layer. Ports apimachinery v0.36.3 ``pkg/util/validation/field`` (``Error``,
+Ports apimachinery v0.36.3 ``pkg/util/validation/field`` (``Error``,
 ``ErrorBody``, the constructors the custom-resource path uses), ``pkg/util/errors`` (the
 aggregate: ``[a, b]``, duplicates once) and ``pkg/api/errors`` (``NewInvalid``,
 ``NewBadRequest``), so a refusal reads byte for byte like the apiserver's. Paths are the

@@ -1,6 +1,6 @@
 """String formats a custom resource's schema can name, checked as kube-apiserver checks them.
 
-Pure layer. Which formats count: apiextensions-apiserver v0.36.3
+Which formats count: apiextensions-apiserver v0.36.3
 ``pkg/apiserver/validation/formats.go`` (the rest are dropped from the schema before
 validation, at the default compatibility version 1.35); how each is checked: kube-openapi
 ``pkg/validation/strfmt`` at the commit that tag pins (43fb72c5454a), whose registry names

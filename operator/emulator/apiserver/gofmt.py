@@ -1,6 +1,6 @@
 """Go's spelling of JSON values, as kube-apiserver prints them in messages.
 
-Pure layer. An apiserver message shows a value with Go's ``%v`` (numbers, booleans), ``%q``
+An apiserver message shows a value with Go's ``%v`` (numbers, booleans), ``%q``
 (strings: ``strconv.Quote``) or ``encoding/json.Marshal`` (objects, lists, null); a float
 prints as ``strconv.FormatFloat(f, 'g', -1, 64)`` under ``%v`` (``1e+06``) and as ``'f'``
 under ``json.Marshal`` (``1000000``). Go 1.25's ``strconv`` and ``encoding/json`` rules,

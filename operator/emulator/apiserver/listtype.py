@@ -1,6 +1,6 @@
 """``x-kubernetes-list-type``: a set holds each item once, a map each key once.
 
-Pure layer. Ports apiextensions-apiserver v0.36.3
+Ports apiextensions-apiserver v0.36.3
 ``pkg/apiserver/schema/listtype/validation.go`` over the raw ``openAPIV3Schema`` dict: one
 ``Duplicate value`` per repeated item (its second occurrence), the value being the item
 (set) or its keys (map). Items compare as Go compares them: scalars by type and value

@@ -1,6 +1,6 @@
 """The OpenAPI v3 schema of a custom resource, as kube-apiserver's validator reads it.
 
-Pure layer. A CRD's ``openAPIV3Schema`` becomes the ``spec.Schema`` kube-openapi validates
+A CRD's ``openAPIV3Schema`` becomes the ``spec.Schema`` kube-openapi validates
 with (apiextensions-apiserver v0.36.3 ``pkg/apiserver/validation/validation.go``,
 ``ConvertJSONSchemaPropsWithPostProcess``): ``x-kubernetes-int-or-string`` is the type
 ``[integer, string]``, an unsupported ``format`` is dropped (:mod:`.formats`), the rest is

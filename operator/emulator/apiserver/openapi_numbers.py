@@ -1,6 +1,6 @@
 """kube-openapi's number checks: the range of a format, bounds, multipleOf.
 
-Pure layer. Ports kube-openapi ``pkg/validation/validate`` at 43fb72c5454a:
+Ports kube-openapi ``pkg/validation/validate`` at 43fb72c5454a:
 ``numberValidator`` (validator.go) and ``IsValueValidAgainstRange``, ``Maximum*``,
 ``Minimum*``, ``MultipleOf*`` (values.go). A JSON integer is Go's int64, a JSON decimal its
 float64; a bound is a float64 that an integer value is compared with as an int64. A value

@@ -1,6 +1,6 @@
 """kube-openapi's schema validator, the one kube-apiserver runs on every custom resource.
 
-Pure layer. Ports kube-openapi ``pkg/validation/validate`` at 43fb72c5454a (the commit
+Ports kube-openapi ``pkg/validation/validate`` at 43fb72c5454a (the commit
 apiextensions-apiserver v0.36.3 pins): ``schema.go`` (the validators of a node, in their
 order), ``type.go``, ``validator.go``, ``values.go``, ``object_validator.go``,
 ``slice_validator.go``, ``schema_props.go`` (allOf/anyOf/oneOf/not), ``result.go`` (errors

@@ -1,6 +1,6 @@
 """Pruning: fields a structural schema does not specify are dropped, and their paths kept.
 
-Pure layer. Ports kubernetes/apiextensions-apiserver v0.36.3
+Ports kubernetes/apiextensions-apiserver v0.36.3
 ``pkg/apiserver/schema/pruning/algorithm.go`` (and the path bookkeeping of
 ``schema/options.go``) over the raw ``openAPIV3Schema`` dict: a node's ``properties``,
 ``additionalProperties`` (a schema, or a bool: present either way) and ``items``, with

@@ -1,6 +1,6 @@
 """Validation ratcheting: an error in a value an update left unchanged does not block it.
 
-Pure layer. Ports k8s.io/apiserver v0.36.3 ``pkg/cel/common/equality.go``
+Ports k8s.io/apiserver v0.36.3 ``pkg/cel/common/equality.go``
 (``CorrelatedObject``: the old value that corresponds to each new one, and a cached deep
 equality) and ``maplist.go`` (items of an ``x-kubernetes-list-type: map`` correlate by their
 keys; other lists never do), as apiextensions-apiserver v0.36.3

@@ -1,6 +1,6 @@
 """Schema ``pattern`` regexps, compiled as Go's ``regexp`` compiles them.
 
-Pure layer. kube-openapi matches ``pattern`` with Go's ``regexp`` (RE2 syntax, unanchored
+kube-openapi matches ``pattern`` with Go's ``regexp`` (RE2 syntax, unanchored
 search; validate/rexp.go caches each compiled pattern); Python's ``re`` differs (``$``
 before a final newline, Unicode ``\\d``, look-arounds), so patterns run on RE2
 (``google-re2``, which cel-python already needs). A pattern RE2 refuses is reported in Go's

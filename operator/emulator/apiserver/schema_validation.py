@@ -1,6 +1,6 @@
 """Schema validation of a custom resource, reported as kube-apiserver reports it.
 
-Pure layer. Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/validation``:
+Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/validation``:
 ``validation.go`` (``ValidateCustomResource[Update]`` and the mapping of kube-openapi's
 errors to field errors: ``Required value``, ``Unsupported value``, ``Too long``, ``Too
 many``, ``Invalid value: "string": spec.x in body must be of type integer: "string"``;

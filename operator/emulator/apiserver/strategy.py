@@ -1,6 +1,6 @@
 """What kube-apiserver checks of a custom resource before it stores a write.
 
-Pure layer. Ports apiextensions-apiserver v0.36.3 ``pkg/registry/customresource``:
+Ports apiextensions-apiserver v0.36.3 ``pkg/registry/customresource``:
 ``validator.go`` (type meta, the object's name, the schema, the scale subresource's paths),
 ``strategy.go`` (create and update: then ``x-kubernetes-list-type`` uniqueness and, unless
 a blocking error came first, the CEL rules) and ``status_strategy.go`` (a status write is

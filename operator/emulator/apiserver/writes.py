@@ -1,6 +1,6 @@
 """Every write of a custom resource, as kube-apiserver v1.36 handles it.
 
-Pure layer; the emulator (:mod:`disagg_operator.emulator.server`) calls these in order.
+The emulator (:mod:`disagg_operator.emulator.server`) calls these in order.
 Ports k8s.io/apiserver v0.36.3 ``pkg/endpoints/handlers`` (create.go, update.go, patch.go,
 rest.go: ``fieldValidation``, absent meaning Warn; strict decoding errors and their
 codes) over the custom-resource decoder (:mod:`.decoding`), defaulting
@@ -132,9 +132,10 @@ def decode_patched(
     return decoded
 
 
-def check_apply(served: Served, body: Any, namespace: str) -> None:
+def check_apply(served: Served, body: Any) -> None:
     """Server-side apply's typed conversion of the applied object: a field the schema does
-    not declare is refused (500), whatever ``fieldValidation`` says."""
+    not declare is refused (500), whatever ``fieldValidation`` says; the message names the
+    object by the namespace and name the body gives."""
     if not isinstance(body, dict):
         return
     probe = copy.deepcopy(body)
@@ -144,7 +145,7 @@ def check_apply(served: Served, body: Any, namespace: str) -> None:
     if not unknown:
         return
     meta = body.get("metadata") or {}
-    where = f"{meta.get('namespace', namespace)}/{meta.get('name', '')}"
+    where = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     gvk = f"{served.group}/{served.version}, Kind={served.kind}"
     lines = [f".{p}: field not declared in schema" for p in unknown]
     detail = lines[0] if len(lines) == 1 else "errors:\n  " + "\n  ".join(lines)

@@ -213,8 +213,10 @@ async def test_scale_subresource_reads_and_writes_through_the_crd_paths(emulator
     """GET/PATCH/PUT .../scale as an API server serves a CRD's scale subresource: an
     autoscaling/v1 Scale from the CRD's three paths; a write sets only specReplicasPath."""
     base = "/apis/disagg.dev/v1alpha1/namespaces/ns1/disaggregateddeployments"
-    body = {"metadata": {"name": "d"}, "spec": {"decode": {"replicas": 2}, "model": "m"}}
-    await _call(emulator, "POST", base, body)
+    engine = {"type": "reference", "image": "example.com/reference:1"}
+    spec = {"model": "m", "engine": engine, "prefill": {}, "decode": {"replicas": 2}}
+    code, created = await _call(emulator, "POST", base, {"metadata": {"name": "d"}, "spec": spec})
+    assert code == 201
     status = {"status": {"replicas": 2, "selector": "disagg.dev/deployment=d"}}
     await _call(emulator, "PATCH", f"{base}/d/status", status, MERGE)
     code, scale = await _call(emulator, "GET", f"{base}/d/scale")
@@ -226,7 +228,8 @@ async def test_scale_subresource_reads_and_writes_through_the_crd_paths(emulator
     )
     assert code == 200 and scale["spec"] == {"replicas": 6}
     stored = emulator.find("disagg.dev/v1alpha1/disaggregateddeployments", "ns1", "d")
-    assert stored is not None and stored["spec"] == {"decode": {"replicas": 6}, "model": "m"}
+    scaled = {**created["spec"], "decode": {**created["spec"]["decode"], "replicas": 6}}
+    assert stored is not None and stored["spec"] == scaled  # only specReplicasPath changed
     assert stored["metadata"]["generation"] == 2 and stored["status"]["replicas"] == 2
     scale["spec"]["replicas"] = 4
     code, _ = await _call(emulator, "PUT", f"{base}/d/scale", scale)
