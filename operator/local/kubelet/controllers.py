@@ -3,8 +3,9 @@
 I/O layer (the API through :mod:`.api`, the name tables as files). Each
 :meth:`Controllers.tick`:
 
-- the EndpointSlice controller: one EndpointSlice per Service with a selector
-  (``<service>-local``, :func:`.endpoints.endpoint_slice`), written when it changes;
+- the EndpointSlice controller: a Service with a selector gets its EndpointSlices
+  (``<service>-local``, one per port set: :func:`.endpoints.endpoint_slices`), written
+  when they change, deleted when no longer wanted;
 - cluster DNS: for each namespace the kubelet runs pods in, the name table its processes
   read (:func:`.endpoints.names`, ``DISAGG_HOSTS_FILE``), replaced whole when it changes;
 - a Deployment controller (the router's): pods ``<deployment>-<template hash>-<i>`` from
@@ -54,19 +55,22 @@ class Controllers:
     async def _endpoints(
         self, services: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
     ) -> None:
+        wanted = {}
         for service in services:
-            if not (service.get("spec") or {}).get("selector"):
-                continue
-            body = endpoints.endpoint_slice(service, pods)
-            meta = body["metadata"]
-            key = (meta["namespace"], meta["name"])
-            if self._slices.get(key) == body:
-                continue
-            try:
-                await self.api.create(*SLICES, meta["namespace"], body)
-            except KubeletApiError:  # there already: replace what it says
-                await self.api.patch(*SLICES, meta["namespace"], meta["name"], body)
-            self._slices[key] = body
+            for body in endpoints.endpoint_slices(service, pods):
+                meta = body["metadata"]
+                key = (meta["namespace"], meta["name"])
+                wanted[key] = body
+                if self._slices.get(key) == body:
+                    continue
+                try:
+                    await self.api.create(*SLICES, meta["namespace"], body)
+                except KubeletApiError:  # there already: replace what it says
+                    await self.api.patch(*SLICES, meta["namespace"], meta["name"], body)
+                self._slices[key] = body
+        for key in [k for k in self._slices if k not in wanted]:  # a port set or Service gone
+            await self.api.delete(*SLICES, *key)
+            del self._slices[key]
 
     def _names(
         self, services: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]

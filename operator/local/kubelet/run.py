@@ -16,20 +16,26 @@ from pathlib import Path
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.local.kubelet.api import Api
 from disagg_operator.local.kubelet.controllers import Controllers
-from disagg_operator.local.kubelet.node import Kubelet
+from disagg_operator.local.kubelet.node import KUBELET_1_36, Kubelet
+from disagg_operator.local.rules.backoff import CrashLoop
 
 log = logging.getLogger("disagg.kubelet")
 
 
 @contextlib.asynccontextmanager
 async def running(
-    url: str, workdir: Path, *, settings: Settings = DEFAULT, tick_s: float = 0.1
+    url: str,
+    workdir: Path,
+    *,
+    settings: Settings = DEFAULT,
+    tick_s: float = 0.1,
+    crash_loop: CrashLoop = KUBELET_1_36,
 ) -> AsyncIterator[Kubelet]:
     """The kubelet and controllers for the API server at ``url`` in this event loop; on
-    exit every pod's processes stop."""
+    exit every pod's processes stop. ``crash_loop``: the node's restart back-off."""
     api = Api(url)
     await api.start()
-    kubelet = Kubelet(api, workdir, settings, tick_s)
+    kubelet = Kubelet(api, workdir, settings, tick_s, crash_loop)
     controllers = Controllers(api, kubelet)
     stop = asyncio.Event()
 

@@ -93,12 +93,22 @@ async def test_the_operators_pods_run_here_turn_ready_by_their_probes_and_stop_b
     address = old["status"]["podIP"]
     await api(emulator, "DELETE", f"/api/v1/namespaces/{NS}/pods/demo-prefill-0")
 
-    # terminating: still there (the finalizer holds it), unready, out of the name table
+    # terminating: still there (the finalizer holds it), its endpoint out of the Service
+    # (ready false, terminating true) while ``serving`` still says its readiness probe (a
+    # kubelet keeps probing readiness during the grace), out of the name table
     def terminating() -> bool:
         pod = pods(emulator).get("demo-prefill-0")
-        return bool(pod and pod["metadata"].get("deletionTimestamp") and not _ready(pod))
+        if not (pod and pod["metadata"].get("deletionTimestamp")):
+            return False
+        found = {s["metadata"]["name"]: s for s in emulator.objects_of(SLICES, NS)}
+        mine = [
+            e["conditions"]
+            for e in found["demo-prefill-local"]["endpoints"]
+            if e["targetRef"]["name"] == "demo-prefill-0"
+        ]
+        return bool(mine) and mine[0]["terminating"] and not mine[0]["ready"]
 
-    await until("the pod terminating and unready", terminating, 30)
+    await until("the pod terminating, its endpoint not ready", terminating, 30)
     await until(
         "gone from the name table",
         lambda: names.table(str(cluster.hosts_file(NS))).get("demo-prefill") != [address],

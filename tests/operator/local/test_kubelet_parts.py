@@ -3,6 +3,7 @@ names a Service answers, and a pod's containers as processes at the pod's addres
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,66 +12,76 @@ from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.local.kubelet.rules import containers, endpoints, probes
 from disagg_operator.local.rules.pods import UpError
 
-# ---------------------------------------------------------------- probes
+# ---------------------------------------------------------------- probes on a fake clock
 
 
-def _run(container: probes.Container, results: dict[str, list[bool]], until: float) -> list[Any]:
-    """Drive ``container``'s probes on a fake clock (0.5 s ticks) with scripted results;
-    the (time, ready, restart) history."""
-    t, seen = 0.0, []
+def _drive(probes_: probes.Probes, answers: dict[str, list[str]], until: float) -> list[Any]:
+    """Drive a container's workers on a fake clock (0.5 s ticks) as the kubelet does: a
+    pod sync when the container starts and after every change of a result, each due
+    worker run with its next scripted answer (Success once the script ends); the (time,
+    started, ready, kill) history."""
+    t, running, history = 0.0, probes.Seen("c://1", running=True, started_at=0.0), []
+    changed = True  # the container started
     while t <= until:
-        for probe in container.due(t):
-            script = results[probe.rule.kind]
-            probe.record(script.pop(0) if script else True, t)
-        seen.append((t, container.ready, container.must_restart()))
+        while True:
+            seen = replace(running, started=probes_.started(running))
+            if changed:
+                probes_.sync(seen, t)
+            changed = False
+            for kind, worker in probes_.workers.items():
+                if worker.due(t):
+                    worker.ticked(t)
+                    if worker.prepare(seen, t):
+                        script = answers.get(kind) or []
+                        changed |= worker.record(script.pop(0) if script else probes.SUCCESS)
+            if not changed:
+                break
+        seen = replace(running, started=probes_.started(running))
+        history.append((t, seen.started, probes_.ready(seen), probes_.kill_reason(seen)))
         t += 0.5
-    return seen
+    return history
+
+
+S, F = probes.SUCCESS, probes.FAILURE
 
 
 def test_readiness_starts_failed_and_flips_after_its_thresholds() -> None:
-    spec = {"readinessProbe": {"periodSeconds": 2, "failureThreshold": 2, "successThreshold": 2}}
-    c = probes.Container.started(spec, now=0.0)
-    assert not c.ready
-    seen = _run(c, {"readinessProbe": [True, True, False, True, False, False]}, 12)
-    ready = {t: r for t, r, _ in seen}
-    assert ready[0.0] is False and ready[2.0] is True  # two successes, 2 s apart
+    spec = {"readinessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 2,
+                               "failureThreshold": 2, "successThreshold": 2}}  # fmt: skip
+    history = _drive(probes.Probes.of(spec, 0.0), {probes.READINESS: [S, S, F, S, F, F]}, 14)
+    ready = {t: r for t, _, r, _ in history}
+    # the container's start is a pod sync: readiness runs at once (0 s), then every 2 s;
+    # two successes make it ready
+    assert ready[1.5] is False and ready[2.0] is True
     assert ready[4.0] is True and ready[6.0] is True  # one failure is not enough
-    assert ready[10.0] is False  # two failures in a row
+    assert ready[9.5] is True and ready[10.0] is False  # two failures in a row
 
 
-def test_a_startup_probe_holds_the_others_then_is_done() -> None:
+def test_a_startup_probe_holds_the_others_and_then_readiness_runs_at_once() -> None:
     spec = {
-        "startupProbe": {"periodSeconds": 1, "failureThreshold": 30},
-        "readinessProbe": {"periodSeconds": 5},
-        "livenessProbe": {"periodSeconds": 5, "initialDelaySeconds": 3},
+        "startupProbe": {"exec": {"command": ["x"]}, "periodSeconds": 1, "failureThreshold": 30},
+        "readinessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 10},
+        "livenessProbe": {"exec": {"command": ["x"]}, "periodSeconds": 10},
     }
-    c = probes.Container.started(spec, now=0.0)
-    assert [p.rule.kind for p in c.due(0.0)] == ["startupProbe"]
-    c.probes["startupProbe"].record(False, 0.0)
-    assert not c.ready and c.must_restart() is None
-    c.probes["startupProbe"].record(True, 1.0)
-    assert sorted(p.rule.kind for p in c.due(3.0)) == ["livenessProbe", "readinessProbe"]
-    assert not c.due(3.0)[0].done and c.probes["startupProbe"].done
+    ps = probes.Probes.of(spec, 0.0)
+    history = _drive(ps, {probes.STARTUP: [F, F, F], probes.READINESS: [S]}, 6)
+    started = [t for t, s, _, _ in history if s]
+    assert started[0] == 4.0  # startup runs at 1, 2, 3 (failures), 4 (success)
+    ready = [t for t, _, r, _ in history if r]
+    assert ready[0] == 4.0  # the pod sync after it ran readiness at once, not at 10 s
+    assert ps.workers[probes.STARTUP].on_hold  # never run again for this container
 
 
-def test_failed_liveness_or_startup_asks_for_a_restart() -> None:
-    spec = {"livenessProbe": {"failureThreshold": 2, "periodSeconds": 1}}
-    c = probes.Container.started(spec, now=0.0)
-    assert c.ready  # no readiness probe: ready once started
-    c.probes["livenessProbe"].record(False, 0.0)
-    assert c.must_restart() is None
-    c.probes["livenessProbe"].record(False, 1.0)
-    assert c.must_restart() == "livenessProbe failed 2 times"
-    start = probes.Container.started({"startupProbe": {"failureThreshold": 1}}, now=0.0)
-    start.probes["startupProbe"].record(False, 0.0)
-    assert start.must_restart() == "startupProbe failed 1 times"
-
-
-def test_kubernetes_defaults_fill_in() -> None:
-    rule = probes.Rule.of("readinessProbe", {"httpGet": {"path": "/", "port": 1}})
-    assert (rule.delay, rule.period, rule.timeout, rule.successes, rule.failures) == (
-        0.0, 10.0, 1.0, 1, 3,
-    )  # fmt: skip
+def test_failed_liveness_or_startup_asks_for_a_kill() -> None:
+    spec = {"livenessProbe": {"exec": {"command": ["x"]}, "failureThreshold": 2,
+                              "periodSeconds": 1}}  # fmt: skip
+    history = _drive(probes.Probes.of(spec, 0.0), {probes.LIVENESS: [F, F]}, 3)
+    assert {t: k for t, _, _, k in history}[1.5] is None
+    assert {t: k for t, _, _, k in history}[2.0] == "failed liveness probe"
+    assert history[0][2] is True  # no readiness probe: ready once started
+    start = probes.Probes.of({"startupProbe": {"exec": {"command": ["x"]},
+                                               "failureThreshold": 1}}, 0.0)  # fmt: skip
+    assert _drive(start, {probes.STARTUP: [F]}, 10)[-1][3] == "failed startup probe"
 
 
 # ---------------------------------------------------------------- endpoints
@@ -80,7 +91,11 @@ def _pod(name: str, ip: str, *, ready: bool = True, ns: str = "a", going: bool =
     meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": name, "labels": {"app": "x"}}
     if going:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    status = {"podIP": ip, "conditions": [{"type": "Ready", "status": str(ready)}]}
+    status = {
+        "podIP": ip,
+        "podIPs": [{"ip": ip}],
+        "conditions": [{"type": "Ready", "status": str(ready)}],
+    }
     ports = [{"name": "http", "containerPort": 8000}]
     return {
         "metadata": meta,
@@ -89,7 +104,7 @@ def _pod(name: str, ip: str, *, ready: bool = True, ns: str = "a", going: bool =
     }
 
 
-SERVICE = {
+SERVICE: dict[str, Any] = {
     "metadata": {"name": "svc", "namespace": "a"},
     "spec": {
         "selector": {"app": "x"},
@@ -105,7 +120,7 @@ PODS = [
 
 
 def test_an_endpoint_slice_says_ready_serving_and_terminating_as_the_controller_does() -> None:
-    got = endpoints.endpoint_slice(SERVICE, PODS)
+    (got,) = endpoints.endpoint_slices(SERVICE, PODS)
     assert got["metadata"]["labels"]["kubernetes.io/service-name"] == "svc"
     assert got["ports"] == [{"name": "http", "port": 8000, "protocol": "TCP"}]  # named target
     states = {e["targetRef"]["name"]: e["conditions"] for e in got["endpoints"]}
@@ -116,13 +131,23 @@ def test_an_endpoint_slice_says_ready_serving_and_terminating_as_the_controller_
     }
 
 
-def test_names_answer_ready_pods_only_and_short_names_in_their_own_namespace() -> None:
+def test_a_named_target_port_a_pod_lacks_is_left_out_not_guessed() -> None:
+    lacking = _pod("p9", "127.0.1.9")
+    lacking["spec"]["containers"][0]["ports"] = []
+    slices = endpoints.endpoint_slices(SERVICE, [PODS[0], lacking])
+    assert sorted(s["ports"] for s in slices) == [[], [{"name": "http", "port": 8000,
+                                                        "protocol": "TCP"}]]  # fmt: skip
+
+
+def test_names_answer_ready_endpoints_only_and_short_names_in_their_own_namespace() -> None:
     own = endpoints.names([SERVICE], PODS, "a")
     assert own["svc"] == own["svc.a"] == own["svc.a.svc.cluster.local"] == ["127.0.1.2"]
     other = endpoints.names([SERVICE], PODS, "b")
     assert "svc" not in other and other["svc.a.svc"] == ["127.0.1.2"]
     none = endpoints.names([SERVICE], [_pod("p1", "127.0.1.3", ready=False)], "a")
-    assert none["svc"] == []  # NXDOMAIN: no ready pod
+    assert none["svc"] == []  # NXDOMAIN: no ready endpoint
+    publish = {**SERVICE, "spec": {**SERVICE["spec"], "publishNotReadyAddresses": True}}
+    assert endpoints.names([publish], PODS[:2], "a")["svc"] == ["127.0.1.2", "127.0.1.3"]
     assert endpoints.hosts_text({"svc": ["1.2.3.4"], "x": []}).splitlines()[1:] == [
         "svc 1.2.3.4",
         "x",

@@ -23,6 +23,7 @@ from typing import Any
 
 from disagg_operator.api.podtemplate import ENGINE_CONTAINER
 from disagg_operator.engines.base import Engine, disagg_argv
+from disagg_operator.local.kubelet.rules import probes
 from disagg_operator.local.rules.pods import Lookup, UpError, resolve_env
 from disagg_worker.core.config import HOSTS_FILE_ENV
 
@@ -71,9 +72,13 @@ def pod_run(
     what cannot run here."""
     meta, spec = pod["metadata"], pod["spec"]
     name, namespace = meta["name"], meta.get("namespace", "default")
+    if spec.get("initContainers"):
+        names = ", ".join(c["name"] for c in spec["initContainers"])
+        raise UpError(f"pod {name} has init container(s) {names}; the local kubelet runs none")
     mounts = _mounts(pod, folders)
     processes, notes = [], []
     for container in spec.get("containers", []):
+        _probes(name, container)
         env, dropped = _env(pod, container, address, secrets, config_maps)
         env = {k: _local(v, address, mounts) for k, v in env.items()}
         env[HOSTS_ENV] = hosts_file
@@ -99,6 +104,25 @@ def pod_run(
         processes.append(Process(container["name"], argv, env, container, pre_stop, port))
     grace = float(spec.get("terminationGracePeriodSeconds", 30))
     return PodRun(name, namespace, address, processes, grace, notes)
+
+
+def _probes(pod: str, container: Mapping[str, Any]) -> None:
+    """Refuse a probe the API server would have refused (the emulator does not check)."""
+    for kind in probes.KINDS:
+        if container.get(kind) is not None:
+            where = f"pod {pod}, container {container['name']}"
+            try:
+                probes.Rule.of(kind, container[kind])
+            except ValueError as e:
+                raise UpError(f"{where}: {e}") from None
+            for action in ("httpGet", "tcpSocket"):
+                if action in container[kind]:
+                    probe_port(container, container[kind][action].get("port"))
+            if "grpc" in container[kind]:
+                raise UpError(
+                    f"{where}: {kind}.grpc: the local kubelet runs httpGet, tcpSocket and exec "
+                    "probes only"
+                )
 
 
 def _disagg(
@@ -166,15 +190,20 @@ def _env(
     return resolve_env(meta["name"], container, fields, what, secrets, config_maps)
 
 
+def probe_port(container: Mapping[str, Any], port: Any) -> int:
+    """A probe's port as a number (a named one: the container's port of that name)."""
+    if isinstance(port, int) or str(port).isdigit():
+        return int(port)
+    named = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
+    if port not in named:
+        raise UpError(f"container {container['name']}: probe port {port!r} is not named")
+    return int(named[port])
+
+
 def probe_url(address: str, container: Mapping[str, Any], probe: Mapping[str, Any]) -> str:
     """An httpGet probe's URL at the pod's address (a named port: the container's)."""
     get = probe["httpGet"]
-    port = get["port"]
-    if not isinstance(port, int) and not str(port).isdigit():
-        named = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
-        if port not in named:
-            raise UpError(f"container {container['name']}: probe port {port!r} is not named")
-        port = named[port]
+    port = probe_port(container, get["port"])
     return f"http://{address}:{port}{get.get('path', '/')}"
 
 

@@ -1,113 +1,202 @@
-"""A container's probes as a kubelet runs them: when each is due, what its results mean.
+"""A container's probes as the kubelet runs them, ported from Kubernetes 1.36
+``pkg/kubelet/prober``: one :class:`Worker` per probe (``worker.go`` ``doProbe``: initial
+results, the initial delay, the startup gate, the thresholds, the hold after a liveness or
+startup verdict), what the pod's status says of them (``prober_manager.go``
+``UpdatePodStatus`` and ``isContainerStarted``) and when they ask for a kill
+(``kuberuntime_manager.go`` ``computePodActions``).
 
-Kubernetes' rules, from the Pod API's Probe fields:
-
-- ``initialDelaySeconds`` after the container starts, then every ``periodSeconds``
-  (default 10); a probe that takes longer than ``timeoutSeconds`` (default 1) failed;
-- ``successThreshold`` (default 1) consecutive successes make it pass, ``failureThreshold``
-  (default 3) consecutive failures make it fail;
-- a startup probe, while it has not passed, holds the other two; once it passes it is
-  never run again; its failure restarts the container, as a liveness failure does;
-- readiness starts failed (a new container is not Ready until its probe passes); a
-  container without a readiness probe is Ready once started.
+The kubelet (:mod:`..node`) runs each probe and passes its result and the
+time in. A worker lives as long as its pod, across the container's restarts (its ticker
+keeps its phase); a new container instance puts its result back to the initial one.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("startupProbe", "livenessProbe", "readinessProbe")
+SUCCESS, FAILURE, UNKNOWN = "Success", "Failure", "Unknown"
+STARTUP, LIVENESS, READINESS = "startupProbe", "livenessProbe", "readinessProbe"
+KINDS = (STARTUP, LIVENESS, READINESS)
+INITIAL = {READINESS: FAILURE, LIVENESS: SUCCESS, STARTUP: UNKNOWN}  # newWorker
+ACTIONS = ("httpGet", "tcpSocket", "exec", "grpc")
+# the API server's defaults for a field left 0 or unset (SetDefaults_Probe)
+DEFAULTS = {
+    "initialDelaySeconds": 0,
+    "periodSeconds": 10,
+    "timeoutSeconds": 1,
+    "successThreshold": 1,
+    "failureThreshold": 3,
+}
 
 
 @dataclass(frozen=True)
 class Rule:
-    """One probe of a container spec, with Kubernetes' defaults filled in."""
+    """One probe of a container spec, defaulted as the API server stores it."""
 
     kind: str
-    action: Mapping[str, Any]  # httpGet, tcpSocket or exec, as written
-    delay: float = 0.0
-    period: float = 10.0
-    timeout: float = 1.0
+    action: Mapping[str, Any]  # httpGet, tcpSocket, exec or grpc, as written
+    delay: int = 0
+    period: int = 10
+    timeout: int = 1
     successes: int = 1
     failures: int = 3
 
     @classmethod
     def of(cls, kind: str, probe: Mapping[str, Any]) -> Rule:
-        action = {k: probe[k] for k in ("httpGet", "tcpSocket", "exec", "grpc") if k in probe}
+        """The probe as the API server would have stored it; ValueError naming the field
+        where the API server would have refused the pod."""
+        actions = [k for k in ACTIONS if k in probe]
+        if len(actions) != 1:
+            raise ValueError(f"{kind}: must have exactly one of {', '.join(ACTIONS)}")
+        got = {}
+        for name, default in DEFAULTS.items():
+            value = probe.get(name, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{kind}.{name}: must be a whole number >= 0, got {value!r}")
+            got[name] = value or default
+        if kind != READINESS and got["successThreshold"] != 1:
+            raise ValueError(f"{kind}.successThreshold: must be 1")
         return cls(
-            kind,
-            action,
-            float(probe.get("initialDelaySeconds", 0)),
-            float(probe.get("periodSeconds", 10)),
-            float(probe.get("timeoutSeconds", 1)),
-            int(probe.get("successThreshold", 1)),
-            int(probe.get("failureThreshold", 3)),
-        )
+            kind, {actions[0]: probe[actions[0]]}, got["initialDelaySeconds"],
+            got["periodSeconds"], got["timeoutSeconds"], got["successThreshold"],
+            got["failureThreshold"],
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a worker reads of its container in the kubelet's pod status."""
+
+    instance: str = ""  # the container ID; "" while there is none
+    running: bool = False
+    started_at: float = 0.0  # state.running.startedAt
+    started: bool = False  # containerStatuses[].started
+    exited: bool = False  # state.terminated
+    restarts: bool = True  # the exited container will be started again (restart policy)
+    pod_done: bool = False  # phase Succeeded or Failed
+    deleting: bool = False  # the pod has a deletionTimestamp
 
 
 @dataclass
-class Probe:
-    """One probe's running state."""
+class Worker:
+    """One probe worker: its results-manager entry, its run of equal results, its ticker."""
 
     rule: Rule
-    next_at: float
-    passing: bool  # the probe's verdict: readiness starts failed, liveness passed
-    ok_run: int = 0
-    failed_run: int = 0
-    done: bool = False  # a startup probe that passed is never run again
+    next_at: float  # the ticker's next tick
+    origin: float  # the ticker's phase: ticks at origin + k · period
+    instance: str = ""  # the container its result is for
+    result: str | None = None  # the results manager's entry (None: none)
+    last: str | None = None
+    run: int = 0  # how many times in a row ``last`` came
+    on_hold: bool = False  # no probing until a new container
+    gone: bool = False  # doProbe said stop: the worker exited, its entry went with it
+
+    def prepare(self, seen: Seen, now: float) -> bool:
+        """``doProbe`` up to the probe: whether to run it now. May set the result (a new
+        container, one not running, a pod being deleted) or end the worker."""
+        if seen.pod_done:
+            return self._stop()
+        if not seen.instance:
+            return False  # no container yet: wait
+        if seen.instance != self.instance:
+            self.instance, self.result, self.on_hold = seen.instance, INITIAL[self.rule.kind], False
+        if self.on_hold:
+            return False
+        if not seen.running:
+            self.result = FAILURE
+            return False if (not seen.exited or seen.restarts) else self._stop()
+        if seen.deleting and self.rule.kind != READINESS:
+            self.result = SUCCESS  # a quiet shutdown
+            return self._stop()
+        if int(now - seen.started_at) < self.rule.delay:  # Go truncates to whole seconds
+            return False
+        return seen.started != (self.rule.kind == STARTUP)
+
+    def record(self, result: str) -> bool:
+        """``doProbe`` after the probe: thresholds and the hold; whether the entry changed."""
+        self.last, self.run = result, (self.run + 1 if result == self.last else 1)
+        needed = self.rule.failures if result == FAILURE else self.rule.successes
+        if self.run < needed:
+            return False
+        changed, self.result = self.result != result, result
+        if (self.rule.kind == LIVENESS and result == FAILURE) or self.rule.kind == STARTUP:
+            self.on_hold, self.run = True, 0
+        return changed
+
+    def _stop(self) -> bool:
+        self.gone = True
+        return False
 
     def due(self, now: float) -> bool:
-        return not self.done and now >= self.next_at
+        return not self.gone and now >= self.next_at
 
-    def record(self, ok: bool, now: float) -> bool:
-        """One result; whether the verdict flipped."""
-        self.next_at = now + self.rule.period
-        self.ok_run, self.failed_run = (self.ok_run + 1, 0) if ok else (0, self.failed_run + 1)
-        before = self.passing
-        if ok and self.ok_run >= self.rule.successes:
-            self.passing = True
-            self.done = self.rule.kind == "startupProbe"
-        elif not ok and self.failed_run >= self.rule.failures:
-            self.passing = False
-        return before != self.passing
+    def ticked(self, now: float) -> None:
+        """A run began at ``now``: the next is the ticker's next tick."""
+        self.next_at = self.origin + self.rule.period * (
+            math.floor((now - self.origin) / self.rule.period) + 1
+        )
+
+    def trigger(self, now: float) -> None:
+        """A manual run (``manualTriggerCh``): now, and the ticker restarts from it."""
+        self.origin = self.next_at = now
+
+    def holds(self, instance: str) -> str | None:
+        """The results manager's entry for ``instance``."""
+        return self.result if not self.gone and self.instance == instance else None
 
 
 @dataclass
-class Container:
-    """A running container's probes: what the kubelet asks each tick."""
+class Probes:
+    """A container's probe workers (absent kinds have none) and what they say."""
 
-    probes: dict[str, Probe] = field(default_factory=dict)
+    workers: dict[str, Worker] = field(default_factory=dict)
 
     @classmethod
-    def started(cls, spec: Mapping[str, Any], now: float) -> Container:
-        probes = {}
+    def of(cls, spec: Mapping[str, Any], origin: float) -> Probes:
+        """The workers of a container spec, added with its pod at ``origin``: their first
+        doProbe runs then, before the container exists (``AddPod`` comes before the start
+        in a pod sync), and finds nothing to probe; the next is a period later."""
+        workers = {}
         for kind in KINDS:
-            if kind in spec:
+            if spec.get(kind) is not None:
                 rule = Rule.of(kind, spec[kind])
-                probes[kind] = Probe(rule, now + rule.delay, passing=kind == "livenessProbe")
-        return cls(probes)
+                workers[kind] = Worker(rule, next_at=origin + rule.period, origin=origin)
+        return cls(workers)
 
-    def due(self, now: float) -> list[Probe]:
-        """The probes to run now (a startup probe that has not passed holds the others)."""
-        startup = self.probes.get("startupProbe")
-        if startup is not None and not startup.passing:
-            return [startup] if startup.due(now) else []
-        return [p for k, p in self.probes.items() if k != "startupProbe" and p.due(now)]
+    def _live(self, kind: str) -> Worker | None:
+        worker = self.workers.get(kind)
+        return worker if worker is not None and not worker.gone else None
 
-    @property
-    def ready(self) -> bool:
-        startup = self.probes.get("startupProbe")
-        if startup is not None and not startup.passing:
+    def started(self, seen: Seen) -> bool:
+        """``isContainerStarted``: running, and its startup probe passed (or it has none)."""
+        if not seen.running:
             return False
-        readiness = self.probes.get("readinessProbe")
-        return readiness.passing if readiness is not None else True
+        startup = self._live(STARTUP)
+        if startup is None:
+            return True
+        return startup.holds(seen.instance) == SUCCESS
 
-    def must_restart(self) -> str | None:
-        """Why the container must be restarted (a failed liveness or startup probe)."""
-        for kind in ("startupProbe", "livenessProbe"):
-            probe = self.probes.get(kind)
-            if probe is not None and probe.failed_run >= probe.rule.failures and not probe.done:
-                return f"{kind} failed {probe.failed_run} times"
+    def ready(self, seen: Seen) -> bool:
+        """``UpdatePodStatus``: started and running, and its readiness probe passed (or
+        it has no readiness worker)."""
+        if not self.started(seen):
+            return False
+        readiness = self._live(READINESS)
+        return readiness is None or readiness.holds(seen.instance) == SUCCESS
+
+    def sync(self, seen: Seen, now: float) -> None:
+        """A pod sync: a started container not yet ready has its readiness probe run now."""
+        readiness = self._live(READINESS)
+        if readiness is not None and self.started(seen) and not self.ready(seen):
+            readiness.trigger(now)
+
+    def kill_reason(self, seen: Seen) -> str | None:
+        """Why the running container must be killed (``computePodActions``)."""
+        for kind, why in ((LIVENESS, "liveness"), (STARTUP, "startup")):
+            worker = self._live(kind)
+            if worker is not None and worker.holds(seen.instance) == FAILURE:
+                return f"failed {why} probe"
         return None
