@@ -18,6 +18,12 @@ from disagg_operator.api.problems import Problem
 from disagg_worker.core import ucx
 
 
+# A rule reads a field only under has() where its object's CRD default ({}) lacks it: the
+# API server runs every rule on each default as written, before nested defaults apply
+# (apiextensions-apiserver v0.36.3 pkg/apiserver/schema/defaulting/validation.go), and
+# refuses the CRD when one fails ("no such key").
+
+
 class Rule(NamedTuple):
     """A CEL rule and its message, ``FIELD: what is wrong and the fix`` (FIELD may be
     generic, as ``spec.<role>.env``)."""
@@ -52,10 +58,11 @@ ENV_VALUE_RULE = Rule(
     "spec.<role>.env: a variable sets both value and valueFrom; keep one",
 )
 BACKENDS_UNIQUE_RULE = Rule(
-    "self.backends.all(b, self.backends.exists_one(c, c == b))",
+    "!has(self.backends) || self.backends.all(b, self.backends.exists_one(c, c == b))",
     "spec.kvTransfer.backends: lists a backend twice; list each NIXL backend once",
 )
 LEASE_RULE = Rule(
+    "!has(self.blockLeaseSeconds) || !has(self.transferDeadlineSeconds) || "
     "self.blockLeaseSeconds > self.transferDeadlineSeconds",
     "spec.kvTransfer.blockLeaseSeconds: must exceed spec.kvTransfer.transferDeadlineSeconds, "
     "or prefill frees blocks a decode may still be reading; raise the lease",
@@ -68,11 +75,12 @@ UCX_REACH_RULE = Rule(
     "cannot carry KV between them",
 )
 SIDECAR_IMAGE_RULE = Rule(
-    "!self.enabled || (has(self.image) && size(self.image) > 0)",
+    "!has(self.enabled) || !self.enabled || (has(self.image) && size(self.image) > 0)",
     "spec.llmd.routingSidecar.image: required when the routing sidecar is enabled",
 )
 SIDECAR_NEEDS_LLMD_RULE = Rule(
-    "!self.routingSidecar.enabled || self.enabled",
+    "!has(self.routingSidecar) || !has(self.routingSidecar.enabled) || "
+    "!self.routingSidecar.enabled || (has(self.enabled) && self.enabled)",
     "spec.llmd.routingSidecar.enabled: needs spec.llmd.enabled: true; enable llm-d or "
     "disable the sidecar",
 )
