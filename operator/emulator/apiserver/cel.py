@@ -13,6 +13,8 @@ ported: the cost budget, ``optionalOldSelf`` and syntax cel-python lacks (``self
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,10 +29,21 @@ from disagg_operator.emulator.apiserver import fielderrors as fe
 from disagg_operator.emulator.apiserver.ratcheting import CorrelatedObject, MapList, unchanged
 
 _MAX_MESSAGE_BYTES = 5 * 1024  # celconfig.MaxEvaluatedMessageExpressionSizeBytes
+_MEMO_SIZE = 4096  # verdicts kept per rule
 
 
 class Unsupported(ValueError):
     """A CRD's rule needs what this port does not carry."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A rule's result on some values: passed, or the failure's detail (``evaluation``: the
+    rule could not be evaluated)."""
+
+    passed: bool
+    detail: str = ""
+    evaluation: bool = False
 
 
 @dataclass
@@ -42,6 +55,7 @@ class Rule:
     reason: str | None = None
     field_path: str = ""
     uses_old_self: bool = False
+    memo: dict[str, Verdict] = field(default_factory=dict, repr=False)
 
     def error_string(self) -> str:
         """``ruleErrorString``: the message when set, else the rule."""
@@ -82,41 +96,44 @@ def _field_path(text: str) -> str:
     return path
 
 
-def _compile(env: celpy.Environment, source: dict[str, Any]) -> Rule:
+@functools.lru_cache(maxsize=1024)
+def _program(text: str) -> tuple[Any, bool]:
+    """A compiled expression and whether it reads ``oldSelf``: parsing is the slow part,
+    and the programs are stateless, so each text is compiled once per process."""
+    env = celpy.Environment()
+    try:
+        ast = env.compile(text)
+    except CELParseError as e:
+        raise Unsupported(f"cel-python cannot compile {text!r}: {e}") from e
+    return env.program(ast), _reads_old_self(ast)
+
+
+def _compile(source: dict[str, Any]) -> Rule:
     text = str(source.get("rule", ""))
     if source.get("optionalOldSelf"):
         raise Unsupported(f"optionalOldSelf (rule {text!r}) is not ported")
-    try:
-        ast = env.compile(text)
-        program = env.program(ast)
-        message_program = None
-        if source.get("messageExpression"):
-            message_program = env.program(env.compile(str(source["messageExpression"])))
-    except CELParseError as e:
-        raise Unsupported(f"cel-python cannot compile {text!r}: {e}") from e
+    program, uses_old_self = _program(text)
+    message = source.get("messageExpression")
     return Rule(
         text=text,
         program=program,
         message=str(source.get("message") or ""),
-        message_program=message_program,
+        message_program=_program(str(message))[0] if message else None,
         reason=source.get("reason"),
         field_path=_field_path(str(source.get("fieldPath") or "")),
-        uses_old_self=_reads_old_self(ast),
+        uses_old_self=uses_old_self,
     )
 
 
-def _node(
-    env: celpy.Environment, rules: dict[str, Any], node: dict[str, Any], root: bool
-) -> CelNode | None:
+def _node(rules: dict[str, Any], node: dict[str, Any], root: bool) -> CelNode | None:
     """``validator``: ``rules`` holds the x-kubernetes-validations (``node`` or one of its
     allOf entries), ``node`` the structure the values follow."""
     built = CelNode(schema=node, is_root=root)
-    built.rules = [_compile(env, r) for r in rules.get("x-kubernetes-validations") or ()]
+    built.rules = [_compile(r) for r in rules.get("x-kubernetes-validations") or ()]
     properties, node_properties = rules.get("properties") or {}, node.get("properties") or {}
     for name, sub in properties.items():
         if name in node_properties:
             child = _node(
-                env,
                 sub,
                 node_properties[name],
                 bool(node_properties[name].get("x-kubernetes-embedded-resource")),
@@ -126,10 +143,10 @@ def _node(
     for key in ("items", "additionalProperties"):
         if isinstance(rules.get(key), dict) and isinstance(node.get(key), dict):
             sub = node[key]
-            child = _node(env, rules[key], sub, bool(sub.get("x-kubernetes-embedded-resource")))
+            child = _node(rules[key], sub, bool(sub.get("x-kubernetes-embedded-resource")))
             setattr(built, "items" if key == "items" else "additional", child)
     for entry in rules.get("allOf") or ():
-        child = _node(env, entry, node, root)
+        child = _node(entry, node, root)
         if child is not None:
             built.all_of.append(child)
     useful = built.rules or built.properties or built.items or built.additional or built.all_of
@@ -140,7 +157,7 @@ def build(schema: dict[str, Any] | None, is_resource_root: bool = True) -> CelNo
     """``NewValidator``: every rule of ``schema`` compiled; None when it has none."""
     if not schema:
         return None
-    return _node(celpy.Environment(), schema, schema, is_resource_root)
+    return _node(schema, schema, is_resource_root)
 
 
 @dataclass(frozen=True)
@@ -259,35 +276,57 @@ def _failure(path: str, value: Any, detail: str, reason: str | None) -> fe.Field
     return fe.invalid(path, value, detail)
 
 
+def _run(rule: Rule, bound: dict[str, Any]) -> Verdict:
+    """The rule's verdict on these values, and what a failure says."""
+    result, problem = _evaluate(rule.program, bound)
+    if problem == "no such overload":
+        detail = (
+            f"'{problem}': call arguments did not match a supported operator, "
+            f"function or macro signature for rule: {rule.error_string()}"
+        )
+        return Verdict(False, detail, evaluation=True)
+    if problem:
+        return Verdict(False, f"{problem} evaluating rule: {rule.error_string()}", True)
+    if isinstance(result, celtypes.BoolType) and bool(result):
+        return Verdict(True)
+    return Verdict(False, _message(rule, bound))
+
+
+def _memo_key(obj: Any, old: Any, reads_old: bool) -> str:
+    """The values a rule sees, as text that keeps JSON's types apart (1, 1.0, true)."""
+    return json.dumps([obj, old if reads_old else None], sort_keys=True, default=str)
+
+
 def _expressions(
     node: CelNode, path: str, obj: Any, old: Any, ratchet: Ratchet, out: Outcome
 ) -> None:
-    """``validateExpressions``: each rule of this node, in order."""
+    """``validateExpressions``: each rule of this node, in order. A verdict depends only on
+    the values, so each rule keeps its last verdicts: a thousand alike objects, or status
+    writes that leave spec alone, are judged once (cel-python interprets slowly)."""
     if not node.rules:
         return
     kind = str(node.schema.get("type") or "")
     reads_old = any(r.uses_old_self for r in node.rules)
-    bound = _activation(node, obj, old, reads_old)
+    key = _memo_key(obj, old, reads_old)
+    bound: dict[str, Any] | None = None
     where = path or fe.NO_PATH
     for rule in node.rules:
         if rule.uses_old_self and old is None:
             continue
-        result, problem = _evaluate(rule.program, bound)
-        if problem:
-            if problem == "no such overload":
-                detail = (
-                    f"'{problem}': call arguments did not match a supported operator, "
-                    f"function or macro signature for rule: {rule.error_string()}"
-                )
-            else:
-                detail = f"{problem} evaluating rule: {rule.error_string()}"
-            out.errors.append(fe.invalid(where, kind, detail))
+        verdict = rule.memo.get(key)
+        if verdict is None:
+            bound = bound or _activation(node, obj, old, reads_old)
+            verdict = rule.memo[key] = _run(rule, bound)
+            if len(rule.memo) > _MEMO_SIZE:
+                rule.memo.clear()
+        if verdict.passed:
             continue
-        if isinstance(result, celtypes.BoolType) and bool(result):
+        if verdict.evaluation:  # an evaluation error: at the node, never ratcheted
+            out.errors.append(fe.invalid(where, kind, verdict.detail))
             continue
         at = fe.child(path, rule.field_path) if rule.field_path else where
         value = fe.OMIT if kind in ("object", "array") else obj
-        error = _failure(at, value, _message(rule, bound), rule.reason)
+        error = _failure(at, value, verdict.detail, rule.reason)
         if not rule.uses_old_self and ratchet.ratchets():
             out.warnings.append(str(error))
         else:

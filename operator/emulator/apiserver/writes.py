@@ -121,7 +121,7 @@ def decode_patched(
     """A merge or JSON patch's result: re-decoded (coerced, defaulted); ``patch_errors``
     are the patch body's own strict errors. Under Strict one refuses it with 422."""
     mode = directive(params, "PatchOptions")
-    shown = gofmt.json_marshal(patched)
+    shown = gofmt.json_marshal(patched) if mode == "Strict" else ""  # before pruning
     unknown = _coerce(served, patched)
     strict = [*(patch_errors if mode != "Ignore" else []), *decoding.strict_errors([], unknown)]
     if strict and mode == "Strict":
