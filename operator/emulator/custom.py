@@ -49,6 +49,8 @@ class CustomResources:
         served = self.served.get(key)
         if served is None:
             return ops.updated(req.raw.method, req.ctype, req.payload(), current)
+        if req.raw.method == "PATCH":
+            writes.check_patch_type(req.ctype)
         if req.raw.method == "PUT":
             decoded = writes.decode_object(served, req.body, req.ctype, req.params, "UpdateOptions")
             ops.updated("PUT", req.ctype, decoded.obj, current)  # the resourceVersion precondition

@@ -96,6 +96,20 @@ async def test_strict_refuses_an_unknown_field_in_a_patch_with_422(emulator: Emu
     assert "foo" not in emulator.find(KEY, "ns1", "d")["spec"]  # type: ignore[index]
 
 
+async def test_a_strategic_merge_patch_is_an_unsupported_media_type(emulator: Emulator) -> None:
+    """Custom resources take JSON, merge and apply patches only (415 otherwise)."""
+    assert (await _call(emulator, "POST", BASE, _dd()))[0] == 201
+    smp = {"Content-Type": "application/strategic-merge-patch+json"}
+    code, err, _ = await _call(
+        emulator, "PATCH", f"{BASE}/d", {"spec": {"paused": True}}, headers=smp
+    )
+    assert (code, err["reason"]) == (415, "UnsupportedMediaType")
+    assert err["message"] == (
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+    )
+
+
 async def test_warn_prunes_the_unknown_field_and_says_so_in_a_warning(emulator: Emulator) -> None:
     """Warn, and no fieldValidation at all (the apiserver's default): 201, one Warning
     header per field, and the fields are gone from what is stored and returned."""
