@@ -14,6 +14,7 @@ timestamps (sigs.k8s.io/yaml keeps them strings); duplicate YAML keys are not re
 from __future__ import annotations
 
 import json
+from json.decoder import scanstring
 from typing import Any
 
 import yaml
@@ -85,10 +86,43 @@ def parse(body: bytes, content_type: str = "application/json") -> tuple[Any, lis
         return {}, []
     if "yaml" not in content_type:
         try:
-            return json.loads(body, object_pairs_hook=pairs, parse_int=_go_int), duplicates
+            value = json.loads(body, object_pairs_hook=pairs, parse_int=_go_int)
         except ValueError:
             pass
+        else:  # in document order, as the Go decoder meets them
+            text = body.decode()
+            return value, [
+                f'duplicate field "{k}"' for k in _repeated_keys(text)
+            ] if duplicates else []
     return yaml.load(body, Loader=_YamlLoader), []  # a SafeLoader subclass
+
+
+def _repeated_keys(text: str) -> list[str]:
+    """Each object key met a second time in the JSON ``text``, in document order."""
+    found: list[str] = []
+    stack: list[set[str] | None] = []  # a set of keys per open object, None per array
+    key_next, i = False, 0
+    while i < len(text):
+        char = text[i]
+        if char == '"':
+            value, i = scanstring(text, i + 1)
+            keys = stack[-1] if stack else None
+            if key_next and keys is not None:
+                if value in keys:
+                    found.append(value)
+                keys.add(value)
+                key_next = False
+            continue
+        if char in "{[":
+            stack.append(set() if char == "{" else None)
+            key_next = char == "{"
+        elif char in "}]":
+            stack.pop()
+            key_next = False
+        elif char == ",":
+            key_next = bool(stack) and stack[-1] is not None
+        i += 1
+    return found
 
 
 def json_patch_errors(ops: Any) -> list[str]:
