@@ -14,7 +14,6 @@ timestamps (sigs.k8s.io/yaml keeps them strings); duplicate YAML keys are not re
 from __future__ import annotations
 
 import json
-from json.decoder import scanstring
 from typing import Any
 
 import yaml
@@ -49,6 +48,8 @@ _META_ITEMS = {
         {"manager", "operation", "apiVersion", "time", "fieldsType", "fieldsV1", "subresource"}
     ),
 }
+# the json module's string scanner (typeshed leaves it out): (text, end) of a JSON string
+_scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
 _PATCH_OP = frozenset({"op", "path", "from", "value"})
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -105,7 +106,7 @@ def _repeated_keys(text: str) -> list[str]:
     while i < len(text):
         char = text[i]
         if char == '"':
-            value, i = scanstring(text, i + 1)
+            value, i = _scanstring(text, i + 1)
             keys = stack[-1] if stack else None
             if key_next and keys is not None:
                 if value in keys:
