@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from disagg_operator.emulator.apiserver import cel, defaulting, pruning
+from disagg_operator.emulator.apiserver import cel, defaulting, listtype, pruning
 from disagg_operator.emulator.apiserver.schema_validation import SchemaCheck
 from tests.operator.emulator.apiserver import (
     upstream_defaulting,
+    upstream_listtype,
     upstream_pruning,
     upstream_ratcheting,
     upstream_validation,
@@ -89,3 +90,9 @@ def test_validation_fails_with_upstream_messages(case: dict[str, Any]) -> None:
 )
 def test_items_property(case: dict[str, Any]) -> None:
     assert bool(SchemaCheck(case["schema"]).validate(case["object"])) is case["want_error"]
+
+
+@pytest.mark.parametrize("case", upstream_listtype.CASES, ids=_ids(upstream_listtype.CASES))
+def test_list_types(case: dict[str, Any]) -> None:
+    found = listtype.validate(case["schema"], case["obj"], "root")
+    assert sorted((e.type, e.field) for e in found) == sorted(case["errors"])
