@@ -188,12 +188,17 @@ class Outcome:
 
 
 def validate(
-    node: CelNode | None, obj: Any, old: Any = None, correlation: CorrelatedObject | None = None
+    node: CelNode | None,
+    obj: Any,
+    old: Any = None,
+    correlation: CorrelatedObject | None = None,
+    path: str = "",
 ) -> Outcome:
     """Every rule of the tree over ``obj`` (``old``: the object an update replaces;
-    ``correlation``: for ratcheting, on updates)."""
+    ``correlation``: for ratcheting, on updates; ``path``: where ``obj`` is, "" for the
+    root, which errors name ``<nil>``)."""
     outcome = Outcome()
-    _walk(node, "", obj, old, Ratchet(correlation), outcome)
+    _walk(node, path, obj, old, Ratchet(correlation), outcome)
     return outcome
 
 

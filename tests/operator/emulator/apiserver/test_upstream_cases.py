@@ -15,6 +15,7 @@ import pytest
 from disagg_operator.emulator.apiserver import cel, defaulting, listtype, pruning
 from disagg_operator.emulator.apiserver.schema_validation import SchemaCheck
 from tests.operator.emulator.apiserver import (
+    upstream_cel_validation,
     upstream_defaulting,
     upstream_listtype,
     upstream_pruning,
@@ -96,3 +97,25 @@ def test_items_property(case: dict[str, Any]) -> None:
 def test_list_types(case: dict[str, Any]) -> None:
     found = listtype.validate(case["schema"], case["obj"], "root")
     assert sorted((e.type, e.field) for e in found) == sorted(case["errors"])
+
+
+@pytest.mark.parametrize(
+    "case",
+    upstream_cel_validation.MESSAGE_EXPRESSION,
+    ids=_ids(upstream_cel_validation.MESSAGE_EXPRESSION),
+)
+def test_cel_message_expressions(case: dict[str, Any]) -> None:
+    rules = cel.build(case["schema"], is_resource_root=False)
+    errors = cel.validate(rules, case["obj"], path="root").errors
+    assert len(errors) == 1 and case["contains"] in str(errors[0])
+
+
+@pytest.mark.parametrize(
+    "case",
+    upstream_cel_validation.REASON_AND_FIELD_PATH,
+    ids=_ids(upstream_cel_validation.REASON_AND_FIELD_PATH),
+)
+def test_cel_reasons_and_field_paths(case: dict[str, Any]) -> None:
+    rules = cel.build(case["schema"], is_resource_root=True)
+    errors = cel.validate(rules, case["obj"], path="root").errors
+    assert sorted((e.type, e.field) for e in errors) == sorted(case["errors"])
