@@ -25,9 +25,10 @@ def _field_schema(name: str, schema: Schema) -> Schema:
     """The schema of a field: its property, else ``additionalProperties`` when a schema."""
     if schema is None:
         return None
-    properties = schema.get("properties") or {}
+    properties: dict[str, Any] = schema.get("properties") or {}
     if name in properties:
-        return properties[name]  # type: ignore[no-any-return]
+        found: dict[str, Any] = properties[name]
+        return found
     additional = schema.get("additionalProperties")
     return additional if isinstance(additional, dict) else None
 

@@ -70,9 +70,10 @@ class MapList:
 
 
 def _field_schema(schema: Schema, name: str) -> Schema | None:
-    properties = schema.get("properties") or {}
+    properties: dict[str, Any] = schema.get("properties") or {}
     if name in properties:
-        return properties[name]  # type: ignore[no-any-return]
+        found: dict[str, Any] = properties[name]
+        return found
     additional = schema.get("additionalProperties")
     return additional if isinstance(additional, dict) else None
 
