@@ -1,11 +1,8 @@
 """The type check of a CEL rule, as cel-go's checker does it before a CRD is accepted.
 
-Pure layer. Ports what cel-go v0.26 ``checker/checker.go`` refuses (undeclared references,
-undefined fields, no matching overload, heterogeneous literals, bad comprehension ranges),
-over the declarations of :mod:`.cel_decls` and the schema's :class:`.cel_types.DeclType`
-for ``self`` and ``oldSelf``. It records each node's type and each call's matching
-overloads, which the cost estimator reads. Messages follow cel-go's wording; positions are
-1-based columns of the offending token, as cel-go prints ``ERROR: <input>:1:<col>: ...``.
+Ports cel-go v0.26.0 ``checker/checker.go`` (the version apiextensions-apiserver v0.36.3
+pins) over :mod:`.cel_decls`, in cel-go's words (``ERROR: <input>:1:<col>: ...``), and
+records each node's type and matching overloads for the cost estimator.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Compiling a schema node's ``x-kubernetes-validations``: kube-apiserver's ``cel.Compile``.
 
-Pure layer. Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/cel/
-compilation.go``: each rule parses, type-checks against ``self`` (and ``oldSelf``, which
-makes it a transition rule), passes the literal validators of Kubernetes' environment
-(constant regexes, durations and timestamps), evaluates to a bool, and gets a worst-case
-cost; a ``messageExpression`` likewise must give a string. Errors carry upstream's text
-(``compilation failed: ERROR: <input>:1:6: ...``).
+Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/cel/compilation.go``: each
+rule parses, type-checks against ``self`` and ``oldSelf``, passes Kubernetes' literal
+validators and gets a worst-case cost, with upstream's error text.
 """
 
 from __future__ import annotations

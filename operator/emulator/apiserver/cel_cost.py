@@ -1,12 +1,8 @@
 """The worst-case cost of a CEL rule, as kube-apiserver estimates it before accepting a CRD.
 
-Pure layer. Ports cel-go v0.26 ``checker/cost.go`` (the coster: over the macro-expanded
-tree, each comprehension costs its loop times the size of what it ranges over) with
-apiextensions-apiserver v0.36.3's size estimator (``pkg/apiserver/schema/cel/
-compilation.go``): a list, map or string a rule walks is as long as its schema bound
-(maxItems, maxProperties, maxLength) or, unbounded, as what fits in a 3 MiB request.
-Where a size is unknown the estimate takes the maximum, so the figure is an upper bound.
-Call estimates are :mod:`.cel_estimates`'.
+Ports cel-go v0.26.0 ``checker/cost.go`` (pinned by apiextensions-apiserver v0.36.3) with
+v0.36.3's size estimator (``pkg/apiserver/schema/cel/compilation.go``): a list, map or
+string is as long as its schema bound, else as what fits in 3 MiB; an upper bound.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The functions a CRD's CEL rules may call, with their overloads.
 
-Pure layer. The declarations of kube-apiserver's CEL environment for new expressions at
-compatibility version 1.35 (apiserver v0.36.3 ``pkg/cel/environment/base.go``): cel-go's
-standard library, extension strings v2, sets, lists v3, two-variable comprehensions and
-optional types, and the Kubernetes libraries (lists, regex, URLs, quantity, IP, CIDR,
-format, semver). Each line reads ``function: overload_id [recv.](args) -> result``;
-upper-case single letters are type parameters. The checker resolves calls against these;
-the cost estimator reads the overload ids.
+kube-apiserver's CEL environment at compatibility version 1.35 (apiserver v0.36.3
+``pkg/cel/environment/base.go``): cel-go's standard library and extensions and the
+Kubernetes libraries; the checker resolves calls against these, the coster reads the ids.
 """
 
 from __future__ import annotations
@@ -29,6 +25,8 @@ _CMP = ("int", "uint", "double", "string", "bytes", "bool", "timestamp", "durati
 _CROSS = ("int double", "int uint", "uint int", "uint double", "double int", "double uint")
 _ORDERED = ("int", "uint", "double", "string", "bytes", "bool", "timestamp", "duration")
 
+# one line a function: ``name: overload_id [recv.](args) -> result``; single upper-case
+# letters are type parameters
 _TABLE = """
 !_: logical_not (bool) -> bool
 -_: negate_int64 (int) -> int

@@ -1,11 +1,8 @@
 """The estimated cost of one CEL function call: cel-go's rules and Kubernetes' library.
 
-Pure layer. Ports the call estimates of cel-go v0.26 ``checker/cost.go``
-(``functionCost``: string traversal, regex, ``in``, logical operators, concatenation,
-comparison by size) and apiserver v0.36.3 ``pkg/cel/library/cost.go``
-(``EstimateCallCost``: the lists, strings, regex, URL, quantity, IP, CIDR, format and
-semver functions), which upstream consults first. Costs and sizes are (min, max) pairs
-saturating at 2^64 - 1, as cel-go's.
+Ports cel-go v0.26.0 ``checker/cost.go`` (``functionCost``) and apiserver v0.36.3
+``pkg/cel/library/cost.go`` (``EstimateCallCost``, consulted first); costs and sizes are
+(min, max) pairs saturating at 2^64 - 1, as cel-go's.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """CEL source to the expression tree cel-go checks: parsed by cel-python, macros expanded.
 
-Pure layer. cel-python's grammar (``celpy.CELParser``) parses; this module turns its tree
-into cel-go's expression kinds (literal, ident, select, call, list, map, comprehension) with
-the operators named as cel-go names them (``_&&_``, ``_[_]``, ``@in`` ...) and the macros
-(``has``, ``all``, ``exists``, ``exists_one``, ``map``, ``filter`` and the two-variable
-forms of Kubernetes 1.32+) expanded into comprehensions exactly as cel-go's parser does,
-because the cost estimate is computed over that expansion. Optional syntax (``a.?b``,
-``[?x]``) is Kubernetes CEL that cel-python cannot parse: it is reported as such.
+The expression kinds and macro expansion of cel-go v0.26.0 ``parser/`` (pinned by
+apiextensions-apiserver v0.36.3), since costs are estimated over the expansion; optional
+syntax (``a.?b``), which cel-python cannot parse, is reported as such.
 """
 
 from __future__ import annotations

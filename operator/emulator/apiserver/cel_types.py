@@ -1,11 +1,8 @@
 """CEL types, and the CEL declaration of a structural schema (what ``self`` is in a rule).
 
-Pure layer. Ports apiserver v0.36.3 ``pkg/cel/common/schemas.go`` (``SchemaDeclType``),
-``pkg/cel/types.go`` (``DeclType``, ``MaybeAssignTypeName``), ``pkg/cel/escaping.go`` and
-the type model of cel-go v0.26 (``checker/types.go``: assignability with type parameters).
-A DeclType carries each list's, map's and string's worst-case element count: maxItems,
-maxProperties and maxLength where the schema gives them, else what fits in the largest
-request (3 MiB), as upstream; the cost estimator reads those bounds.
+Ports apiserver v0.36.3 ``pkg/cel/common/schemas.go`` (``SchemaDeclType``),
+``pkg/cel/types.go``, ``pkg/cel/escaping.go`` and cel-go v0.26.0 ``checker/types.go``; a
+DeclType carries the worst-case sizes (maxItems, maxProperties, maxLength, else 3 MiB).
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Decoding a custom resource: what kube-apiserver notices and drops before validation.
 
-Ports the custom-resource decoder of apiextensions-apiserver v0.36.3
-(``pkg/apiserver/customresource_handler.go``: ``schemaCoercingDecoder`` and
-``unstructuredSchemaCoercer.apply``, with ``schema/objectmeta/coerce.go``'s unknown
-metadata fields) and the strict JSON decoding of sigs.k8s.io/json that k8s.io/apiserver
-v0.36.3 asks for under ``fieldValidation`` Strict or Warn: a key given twice is ``duplicate
-field "x"`` (the key alone, the last value kept), a field the schema does not specify is
-``unknown field "spec.x"`` (metadata's first, the rest sorted) and is pruned; a null in a
-field neither nullable nor defaulted is dropped. YAML bodies are read without YAML's
-timestamps (sigs.k8s.io/yaml keeps them strings); duplicate YAML keys are not reported.
+Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/customresource_handler.go``
+(``schemaCoercingDecoder``, ``unstructuredSchemaCoercer``; ``schema/objectmeta/coerce.go``)
+and the strict JSON decoding (duplicate, unknown fields) apiserver v0.36.3 asks for.
 """
 
 from __future__ import annotations

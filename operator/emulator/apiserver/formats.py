@@ -1,12 +1,8 @@
 """String formats a custom resource's schema can name, checked as kube-apiserver checks them.
 
-Which formats count: apiextensions-apiserver v0.36.3
-``pkg/apiserver/validation/formats.go`` (the rest are dropped from the schema before
-validation, at the default compatibility version 1.35); how each is checked: kube-openapi
-``pkg/validation/strfmt`` at the commit that tag pins (43fb72c5454a), whose registry names
-formats without dashes (``date-time`` is ``datetime``). Patterns run on RE2, as Go's do.
-A supported format this port does not check is refused at registration
-(:func:`unported`): an emulator that let it pass would be more lenient than the apiserver.
+Which count: apiextensions-apiserver v0.36.3 ``pkg/apiserver/validation/formats.go``; how
+each is checked: kube-openapi ``pkg/validation/strfmt`` at 43fb72c5454a (pinned by v0.36.3).
+A supported format this port does not check is refused at registration (:func:`unported`).
 """
 
 from __future__ import annotations
@@ -151,6 +147,7 @@ SUPPORTED = frozenset(CHECKS) | {
 
 
 def normalize(name: str) -> str:
+    """strfmt's registry names formats without dashes (``date-time`` is ``datetime``)."""
     return name.replace("-", "")
 
 

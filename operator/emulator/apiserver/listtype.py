@@ -1,10 +1,8 @@
 """``x-kubernetes-list-type``: a set holds each item once, a map each key once.
 
-Ports apiextensions-apiserver v0.36.3
-``pkg/apiserver/schema/listtype/validation.go`` over the raw ``openAPIV3Schema`` dict: one
-``Duplicate value`` per repeated item (its second occurrence), the value being the item
-(set) or its keys (map). Items compare as Go compares them: scalars by type and value
-(``1`` is not ``1.0``), objects and lists by their ``json.Marshal`` text.
+Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/listtype/validation.go``: one
+``Duplicate value`` per repeated item, compared as Go compares them (``1`` is not ``1.0``;
+objects and lists by their ``json.Marshal`` text).
 """
 
 from __future__ import annotations

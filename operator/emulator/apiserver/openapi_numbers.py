@@ -1,11 +1,8 @@
 """kube-openapi's number checks: the range of a format, bounds, multipleOf.
 
-Ports kube-openapi ``pkg/validation/validate`` at 43fb72c5454a:
-``numberValidator`` (validator.go) and ``IsValueValidAgainstRange``, ``Maximum*``,
-``Minimum*``, ``MultipleOf*`` (values.go). A JSON integer is Go's int64, a JSON decimal its
-float64; a bound is a float64 that an integer value is compared with as an int64. A value
-out of its format's range is a plain error (``Checked value must be of type integer with
-format int32 in spec.x``), which the apiserver reports at the path ``<nil>``.
+Ports kube-openapi ``pkg/validation/validate`` at 43fb72c5454a (pinned by
+apiextensions-apiserver v0.36.3): ``numberValidator`` (validator.go) and values.go; a JSON
+integer is Go's int64, compared with a bound as an int64.
 """
 
 from __future__ import annotations
@@ -35,6 +32,8 @@ def _fixed(value: float) -> str:
     return gofmt.json_marshal(value) if 1e-6 <= abs(value) < 1e21 or value == 0 else repr(value)
 
 
+# a value out of its format's range is a plain error (``Checked value must be of type integer
+# with format int32 in spec.x``), which the apiserver reports at the path ``<nil>``
 def _in_range(value: int | float, type_name: str, fmt: str, prefix: str, path: str) -> Error | None:
     """``IsValueValidAgainstRange``: whether the value parses back as the type and format."""
     text = str(value) if isinstance(value, int) else _fixed(value)

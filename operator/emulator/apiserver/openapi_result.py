@@ -1,9 +1,8 @@
 """kube-openapi's validation results and errors (the part every validator step shares).
 
-Ports kube-openapi ``pkg/validation/validate/result.go`` and the messages and
-codes of ``pkg/validation/errors/schema.go`` at 43fb72c5454a (the commit
-apiextensions-apiserver v0.36.3 pins): a result keeps each error message once, and counts
-matches (``MatchCount``), which decides the anyOf branch whose errors are reported.
+Ports kube-openapi ``pkg/validation/validate/result.go`` and ``errors/schema.go`` at
+43fb72c5454a (pinned by apiextensions-apiserver v0.36.3): each message once, and the match
+count that picks the anyOf branch whose errors are reported.
 """
 
 from __future__ import annotations

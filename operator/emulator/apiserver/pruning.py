@@ -1,13 +1,8 @@
 """Pruning: fields a structural schema does not specify are dropped, and their paths kept.
 
-Ports kubernetes/apiextensions-apiserver v0.36.3
-``pkg/apiserver/schema/pruning/algorithm.go`` (and the path bookkeeping of
-``schema/options.go``) over the raw ``openAPIV3Schema`` dict: a node's ``properties``,
-``additionalProperties`` (a schema, or a bool: present either way) and ``items``, with
-``x-kubernetes-preserve-unknown-fields`` and ``x-kubernetes-embedded-resource`` (whose
-``apiVersion``, ``kind`` and ``metadata`` are left alone; the resource root counts as one).
-A schema of ``None`` specifies nothing. The paths are what ``fieldValidation`` reports:
-``spec.ports[0].unknownNested``, sorted as Go sorts strings.
+Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/pruning/algorithm.go`` (paths
+as ``schema/options.go`` keeps them) over the raw ``openAPIV3Schema``; an embedded resource
+(the root is one) keeps its ``apiVersion``, ``kind`` and ``metadata``.
 """
 
 from __future__ import annotations
@@ -15,11 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 _META_FIELDS = frozenset({"apiVersion", "kind", "metadata"})
-Schema = dict[str, Any] | None
+Schema = dict[str, Any] | None  # None specifies nothing
 
 
 def prune(obj: Any, schema: Schema, *, is_resource_root: bool = False) -> list[str]:
-    """Drop from ``obj`` (in place) what ``schema`` does not specify; the dropped paths."""
+    """Drop from ``obj`` (in place) what ``schema`` does not specify; the dropped paths
+    (what ``fieldValidation`` reports: ``spec.ports[0].x``), sorted as Go sorts strings."""
     if is_resource_root:
         schema = {**(schema or {}), "x-kubernetes-embedded-resource": True}
     found: list[str] = []

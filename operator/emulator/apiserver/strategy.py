@@ -1,12 +1,8 @@
 """What kube-apiserver checks of a custom resource before it stores a write.
 
-Ports apiextensions-apiserver v0.36.3 ``pkg/registry/customresource``:
-``validator.go`` (type meta, the object's name, the schema, the scale subresource's paths),
-``strategy.go`` (create and update: then ``x-kubernetes-list-type`` uniqueness and, unless
-a blocking error came first, the CEL rules) and ``status_strategy.go`` (a status write is
-checked against the status schema, and the CEL rules run over the whole object). Updates
-ratchet (:mod:`.ratcheting`). Returns the field errors and the warnings (a ratcheted CEL
-failure is a warning).
+Ports apiextensions-apiserver v0.36.3 ``pkg/registry/customresource``: ``validator.go``,
+``strategy.go`` (then list types and, unless a blocking error came first, CEL) and
+``status_strategy.go``; the field errors and the warnings (ratcheted CEL failures).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """A CRD's ``openAPIV3Schema`` in kube-apiserver's structural form.
 
-Pure layer. Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/structural.go``
-and ``convert.go`` (``NewStructural``): the schema splits into the part that gives values
-their shape (type, properties, items, additionalProperties, the ``x-kubernetes-*``
-extensions) and the value validations, whose logical junctors (``allOf``, ``anyOf``,
-``oneOf``, ``not``) may only restate that shape. Empty and absent are kept apart exactly
-where Go keeps a nil slice apart from an empty one, since the int-or-string exemption is a
-``reflect.DeepEqual``.
+Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/structural.go`` and
+``convert.go`` (``NewStructural``); empty and absent stay apart where Go keeps a nil slice
+apart from an empty one, since the int-or-string exemption is a ``reflect.DeepEqual``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""Every write of a custom resource, as kube-apiserver v1.36 handles it.
+"""Every write of a custom resource, as kube-apiserver v0.36.3 handles it.
 
-The emulator (:mod:`disagg_operator.emulator.server`) calls these in order.
-Ports k8s.io/apiserver v0.36.3 ``pkg/endpoints/handlers`` (create.go, update.go, patch.go,
-rest.go: ``fieldValidation``, absent meaning Warn; strict decoding errors and their
-codes) over the custom-resource decoder (:mod:`.decoding`), defaulting
-(:mod:`.defaulting`) and strategy (:mod:`.strategy`) of apiextensions-apiserver v0.36.3.
-Under Strict an unknown or duplicate field refuses a create or update with 400
-(``<Kind> in version "<v>" cannot be handled as a <Kind>: strict decoding error: unknown
-field "spec.x"``) and a merge or JSON patch with 422 (`` "" is invalid: patch: Invalid
-value: "<patched object>": strict decoding error: ...``); under Warn each is a ``Warning``
-header and the field is pruned; under Ignore it is pruned in silence. Server-side apply
-refuses an unknown field whatever the directive (500, from its typed conversion).
+Ports apiserver v0.36.3 ``pkg/endpoints/handlers`` (create.go, update.go, patch.go, rest.go:
+``fieldValidation``, Warn when absent) over apiextensions-apiserver v0.36.3's decoder
+(:mod:`.decoding`), defaulting and strategy; the emulator's server calls these in order.
 """
 
 from __future__ import annotations
