@@ -383,7 +383,12 @@ class DeploymentSpec(_Model):
         description="KV transfer settings shared by both roles",
         **_EMPTY,
     )
-    llmd: Llmd = Field(default_factory=Llmd, description="llm-d integration", **_EMPTY)
+    # no CRD default ({}): an API server would then write the section into every
+    # deployment, and the operator looks its InferencePool up whenever the section is there
+    llmd: Llmd = Field(
+        default_factory=Llmd,
+        description="llm-d integration (absent: none, and no InferencePool is looked up)",
+    )
     transfer_canary: TransferCanary = Field(
         default_factory=TransferCanary,
         description="transfer-path canary in decode pods (TransferPathReady condition)",

@@ -41,7 +41,7 @@ from typing import Any
 import aiohttp
 
 from disagg_operator.api import LABEL_DEPLOYMENT
-from disagg_operator.bench.kubelet import DD_KEY
+from disagg_operator.bench.kubelet import DD_KEY, serve_crd
 
 LEASE = "disagg-operator"
 LEASE_KEY = "coordination.k8s.io/v1/leases"
@@ -206,12 +206,11 @@ async def stage(
     folder, and a :class:`Setup` whose replicas are killed on the way out."""
     import kmock
 
-    from disagg_operator.api import KIND, SHORT_NAMES
     from disagg_operator.emulator.server import Emulator, kubeconfig
 
     with tempfile.TemporaryDirectory(prefix=f"disagg-{what}-") as tmp:
         async with Emulator() as emu, kmock.Server(emu):
-            emu.register(DD_KEY, KIND, subresources=("status",), shortnames=tuple(SHORT_NAMES))
+            serve_crd(emu)
             config = Path(tmp) / "kubeconfig"
             config.write_text(json.dumps(kubeconfig(str(emu.url).rstrip("/"))))
             setup = Setup(emu, config, Path(tmp), flags, namespace, timeout)

@@ -14,8 +14,18 @@ import time
 from typing import Any
 
 from disagg_operator.api import API_VERSION, PLURAL
+from disagg_operator.render import crd
 
 DD_KEY = f"{API_VERSION}/{PLURAL}"
+CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def serve_crd(emu: Any) -> None:
+    """Create the DisaggregatedDeployment CRD in the emulator, through its CRD admission
+    (kube-apiserver's rules), as ``kubectl apply -f crds/`` does on a cluster."""
+    emu.put_object(CRDS, crd.build())
+
+
 GRACE = "disagg.dev/bench-kubelet"  # the finalizer that holds a deleted pod for its grace
 
 

@@ -42,9 +42,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from disagg_operator.api import API_VERSION, KIND, PLURAL, SHORT_NAMES
+from disagg_operator.api import API_VERSION, PLURAL
 from disagg_operator.bench import failover, rollout, sizing
-from disagg_operator.bench.kubelet import DD_KEY, Kubelet, deployment_ready
+from disagg_operator.bench.kubelet import Kubelet, deployment_ready, serve_crd
 from disagg_operator.bench.rules import manifests
 
 NS = "bench"
@@ -236,7 +236,7 @@ async def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict
     logging.getLogger("kopf").setLevel(logging.ERROR)  # shutdown notes would garble the table
     shaped = functools.partial(body, prefill=args.prefill, decode=args.decode)
     async with Emulator() as emu, kmock.Server(emu):
-        emu.register(DD_KEY, KIND, subresources=("status",), shortnames=tuple(SHORT_NAMES))
+        serve_crd(emu)
         bench = Bench(emu, progress, shaped)
         baseline = bench.rss_peak
         host = str(emu.url).rstrip("/")

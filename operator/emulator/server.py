@@ -38,21 +38,22 @@ import functools
 import json
 import secrets
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp.web
 import attrs
 import kmock
 import multidict
 
-from disagg_operator.emulator.apiserver import decoding, fielderrors, writes
+from disagg_operator.emulator.apiserver import crd, decoding, fielderrors, writes
 from disagg_operator.emulator.apiserver.strategy import Served
 from disagg_operator.emulator.custom import CustomResources
-from disagg_operator.emulator.rules import gc, ops, scale, tables
+from disagg_operator.emulator.rules import admission, builtin, gc, ops, scale, tables
 from disagg_operator.emulator.store import ObjectStore
 from disagg_operator.emulator.verbs import TestVerbs
 from disagg_operator.emulator.watch import Req, stream
 
+_CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
 _OPENAPI_V2_PROTO = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 _LOG_LIMIT = 100_000  # watch-replay history per resource; older resourceVersions get 410
 
@@ -116,7 +117,7 @@ class Emulator(CustomResources, TestVerbs, ObjectStore, kmock.KubernetesEmulator
     def register_crd(self, crd: dict[str, Any]) -> None:
         """Serve every version of a CustomResourceDefinition body."""
         spec, names = crd["spec"], crd["spec"]["names"]
-        self.served.update(writes.served_versions(crd))
+        self.served.update(_served(json.dumps(crd, sort_keys=True)))
         for version in spec.get("versions", []):
             if not version.get("served", True):
                 continue
@@ -162,7 +163,9 @@ class Emulator(CustomResources, TestVerbs, ObjectStore, kmock.KubernetesEmulator
         return payload
 
     async def _serve_server_version(self, request: kmock.Request) -> kmock.Payload:
-        return {"major": "1", "minor": "31", "gitVersion": "v1.31.0", "platform": "linux/amd64"}
+        major, minor, _ = builtin.KUBERNETES.split(".")
+        git = f"v{builtin.KUBERNETES}"
+        return {"major": major, "minor": minor, "gitVersion": git, "platform": "linux/amd64"}
 
     # ---------------------------------------------------------------- request dispatch
     async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
@@ -256,6 +259,26 @@ class Emulator(CustomResources, TestVerbs, ObjectStore, kmock.KubernetesEmulator
         except ValueError as e:
             raise ops.StatusError(422, "Invalid", str(e)) from e
 
+    def _local(
+        self, method: str, key: str, ns: str, name: str, sub: str, obj: dict[str, Any]
+    ) -> dict[str, Any]:
+        """One write made here rather than over HTTP, served as a request would be but not
+        recorded (:meth:`TestVerbs.put_object`): a failure raises its Status."""
+        group_version, plural = key.rsplit("/", 1)
+        group, _, version = group_version.rpartition("/")
+        where = ops.ResourcePath(group, version, plural, ns, "" if method == "POST" else name, sub)
+        raw = _LocalRequest(method, multidict.CIMultiDict())
+        body = json.dumps(obj).encode()
+        req = Req(raw, where, {"fieldValidation": "Strict"}, "application/json", body)  # type: ignore[arg-type]
+        call = ops.api_call(method, where, req.params)
+        try:
+            return self._dispatch(req, call, self._info(key), [])
+        except fielderrors.ApiError as e:
+            raise ops.StatusError(e.code, str(e.body.get("reason", "")), str(e)) from e
+
+    def _has_status(self, key: str) -> bool:
+        return "status" in self._info(key).subresources
+
     # ---------------------------------------------------------------- verbs
     def _scale(
         self,
@@ -312,10 +335,35 @@ class Emulator(CustomResources, TestVerbs, ObjectStore, kmock.KubernetesEmulator
         obj.setdefault("apiVersion", key.rsplit("/", 1)[0])
         if served is not None:
             warnings.extend(writes.admit_create(served, obj))
-        elif "status" in info.subresources:
-            obj.pop("status", None)
+        else:
+            if "status" in info.subresources:
+                obj.pop("status", None)
+            options = "PatchOptions" if req.raw.method == "PATCH" else "CreateOptions"
+            obj = self._admit(key, obj, params, options, warnings)
         ops.validate(key, obj)
         return obj if params.get("dryRun") else self._insert(key, obj)
+
+    def _admit(
+        self,
+        key: str,
+        obj: dict[str, Any],
+        params: dict[str, str],
+        options: str,
+        warnings: list[str],
+    ) -> dict[str, Any]:
+        """A built-in or contract kind's write, as its schema admits it; a posted CRD as
+        kube-apiserver's CRD validation admits it."""
+        if key == _CRDS:
+            problems = _crd_problems(json.dumps(obj, sort_keys=True))
+            if problems:
+                status = fielderrors.status(
+                    422, "Invalid", crd.invalid_message(obj, problems), None
+                )
+                raise fielderrors.ApiError(status)
+            return obj
+        admitted, said = admission.admit(obj, params, options)
+        warnings.extend(said)
+        return admitted
 
     def _write(
         self,
@@ -329,15 +377,18 @@ class Emulator(CustomResources, TestVerbs, ObjectStore, kmock.KubernetesEmulator
         served = self.served.get(key)
         if served is not None:
             new = self._admit_write(served, current, new, req, warnings)
-        elif "status" in info.subresources:
-            if req.where.subresource == "status":
-                new = {**current, "status": new.get("status")}
-                if new["status"] is None:
-                    new.pop("status")
-            else:
-                new = {k: v for k, v in new.items() if k != "status"}
-                if "status" in current:
-                    new["status"] = current["status"]
+        else:
+            if "status" in info.subresources:
+                if req.where.subresource == "status":
+                    new = {**current, "status": new.get("status")}
+                    if new["status"] is None:
+                        new.pop("status")
+                else:
+                    new = {k: v for k, v in new.items() if k != "status"}
+                    if "status" in current:
+                        new["status"] = current["status"]
+            options = "PatchOptions" if req.raw.method == "PATCH" else "UpdateOptions"
+            new = self._admit(key, new, req.params, options, warnings)
         ops.validate(key, new)
         if req.params.get("dryRun"):
             return new
@@ -377,6 +428,26 @@ class Emulator(CustomResources, TestVerbs, ObjectStore, kmock.KubernetesEmulator
         if (ns and meta.get("namespace") != ns) or (name and meta.get("name") != name):
             return False
         return event["type"] == "ERROR" or self._matches(event["object"], req.params)
+
+
+# A CRD's admission and its compiled rules are pure functions of its content, and one
+# process makes many emulators with the same CRD (a test suite, a benchmark): each is
+# worked out once.
+@functools.cache
+def _crd_problems(text: str) -> list[Any]:
+    return crd.validate_crd(json.loads(text))
+
+
+@functools.cache
+def _served(text: str) -> dict[str, Served]:
+    return writes.served_versions(json.loads(text))
+
+
+class _LocalRequest(NamedTuple):
+    """What the dispatch reads of an HTTP request, for a write made in process."""
+
+    method: str
+    headers: multidict.CIMultiDict[str]
 
 
 def api_calls(emulator: Emulator, *, writes_only: bool = False) -> list[ops.ApiCall]:

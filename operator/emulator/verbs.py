@@ -45,8 +45,11 @@ class TestVerbs(ObjectStore):
         pod Ready when every container is, as the kubelet's readiness probes would leave it."""
         pod = self.store[("v1/pods", namespace, name)]
         statuses = [
-            {
+            {  # what a kubelet writes of each container (image, imageID, restartCount required)
                 "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": "",
+                "restartCount": 0,
                 "ready": (containers or {}).get(c["name"], ready),
                 "started": True,
                 "state": {"running": {"startedAt": ops.now()}},
@@ -135,9 +138,35 @@ class TestVerbs(ObjectStore):
         self._drop(key, self.store[(key, namespace, name)])
 
     def put_object(self, key: str, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create or overwrite an object directly, without a recorded API call."""
+        """Create ``obj``, or replace the stored object of its name, as a client's POST or
+        PUT would (admission, defaults, schema and CEL rules, ``fieldValidation=Strict``),
+        then its ``status`` as a write to the status subresource would; nothing is
+        recorded as a call. A refusal raises what the API server would answer."""
+        meta = obj.setdefault("metadata", {})
+        ns = meta.get("namespace", "")
+        exists = (key, ns, meta["name"]) in self.store
+        written = self._local("PUT" if exists else "POST", key, ns, meta["name"], "", obj)
+        gone = (key, ns, meta["name"]) not in self.store  # the write ended a deletion
+        if obj.get("status") is not None and self._has_status(key) and not gone:
+            status = {**written, "status": obj["status"]}
+            written = self._local("PUT", key, ns, meta["name"], "status", status)
+        return written
+
+    def put_stored(self, key: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Put ``obj`` in the store as it is, around admission: what an API server still
+        holds from before its CRD changed (objects are not checked again until they are
+        written). For a test of such an object; any other write goes through
+        :meth:`put_object`."""
         meta = obj.setdefault("metadata", {})
         old = self.store.get((key, meta.get("namespace", ""), meta["name"]))
         if old is None:
             return self._insert(key, obj)
         return self._commit(key, old, obj)
+
+    def _local(
+        self, method: str, key: str, ns: str, name: str, sub: str, obj: dict[str, Any]
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _has_status(self, key: str) -> bool:
+        raise NotImplementedError

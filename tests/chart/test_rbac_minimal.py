@@ -17,8 +17,8 @@ an invalid spec (status + Warning event). Then an llm-d deployment gets its Infe
 InferencePool was removed is refused (status and an event, no call in either pool API
 group). Throughout, the operator runs with leader election as the chart starts it: its
 Lease (created, renewed, released) lives in the release namespace.
-The test's own writes go straight into the emulator's store (``put_object``, not
-recorded), so every recorded call is the operator's.
+The test's own writes go through the emulator's admission in process (``put_object``,
+not recorded), so every recorded call is the operator's.
 
 Then, per mode (all namespaces, namespaced), per ``llmd.enabled`` and per
 ``llmd.inferencePoolVersions``, the calls are compared with the rules the chart renders,
@@ -62,42 +62,19 @@ SA = "disagg"
 # --- scenario ---------------------------------------------------------------------------
 
 
-def _crd_schema() -> dict[str, Any]:
-    crd = yaml.safe_load((ROOT / "crds" / "disagg.dev_disaggregateddeployments.yaml").read_text())
-    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    return schema
-
-
-def defaulted(obj: Any, schema: dict[str, Any]) -> Any:
-    """``obj`` with the CRD's structural defaults applied, as the API server stores it.
-
-    The emulator does no defaulting; without this the operator would see manifests no real
-    cluster ever hands it (e.g. without ``spec.llmd``, which defaults to ``{}``).
-    """
-    if isinstance(obj, dict) and "properties" in schema:
-        for key, sub in schema["properties"].items():
-            if key not in obj and "default" in sub:
-                obj[key] = copy.deepcopy(sub["default"])
-            if key in obj:
-                obj[key] = defaulted(obj[key], sub)
-    elif isinstance(obj, list) and "items" in schema:
-        return [defaulted(item, schema["items"]) for item in obj]
-    return obj
-
-
 def _manifest(name: str, **spec: Any) -> dict[str, Any]:
     body = yaml.safe_load((ROOT / "examples" / "quickstart-cpu.yaml").read_text())
     body["metadata"] = {"name": name, "namespace": NS}
     body["spec"].update(spec)
-    return dict(defaulted(body, _crd_schema()))
+    return dict(body)
 
 
 def _edit(emu: Emulator, name: str, change: Callable[[dict[str, Any]], None]) -> None:
-    """A user's edit of the spec, written to the store directly (not a recorded call)."""
+    """A user's edit of the spec, through admission but not a recorded call."""
     body = copy.deepcopy(emu.find(DD, NS, name))
     assert body is not None
     change(body["spec"])
-    emu.put_object(DD, defaulted(body, _crd_schema()))
+    emu.put_object(DD, body)
 
 
 def _pods(emu: Emulator, name: str) -> list[str]:
@@ -196,7 +173,7 @@ async def _vllm_life(emu: Emulator) -> None:
     someone edits it, and deleted when both of the shim's levers are turned off."""
     body = yaml.safe_load((ROOT / "examples" / "vllm-cpu.yaml").read_text())
     body["metadata"] = {"name": "cpu", "namespace": NS}
-    emu.put_object(DD, defaulted(body, _crd_schema()))
+    emu.put_object(DD, body)
     maps = "v1/configmaps"
     await until("shim ConfigMap", lambda: emu.find(maps, NS, "cpu-engine-idle"))
     _tamper(emu, maps, "cpu-engine-idle", lambda o: o.update(data={"sitecustomize.py": ""}))
@@ -219,7 +196,7 @@ async def _groups_life(emu: Emulator) -> None:
     then deleted when prefill scales to 0 (LWS are watched, created and deleted)."""
     body = yaml.safe_load((ROOT / "examples" / "multinode-gpu.yaml").read_text())
     body["metadata"] = {"name": "big", "namespace": NS}
-    emu.put_object(DD, defaulted(body, _crd_schema()))
+    emu.put_object(DD, body)
     groups = "leaderworkerset.x-k8s.io/v1/leaderworkersets"
     await until("LeaderWorkerSet", lambda: emu.find(groups, NS, "big-prefill-0"))
     _edit(emu, "big", lambda s: s["prefill"].update(replicas=0))
@@ -239,8 +216,9 @@ async def _llmd_life(emu: Emulator) -> None:
 async def _v1alpha2_stored(emu: Emulator) -> None:
     """An object stored while the CRD still offered v1alpha2 (written around admission, as
     the store holds it; the CRD now refuses it): refused with the fix, no pool anywhere."""
-    llmd = {"enabled": True, "inferencePool": {"version": "v1alpha2"}}
-    emu.put_object(DD, _manifest("old", llmd=llmd))
+    admitted = copy.deepcopy(emu.put_object(DD, _manifest("old", llmd={"enabled": False})))
+    admitted["spec"]["llmd"].update(enabled=True, inferencePool={"version": "v1alpha2"})
+    emu.put_stored(DD, admitted)  # as stored under the CRD that still offered it
     await until("InvalidSpec", lambda: "v1.5.0 removed" in _ready_message(emu, "old"))
     assert emu.find(POOL, NS, "old") is None and emu.find(OLD_POOL, NS, "old") is None
 

@@ -74,7 +74,7 @@ def test_inferencepools_are_written_only_with_llmd(render):
     def pool_verbs(values: dict[str, Any]) -> set[str]:
         return {g[3] for g in grants(render(values), "disagg") if g[2] == "inferencepools"}
 
-    assert pool_verbs({}) == {"get"}  # read by name, never listed
+    assert pool_verbs({}) == set()  # a deployment without llm-d looks no pool up
     assert pool_verbs({"llmd": {"enabled": True}}) == {"get", "create", "patch", "delete"}
 
 
@@ -82,8 +82,8 @@ def test_inferencepool_rules_name_the_group_of_each_chosen_version(render):
     def pool_groups(values: dict[str, Any]) -> set[str]:
         return {g[1] for g in grants(render(values), "disagg") if g[2] == "inferencepools"}
 
-    assert pool_groups({}) == {"inference.networking.k8s.io"}  # v1, the GA API
-    assert pool_groups({"llmd": {"enabled": True}}) == {"inference.networking.k8s.io"}
+    assert pool_groups({}) == set()
+    assert pool_groups({"llmd": {"enabled": True}}) == {"inference.networking.k8s.io"}  # v1
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))

@@ -8,12 +8,13 @@ DisaggregatedDeployment CRD from ``crds/`` and writing a kubeconfig for kubectl,
 
 from __future__ import annotations
 
+import functools
+import json
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from disagg_operator.api import SHORT_NAMES
 from disagg_operator.emulator.rules.ops import WRITE_VERBS
 from disagg_operator.emulator.server import ApiCall, Emulator, api_calls, kubeconfig
 
@@ -28,25 +29,30 @@ __all__ = [
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
-DD_KEY = "disagg.dev/v1alpha1/disaggregateddeployments"
 CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 def serve_project_crds(emulator: Emulator, crds_dir: Path = ROOT / "crds") -> None:
-    """Serve every CRD in ``crds/``; fall back to a bare DisaggregatedDeployment resource."""
-    served = False
-    for path in sorted(crds_dir.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc and doc.get("kind") == "CustomResourceDefinition":
-                emulator.put_object(CRDS, doc)  # stored, as kubectl looks CRDs up; and served
-                served = True
-    if not served:
-        emulator.register(
-            DD_KEY,
-            "DisaggregatedDeployment",
-            subresources=("status",),
-            shortnames=tuple(SHORT_NAMES),
-        )
+    """Create every CRD in ``crds/`` as ``kubectl apply -f crds/`` would, through the API
+    server's CRD admission (kube-apiserver's rules, ported): one it would refuse stops the
+    test with its message. The create is not left among the recorded calls, which are the
+    code under test's."""
+    crds = _crds(crds_dir)
+    assert crds, f"no CustomResourceDefinition in {crds_dir}"
+    for text in crds:
+        emulator.put_object(CRDS, json.loads(text))
+
+
+@functools.cache
+def _crds(crds_dir: Path) -> tuple[str, ...]:
+    """The CRDs of ``crds_dir`` as JSON texts, read once per test session (the YAML is
+    long; every emulator fixture needs it)."""
+    return tuple(
+        json.dumps(doc)
+        for path in sorted(crds_dir.glob("*.yaml"))
+        for doc in yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader)
+        if doc and doc.get("kind") == "CustomResourceDefinition"
+    )
 
 
 def write_kubeconfig(emulator: Emulator, path: Path) -> Path:

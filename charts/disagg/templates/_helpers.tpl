@@ -96,9 +96,10 @@ calls against the API emulator and fails on any difference, in both directions.
   key derived from the root key (mounted from a Secret volume, which needs no RBAC), so
   the operator never reads a Secret back; it creates it with the pods (409: it exists).
 - Events: Warning events for invalid specs (routine events are not posted).
-- InferencePools: read by name (get) on every reconcile (the operator looks for the
-  deployment's pool when the spec has an llmd section, and the API server defaults that section into every deployment; a
-  cluster without the CRD answers 404, which is fine); written only with llmd.enabled.
+- InferencePools (only with llmd.enabled): read by name (get) on each reconcile of a
+  deployment whose spec has an llmd section (a cluster without the CRD answers 404, which
+  is fine), written while its llm-d is enabled. Without the grant, such a lookup answers
+  403 and the operator observes no pool.
   One API group per entry of llmd.inferencePoolVersions, the versions deployments render
   (spec.llmd.inferencePool.version): v1 is inference.networking.k8s.io.
 - PodMonitors and PrometheusRules (monitoring.coreos.com): only with monitoring.enabled;
@@ -140,10 +141,12 @@ calls against the API emulator and fails on any difference, in both directions.
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+{{- if .Values.llmd.enabled }}
 {{- range .Values.llmd.inferencePoolVersions }}
 - apiGroups: [inference.networking.k8s.io]
   resources: [inferencepools]
-  verbs: [get{{ if $.Values.llmd.enabled }}, create, patch, delete{{ end }}]
+  verbs: [get, create, patch, delete]
+{{- end }}
 {{- end }}
 {{- if .Values.monitoring.enabled }}
 - apiGroups: [monitoring.coreos.com]

@@ -49,7 +49,7 @@ from disagg_operator.bench.autoscale.rules.fleet import Fleet, Step
 from disagg_operator.bench.autoscale.rules.traces import Lengths, Trace
 from disagg_operator.bench.autoscale.run import simulate as replay
 from disagg_operator.bench.failover import until
-from disagg_operator.bench.kubelet import DD_KEY, deployment_ready
+from disagg_operator.bench.kubelet import DD_KEY, deployment_ready, serve_crd
 from disagg_operator.local import prometheus
 from disagg_operator.planning.autoscale import ROLES, Profile, from_spec
 from disagg_operator.planning.pods import is_ready
@@ -192,7 +192,6 @@ async def run(
     """The loop (module docstring); ``given``: a profile, else one measured in the loop."""
     import kmock
 
-    from disagg_operator.api import KIND, SHORT_NAMES
     from disagg_operator.controller.run import configure_logging, running
     from disagg_operator.emulator.server import Emulator
     from disagg_operator.local.kubelet import run as kubelet_run
@@ -207,7 +206,7 @@ async def run(
         timeline: list[tuple[float, dict[str, Any]]] = []
         try:
             async with Emulator() as emu, kmock.Server(emu):
-                emu.register(DD_KEY, KIND, subresources=("status",), shortnames=tuple(SHORT_NAMES))
+                serve_crd(emu)
                 host = str(emu.url).rstrip("/")
                 async with (
                     running(host, canary_seconds=5.0, autoscale_tick=0.5),

@@ -209,12 +209,12 @@ async def test_a_transition_rule_runs_on_update_only(emulator: Emulator) -> None
 
 
 async def test_an_update_ratchets_what_it_leaves_unchanged(emulator: Emulator) -> None:
-    """An object stored before a rule existed (put without validation) still takes an update
+    """An object stored before a rule existed (put_stored: around admission) still takes an update
     that leaves the offending value alone, with the failure as a warning; an update that
     changes it to another bad value is refused."""
     stored = _dd(kvTransfer={"backends": ["UCX", "UCX"]})
     stored["metadata"]["namespace"] = "ns1"
-    emulator.put_object(KEY, stored)
+    emulator.put_stored(KEY, stored)
     code, _, warnings = await _call(
         emulator, "PATCH", f"{BASE}/d", {"spec": {"paused": True}}, headers=MERGE
     )

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yaml
 
 from tests.support.emulator import ApiCall, Emulator, api_calls
+
+OLD_CRD = Path(__file__).parent / "apiserver" / "crd_9de3707.yaml"
 
 PODS = "/api/v1/namespaces/ns1/pods"
 MERGE = {"Content-Type": "application/merge-patch+json"}
@@ -124,6 +128,36 @@ async def test_apply_creates_and_generate_name_and_selectors(emulator: Emulator)
     assert [p["metadata"]["name"] for p in listing["items"]] == ["applied"]
 
 
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+PRESERVE = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+
+
+async def test_a_crd_kube_apiserver_refuses_is_refused_in_its_words(emulator: Emulator) -> None:
+    """The CRD of 9de3707 (not structural) answers 422 with kube-apiserver's message, and
+    nothing is served; the CRD of crds/ was accepted (the fixture posts it)."""
+    old = yaml.safe_load(OLD_CRD.read_text())
+    old["metadata"]["name"] = "olds.disagg.dev"
+    old["spec"]["names"].update(plural="olds", singular="old", kind="Old", listKind="OldList")
+    old["spec"]["names"].pop("shortNames", None)
+    code, err = await _call(emulator, "POST", CRDS, old)
+    assert code == 422 and err["reason"] == "Invalid"
+    assert err["message"].startswith(
+        'CustomResourceDefinition.apiextensions.k8s.io "olds.disagg.dev" is invalid: ['
+    )
+    assert err["message"].count("Forbidden: must be empty to be structural") == 12
+    code, _ = await _call(emulator, "GET", "/apis/disagg.dev/v1alpha1/namespaces/ns1/olds")
+    assert code == 404
+    assert (
+        emulator.find("apiextensions.k8s.io/v1/customresourcedefinitions", "", "olds.disagg.dev")
+        is None
+    )
+    assert emulator.find(
+        "apiextensions.k8s.io/v1/customresourcedefinitions",
+        "",
+        "disaggregateddeployments.disagg.dev",
+    )
+
+
 async def test_discovery_namespaces_and_crd_posting(emulator: Emulator) -> None:
     _, core = await _call(emulator, "GET", "/api/v1")
     assert core["groupVersion"] == "v1"
@@ -139,10 +173,11 @@ async def test_discovery_namespaces_and_crd_posting(emulator: Emulator) -> None:
             "group": "example.dev",
             "scope": "Namespaced",
             "names": {"plural": "widgets", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": True, "storage": True}],
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": PRESERVE}],
         },
     }
-    await _call(emulator, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    code, _ = await _call(emulator, "POST", CRDS, crd)
+    assert code == 201
     code, _ = await _call(
         emulator, "POST", "/apis/example.dev/v1/namespaces/ns1/widgets", {"metadata": {"name": "w"}}
     )
