@@ -1,20 +1,16 @@
-"""``x-kubernetes-validations``: the CEL rules of a custom resource, run on every write.
+"""``x-kubernetes-validations`` run on values: a custom resource's writes, a schema's defaults.
 
-Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/cel/validation.go``
-on cel-python: rules are compiled once per CRD (:func:`build`); a rule runs where its node
-has a value, a transition rule (one reading ``oldSelf``) only on an update whose old value
-corresponds (same field; a list-type map's item with the same keys); a failure reads
-``<path>: Invalid value: <value>: <message>`` (the value left out for objects and lists;
-``messageExpression``, ``fieldPath`` and ``reason`` as set), and on an update a failure of
-a non-transition rule in an unchanged value is a warning, not an error (ratcheting). Not
-ported: the cost budget, ``optionalOldSelf`` and syntax cel-python lacks (``self.?x``) —
-:func:`build` refuses a CRD needing them rather than pass what the apiserver checks.
+Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/cel/validation.go`` on
+cel-python (:mod:`.celvalues`): rules compiled once per schema (:func:`build`); transition
+rules only where an old value corresponds; failures ratcheted on updates. Not ported: the
+runtime cost budget and what cel-python cannot run (:class:`Unsupported`).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,13 +44,18 @@ class Verdict:
 
 @dataclass
 class Rule:
+    """A compiled rule; ``program`` None: not run (``compile_error`` says why, else a
+    lenient :func:`build` kept a rule cel-python cannot run)."""
+
     text: str
-    program: Any
+    program: Any = None
     message: str = ""
     message_program: Any = None
     reason: str | None = None
     field_path: str = ""
     uses_old_self: bool = False
+    optional_old_self: bool = False
+    compile_error: str = ""
     memo: dict[str, Verdict] = field(default_factory=dict, repr=False)
 
     def error_string(self) -> str:
@@ -96,68 +97,102 @@ def _field_path(text: str) -> str:
     return path
 
 
+# (a node's rules, the node's schema, whether a resource root) -> each rule's compile error
+# ("" when it compiles), or None when the node cannot be typed (its rules are not run)
+Check = Callable[[list[dict[str, Any]], dict[str, Any], bool], list[str] | None]
+
+
+@dataclass(frozen=True)
+class _Build:
+    check: Check | None  # cel.Compile's type check; None for writes (their CRD passed it)
+    strict: bool  # raise Unsupported for a rule cel-python cannot run, else leave it unrun
+
+
 @functools.lru_cache(maxsize=1024)
-def _program(text: str) -> tuple[Any, bool]:
-    """A compiled expression and whether it reads ``oldSelf``: parsing is the slow part,
-    and the programs are stateless, so each text is compiled once per process."""
+def _program(text: str) -> tuple[Any, bool, str, tuple[str, ...]]:
+    """A compiled expression, whether it reads ``oldSelf``, why cel-python cannot parse it
+    ("" when it can) and the functions it calls that the port lacks: parsing is the slow
+    part and programs are stateless, so each text is compiled once per process."""
     env = celpy.Environment()
     try:
         ast = env.compile(text)
     except CELParseError as e:
-        raise Unsupported(f"cel-python cannot compile {text!r}: {e}") from e
-    return env.program(ast), _reads_old_self(ast)
+        return None, False, f"cel-python cannot compile {text!r}: {e}", ()
+    missing = tuple(sorted(celvalues.missing_functions(text)))
+    program = env.program(ast, functions=celvalues.FUNCTIONS)
+    return program, _reads_old_self(ast), "", missing
 
 
-def _compile(source: dict[str, Any]) -> Rule:
+def _compile(source: dict[str, Any], compile_error: str, how: _Build) -> Rule:
     text = str(source.get("rule", ""))
-    if source.get("optionalOldSelf"):
-        raise Unsupported(f"optionalOldSelf (rule {text!r}) is not ported")
-    program, uses_old_self = _program(text)
-    message = source.get("messageExpression")
-    return Rule(
+    rule = Rule(
         text=text,
-        program=program,
         message=str(source.get("message") or ""),
-        message_program=_program(str(message))[0] if message else None,
         reason=source.get("reason"),
         field_path=_field_path(str(source.get("fieldPath") or "")),
-        uses_old_self=uses_old_self,
+        optional_old_self=bool(source.get("optionalOldSelf")),
+        compile_error=compile_error,
     )
+    if compile_error:
+        return rule
+    program, rule.uses_old_self, problem, missing = _program(text)
+    if missing and not problem:
+        problem = f"rule {text!r} calls {', '.join(missing)}, which this port does not carry"
+    if problem and how.strict:
+        raise Unsupported(problem)
+    expression = source.get("messageExpression")
+    if expression:
+        message_program, _, message_problem, message_missing = _program(str(expression))
+        if message_problem and how.strict:
+            raise Unsupported(message_problem)
+        # one cel-python cannot run falls back to the message, as a failing one does
+        rule.message_program = None if message_problem or message_missing else message_program
+    rule.program = None if problem else program
+    return rule
 
 
-def _node(rules: dict[str, Any], node: dict[str, Any], root: bool) -> CelNode | None:
+def _node(rules: dict[str, Any], node: dict[str, Any], root: bool, how: _Build) -> CelNode | None:
     """``validator``: ``rules`` holds the x-kubernetes-validations (``node`` or one of its
     allOf entries), ``node`` the structure the values follow."""
     built = CelNode(schema=node, is_root=root)
-    built.rules = [_compile(r) for r in rules.get("x-kubernetes-validations") or ()]
+    sources = list(rules.get("x-kubernetes-validations") or ())
+    errors: list[str] | None = [""] * len(sources)
+    if how.check is not None and sources:
+        errors = how.check(sources, node, root)
+    built.rules = [_compile(s, e, how) for s, e in zip(sources, errors or [], strict=False)]
     properties, node_properties = rules.get("properties") or {}, node.get("properties") or {}
     for name, sub in properties.items():
         if name in node_properties:
-            child = _node(
-                sub,
-                node_properties[name],
-                bool(node_properties[name].get("x-kubernetes-embedded-resource")),
-            )
+            embedded = bool(node_properties[name].get("x-kubernetes-embedded-resource"))
+            child = _node(sub, node_properties[name], embedded, how)
             if child is not None:
                 built.properties[name] = child
     for key in ("items", "additionalProperties"):
         if isinstance(rules.get(key), dict) and isinstance(node.get(key), dict):
             sub = node[key]
-            child = _node(rules[key], sub, bool(sub.get("x-kubernetes-embedded-resource")))
+            child = _node(rules[key], sub, bool(sub.get("x-kubernetes-embedded-resource")), how)
             setattr(built, "items" if key == "items" else "additional", child)
     for entry in rules.get("allOf") or ():
-        child = _node(entry, node, root)
+        child = _node(entry, node, root, how)
         if child is not None:
             built.all_of.append(child)
     useful = built.rules or built.properties or built.items or built.additional or built.all_of
     return built if useful else None
 
 
-def build(schema: dict[str, Any] | None, is_resource_root: bool = True) -> CelNode | None:
-    """``NewValidator``: every rule of ``schema`` compiled; None when it has none."""
+def build(
+    schema: dict[str, Any] | None,
+    is_resource_root: bool = True,
+    *,
+    check: Check | None = None,
+    strict: bool = True,
+) -> CelNode | None:
+    """``NewValidator``: every rule of ``schema`` compiled; None when it has none. ``check``
+    types each node's rules first (a failing rule reports ``rule compile error``); ``strict``
+    refuses with :class:`Unsupported` what cel-python cannot run, else leaves it unrun."""
     if not schema:
         return None
-    return _node(schema, schema, is_resource_root)
+    return _node(schema, schema, is_resource_root, _Build(check, strict))
 
 
 @dataclass(frozen=True)
@@ -233,6 +268,11 @@ def _activation(node: CelNode, obj: Any, old: Any, with_old: bool) -> dict[str, 
     return bound
 
 
+def _optional(bound: dict[str, Any]) -> dict[str, Any]:
+    """An ``optionalOldSelf`` rule's activation: ``oldSelf`` an optional (none on a create)."""
+    return {**bound, "oldSelf": celvalues.CelOptional(bound.get("oldSelf"))}
+
+
 def _go_error(error: Exception) -> str:
     """cel-go's words for a cel-python evaluation error."""
     args = error.args
@@ -297,6 +337,14 @@ def _run(rule: Rule, bound: dict[str, Any]) -> Verdict:
     return Verdict(False, _message(rule, bound))
 
 
+def _unrun(rule: Rule, old: Any) -> bool:
+    """Left out: a rule cel-python cannot run, or a transition rule without an old value
+    (unless its ``oldSelf`` is optional)."""
+    if rule.program is None:
+        return True
+    return rule.uses_old_self and old is None and not rule.optional_old_self
+
+
 def _memo_key(obj: Any, old: Any, reads_old: bool) -> str:
     """The values a rule sees, as text that keeps JSON's types apart (1, 1.0, true)."""
     return json.dumps([obj, old if reads_old else None], sort_keys=True, default=str)
@@ -316,12 +364,17 @@ def _expressions(
     bound: dict[str, Any] | None = None
     where = path or fe.NO_PATH
     for rule in node.rules:
-        if rule.uses_old_self and old is None:
+        if rule.compile_error:
+            out.errors.append(fe.invalid(where, kind, f"rule compile error: {rule.compile_error}"))
+            continue
+        if _unrun(rule, old):
             continue
         verdict = rule.memo.get(key)
         if verdict is None:
             bound = bound or _activation(node, obj, old, reads_old)
-            verdict = rule.memo[key] = _run(rule, bound)
+            verdict = rule.memo[key] = _run(
+                rule, _optional(bound) if rule.optional_old_self else bound
+            )
             if len(rule.memo) > _MEMO_SIZE:
                 rule.memo.clear()
         if verdict.passed:

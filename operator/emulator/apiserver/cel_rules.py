@@ -1,11 +1,8 @@
 """The CEL checks of a CRD's schema: every rule compiles, and the rules' cost is bounded.
 
-Pure layer. Ports apiextensions-apiserver v0.36.3 ``pkg/apis/apiextensions/validation/
-cel_validation.go`` (``CELSchemaContext``: how often a node can repeat in one object, the
-CRD's running cost total) and the rule part of ``ValidateCustomResourceDefinitionOpenAPISchema``
-in ``validation.go``. A rule's cost is its worst case times the node's cardinality: the
-product of maxItems / maxProperties above it, or, under an unbounded list or map, how many
-copies fit in a 3 MiB request. Limits are upstream's: 10^7 per rule, 10^8 per CRD.
+Ports apiextensions-apiserver v0.36.3 ``pkg/apis/apiextensions/validation/
+cel_validation.go`` (``CELSchemaContext``: a node's cardinality, the CRD's running total)
+and the rule part of ``validation.go``; limits are upstream's, 10^7 a rule, 10^8 a CRD.
 """
 
 from __future__ import annotations
@@ -16,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from disagg_operator.emulator.apiserver import cel_compile, cel_types, fieldpath
-from disagg_operator.emulator.apiserver import field as f
+from disagg_operator.emulator.apiserver import fielderrors as fe
 from disagg_operator.emulator.apiserver.cel_types import DeclType
-from disagg_operator.emulator.apiserver.field import FieldError
-from disagg_operator.emulator.apiserver.gojson import validation_rule
+from disagg_operator.emulator.apiserver.fielderrors import FieldError
+from disagg_operator.emulator.apiserver.gofmt import validation_rule
 from disagg_operator.emulator.apiserver.structural import (
     Structural,
     StructuralError,
@@ -67,7 +64,9 @@ class TypeInfo:
 
 
 class CelContext:
-    """``CELSchemaContext`` for one schema node (None above the first rule's scope)."""
+    """``CELSchemaContext`` for one schema node (None above the first rule's scope). A rule
+    costs its worst case times the node's cardinality: the product of the maxItems and
+    maxProperties above it, unbounded below a list or map that has none."""
 
     def __init__(
         self,
@@ -192,7 +191,7 @@ def rule_errors(
     suppress_per_expression_cost: bool,
 ) -> list[FieldError]:
     """The CEL errors of one node's rules (schema errors already ruled out)."""
-    rules_path = f.child(path, "x-kubernetes-validations")
+    rules_path = fe.child(path, "x-kubernetes-validations")
     try:
         info = ctx.type_info()
     except StructuralError as exc:
@@ -200,10 +199,10 @@ def rule_errors(
             "internal error: failed to construct type information for "
             f"x-kubernetes-validations rules: {exc}"
         )
-        return [f.internal(rules_path, detail)]
+        return [fe.internal(rules_path, detail)]
     if info is None:
         return [
-            f.internal(
+            fe.internal(
                 rules_path,
                 "internal error: failed to retrieve type information for x-kubernetes-validations",
             )
@@ -213,7 +212,7 @@ def rule_errors(
     errs: list[FieldError] = []
     for i, (rule, result) in enumerate(zip(rules, results, strict=True)):
         errs += _one_rule(
-            rule, result, f.index(rules_path, i), ctx, uncorrelatable, suppress_per_expression_cost
+            rule, result, fe.index(rules_path, i), ctx, uncorrelatable, suppress_per_expression_cost
         )
     return errs
 
@@ -226,20 +225,20 @@ def _one_rule(
     uncorrelatable: str | None,
     suppress: bool,
 ) -> list[FieldError]:
-    rule_path = f.child(at, "rule")
+    rule_path = fe.child(at, "rule")
     cardinality = ctx.cardinality if ctx.cardinality is not None else result.max_cardinality
     cost = _times(result.max_cost, cardinality) if result.max_cost else 0
     errs = _over_limit(rule_path, "estimated rule cost", cost, suppress)
     ctx.total.observe(rule_path, cost)
     if result.error is not None:
         if result.error.type == "required":
-            errs.append(f.required(rule_path, result.error.detail))
+            errs.append(fe.required(rule_path, result.error.detail))
         else:
-            errs.append(f.invalid(rule_path, validation_rule(rule), result.error.detail))
-    message_path = f.child(at, "messageExpression")
+            errs.append(fe.invalid(rule_path, validation_rule(rule), result.error.detail))
+    message_path = fe.child(at, "messageExpression")
     if result.message_expression_error is not None:
         detail = result.message_expression_error.detail
-        errs.append(f.invalid(message_path, validation_rule(rule), detail))
+        errs.append(fe.invalid(message_path, validation_rule(rule), detail))
     elif result.message_expression:
         message_cost = result.message_expression_max_cost
         errs += _over_limit(
@@ -252,7 +251,7 @@ def _one_rule(
 def _over_limit(path: str, name: str, cost: int, suppress: bool) -> list[FieldError]:
     if suppress or cost <= STATIC_ESTIMATED_COST_LIMIT:
         return []
-    return [f.forbidden(path, cost_message(name, cost, STATIC_ESTIMATED_COST_LIMIT))]
+    return [fe.forbidden(path, cost_message(name, cost, STATIC_ESTIMATED_COST_LIMIT))]
 
 
 def _old_self(
@@ -266,11 +265,11 @@ def _old_self(
             "oldSelf cannot be used on the uncorrelatable portion of the schema within "
             f"{uncorrelatable}"
         )
-        return [f.invalid(f.child(at, "rule"), str(rule.get("rule") or ""), detail)]
+        return [fe.invalid(fe.child(at, "rule"), str(rule.get("rule") or ""), detail)]
     if rule.get("optionalOldSelf") is None:
         return []
     detail = "may not be set if oldSelf is not used in rule"
-    return [f.invalid(f.child(at, "optionalOldSelf"), bool(rule["optionalOldSelf"]), detail)]
+    return [fe.invalid(fe.child(at, "optionalOldSelf"), bool(rule["optionalOldSelf"]), detail)]
 
 
 def total_cost_errors(ctx: CelContext, schema_path: str) -> list[FieldError]:
@@ -278,7 +277,7 @@ def total_cost_errors(ctx: CelContext, schema_path: str) -> list[FieldError]:
     if ctx.total.total <= STATIC_ESTIMATED_CRD_COST_LIMIT:
         return []
     errs = [
-        f.forbidden(
+        fe.forbidden(
             r.path,
             "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 "
             "schema",
@@ -287,7 +286,7 @@ def total_cost_errors(ctx: CelContext, schema_path: str) -> list[FieldError]:
     ]
     name = "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema"
     errs.append(
-        f.forbidden(
+        fe.forbidden(
             schema_path, cost_message(name, ctx.total.total, STATIC_ESTIMATED_CRD_COST_LIMIT)
         )
     )
@@ -298,46 +297,51 @@ def rule_entry_errors(schema: Schema, path: str) -> list[FieldError]:
     """The static checks of each ``x-kubernetes-validations`` entry (before compiling)."""
     errs: list[FieldError] = []
     for i, rule in enumerate(schema.get("x-kubernetes-validations") or []):
-        at = f.index(f.child(path, "x-kubernetes-validations"), i)
+        at = fe.index(fe.child(path, "x-kubernetes-validations"), i)
         text, message = str(rule.get("rule") or ""), str(rule.get("message") or "")
         message_expr = str(rule.get("messageExpression") or "")
         trimmed, trimmed_msg = text.strip(), message.strip()
         if not trimmed:
-            errs.append(f.required(f.child(at, "rule"), "rule is not specified"))
+            errs.append(fe.required(fe.child(at, "rule"), "rule is not specified"))
         elif message and not trimmed_msg:
             errs.append(
-                f.invalid(f.child(at, "message"), message, "must be non-empty if specified")
+                fe.invalid(fe.child(at, "message"), message, "must be non-empty if specified")
             )
         elif _NEWLINES.search(trimmed_msg):
-            errs.append(f.invalid(f.child(at, "message"), message, "must not contain line breaks"))
+            errs.append(
+                fe.invalid(fe.child(at, "message"), message, "must not contain line breaks")
+            )
         elif _NEWLINES.search(trimmed) and not trimmed_msg:
             errs.append(
-                f.required(
-                    f.child(at, "message"), "message must be specified if rule contains line breaks"
+                fe.required(
+                    fe.child(at, "message"),
+                    "message must be specified if rule contains line breaks",
                 )
             )
         if message_expr and not message_expr.strip():
             errs.append(
-                f.required(
-                    f.child(at, "messageExpression"),
+                fe.required(
+                    fe.child(at, "messageExpression"),
                     "messageExpression must be non-empty if specified",
                 )
             )
         reason = rule.get("reason")
         if reason is not None and reason not in _REASONS:
-            errs.append(f.not_supported(f.child(at, "reason"), reason, _REASONS))
-        errs += _rule_field_path(schema, str(rule.get("fieldPath") or ""), f.child(at, "fieldPath"))
+            errs.append(fe.not_supported(fe.child(at, "reason"), reason, _REASONS))
+        errs += _rule_field_path(
+            schema, str(rule.get("fieldPath") or ""), fe.child(at, "fieldPath")
+        )
     return errs
 
 
 def _rule_field_path(schema: Schema, text: str, at: str) -> list[FieldError]:
     errs: list[FieldError] = []
     if text and not text.strip():
-        errs.append(f.invalid(at, text, "must be non-empty if specified"))
+        errs.append(fe.invalid(at, text, "must be non-empty if specified"))
     if _NEWLINES.search(text):
-        errs.append(f.invalid(at, text, "must not contain line breaks"))
+        errs.append(fe.invalid(at, text, "must not contain line breaks"))
     if text and not _path_valid(schema, text):
-        errs.append(f.invalid(at, text, "must be a valid path"))
+        errs.append(fe.invalid(at, text, "must be a valid path"))
     return errs
 
 

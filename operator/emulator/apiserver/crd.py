@@ -1,12 +1,8 @@
 """What kube-apiserver refuses of a CustomResourceDefinition on create, and the 422 it sends.
 
-Pure layer; the entry point of the port of apiextensions-apiserver v0.36.3. A v1 CRD is
-first turned into the apiserver's internal form as ``pkg/apis/apiextensions/v1``
-(defaults, ``Convert_v1_CustomResourceDefinitionSpec_To_apiextensions...``) and
-``pkg/registry/customresourcedefinition/strategy.go`` (``PrepareForCreate``) do: a schema,
-subresources or printer columns equal in every version move to the top, which is why a
-single-version CRD's errors read ``spec.validation.openAPIV3Schema...``. Then
-``ValidateCustomResourceDefinition`` (``pkg/apis/apiextensions/validation``) runs.
+The entry of the CRD admission port (apiextensions-apiserver v0.36.3): the v1 CRD in its
+internal form (``pkg/apis/apiextensions/v1`` conversion, ``PrepareForCreate`` of
+``pkg/registry/customresourcedefinition/strategy.go``), then ``ValidateCustomResourceDefinition``.
 """
 
 from __future__ import annotations
@@ -16,19 +12,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from disagg_operator.emulator.apiserver import crd_spec, names
-from disagg_operator.emulator.apiserver import field as f
+from disagg_operator.emulator.apiserver import fielderrors as fe
 from disagg_operator.emulator.apiserver.cel_rules import (
     STATIC_ESTIMATED_COST_LIMIT,
     STATIC_ESTIMATED_CRD_COST_LIMIT,
     RuleCost,
 )
-from disagg_operator.emulator.apiserver.field import FieldError
+from disagg_operator.emulator.apiserver.fielderrors import FieldError
 from disagg_operator.emulator.apiserver.schema_rules import create_options, estimate_costs
 
-KIND = "CustomResourceDefinition.apiextensions.k8s.io"
+_GROUP, _KIND = "apiextensions.k8s.io", "CustomResourceDefinition"
+KIND = f"{_KIND}.{_GROUP}"
 APPROVAL_ANNOTATION = "api-approved.kubernetes.io"
 PER_RULE_COST_LIMIT = STATIC_ESTIMATED_COST_LIMIT
 PER_CRD_COST_LIMIT = STATIC_ESTIMATED_CRD_COST_LIMIT
+# a schema, subresources or printer columns equal in every version move to the top: a
+# single-version CRD's errors read spec.validation.openAPIV3Schema..., not spec.versions[0]
 _HOISTED = (
     ("schema", "validation"),
     ("subresources", "subresources"),
@@ -73,7 +72,7 @@ def rule_costs(crd: Mapping[str, Any]) -> list[RuleCost]:
 def invalid_message(crd: Mapping[str, Any], errors: list[FieldError]) -> str:
     """The ``message`` of the 422 Status a client reads (``errors.NewInvalid``)."""
     name = str((crd.get("metadata") or {}).get("name") or "")
-    return f.invalid_status_message(KIND, name, errors)
+    return str(fe.new_invalid(_GROUP, _KIND, name, errors)["message"])
 
 
 # --- v1 -> internal --------------------------------------------------------------------------
@@ -155,7 +154,7 @@ def validate_internal(
     errs += _api_approval(spec, meta)
     if spec.get("preserveUnknownFields"):
         errs.append(
-            f.invalid(
+            fe.invalid(
                 "spec.preserveUnknownFields",
                 True,
                 "cannot set to true, set x-kubernetes-preserve-unknown-fields to true in "
@@ -171,18 +170,18 @@ def stored_versions(
     """``ValidateCustomResourceDefinitionStoredVersions``."""
     path = "status.storedVersions"
     if not stored:
-        return [f.invalid(path, stored, "must have at least one stored version")]
+        return [fe.invalid(path, stored, "must have at least one stored version")]
     errs: list[FieldError] = []
     remaining = {v: i for i, v in enumerate(stored)}
     for v in versions:
         name = v.get("name")
         if v.get("storage") and name not in remaining:
-            errs.append(f.invalid(path, stored, f"must have the storage version {name}"))
+            errs.append(fe.invalid(path, stored, f"must have the storage version {name}"))
         remaining.pop(str(name), None)
     for name, i in remaining.items():
         errs.append(
-            f.invalid(
-                f.index(path, i),
+            fe.invalid(
+                fe.index(path, i),
                 name,
                 f"missing from spec.versions; {name} was previously a storage version, and must "
                 "remain in spec.versions until a storage migration ensures no data remains "
@@ -200,10 +199,10 @@ def _api_approval(spec: Mapping[str, Any], meta: Mapping[str, Any]) -> list[Fiel
     if not protected:
         return []
     value = str((meta.get("annotations") or {}).get(APPROVAL_ANNOTATION) or "")
-    path = f.key("metadata.annotations", APPROVAL_ANNOTATION)
+    path = fe.key("metadata.annotations", APPROVAL_ANNOTATION)
     if not value:
         return [
-            f.required(
+            fe.required(
                 path,
                 f'protected groups must have approval annotation "{APPROVAL_ANNOTATION}", see '
                 "https://github.com/kubernetes/enhancements/pull/1111",
@@ -215,7 +214,7 @@ def _api_approval(spec: Mapping[str, Any], meta: Mapping[str, Any]) -> list[Fiel
     if sep and scheme and rest.split("/")[0]:
         return []
     return [
-        f.invalid(
+        fe.invalid(
             path,
             value,
             f'protected groups must have approval annotation "{APPROVAL_ANNOTATION}" with either '

@@ -1,12 +1,8 @@
-"""What kube-apiserver refuses in a CRD's spec: group, scope, versions and names, and which
-checks a schema gets.
+"""A CRD's spec as kube-apiserver checks it: group, scope, versions, names, schema options.
 
-Pure layer. Ports ``validateCustomResourceDefinitionSpec`` and its helpers from
-apiextensions-apiserver v0.36.3 ``pkg/apis/apiextensions/validation/validation.go`` over
-the internal form of a CRD (:mod:`.crd`: per-version fields that are equal in every
-version sit at the top, as the apiserver stores them, so errors name
-``spec.validation...`` rather than ``spec.versions[0].schema...``). Errors come in
-upstream's order.
+Ports ``validateCustomResourceDefinitionSpec`` and its helpers (apiextensions-apiserver
+v0.36.3 ``pkg/apis/apiextensions/validation/validation.go``) over the internal form
+(:mod:`.crd`), errors in upstream's order.
 """
 
 from __future__ import annotations
@@ -15,8 +11,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from disagg_operator.emulator.apiserver import cel_rules, gojson, names, schema_rules
-from disagg_operator.emulator.apiserver import field as f
+from disagg_operator.emulator.apiserver import cel_rules, gofmt, names, schema_rules
+from disagg_operator.emulator.apiserver import fielderrors as fe
 from disagg_operator.emulator.apiserver.crd_conversion import validate_conversion
 from disagg_operator.emulator.apiserver.crd_subresources import (
     selectable,
@@ -24,7 +20,7 @@ from disagg_operator.emulator.apiserver.crd_subresources import (
     validate_column,
     validate_subresources,
 )
-from disagg_operator.emulator.apiserver.field import FieldError
+from disagg_operator.emulator.apiserver.fielderrors import FieldError
 from disagg_operator.emulator.apiserver.schema_rules import Options
 
 Spec = Mapping[str, Any]
@@ -33,20 +29,20 @@ Costs = list[cel_rules.RuleCost]
 
 def validate_spec(spec: Spec, opts: Options, path: str, costs: Costs) -> list[FieldError]:
     """``validateCustomResourceDefinitionSpec``; estimated rule costs go to ``costs``."""
-    errs = _group(str(spec.get("group") or ""), f.child(path, "group"))
-    errs += _scope(str(spec.get("scope") or ""), f.child(path, "scope"))
+    errs = _group(str(spec.get("group") or ""), fe.child(path, "group"))
+    errs += _scope(str(spec.get("scope") or ""), fe.child(path, "scope"))
     opts, found = _schema_options(spec, opts, path)
     errs += found
     errs += _versions(spec, opts, path, costs)
     names_ = spec.get("names") or {}
     errs += [
-        f.required(f.child(path, "names", key), "")
+        fe.required(fe.child(path, "names", key), "")
         for key in _REQUIRED_NAMES
         if not names_.get(key)
     ]
-    errs += validate_names(names_, f.child(path, "names"))
+    errs += validate_names(names_, fe.child(path, "names"))
     errs += schema_rules.validate_validation(
-        spec.get("validation"), _any_status(spec), opts, f.child(path, "validation"), costs
+        spec.get("validation"), _any_status(spec), opts, fe.child(path, "validation"), costs
     )
     errs += _served(spec, path)
     if spec.get("selectableFields"):
@@ -60,20 +56,20 @@ _REQUIRED_NAMES = ("plural", "singular", "kind", "listKind")
 
 def _group(group: str, path: str) -> list[FieldError]:
     if not group:
-        return [f.required(path, "")]
+        return [fe.required(path, "")]
     problems = names.is_dns1123_subdomain(group)
     if problems:
-        return [f.invalid(path, group, ",".join(problems))]
+        return [fe.invalid(path, group, ",".join(problems))]
     if len(group.split(".")) < 2:
-        return [f.invalid(path, group, "should be a domain with at least one dot")]
+        return [fe.invalid(path, group, "should be a domain with at least one dot")]
     return []
 
 
 def _scope(scope: str, path: str) -> list[FieldError]:
     if not scope:
-        return [f.required(path, "")]
+        return [fe.required(path, "")]
     if scope not in ("Cluster", "Namespaced"):
-        return [f.not_supported(path, scope, ["Cluster", "Namespaced"])]
+        return [fe.not_supported(path, scope, ["Cluster", "Namespaced"])]
     return []
 
 
@@ -87,7 +83,7 @@ def _schema_options(spec: Spec, opts: Options, path: str) -> tuple[Options, list
         opts = dataclasses.replace(opts, require_structural_schema=True)
         if preserve is None or preserve:
             detail = "must be false in order to use defaults in the schema"
-            errs.append(f.invalid(f.child(path, "preserveUnknownFields"), True, detail))
+            errs.append(fe.invalid(fe.child(path, "preserveUnknownFields"), True, detail))
     if _any_schema(spec, _has_kubernetes_extension):
         opts = dataclasses.replace(opts, require_structural_schema=True)
     return opts, errs
@@ -95,9 +91,9 @@ def _schema_options(spec: Spec, opts: Options, path: str) -> tuple[Options, list
 
 def _served(holder: Mapping[str, Any], path: str) -> list[FieldError]:
     """Subresources and printer columns, top-level or of one version."""
-    errs = validate_subresources(holder.get("subresources"), f.child(path, "subresources"))
+    errs = validate_subresources(holder.get("subresources"), fe.child(path, "subresources"))
     for i, column in enumerate(holder.get("additionalPrinterColumns") or []):
-        errs += validate_column(column, f.index(f.child(path, "additionalPrinterColumns"), i))
+        errs += validate_column(column, fe.index(fe.child(path, "additionalPrinterColumns"), i))
     return errs
 
 
@@ -108,9 +104,9 @@ def _conversion(spec: Spec, opts: Options, path: str) -> list[FieldError]:
     if conversion is not None and conversion.get("strategy") != "None" and preserve is not False:
         strategy = conversion.get("strategy") or ""
         detail = "must be None if spec.preserveUnknownFields is true"
-        errs.append(f.invalid(f.child(path, "conversion", "strategy"), strategy, detail))
+        errs.append(fe.invalid(fe.child(path, "conversion", "strategy"), strategy, detail))
     required = opts.require_recognized_conversion_review_version
-    return errs + validate_conversion(conversion, required, f.child(path, "conversion"))
+    return errs + validate_conversion(conversion, required, fe.child(path, "conversion"))
 
 
 def _schema_of(holder: Mapping[str, Any] | None) -> Any:
@@ -124,13 +120,13 @@ def _schemas_present(
         return []
     errs: list[FieldError] = []
     for i, v in enumerate(versions):
-        at = f.child(f.index(f.child(path, "versions"), i), "schema", "openAPIV3Schema")
+        at = fe.child(fe.index(fe.child(path, "versions"), i), "schema", "openAPIV3Schema")
         if _schema_of(v.get("schema")) is not None:
             continue
         if opts.require_open_api_schema:
-            errs.append(f.required(at, ""))
+            errs.append(fe.required(at, ""))
         elif not preserve and v.get("served"):
-            errs.append(f.required(at, "because otherwise all fields are pruned"))
+            errs.append(fe.required(at, "because otherwise all fields are pruned"))
     return errs
 
 
@@ -186,33 +182,35 @@ def _any_status(spec: Spec) -> bool:
 
 def _versions(spec: Spec, opts: Options, path: str, costs: Costs) -> list[FieldError]:
     versions = list(spec.get("versions") or [])
-    at = f.child(path, "versions")
+    at = fe.child(path, "versions")
     per_version = any(v.get("subresources") is not None for v in versions)
     errs: list[FieldError] = []
     for i, v in enumerate(versions):
         name = str(v.get("name") or "")
         problems = names.is_dns1035_label(name)
         if problems:
-            errs.append(f.invalid(f.child(f.index(at, i), "name"), name, ",".join(problems)))
+            errs.append(fe.invalid(fe.child(fe.index(at, i), "name"), name, ",".join(problems)))
         subresources = v.get("subresources") if per_version else spec.get("subresources")
         status = subresources is not None and subresources.get("status") is not None
-        errs += _version(v, f.index(at, i), status, opts, costs)
+        errs += _version(v, fe.index(at, i), status, opts, costs)
     errs += _exclusive(spec, versions, path)
-    shown = gojson.versions(versions)
+    shown = gofmt.versions(versions)
     if len({str(v.get("name") or "") for v in versions}) != len(versions):
-        errs.append(f.invalid(at, shown, "must contain unique version names"))
+        errs.append(fe.invalid(at, shown, "must contain unique version names"))
     if sum(1 for v in versions if v.get("storage")) != 1:
-        errs.append(f.invalid(at, shown, "must have exactly one version marked as storage version"))
+        errs.append(
+            fe.invalid(at, shown, "must have exactly one version marked as storage version")
+        )
     return errs + _version_name(str(spec.get("version") or ""), versions, path)
 
 
 def _version_name(version: str, versions: list[Any], path: str) -> list[FieldError]:
     if not version:
         return []
-    at = f.child(path, "version")
-    errs = [f.invalid(at, version, ",".join(p)) for p in [names.is_dns1035_label(version)] if p]
+    at = fe.child(path, "version")
+    errs = [fe.invalid(at, version, ",".join(p)) for p in [names.is_dns1035_label(version)] if p]
     if versions and versions[0].get("name") != version:
-        errs.append(f.invalid(at, version, "must match the first version in spec.versions"))
+        errs.append(fe.invalid(at, version, "must match the first version in spec.versions"))
     return errs
 
 
@@ -221,19 +219,19 @@ def _version(
 ) -> list[FieldError]:
     warning = v.get("deprecationWarning")
     errs = [
-        f.invalid(f.child(path, "deprecationWarning"), warning, problem)
+        fe.invalid(fe.child(path, "deprecationWarning"), warning, problem)
         for problem in deprecation_warning(bool(v.get("deprecated")), warning)
     ]
     errs += schema_rules.validate_validation(
-        v.get("schema"), status, opts, f.child(path, "schema"), costs
+        v.get("schema"), status, opts, fe.child(path, "schema"), costs
     )
     errs += _served(v, path)
     if v.get("selectableFields"):
-        at = f.child(path, "selectableFields")
+        at = fe.child(path, "selectableFields")
         schema = _schema_of(v.get("schema"))
         if schema is None:
             detail = "may only be set when `version.schema.openAPIV3Schema` is not included"
-            errs.append(f.invalid(at, "", detail))
+            errs.append(fe.invalid(at, "", detail))
         else:
             errs += selectable(v["selectableFields"], schema, at)
     return errs
@@ -286,8 +284,8 @@ def _exclusive(spec: Spec, versions: list[Any], path: str) -> list[FieldError]:
     for top, per, label, _ in _PER_VERSION:
         if _set(spec, top) and any(_set(v, per) for v in versions):
             errs.append(
-                f.forbidden(
-                    f.child(path, top), f"top-level and per-version {label} are mutually exclusive"
+                fe.forbidden(
+                    fe.child(path, top), f"top-level and per-version {label} are mutually exclusive"
                 )
             )
     for _, per, label, top in _PER_VERSION:
@@ -296,7 +294,7 @@ def _exclusive(spec: Spec, versions: list[Any], path: str) -> list[FieldError]:
                 f"per-version {label} may not all be set to identical values "
                 f"(top-level {top} should be used instead)"
             )
-            errs.append(f.invalid(f.child(path, "versions"), gojson.versions(versions), detail))
+            errs.append(fe.invalid(fe.child(path, "versions"), gofmt.versions(versions), detail))
     return errs
 
 
@@ -307,14 +305,14 @@ def validate_names(n: Mapping[str, Any], path: str) -> list[FieldError]:
         value = str(n.get(key) or "")
         problems = names.is_dns1035_label(value)
         if value and problems:
-            errs.append(f.invalid(f.child(path, key), value, ",".join(problems)))
+            errs.append(fe.invalid(fe.child(path, key), value, ",".join(problems)))
     for key in ("kind", "listKind"):
         value = str(n.get(key) or "")
         problems = names.is_dns1035_label(value.lower())
         if value and problems:
             errs.append(
-                f.invalid(
-                    f.child(path, key),
+                fe.invalid(
+                    fe.child(path, key),
                     value,
                     "may have mixed case, but should otherwise match: " + ",".join(problems),
                 )
@@ -323,16 +321,16 @@ def validate_names(n: Mapping[str, Any], path: str) -> list[FieldError]:
         for i, short in enumerate(n.get(key) or []):
             problems = names.is_dns1035_label(short)
             if problems:
-                errs.append(f.invalid(f.index(f.child(path, key), i), short, ",".join(problems)))
+                errs.append(fe.invalid(fe.index(fe.child(path, key), i), short, ",".join(problems)))
     kind = str(n.get("kind") or "")
     if kind and kind == n.get("listKind"):
         errs.append(
-            f.invalid(f.child(path, "listKind"), kind, "kind and listKind may not be the same")
+            fe.invalid(fe.child(path, "listKind"), kind, "kind and listKind may not be the same")
         )
     for i, category in enumerate(n.get("categories") or []):
         problems = names.is_dns1035_label(category)
         if problems:
             errs.append(
-                f.invalid(f.index(f.child(path, "categories"), i), category, ",".join(problems))
+                fe.invalid(fe.index(fe.child(path, "categories"), i), category, ",".join(problems))
             )
     return errs

@@ -1,11 +1,8 @@
-"""What a CRD version serves beside its schema: subresources, printer columns and
-selectable fields, as kube-apiserver checks them.
+"""A CRD version's subresources, printer columns and selectable fields, checked on create.
 
-Pure layer. Ports ``ValidateCustomResourceDefinitionSubresources``,
-``ValidateCustomResourceColumnDefinition``, ``validateSimpleJSONPath`` and
-``ValidateCustomResourceSelectableFields`` of apiextensions-apiserver v0.36.3
-``pkg/apis/apiextensions/validation/validation.go``. Upstream checks a scale path's form
-(a simple JSON path under ``.spec`` or ``.status``), not that the schema declares it.
+Ports ``ValidateCustomResourceDefinitionSubresources``, ``ValidateCustomResourceColumnDefinition``,
+``validateSimpleJSONPath`` and ``ValidateCustomResourceSelectableFields`` of
+apiextensions-apiserver v0.36.3 ``pkg/apis/apiextensions/validation/validation.go``.
 """
 
 from __future__ import annotations
@@ -13,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from disagg_operator.emulator.apiserver import field as f
+from disagg_operator.emulator.apiserver import fielderrors as fe
 from disagg_operator.emulator.apiserver import fieldpath
-from disagg_operator.emulator.apiserver.field import FieldError
+from disagg_operator.emulator.apiserver.fielderrors import FieldError
 from disagg_operator.emulator.apiserver.structural import StructuralError, new_structural
 
 PRINTER_COLUMN_TYPES = ["boolean", "date", "integer", "number", "string"]
@@ -27,35 +24,37 @@ def validate_column(column: Mapping[str, Any], path: str) -> list[FieldError]:
     """``ValidateCustomResourceColumnDefinition``."""
     errs: list[FieldError] = []
     if not column.get("name"):
-        errs.append(f.required(f.child(path, "name"), ""))
+        errs.append(fe.required(fe.child(path, "name"), ""))
     typ = str(column.get("type") or "")
     allowed = "must be one of " + ",".join(PRINTER_COLUMN_TYPES)
     if not typ:
-        errs.append(f.required(f.child(path, "type"), allowed))
+        errs.append(fe.required(fe.child(path, "type"), allowed))
     elif typ not in PRINTER_COLUMN_TYPES:
-        errs.append(f.invalid(f.child(path, "type"), typ, allowed))
+        errs.append(fe.invalid(fe.child(path, "type"), typ, allowed))
     fmt = str(column.get("format") or "")
     if fmt and fmt not in COLUMN_FORMATS:
         errs.append(
-            f.invalid(f.child(path, "format"), fmt, "must be one of " + ",".join(COLUMN_FORMATS))
+            fe.invalid(fe.child(path, "format"), fmt, "must be one of " + ",".join(COLUMN_FORMATS))
         )
     json_path = str(column.get("jsonPath") or "")
     if not json_path:
-        errs.append(f.required(f.child(path, "JSONPath"), ""))
+        errs.append(fe.required(fe.child(path, "JSONPath"), ""))
     else:
-        errs += simple_json_path(json_path, f.child(path, "JSONPath"))
+        errs += simple_json_path(json_path, fe.child(path, "JSONPath"))
     return errs
 
 
 def simple_json_path(text: str, path: str) -> list[FieldError]:
     """``validateSimpleJSONPath``."""
     if not text:
-        return [f.invalid(path, text, "must not be empty")]
+        return [fe.invalid(path, text, "must not be empty")]
     if text[0] != ".":
-        return [f.invalid(path, text, "must be a simple json path starting with .")]
+        return [fe.invalid(path, text, "must be a simple json path starting with .")]
     return []
 
 
+# upstream checks a scale path's form (a simple JSON path under .spec or .status), not that
+# the schema declares it
 def validate_subresources(sub: Mapping[str, Any] | None, path: str) -> list[FieldError]:
     """``ValidateCustomResourceDefinitionSubresources``: scale paths under .spec / .status."""
     scale = (sub or {}).get("scale")
@@ -66,25 +65,25 @@ def validate_subresources(sub: Mapping[str, Any] | None, path: str) -> list[Fiel
         ("specReplicasPath", (".spec.",), ".spec"),
         ("statusReplicasPath", (".status.",), ".status"),
     ):
-        at = f.child(path, f"scale.{key}")
+        at = fe.child(path, f"scale.{key}")
         value = str(scale.get(key) or "")
         if not value:
-            errs.append(f.required(at, ""))
+            errs.append(fe.required(at, ""))
             continue
         problems = simple_json_path(value, at)
         if problems:
             errs += problems
         elif not value.startswith(prefix):
-            errs.append(f.invalid(at, value, f"should be a json path under {where}"))
+            errs.append(fe.invalid(at, value, f"should be a json path under {where}"))
     selector = scale.get("labelSelectorPath")
     if selector:
-        at = f.child(path, "scale.labelSelectorPath")
+        at = fe.child(path, "scale.labelSelectorPath")
         problems = simple_json_path(selector, at)
         if problems:
             errs += problems
         elif not selector.startswith((".spec.", ".status.")):
             errs.append(
-                f.invalid(at, selector, "should be a json path under either .spec or .status")
+                fe.invalid(at, selector, "should be a json path under either .spec or .status")
             )
     return errs
 
@@ -93,13 +92,13 @@ def top_selectable(spec: Mapping[str, Any], path: str) -> list[FieldError]:
     schema = (spec.get("validation") or {}).get("openAPIV3Schema")
     if spec.get("validation") is None:
         return [
-            f.invalid(
-                f.child(path, "selectableFields"),
+            fe.invalid(
+                fe.child(path, "selectableFields"),
                 "",
                 "may only be set when validations.schema is included",
             )
         ]
-    return selectable(spec["selectableFields"], schema, f.child(path, "selectableFields"))
+    return selectable(spec["selectableFields"], schema, fe.child(path, "selectableFields"))
 
 
 def selectable(fields: list[Any], schema: Any, path: str) -> list[FieldError]:
@@ -107,14 +106,14 @@ def selectable(fields: list[Any], schema: Any, path: str) -> list[FieldError]:
     try:
         structural = new_structural(schema)
     except StructuralError as exc:
-        return [f.invalid("spec.schema.openAPIV3Schema", "", str(exc))]
+        return [fe.invalid("spec.schema.openAPIV3Schema", "", str(exc))]
     errs: list[FieldError] = []
     unique: list[str] = []
     for i, item in enumerate(fields):
-        at = f.child(f.index(path, i), "jsonPath")
+        at = fe.child(fe.index(path, i), "jsonPath")
         json_path = str(item.get("jsonPath") or "")
         if not json_path:
-            errs.append(f.required(at, ""))
+            errs.append(fe.required(at, ""))
             continue
         try:
             assert structural is not None
@@ -122,13 +121,13 @@ def selectable(fields: list[Any], schema: Any, path: str) -> list[FieldError]:
                 json_path, structural, allow_array_notation=False
             )
         except (fieldpath.FieldPathError, AttributeError) as exc:
-            errs.append(f.invalid(at, json_path, f"is an invalid path: {exc}"))
+            errs.append(fe.invalid(at, json_path, f"is an invalid path: {exc}"))
             continue
         if found_path.split(".")[0].split("[")[0] == "metadata":
-            errs.append(f.invalid(at, json_path, "must not point to fields in metadata"))
+            errs.append(fe.invalid(at, json_path, "must not point to fields in metadata"))
         if found is None or found.type not in ("string", "boolean", "integer"):
             errs.append(
-                f.invalid(
+                fe.invalid(
                     at,
                     json_path,
                     "must point to a field of type string, boolean or integer. Enum string fields "
@@ -136,9 +135,9 @@ def selectable(fields: list[Any], schema: Any, path: str) -> list[FieldError]:
                 )
             )
         if found_path in unique:
-            errs.append(f.duplicate(at, json_path))
+            errs.append(fe.duplicate(at, json_path))
         else:
             unique.append(found_path)
     if len(unique) > MAX_SELECTABLE_FIELDS:
-        errs.append(f.too_many(path, len(unique), MAX_SELECTABLE_FIELDS))
+        errs.append(fe.too_many(path, len(unique), MAX_SELECTABLE_FIELDS))
     return errs

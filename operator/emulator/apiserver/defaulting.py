@@ -1,12 +1,8 @@
 """Defaulting, and what happens to nulls before it.
 
-Ports kubernetes/apiextensions-apiserver v0.36.3
-``pkg/apiserver/schema/defaulting/algorithm.go`` (``Default``) and ``prunenulls.go``
-(``PruneNonNullableNullsWithoutDefaults``) over the raw ``openAPIV3Schema`` dict. On a
-write the apiserver first drops a null from a field that is neither ``nullable`` nor
-defaulted, then fills absent fields from their ``default``, and a null in a defaulted
-non-nullable field too: ``kvTransfer: null`` with ``default: {}`` becomes ``{}`` and then
-gets ``kvTransfer``'s own defaults. A ``default`` of null is no default (Go's nil).
+Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/defaulting/algorithm.go``
+(``Default``) and ``prunenulls.go`` over the raw ``openAPIV3Schema``: ``kvTransfer: null``
+with ``default: {}`` becomes ``{}``, then gets ``kvTransfer``'s own defaults.
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ def _non_nullable_null(value: Any, schema: Schema) -> bool:
     return value is None and schema is not None and not schema.get("nullable", False)
 
 
-def _field_schema(name: str, schema: Schema) -> Schema:
+def field_schema(name: str, schema: Schema) -> Schema:
     """The schema of a field: its property, else ``additionalProperties`` when a schema."""
     if schema is None:
         return None
@@ -40,7 +36,7 @@ def default(value: Any, schema: Schema) -> None:
     if isinstance(value, dict):
         properties = schema.get("properties") or {}
         for name, prop in properties.items():
-            if prop.get("default") is None:
+            if prop.get("default") is None:  # a null default is none (Go's nil)
                 continue
             if name not in value or _non_nullable_null(value[name], prop):
                 value[name] = copy.deepcopy(prop["default"])
@@ -66,7 +62,7 @@ def prune_non_nullable_nulls(value: Any, schema: Schema) -> None:
     stay for :func:`default`, nulls in lists stay for validation."""
     if isinstance(value, dict):
         for name in list(value):
-            sub = _field_schema(name, schema)
+            sub = field_schema(name, schema)
             if _non_nullable_null(value[name], sub) and (sub or {}).get("default") is None:
                 del value[name]
             else:

@@ -1,12 +1,8 @@
-"""A schema's defaults must be values the apiserver would itself accept, and already pruned.
+"""A schema's defaults must be values the apiserver would accept, and already pruned.
 
-Pure layer. Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/defaulting/
-validation.go`` (``ValidateDefaults``) with what it calls: ``pruning/algorithm.go``
-(``Prune``), ``objectmeta/coerce.go`` and ``objectmeta/validation.go`` (an embedded
-resource's apiVersion, kind and metadata), the OpenAPI value check (:mod:`.values`) and
-the schema's CEL rules on the default (:mod:`.cel_eval`). A default below an embedded
-resource's ``metadata``, ``apiVersion`` or ``kind`` is checked inside a surrounding object
-typed ``validation/v1, Kind=Validation``, as upstream does.
+Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/defaulting/validation.go``
+(``ValidateDefaults``) and ``schema/objectmeta`` (``coerce.go``, ``validation.go``); pruning,
+the OpenAPI check and the CEL rules are the writes' own (:mod:`.pruning`, :mod:`.cel`).
 """
 
 from __future__ import annotations
@@ -15,10 +11,11 @@ import copy
 import dataclasses
 from typing import Any
 
-from disagg_operator.emulator.apiserver import cel_eval, names, values
-from disagg_operator.emulator.apiserver import field as f
-from disagg_operator.emulator.apiserver.field import FieldError
-from disagg_operator.emulator.apiserver.structural import Structural, to_props
+from disagg_operator.emulator.apiserver import cel, cel_compile, cel_types, names, pruning
+from disagg_operator.emulator.apiserver import fielderrors as fe
+from disagg_operator.emulator.apiserver.fielderrors import FieldError
+from disagg_operator.emulator.apiserver.schema_validation import SchemaCheck
+from disagg_operator.emulator.apiserver.structural import Structural, new_structural, to_props
 
 _META = ("apiVersion", "kind", "metadata")
 _TYPE_META = {"apiVersion": "validation/v1", "kind": "Validation"}
@@ -64,7 +61,7 @@ def _validate(
         errs += _default(path, s, root, steps, inside_meta, require_pruned)
     if s.items is not None:
         errs += _validate(
-            f.child(path, "items"),
+            fe.child(path, "items"),
             s.items,
             root,
             [*steps, ("index", "")],
@@ -74,7 +71,7 @@ def _validate(
     for name, prop in s.props().items():
         sub_meta = inside_meta or (s.extensions.embedded_resource and name in _META)
         errs += _validate(
-            f.key(f.child(path, "properties"), name),
+            fe.key(fe.child(path, "properties"), name),
             prop,
             root,
             [*steps, ("key", name)],
@@ -92,22 +89,22 @@ def _default(
     inside_meta: bool,
     require_pruned: bool,
 ) -> list[FieldError]:
-    at = f.child(path, "default")
+    at = fe.child(path, "default")
     default = s.generic.default
     if inside_meta:
         surrounding = _surround(copy.deepcopy(default), steps)
         problem, coerced = coerce("", surrounding, root, True)
         if problem is not None:
-            return [f.invalid(at, default, f"must result in valid metadata: {problem}")]
+            return [fe.invalid(at, default, f"must result in valid metadata: {problem}")]
         meta_errs = validate_meta("", coerced, root, True)
         if meta_errs:
             return [
-                f.invalid(at, default, f"must result in valid metadata: {f.aggregate(meta_errs)}")
+                fe.invalid(at, default, f"must result in valid metadata: {fe.aggregate(meta_errs)}")
             ]
         return _value_and_rules(at, s, default, s is root)
     errs: list[FieldError] = []
-    if require_pruned and prune(default, s, s.extensions.embedded_resource) != default:
-        errs.append(f.invalid(at, default, "must not have unknown fields"))
+    if require_pruned and _pruned(default, s) != default:
+        errs.append(fe.invalid(at, default, "must not have unknown fields"))
     problem, coerced = coerce(at, copy.deepcopy(default), s, s.extensions.embedded_resource)
     if problem is not None:
         return [*errs, problem]
@@ -118,13 +115,28 @@ def _default(
 
 
 def _value_and_rules(at: str, s: Structural, value: Any, is_root: bool) -> list[FieldError]:
-    errs = values.validate_value(at, value, to_props(s))
+    schema = to_props(s)
+    errs = SchemaCheck(schema, converted=False).validate(value, at)
     if errs:
         return errs
-    errs = cel_eval.validate(at, s, value, value, is_root)
+    # a rule cel-python cannot run stays unrun here: registering the CRD's writes refuses it
+    rules = cel.build(schema, is_root, check=_compile_errors, strict=False)
+    errs = cel.validate(rules, value, value, path=at).errors
     if not errs:  # ratcheting: the default must also pass as a create (no old value)
-        errs = cel_eval.validate(at, s, value, None, is_root)
+        errs = cel.validate(rules, value, None, path=at).errors
     return errs
+
+
+def _compile_errors(
+    rules: list[dict[str, Any]], schema: dict[str, Any], root: bool
+) -> list[str] | None:
+    """``cel.Compile`` of a node's rules against its CEL type: each one's error ("" when it
+    compiles), or None when the node has no CEL type (its rules are not run)."""
+    decl = cel_types.schema_decl_type(new_structural(schema), root)
+    if decl is None:
+        return None
+    results = cel_compile.compile_rules(rules, decl)
+    return [r.error.detail if r.error is not None else "" for r in results]
 
 
 def _surround(value: Any, steps: list[Step]) -> dict[str, Any]:
@@ -137,54 +149,11 @@ def _surround(value: Any, steps: list[Step]) -> dict[str, Any]:
     return obj
 
 
-# --- pruning --------------------------------------------------------------------------------
-
-
-def prune(value: Any, s: Structural | None, is_resource_root: bool) -> Any:
-    """``pruning.Prune`` on a copy: fields the schema does not specify are dropped."""
-    if is_resource_root:
-        s = s or Structural()
-        if not s.extensions.embedded_resource:
-            s = _embedded(s)
-    return _prune(copy.deepcopy(value), s)
-
-
-def _prune(x: Any, s: Structural | None, top: bool = True) -> Any:
-    if s is not None and s.extensions.preserve_unknown_fields:
-        return _skip_prune(x, s)
-    if isinstance(x, dict):
-        if s is None:
-            return {}
-        out: dict[str, Any] = {}
-        for k, v in x.items():
-            if s.extensions.embedded_resource and k in _META:
-                out[k] = v
-            elif k in s.props():
-                out[k] = _prune(v, s.props()[k], False)
-            elif s.additional_properties is not None:
-                out[k] = _prune(v, s.additional_properties.structural, False)
-        return out
-    if isinstance(x, list):
-        return [_prune(v, s.items if s else None, False) for v in x]
-    return x
-
-
-def _skip_prune(x: Any, s: Structural) -> Any:
-    if isinstance(x, dict):
-        out: dict[str, Any] = {}
-        for k, v in x.items():
-            if s.extensions.embedded_resource and k in _META:
-                out[k] = v
-            elif k in s.props():
-                out[k] = _prune(v, s.props()[k], False)
-            elif s.additional_properties is not None:
-                out[k] = _prune(v, s.additional_properties.structural, False)
-            else:
-                out[k] = v
-        return out
-    if isinstance(x, list):
-        return [_skip_prune(v, s.items) if s.items else v for v in x]
-    return x
+def _pruned(default: Any, s: Structural) -> Any:
+    """``pruning.Prune`` of a copy of ``default`` (an embedded resource: its own root)."""
+    pruned = copy.deepcopy(default)
+    pruning.prune(pruned, to_props(s), is_resource_root=s.extensions.embedded_resource)
+    return pruned
 
 
 # --- ObjectMeta of embedded resources ---------------------------------------------------------
@@ -268,7 +237,7 @@ def _coerce(path: str, x: Any, s: Structural | None) -> tuple[FieldError | None,
         return None, x
     if isinstance(x, list):
         for i, v in enumerate(x):
-            problem, x[i] = _coerce(f.index(path, i), v, s.items)
+            problem, x[i] = _coerce(fe.index(path, i), v, s.items)
             if problem is not None:
                 return problem, x
     if not isinstance(x, dict):
@@ -276,9 +245,9 @@ def _coerce(path: str, x: Any, s: Structural | None) -> tuple[FieldError | None,
     for k in sorted(x):
         problem = _coerce_meta(path, x, k) if s.extensions.embedded_resource else None
         if problem is None and k in s.props():
-            problem, x[k] = _coerce(f.child(path, k), x[k], s.props()[k])
+            problem, x[k] = _coerce(fe.child(path, k), x[k], s.props()[k])
         elif problem is None and s.additional_properties is not None:
-            problem, x[k] = _coerce(f.key(path, k), x[k], s.additional_properties.structural)
+            problem, x[k] = _coerce(fe.key(path, k), x[k], s.additional_properties.structural)
         if problem is not None:
             return problem, x
     return None, x
@@ -289,11 +258,11 @@ def _coerce_meta(path: str, x: dict[str, Any], k: str) -> FieldError | None:
     (decoded as Go would, unknown fields dropped)."""
     v = x[k]
     if k in ("apiVersion", "kind") and not isinstance(v, str):
-        return f.invalid(f.child(path, k), v, "must be a string")
+        return fe.invalid(fe.child(path, k), v, "must be a string")
     if k == "metadata":
         meta, problem = _typed_meta(v)
         if problem is not None:
-            return f.invalid(f.child(path, "metadata"), v, problem)
+            return fe.invalid(fe.child(path, "metadata"), v, problem)
         x[k] = meta
     return None
 
@@ -318,12 +287,12 @@ def _validate_meta(path: str, x: Any, s: Structural | None) -> list[FieldError]:
             errs += _embedded_resource(path, x)
         for k in sorted(x):
             if k in s.props():
-                errs += _validate_meta(f.child(path, k), x[k], s.props()[k])
+                errs += _validate_meta(fe.child(path, k), x[k], s.props()[k])
             elif s.additional_properties is not None:
-                errs += _validate_meta(f.key(path, k), x[k], s.additional_properties.structural)
+                errs += _validate_meta(fe.key(path, k), x[k], s.additional_properties.structural)
     elif isinstance(x, list):
         for i, v in enumerate(x):
-            errs += _validate_meta(f.index(path, i), v, s.items)
+            errs += _validate_meta(fe.index(path, i), v, s.items)
     return errs
 
 
@@ -331,26 +300,26 @@ def _embedded_resource(path: str, x: dict[str, Any]) -> list[FieldError]:
     errs: list[FieldError] = []
     for key in ("apiVersion", "kind"):
         if key not in x:
-            errs.append(f.required(f.child(path, key), ""))
+            errs.append(fe.required(fe.child(path, key), ""))
     for key in sorted(x):
         v = x[key]
-        at = f.child(path, key)
+        at = fe.child(path, key)
         if key in ("apiVersion", "kind"):
             if not isinstance(v, str):
-                errs.append(f.invalid(at, v, "must be a string"))
+                errs.append(fe.invalid(at, v, "must be a string"))
             elif not v:
-                errs.append(f.invalid(at, v, "must not be empty"))
+                errs.append(fe.invalid(at, v, "must not be empty"))
             elif key == "apiVersion" and v.count("/") > 1:
-                errs.append(f.invalid(at, v, f"unexpected GroupVersion string: {v}"))
+                errs.append(fe.invalid(at, v, f"unexpected GroupVersion string: {v}"))
             elif key == "kind" and names.is_dns1035_label(v.lower()):
                 detail = "may have mixed case, but should otherwise match: " + ",".join(
                     names.is_dns1035_label(v.lower())
                 )
-                errs.append(f.invalid(at, v, detail))
+                errs.append(fe.invalid(at, v, detail))
         elif key == "metadata":
             meta, problem = _typed_meta(v)
             if problem is not None or meta is None:
-                errs.append(f.invalid(at, v, problem or "invalid metadata"))
+                errs.append(fe.invalid(at, v, problem or "invalid metadata"))
                 continue
             meta = dict(meta)
             meta.setdefault("name", "fakename")

@@ -1,10 +1,8 @@
-"""Field errors and Status bodies, worded as kube-apiserver words them.
+"""Field errors and failure Status bodies, worded byte for byte as kube-apiserver words them.
 
-Ports apimachinery v0.36.3 ``pkg/util/validation/field`` (``Error``,
-``ErrorBody``, the constructors the custom-resource path uses), ``pkg/util/errors`` (the
-aggregate: ``[a, b]``, duplicates once) and ``pkg/api/errors`` (``NewInvalid``,
-``NewBadRequest``), so a refusal reads byte for byte like the apiserver's. Paths are the
-strings ``field.Path.String`` gives (``spec.env[0].name``; ``<nil>`` for none).
+Ports apimachinery v0.36.3 ``pkg/util/validation/field`` (``Error``, ``ErrorBody``, the
+constructors; paths as ``Path.String`` gives them, ``<nil>`` for none), ``pkg/util/errors``
+(the aggregate) and ``pkg/api/errors`` (``NewInvalid``, ``NewBadRequest``).
 """
 
 from __future__ import annotations
@@ -68,11 +66,19 @@ class FieldError:
         elif isinstance(self.bad_value, (bool, int, float)):
             text = f"{phrase}: {gofmt.value_v(self.bad_value)}"
         else:
-            text = f"{phrase}: {gofmt.json_marshal(self.bad_value)}"
+            text = f"{phrase}: {_marshal(self.bad_value)}"
         return f"{text}: {self.detail}" if self.detail else text
 
     def __str__(self) -> str:
         return f"{self.field}: {self.body()}"
+
+
+def _marshal(value: Any) -> str:
+    """``json.Marshal`` of a bad value; where it fails (NaN), Go prints the value itself."""
+    try:
+        return gofmt.json_marshal(value)
+    except (TypeError, ValueError):
+        return gofmt.value_v(value)
 
 
 def invalid(path: str, value: Any, detail: str) -> FieldError:
@@ -116,9 +122,11 @@ def too_many(path: str, actual: int, most: int) -> FieldError:
     return FieldError("FieldValueTooMany", path, actual if actual >= 0 else OMIT, detail)
 
 
-def child(path: str, name: str) -> str:
-    """``Path.Child``: ``a.b`` (the root path is "")."""
-    return f"{path}.{name}" if path else name
+def child(path: str, *names: str) -> str:
+    """``Path.Child(names...)``: ``a.b`` (the root path is "")."""
+    for name in names:
+        path = f"{path}.{name}" if path else name
+    return path
 
 
 def index(path: str, i: int) -> str:

@@ -1,13 +1,13 @@
 """JSON paths into a structural schema: a rule's ``fieldPath``, a selectable field.
 
-Pure layer. Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/cel/
-validation.go`` (``ValidFieldPath`` and ``unescapeSingleQuote``): only field accessors
-(``.name``) and map keys (``['key']``) that exist in the schema are valid.
+Ports ``ValidFieldPath`` and ``unescapeSingleQuote`` (apiextensions-apiserver v0.36.3
+``pkg/apiserver/schema/cel/validation.go``): only field accessors (``.name``) and map keys
+(``['key']``) the schema has are valid.
 """
 
 from __future__ import annotations
 
-from disagg_operator.emulator.apiserver import field
+from disagg_operator.emulator.apiserver import fielderrors as fe
 from disagg_operator.emulator.apiserver.structural import Structural
 
 
@@ -108,7 +108,7 @@ def _step(result: str, node: Structural | None, name: str) -> tuple[str, Structu
     if node.properties is not None:
         if name not in node.properties:
             raise FieldPathError("does not refer to a valid field")
-        return field.child(result, name), node.properties[name]
+        return fe.child(result, name), node.properties[name]
     if node.additional_properties is not None:
-        return field.key(result, name), node.additional_properties.structural
+        return fe.key(result, name), node.additional_properties.structural
     raise FieldPathError("does not refer to a valid field")

@@ -1,12 +1,14 @@
-"""Go's ``regexp`` syntax check, on RE2 (the engine Go's ``regexp`` implements).
+"""Go's ``regexp`` on RE2: schema ``pattern`` and CEL regexes compiled as kube-apiserver does.
 
-Pure layer. kube-apiserver compiles every schema ``pattern`` (and every constant CEL regex)
-with Go's ``regexp.Compile``; Python's ``re`` accepts look-arounds and back-references that
-Go refuses, so the check runs on RE2 (``google-re2``, which cel-python already needs) and
-words its error as Go's ``regexp/syntax`` does: ``error parsing regexp: <code>: `<expr>```.
+kube-openapi (pinned by apiextensions-apiserver v0.36.3; ``validate/rexp.go``) and CEL
+compile with Go's ``regexp``; Python's ``re`` takes what Go refuses (look-arounds,
+back-references), so patterns run on RE2 and refusals read as ``regexp/syntax`` words them.
 """
 
 from __future__ import annotations
+
+import functools
+from typing import Any
 
 import re2
 
@@ -31,15 +33,20 @@ _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False
 
 
+@functools.lru_cache(maxsize=1024)
+def compile_go(pattern: str) -> tuple[Any, str]:
+    """(the compiled pattern, "") or (None, Go's error text); each pattern compiled once."""
+    if "\\C" in pattern.replace("\\\\", ""):  # RE2 takes \C (any byte); Go refuses it
+        return None, "error parsing regexp: invalid escape sequence: `\\C`"
+    try:
+        return re2.compile(pattern, _OPTIONS), ""
+    except re2.error as exc:
+        return None, _go_message(exc)
+
+
 def compile_error(pattern: str) -> str | None:
     """None when Go compiles ``pattern``, else Go's error text."""
-    if "\\C" in pattern.replace("\\\\", ""):
-        return "error parsing regexp: invalid escape sequence: `\\C`"
-    try:
-        re2.compile(pattern, _OPTIONS)
-    except re2.error as exc:
-        return _go_message(exc)
-    return None
+    return compile_go(pattern)[1] or None
 
 
 def _go_message(exc: Exception) -> str:

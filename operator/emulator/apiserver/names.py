@@ -1,10 +1,8 @@
 """Kubernetes' name checks and ObjectMeta validation, as the apiserver words them.
 
-Pure layer. Ports apimachinery v0.36.3 ``pkg/util/validation`` (DNS-1123 / DNS-1035
-names), ``pkg/api/validate/content`` (label keys and values, path segments) and
-``pkg/api/validation/objectmeta.go`` (``ValidateObjectMetaAccessor``: name, generateName,
-namespace, labels, annotations, finalizers) for a CRD's own metadata and for the metadata
-of an embedded resource's default.
+Ports apimachinery v0.36.3 ``pkg/util/validation`` (DNS-1123 and DNS-1035 names),
+``pkg/api/validate/content`` and ``pkg/api/validation/objectmeta.go``, for a CRD's
+metadata and an embedded resource's default.
 """
 
 from __future__ import annotations
@@ -13,8 +11,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from disagg_operator.emulator.apiserver import field as f
-from disagg_operator.emulator.apiserver.field import FieldError
+from disagg_operator.emulator.apiserver import fielderrors as fe
+from disagg_operator.emulator.apiserver.fielderrors import FieldError
 
 _LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _SUBDOMAIN = _LABEL + "(\\." + _LABEL + ")*"
@@ -137,34 +135,36 @@ def validate_object_meta(
     generate = str(meta.get("generateName") or "")
     if generate:
         errs += [
-            f.invalid(f.child(path, "generateName"), generate, m) for m in name_fn(generate, True)
+            fe.invalid(fe.child(path, "generateName"), generate, m) for m in name_fn(generate, True)
         ]
     name = str(meta.get("name") or "")
     if not name:
-        errs.append(f.required(f.child(path, "name"), "name or generateName is required"))
+        errs.append(fe.required(fe.child(path, "name"), "name or generateName is required"))
     else:
-        errs += [f.invalid(f.child(path, "name"), name, m) for m in name_fn(name, False)]
+        errs += [fe.invalid(fe.child(path, "name"), name, m) for m in name_fn(name, False)]
     namespace = str(meta.get("namespace") or "")
     if namespaced:
         if not namespace:
-            errs.append(f.required(f.child(path, "namespace"), ""))
+            errs.append(fe.required(fe.child(path, "namespace"), ""))
         else:
             errs += [
-                f.invalid(f.child(path, "namespace"), namespace, m)
+                fe.invalid(fe.child(path, "namespace"), namespace, m)
                 for m in is_dns1123_label(mask_trailing_dash(namespace))
             ]
     elif namespace:
-        errs.append(f.forbidden(f.child(path, "namespace"), "not allowed on this type"))
+        errs.append(fe.forbidden(fe.child(path, "namespace"), "not allowed on this type"))
     generation = meta.get("generation")
     if isinstance(generation, int) and generation < 0:
         errs.append(
-            f.invalid(f.child(path, "generation"), generation, "must be greater than or equal to 0")
+            fe.invalid(
+                fe.child(path, "generation"), generation, "must be greater than or equal to 0"
+            )
         )
-    errs += validate_labels(meta.get("labels") or {}, f.child(path, "labels"))
-    errs += validate_annotations(meta.get("annotations") or {}, f.child(path, "annotations"))
+    errs += validate_labels(meta.get("labels") or {}, fe.child(path, "labels"))
+    errs += validate_annotations(meta.get("annotations") or {}, fe.child(path, "annotations"))
     for finalizer in meta.get("finalizers") or []:
         errs += [
-            f.invalid(f.child(path, "finalizers"), finalizer, m) for m in is_label_key(finalizer)
+            fe.invalid(fe.child(path, "finalizers"), finalizer, m) for m in is_label_key(finalizer)
         ]
     return errs
 
@@ -172,16 +172,16 @@ def validate_object_meta(
 def validate_labels(labels: Mapping[str, str], path: str) -> list[FieldError]:
     errs: list[FieldError] = []
     for key in sorted(labels):
-        errs += [f.invalid(path, key, m) for m in is_label_key(key)]
-        errs += [f.invalid(path, labels[key], m) for m in is_label_value(str(labels[key]))]
+        errs += [fe.invalid(path, key, m) for m in is_label_key(key)]
+        errs += [fe.invalid(path, labels[key], m) for m in is_label_value(str(labels[key]))]
     return errs
 
 
 def validate_annotations(annotations: Mapping[str, str], path: str) -> list[FieldError]:
     errs: list[FieldError] = []
     for key in sorted(annotations):
-        errs += [f.invalid(path, key, m) for m in is_label_key(key.lower())]
+        errs += [fe.invalid(path, key, m) for m in is_label_key(key.lower())]
     size = sum(len(k) + len(str(v)) for k, v in annotations.items())
     if size > TOTAL_ANNOTATION_SIZE_LIMIT:
-        errs.append(f.too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT))
+        errs.append(fe.too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT))
     return errs

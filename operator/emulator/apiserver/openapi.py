@@ -1,15 +1,14 @@
-"""The OpenAPI v3 schema of a custom resource, as kube-apiserver's validator reads it.
+"""A CRD schema node as kube-openapi's validator reads it, compiled once per CRD.
 
-A CRD's ``openAPIV3Schema`` becomes the ``spec.Schema`` kube-openapi validates
-with (apiextensions-apiserver v0.36.3 ``pkg/apiserver/validation/validation.go``,
-``ConvertJSONSchemaPropsWithPostProcess``): ``x-kubernetes-int-or-string`` is the type
-``[integer, string]``, an unsupported ``format`` is dropped (:mod:`.formats`), the rest is
-kept. Compiled once per CRD (:func:`compile_schema`) so that a write reads attributes, not
-dict keys; ``raw`` keeps the node for what pruning, CEL and ratcheting read.
+Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/validation/validation.go``
+(``ConvertJSONSchemaPropsWithPostProcess``: int-or-string typed ``[integer, string]``,
+unsupported formats dropped) and ``pkg/apiserver/schema/kubeopenapi.go`` (``ToKubeOpenAPI``,
+which a schema's defaults are checked against: neither of those).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,16 +56,18 @@ def _count(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def compile_schema(raw: dict[str, Any]) -> Node:
-    """The validator's view of ``raw`` (a CRD ``openAPIV3Schema`` node)."""
+def compile_schema(raw: dict[str, Any], *, converted: bool = True) -> Node:
+    """The validator's view of ``raw`` (a CRD ``openAPIV3Schema`` node): as converted for a
+    custom resource's writes, or (``converted=False``) as ``ToKubeOpenAPI`` gives it."""
     types: tuple[str, ...] = (raw["type"],) if raw.get("type") else ()
-    if raw.get("x-kubernetes-int-or-string"):
+    if converted and raw.get("x-kubernetes-int-or-string"):
         types = ("integer", "string")
+    sub = functools.partial(compile_schema, converted=converted)
     node = Node(
         raw=raw,
         types=types,
         nullable=bool(raw.get("nullable")),
-        format=formats.effective(raw, list(types)),
+        format=formats.effective(raw, list(types)) if converted else str(raw.get("format") or ""),
         enum=raw.get("enum"),
         maximum=_number(raw.get("maximum")),
         exclusive_maximum=bool(raw.get("exclusiveMaximum")),
@@ -82,21 +83,21 @@ def compile_schema(raw: dict[str, Any]) -> Node:
         max_properties=_count(raw.get("maxProperties")),
         min_properties=_count(raw.get("minProperties")),
         required=tuple(raw.get("required") or ()),
-        properties={k: compile_schema(v) for k, v in (raw.get("properties") or {}).items()},
-        all_of=[compile_schema(s) for s in raw.get("allOf") or ()],
-        any_of=[compile_schema(s) for s in raw.get("anyOf") or ()],
-        one_of=[compile_schema(s) for s in raw.get("oneOf") or ()],
+        properties={k: sub(v) for k, v in (raw.get("properties") or {}).items()},
+        all_of=[sub(s) for s in raw.get("allOf") or ()],
+        any_of=[sub(s) for s in raw.get("anyOf") or ()],
+        one_of=[sub(s) for s in raw.get("oneOf") or ()],
     )
     if "additionalProperties" in raw:
         additional = raw["additionalProperties"]
         if isinstance(additional, dict):
-            node.additional = (True, compile_schema(additional))
+            node.additional = (True, sub(additional))
         else:
             node.additional = (bool(additional), None)
     if isinstance(raw.get("items"), dict):
-        node.items = compile_schema(raw["items"])
+        node.items = sub(raw["items"])
     if isinstance(raw.get("not"), dict):
-        node.not_ = compile_schema(raw["not"])
+        node.not_ = sub(raw["not"])
     return node
 
 

@@ -1,12 +1,8 @@
 """kube-openapi's schema validator, the one kube-apiserver runs on every custom resource.
 
-Ports kube-openapi ``pkg/validation/validate`` at 43fb72c5454a (the commit
-apiextensions-apiserver v0.36.3 pins): ``schema.go`` (the validators of a node, in their
-order), ``type.go``, ``validator.go``, ``values.go``, ``object_validator.go``,
-``slice_validator.go``, ``schema_props.go`` (allOf/anyOf/oneOf/not), ``result.go`` (errors
-merged once per message; ``MatchCount`` picks anyOf's reported branch) and the messages of
-``errors/schema.go``. Children are made by :class:`Factories`, the hook ratcheting uses.
-Upstream walks properties in Go's random map order; this port walks them in schema order.
+Ports kube-openapi ``pkg/validation/validate`` at 43fb72c5454a (pinned by
+apiextensions-apiserver v0.36.3): ``schema.go``, ``type.go``, ``validator.go``,
+``object_validator.go``, ``slice_validator.go`` and ``schema_props.go``.
 """
 
 from __future__ import annotations
@@ -17,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from disagg_operator.emulator.apiserver import formats, gofmt, openapi_numbers
+from disagg_operator.emulator.apiserver.goregex import compile_go
 from disagg_operator.emulator.apiserver.openapi import Node
 from disagg_operator.emulator.apiserver.openapi_result import (
     ENUM,
@@ -37,7 +34,6 @@ from disagg_operator.emulator.apiserver.openapi_result import (
     json_equal,
     type_error,
 )
-from disagg_operator.emulator.apiserver.regexps import compile_go
 
 
 class Validator(Protocol):
@@ -199,6 +195,7 @@ class SchemaValidator:
                 if k not in s.properties:
                     child = self.factories.field(k, s.additional[1], f"{path}.{k}")
                     result.merge(child.validate(v))
+        # upstream walks properties in Go's random map order; this port in schema order
         for name, prop in s.properties.items():
             if name in data:
                 child = self.factories.field(name, prop, f"{path}.{name}" if path else name)

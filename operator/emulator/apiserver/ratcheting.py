@@ -1,18 +1,15 @@
 """Validation ratcheting: an error in a value an update left unchanged does not block it.
 
-Ports k8s.io/apiserver v0.36.3 ``pkg/cel/common/equality.go``
-(``CorrelatedObject``: the old value that corresponds to each new one, and a cached deep
-equality) and ``maplist.go`` (items of an ``x-kubernetes-list-type: map`` correlate by their
-keys; other lists never do), as apiextensions-apiserver v0.36.3
-``pkg/apiserver/validation/ratcheting.go`` and the CEL validator use them (GA since 1.30).
-Schemas are raw ``openAPIV3Schema`` dicts; a field no property or additionalProperties
-schema describes never correlates, so an object holding one never counts as unchanged.
+Ports apiserver v0.36.3 ``pkg/cel/common/equality.go`` (``CorrelatedObject``) and
+``maplist.go`` (a list-type map's items correlate by their keys; other lists never), as
+apiextensions-apiserver v0.36.3 ``pkg/apiserver/validation/ratcheting.go`` uses them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from disagg_operator.emulator.apiserver.defaulting import field_schema
 from disagg_operator.emulator.apiserver.openapi_result import json_equal
 
 Schema = dict[str, Any]
@@ -69,15 +66,6 @@ class MapList:
         return None
 
 
-def _field_schema(schema: Schema, name: str) -> Schema | None:
-    properties: dict[str, Any] = schema.get("properties") or {}
-    if name in properties:
-        found: dict[str, Any] = properties[name]
-        return found
-    additional = schema.get("additionalProperties")
-    return additional if isinstance(additional, dict) else None
-
-
 class CorrelatedObject:
     """A new value, the old value it replaces (when one corresponds), and its schema."""
 
@@ -88,7 +76,8 @@ class CorrelatedObject:
         self._children: dict[Any, CorrelatedObject | None] = {}
 
     def key(self, name: str) -> CorrelatedObject | None:
-        """The child for field ``name``, when both values have it and a schema describes it."""
+        """The child for field ``name``, when both values have it and a schema describes it
+        (a field none describes never correlates: its object never counts as unchanged)."""
         if self.schema is None:
             return None
         if name in self._children:
@@ -97,7 +86,7 @@ class CorrelatedObject:
             return None
         if name not in self.value or name not in self.old:
             return None
-        sub = _field_schema(self.schema, name)
+        sub = field_schema(name, self.schema)
         if sub is None:
             return None
         child = self._children[name] = CorrelatedObject(self.value[name], self.old[name], sub)

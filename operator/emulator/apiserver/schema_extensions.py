@@ -1,10 +1,8 @@
 """The ``x-kubernetes-*`` extensions of a CRD schema node, as kube-apiserver checks them.
 
-Pure layer. Ports the extension part of ``ValidateCustomResourceDefinitionOpenAPISchema``
-and ``validateMapListKeysMapSet`` (apiextensions-apiserver v0.36.3
-``pkg/apis/apiextensions/validation/validation.go``): preserve-unknown-fields may only be
-true, a map type needs an object and a list type an array, a set's items are atomic, a
-list-map names scalar item properties as its keys, and those keys are never null.
+Ports the extension part of ``ValidateCustomResourceDefinitionOpenAPISchema`` and
+``validateMapListKeysMapSet`` (apiextensions-apiserver v0.36.3
+``pkg/apis/apiextensions/validation/validation.go``).
 """
 
 from __future__ import annotations
@@ -12,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from disagg_operator.emulator.apiserver import field as f
-from disagg_operator.emulator.apiserver import gojson
-from disagg_operator.emulator.apiserver.field import FieldError
+from disagg_operator.emulator.apiserver import fielderrors as fe
+from disagg_operator.emulator.apiserver import gofmt
+from disagg_operator.emulator.apiserver.fielderrors import FieldError
 
 if TYPE_CHECKING:
     from disagg_operator.emulator.apiserver.schema_rules import Options
@@ -28,8 +26,8 @@ def extension_rules(schema: Schema, path: str, opts: Options) -> list[FieldError
     preserve = schema.get("x-kubernetes-preserve-unknown-fields")
     if preserve is not None and not preserve:
         errs.append(
-            f.invalid(
-                f.child(path, "x-kubernetes-preserve-unknown-fields"),
+            fe.invalid(
+                fe.child(path, "x-kubernetes-preserve-unknown-fields"),
                 False,
                 "must be true or undefined",
             )
@@ -39,8 +37,8 @@ def extension_rules(schema: Schema, path: str, opts: Options) -> list[FieldError
         errs.append(_type_error(path, typ, "must be object if x-kubernetes-map-type is specified"))
     if map_type is not None and map_type not in ("atomic", "granular"):
         errs.append(
-            f.not_supported(
-                f.child(path, "x-kubernetes-map-type"), map_type, ["atomic", "granular"]
+            fe.not_supported(
+                fe.child(path, "x-kubernetes-map-type"), map_type, ["atomic", "granular"]
             )
         )
     errs += _list_type_rules(schema, path, opts)
@@ -50,8 +48,8 @@ def extension_rules(schema: Schema, path: str, opts: Options) -> list[FieldError
 
 
 def _type_error(path: str, typ: str, detail: str) -> FieldError:
-    at = f.child(path, "type")
-    return f.required(at, detail) if not typ else f.invalid(at, typ, detail)
+    at = fe.child(path, "type")
+    return fe.required(at, detail) if not typ else fe.invalid(at, typ, detail)
 
 
 def _list_type_rules(schema: Schema, path: str, opts: Options) -> list[FieldError]:
@@ -66,20 +64,20 @@ def _list_type_rules(schema: Schema, path: str, opts: Options) -> list[FieldErro
         errs += _set_items_atomic(item, path)
     if list_type is not None and list_type not in ("atomic", "set", "map"):
         errs.append(
-            f.not_supported(
-                f.child(path, "x-kubernetes-list-type"), list_type, ["atomic", "set", "map"]
+            fe.not_supported(
+                fe.child(path, "x-kubernetes-list-type"), list_type, ["atomic", "set", "map"]
             )
         )
     keys = schema.get("x-kubernetes-list-map-keys") or []
     if keys:
-        lt_path = f.child(path, "x-kubernetes-list-type")
+        lt_path = fe.child(path, "x-kubernetes-list-type")
         if list_type is None:
             errs.append(
-                f.required(lt_path, "must be map if x-kubernetes-list-map-keys is non-empty")
+                fe.required(lt_path, "must be map if x-kubernetes-list-map-keys is non-empty")
             )
         elif list_type != "map":
             errs.append(
-                f.invalid(
+                fe.invalid(
                     lt_path, list_type, "must be map if x-kubernetes-list-map-keys is non-empty"
                 )
             )
@@ -90,16 +88,16 @@ def _list_type_rules(schema: Schema, path: str, opts: Options) -> list[FieldErro
 
 def _set_items_atomic(item: Schema, path: str) -> list[FieldError]:
     detail = "must be atomic as item of a list with x-kubernetes-list-type=set"
-    items_path = f.child(path, "items")
+    items_path = fe.child(path, "items")
     if item.get("type") == "array":
         lt = item.get("x-kubernetes-list-type")
         if lt is not None and lt != "atomic":
-            return [f.invalid(f.child(items_path, "x-kubernetes-list-type"), lt, detail)]
+            return [fe.invalid(fe.child(items_path, "x-kubernetes-list-type"), lt, detail)]
     if item.get("type") == "object" and item.get("x-kubernetes-map-type") != "atomic":
         # upstream reports the items' list type here (a nil *string prints as null)
         return [
-            f.invalid(
-                f.child(items_path, "x-kubernetes-map-type"),
+            fe.invalid(
+                fe.child(items_path, "x-kubernetes-map-type"),
                 item.get("x-kubernetes-list-type"),
                 detail,
             )
@@ -108,21 +106,21 @@ def _set_items_atomic(item: Schema, path: str) -> list[FieldError]:
 
 
 def _list_map_rules(schema: Schema, path: str, keys: list[str], items: Any) -> list[FieldError]:
-    keys_path = f.child(path, "x-kubernetes-list-map-keys")
-    items_path = f.child(path, "items")
+    keys_path = fe.child(path, "x-kubernetes-list-map-keys")
+    items_path = fe.child(path, "items")
     errs: list[FieldError] = []
     if not keys:
-        errs.append(f.required(keys_path, "must not be empty if x-kubernetes-list-type is map"))
+        errs.append(fe.required(keys_path, "must not be empty if x-kubernetes-list-type is map"))
     if items is None:
         detail = "must have a schema if x-kubernetes-list-type is map"
-        return [*errs, f.required(items_path, detail)]
+        return [*errs, fe.required(items_path, detail)]
     if not isinstance(items, Mapping):
         detail = "must only have a single schema if x-kubernetes-list-type is map"
-        return [*errs, f.invalid(items_path, gojson.items_value(items), detail)]
+        return [*errs, fe.invalid(items_path, gofmt.items_value(items), detail)]
     item_type = items.get("type") or ""
     if item_type != "object":
         detail = "must be object if parent array's x-kubernetes-list-type is map"
-        return [*errs, f.invalid(f.child(items_path, "type"), item_type, detail)]
+        return [*errs, fe.invalid(fe.child(items_path, "type"), item_type, detail)]
     return errs + _map_keys(items, items_path, keys, keys_path)
 
 
@@ -132,14 +130,14 @@ def _map_keys(items: Schema, items_path: str, keys: list[str], keys_path: str) -
     for i, k in enumerate(keys):
         if k not in props:
             detail = "entries must all be names of item properties"
-            errs.append(f.invalid(keys_path, list(keys), detail))
+            errs.append(fe.invalid(keys_path, list(keys), detail))
         elif props[k].get("type") in ("array", "object"):
             # upstream reports the items' type ("object") as the bad value
-            at = f.child(f.key(f.child(items_path, "properties"), k), "type")
+            at = fe.child(fe.key(fe.child(items_path, "properties"), k), "type")
             detail = "must be a scalar type if parent array's x-kubernetes-list-type is map"
-            errs.append(f.invalid(at, items.get("type"), detail))
+            errs.append(fe.invalid(at, items.get("type"), detail))
         if k in keys[:i]:
-            errs.append(f.invalid(keys_path, list(keys), "must not contain duplicate entries"))
+            errs.append(fe.invalid(keys_path, list(keys), "must not contain duplicate entries"))
     return errs
 
 
@@ -150,11 +148,11 @@ def map_list_keys_map_set(schema: Schema, path: str) -> list[FieldError]:
     if not isinstance(items, Mapping) or list_type not in ("set", "map"):
         return []
     errs: list[FieldError] = []
-    items_path = f.child(path, "items")
+    items_path = fe.child(path, "items")
     if items.get("nullable"):
         errs.append(
-            f.forbidden(
-                f.child(items_path, "nullable"),
+            fe.forbidden(
+                fe.child(items_path, "nullable"),
                 "cannot be nullable when x-kubernetes-list-type is " + list_type,
             )
         )
@@ -164,19 +162,19 @@ def map_list_keys_map_set(schema: Schema, path: str) -> list[FieldError]:
         for k in schema.get("x-kubernetes-list-map-keys") or []:
             if k not in props:
                 continue
-            key_path = f.key(f.child(items_path, "properties"), k)
+            key_path = fe.key(fe.child(items_path, "properties"), k)
             if k not in required and props[k].get("default") is None:
                 errs.append(
-                    f.required(
-                        f.child(key_path, "default"),
+                    fe.required(
+                        fe.child(key_path, "default"),
                         "this property is in x-kubernetes-list-map-keys, so it must have a "
                         "default or be a required property",
                     )
                 )
             if props[k].get("nullable"):
                 errs.append(
-                    f.forbidden(
-                        f.child(key_path, "nullable"),
+                    fe.forbidden(
+                        fe.child(key_path, "nullable"),
                         "this property is in x-kubernetes-list-map-keys, so it cannot be nullable",
                     )
                 )

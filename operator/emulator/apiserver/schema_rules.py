@@ -1,12 +1,8 @@
 """What kube-apiserver refuses in a CRD's ``openAPIV3Schema``.
 
-Pure layer. Ports apiextensions-apiserver v0.36.3 ``pkg/apis/apiextensions/validation/
-validation.go``: ``validateCustomResourceDefinitionValidation`` (the root rules, structural,
-defaults, the CEL cost totals) and ``ValidateCustomResourceDefinitionOpenAPISchema`` with
-its ``specStandardValidatorV3`` (unsupported keywords, list and map types, list-map keys,
-``x-kubernetes-validations`` messages, reasons and field paths). Schema errors are
-reported first and, at a node with any, its rules are not compiled, as upstream.
-Properties are visited in sorted order (upstream walks a Go map: its order varies).
+Ports ``validateCustomResourceDefinitionValidation`` and
+``ValidateCustomResourceDefinitionOpenAPISchema`` (``specStandardValidatorV3``) of
+apiextensions-apiserver v0.36.3 ``pkg/apis/apiextensions/validation/validation.go``.
 """
 
 from __future__ import annotations
@@ -16,10 +12,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from disagg_operator.emulator.apiserver import cel_rules, defaults, gojson
-from disagg_operator.emulator.apiserver import field as f
+from disagg_operator.emulator.apiserver import cel_rules, defaults, gofmt
+from disagg_operator.emulator.apiserver import fielderrors as fe
 from disagg_operator.emulator.apiserver.cel_rules import CelContext
-from disagg_operator.emulator.apiserver.field import FieldError
+from disagg_operator.emulator.apiserver.fielderrors import FieldError
 from disagg_operator.emulator.apiserver.schema_extensions import extension_rules
 from disagg_operator.emulator.apiserver.structural import StructuralError, new_structural
 from disagg_operator.emulator.apiserver.structural_rules import validate_structural
@@ -118,11 +114,11 @@ def validate_validation(
     if validation is None or validation.get("openAPIV3Schema") is None:
         return []
     schema = validation["openAPIV3Schema"]
-    root = f.child(path, "openAPIV3Schema")
+    root = fe.child(path, "openAPIV3Schema")
     errs = _status_root(schema, path) if status_enabled else []
     if schema.get("nullable"):
-        at = f.child(path, "openAPIV3Schema.nullable")
-        errs.append(f.forbidden(at, "nullable cannot be true at the root"))
+        at = fe.child(path, "openAPIV3Schema.nullable")
+        errs.append(fe.forbidden(at, "nullable cannot be true at the root"))
     found, init_errs, ctx = _structural(schema, root, opts)
     spec = _Spec(
         opts.allow_defaults, opts.disallow_defaults_reason, opts.require_valid_property_type
@@ -148,7 +144,7 @@ def _structural(
     try:
         structural = new_structural(schema)
     except StructuralError as exc:
-        return [], [f.invalid(root, "", str(exc))], None
+        return [], [fe.invalid(root, "", str(exc))], None
     found = validate_structural(root, structural)
     if not found:
         found = defaults.validate_defaults(root, structural, True, opts.require_pruned_defaults)
@@ -173,20 +169,20 @@ def estimate_costs(schema: Schema, path: str, opts: Options) -> list[cel_rules.R
     spec = _Spec(
         opts.allow_defaults, opts.disallow_defaults_reason, opts.require_valid_property_type
     )
-    openapi_schema(schema, f.child(path, "openAPIV3Schema"), spec, True, opts, ctx, force_cel=True)
+    openapi_schema(schema, fe.child(path, "openAPIV3Schema"), spec, True, opts, ctx, force_cel=True)
     return list(ctx.total.observed)
 
 
 def _status_root(schema: Schema, path: str) -> list[FieldError]:
-    for go_name, wire in gojson.SCHEMA_FIELDS:
+    for go_name, wire in gofmt.SCHEMA_FIELDS:
         value = schema.get(wire)
         if value is None or value is False or value == "":
             continue
         if go_name == "Type":
             if value != "object":
                 return [
-                    f.invalid(
-                        f.child(path, "openAPIV3Schema.type"),
+                    fe.invalid(
+                        fe.child(path, "openAPIV3Schema.type"),
                         value,
                         'only "object" is allowed as the type at the root of the schema if the '
                         "status subresource is enabled",
@@ -196,9 +192,9 @@ def _status_root(schema: Schema, path: str) -> list[FieldError]:
         if go_name not in _ROOT_ALLOWED_WITH_STATUS:
             allowed = "[" + " ".join(_ROOT_ALLOWED_WITH_STATUS) + "]"
             return [
-                f.invalid(
-                    f.child(path, "openAPIV3Schema"),
-                    gojson.schema_props(schema),
+                fe.invalid(
+                    fe.child(path, "openAPIV3Schema"),
+                    gofmt.schema_props(schema),
                     f"only {allowed} fields are allowed at the root of the schema if the status "
                     "subresource is enabled",
                 )
@@ -238,11 +234,11 @@ def _shape(schema: Schema, path: str) -> list[FieldError]:
     errs = []
     if schema.get("uniqueItems"):
         detail = "uniqueItems cannot be set to true since the runtime complexity becomes quadratic"
-        errs.append(f.forbidden(f.child(path, "uniqueItems"), detail))
+        errs.append(fe.forbidden(fe.child(path, "uniqueItems"), detail))
     additional = schema.get("additionalProperties")
     if schema.get("properties") and (additional is False or isinstance(additional, Mapping)):
         detail = "additionalProperties and properties are mutual exclusive"
-        errs.append(f.forbidden(f.child(path, "additionalProperties"), detail))
+        errs.append(fe.forbidden(fe.child(path, "additionalProperties"), detail))
     return errs
 
 
@@ -254,22 +250,22 @@ def _children(
 ) -> Iterator[Child]:
     """The nodes below ``schema`` in upstream's order, with what each inherits."""
     yield from _object_children(schema, path, spec, is_root, ctx)
-    yield schema.get("not"), f.child(path, "not"), spec, None
+    yield schema.get("not"), fe.child(path, "not"), spec, None
     for key in ("allOf", "oneOf", "anyOf"):
         for i, clause in enumerate(schema.get(key) or []):
-            yield clause, f.index(f.child(path, key), i), spec, None
+            yield clause, fe.index(fe.child(path, key), i), spec, None
     for name in sorted(schema.get("definitions") or {}):
-        yield schema["definitions"][name], f.key(f.child(path, "definitions"), name), spec, None
+        yield schema["definitions"][name], fe.key(fe.child(path, "definitions"), name), spec, None
     yield from _items_children(schema, path, spec, ctx)
     for name in sorted(schema.get("patternProperties") or {}):
-        sub_path = f.key(f.child(path, "patternProperties"), name)
+        sub_path = fe.key(fe.child(path, "patternProperties"), name)
         yield schema["patternProperties"][name], sub_path, spec, None
     if isinstance(schema.get("additionalItems"), Mapping):
-        yield schema["additionalItems"], f.child(path, "additionalItems"), spec, None
+        yield schema["additionalItems"], fe.child(path, "additionalItems"), spec, None
     for name in sorted(schema.get("dependencies") or {}):
         dependency = schema["dependencies"][name]
         if isinstance(dependency, Mapping):
-            yield dependency, f.key(f.child(path, "dependencies"), name), spec, None
+            yield dependency, fe.key(fe.child(path, "dependencies"), name), spec, None
 
 
 def _object_children(
@@ -284,9 +280,9 @@ def _object_children(
                 "inside additionalProperties applying to object metadata"
             )
         sub_ctx = ctx.child(sub, ("additional", "")) if ctx else None
-        yield sub, f.child(path, "additionalProperties"), sub_spec, sub_ctx
+        yield sub, fe.child(path, "additionalProperties"), sub_spec, sub_ctx
     properties = schema.get("properties") or {}
-    for name in sorted(properties):
+    for name in sorted(properties):  # upstream walks a Go map, in an order that varies
         sub_spec = spec
         if schema.get("x-kubernetes-map-type") not in (None, "granular", "atomic"):
             sub_spec = sub_spec.forbid_old_self(path)
@@ -295,7 +291,7 @@ def _object_children(
             if is_root:
                 sub_spec = sub_spec.forbid_defaults(f"in top-level {name}")
         sub_ctx = ctx.child(dict(properties[name]), ("property", name)) if ctx else None
-        yield properties[name], f.key(f.child(path, "properties"), name), sub_spec, sub_ctx
+        yield properties[name], fe.key(fe.child(path, "properties"), name), sub_spec, sub_ctx
 
 
 def _items_children(
@@ -306,12 +302,12 @@ def _items_children(
         return
     # only the items of a list-type map correlate with their old values
     sub_spec = spec if schema.get("x-kubernetes-list-type") == "map" else spec.forbid_old_self(path)
-    items_path = f.child(path, "items")
+    items_path = fe.child(path, "items")
     if isinstance(items, list):
         yield None, items_path, sub_spec, ctx.child(None, ("items", "")) if ctx else None
         for i, item in enumerate(items):
             item_ctx = ctx.child(dict(item), ("items", "")) if ctx else None
-            yield item, f.index(items_path, i), sub_spec, item_ctx
+            yield item, fe.index(items_path, i), sub_spec, item_ctx
     else:
         yield items, items_path, sub_spec, ctx.child(dict(items), ("items", "")) if ctx else None
 
@@ -321,12 +317,12 @@ def _standard(schema: Schema, path: str, spec: _Spec) -> list[FieldError]:
     errs: list[FieldError] = []
     typ = schema.get("type") or ""
     if spec.require_valid_property_type and typ and typ not in OPENAPI_V3_TYPES:
-        errs.append(f.not_supported(f.child(path, "type"), typ, OPENAPI_V3_TYPES))
+        errs.append(fe.not_supported(fe.child(path, "type"), typ, OPENAPI_V3_TYPES))
     if schema.get("default") is not None and not spec.allow_defaults:
         detail = "must not be set" + (
             " " + spec.disallow_defaults_reason if spec.disallow_defaults_reason else ""
         )
-        errs.append(f.forbidden(f.child(path, "default"), detail))
+        errs.append(fe.forbidden(fe.child(path, "default"), detail))
     unsupported = [
         ("id", bool(schema.get("id")), "id is not supported"),
         (
@@ -354,5 +350,5 @@ def _standard(schema: Schema, path: str, spec: _Spec) -> list[FieldError]:
             "must not be used inside of resource meta",
         ),
     ]
-    errs += [f.forbidden(f.child(path, name), detail) for name, bad, detail in unsupported if bad]
+    errs += [fe.forbidden(fe.child(path, name), detail) for name, bad, detail in unsupported if bad]
     return errs

@@ -1,12 +1,8 @@
-"""Schema validation of a custom resource, reported as kube-apiserver reports it.
+"""Schema validation of a custom resource and its ratcheting, reported as field errors.
 
-Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/validation``:
-``validation.go`` (``ValidateCustomResource[Update]`` and the mapping of kube-openapi's
-errors to field errors: ``Required value``, ``Unsupported value``, ``Too long``, ``Too
-many``, ``Invalid value: "string": spec.x in body must be of type integer: "string"``;
-a plain error lands at ``<nil>``) and ``ratcheting.go`` (on update, a node whose value
-equals the old one reports its errors as warnings, not errors). The validator itself is
-:mod:`.openapi_validate`; the correlation of old and new, :mod:`.ratcheting`.
+Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/validation/validation.go``
+(``ValidateCustomResource[Update]``, ``kubeOpenAPIResultToFieldErrors``: a plain error lands
+at ``<nil>``) and ``ratcheting.go`` (errors in a value an update left unchanged are warnings).
 """
 
 from __future__ import annotations
@@ -80,11 +76,12 @@ class Ratcheting:
 
 
 class SchemaCheck:
-    """``NewSchemaValidator`` for one schema (compiled once), with create and update."""
+    """``NewSchemaValidator`` for one schema (compiled once), with create and update;
+    ``converted=False``: ``NewSchemaValidatorFromOpenAPI(s.ToKubeOpenAPI())``, a default's."""
 
-    def __init__(self, raw: dict[str, Any]) -> None:
+    def __init__(self, raw: dict[str, Any], *, converted: bool = True) -> None:
         self.raw = raw
-        self.node = compile_schema(raw)
+        self.node = compile_schema(raw, converted=converted)
 
     def validate(self, value: Any, base: str | None = None) -> list[fe.FieldError]:
         """``ValidateCustomResource``: errors at paths under ``base`` (None: the root)."""

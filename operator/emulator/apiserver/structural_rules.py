@@ -1,11 +1,8 @@
 """What makes a schema structural: kube-apiserver's ``ValidateStructural``.
 
-Pure layer. Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/validation.go``
-(the invariants) and ``complete.go`` (every value validation has a structural counterpart).
-The trap this guards: with ``x-kubernetes-int-or-string: true`` the only ``anyOf`` exempt
-from "must be empty to be structural" is exactly ``[{type: integer}, {type: string}]``
-(upstream compares with ``reflect.DeepEqual``): a ``minimum`` or ``pattern`` inside it
-makes the whole CRD non-structural, and every cluster refuses it.
+Ports apiextensions-apiserver v0.36.3 ``pkg/apiserver/schema/validation.go`` and
+``complete.go``. The trap: with ``x-kubernetes-int-or-string`` the only ``anyOf`` allowed is
+exactly ``[{type: integer}, {type: string}]``; a ``minimum`` inside it gets a CRD refused.
 """
 
 from __future__ import annotations
@@ -14,8 +11,9 @@ import dataclasses
 from dataclasses import dataclass
 from enum import Enum
 
-from disagg_operator.emulator.apiserver import field, goregex
-from disagg_operator.emulator.apiserver.field import FieldError
+from disagg_operator.emulator.apiserver import fielderrors as fe
+from disagg_operator.emulator.apiserver import goregex
+from disagg_operator.emulator.apiserver.fielderrors import FieldError
 from disagg_operator.emulator.apiserver.structural import (
     Extensions,
     Generic,
@@ -61,19 +59,17 @@ def invariants(s: Structural | None, lvl: Level, path: str, opts: Options) -> li
         return []
     errs: list[FieldError] = []
     if s.type == "array" and s.items is None:
-        errs.append(field.required(field.child(path, "items"), "must be specified"))
-    errs += invariants(s.items, Level.ITEM, field.child(path, "items"), opts)
+        errs.append(fe.required(fe.child(path, "items"), "must be specified"))
+    errs += invariants(s.items, Level.ITEM, fe.child(path, "items"), opts)
     for name, prop in s.props().items():
         errs += invariants(prop, Level.FIELD, _prop(path, name), opts)
     if s.additional_properties is not None:
         if lvl is Level.ROOT:
             errs.append(
-                field.forbidden(
-                    field.child(path, "additionalProperties"), "must not be used at the root"
-                )
+                fe.forbidden(fe.child(path, "additionalProperties"), "must not be used at the root")
             )
         if s.additional_properties.structural is not None:
-            sub = field.child(path, "additionalProperties")
+            sub = fe.child(path, "additionalProperties")
             errs += invariants(s.additional_properties.structural, Level.FIELD, sub, opts)
     errs += _extensions(s.extensions, path)
     skip_any_of = _is_int_or_string_any_of(s)
@@ -84,35 +80,31 @@ def invariants(s: Structural | None, lvl: Level, path: str, opts: Options) -> li
 
 
 def _prop(path: str, name: str) -> str:
-    return field.key(field.child(path, "properties"), name)
+    return fe.key(fe.child(path, "properties"), name)
 
 
 def _type_rules(s: Structural, lvl: Level, path: str) -> list[FieldError]:
     x = s.extensions
-    type_path = field.child(path, "type")
+    type_path = fe.child(path, "type")
     errs: list[FieldError] = []
     if x.embedded_resource and s.type != "object":
         detail = "must be object if x-kubernetes-embedded-resource is true"
-        error = (
-            field.invalid(type_path, s.type, detail)
-            if s.type
-            else field.required(type_path, detail)
-        )
+        error = fe.invalid(type_path, s.type, detail) if s.type else fe.required(type_path, detail)
         errs.append(error)
     elif not s.type and not x.int_or_string and not x.preserve_unknown_fields:
-        errs.append(field.required(type_path, f"must not be empty {_WHERE[lvl]}"))
+        errs.append(fe.required(type_path, f"must not be empty {_WHERE[lvl]}"))
     if x.embedded_resource and s.additional_properties is not None:
         detail = "must not be used if x-kubernetes-embedded-resource is set"
-        errs.append(field.forbidden(field.child(path, "additionalProperties"), detail))
+        errs.append(fe.forbidden(fe.child(path, "additionalProperties"), detail))
     if lvl is Level.ROOT and s.type and s.type != "object":
-        errs.append(field.invalid(type_path, s.type, "must be object at the root"))
+        errs.append(fe.invalid(type_path, s.type, "must be object at the root"))
     errs += _resource_meta(s, lvl, path)
     if x.embedded_resource and not x.preserve_unknown_fields and not s.props():
         detail = (
             "must not be empty if x-kubernetes-embedded-resource is true without "
             "x-kubernetes-preserve-unknown-fields"
         )
-        errs.append(field.required(field.child(path, "properties"), detail))
+        errs.append(fe.required(fe.child(path, "properties"), detail))
     return errs
 
 
@@ -128,7 +120,7 @@ def _resource_meta(s: Structural, lvl: Level, path: str) -> list[FieldError]:
     check = lvl is Level.ROOT or s.extensions.embedded_resource
     props = s.props()
     errs = [
-        field.invalid(field.child(_prop(path, name), "type"), props[name].type, "must be string")
+        fe.invalid(fe.child(_prop(path, name), "type"), props[name].type, "must be string")
         for name in ("kind", "apiVersion")
         if name in props and check and props[name].type != "string"
     ]
@@ -141,7 +133,7 @@ def _metadata(s: Structural, check: bool, lvl: Level, path: str) -> list[FieldEr
     """``validateStructuralMetadataInvariants``: at the root only name and generateName."""
     errs: list[FieldError] = []
     if check and s.type != "object":
-        errs.append(field.invalid(field.child(path, "type"), s.type, "must be object"))
+        errs.append(fe.invalid(fe.child(path, "type"), s.type, "must be object"))
     if lvl is Level.ROOT:
         props = s.props()
         names = {"name", "generateName"} & set(props)
@@ -153,7 +145,7 @@ def _metadata(s: Structural, check: bool, lvl: Level, path: str) -> list[FieldEr
         )
         if trimmed != Structural(value_validation=ValueValidation()):
             errs.append(
-                field.forbidden(
+                fe.forbidden(
                     path,
                     "must not specify anything other than name and generateName, but "
                     "metadata is implicitly specified",
@@ -177,16 +169,16 @@ def _extensions(x: Extensions, path: str) -> list[FieldError]:
     errs: list[FieldError] = []
     if x.int_or_string and x.preserve_unknown_fields:
         errs.append(
-            field.invalid(
-                field.child(path, "x-kubernetes-preserve-unknown-fields"),
+            fe.invalid(
+                fe.child(path, "x-kubernetes-preserve-unknown-fields"),
                 True,
                 "must be false if x-kubernetes-int-or-string is true",
             )
         )
     if x.int_or_string and x.embedded_resource:
         errs.append(
-            field.invalid(
-                field.child(path, "x-kubernetes-embedded-resource"),
+            fe.invalid(
+                fe.child(path, "x-kubernetes-embedded-resource"),
                 True,
                 "must be false if x-kubernetes-int-or-string is true",
             )
@@ -208,19 +200,19 @@ def _value_validation(
     no_cel = dataclasses.replace(opts, allow_nested_x_validations=False)
     if not skip_any_of:
         for i, clause in enumerate(v.any_of or []):
-            errs += _nested(clause, False, lvl, field.index(field.child(path, "anyOf"), i), no_cel)
+            errs += _nested(clause, False, lvl, fe.index(fe.child(path, "anyOf"), i), no_cel)
     for i, clause in enumerate(v.all_of or []):
         skip = skip_first_all_of_any_of and i == 0
-        errs += _nested(clause, skip, lvl, field.index(field.child(path, "allOf"), i), opts)
+        errs += _nested(clause, skip, lvl, fe.index(fe.child(path, "allOf"), i), opts)
     for i, clause in enumerate(v.one_of or []):
-        errs += _nested(clause, False, lvl, field.index(field.child(path, "oneOf"), i), no_cel)
-    errs += _nested(v.not_, False, lvl, field.child(path, "not"), no_cel)
+        errs += _nested(clause, False, lvl, fe.index(fe.child(path, "oneOf"), i), no_cel)
+    errs += _nested(v.not_, False, lvl, fe.child(path, "not"), no_cel)
     if v.pattern:
         problem = goregex.compile_error(v.pattern)
         if problem is not None:
             errs.append(
-                field.invalid(
-                    field.child(path, "pattern"),
+                fe.invalid(
+                    fe.child(path, "pattern"),
                     v.pattern,
                     f"must be a valid regular expression, but isn't: {problem}",
                 )
@@ -235,21 +227,21 @@ def _nested(
     if v is None:
         return []
     errs = _value_validation(v.value_validation, skip_any_of, False, lvl, path, opts)
-    errs += _nested(v.items, False, lvl, field.child(path, "items"), opts)
+    errs += _nested(v.items, False, lvl, fe.child(path, "items"), opts)
     for name, prop in (v.properties or {}).items():
         errs += _nested(prop, False, Level.FIELD, _prop(path, name), opts)
     g = v.forbidden_generics
     if g.type:
-        errs.append(field.forbidden(field.child(path, "type"), "must be empty to be structural"))
-    ap_path = field.child(path, "additionalProperties")
+        errs.append(fe.forbidden(fe.child(path, "type"), "must be empty to be structural"))
+    ap_path = fe.child(path, "additionalProperties")
     if v.additional_properties is not None and not opts.allow_nested_additional_properties:
-        errs.append(field.forbidden(ap_path, "must be undefined to be structural"))
+        errs.append(fe.forbidden(ap_path, "must be undefined to be structural"))
     else:
         errs += _nested(v.additional_properties, False, lvl, ap_path, opts)
     errs += _forbidden_fields(v, path, opts)
     if "metadata" in (v.properties or {}):
         errs.append(
-            field.forbidden(_prop(path, "metadata"), "must not be specified in a nested context")
+            fe.forbidden(_prop(path, "metadata"), "must not be specified in a nested context")
         )
     return errs
 
@@ -277,7 +269,7 @@ def _forbidden_fields(v: NestedValueValidation, path: str, opts: Options) -> lis
             "must be empty to be structural",
         ),
     ]
-    return [field.forbidden(field.child(path, name), detail) for name, bad, detail in checks if bad]
+    return [fe.forbidden(fe.child(path, name), detail) for name, bad, detail in checks if bad]
 
 
 def metadata_invariants(metadata: Structural) -> list[FieldError]:
@@ -301,7 +293,7 @@ def completeness(s: Structural | None, path: str, opts: Options) -> list[FieldEr
 
 
 def _missing(s_path: str, v_path: str) -> list[FieldError]:
-    return [field.required(s_path, f"because it is defined in {v_path}")]
+    return [fe.required(s_path, f"because it is defined in {v_path}")]
 
 
 def _value_completeness(
@@ -311,10 +303,10 @@ def _value_completeness(
         return []
     if s is None:
         return _missing(s_path, v_path)
-    errs = _nested_completeness(v.not_, s, s_path, field.child(v_path, "not"), opts)
+    errs = _nested_completeness(v.not_, s, s_path, fe.child(v_path, "not"), opts)
     for name, clauses in (("allOf", v.all_of), ("anyOf", v.any_of), ("oneOf", v.one_of)):
         for i, clause in enumerate(clauses or []):
-            sub = field.index(field.child(v_path, name), i)
+            sub = fe.index(fe.child(v_path, name), i)
             errs += _nested_completeness(clause, s, s_path, sub, opts)
     return errs
 
@@ -328,10 +320,10 @@ def _nested_completeness(
         return _missing(s_path, v_path)
     errs = _value_completeness(v.value_validation, s, s_path, v_path, opts)
     errs += _nested_completeness(
-        v.items, s.items, field.child(s_path, "items"), field.child(v_path, "items"), opts
+        v.items, s.items, fe.child(s_path, "items"), fe.child(v_path, "items"), opts
     )
     ap = s.additional_properties.structural if s.additional_properties else None
-    ap_path = field.child(s_path, "additionalProperties")
+    ap_path = fe.child(s_path, "additionalProperties")
     for name, v_prop in (v.properties or {}).items():
         v_sub = _prop(v_path, name)
         if name in s.props():
@@ -341,6 +333,6 @@ def _nested_completeness(
         else:
             errs += _nested_completeness(v_prop, ap, ap_path, v_sub, opts)
     if v.additional_properties is not None and opts.allow_nested_additional_properties:
-        v_sub = field.child(v_path, "additionalProperties")
+        v_sub = fe.child(v_path, "additionalProperties")
         errs += _nested_completeness(v.additional_properties, ap, ap_path, v_sub, opts)
     return errs

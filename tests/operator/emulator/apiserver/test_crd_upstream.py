@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 from disagg_operator.emulator.apiserver import cel_rules, crd, crd_spec, defaults, fieldpath
 from disagg_operator.emulator.apiserver.cel_compile import compile_rules
 from disagg_operator.emulator.apiserver.cel_types import schema_decl_type
-from disagg_operator.emulator.apiserver.field import FieldError
+from disagg_operator.emulator.apiserver.fielderrors import FieldError
 from disagg_operator.emulator.apiserver.schema_rules import (
     Options,
     validate_openapi_schema,
@@ -76,8 +76,8 @@ def _disagreement(expected: list[dict[str, str]], got: list[FieldError]) -> str:
     for want in expected:
         for error in unmatched:
             if (
-                error.type.value == want["type"]
-                and error.path == want["path"]
+                error.type == want["type"]
+                and error.field == want["path"]
                 and want.get("contains", "") in str(error)
             ):
                 unmatched.remove(error)
