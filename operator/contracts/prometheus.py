@@ -99,3 +99,25 @@ PROMETHEUS_RULE_SHAPE = shape.resource(
         }
     ),
 )
+# What the chart writes of a ServiceMonitor (charts/disagg/templates/servicemonitor.yaml,
+# the operator's own metrics; the operator renders none).
+SERVICE_MONITOR_SHAPE = shape.resource(
+    f"{_CRDS}/monitoring.coreos.com_servicemonitors.yaml",
+    shape.obj(
+        {
+            "selector": shape.obj({"matchLabels": shape.string_map()}),
+            "namespaceSelector": shape.obj({"matchNames": shape.array(shape.string())}),
+            "endpoints": shape.array(
+                shape.obj(
+                    {
+                        "port": shape.string(),
+                        "path": shape.string(),
+                        "interval": _DURATION,
+                        "scrapeTimeout": _DURATION,
+                    }
+                )
+            ),
+        },
+        required=["endpoints", "selector"],
+    ),
+)

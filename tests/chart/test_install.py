@@ -70,8 +70,6 @@ async def test_install_all_namespaces_mode(emulator: Emulator, kubeconfig_path: 
 async def test_install_namespaced_mode_with_every_value(
     emulator: Emulator, kubeconfig_path: Path
 ) -> None:
-    # prometheus-operator's kind, as a cluster with it installed would serve it.
-    emulator.register("monitoring.coreos.com/v1/servicemonitors", "ServiceMonitor")
     release = await _install(kubeconfig_path, FULL_VALUES)
     assert release["status"] == "deployed", release
     roles = "rbac.authorization.k8s.io/v1/roles"

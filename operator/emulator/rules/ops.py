@@ -238,6 +238,9 @@ _OTHERS: dict[str, tuple[str, bool, tuple[str, ...], tuple[str, ...]]] = {
     "events.k8s.io/v1/events": ("Event", True, (), ("ev",)),
     "apps/v1/deployments": ("Deployment", True, ("status", "scale"), ("deploy",)),
     "discovery.k8s.io/v1/endpointslices": ("EndpointSlice", True, (), ()),
+    # the chart's ServiceMonitor (metrics.serviceMonitor.enabled), checked by its contract's
+    # shape as the operator's own CRD kinds are (contracts.prometheus)
+    "monitoring.coreos.com/v1/servicemonitors": ("ServiceMonitor", True, (), ("smon",)),
     "rbac.authorization.k8s.io/v1/roles": ("Role", True, (), ()),
     "rbac.authorization.k8s.io/v1/rolebindings": ("RoleBinding", True, (), ()),
     "rbac.authorization.k8s.io/v1/clusterroles": ("ClusterRole", False, (), ()),

@@ -28,6 +28,7 @@ SHAPES: dict[tuple[str, str], shape.Schema] = {
     (lws.API_VERSION, lws.KIND): lws.SHAPE,
     (prometheus.API_VERSION, "PodMonitor"): prometheus.POD_MONITOR_SHAPE,
     (prometheus.API_VERSION, "PrometheusRule"): prometheus.PROMETHEUS_RULE_SHAPE,
+    (prometheus.API_VERSION, "ServiceMonitor"): prometheus.SERVICE_MONITOR_SHAPE,
     (inference_pool.API_VERSION, inference_pool.KIND): inference_pool.SHAPE,
 }
 

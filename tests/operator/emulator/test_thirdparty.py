@@ -19,6 +19,7 @@ import yaml
 from disagg_operator.contracts import inference_pool, lws, prometheus
 from disagg_operator.emulator.rules import builtin, thirdparty
 from disagg_operator.render.objects import render
+from tests.chart import chartkit
 from tests.operator.builders import EXAMPLES, ROOT, body, example, spanning, vllm_gpu_cpu
 
 KEY = "k" * 32
@@ -77,7 +78,8 @@ def _pool() -> dict[str, Any]:
 
 def test_every_third_party_object_render_makes_passes_its_shape() -> None:
     rendered = _rendered()
-    assert {o["kind"] for o in rendered} == {k for _, k in thirdparty.SHAPES}
+    chart_only = {"ServiceMonitor"}  # the chart writes it, the operator never does
+    assert {o["kind"] for o in rendered} == {k for _, k in thirdparty.SHAPES} - chart_only
     for obj in rendered:
         assert thirdparty.check(obj) == NONE, (obj["kind"], obj["metadata"]["name"])
 
@@ -228,7 +230,21 @@ def test_each_shape_names_its_contracts_release_and_crd_file() -> None:
             inference_pool.MIN_VERSION,
             inference_pool.CRD,
         ],
+        "ServiceMonitor": [
+            "prometheus-operator/prometheus-operator",
+            prometheus.MIN_VERSION,
+            "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",
+        ],
     }
+
+
+def test_the_charts_service_monitor_passes_its_shape() -> None:
+    values = {"metrics": {"service": {"enabled": True}, "serviceMonitor": {"enabled": True}}}
+    objects = chartkit.parse(chartkit.render_files(chartkit.load(), values))
+    (monitor,) = [o for o in objects if o["kind"] == "ServiceMonitor"]
+    assert thirdparty.check(monitor) == NONE
+    monitor["spec"]["endpoints"][0]["interval"] = "often"
+    assert thirdparty.check(monitor).invalid
 
 
 def test_every_object_a_shape_lists_the_fields_of_is_closed() -> None:
