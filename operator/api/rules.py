@@ -17,7 +17,6 @@ from typing import NamedTuple
 from disagg_operator.api.problems import Problem
 from disagg_worker.core import ucx
 
-
 # A rule reads a field only under has() where its object's CRD default ({}) lacks it: the
 # API server runs every rule on each default as written, before nested defaults apply
 # (apiextensions-apiserver v0.36.3 pkg/apiserver/schema/defaulting/validation.go), and
