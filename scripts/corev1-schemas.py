@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Write operator/api/corev1.json: the core/v1 shapes the spec passes through to pods
-(and networking/v1's NetworkPolicyPeer),
+"""Write operator/disagg_operator/api/corev1.json: the core/v1 shapes the spec passes
+through to pods (and networking/v1's NetworkPolicyPeer),
 as structural schemas, from Kubernetes' own OpenAPI definitions at one named version.
 
 The definitions come from kubernetes-validate's offline copy (a dev dependency): the
@@ -42,7 +42,7 @@ TYPES = (
     "Volume",
     "VolumeMount",
 )
-OUT = Path(__file__).resolve().parent.parent / "operator/api/corev1.json"
+OUT = Path(__file__).resolve().parent.parent / "operator/disagg_operator/api/corev1.json"
 _PREFIX = "io.k8s.api.core.v1."
 _KEEP = {"type", "properties", "items", "additionalProperties", "required", "enum", "format"}
 _FORMATS = {"int32", "int64", "double", "byte", "date-time"}

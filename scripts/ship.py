@@ -17,7 +17,6 @@ Standard library only: it runs in the image build's wheel stage.
 from __future__ import annotations
 
 import ast
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {"disagg_operator": "operator", "disagg_worker": "worker"}
+FOLDERS = {"disagg_operator": "operator/disagg_operator", "disagg_worker": "worker/disagg_worker"}
 
 
 def config(root: Path = ROOT) -> dict[str, Any]:
@@ -114,9 +113,8 @@ def shipped(image: str, root: Path = ROOT) -> list[str]:
 
 def stage(image: str, out: Path, root: Path = ROOT) -> list[str]:
     """Write the source tree of ``image``'s wheel to ``out``: its modules in their folders
-    and pyproject.toml listing only their packages. The modules, by import name."""
+    and pyproject.toml. The modules, by import name."""
     modules = shipped(image, root)
-    packages = sorted({m for m in modules if file_of(m, root).name == "__init__.py"})  # type: ignore[union-attr]
     for module in modules:
         source = file_of(module, root)
         assert source is not None
@@ -130,11 +128,8 @@ def stage(image: str, out: Path, root: Path = ROOT) -> list[str]:
                 rel = data.relative_to(root)
                 if (out / rel.parent).is_dir():
                     shutil.copy2(data, out / rel)
-    text = (root / "pyproject.toml").read_text()
-    listed = "packages = [\n" + "".join(f'    "{p}",\n' for p in packages) + "]"
-    text, n = re.subn(r"(?ms)^packages = \[\n.*?^\]", listed, text, count=1)
-    assert n == 1, "pyproject.toml: no [tool.setuptools] packages list"
-    (out / "pyproject.toml").write_text(text)
+    # setuptools finds the packages staged (pyproject.toml lists none)
+    shutil.copy2(root / "pyproject.toml", out / "pyproject.toml")
     return modules
 
 

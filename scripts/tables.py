@@ -29,8 +29,8 @@ Where each column comes from (the files are parsed, nothing is imported):
   I/O; ``Effectful layer``: effectful), ``X shell`` is ``X shell``; none said is I/O. A
   package that is not pure shows the layers of the modules directly in it.
 - used by: the subsystems (folders of ``operator/``; a top-level module is its own) whose
-  modules outside ``operator/engines/`` read the attribute off an engine, each with those
-  modules. An engine is recognised by its spelling, no type is inferred: ``X.attr`` counts
+  modules outside ``disagg_operator.engines`` read the attribute off an engine, each with
+  those modules. An engine is recognised by its spelling, no type is inferred: ``X.attr`` counts
   where X's source says ``engine`` (``engine.local``, ``settings.engine(spec).volumes``)
   or X is a name a loop takes from such an expression (``for n, e in engines.items()``),
   and a call of a function of engines/base.py counts as the reads in that function
@@ -58,7 +58,7 @@ import ship
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = "scripts/tables.py"
 COMMAND = f"{SCRIPT} --write"
-ENGINE = "operator/engines/base.py"
+ENGINE = "operator/disagg_operator/engines/base.py"
 ARCH = "docs/architecture.md"
 PURE = "Pure packages import no I/O libraries"
 # Engine attributes not traced: every object has a ``name`` (an engine's process too, in a
@@ -241,8 +241,8 @@ def readers(names: frozenset[str], root: Path = ROOT) -> dict[str, dict[str, set
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     helpers = {f.name: _engine_reads(f, names, {}) for f in functions}
     found: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for path in sorted((root / "operator").rglob("*.py")):
-        parts = path.relative_to(root / "operator").with_suffix("").parts
+    for path in sorted((root / "operator" / "disagg_operator").rglob("*.py")):
+        parts = path.relative_to(root / "operator" / "disagg_operator").with_suffix("").parts
         # a read names an engine: a file that never says "engine" has none
         if parts[0] != "engines" and "engine" in path.read_text():
             for attr in _engine_reads(parse(path), names, helpers):

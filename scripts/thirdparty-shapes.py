@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hold each third-party shape (operator/contracts: LeaderWorkerSet, PodMonitor,
+"""Hold each third-party shape (operator/disagg_operator/contracts: LeaderWorkerSet, PodMonitor,
 PrometheusRule, InferencePool) to the upstream CRD it names, and what render writes to
 those CRDs themselves. A development check: the CRDs are read from clones of the
 upstream repositories, at the tag each shape's ``$comment`` names, never copied here.

@@ -26,7 +26,7 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 def _copy_tree(tmp_path: Path) -> Path:
     for folder, name in (("operator", "disagg_operator"), ("worker", "disagg_worker")):
         shutil.copytree(
-            ROOT / folder, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__")
+            ROOT / folder / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__")
         )
     return tmp_path
 

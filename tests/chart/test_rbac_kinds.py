@@ -1,4 +1,4 @@
-"""The chart's RBAC for the operator's kinds is the table of kinds (operator/api/kinds.py):
+"""The chart's RBAC for the operator's kinds is the table of kinds (disagg_operator.api.kinds):
 each child kind, the Events and the Lease get exactly the verbs the table says, in each
 API group of its versions, and nothing else of theirs. (test_rbac_minimal.py proves the
 same grants are what the real operator calls.)"""

@@ -83,12 +83,15 @@ def test_the_images_carry_this_checkout_s_code(images: dict[str, str], image: st
     """A layer cache never hands back old code: the package files in the image are this
     checkout's (`make images` passes a digest of the sources; some builders reuse a COPY
     whose files changed)."""
-    files = ["operator/cli.py", "worker/vllm/engine_idle/sitecustomize.py"]
-    site = "/opt/venv/lib/python3.11/site-packages/disagg_"
-    paths = [site + f for f in files]  # operator/ → disagg_operator/, worker/ → disagg_worker/
+    files = ["disagg_operator/cli.py", "disagg_worker/vllm/engine_idle/sitecustomize.py"]
+    site = "/opt/venv/lib/python3.11/site-packages/"
+    paths = [site + f for f in files]
     done = podman("run", "--rm", "--entrypoint=sha256sum", images[image], *paths)
     got = [line.split()[0] for line in done.stdout.splitlines()]
-    want = [hashlib.sha256((ROOT / f).read_bytes()).hexdigest() for f in files]
+    tops = {"disagg_operator": "operator", "disagg_worker": "worker"}  # folder of each
+    want = [
+        hashlib.sha256((ROOT / tops[f.split("/")[0]] / f).read_bytes()).hexdigest() for f in files
+    ]
     assert got == want
 
 

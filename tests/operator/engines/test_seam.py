@@ -1,7 +1,7 @@
 """The engine seam is enough: an engine defined here, in the tests, plugs into the
 operator through the settings alone, and render, validation, the KV key, status, the CRD
 and the local runner serve it without a line of theirs changed. And no module outside
-operator/engines/ asks which engine a spec runs."""
+operator/disagg_operator/engines/ asks which engine a spec runs."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The NIXL idle shim (worker/vllm/engine_idle/sitecustomize.py) in a fresh interpreter, as
-an engine gets it: first on PYTHONPATH, NIXL imported later by the engine's own code."""
+"""The NIXL idle shim (disagg_worker/vllm/engine_idle/sitecustomize.py) in a fresh
+interpreter, as an engine gets it: first on PYTHONPATH, NIXL imported later by the
+engine's own code."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-SHIM = Path(__file__).resolve().parents[3] / "worker" / "vllm" / "engine_idle"
+SHIM = Path(__file__).resolve().parents[3] / "worker" / "disagg_worker" / "vllm" / "engine_idle"
 # what vLLM's NixlConnector does: an agent with the UCX backend and NIXL's defaults
 AGENT = """
 import json, sys

@@ -62,7 +62,7 @@ from disagg_worker.serve.localrun import stop_children
 from disagg_worker.serve.pd.evidence import VLLM_KV_BYTES, VLLM_KV_SECONDS, vllm_sources
 from disagg_worker.vllm.rules import judge, metrics
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MANIFEST = ROOT / "examples" / "vllm-cpu.yaml"
 VOCAB = 1020  # tiny-llama's ordinary token ids: 4 .. 1023
 # decode's NIXL histograms whose sums a request's READ grows (vLLM 0.32.0 and 0.33.0,

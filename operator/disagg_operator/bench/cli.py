@@ -36,7 +36,8 @@ def main(argv: list[str]) -> int:
             print(f"  {name:9} {text}")
         return 0 if argv else 2
     if argv[0] == "e2e" and any(a in ("--engine", "--engine=vllm") for a in argv[1:]):
-        # real vLLM: the operator's rendered pods (operator/local), not the worker's engine
+        # real vLLM: the operator's rendered pods (disagg_operator.local), not the worker's
+        # engine
         argv = ["e2e-vllm", *argv[1:]]
     elif argv[0] == "e2e" and any(a.startswith("--routing") for a in argv[1:]):
         argv = ["e2e-routing", *argv[1:]]

@@ -43,7 +43,7 @@ from disagg_worker.bench.stream import MIN_TOKENS, stream_completion
 from disagg_worker.core.config import WorkerConfig
 from disagg_worker.serve.localrun import stop_children
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 QUICKSTART = ROOT / "examples" / "quickstart-cpu.yaml"
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # pod IPs: no proxy
 _VARIANT = re.compile(r"^([a-z0-9](?:[-a-z0-9]{0,14}[a-z0-9])?):(.*)$")

@@ -58,7 +58,7 @@ from disagg_worker.core.config import WorkerConfig
 from disagg_worker.serve.localrun import Child, stop_children
 from disagg_worker.transfer.handshake import load_secret
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MANIFEST = ROOT / "examples" / "quickstart-cpu.yaml"
 PHASES = ("load", "bad-peer", "restart", "release", "fuzz", "prefill-kill")
 HEALTHY_CLIENTS = 4

@@ -98,7 +98,7 @@ PER_DECODE_BOUNDS_RULE = Rule(
     "!has(self.max) || self.min <= self.max",
     "spec.prefill.perDecode.min: exceeds spec.prefill.perDecode.max; lower min or raise max",
 )
-# Autoscaling (operator/api/autoscaling.py).
+# Autoscaling (operator/disagg_operator/api/autoscaling.py).
 AUTOSCALING_BOUNDS_RULE = Rule(
     "self.min <= self.max",
     "spec.autoscaling.<role>.min: exceeds its max; lower min or raise max",
@@ -143,7 +143,7 @@ AUTOSCALING_SCALE_RULE = Rule(
     "change spec.autoscaling.decode.min/max, set spec.autoscaling.mode: Recommend to let "
     "them act on its plan, or remove spec.autoscaling to scale by hand",
 )
-# Instances that span pods (operator/api/groups.py).
+# Instances that span pods (operator/disagg_operator/api/groups.py).
 GANG_QUEUE_RULE = Rule(
     "self.scheduler != 'Kueue' || has(self.queue)",
     "spec.gangScheduling.queue: required with Kueue: name the LocalQueue of the "
