@@ -25,7 +25,11 @@ from typing import Any
 import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {"disagg_operator": "operator/disagg_operator", "disagg_worker": "worker/disagg_worker"}
+FOLDERS = {
+    "disagg_operator": "operator/disagg_operator",
+    "disagg_worker": "worker/disagg_worker",
+    "disagg_contract": "contract/disagg_contract",
+}
 
 
 def config(root: Path = ROOT) -> dict[str, Any]:

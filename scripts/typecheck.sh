@@ -8,7 +8,7 @@ set -euo pipefail
 bin=$(cd "${1:-.venv/bin}" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-"$bin/mypy" -p disagg_operator -p disagg_worker
+"$bin/mypy" -p disagg_operator -p disagg_worker -p disagg_contract
 mapfile -t pure < <("$bin/python" -c '
 import sys, tomllib
 contracts = tomllib.load(open(sys.argv[1], "rb"))["tool"]["importlinter"]["contracts"]

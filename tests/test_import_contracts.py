@@ -21,10 +21,15 @@ from tests.support.scripts import load
 
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+FOLDERS = (
+    ("operator", "disagg_operator"),
+    ("worker", "disagg_worker"),
+    ("contract", "disagg_contract"),
+)
 
 
 def _copy_tree(tmp_path: Path) -> Path:
-    for folder, name in (("operator", "disagg_operator"), ("worker", "disagg_worker")):
+    for folder, name in FOLDERS:
         shutil.copytree(
             ROOT / folder / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__")
         )
@@ -51,13 +56,15 @@ def test_contracts_kept_on_this_tree(tmp_path: Path) -> None:
 
 PURE = "Pure packages import no I/O libraries BROKEN"
 LAYERS = "Operator subsystems are layered BROKEN"
+CONTRACT = "The contract imports neither side BROKEN"
 
 
 @pytest.mark.parametrize(
     ("module", "violation", "broken"),
     [
-        ("disagg_worker/core/config.py", "import zmq", PURE),
+        ("disagg_contract/config.py", "import zmq", PURE),
         ("disagg_operator/render/pods.py", "import asyncio", PURE),
+        ("disagg_contract/ucx.py", "import disagg_worker.serve", CONTRACT),
         ("disagg_operator/api/kinds.py", "import disagg_operator.controller.client", PURE),
         ("disagg_operator/engines/vllm/checks.py", "import disagg_operator.commands.render", PURE),
         (

@@ -33,4 +33,4 @@ def test_a_built_wheel_holds_every_package_of_the_tree(tmp_path: Path) -> None:
     shipped = {n.rpartition("/")[0].replace("/", ".") for n in names if n.endswith("/__init__.py")}
     assert _packages_in_tree() - shipped == set()
     assert "disagg_operator/api/corev1.json" in names  # package data too
-    assert "disagg_worker/vllm/engine_idle/sitecustomize.py" in names
+    assert "disagg_operator/engines/vllm/idle_shim/sitecustomize.py" in names

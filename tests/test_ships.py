@@ -101,7 +101,7 @@ def test_the_operator_image_leaves_the_tools_out_and_ships_what_it_imports() -> 
     assert "disagg_operator.controller.run" in modules
     assert not [m for m in modules if m.split(".")[1:2] in (["bench"], ["emulator"], ["local"])]
     # a worker module the operator imports ships; the data path does not
-    assert "disagg_worker.core.config" in modules
+    assert "disagg_contract.config" in modules
     assert "disagg_worker.transfer.agent" not in modules
     ours = [m for m in ship.shipped("worker") if m.startswith("disagg_operator")]
     assert ours == ["disagg_operator", "disagg_operator.bench", "disagg_operator.bench.cli",

@@ -324,7 +324,7 @@ PLATFORMS_FILE = "--platforms-file=/etc/disagg/platforms/platforms.yaml"
 
 
 def test_platforms_render_a_mounted_configmap_and_the_flag(render):
-    from disagg_worker.core import platform_file
+    from disagg_contract import platform_file
 
     objs = render({"platforms": [HPU]})
     config = one(objs, "ConfigMap")

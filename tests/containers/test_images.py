@@ -83,7 +83,7 @@ def test_the_images_carry_this_checkout_s_code(images: dict[str, str], image: st
     """A layer cache never hands back old code: the package files in the image are this
     checkout's (`make images` passes a digest of the sources; some builders reuse a COPY
     whose files changed)."""
-    files = ["disagg_operator/cli.py", "disagg_worker/vllm/engine_idle/sitecustomize.py"]
+    files = ["disagg_operator/cli.py", "disagg_operator/engines/vllm/idle_shim/sitecustomize.py"]
     site = "/opt/venv/lib/python3.11/site-packages/"
     paths = [site + f for f in files]
     done = podman("run", "--rm", "--entrypoint=sha256sum", images[image], *paths)

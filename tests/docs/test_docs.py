@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 
-from disagg_worker.core import platforms
+from disagg_contract import platforms
 from tests.chart.chartkit import ROOT
 
 DOCS = ["install.md", "heterogeneous.md", "troubleshooting.md", "security.md"]
@@ -57,7 +57,7 @@ def test_security_doc_ucx_table_matches_the_platform_table():
 
 
 def test_install_doc_platforms_example_loads_and_passes_the_schema(chart):
-    from disagg_worker.core import platform_file
+    from disagg_contract import platform_file
 
     text = (ROOT / "docs" / "install.md").read_text()
     block = re.search(r"```yaml\n(platforms:\n.*?)```", text, re.S)

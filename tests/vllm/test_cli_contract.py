@@ -125,7 +125,7 @@ def test_buffer_device_is_one_vllm_supports(body: Any, pod: Any) -> None:
     device = body["spec"][pod["metadata"]["labels"]["disagg.dev/role"]]["device"]
     argv = _argv(pod)
     buffer = json.loads(argv[argv.index("--kv-transfer-config") + 1])["kv_buffer_device"]
-    from disagg_worker.core import platforms
+    from disagg_contract import platforms
 
     row = platforms.get_platform(device).vllm_device  # rocm runs as vLLM's cuda
     assert buffer in utils._NIXL_SUPPORTED_DEVICE.get(row, ()), (
@@ -137,7 +137,7 @@ def test_the_platform_table_matches_vllms() -> None:
     """Our device → buffer-device table is vLLM's, for every device vLLM lists."""
     from vllm.distributed.kv_transfer.kv_connector.v1.nixl import utils
 
-    from disagg_worker.core import platforms
+    from disagg_contract import platforms
 
     ours = {name: set(p.buffer_devices) for name, p in platforms.platforms().items()}
     for device, buffers in utils._NIXL_SUPPORTED_DEVICE.items():

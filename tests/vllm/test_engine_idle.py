@@ -17,7 +17,14 @@ import pytest
 
 pytestmark = pytest.mark.vllm
 
-SHIM = Path(__file__).resolve().parents[2] / "worker" / "disagg_worker" / "vllm" / "engine_idle"
+SHIM = (
+    Path(__file__).resolve().parents[2]
+    / "operator"
+    / "disagg_operator"
+    / "engines"
+    / "vllm"
+    / "idle_shim"
+)
 # One vLLM SpinCondition reader and its writer over a real zmq socket; the reader waits
 # for 0.5 s of its busy window (nothing is written). Per second of the window: CPU seconds,
 # and the seconds its thread was runnable (on a CPU, or queued for one: what it would have

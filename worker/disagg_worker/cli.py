@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Any
 
-from disagg_worker.core.config import ConfigError, WorkerConfig
+from disagg_contract.config import ConfigError, WorkerConfig
 
 # flag → WorkerConfig field; every flag overrides the DISAGG_* variable of the same name.
 FLAGS: dict[str, tuple[str, type]] = {

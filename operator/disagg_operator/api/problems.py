@@ -6,7 +6,7 @@ Shared by validation and the checks of each engine's contract.
 
 from __future__ import annotations
 
-from disagg_worker.core.problems import Problem
+from disagg_contract.problems import Problem
 
 __all__ = ["InvalidSpec", "Problem"]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from disagg_contract import ucx
 from disagg_operator.api.problems import Problem
-from disagg_worker.core import ucx
 
 # A rule reads a field only under has() where its object's CRD default ({}) lacks it: the
 # API server runs every rule on each default as written, before nested defaults apply

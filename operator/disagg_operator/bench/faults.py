@@ -46,6 +46,7 @@ from typing import Any
 
 import yaml
 
+from disagg_contract.config import WorkerConfig
 from disagg_operator.bench.fault_clients import Body, Clients, flood, hung_peer, post, rss_mb
 from disagg_operator.bench.rules import fault_figures as ff
 from disagg_operator.bench.rules.fault_requests import completion, ghost_completion, prompt
@@ -54,7 +55,6 @@ from disagg_operator.local.rules.pods import LOCAL
 from disagg_operator.local.stack import Run, launch
 from disagg_operator.local.supervise import Supervisor, supervise
 from disagg_worker.bench.e2e import format_columns, progress
-from disagg_worker.core.config import WorkerConfig
 from disagg_worker.serve.localrun import Child, stop_children
 from disagg_worker.transfer.handshake import load_secret
 

@@ -34,13 +34,13 @@ from typing import Any
 
 import yaml
 
+from disagg_contract.config import WorkerConfig
 from disagg_operator.bench import iperf
 from disagg_operator.bench import pod_figures as figures
 from disagg_operator.local.podman.launch import launch_containers
 from disagg_operator.local.podman.runtime import PodRuntime
 from disagg_operator.local.stack import Run, get_json, launch, load
 from disagg_worker.bench.stream import MIN_TOKENS, stream_completion
-from disagg_worker.core.config import WorkerConfig
 from disagg_worker.serve.localrun import stop_children
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -2,7 +2,7 @@
 flags ``--platforms-file`` (extra platforms) and ``--canary-image``. Shared, so the
 operator and offline render produce the same pods.
 
-I/O shell (reads the platforms file) over the pure :mod:`disagg_worker.core.platform_file`
+I/O shell (reads the platforms file) over the pure :mod:`disagg_contract.platform_file`
 loader; the result is a :class:`~disagg_operator.engines.settings.Settings` value, passed
 on, never stored. A bad file is fatal at start (exit 2): an operator that silently dropped
 a platform would refuse every pool on it later, far from the cause.
@@ -15,8 +15,8 @@ import os
 import sys
 from pathlib import Path
 
+from disagg_contract import platform_file
 from disagg_operator.engines.settings import DEFAULT, Settings
-from disagg_worker.core import platform_file
 
 HELP = (
     "YAML/JSON list of extra platforms (name, bufferDevices, acceleratorResource, ucxTls, "

@@ -10,10 +10,10 @@ flags and env) live in each engine's folder.
 
 from __future__ import annotations
 
+from disagg_contract import platforms, ucx
+from disagg_contract.platforms import Table
 from disagg_operator.api import ROLES, DeploymentSpec
 from disagg_operator.api.rdma import Rdma
-from disagg_worker.core import platforms, ucx
-from disagg_worker.core.platforms import Table
 
 
 def buffer_device(spec: DeploymentSpec, role: str, table: Table) -> str:
@@ -69,7 +69,7 @@ def transport_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
 
 
 def tcp_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
-    """UCX's TCP settings (:data:`disagg_worker.core.ucx.TCP_SETTINGS`) for a pool that moves KV
+    """UCX's TCP settings (:data:`disagg_contract.ucx.TCP_SETTINGS`) for a pool that moves KV
     over UCX TCP: no RDMA block (over RDMA UCX_TLS drops tcp, or libfabric moves the KV)
     and a ``spec.kvTransfer.ucxTls`` that, if given, carries tcp. Every built-in
     platform's list carries tcp; a platforms file's list without it still gets them, and

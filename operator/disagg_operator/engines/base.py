@@ -17,12 +17,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from disagg_contract.pd import DEFAULT as PD_PROTOCOL
 from disagg_operator import __version__
 from disagg_operator.api import ROLES, DeploymentSpec, EngineFields
 from disagg_operator.api.problems import Problem
 from disagg_operator.api.status import Reason
 from disagg_operator.contracts.prometheus import AlertSeries
-from disagg_worker.serve.pd import DEFAULT as PD_PROTOCOL
 
 if TYPE_CHECKING:  # the settings hold the engines: a type-only import, no cycle
     from disagg_operator.engines.settings import Settings

@@ -13,12 +13,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from disagg_contract import platforms
+from disagg_contract.platforms import Platform, Table
 from disagg_operator.api import DeploymentSpec, DisaggregatedDeployment, compose, spec_model
 from disagg_operator.engines.base import Engine, spec_fields
 from disagg_operator.engines.reference.engine import Reference
 from disagg_operator.engines.vllm.engine import Vllm
-from disagg_worker.core import platforms
-from disagg_worker.core.platforms import Platform, Table
 
 # spec.engine.type → the engine; the order is the CRD's (its enum and description).
 BUILTIN_ENGINES: Mapping[str, Engine] = MappingProxyType({e.name: e for e in (Vllm(), Reference())})

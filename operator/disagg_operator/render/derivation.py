@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import sys
 
+from disagg_contract import platforms, ucx
 from disagg_operator.engines.base import Row
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render import canary
 from disagg_operator.render.pods import SHUTDOWN_MARGIN_S
-from disagg_worker.core import platforms, ucx
 
 
 def _buffer_rows(settings: Settings) -> list[Row]:

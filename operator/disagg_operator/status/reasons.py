@@ -11,10 +11,10 @@ from :data:`TABLE`.
 
 from __future__ import annotations
 
+from disagg_contract.canary import BUSY, RECOMPUTED, SLOW, UNREACHABLE
 from disagg_operator.api.status import ENGINE_VERSION_KNOWN, Reason
 from disagg_operator.engines.settings import BUILTIN_ENGINES
 from disagg_operator.planning.rollout import BLOCKED, PAUSED
-from disagg_worker.serve.rules.canary_verdict import BUSY, RECOMPUTED, SLOW, UNREACHABLE
 
 READY = "Ready"
 PROGRESSING = "Progressing"

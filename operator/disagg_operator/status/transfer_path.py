@@ -42,6 +42,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+# the reasons the canary reports, first word of its problem
+from disagg_contract.canary import BUSY, RECOMPUTED, SLOW, UNREACHABLE
 from disagg_operator.api import CANARY_PORT, LABEL_ROLE, DeploymentSpec
 from disagg_operator.derive.scaling import effective_replicas
 from disagg_operator.engines.settings import Settings
@@ -58,9 +60,6 @@ from disagg_operator.status.reasons import (
     NO_DECODE_PODS,
     TRANSFER_PATH_READY,
 )
-
-# the reasons the canary reports, first word of its problem
-from disagg_worker.serve.rules.canary_verdict import BUSY, RECOMPUTED, SLOW, UNREACHABLE
 
 REASONS = ALLOWED[TRANSFER_PATH_READY]
 MAX_LISTED = 5

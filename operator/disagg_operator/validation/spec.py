@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from disagg_contract import platforms, ucx
 from disagg_operator.api import (
     ENGINE_BEHIND_SIDECAR_PORT,
     HTTP_PORT,
@@ -41,7 +42,6 @@ from disagg_operator.derive.scaling import problems as scaling_problems
 from disagg_operator.engines.base import Engine, spec_fields
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.validation import corev1, groups, pods, rdma
-from disagg_worker.core import platforms, ucx
 
 __all__ = ["InvalidSpec", "Problem", "check", "parse"]
 

@@ -14,8 +14,8 @@ import json
 import yaml
 from prometheus_client import REGISTRY
 
+from disagg_contract.config import WorkerConfig
 from disagg_operator.api import PLURAL
-from disagg_worker.core.config import WorkerConfig
 from tests.operator.conftest import (
     DD,
     DD_PATH,

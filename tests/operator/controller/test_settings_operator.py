@@ -9,9 +9,9 @@ import contextlib
 import kmock
 import yaml
 
+from disagg_contract.platforms import Platform
 from disagg_operator.controller.run import running
 from disagg_operator.engines.settings import Settings
-from disagg_worker.core.platforms import Platform
 from tests.operator.conftest import DD_PATH, NS, ROOT, api, pods, until
 from tests.support.emulator import Emulator, serve_project_crds
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from disagg_contract import ucx
 from disagg_operator.derive import transfer
 from disagg_operator.render import objects as render
 from disagg_operator.validation import spec as validation
-from disagg_worker.core import ucx
 from tests.operator.builders import body, by_kind, env_of, role
 
 TX, RX = "UCX_TCP_TX_SEG_SIZE", "UCX_TCP_RX_SEG_SIZE"

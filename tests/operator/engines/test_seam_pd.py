@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
+from disagg_contract.config import HOSTS_FILE_ENV
 from disagg_operator.engines.settings import Settings
 from disagg_operator.local.serving import wait_healthy
 from disagg_operator.render.objects import render
-from disagg_worker.core.config import HOSTS_FILE_ENV
 from disagg_worker.serve.localrun import (
     Child,
     disagg_argv,

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from disagg_contract import platforms
 from disagg_operator.commands import render as render_cli
-from disagg_worker.core import platforms
 from tests.operator.builders import body, role
 
 GAUDI = "habana.ai/gaudi"

@@ -9,6 +9,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from disagg_contract.config import WorkerConfig
 from disagg_operator.api import HMAC_PATH, LABEL_KV_REVISION, SPEC_HASH
 from disagg_operator.contracts import llmd
 from disagg_operator.engines.settings import DEFAULT
@@ -18,7 +19,6 @@ from disagg_operator.render import crd, derivation
 from disagg_operator.render import pods as render_pods
 from disagg_operator.render.objects import render
 from disagg_operator.validation import spec as validation
-from disagg_worker.core.config import WorkerConfig
 from tests.operator import disruption
 from tests.operator.builders import GPU, ROOT, body, by_kind, env_of, role, vllm_gpu_cpu
 

@@ -37,7 +37,7 @@ def test_each_reason_is_written_once() -> None:
     names = {r.reason for r in reasons.TABLE}
     found: collections.Counter[str] = collections.Counter()
     where: dict[str, list[str]] = collections.defaultdict(list)
-    for folder in ("operator", "worker"):
+    for folder in ("operator", "worker", "contract"):
         for path in (ROOT / folder).rglob("*.py"):
             for name in _literals(path.read_text(), names):
                 found[name] += 1

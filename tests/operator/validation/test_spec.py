@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
+from disagg_contract import platforms
 from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.render import crd
 from disagg_operator.render import objects as render
 from disagg_operator.validation import spec as validation
 from disagg_operator.validation.spec import Problem
-from disagg_worker.core import platforms
 from tests.operator.builders import GPU, body, role, vllm_gpu_cpu
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from disagg_worker.core.config import WorkerConfig
+from disagg_contract.config import WorkerConfig
 from disagg_worker.model.model import BOS
 from disagg_worker.model.rules.judge import kv_mismatches
 from disagg_worker.transfer.probe import peer_meta

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from disagg_contract.presets import get_preset
 from disagg_worker.model.model import BOS
 from disagg_worker.model.rules.judge import kv_mismatches
-from disagg_worker.model.rules.presets import get_preset
 from disagg_worker.transfer.rules.ranks import rank_heads
 from tests.worker.serve.conftest import Workers, get, metric, post, wait_until
 

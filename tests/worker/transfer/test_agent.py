@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from disagg_worker.core.config import WorkerConfig
+from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer.agent import KVTransferAgent
 from disagg_worker.transfer.peer_process import alloc
 from disagg_worker.transfer.peers import PeerRef, TransferError

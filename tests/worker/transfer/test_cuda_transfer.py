@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from disagg_worker.core.config import WorkerConfig
+from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer.agent import KVTransferAgent
 from disagg_worker.transfer.copy import alloc_staging, copy_blocks
 from disagg_worker.transfer.peer_process import PrefillProcess, alloc, pattern, spawn_prefill, words

@@ -16,8 +16,8 @@ import sys
 import pytest
 import torch
 
-from disagg_worker.core import ucx
-from disagg_worker.core.config import WorkerConfig
+from disagg_contract import ucx
+from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer.agent import KVTransferAgent
 from disagg_worker.transfer.peer_process import alloc, pattern, spawn_prefill, words
 from disagg_worker.transfer.peers import PeerRef, TransferError

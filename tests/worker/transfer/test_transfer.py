@@ -20,7 +20,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from disagg_worker.core.config import WorkerConfig
+from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer import handshake
 from disagg_worker.transfer.agent import KVTransferAgent
 from disagg_worker.transfer.decode import PUSH_MARGIN_S

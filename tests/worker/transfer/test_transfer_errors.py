@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from disagg_worker.core.config import WorkerConfig
+from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer.agent import KVTransferAgent
 from disagg_worker.transfer.nixl_agent import RemotePeer
 from disagg_worker.transfer.peer_process import alloc

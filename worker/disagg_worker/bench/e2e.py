@@ -48,9 +48,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from disagg_contract.presets import tp_problem
 from disagg_worker.bench.stream import MIN_TOKENS, Streamed, spread, stream_completion
 from disagg_worker.model.model import BOS, get_preset
-from disagg_worker.model.rules.presets import tp_problem
 from disagg_worker.serve.localrun import (
     Child,
     disagg_argv,

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from disagg_worker.core.config import WorkerConfig
+from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer.agent import KVTransferAgent
 from disagg_worker.transfer.decode import DecodeReader
 from disagg_worker.transfer.peer_process import alloc, fill, spawn_prefill, words

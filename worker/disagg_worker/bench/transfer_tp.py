@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from disagg_worker.core.config import WorkerConfig
+from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer.peer_process import PrefillProcess, alloc, pattern, spawn_prefill, words
 from disagg_worker.transfer.rules.layout import KVLayout
 from disagg_worker.transfer.rules.ranks import rank_heads, sources

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from disagg_contract.presets import PRESETS, ModelSpec, get_preset, tp_problem
 from disagg_worker.model.kvcache import PagedKVCache
-from disagg_worker.model.rules.presets import PRESETS, ModelSpec, get_preset, tp_problem
 from disagg_worker.transfer.rules.layout import KVLayout
 from disagg_worker.transfer.rules.ranks import rank_heads
 

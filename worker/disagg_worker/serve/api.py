@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from disagg_worker.core.config import WorkerConfig
+from disagg_contract.config import WorkerConfig
 from disagg_worker.serve.rules.limits import shown
 from disagg_worker.serve.rules.openai import OpenAIError
 

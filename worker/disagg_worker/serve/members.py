@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 
-from disagg_worker.core.config import WorkerConfig
+from disagg_contract.config import WorkerConfig
 from disagg_worker.serve.collective import group_ports
 from disagg_worker.serve.localrun import die_with_parent
 from disagg_worker.serve.tp import STOP_WAIT_S, rank_env

@@ -20,7 +20,7 @@ from typing import Any
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
-from disagg_worker.core.config import HOSTS_FILE_ENV
+from disagg_contract.config import HOSTS_FILE_ENV
 
 ENV = HOSTS_FILE_ENV
 _read: dict[str, tuple[tuple[int, int], dict[str, list[str]]]] = {}  # path → (stamp, table)

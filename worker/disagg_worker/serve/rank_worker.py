@@ -25,7 +25,7 @@ from typing import Any
 import torch.distributed as dist
 import zmq
 
-from disagg_worker.core.config import WorkerConfig
+from disagg_contract.config import WorkerConfig
 from disagg_worker.model.kvcache import PagedKVCache
 from disagg_worker.model.model import ReferenceModel, Shard, get_preset, kv_layout
 from disagg_worker.serve.collective import (

@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from disagg_worker.core.config import WorkerConfig
+from disagg_contract.config import WorkerConfig
 from disagg_worker.model.kvcache import BlockAllocator, PagedKVCache
 from disagg_worker.model.model import (
     VOCAB_SIZE,

@@ -38,7 +38,7 @@ from typing import Any
 
 import zmq
 
-from disagg_worker.core.config import WorkerConfig
+from disagg_contract.config import WorkerConfig
 from disagg_worker.serve.collective import (
     ENGINE_ID_KEY,
     INCARNATION_KEY,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from disagg_worker.core.config import WorkerConfig
+from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer.decode import DEFAULT_POST_MODE, DecodeReader
 from disagg_worker.transfer.holder import ReleaseCallback
 from disagg_worker.transfer.nixl_agent import PostMode

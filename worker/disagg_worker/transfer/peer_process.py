@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from disagg_worker.core.config import WorkerConfig
+from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer.rules.layout import KVLayout
 
 _GOLDEN = 2654435761

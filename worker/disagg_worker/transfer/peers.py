@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import zmq
 
-from disagg_worker.core.backoff import doubling
+from disagg_contract.backoff import doubling
 from disagg_worker.transfer import handshake
 from disagg_worker.transfer.nixl_agent import NixlAgent, RemotePeer
 from disagg_worker.transfer.rules import protocol

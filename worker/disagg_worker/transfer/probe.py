@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from disagg_worker.core.config import ConfigError, WorkerConfig
+from disagg_contract.config import ConfigError, WorkerConfig
 from disagg_worker.transfer import handshake
 from disagg_worker.transfer.rules import protocol
 from disagg_worker.transfer.rules.layout import KVLayout

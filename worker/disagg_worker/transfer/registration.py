@@ -16,7 +16,7 @@ import uuid
 
 import torch
 
-from disagg_worker.core.config import WorkerConfig
+from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer import handshake
 from disagg_worker.transfer.copy import alloc_staging, check_caches
 from disagg_worker.transfer.nixl_agent import NixlAgent

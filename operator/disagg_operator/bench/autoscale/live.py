@@ -42,6 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from disagg_contract.config import WorkerConfig
 from disagg_operator.api import Autoscaling
 from disagg_operator.bench.autoscale import profile
 from disagg_operator.bench.autoscale.rules import policies
@@ -54,7 +55,6 @@ from disagg_operator.local import prometheus
 from disagg_operator.planning.autoscale import ROLES, Profile, from_spec
 from disagg_operator.planning.pods import is_ready
 from disagg_worker.bench.stream import MIN_TOKENS, StreamError, percentile, stream_completion
-from disagg_worker.core.config import WorkerConfig
 
 NS = "live"
 NAME = "live"

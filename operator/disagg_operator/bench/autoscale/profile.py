@@ -37,8 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from disagg_contract.config import WorkerConfig
 from disagg_worker.bench.stream import MIN_TOKENS, StreamError, percentile, stream_completion
-from disagg_worker.core.config import WorkerConfig
 from disagg_worker.serve.localrun import Child, disagg_argv, start_child, stop_children, wait_ready
 
 BOS = 1

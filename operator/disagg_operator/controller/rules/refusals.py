@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from disagg_contract.backoff import doubling
 from disagg_operator.api.refusals import (
     MAX_MESSAGE,
     TRANSIENT_CLIENT_CODES,
@@ -33,7 +34,6 @@ from disagg_operator.api.refusals import (
     is_refusal,
     lines,
 )
-from disagg_worker.core.backoff import doubling
 
 __all__ = [
     "MAX_MESSAGE",

@@ -14,6 +14,8 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from disagg_contract.config import WorkerConfig
+from disagg_contract.presets import PRESETS, tp_problem
 from disagg_operator.api import (
     HMAC_DIR,
     HMAC_PATH,
@@ -36,8 +38,6 @@ from disagg_operator.engines.base import (
     Row,
     disagg_argv,
 )
-from disagg_worker.core.config import WorkerConfig
-from disagg_worker.model.rules.presets import PRESETS, tp_problem
 
 if TYPE_CHECKING:
     from disagg_operator.engines.settings import Settings

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
+from disagg_contract import platforms
+from disagg_contract.platforms import Table
 from disagg_operator.api import ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
 from disagg_operator.api.rules import Rule
@@ -21,8 +23,6 @@ from disagg_operator.engines.base import flag_values
 from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.engines.vllm import derive, tensor_parallel
 from disagg_operator.engines.vllm import fields as own
-from disagg_worker.core import platforms
-from disagg_worker.core.platforms import Table
 
 # A vLLM CPU pool must say how much CPU and memory it has: threads and KV space derive from it.
 _CPU_POOL = (

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from disagg_contract import platforms
+from disagg_contract.platforms import Table
 from disagg_operator.api import ROLES, DeploymentSpec, RoleSpec
 from disagg_operator.contracts import lws
 from disagg_operator.derive import transfer
@@ -20,8 +22,6 @@ from disagg_operator.derive.resources import cpu_limits, parse_quantity
 from disagg_operator.engines.base import flag_values
 from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.engines.vllm import fields as own
-from disagg_worker.core import platforms
-from disagg_worker.core.platforms import Table
 
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
 OMP_NUM_THREADS = "OMP_NUM_THREADS"

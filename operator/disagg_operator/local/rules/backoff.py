@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from disagg_worker.core.backoff import doubling
+from disagg_contract.backoff import doubling
 
 Expiry = Callable[[float, float, float], bool]  # (event_at, last_update, cap_s) → reset?
 

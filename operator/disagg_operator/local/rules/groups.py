@@ -18,8 +18,8 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from disagg_contract.config import WorkerConfig
 from disagg_operator.contracts import lws
-from disagg_worker.core.config import WorkerConfig
 
 GROUP_PORT = WorkerConfig.env_name("group_port")
 _REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from disagg_contract import pd
 from disagg_worker.serve.pd.base import Moved, Page, PdProtocol, one_token
 from disagg_worker.serve.pd.evidence import (
     answer_transfer,
@@ -42,7 +43,7 @@ PREFILL_PARAMS = {
 
 
 class KvTransferParams(PdProtocol):
-    name: ClassVar[str] = "kv-transfer-params"
+    name: ClassVar[str] = pd.KV_TRANSFER_PARAMS
     owned: ClassVar[tuple[str, ...]] = (FIELD,)
     handoff_name: ClassVar[str] = FIELD
     no_handoff: ClassVar[str] = (

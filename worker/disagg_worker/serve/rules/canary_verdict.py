@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from disagg_contract.canary import BUSY, RECOMPUTED, SLOW, UNREACHABLE
 from disagg_worker.serve.pd import KV_TRANSFER_PARAMS, PdProtocol
 from disagg_worker.serve.pd.base import Page
 
@@ -89,9 +90,6 @@ def due(last: Result | None, now: float, interval_s: float) -> bool:
     return last is None or now - last.at >= interval_s
 
 
-RECOMPUTED = "DecodeRecomputing"
-
-
 def kv_problem(
     answer: dict[str, Any],
     before: Page | None = None,
@@ -105,9 +103,6 @@ def kv_problem(
     the reason the canary reports."""
     why = protocol.recomputed(answer, before, after)
     return None if why is None else f"{RECOMPUTED}: {why}"
-
-
-SLOW = "SlowTransport"
 
 
 def measured(
@@ -188,10 +183,6 @@ def verdict(last: Result | None, now: float, fresh_s: float) -> Verdict:
         )
     passed = f"the last canary passed {age:.0f} s ago in {last.took_ms:.0f} ms"
     return Verdict(True, f"{last.slow} ({passed})" if last.slow else passed)
-
-
-BUSY = "PrefillBusy"
-UNREACHABLE = "PrefillUnreachable"
 
 
 def hop_problem(status: int, message: str) -> str:

@@ -15,21 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from disagg_contract.presets import check_tp
+
 __all__ = ["Source", "check_tp", "rank_heads", "sources"]
-
-
-def check_tp(tp: int, kv_heads: int, num_heads: int | None = None) -> str | None:
-    """Why ``tp`` ranks cannot split a model with ``kv_heads`` KV heads (and ``num_heads``
-    query heads), or None: the heads must divide evenly (or be replicated evenly)."""
-    if tp < 1:
-        return f"tensor-parallel size {tp} must be at least 1"
-    if num_heads is not None and num_heads % tp:
-        return f"{num_heads} attention heads do not split over {tp} ranks"
-    if tp <= kv_heads and kv_heads % tp:
-        return f"{kv_heads} KV heads do not split over {tp} ranks"
-    if tp > kv_heads and tp % kv_heads:
-        return f"{tp} ranks do not replicate {kv_heads} KV heads evenly"
-    return None
 
 
 def rank_heads(rank: int, tp: int, kv_heads: int) -> tuple[int, ...]:

@@ -21,11 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from disagg_contract.config import HOSTS_FILE_ENV
 from disagg_operator.api.podtemplate import ENGINE_CONTAINER
 from disagg_operator.engines.base import Engine, disagg_argv
 from disagg_operator.local.kubelet.rules import probes
 from disagg_operator.local.rules.pods import Lookup, UpError, resolve_env
-from disagg_worker.core.config import HOSTS_FILE_ENV
 
 HOSTS_ENV = HOSTS_FILE_ENV
 LOOPBACK = re.compile(r"(?<![\w.])(127\.0\.0\.1|localhost|0\.0\.0\.0)(?![\w.])")

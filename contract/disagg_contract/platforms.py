@@ -7,7 +7,7 @@ The table follows vLLM's NixlConnector (``_NIXL_SUPPORTED_DEVICE``): the first b
 of each platform is its native one. A table is a value (:data:`Table`, name → platform):
 :data:`BUILTIN_TABLE` holds the built-ins, and out-of-tree platforms extend a copy of it
 (:func:`extend`), as upstream lets out-of-tree platforms extend its own; the operator
-extends it with what a platforms file declares (:mod:`disagg_worker.core.platform_file`). Every
+extends it with what a platforms file declares (:mod:`disagg_contract.platform_file`). Every
 lookup takes the table to read (the built-ins when omitted), so two operators in one
 process never share a registry.
 """

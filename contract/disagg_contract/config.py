@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from disagg_worker.core import platforms
+from disagg_contract import platforms
 
 ENV_PREFIX = "DISAGG_"
 # Read beside the settings, by another part of the worker: the local kubelet's name table

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from disagg_worker.core import platform_file, platforms, ucx
+from disagg_contract import platform_file, platforms, ucx
 
 
 @pytest.mark.parametrize(
@@ -79,5 +79,5 @@ def test_which_lists_carry_tcp(tls: str, tcp: bool) -> None:
 def test_the_tcp_settings_table_is_in_the_derivation_doc() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "derivation.md").read_text()
     assert ucx.tcp_markdown_table() in doc, (
-        "docs/derivation.md is stale: paste disagg_worker.core.ucx.tcp_markdown_table() into it"
+        "docs/derivation.md is stale: paste disagg_contract.ucx.tcp_markdown_table() into it"
     )

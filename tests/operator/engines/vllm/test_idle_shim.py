@@ -1,4 +1,4 @@
-"""The NIXL idle shim (disagg_worker/vllm/engine_idle/sitecustomize.py) in a fresh
+"""The NIXL idle shim (disagg_operator/engines/vllm/idle_shim/sitecustomize.py) in a fresh
 interpreter, as an engine gets it: first on PYTHONPATH, NIXL imported later by the
 engine's own code."""
 
@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-SHIM = Path(__file__).resolve().parents[3] / "worker" / "disagg_worker" / "vllm" / "engine_idle"
+SHIM = (
+    Path(__file__).resolve().parents[4]
+    / "operator"
+    / "disagg_operator"
+    / "engines"
+    / "vllm"
+    / "idle_shim"
+)
 # what vLLM's NixlConnector does: an agent with the UCX backend and NIXL's defaults
 AGENT = """
 import json, sys

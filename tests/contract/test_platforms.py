@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from disagg_worker.core import platforms
-from disagg_worker.core.platforms import Platform
+from disagg_contract import platforms
+from disagg_contract.platforms import Platform
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from disagg_worker.core.config import ConfigError, WorkerConfig
+from disagg_contract.config import ConfigError, WorkerConfig
 
 
 def test_env_round_trip() -> None:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from disagg_worker.transfer.rules.ranks import check_tp
-
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -27,6 +25,20 @@ class ModelSpec:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.num_heads
+
+
+def check_tp(tp: int, kv_heads: int, num_heads: int | None = None) -> str | None:
+    """Why ``tp`` ranks cannot split a model with ``kv_heads`` KV heads (and ``num_heads``
+    query heads), or None: the heads must divide evenly (or be replicated evenly)."""
+    if tp < 1:
+        return f"tensor-parallel size {tp} must be at least 1"
+    if num_heads is not None and num_heads % tp:
+        return f"{num_heads} attention heads do not split over {tp} ranks"
+    if tp <= kv_heads and kv_heads % tp:
+        return f"{kv_heads} KV heads do not split over {tp} ranks"
+    if tp > kv_heads and tp % kv_heads:
+        return f"{tp} ranks do not replicate {kv_heads} KV heads evenly"
+    return None
 
 
 PRESETS: dict[str, ModelSpec] = {

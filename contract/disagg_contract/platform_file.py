@@ -26,9 +26,9 @@ from typing import Any
 
 import yaml
 
-from disagg_worker.core import ucx
-from disagg_worker.core.platforms import BACKEND_MEMORY, BUILTIN_NAMES, Platform
-from disagg_worker.core.problems import Problem
+from disagg_contract import ucx
+from disagg_contract.platforms import BACKEND_MEMORY, BUILTIN_NAMES, Platform
+from disagg_contract.problems import Problem
 
 ROOT = "platforms"
 DEFAULT_UCX_TLS = "tcp,self"

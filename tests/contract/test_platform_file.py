@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from disagg_worker.core import platform_file
-from disagg_worker.core.platform_file import PlatformFileError
-from disagg_worker.core.platforms import Platform
+from disagg_contract import platform_file
+from disagg_contract.platform_file import PlatformFileError
+from disagg_contract.platforms import Platform
 
 HPU = {
     "name": "hpu",

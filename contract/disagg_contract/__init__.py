@@ -1,0 +1,9 @@
+"""What the operator and the worker share, and neither owns: the env contract the operator
+renders and the worker reads (:mod:`.config`), platforms and the platforms file
+(:mod:`.platforms`, :mod:`.platform_file`), UCX settings (:mod:`.ucx`), the reference
+model's presets (:mod:`.presets`), the P/D protocols by name (:mod:`.pd`), the canary's
+reasons (:mod:`.canary`), problems (:mod:`.problems`) and the one back-off rule
+(:mod:`.backoff`).
+
+Pure layer: no I/O (the import contract in pyproject.toml holds this package to it).
+"""
