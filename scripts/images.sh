@@ -112,8 +112,8 @@ main() {
     fi
     # what the build copies, hashed: a changed file rebuilds what depends on it
     local digest
-    digest=$(cd "$ROOT" && find pyproject.toml README.md operator worker \
-        scripts/ship.py scripts/worker-cuda-requirements.py scripts/vllm-cpu-finish.sh -type f \
+    digest=$(cd "$ROOT" && find pyproject.toml README.md operator worker contract \
+        scripts/worker-cuda-requirements.py scripts/vllm-cpu-finish.sh -type f \
         ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum \
         | sha256sum | cut -c1-16)
     local finish

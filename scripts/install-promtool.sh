@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # promtool and prometheus, for the tests that check the rendered PrometheusRule's groups
 # (tests/operator/render/test_monitoring.py: `promtool check rules`) and those that run a
-# Prometheus scraping the pods the autoscaler reads (operator/disagg_operator/local/prometheus.py):
+# Prometheus scraping the pods the autoscaler reads (tools/disagg_tools/local/prometheus.py):
 # Debian's prometheus package ships both (2.42 on bookworm), installed with apt-get when
 # missing. No service is started: the tests start their own process.
 set -euo pipefail

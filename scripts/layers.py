@@ -24,9 +24,9 @@ DOCS = ("README.md", "docs/architecture.md", "docs/operator.md")
 COMMAND = "scripts/layers.py --write"
 # What each layer is, in a line (the contract says the order).
 WHAT = {
-    "disagg_operator.bench": "benchmarks (`disagg bench`): drive the tools and the controller",
-    "disagg_operator.local": "`disagg up` (rendered pods as processes or podman pods)",
-    "disagg_operator.emulator": "the API emulator",
+    "disagg_tools.bench": "benchmarks (`disagg bench`): transfer, e2e, operator, faults, scaling",
+    "disagg_tools.local": "`disagg up`, the local kubelet, the process and podman runtimes",
+    "disagg_tools.emulator": "the Kubernetes API server stand-in (kube-apiserver's rules)",
     "disagg_operator.commands": "`disagg render`, `disagg crd`",
     "disagg_operator.controller": "I/O shell: kopf, reconciler, sync, cache, API client, election",
     "disagg_operator.status": "observation → the CR's status and conditions",
@@ -37,7 +37,6 @@ WHAT = {
     "disagg_operator.derive": "engine-independent derived values: buffers, UCX, quantities, counts",
     "disagg_operator.api": "the API models (CRD source), kinds table, problems, names",
     "disagg_operator.contracts": "what llm-d, LWS and Prometheus accept (pure tables)",
-    "disagg_worker.bench": "transfer and end-to-end benchmarks",
     "disagg_worker.serve": "HTTP server, P/D proxy, canary, drain",
     "disagg_worker.model": "the reference model (a seeded transformer, paged KV)",
     "disagg_worker.transfer": "NIXL agent, handshake, plans, leases, block copies",

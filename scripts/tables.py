@@ -53,7 +53,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run, or loaded by a test
 import docblocks
-import ship
+import modules as project
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = "scripts/tables.py"
@@ -110,7 +110,7 @@ def declared_layer(doc: str) -> str:
 
 
 def pure_packages(root: Path = ROOT) -> list[str]:
-    contracts = ship.config(root)["tool"]["importlinter"]["contracts"]
+    contracts = project.config(root)["tool"]["importlinter"]["contracts"]
     found: list[str] = next(c for c in contracts if c["name"] == PURE)["source_modules"]
     return found
 
@@ -144,8 +144,8 @@ def modules(package: str, root: Path = ROOT) -> list[Module]:
     """The modules and packages inside ``package`` (not itself), in table order."""
     pure = pure_packages(root)
     found = []
-    for name in ship.all_modules(root):
-        path = ship.file_of(name, root)
+    for name in project.all_modules(root):
+        path = project.file_of(name, root)
         if name.startswith(package + ".") and path is not None:
             within = any(name == p or name.startswith(p + ".") for p in pure)
             found.append(Module(name, path.name == "__init__.py", module_docstring(path), within))

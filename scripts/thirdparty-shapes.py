@@ -26,9 +26,9 @@ import yaml
 from openapi_schema_validator import OAS30Validator
 
 from disagg_operator.contracts import shape
-from disagg_operator.emulator.rules import builtin, thirdparty
 from disagg_operator.render.objects import render
 from disagg_operator.validation.spec import InvalidSpec
+from disagg_tools.emulator.rules import builtin, thirdparty
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ("enum", "pattern", "minimum", "maximum", "minLength", "maxLength")

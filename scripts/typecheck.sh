@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# mypy over the packages by their import names (the folders operator/ and worker/ hold
-# them; pyproject.toml's mypy_path points there). Whole packages: the project's mypy
+# mypy over the packages by their import names (the folders operator/, worker/, contract/
+# and tools/ hold them; pyproject.toml's mypy_path points there). Whole packages: the project's mypy
 # settings. Pure packages (no I/O): --strict; they are the source modules of the pure
 # import contract in pyproject.toml. The worker's transfer and serve packages (the data
 # path) are --strict as a whole.
@@ -8,7 +8,7 @@ set -euo pipefail
 bin=$(cd "${1:-.venv/bin}" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-"$bin/mypy" -p disagg_operator -p disagg_worker -p disagg_contract
+"$bin/mypy" -p disagg_operator -p disagg_worker -p disagg_contract -p disagg_tools
 mapfile -t pure < <("$bin/python" -c '
 import sys, tomllib
 contracts = tomllib.load(open(sys.argv[1], "rb"))["tool"]["importlinter"]["contracts"]

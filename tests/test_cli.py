@@ -48,21 +48,44 @@ def test_help_and_version_import_no_heavy_dependencies() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_a_command_an_image_does_not_ship_says_where_it_went(
+def test_the_tools_commands_come_from_their_distribution(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`disagg up`, `disagg bench`, `disagg model` are the disagg-tools distribution's
+    (entry points): listed in help where it is installed, as here."""
+    found = cli.plugins()
+    assert set(cli.TOOLS) <= set(found)
+    assert found["bench"][0] == "disagg_tools.bench.cli"
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"  {name}" in out for name in cli.TOOLS) and "not installed" not in out
+
+
+def test_without_the_tools_their_commands_say_how_to_get_them(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(cli.COMMANDS, "bench", ("disagg_operator.not_shipped.cli", "x"))
-    assert cli.main(["bench", "operator"]) == 2
+    """An image installs the product alone."""
+    monkeypatch.setattr(cli, "plugins", dict)
+    assert cli.main(["up", "examples/quickstart-cpu.yaml"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("disagg bench: not part of this install")
-    assert "pip install 'disagg[operator,worker,dev]'" in err
+    assert err.startswith("disagg up: a tool of the disagg-tools distribution") and "make up" in err
+    assert cli.main(["--help"]) == 0
+    assert "not installed: up, bench, model" in capsys.readouterr().out
 
 
-def test_a_benchmark_an_image_does_not_ship_says_where_it_went(
+def test_a_missing_dependency_names_the_extra(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from disagg_operator.bench import cli as bench
+    monkeypatch.setitem(cli.COMMANDS, "operator", ("disagg_operator.not_there.run", "x"))
+    assert cli.main(["operator"]) == 2
+    err = capsys.readouterr().err
+    assert "missing dependency 'disagg_operator.not_there'" in err
+    assert "pip install 'disagg[operator]'" in err
 
-    monkeypatch.setitem(bench.BENCHES, "operator", ("disagg_operator.not_shipped.op", "x"))
-    assert bench.main(["operator"]) == 2
-    assert capsys.readouterr().err.startswith("disagg bench operator: not part of this install")
+
+def test_an_unknown_benchmark_names_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    from disagg_tools.bench import cli as bench
+
+    assert bench.main(["nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown benchmark 'nope'" in err and all(b in err for b in bench.BENCHES)

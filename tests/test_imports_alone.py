@@ -1,11 +1,10 @@
-"""Every module of both packages imports alone: in a fresh interpreter that has imported
-none of the project's modules, importing the module succeeds. An import that works only
-because another module of ours was imported first is a cycle waiting to bite.
+"""Every module imports alone: in a fresh interpreter that has imported none of the
+project's modules, importing the module succeeds. An import that works only because
+another module of ours was imported first is a cycle waiting to bite.
 
-The modules an image ships are imported that way, within the image's install, by
-tests/test_ships.py; the rest (the tools: `disagg up`, the benchmarks, the emulator) here,
-in this environment (:mod:`tests.support.imports`: a fork per module, so a hundred fresh
-imports cost seconds).
+The product's modules are imported that way within the product's own install by
+tests/test_product_installs.py; the tools' here, in this environment
+(:mod:`tests.support.imports`: a fork per module, so a hundred fresh imports cost seconds).
 """
 
 from __future__ import annotations
@@ -17,16 +16,15 @@ import pytest
 from tests.support.imports import import_each
 from tests.support.scripts import load
 
-ship = load("ship.py")
+modules = load("modules.py")
 
 # Third-party libraries preloaded before the forks (only to make the children fast).
 PRELOAD = ("torch", "numpy", "pydantic", "kopf", "kubernetes", "aiohttp", "zmq", "msgspec")
 
 
-def test_every_module_no_image_ships_imports_alone() -> None:
-    shipped = {m for image in ship.images() for m in ship.shipped(image)}
-    names = [m for m in ship.all_modules() if m not in shipped]
-    assert len(names) > 50 and "disagg_operator.emulator.server" in names
+def test_every_tools_module_imports_alone() -> None:
+    names = modules.all_modules(tops=("disagg_tools",))
+    assert len(names) > 50 and "disagg_tools.emulator.server" in names
     failures = {m: why for m, why in import_each(names, PRELOAD).items() if why}
     assert not failures, "\n".join(f"{m}: {why}" for m, why in failures.items())
 

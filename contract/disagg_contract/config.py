@@ -26,8 +26,6 @@ from disagg_contract import platforms
 ENV_PREFIX = "DISAGG_"
 # Read beside the settings, by another part of the worker: the local kubelet's name table
 # (serve.names), which stands for cluster DNS when pods run as processes on one host.
-HOSTS_FILE_ENV = "DISAGG_HOSTS_FILE"
-NOT_SETTINGS = frozenset({HOSTS_FILE_ENV})
 
 Role = Literal["prefill", "decode", "both"]
 
@@ -232,7 +230,7 @@ class WorkerConfig(BaseModel):
         raw: dict[str, Any] = {}
         known = {cls.env_name(f): f for f in cls.model_fields}
         for key, value in env.items():
-            if not key.startswith(ENV_PREFIX) or key in NOT_SETTINGS:
+            if not key.startswith(ENV_PREFIX):
                 continue
             field = known.get(key)
             if field is None:

@@ -2,7 +2,10 @@
 
 Each subcommand lives in its own module exposing ``main(argv: list[str]) -> int`` and is
 imported only when invoked, so `disagg --help` and `disagg --version` need nothing beyond
-the base install, and the operator image never imports torch.
+the base install, and the operator image never imports torch. The product's commands are
+listed here; the tools' (``disagg up``, ``disagg bench``, ...) come from the
+``disagg-tools`` distribution through the ``disagg.commands`` entry points, and are
+named with how to get them where it is not installed (no image installs it).
 """
 
 from __future__ import annotations
@@ -10,26 +13,22 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from types import ModuleType
 
 # name → (module, one-line help). Modules own their own argument parsing.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "up": ("disagg_operator.local.up", "run a DisaggregatedDeployment on this machine (local P/D)"),
     "render": ("disagg_operator.commands.render", "print the objects a manifest renders to"),
     "crd": ("disagg_operator.commands.crd", "print the generated CustomResourceDefinition"),
     "operator": ("disagg_operator.controller.run", "run the operator (kopf) against a cluster"),
     "worker": ("disagg_worker.cli", "in-pod worker: serve a prefill/decode role, probe"),
     "proxy": ("disagg_worker.serve.proxy.app", "P/D proxy: prefill then decode for each request"),
-    "bench": ("disagg_operator.bench.cli", "benchmarks: transfer, e2e, operator, faults"),
-    "model": ("disagg_worker.vllm.checkpoint", "write a local checkpoint (tiny-llama) for vLLM"),
 }
-
-# An image ships only what its pods run (pyproject.toml's [tool.disagg.images]).
-NOT_SHIPPED = (
-    "not part of this install: the images ship what their pods run (the operator image: "
-    "operator, render, crd; the worker image: worker, proxy, bench transfer and e2e). "
-    "`disagg up` and every benchmark come with the `disagg` distribution: pip install "
-    "'disagg[operator,worker,dev]' (CPU torch first: README)"
+GROUP = "disagg.commands"  # the tools' commands: entry points naming a module
+TOOLS = ("up", "bench", "model")  # what the disagg-tools distribution adds
+TOOLS_HINT = (
+    "a tool of the disagg-tools distribution, which no image installs: `make up` (or "
+    "pip install -e tools) in a checkout"
 )
 EXTRA_HINT = {
     "disagg_worker": "pip install 'disagg[worker]' (install torch first, see README)",
@@ -37,10 +36,24 @@ EXTRA_HINT = {
 }
 
 
+def plugins() -> dict[str, tuple[str, str]]:
+    """The installed tools' commands: name → (module, one-line help)."""
+    found = {}
+    for entry in metadata.entry_points(group=GROUP):
+        found[entry.name] = (entry.value, _summary(entry))
+    return found
+
+
+def _summary(entry: metadata.EntryPoint) -> str:
+    dist = entry.dist.name if entry.dist is not None else "a plug-in"
+    return f"({dist}) see disagg {entry.name} --help"
+
+
 def _usage() -> str:
     from disagg_operator import __version__
 
-    width = max(len(n) for n in COMMANDS)
+    tools = plugins()
+    width = max(len(n) for n in (*COMMANDS, *tools, *TOOLS))
     lines = [
         f"disagg {__version__} — heterogeneous prefill/decode serving on Kubernetes",
         "",
@@ -49,6 +62,10 @@ def _usage() -> str:
         "commands:",
     ]
     lines += [f"  {name.ljust(width)}  {text}" for name, (_, text) in COMMANDS.items()]
+    lines += [f"  {name.ljust(width)}  {text}" for name, (_, text) in sorted(tools.items())]
+    missing = [n for n in TOOLS if n not in tools]
+    if missing:
+        lines += ["", f"not installed: {', '.join(missing)} ({TOOLS_HINT})"]
     return "\n".join(lines)
 
 
@@ -62,37 +79,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"disagg {__version__}")
         return 0
-    entry = COMMANDS.get(args[0])
+    entry = COMMANDS.get(args[0]) or plugins().get(args[0])
     if entry is None:
-        print(f"disagg: unknown command {args[0]!r}\n\n{_usage()}", file=sys.stderr)
+        if args[0] in TOOLS:
+            print(f"disagg {args[0]}: {TOOLS_HINT}", file=sys.stderr)
+        else:
+            print(f"disagg: unknown command {args[0]!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     module_name, _ = entry
     try:
-        module = import_command(args[0], module_name)
+        module = import_command(module_name)
     except ModuleNotFoundError as e:
         hint = EXTRA_HINT.get(module_name.split(".")[0], "")
-        print(
-            f"disagg {args[0]}: missing dependency {e.name!r}; {hint}",
-            file=sys.stderr,
-        )
-        return 2
-    if module is None:
+        print(f"disagg {args[0]}: missing dependency {e.name!r}; {hint}", file=sys.stderr)
         return 2
     result: int = module.main(args[1:])
     return result
 
 
-def import_command(command: str, module_name: str) -> ModuleType | None:
-    """The module of ``disagg COMMAND``, or None after saying that this install does not
-    ship it (an image ships only what its pods run). A missing third-party module is
-    raised."""
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if (e.name or "").split(".")[0] not in ("disagg_operator", "disagg_worker"):
-            raise
-        print(f"disagg {command}: {NOT_SHIPPED} (no {e.name})", file=sys.stderr)
-        return None
+def import_command(module_name: str) -> ModuleType:
+    """The module of a command (a missing third-party module is raised to the caller)."""
+    return importlib.import_module(module_name)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from tests.operator.conftest import DD_PATH, api, pods, quickstart, until
 from tests.support.emulator import Emulator
 from tests.support.scripts import load
 
-ship = load("ship.py")
+modules = load("modules.py")
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]
 
@@ -52,16 +52,30 @@ async def test_the_operator_image_alone_reconciles_a_deployment(
     assert "Traceback" not in logs.stderr
 
 
+# In one container: a prefill worker, then the transfer-path self-check against it (the
+# product's own `disagg worker probe`: NIXL READs over UCX between the two processes).
+PROBE = """
+head -c 32 /dev/urandom > /tmp/hmac
+export DISAGG_HMAC_SECRET_PATH=/tmp/hmac
+disagg worker serve --role prefill --http-port 0 --side-channel-port 5600 > /tmp/log 2>&1 &
+for i in $(seq 120); do
+  disagg worker probe --peer 127.0.0.1:5600 --json 2>/dev/null && exit 0
+  sleep 1
+done
+cat /tmp/log >&2
+exit 1
+"""
+
+
 def test_the_worker_image_moves_kv_blocks_over_nixl(images: dict[str, str]) -> None:
-    """NIXL with UCX in the worker image: the transfer benchmark's two processes read
-    blocks from each other, as uid 65532 with a read-only root and no capabilities."""
+    """NIXL with UCX in the worker image: the product's probe reads blocks from a prefill
+    worker in another process, as uid 65532 with a read-only root and no capabilities."""
     done = podman(
-        "run", "--rm", "--network=none", *HARDENED, images["worker-cpu"],
-        "bench", "transfer", "--json", "--tokens=256", "--repeat=3",
-        "--layout=block", "--post=prepped", "--modes=merged",
+        "run", "--rm", "--network=none", *HARDENED, "--entrypoint=sh",
+        images["worker-cpu"], "-c", PROBE,
     )  # fmt: skip
-    (case,) = json.loads(done.stdout)["cases"]
-    assert case["bytes"] > 0 and case["gbps"] > 0 and case["ratio"] > 0, case
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["ok"] is True, report
 
 
 def test_the_vllm_image_imports_its_server_and_nixl(images: dict[str, str]) -> None:
@@ -95,13 +109,18 @@ def test_the_images_carry_this_checkout_s_code(images: dict[str, str], image: st
     assert got == want
 
 
-# Imports every module of ours installed in the image; prints the names and any failures.
+# Imports every module of the packages named installed in the image; prints the names,
+# any failures, and whether any tools package is there.
 IMPORT_ALL = """
-import importlib, json, pathlib, sysconfig
+import importlib, importlib.util, json, pathlib, sys, sysconfig
 site = pathlib.Path(sysconfig.get_paths()["purelib"])
 names, failed = [], {}
-for top in ("disagg_operator", "disagg_worker"):
-    for path in sorted((site / top).rglob("*.py")):
+for top in sys.argv[1:]:
+    base = site.joinpath(*top.split("."))
+    paths = sorted(base.rglob("*.py")) if base.is_dir() else [base.with_suffix(".py")]
+    for path in paths:
+        if not (path.parent / "__init__.py").is_file():
+            continue  # a shim a pod runs, not a module
         parts = path.relative_to(site).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         names.append(name)
@@ -109,20 +128,32 @@ for top in ("disagg_operator", "disagg_worker"):
             importlib.import_module(name)
         except BaseException as e:
             failed[name] = f"{type(e).__name__}: {e}"
-print(json.dumps({"names": names, "failed": failed}))
+tools = importlib.util.find_spec("disagg_tools") is not None
+print(json.dumps({"names": names, "failed": failed, "tools": tools}))
 """
+SHARES = {
+    "operator": ("disagg_operator", "disagg_contract"),
+    "worker-cpu": ("disagg_worker", "disagg_contract", "disagg_operator.cli"),
+}
 
 
-@pytest.mark.parametrize(("image", "ships"), [("operator", "operator"), ("worker-cpu", "worker")])
-def test_each_image_imports_every_module_it_ships(
-    images: dict[str, str], image: str, ships: str
+@pytest.mark.parametrize("image", sorted(SHARES))
+def test_each_image_imports_its_share_of_the_product_and_no_tool(
+    images: dict[str, str], image: str
 ) -> None:
-    """What pyproject.toml says the image ships is what it holds, and its install imports
-    all of it (tests/test_ships.py checks the same outside the images)."""
+    """Each image installs the product's wheel with its extra: its share of the product
+    imports there (tests/test_product_installs.py checks the same outside the images),
+    and no module of the tools is installed."""
     done = podman(
         "run", "--rm", "--network=none", *HARDENED, "--entrypoint=python",
-        images[image], "-c", IMPORT_ALL,
+        images[image], "-c", IMPORT_ALL, *SHARES[image],
     )  # fmt: skip
     found = json.loads(done.stdout.strip().splitlines()[-1])
-    assert found["failed"] == {}
-    assert sorted(found["names"]) == ship.shipped(ships)
+    assert found["failed"] == {} and found["tools"] is False
+    tops = tuple({t.split(".")[0] for t in SHARES[image]})
+    want = [
+        m
+        for m in modules.all_modules(tops=tops)
+        if any(m == t or m.startswith(t + ".") for t in SHARES[image])
+    ]
+    assert sorted(found["names"]) == sorted(want)

@@ -95,7 +95,7 @@ def up(tmp_path: Path, images: dict[str, str]) -> Iterator[Up]:
     ids = [m[1] for r in runs for m in re.finditer(r"network disagg-up-(\w+)", r.text)]
     for run_id in ids:  # the test's own cleanup, whatever failed: never leak into others
         subprocess.run(
-            [sys.executable, "-c", f"from disagg_operator.local.podman.runtime import "
+            [sys.executable, "-c", f"from disagg_tools.local.podman.runtime import "
              f"remove_run; remove_run({run_id!r})"], check=False, timeout=120,
         )  # fmt: skip
 
@@ -238,11 +238,11 @@ def test_the_vllm_cpu_example_in_containers_equals_aggregated_vllm(up: Any, tmp_
     vLLM (the decode pod's command without its KV connector, as the vLLM suite judges),
     with KV moved over NIXL between the two pods; the engine containers run as the image's
     uid 65532 with no capabilities and, through a podTemplate, a read-only root."""
-    from disagg_operator.local import serving
-    from disagg_operator.local.stack import Run, start_aggregated
-    from disagg_worker.serve.localrun import stop_children
-    from disagg_worker.vllm import checkpoint
-    from disagg_worker.vllm.rules import metrics
+    from disagg_tools.local import serving
+    from disagg_tools.local.children import stop_children
+    from disagg_tools.local.stack import Run, start_aggregated
+    from disagg_tools.vllm import checkpoint
+    from disagg_tools.vllm.rules import metrics
     from tests.vllm.conftest import greedy, prompts
 
     model = tmp_path / "models" / "tiny-llama"

@@ -136,15 +136,11 @@ def test_worker_cuda_swaps_nixl_cu12_for_nixl_on_cuda_torch():
 
 
 def _worker_cuda_requirements(tmp_path: Path) -> list[str]:
-    """Build the worker image's wheel as the wheel stage does (scripts/ship.py), run the
-    Dockerfile's own list-making script on it."""
-    src = tmp_path / "src"
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "ship.py"), "worker", str(src)], check=True
-    )
+    """Build the product's wheel as the wheel stage does, run the Dockerfile's own
+    list-making script on it."""
     wheels = tmp_path / "wheels"
     pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-    subprocess.run([*pip, "--wheel-dir", str(wheels), str(src)], check=True, cwd=tmp_path)
+    subprocess.run([*pip, "--wheel-dir", str(wheels), str(ROOT)], check=True, cwd=tmp_path)
     [wheel] = wheels.glob("disagg-*.whl")
     maker = next(r for r in _runs("wheel") if "worker-cuda.txt" in r)
     script, *argv = maker.split(">")[0].split()[1:]
@@ -186,7 +182,7 @@ def test_dockerignore_keeps_what_the_build_copies():
         for word, rest in stage
         if word == "COPY" and rest.startswith("scripts/")
     }
-    assert {"pyproject.toml", "README.md", "operator", "worker"} <= copied
+    assert {"pyproject.toml", "README.md", "operator", "worker", "contract"} <= copied
     for path in copied:
         assert f"!{path}" in ignore or f"!{path}/" in ignore
 

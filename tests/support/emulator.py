@@ -1,6 +1,6 @@
 """Test-side access to the API emulator: fixtures' building blocks, reusable by any suite.
 
-The emulator itself lives in :mod:`disagg_operator.emulator.server` (the benchmark needs it too);
+The emulator itself lives in :mod:`disagg_tools.emulator.server` (the benchmark needs it too);
 this module re-exports it and adds the project-specific setup: serving the
 DisaggregatedDeployment CRD from ``crds/`` and writing a kubeconfig for kubectl, Helm and the
 ``kubernetes`` client.
@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from disagg_operator.emulator.rules.ops import WRITE_VERBS
-from disagg_operator.emulator.server import ApiCall, Emulator, api_calls, kubeconfig
+from disagg_tools.emulator.rules.ops import WRITE_VERBS
+from disagg_tools.emulator.server import ApiCall, Emulator, api_calls, kubeconfig
 
 __all__ = [
     "WRITE_VERBS",

@@ -26,7 +26,7 @@ for lib in json.loads(sys.argv[2]):  # third-party only; those not installed are
         importlib.import_module(lib)
     except ImportError:
         pass
-ours = [m for m in sys.modules if m.split(".")[0] in ("disagg_operator", "disagg_worker")]
+ours = [m for m in sys.modules if m.split(".")[0].startswith("disagg_")]
 assert not ours, ours
 results = {}
 for module in json.loads(sys.argv[3]):

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 import yaml
 
-from disagg_operator.local import serving as local_serving
-from disagg_operator.local.stack import Run, launch, start_aggregated
-from disagg_worker.serve.localrun import stop_children
-from disagg_worker.vllm.rules import judge, metrics
+from disagg_tools.local import serving as local_serving
+from disagg_tools.local.children import stop_children
+from disagg_tools.local.stack import Run, launch, start_aggregated
+from disagg_tools.vllm.rules import judge, metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_CPU = ROOT / "examples" / "vllm-cpu.yaml"
@@ -107,7 +107,7 @@ def greedy_logprobs(url: str, prompt: list[int]) -> tuple[list[int], Logprobs]:
 
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from disagg_worker.vllm import checkpoint
+    from disagg_tools.vllm import checkpoint
 
     out = tmp_path_factory.mktemp("models") / "tiny-llama"
     checkpoint.write(out)

@@ -38,7 +38,7 @@ def test_two_runs_write_the_same_checkpoint(tmp_path: Path) -> None:
 def test_transformers_reads_it_as_a_llama_with_a_chat_template(tmp_path: Path) -> None:
     from transformers import AutoConfig, AutoTokenizer
 
-    from disagg_worker.vllm import checkpoint
+    from disagg_tools.vllm import checkpoint
 
     checkpoint.write(tmp_path)
     # readable by any pod user (the images run as uid 65532): safetensors alone writes 0600

@@ -1,7 +1,7 @@
 """vLLM's own engine runs what the operator renders for an instance that spans pods.
 
 The rendered LeaderWorkerSet's leader and worker commands, with LeaderWorkerSet's
-environment expanded as the kubelet expands it (:mod:`disagg_operator.local.rules.groups`), run
+environment expanded as the kubelet expands it (:mod:`disagg_tools.local.rules.groups`), run
 as two `vllm serve` processes standing for two nodes (tensor parallel 2, one rank each,
 each on a core of its own). The leader must answer aggregated TP 1's greedy tokens, and
 the worker must have run headless (ranks only). The KV connector is left out: this checks
@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from disagg_operator.local.rules.groups import group_pods
-from disagg_operator.local.rules.pods import resolve_env
 from disagg_operator.render.objects import render
+from disagg_tools.local.rules.groups import group_pods
+from disagg_tools.local.rules.pods import resolve_env
 from tests.vllm.conftest import Logprobs, _manifest, greedy, prompts
 
 pytestmark = pytest.mark.vllm

@@ -19,17 +19,17 @@ from typing import Any
 
 import pytest
 
-from disagg_worker.bench.relay import params_dropper
-from disagg_worker.serve.canary import Canary
-from disagg_worker.serve.localrun import (
+from disagg_tools.bench.relay import params_dropper
+from disagg_tools.local.children import (
     disagg_argv,
     serve_in_thread,
     start_child,
     stop_children,
     wait_ready,
 )
+from disagg_tools.vllm.rules import judge
+from disagg_worker.serve.canary import Canary
 from disagg_worker.serve.pd.kv_transfer_params import PREFILL_PARAMS
-from disagg_worker.vllm.rules import judge
 
 from .conftest import (
     MAX_TOKENS,

@@ -61,7 +61,7 @@ def serve_main(argv: list[str]) -> int:
         format='{"ts": "%(asctime)s", "level": "%(levelname)s", "logger": "%(name)s", '
         '"msg": "%(message)s"}',
     )
-    from disagg_worker.serve.localrun import keep_buffers_on_heap, limit_threads
+    from disagg_worker.serve.process import keep_buffers_on_heap, limit_threads
 
     limit_threads()
     keep_buffers_on_heap()
@@ -83,7 +83,7 @@ def serve_main(argv: list[str]) -> int:
 async def _serve(config: WorkerConfig) -> str | None:
     """Serve until a signal; what broke the engine (a tensor-parallel rank died) or None."""
     from disagg_worker.serve.handlers import build_app, build_metrics_app
-    from disagg_worker.serve.localrun import serve
+    from disagg_worker.serve.process import serve
     from disagg_worker.serve.server import Worker
 
     worker = Worker(config)

@@ -55,7 +55,7 @@ class LocalRun:
     from, the proxy's "response" or the decode "engine-log"; ``cores``: each pod takes an
     explicit core list of its own (as a node's CPU manager would give it); ``label``: how
     its start-up lines name it; ``groups``: the local runner plays LeaderWorkerSet's part
-    for its instances that span pods (:mod:`disagg_operator.local.rules.groups`)."""
+    for its instances that span pods (:mod:`disagg_tools.local.rules.groups`)."""
 
     start_timeout_s: float
     readiness: Literal["ready-line", "health"]

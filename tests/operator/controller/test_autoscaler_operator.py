@@ -20,7 +20,7 @@ import pytest
 from aiohttp import web
 
 from disagg_operator.controller.run import running
-from disagg_operator.local.prometheus import Prometheus
+from disagg_tools.local.prometheus import Prometheus
 from tests.operator.conftest import DD, DD_PATH, NS, api, pods, quickstart, until
 from tests.support.emulator import Emulator
 

@@ -20,8 +20,8 @@ from disagg_operator.controller.canaries import CanaryReader
 from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.status.transfer_path import Said, condition
 from disagg_operator.validation import spec as validation
-from disagg_worker.bench.relay import params_dropper
-from disagg_worker.serve.localrun import disagg_argv, serve_in_thread, start_child, wait_ready
+from disagg_tools.bench.relay import params_dropper
+from disagg_tools.local.children import disagg_argv, serve_in_thread, start_child, wait_ready
 from tests.operator.builders import body
 from tests.worker.serve.conftest import Workers
 

@@ -18,12 +18,12 @@ from disagg_operator.api.base import _Model
 from disagg_operator.api.problems import Problem
 from disagg_operator.engines.base import Container, DemandSeries, Engine, LocalProcess, LocalRun
 from disagg_operator.engines.settings import DEFAULT, Settings
-from disagg_operator.local.rules.pods import local_pods
 from disagg_operator.planning.decide import decide
 from disagg_operator.render import crd, derivation, kvkey
 from disagg_operator.render.objects import render
 from disagg_operator.status import conditions as status
 from disagg_operator.validation import spec as validation
+from disagg_tools.local.rules.pods import local_pods
 from tests.operator.builders import body, by_kind, role
 from tests.operator.status.test_conditions import T0
 

@@ -7,7 +7,7 @@ addresses of their own with the rendered ports, as the local kubelet runs pods);
 router and the canary run as `disagg proxy` and `disagg worker canary` processes with the
 rendered arguments, only their listen ports changed and the canary's pod-local decode URL
 pointed at the decode pod's address; a hosts file stands for cluster DNS
-(``DISAGG_HOSTS_FILE``)."""
+(``LOCAL_KUBELET_HOSTS_FILE``, answered by the kubelet's DNS shim)."""
 
 from __future__ import annotations
 
@@ -22,17 +22,11 @@ from typing import Any
 
 import pytest
 
-from disagg_contract.config import HOSTS_FILE_ENV
 from disagg_operator.engines.settings import Settings
-from disagg_operator.local.serving import wait_healthy
 from disagg_operator.render.objects import render
-from disagg_worker.serve.localrun import (
-    Child,
-    disagg_argv,
-    start_child,
-    stop_children,
-    wait_ready,
-)
+from disagg_tools.local.children import Child, disagg_argv, start_child, stop_children, wait_ready
+from disagg_tools.local.kubelet.rules.containers import HOSTS_ENV, with_dns
+from disagg_tools.local.serving import wait_healthy
 from tests.operator.builders import body, by_kind
 from tests.support.toy_engine.engine import Toy
 from tests.support.toy_engine.pd import COMPUTED, FETCHED
@@ -97,7 +91,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     # project's root itself cannot go on the path: its operator/ shadows Python's operator)
     (tmp / "path").mkdir()
     (tmp / "path" / "tests").symlink_to(ROOT / "tests")
-    env = {**os.environ, HOSTS_FILE_ENV: str(hosts), "PYTHONPATH": str(tmp / "path")}
+    env = {**os.environ, **with_dns({HOSTS_ENV: str(hosts), "PYTHONPATH": str(tmp / "path")})}
     children: list[Child] = []
     try:
         urls = {}

@@ -34,7 +34,7 @@ from disagg_operator.contracts import prometheus
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render import canary, router
 from disagg_operator.render.objects import render
-from disagg_worker.serve.localrun import disagg_argv, start_child, wait_ready
+from disagg_tools.local.children import disagg_argv, start_child, wait_ready
 from tests.operator.builders import GPU, body, by_kind, role, vllm_gpu_cpu
 from tests.worker.serve.conftest import Workers
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from disagg_operator import cli
-from disagg_operator.emulator.rules.ops import merge_patch
+from disagg_tools.emulator.rules.ops import merge_patch
 from tests.operator.builders import ROOT
 
 GOLDEN = Path(__file__).with_name("golden")

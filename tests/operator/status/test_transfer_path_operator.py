@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from disagg_operator.controller.run import running
-from disagg_worker.serve.localrun import Child, disagg_argv, start_child, wait_ready
+from disagg_tools.local.children import Child, disagg_argv, start_child, wait_ready
 from tests.operator.conftest import DD_PATH, NS, api, condition, pods, quickstart, until
 from tests.operator.controller.test_operator import converge
 from tests.support.emulator import Emulator

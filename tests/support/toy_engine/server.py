@@ -20,7 +20,6 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from disagg_worker.serve import names
 from tests.support.toy_engine.pd import COMPUTED, FETCHED
 
 KV_BYTES = 4096
@@ -65,7 +64,7 @@ def app(role: str) -> web.Application:
         ticket = body["toy_ticket"]
         t0 = time.perf_counter()
         # Service names resolve as in the worker (cluster DNS, or the local hosts file)
-        connector = aiohttp.TCPConnector(resolver=names.Resolver())
+        connector = aiohttp.TCPConnector(resolver=aiohttp.ThreadedResolver())
         async with aiohttp.ClientSession(connector=connector) as session:
             url = f"{ticket['from']}/toy/kv/{ticket['id']}"
             async with session.get(url) as resp:

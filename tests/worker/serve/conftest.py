@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from disagg_worker.serve.localrun import Child, disagg_argv, start_child, stop_children, wait_ready
+from disagg_tools.local.children import Child, disagg_argv, start_child, stop_children, wait_ready
 
 
 def post(url: str, body: dict[str, Any], timeout: float = 120) -> tuple[int, dict[str, Any]]:

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from disagg_worker.serve.localrun import Child, disagg_argv, start_child, wait_ready
+from disagg_tools.local.children import Child, disagg_argv, start_child, wait_ready
 from tests.worker.serve.conftest import Workers
 
 TIMEOUT_S, INTERVAL_S = 5.0, 1.0

@@ -9,8 +9,8 @@ import socket
 import subprocess
 import time
 
+from disagg_tools.local.children import disagg_argv
 from disagg_worker.model.model import BOS
-from disagg_worker.serve.localrun import disagg_argv
 from tests.worker.serve.conftest import StartWorker, get, post
 
 

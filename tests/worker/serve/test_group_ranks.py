@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from disagg_worker.serve.localrun import (
+from disagg_tools.local.children import (
     Child,
     disagg_argv,
     free_port_range,

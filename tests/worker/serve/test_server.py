@@ -11,9 +11,9 @@ import urllib.error
 
 import pytest
 
+from disagg_tools.local.children import ChildError
 from disagg_worker.model.kvcache import PagedKVCache
 from disagg_worker.model.model import ReferenceModel, decode, encode, get_preset, kv_layout
-from disagg_worker.serve.localrun import ChildError
 from tests.worker.serve.conftest import (
     StartWorker,
     get,

@@ -381,7 +381,7 @@ def main(argv: list[str]) -> int:
     )
     if args.once:
         return asyncio.run(_once(canary))
-    from disagg_worker.serve.localrun import serve
+    from disagg_worker.serve.process import serve
 
     async def ready(_: int) -> dict[str, Any]:
         return {"role": "canary", "prefill": canary.prefill, "decode": canary.decode}

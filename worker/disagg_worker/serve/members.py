@@ -22,7 +22,7 @@ import threading
 
 from disagg_contract.config import WorkerConfig
 from disagg_worker.serve.collective import group_ports
-from disagg_worker.serve.localrun import die_with_parent
+from disagg_worker.serve.process import die_with_parent
 from disagg_worker.serve.tp import STOP_WAIT_S, rank_env
 
 log = logging.getLogger("disagg.worker.members")

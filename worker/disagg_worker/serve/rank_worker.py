@@ -37,7 +37,7 @@ from disagg_worker.serve.collective import (
     decode,
     join_store,
 )
-from disagg_worker.serve.localrun import die_with_parent, keep_buffers_on_heap, limit_threads
+from disagg_worker.serve.process import die_with_parent, keep_buffers_on_heap, limit_threads
 from disagg_worker.serve.tp import stats_fields
 from disagg_worker.transfer.agent import KVTransferAgent
 from disagg_worker.transfer.peers import PeerRef, TransferError

@@ -49,7 +49,7 @@ from disagg_worker.serve.collective import (
     group_ports,
     open_store,
 )
-from disagg_worker.serve.localrun import die_with_parent
+from disagg_worker.serve.process import die_with_parent
 from disagg_worker.transfer.decode import DecodeReader, TransferStats
 from disagg_worker.transfer.peers import PeerRef, TransferError
 

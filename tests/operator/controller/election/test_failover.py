@@ -17,9 +17,9 @@ import asyncio
 import datetime
 from pathlib import Path
 
-from disagg_operator.bench import failover
-from disagg_operator.bench.failover import LEASE, LEASE_KEY, Replica, Setup, lease_args
 from disagg_operator.controller.rules import lease
+from disagg_tools.bench import failover
+from disagg_tools.bench.failover import LEASE, LEASE_KEY, Replica, Setup, lease_args
 from tests.operator.conftest import DD, quickstart
 from tests.support.emulator import ApiCall, Emulator
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from disagg_worker.bench.relay import params_dropper
+from disagg_tools.bench.relay import params_dropper
+from disagg_tools.local.children import serve_in_thread
 from disagg_worker.model.model import BOS
-from disagg_worker.serve.localrun import serve_in_thread
 from tests.worker.serve.conftest import Workers, get, metric, post
 
 THRESHOLD = 64

@@ -218,7 +218,7 @@ def policy(args: argparse.Namespace) -> Policy:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    from disagg_worker.serve.localrun import serve
+    from disagg_worker.serve.process import serve
 
     pairs, refreshers = pools(args)
     try:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 
-from disagg_worker.serve import names
 from disagg_worker.serve.proxy.upstream import Pool
 
 log = logging.getLogger("disagg.proxy")
@@ -33,9 +33,11 @@ def parse_service(text: str) -> tuple[str, int]:
 
 
 async def resolve(host: str, port: int) -> list[str]:
-    """Every address ``host`` resolves to (cluster DNS, or the local kubelet's table:
-    :mod:`disagg_worker.serve.names`), sorted, as base URLs on ``port``."""
-    found = await names.addresses(host, port)
+    """Every address ``host`` resolves to (cluster DNS), sorted, as base URLs on ``port``;
+    OSError when none (NXDOMAIN)."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    found = sorted({str(info[4][0]) for info in infos})
     return [f"http://[{a}]:{port}" if ":" in a else f"http://{a}:{port}" for a in found]
 
 

@@ -17,7 +17,6 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from disagg_worker.serve import names
 from disagg_worker.serve.proxy.upstream import (
     HopError,
     error_kind,
@@ -104,8 +103,9 @@ class HopClient:
         self.session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
-        # the local kubelet's name table first, where it gives one (serve.names)
-        connector = aiohttp.TCPConnector(limit=0, resolver=names.Resolver())
+        # the system resolver (cluster DNS), as discovery's: never c-ares, which would
+        # read neither /etc/hosts nor what a host's resolver is told
+        connector = aiohttp.TCPConnector(limit=0, resolver=aiohttp.ThreadedResolver())
         self.session = aiohttp.ClientSession(connector=connector)
 
     async def close(self) -> None:

@@ -1,1 +1,0 @@
-"""Operator benchmarks and the ``disagg bench`` dispatcher."""

@@ -1,0 +1,195 @@
+"""Rendered pods → local processes: what changes for one host (vLLM pods most), and nothing
+else."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from disagg_operator.engines.settings import BUILTIN_ENGINES
+from disagg_operator.render.objects import render
+from disagg_tools.local.rules.pods import (
+    UpError,
+    core_takers,
+    local_pods,
+    pin_ports,
+    share_cores,
+)
+from disagg_tools.local.stack import render_manifest
+from tests.operator.builders import spanning
+
+VLLM, REFERENCE = BUILTIN_ENGINES["vllm"], BUILTIN_ENGINES["reference"]
+
+ROOT = Path(__file__).resolve().parents[3]
+VLLM_CPU = ROOT / "examples" / "vllm-cpu.yaml"
+QUICKSTART = ROOT / "examples" / "quickstart-cpu.yaml"
+CLAIMS = {"models": "/data/models"}  # the local folder standing for the example's claim
+FILES = {"vllm-cpu-engine-idle": "/run/cm/engine-idle"}  # where a run wrote that ConfigMap
+
+
+def _rendered(path: Path = VLLM_CPU) -> list[dict[str, Any]]:
+    body = yaml.safe_load(path.read_text())
+    body["metadata"].update(namespace="default", uid="u")
+    return render(body, hmac_key="k")
+
+
+def _engine(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    pod = next(o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"] == name)
+    container: dict[str, Any] = pod["spec"]["containers"][0]
+    return container
+
+
+def test_vllm_pods_keep_their_rendered_flags_and_env() -> None:
+    objects = _rendered()
+    pods = local_pods(
+        objects,
+        "/s",
+        VLLM,
+        ports=itertools.count(9000),
+        cores=[[0], [2, 3]],
+        claims=CLAIMS,
+        config_maps=FILES,
+    )
+    assert [(p.role, p.local) for p in pods] == [("prefill", VLLM.local), ("decode", VLLM.local)]
+    for pod, cores in zip(pods, ("0", "2,3"), strict=True):
+        container = _engine(objects, pod.name)
+        rendered = container["command"] + container.get("args", [])
+        assert pod.argv[:3] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
+        # the claim's mount point is the claim's local folder
+        assert rendered[2] == "/mnt/models/tiny-llama"
+        assert pod.argv[3:5] == ["--model", "/data/models/tiny-llama"]
+        assert "claim models (mounted at /mnt/models) → /data/models" in pod.adapted
+        # the NIXL idle shim's ConfigMap folder is the engine's PYTHONPATH here too
+        assert pod.env["PYTHONPATH"] == "/run/cm/engine-idle"
+        assert pod.env["DISAGG_NIXL_PROGRESS_DELAY_US"] == "5000"
+        # every rendered flag but the port travels unchanged, the KV config included
+        flags = rendered[3:]
+        i = flags.index("--port")
+        kept = flags[:i] + flags[i + 2 :]
+        assert pod.argv[-len(kept) :] == kept
+        kv = json.loads(kept[kept.index("--kv-transfer-config") + 1])
+        assert kv["kv_buffer_device"] == "cpu"
+        assert pod.argv[pod.argv.index("--port") + 1] == str(pod.http_port)
+        assert pod.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == "127.0.0.1"
+        assert pod.env["VLLM_CPU_OMP_THREADS_BIND"] == cores
+        assert "UCX_TLS" not in pod.env and pod.dropped
+        assert any("core(s) " + cores in note for note in pod.adapted)
+    ports = [pods[0].http_port, pods[1].http_port]
+    ports += [int(p.env["VLLM_NIXL_SIDE_CHANNEL_PORT"]) for p in pods]
+    assert len(set(ports)) == 4  # nothing shared between the two engines
+
+
+def test_vllm_pods_need_concrete_ports() -> None:
+    with pytest.raises(UpError, match="vLLM needs concrete ports"):
+        local_pods(_rendered(), "/s", VLLM, claims=CLAIMS, config_maps=FILES)
+
+
+def test_a_claim_without_a_local_folder_or_a_model_the_cluster_fetches_is_refused() -> None:
+    with pytest.raises(UpError, match="--claim models=DIR"):
+        local_pods(_rendered(), "/s", VLLM, ports=itertools.count(9000), config_maps=FILES)
+    with pytest.raises(UpError, match="ConfigMap 'vllm-cpu-engine-idle', which was not written"):
+        local_pods(_rendered(), "/s", VLLM, ports=itertools.count(9000), claims=CLAIMS)
+    for model, says in (("hf://org/name", "init container"), ("oci://r.example/m:1", "image")):
+        body = yaml.safe_load(VLLM_CPU.read_text())
+        body["metadata"].update(namespace="default", uid="u")
+        body["spec"]["model"] = model
+        with pytest.raises(UpError, match=f"{says}.*--model DIR"):
+            objects = render(body, hmac_key="k")
+            local_pods(objects, "/s", VLLM, ports=itertools.count(9000), config_maps=FILES)
+
+
+def test_without_cores_the_rendered_binding_stays() -> None:
+    objects = _rendered()
+    pods = local_pods(
+        objects, "/s", VLLM, ports=itertools.count(9000), claims=CLAIMS, config_maps=FILES
+    )
+    for pod in pods:
+        env = {e["name"]: e.get("value") for e in _engine(objects, pod.name)["env"]}
+        assert pod.env["VLLM_CPU_OMP_THREADS_BIND"] == env["VLLM_CPU_OMP_THREADS_BIND"]
+
+
+def test_only_an_engine_that_takes_core_lists_gets_cores() -> None:
+    assert core_takers(_rendered(), VLLM) == 2
+    assert core_takers(_rendered(QUICKSTART), REFERENCE) == 0
+    pods = local_pods(_rendered(QUICKSTART), "/s", REFERENCE, cores=[[0], [1]])
+    assert all("DISAGG_CPU" not in " ".join(p.adapted) for p in pods)
+    assert all(p.env == {**p.env} and "VLLM_CPU_OMP_THREADS_BIND" not in p.env for p in pods)
+
+
+@pytest.mark.parametrize(
+    ("count", "cores", "expected"),
+    [
+        (2, [0, 1], [[0], [1]]),
+        (2, [0, 1, 2, 3], [[0, 1], [2, 3]]),
+        (2, [4, 5, 6], [[4], [5]]),
+        (3, [0, 1], [[0], [1], [0]]),
+        (0, [0, 1], []),
+    ],
+)
+def test_share_cores_is_disjoint_when_it_can_be(
+    count: int, cores: list[int], expected: list[list[int]]
+) -> None:
+    assert share_cores(count, cores) == expected
+
+
+def test_a_reference_worker_is_pinned_to_the_ports_it_announced() -> None:
+    """A restart binds what the first process bound: the proxy's URLs and the side channel
+    prefill advertised stay valid."""
+    env = {"DISAGG_HTTP_PORT": "0", "DISAGG_SIDE_CHANNEL_PORT": "0", "DISAGG_ROLE": "prefill"}
+    ready = {"event": "ready", "http_port": 8123, "side_channel_port": 5611}
+    assert pin_ports(env, ready) == {
+        "DISAGG_HTTP_PORT": "8123",
+        "DISAGG_SIDE_CHANNEL_PORT": "5611",
+        "DISAGG_ROLE": "prefill",
+    }
+    assert env["DISAGG_HTTP_PORT"] == "0"  # a new env, the old one untouched
+    # decode listens on no side channel (its ready line says None)
+    decode = pin_ports(env, {"http_port": 8124, "side_channel_port": None})
+    assert decode["DISAGG_HTTP_PORT"] == "8124" and decode["DISAGG_SIDE_CHANNEL_PORT"] == "0"
+
+
+def test_the_decode_pods_canary_runs_once_against_the_local_processes() -> None:
+    from disagg_tools.local.rules.pods import canary_argv
+
+    pods = local_pods(_rendered(QUICKSTART), "/tmp/secret", REFERENCE)
+    prefill, decode = pods
+    assert canary_argv(prefill, "http://p", "http://d") == []  # prefill pods have none
+    argv = canary_argv(decode, "http://127.0.0.1:1", "http://127.0.0.1:2")
+    assert argv[:3] == [sys.executable, "-m", "disagg_operator.cli"]
+    assert argv[3:6] == ["worker", "canary", "--model"]
+    flags = argv[5:]
+    assert flags[flags.index("--prefill") + 1] == "http://127.0.0.1:1"
+    assert flags[flags.index("--decode") + 1] == "http://127.0.0.1:2"
+    assert flags.count("--prefill") == flags.count("--decode") == 1  # the Service's URL is gone
+    assert flags[-1] == "--once" and "--timeout-s" in flags
+
+
+def test_a_tensor_parallel_vllm_pod_binds_one_core_list_per_rank() -> None:
+    """vLLM's CPU worker wants a list per rank ("a|b"): decode TP 2 on the cores the pod
+    gets, split evenly, or the one core reused when it has fewer cores than ranks."""
+    body = yaml.safe_load(VLLM_CPU.read_text())
+    body["metadata"].update(namespace="default", uid="u")
+    body["spec"]["decode"]["tensorParallelSize"] = 2
+    body["spec"]["decode"]["resources"]["limits"].update(cpu="4", memory="10Gi")
+    body["spec"]["decode"]["resources"]["requests"]["memory"] = "10Gi"
+    objects = render(body, hmac_key="k")
+    for cores, bound in (([2, 3], "2|3"), ([1], "1|1"), ([0, 1, 2, 3], "0,1|2,3")):
+        pods = local_pods(
+            objects, "/s", VLLM, ports=itertools.count(9000), cores=[[0], cores],
+            claims=CLAIMS, config_maps=FILES,
+        )  # fmt: skip
+        assert pods[0].env["VLLM_CPU_OMP_THREADS_BIND"] == "0"  # prefill: TP 1
+        assert pods[1].env["VLLM_CPU_OMP_THREADS_BIND"] == bound
+        assert "--tensor-parallel-size" in pods[1].argv
+
+
+def test_a_local_run_refuses_instances_that_span_pods_and_says_what_runs_here() -> None:
+    obj = spanning()
+    with pytest.raises(UpError, match=r"demo-prefill-0.*set nodesPerInstance: 1 to run here"):
+        render_manifest(obj, hmac_key="k" * 32)

@@ -1,0 +1,330 @@
+"""`disagg bench e2e --engine vllm`: real vLLM, aggregated vs prefill → NIXL → decode.
+
+Benchmark script (I/O: starts vLLM engines, talks HTTP). Both sides run the operator's
+rendered pods for examples/vllm-cpu.yaml as ``disagg up`` runs them (each engine on its own
+core): the aggregated engine is the decode pod without its KV connector, on the decode
+engine's core; the P/D pair runs behind the disagg proxy. All three engines run at once
+and the two sides' requests alternate (which goes first too), so each figure is compared
+with the other side's at the same moment of a host whose speed drifts by tens of percent
+within minutes (measured here: two runs a few minutes apart differed by 1.5x). Every
+request uses a fresh prompt (no prefix-cache hits on either side), greedy.
+
+Each side's timed request is one streamed ``--gen-tokens`` completion (at least 16 tokens)
+on a fresh prompt, the same prompt on both sides, with the judge's top logprobs; the
+figures (:mod:`.e2e_vllm_figures`, each a median with its p10 and p90):
+
+- ``ttft_*_ms`` / ``ttlt_*_ms``: client time to the first / last token's event (P/D:
+  through the proxy, both hops); ``decode_tps_*``: (tokens received - 1) / (last - first
+  token), per request.
+- proof of P/D: the decode engine's own prompt-token sources around each P/D request
+  alone (requests run one at a time): ``kv_read`` requests loaded their prompt's KV from the
+  prefill, ``recomputed`` computed it themselves (no P/D figure for that case),
+  ``kv_unproven`` had no sources to tell.
+- ``transfer_*``: the decode engine's NIXL histograms around each request (``transfer_ms``
+  its NIXL READ time, ``transfer_kb`` and ``transfer_descriptors`` per request).
+- ``tokens_match``: every request's tokens equal on both sides; ``logprobs_gap``: the
+  judge's largest logprob difference over every request, every position and the union of
+  both top-5 lists (:mod:`disagg_tools.vllm.rules.judge`; ``logprobs_match`` when within its
+  tolerance): equal tokens from a degenerate model can hide partly wrong KV, its logprobs
+  cannot.
+- breakdown of ``ttft_disagg_ms``: ``prefill_hop_ms`` as the router times it (its stream
+  headers) and ``after_prefill_ms``, the rest (decode, its READ and first step, the HTTP).
+  Inside it, vLLM's own request phases on the decode engine (means over the case's
+  requests, from its ``/metrics``): ``decode_kv_wait_ms`` (its queue phase: from taking the
+  request to the step that runs it, the NIXL read and the steps around it included) and
+  ``decode_first_step_ms`` (its prefill phase: the one-token step after the read);
+  ``prefill_step_ms`` / ``agg_step_ms``: the prefill phase of the prefill engine and of the
+  aggregated engine (the prompt's forward pass).
+- ``engine_idle_cpu_cores``: each engine's process tree, idle after start-up and warm-up,
+  all three in one window: CPU seconds over a :data:`IDLE_WINDOW_S` window / wall seconds
+  (NIXL's progress thread and vLLM's queue readers spin a core each unless the engine-idle
+  shim is on: docs/derivation.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from disagg_operator.api import ROLES
+from disagg_operator.engines.vllm.fields import KVTransferFields
+from disagg_tools.bench.e2e import IDLE_WINDOW_S, format_columns, idle_cpu, progress
+from disagg_tools.bench.rules import e2e_vllm_figures as figures
+from disagg_tools.bench.stream import MIN_TOKENS, stream_completion
+from disagg_tools.local.children import stop_children
+from disagg_tools.local.stack import Run, launch, start_aggregated
+from disagg_tools.vllm.rules import judge, metrics
+from disagg_worker.serve.pd.evidence import VLLM_KV_BYTES, VLLM_KV_SECONDS, vllm_sources
+
+ROOT = Path(__file__).resolve().parents[3]
+MANIFEST = ROOT / "examples" / "vllm-cpu.yaml"
+VOCAB = 1020  # tiny-llama's ordinary token ids: 4 .. 1023
+# decode's NIXL histograms whose sums a request's READ grows (vLLM 0.32.0 and 0.33.0,
+# nixl/stats.py NixlPromMetrics), and its failed-transfer counter
+NIXL_HISTOGRAMS = {
+    "xfer_s": VLLM_KV_SECONDS.removesuffix("_sum"),
+    "bytes": VLLM_KV_BYTES.removesuffix("_sum"),
+    "descriptors": "vllm:nixl_num_descriptors",
+}
+NIXL_FAILED = "vllm:nixl_num_failed_transfers"
+
+
+def prompt(tokens: int, case: int, i: int) -> list[int]:
+    """A prompt no other request shares a first block with (BOS, then distinct ids)."""
+    return [0] + [4 + (case * 7919 + i * 104729 + j * 37) % VOCAB for j in range(tokens - 1)]
+
+
+def _request(url: str, p: list[int], gen: int) -> dict[str, Any]:
+    """One timed request: ``gen`` tokens streamed on prompt ``p``, with the judge's logprobs."""
+    body = {"prompt": p, "max_tokens": gen, "temperature": 0, "ignore_eos": True,
+            "return_token_ids": True, **judge.request_fields()}  # fmt: skip
+    got = stream_completion(url, body)
+    return {"ttft": got.ttft_ms, "ttlt": got.ttlt_ms, "tokens": got.tokens,
+            "token_ids": got.token_ids, "tops": judge.tops_of({"logprobs": {
+                "top_logprobs": got.top_logprobs}}), "route": got.route}  # fmt: skip
+
+
+def _page(url: str) -> str:
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
+        return str(resp.read().decode())
+
+
+def _counted(page: str) -> dict[str, Any]:
+    """What a decode engine's /metrics page says of the KV it loaded so far: prompt tokens
+    by source, and its NIXL histograms' sums and failed transfers."""
+    nixl = metrics.histograms(page, NIXL_HISTOGRAMS.values())
+    out: dict[str, Any] = {"sources": vllm_sources(page)}
+    out.update({key: nixl[name][0] for key, name in NIXL_HISTOGRAMS.items()})
+    out["failed"] = metrics.counter(page, NIXL_FAILED)
+    return out
+
+
+def _grown(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The growth of :func:`_counted` from one reading to the next."""
+    out = {k: after[k] - before[k] for k in (*NIXL_HISTOGRAMS, "failed")}
+    s0, s1 = before["sources"], after["sources"]
+    out["sources"] = {k: v - s0.get(k, 0.0) for k, v in s1.items()} if s0 and s1 else {}
+    return out
+
+
+def _pd_request(url: str, decode: str, p: list[int], gen: int) -> dict[str, Any]:
+    """A timed P/D request with the decode engine's counters read around it."""
+    before = _counted(_page(decode))
+    row = _request(url, p, gen)
+    row["kv"] = _grown(before, _counted(_page(decode)))
+    return row
+
+
+def _phases(run: Run) -> dict[str, dict[str, tuple[float, float]]]:
+    """Each engine's request-phase histograms, by role (vLLM's /metrics)."""
+    out = {}
+    for role, urls in run.workers.items():
+        with urllib.request.urlopen(urls[0] + "/metrics", timeout=30) as resp:
+            out[role] = metrics.histograms(resp.read().decode())
+    return out
+
+
+def _phase_means(
+    before: dict[str, dict[str, tuple[float, float]]],
+    after: dict[str, dict[str, tuple[float, float]]],
+) -> dict[str, float | None]:
+    """``<role>_queue_ms`` and ``<role>_step_ms``: the mean queue and prefill phase of the
+    requests each engine served between two readings."""
+    out = {}
+    for role in after:
+        for key, name in (("queue", metrics.QUEUE_TIME), ("step", metrics.PREFILL_TIME)):
+            out[f"{role}_{key}_ms"] = metrics.mean_ms(before[role], after[role], name)
+    return out
+
+
+Sides = dict[str, dict[int, list[dict[str, Any]]]]
+
+
+def _measure(
+    runs: dict[str, Run], urls: dict[str, str], lengths: list[int], args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """Per prompt length, the two sides' requests interleaved (which goes first alternates),
+    so both meet the same moment of this host; each engine's vLLM phases over the timed
+    requests alone (read after the warm-up)."""
+    rows = []
+    decode = runs["P/D"].workers["decode"][0]
+    for c, n in enumerate(lengths):
+        for url in urls.values():  # warm-up
+            _request(url, prompt(n, c, 999), MIN_TOKENS)
+        before = {side: _phases(run) for side, run in runs.items()}
+        sides: dict[str, list[dict[str, Any]]] = {side: [] for side in urls}
+        for i in range(args.repeat):
+            progress(f"  {n} tokens: {i + 1}/{args.repeat}")
+            for side in list(urls) if i % 2 == 0 else list(urls)[::-1]:
+                p = prompt(n, c, i)
+                if side == "P/D":
+                    sides[side].append(_pd_request(urls[side], decode, p, args.gen_tokens))
+                else:
+                    sides[side].append(_request(urls[side], p, args.gen_tokens))
+        phases = {side: _phase_means(before[side], _phases(run)) for side, run in runs.items()}
+        rows.append(figures.case(n, sides["agg"], sides["P/D"], phases["P/D"], phases["agg"]))
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    cols = [
+        ("prompt", "prompt_tokens", "{:>6}"),
+        ("read", "kv_read", "{:>4}"),
+        ("recomp", "recomputed", "{:>6}"),
+        ("ttft agg", "ttft_agg_ms", "{:>6.1f}"),
+        ("ttft P/D", "ttft_disagg_ms", "{:>6.1f}"),
+        ("overhead", "overhead_ms", "{:>6.1f}"),
+        ("prefill hop", "prefill_hop_ms", "{:>6.1f}"),
+        ("kv wait", "decode_kv_wait_ms", "{:>6.1f}"),
+        ("1st step", "decode_first_step_ms", "{:>6.1f}"),
+        ("transfer", "transfer_ms", "{:>6.3f}"),
+        ("kB", "transfer_kb", "{:>5.0f}"),
+        ("tok/s agg", "decode_tps_agg", "{:>6.1f}"),
+        ("tok/s P/D", "decode_tps_disagg", "{:>6.1f}"),
+        ("match", "tokens_match", "{!s:>5}"),
+        ("logprobs", "logprobs_match", "{!s:>5}"),
+    ]
+    return format_columns(
+        cols,
+        rows,
+        "times in ms, median [p10-p90] of streamed requests; read / recomp = P/D requests "
+        "whose decode loaded the prompt's KV / computed it itself (its own prompt-token "
+        "sources; any recompute: no P/D figure). transfer = vLLM's own NIXL READ time per "
+        "request; kv wait and 1st step = decode's own request phases (means: queue = from "
+        "taking the request to its first scheduled step, the read included; prefill = that "
+        "step).",
+    )
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="disagg bench e2e --engine vllm", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--engine", choices=["vllm"], default="vllm")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--prompts", default="16,128,512", help="prompt lengths in tokens")
+    p.add_argument("--repeat", type=int, default=20, help="fresh prompts per length and side")
+    p.add_argument("--gen-tokens", type=int, default=32,
+                   help=f"tokens each timed request streams (at least {MIN_TOKENS})")  # fmt: skip
+    p.add_argument("--model", required=True, help="local model dir (disagg model tiny-llama DIR)")
+    p.add_argument("--manifest", default=str(MANIFEST))
+    p.add_argument(
+        "--keep-cpu-binding",
+        action="store_true",
+        help="P/D engines keep the rendered CPU binding (nobind) instead of a core each",
+    )
+    p.add_argument(
+        "--nixl-delay-us",
+        type=int,
+        help="spec.kvTransfer.nixlProgressDelayMicroseconds for this run (0: NIXL's own "
+        "spinning progress thread; default: the manifest's)",
+    )
+    p.add_argument(
+        "--queue-poll-us",
+        type=int,
+        help="spec.<role>.queuePollMicroseconds of both pools for this run (0: vLLM's own "
+        "sched_yield loop on its message queue; default: the manifest's)",
+    )
+    p.add_argument(
+        "--keep-cpu-affinity",
+        choices=["true", "false"],
+        help="spec.<role>.keepCpuAffinity of both pools for this run (false: vLLM's NIXL "
+        "worker pin moves each engine's model thread to the host's highest CPU; default: "
+        "the manifest's)",
+    )
+    args = p.parse_args(argv)
+    if args.gen_tokens < MIN_TOKENS:
+        p.error(f"--gen-tokens: at least {MIN_TOKENS}, so a first token is timed inside a "
+                "request that goes on generating")  # fmt: skip
+    lengths = [int(x) for x in args.prompts.split(",") if x.strip()]
+    with tempfile.TemporaryDirectory(prefix="disagg-bench-manifest-") as folder:
+        keep = None if args.keep_cpu_affinity is None else args.keep_cpu_affinity == "true"
+        manifest, idle = _manifest(
+            Path(args.manifest), args.nixl_delay_us, args.queue_poll_us, Path(folder), keep
+        )
+        return _bench(args, lengths, manifest, idle)
+
+
+NIXL_DELAY_DEFAULT = KVTransferFields.model_fields["nixl_progress_delay_microseconds"].default
+
+
+def _manifest(
+    path: Path, delay: int | None, poll: int | None, folder: Path, keep: bool | None = None
+) -> tuple[Path, dict[str, Any]]:
+    """The manifest to run (with the settings given written in) and the engine-idle
+    settings it runs with (None: the pool's derived default)."""
+    body = yaml.safe_load(path.read_text())
+    spec = body["spec"]
+    kv = spec.setdefault("kvTransfer", {})
+    if delay is not None:
+        kv["nixlProgressDelayMicroseconds"] = delay
+    for role in ROLES:
+        if poll is not None:
+            spec[role]["queuePollMicroseconds"] = poll
+        if keep is not None:
+            spec[role]["keepCpuAffinity"] = keep
+    settings = {
+        "nixl_progress_delay_us": int(kv.get("nixlProgressDelayMicroseconds", NIXL_DELAY_DEFAULT)),
+        "queue_poll_us": {
+            role: spec[role].get("queuePollMicroseconds", "derived") for role in ROLES
+        },
+        "keep_cpu_affinity": {role: spec[role].get("keepCpuAffinity", "derived") for role in ROLES},
+    }
+    if delay is None and poll is None and keep is None:
+        return path, settings
+    out = folder / path.name
+    out.write_text(yaml.safe_dump(body))
+    return out, settings
+
+
+def _bench(
+    args: argparse.Namespace, lengths: list[int], manifest: Path, idle: dict[str, Any]
+) -> int:
+    runs = {"agg": Run([], {}), "P/D": Run([], {})}
+    with tempfile.TemporaryDirectory(prefix="disagg-bench-vllm-") as tmp:
+        try:
+            progress("aggregated vLLM (the decode pod without its KV connector) ...")
+            (Path(tmp) / "agg").mkdir()
+            agg = start_aggregated(
+                manifest, Path(tmp) / "agg", runs["agg"], model=args.model, say=progress
+            )
+            progress("P/D: prefill and decode vLLM behind the disagg proxy ...")
+            (Path(tmp) / "pd").mkdir()
+            launch(manifest, Path(tmp) / "pd", Path(tmp) / "pd", runs["P/D"], model=args.model,
+                   keep_cpu_binding=args.keep_cpu_binding, say=progress)  # fmt: skip
+            progress(f"  engines idle for {IDLE_WINDOW_S:g} s ...")
+            engines = [
+                (side, c) for side, r in runs.items() for c in r.children
+                if c.name in r.names.values()
+            ]  # fmt: skip
+            labels = [f"{side} {c.name}" for side, c in engines]
+            cores = idle_cpu([c for _, c in engines], IDLE_WINDOW_S, labels)
+            idle_by_side: dict[str, dict[str, float]] = {side: {} for side in runs}
+            for (side, c), label in zip(engines, labels, strict=True):
+                idle_by_side[side][c.name] = cores[label]
+            pd = runs["P/D"].proxy_url
+            urls = {"agg": agg + "/v1/completions", "P/D": pd + "/v1/completions"}
+            rows = _measure(runs, urls, lengths, args)
+        finally:
+            stop_children([c for r in runs.values() for c in r.children])
+    result = {
+        "engine": "vllm",
+        "manifest": str(manifest),
+        "repeat": args.repeat,
+        "cpu_binding": "rendered" if args.keep_cpu_binding else "a core per engine",
+        **idle,
+        "engine_idle_cpu_cores": idle_by_side,
+        "cases": rows,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(table(rows))
+        print(f"idle engines (cores, {IDLE_WINDOW_S:g} s window): {idle_by_side}")
+    return 0

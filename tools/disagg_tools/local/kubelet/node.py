@@ -1,0 +1,294 @@
+"""The local kubelet: every pod the API server has becomes processes on this host, probed
+and restarted as a Kubernetes 1.36 kubelet does, its status written back.
+
+I/O layer (the API through :mod:`.api`, processes through :mod:`.runtime`, probes through
+:mod:`.prober`); the rules are :mod:`.rules`' and :mod:`disagg_tools.local.rules.backoff`'s.
+Each :meth:`Kubelet.tick`:
+
+- a new pod gets an address (127.0.1.N), its volumes as folders (:mod:`.admit`), its
+  containers as processes (:mod:`.rules.containers`), a probe worker per probe
+  (:mod:`.rules.probes`, its ticker from now) and a finalizer, so that a delete waits;
+- each container is looked at (:meth:`.runtime.Box.observe`): an exit is recorded and,
+  as its restart policy says, it starts again after the crash-loop back-off (waiting as
+  ``CrashLoopBackOff``); a failed liveness or startup probe kills it (preStop, SIGTERM,
+  SIGKILL at the end of the grace) and, unless its policy is Never, starts it again;
+- a change (a container started or exited, a probe result that changed) is a pod sync:
+  a started container not yet ready has its readiness probe run at once;
+- each probe worker runs when due (HTTP GET, TCP, exec, each within its timeout, in the
+  background); the status (phase, ``podIPs``, ``containerStatuses``, conditions) is
+  written when it changed, a condition's ``lastTransitionTime`` kept unless it flips;
+- a pod being deleted keeps its readiness probes (its endpoints say ``serving`` while it
+  passes; liveness and startup stop), runs each container's preStop, then SIGTERM, then
+  SIGKILL at the end of its grace; its last status is written (every container
+  terminated, phase Succeeded or Failed) and its finalizer goes.
+
+The endpoints, cluster DNS and the Deployments are :mod:`.controllers`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from disagg_operator.engines.base import Engine
+from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_tools.local.children import start_child, stop_children
+from disagg_tools.local.kubelet import admit, prober
+from disagg_tools.local.kubelet.api import Api
+from disagg_tools.local.kubelet.rules import containers, lifecycle, probes
+from disagg_tools.local.kubelet.runtime import Box, host_env, rfc3339
+from disagg_tools.local.rules.backoff import CrashLoop
+
+log = logging.getLogger("disagg.kubelet")
+FINALIZER = "disagg.dev/local-kubelet"
+NET = "127.0.1."
+KUBELET_1_36 = CrashLoop()  # 10 s doubling to 300 s, reset after 600 s running
+
+
+@dataclass
+class Pod:
+    """A pod this kubelet runs."""
+
+    uid: str
+    run: containers.PodRun
+    boxes: dict[str, Box]
+    body: dict[str, Any]  # the pod as last listed
+    started: str = field(default_factory=rfc3339)
+    phase: str = "Pending"
+    sync: bool = True  # a pod sync is due (readiness triggers)
+    going: asyncio.Task[None] | None = None  # the termination, once deleted
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)  # probe kills
+    written: Any = None  # the status last written
+
+    @property
+    def deleting(self) -> bool:
+        return bool(self.body["metadata"].get("deletionTimestamp"))
+
+    @property
+    def done(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+class Kubelet:
+    """Runs the API server's pods here (module docstring). ``workdir`` holds the pods'
+    logs, volumes and the name table of each namespace (``hosts/<namespace>``);
+    ``crash_loop`` is the node's restart back-off (the kubelet's configuration)."""
+
+    def __init__(
+        self,
+        api: Api,
+        workdir: Path,
+        settings: Settings = DEFAULT,
+        tick_s: float = 0.1,
+        crash_loop: CrashLoop = KUBELET_1_36,
+    ) -> None:
+        self.api, self.workdir, self.settings, self.tick_s = api, workdir, settings, tick_s
+        self.crash_loop = crash_loop
+        self.pods: dict[str, Pod] = {}  # by pod uid
+        self.failed: dict[str, str] = {}  # pod uid → why it cannot run here
+        self._http: aiohttp.ClientSession | None = None
+        self._engines: dict[str, Engine | None] = {}
+
+    def hosts_file(self, namespace: str) -> Path:
+        return self.workdir / "hosts" / namespace
+
+    def address_of(self, name: str, namespace: str = "default") -> str | None:
+        found = [
+            p for p in self.pods.values() if (p.run.name, p.run.namespace) == (name, namespace)
+        ]
+        return found[0].run.address if found else None
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Tick until ``stop``, then stop every pod's processes."""
+        self._http = aiohttp.ClientSession()
+        try:
+            while not stop.is_set():
+                try:
+                    await self.tick()
+                except Exception:  # a tick that failed is tried again; say why
+                    log.exception("local kubelet tick failed")
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.tick_s)
+        finally:
+            for pod in self.pods.values():
+                for task in [pod.going, *pod.tasks]:
+                    if task is not None:
+                        task.cancel()
+            stop_children([b.child for p in self.pods.values() for b in p.boxes.values()], 2.0)
+            await self._http.close()
+
+    async def tick(self) -> None:
+        listed = {p["metadata"]["uid"]: p for p in await self.api.list("v1", "pods")}
+        for uid, body in listed.items():
+            pod = self.pods.get(uid)
+            if uid in self.failed:
+                continue
+            if pod is None:
+                if not body["metadata"].get("deletionTimestamp"):
+                    await self._start(body)
+                continue
+            pod.body = body
+            if pod.deleting and pod.going is None:
+                pod.going = asyncio.ensure_future(self._terminate(pod))
+        for uid in [u for u in self.pods if u not in listed]:  # gone without us: kill it
+            for box in self.pods.pop(uid).boxes.values():
+                box.kill_now()
+        now = time.monotonic()
+        for pod in list(self.pods.values()):
+            self._step(pod, now)
+            if pod.uid in self.pods:
+                await self._write_status(pod)
+
+    # ------------------------------------------------------------------ start and stop
+
+    async def _start(self, body: dict[str, Any]) -> None:
+        meta = body["metadata"]
+        uid, name, namespace = meta["uid"], meta["name"], meta.get("namespace", "default")
+        address = self._free_address()
+        folder = self.workdir / "pods" / f"{namespace}-{name}-{uid[:8]}"
+        try:
+            folders, secret_path = await admit.volumes(self.api, body, folder / "volumes")
+            secrets, maps = await admit.lookups(self.api, body)
+            run = containers.pod_run(
+                body, address, await admit.engine(self.api, self.settings, body, self._engines),
+                secret_path=secret_path, folders=folders,
+                hosts_file=str(self.hosts_file(namespace)), secrets=secrets, config_maps=maps,
+            )  # fmt: skip
+        except containers.UpError as e:
+            self.failed[uid] = str(e)
+            log.warning("pod %s/%s cannot run here: %s", namespace, name, e)
+            await self.api.patch(
+                "v1", "pods", namespace, name, {"status": _failed(str(e))}, sub="status"
+            )
+            return
+        (folder / "logs").mkdir(parents=True, exist_ok=True)
+        finalizers = [*meta.get("finalizers", []), FINALIZER]
+        await self.api.patch(
+            "v1", "pods", namespace, name, {"metadata": {"finalizers": finalizers}}
+        )
+        now, boxes = time.monotonic(), {}
+        for process in run.processes:
+            workers = probes.Probes.of(process.spec, origin=now)  # added before it starts
+            child = start_child(
+                process.container, process.argv, host_env(process.env), folder / "logs"
+            )
+            boxes[process.container] = Box(process, child, workers, uid, started_at=now)
+        self.pods[uid] = Pod(uid, run, boxes, body)
+        log.info("started pod %s/%s at %s", namespace, name, address)
+
+    def _free_address(self) -> str:
+        taken = {p.run.address for p in self.pods.values()}
+        n = next(n for n in range(2, 255) if f"{NET}{n}" not in taken)
+        return f"{NET}{n}"
+
+    async def _terminate(self, pod: Pod) -> None:
+        """A deleted pod: each container's preStop, SIGTERM, SIGKILL at the end of the
+        grace (``killPod``, all containers at once); its last status; its finalizer."""
+        run, meta = pod.run, pod.body["metadata"]
+        grace = float(meta.get("deletionGracePeriodSeconds", run.grace_s))
+        running = [b for b in pod.boxes.values() if b.running]
+        await asyncio.gather(*(b.stop(grace) for b in running))
+        now = time.monotonic()
+        for box in pod.boxes.values():
+            box.observe(pod.body, self.crash_loop, now)
+        await self._write_status(pod)
+        self.pods.pop(pod.uid, None)
+        body = await self.api.get("v1", "pods", run.namespace, run.name)
+        if body is not None:
+            kept = [f for f in body["metadata"].get("finalizers", []) if f != FINALIZER]
+            await self.api.patch(
+                "v1", "pods", run.namespace, run.name, {"metadata": {"finalizers": kept}}
+            )
+        log.info("stopped pod %s/%s", run.namespace, run.name)
+
+    # ------------------------------------------------------------------ running pods
+
+    def _step(self, pod: Pod, now: float) -> None:
+        """One pod sync's worth: exits and starts, kills for failed probes, readiness
+        triggers, then the probes that are due."""
+        for box in pod.boxes.values():
+            pod.sync |= box.observe(pod.body, self.crash_loop, now)
+            if box.running and box.killing is None and not pod.deleting:
+                why = box.probes.kill_reason(box.seen(pod.deleting, pod.done))
+                if why is not None:
+                    self._kill(pod, box, why)
+        if pod.sync:
+            pod.sync = False
+            for box in pod.boxes.values():
+                box.probes.sync(box.seen(pod.deleting, pod.done), now)
+        self._probe(pod, now)
+
+    def _kill(self, pod: Pod, box: Box, why: str) -> None:
+        """Kill a container that failed its liveness or startup probe, within the probe's
+        ``terminationGracePeriodSeconds`` if it sets one, else the pod's."""
+        kind = probes.LIVENESS if "liveness" in why else probes.STARTUP
+        grace = (box.process.spec.get(kind) or {}).get("terminationGracePeriodSeconds")
+        log.info("pod %s: container %s %s, killing", pod.run.name, box.name, why)
+        task = asyncio.ensure_future(box.kill(pod.body, float(grace or pod.run.grace_s)))
+        pod.tasks.add(task)
+        task.add_done_callback(pod.tasks.discard)
+
+    def _probe(self, pod: Pod, now: float) -> None:
+        for box in pod.boxes.values():
+            seen = box.seen(pod.deleting, pod.done)
+            for kind, worker in box.probes.workers.items():
+                if kind in box.inflight or not worker.due(now):
+                    continue
+                worker.ticked(now)
+                before = (worker.instance, worker.result)
+                go = worker.prepare(seen, now)
+                pod.sync |= (worker.instance, worker.result) != before
+                if go:
+                    box.inflight.add(kind)
+                    task = asyncio.ensure_future(self._run_probe(pod, box, worker, seen.instance))
+                    task.add_done_callback(functools.partial(_done, box.inflight, kind))
+
+    async def _run_probe(self, pod: Pod, box: Box, worker: probes.Worker, instance: str) -> None:
+        assert self._http is not None
+        env = host_env(box.process.env)
+        result = await prober.attempt(self._http, pod.run, box.process, worker.rule, env)
+        if worker.instance == instance and not worker.gone:  # not a container since gone
+            pod.sync |= worker.record(result)
+
+    async def _write_status(self, pod: Pod) -> None:
+        statuses = [b.status(pod.deleting, pod.done) for b in pod.boxes.values()]
+        stopped = not any(b.running for b in pod.boxes.values())
+        phase = lifecycle.phase(pod.body["spec"], statuses, done=pod.deleting and stopped)
+        status: dict[str, Any] = {
+            "phase": phase,
+            "podIP": pod.run.address,
+            "podIPs": [{"ip": pod.run.address}],
+            "hostIP": pod.run.address,
+            "hostIPs": [{"ip": pod.run.address}],
+            "startTime": pod.started,
+            "containerStatuses": statuses,
+            "conditions": lifecycle.conditions(pod.body, statuses, phase, rfc3339()),
+        }
+        pod.phase = phase
+        if status == pod.written:
+            return
+        pod.written = status
+        await self.api.patch(
+            "v1", "pods", pod.run.namespace, pod.run.name, {"status": status}, sub="status"
+        )
+
+
+def _done(inflight: set[str], kind: str, _: object) -> None:
+    inflight.discard(kind)
+
+
+def _failed(why: str) -> dict[str, Any]:
+    return {
+        "phase": "Failed",
+        "reason": "LocalKubelet",
+        "message": why,
+        "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": rfc3339()}],
+    }

@@ -1,0 +1,344 @@
+"""Start a rendered deployment's pods and the P/D proxy as local processes.
+
+I/O layer shared by ``disagg up``, the vLLM benchmark and the vLLM contract tests: load
+and render a manifest with the operator's code, adapt the pods for one host
+(:mod:`disagg_tools.local.rules.pods`), start them, wait until each serves, then start the
+proxy in front. Every started process is recorded in :class:`Run` as soon as it exists, so
+the caller's cleanup (:func:`~disagg_tools.local.children.stop_children`) stops it
+whatever fails later. Once a process announces the ports it bound, its command is pinned
+to them, so a restart (:mod:`disagg_tools.local.supervise`) comes back at the same
+address.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from disagg_operator.contracts import lws
+from disagg_operator.engines.base import Engine, LocalRun
+from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_operator.render import router
+from disagg_operator.render.objects import render
+from disagg_operator.validation.spec import InvalidSpec, parse
+from disagg_tools.local import serving
+from disagg_tools.local.children import Child, disagg_argv, free_port_range, start_child, wait_ready
+from disagg_tools.local.rules.groups import group_pods
+from disagg_tools.local.rules.pods import (
+    LOCAL,
+    ROLE_LABEL,
+    LocalPod,
+    UpError,
+    canary_argv,
+    core_takers,
+    local_pods,
+    pin_ports,
+    share_cores,
+)
+
+PROXY = "proxy"  # the proxy's process name (pods keep theirs)
+CANARY_WAIT_S = 120.0  # one canary is bounded by its --timeout-s; this only guards the process
+Say = Callable[[str], None]
+
+
+@dataclass
+class Run:
+    """The processes of one local run and their endpoints."""
+
+    children: list[Child]
+    workers: dict[str, list[str]]
+    proxy_url: str = ""
+    proxy_flags: list[str] = field(default_factory=list)  # the routing policy's
+    local: LocalRun | None = None  # how its engine runs here (the pods' engine)
+    logs: dict[str, Path] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)  # worker URL → pod name
+    # what removes the run's containers, pods and network (podman runs): its argument cuts
+    # the stop's waits short when set; it returns what it could not remove
+    teardown: Callable[[threading.Event], list[str]] | None = None
+
+
+def load(path: str) -> dict[str, Any]:
+    try:
+        docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
+    except (OSError, yaml.YAMLError) as e:
+        raise UpError(f"{path}: {e}") from None
+    found = [d for d in docs if isinstance(d, dict) and d.get("kind") == "DisaggregatedDeployment"]
+    if len(found) != 1:
+        raise UpError(f"{path}: expected one DisaggregatedDeployment, found {len(found)}")
+    body = dict(found[0])
+    body["metadata"] = {"namespace": "default", "uid": "local", **body.get("metadata", {})}
+    return body
+
+
+def render_manifest(
+    body: dict[str, Any], hmac_key: str, settings: Settings = DEFAULT, *, groups: bool = False
+) -> tuple[list[dict[str, Any]], Engine]:
+    """The manifest's objects, rendered with ``settings``, and its engine. ``groups``: the
+    caller plays LeaderWorkerSet's part (its engine's LocalRun says whether it can); else
+    an instance that spans pods is refused."""
+    try:
+        objects = render(body, hmac_key=hmac_key, settings=settings)
+    except InvalidSpec as e:
+        raise UpError("invalid manifest:\n  " + "\n  ".join(map(str, e.problems))) from None
+    engine = settings.engines[body["spec"]["engine"]["type"]]
+    spanning = sorted(o["metadata"]["name"] for o in objects if o["kind"] == lws.KIND)
+    if spanning and not (groups and engine.local.groups):
+        fix = (
+            "run it without --runtime (the process runtime plays LeaderWorkerSet's part)"
+            if engine.local.groups
+            else f"engine {engine.name!r} spans pods only on a cluster with the "
+            "LeaderWorkerSet controller"
+        )
+        raise UpError(
+            f"instances that span pods ({', '.join(spanning)}: nodesPerInstance above 1) "
+            f"cannot start here: {fix}, or set nodesPerInstance: 1 to run here "
+            "(docs/multinode.md)"
+        )
+    return objects, engine
+
+
+GROUP_SPAN = 66  # a group's rendezvous ports: the store, rank 0's answers, a port per rank
+
+
+def group_bases() -> Iterator[int]:
+    """A base port per group of a local run, below the ephemeral range (as vLLM's ports:
+    :func:`serving.free_ports`), with the GROUP_SPAN ports from it free now."""
+    candidates = serving.free_ports(low=serving.ephemeral_low() - GROUP_SPAN)
+    while True:
+        yield free_port_range(GROUP_SPAN, candidates)
+
+
+def get_json(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.load(resp)
+    except urllib.error.HTTPError as e:
+        detail = json.load(e).get("error", {}).get("message", e.reason)
+        raise UpError(f"{url} answered {e.code}: {detail}") from None
+
+
+def with_model(
+    body: dict[str, Any], model: str | None, say: Say, claims: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """``body`` with spec.model replaced by the local directory ``model`` (if given), and
+    spec.modelConfig.weightsMemory read from the local checkpoint (``model``, or a
+    ``pvc://`` model's folder in ``claims``) when the manifest does not say it."""
+    spec = dict(body.get("spec", {}))
+    local: Path | None
+    if model:
+        local = Path(model).resolve()
+        if not local.is_dir():
+            raise UpError(f"--model {model}: no such directory")
+        say(f"spec.model {spec.get('model')!r} → {local} (--model)")
+        spec["model"] = str(local)
+    else:
+        local = _claimed(str(spec.get("model", "")), claims or {})
+    weights = sum(f.stat().st_size for f in local.glob("*.safetensors")) if local else 0
+    model_config = dict(spec.get("modelConfig") or {})
+    if weights and "weightsMemory" not in model_config:
+        model_config["weightsMemory"] = weights
+        spec["modelConfig"] = model_config
+        say(f"spec.modelConfig.weightsMemory → {weights / 2**20:.0f} MiB (the checkpoint's files)")
+    return {**body, "spec": spec}
+
+
+def _claimed(model: str, claims: dict[str, str]) -> Path | None:
+    """The local folder of a ``pvc://claim/path`` model whose claim has one."""
+    if not model.startswith("pvc://"):
+        return None
+    claim, _, path = model.removeprefix("pvc://").partition("/")
+    return Path(claims[claim], path) if claim in claims else None
+
+
+def write_config_maps(objects: list[dict[str, Any]], tmp: Path) -> dict[str, str]:
+    """Each rendered ConfigMap's data as files in a folder of ``tmp``, as the kubelet
+    projects a configMap volume: ConfigMap name → folder."""
+    out = {}
+    for obj in objects:
+        if obj["kind"] != "ConfigMap":
+            continue
+        folder = tmp / "configmaps" / obj["metadata"]["name"]
+        folder.mkdir(parents=True, exist_ok=True)
+        for key, text in obj.get("data", {}).items():
+            (folder / key).write_text(text)
+        out[obj["metadata"]["name"]] = str(folder)
+    return out
+
+
+def start_aggregated(
+    manifest: Path, logs: Path, run: Run, *, model: str | None = None, say: Say = print
+) -> str:
+    """Start the manifest's decode pod without its KV connector: the aggregated engine a
+    P/D deployment is judged against (same image, model, flags and CPU settings). Returns
+    its URL (also ``run.workers["decode"]``)."""
+    objects, engine = render_manifest(with_model(load(str(manifest)), model, say), "unused")
+    decode = next(
+        o for o in objects if o["kind"] == "Pod" and o["metadata"]["labels"][ROLE_LABEL] == "decode"
+    )
+    container = decode["spec"]["containers"][0]
+    container["command"] = engine.aggregated(container["command"])
+    # the cores the decode engine gets in the P/D run: a like-for-like engine
+    cores = share_cores(core_takers(objects, engine), serving.host_cores())[-1:]
+    pods = local_pods(
+        [decode],
+        "/unused",
+        engine,
+        ports=serving.free_ports(),
+        cores=cores,
+        pair=False,
+        config_maps=write_config_maps(objects, logs),
+    )
+    start_workers(pods, logs, run, say)
+    return run.workers["decode"][0]
+
+
+def launch(
+    manifest: Path,
+    tmp: Path,
+    logs: Path,
+    run: Run,
+    *,
+    port: int = 0,
+    model: str | None = None,
+    keep_cpu_binding: bool = False,
+    claims: dict[str, str] | None = None,
+    say: Say = print,
+) -> None:
+    """Render ``manifest`` and start its pods and a proxy on ``port`` into ``run``.
+
+    ``keep_cpu_binding``: run vLLM with the rendered CPU settings (``nobind``, as on a
+    shared node) instead of one core list per engine; ``claims``: the local folder of each
+    PersistentVolumeClaim the pods mount (a ``pvc://`` model)."""
+    key = secrets.token_hex(32)
+    secret = tmp / "hmac"
+    secret.write_text(key)
+    secret.chmod(0o600)
+    body = with_model(load(str(manifest)), model, say, claims)
+    objects, engine = render_manifest(body, key, groups=True)
+    objects = group_pods(objects, lambda *_: LOCAL, group_bases())
+    engines = core_takers(objects, engine)
+    cores = [] if keep_cpu_binding else share_cores(engines, serving.host_cores())
+    if keep_cpu_binding and engines:
+        say("  vLLM CPU binding as rendered (--keep-cpu-binding): engines share this host's cores")
+    host = len(serving.host_cores())
+    if cores and engines > host:
+        say(f"  only {host} cores for {engines} vLLM engines: cores are shared")
+    pods = local_pods(
+        objects,
+        str(secret),
+        engine,
+        ports=serving.free_ports(),
+        cores=cores,
+        claims=claims,
+        config_maps=write_config_maps(objects, tmp),
+    )
+    say(f"rendered {len(pods)} pods from {manifest}; starting them as local processes")
+    dropped = sorted({d for p in pods for d in p.dropped})
+    if dropped:
+        say(
+            f"  dropped cluster-only {', '.join(dropped)}: "
+            "UCX picks local transports (shared memory, CMA)"
+        )
+    start_workers(pods, logs, run, say)
+    run.proxy_flags = routing_flags(body)
+    start_proxy(port, logs, run, say)
+    prove_transfer_path(pods, run, say)
+    if engine.local.warm_up:
+        took = serving.warm_pd(run.proxy_url, say)
+        say(f"  warm    P/D path: {took:.0f} ms (first NIXL handshake and connection)")
+
+
+def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DISAGG_", "UCX_TLS"))}
+    for pod in pods:
+        child = start_child(pod.name, pod.argv, {**base, **pod.env}, log_dir)
+        run.children.append(child)
+        run.logs[pod.name] = child.log_path
+        say(f"  started {pod.role} {pod.name} (pid {child.proc.pid})")
+        for note in pod.adapted:
+            say(f"          {note}")
+    for pod, child in zip(pods, run.children, strict=True):
+        if not pod.serves:  # a group's worker: its ranks join the leader, which says ready
+            continue
+        if pod.local.readiness == "health":
+            url = f"http://{LOCAL}:{pod.http_port}"
+            took = serving.wait_healthy(child, url, pod.local.start_timeout_s, say)
+            # vLLM CPU on AMX hosts dies (SIGILL) when an engine's first forward pass is a
+            # decode step over transferred KV; one local request first avoids it.
+            warm = f"; warm-up request {serving.warm_up(url):.0f} ms" if pod.local.warm_up else ""
+            label = f"{pod.local.label}, " if pod.local.label else ""
+            say(f"  ready   {pod.role} {pod.name}: {url} ({label}started in {took:.0f} s{warm})")
+        else:
+            info = wait_ready(child, timeout_s=pod.local.start_timeout_s)
+            child.env = pin_ports(child.env, info)  # a restart keeps the address
+            url = f"http://{LOCAL}:{info['http_port']}"
+            side = info.get("side_channel_port")
+            say(
+                f"  ready   {pod.role} {pod.name}: {url}"
+                + (f", side channel {LOCAL}:{side}" if side else "")
+            )
+            health = get_json(url + "/health")
+            if health.get("status") != "ok":
+                raise UpError(f"{url}/health: {health}")
+        run.workers.setdefault(pod.role, []).append(url)
+        run.names[url] = pod.name
+        run.local = pod.local
+
+
+def prove_transfer_path(pods: list[LocalPod], run: Run, say: Say) -> None:
+    """Run each decode pod's transfer canary once, as its readiness probe would in a
+    cluster (prefill max_tokens 1, then this decode with the returned kv_transfer_params),
+    and say what it proved; a failure is said, not fatal (in a cluster the pod would stay
+    unready and TransferPathReady False)."""
+    urls = {name: url for url, name in run.names.items()}
+    for pod in pods:
+        argv = canary_argv(pod, run.workers["prefill"][0], urls.get(pod.name, ""))
+        if not argv:
+            continue
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=CANARY_WAIT_S)
+            result = json.loads(done.stdout.splitlines()[-1])
+        except (subprocess.TimeoutExpired, ValueError, IndexError):
+            say(f"  canary  {pod.name}: no verdict within {CANARY_WAIT_S:g} s")
+            continue
+        if result.get("passed"):
+            took = result["took_ms"]
+            say(
+                f"  proven  transfer path to {pod.name}: canary passed in {took:.0f} ms "
+                "(incl. the first handshake and NIXL connection of this pair)"
+            )
+        else:
+            say(f"  FAILED  transfer path to {pod.name}: {result.get('problem')}")
+
+
+def start_proxy(port: int, log_dir: Path, run: Run, say: Say) -> None:
+    child = start_child(PROXY, _proxy_argv(port, run), dict(os.environ), log_dir)
+    run.children.append(child)
+    info = wait_ready(child, timeout_s=60)
+    child.argv = _proxy_argv(info["http_port"], run)  # a restart keeps the address
+    run.proxy_url = f"http://{LOCAL}:{info['http_port']}"
+    say(f"  ready   proxy (pid {child.proc.pid}): {run.proxy_url}")
+
+
+def routing_flags(body: dict[str, Any], settings: Settings = DEFAULT) -> list[str]:
+    """The routing policy's flags, as the router Deployment gets them (spec.routing)."""
+    dd, _ = parse(body, settings)
+    return [] if dd is None else router.routing_args(dd.spec, settings)
+
+
+def _proxy_argv(port: int, run: Run) -> list[str]:
+    argv = disagg_argv("proxy", "--port", str(port), "--prefill", *run.workers["prefill"])
+    return [*argv, "--decode", *run.workers["decode"], *run.proxy_flags]

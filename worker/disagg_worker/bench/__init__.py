@@ -1,1 +1,0 @@
-"""Worker benchmarks: scripts that print figures (JSON and a table), never tests."""
