@@ -11,6 +11,7 @@ from disagg_worker.model.model import (
     BOS,
     EOS,
     PRESETS,
+    GenerationRequest,
     ReferenceModel,
     decode,
     encode,
@@ -54,8 +55,8 @@ def test_weights_come_from_the_seed() -> None:
     a, b, c = _model(0), _model(0), _model(1)
     assert torch.equal(a.w["l0.wq"], b.w["l0.wq"])
     assert not torch.equal(a.w["l0.wq"], c.w["l0.wq"])
-    prompt = _prompt(20)
-    outs = [e.generate(prompt, list(range(3)), 8, ignore_eos=True).tokens for e in (a, b, c)]
+    ask = GenerationRequest(_prompt(20), 8, ignore_eos=True)
+    outs = [e.generate(ask, list(range(3))).tokens for e in (a, b, c)]
     assert outs[0] == outs[1] and outs[0] != outs[2]
 
 
@@ -86,9 +87,9 @@ def test_future_tokens_do_not_leak_into_the_past() -> None:
 
 def test_block_placement_does_not_change_the_output() -> None:
     model = _model()
-    prompt = _prompt(70)
-    contiguous = model.generate(prompt, [0, 1, 2, 3, 4, 5], 6, ignore_eos=True)
-    scattered = model.generate(prompt, [40, 3, 17, 9, 63, 22], 6, ignore_eos=True)
+    six = GenerationRequest(_prompt(70), 6, ignore_eos=True)
+    contiguous = model.generate(six, [0, 1, 2, 3, 4, 5])
+    scattered = model.generate(six, [40, 3, 17, 9, 63, 22])
     assert contiguous.tokens == scattered.tokens
 
 
@@ -99,23 +100,23 @@ def test_decode_from_copied_blocks_equals_one_model(n: int) -> None:
     prefill, decoder, alone = _model(), _model(), _model()
     prompt, gen = _prompt(n, salt=n), 7
     need = alone.blocks_needed(n, gen)
-    expected = alone.generate(prompt, list(range(need)), gen, ignore_eos=True)
+    expected = alone.generate(GenerationRequest(prompt, gen, ignore_eos=True), list(range(need)))
 
     src = BlockAllocator(64)
     src.allocate(5)  # prefill's blocks do not start at 0
     p_table = src.allocate(prefill.blocks_needed(n, 1))
-    first = prefill.generate(prompt, p_table, 1, ignore_eos=True)
+    first = prefill.generate(GenerationRequest(prompt, 1, ignore_eos=True), p_table)
     d_table = list(range(30, 30 + need))
     copied = d_table[: len(p_table)]
     decoder.cache.tensor[:, copied] = prefill.cache.tensor[:, p_table]  # every head's region
-    got = decoder.generate(prompt, d_table, gen, ignore_eos=True, prompt_cached=True)
+    cached = GenerationRequest(prompt, gen, ignore_eos=True, prompt_cached=True)
+    got = decoder.generate(cached, d_table)
     assert first.tokens == expected.tokens[:1]
     assert got.tokens == expected.tokens
     # given the prefill's first token, decode skips that step and still continues exactly
     decoder.cache.tensor[:, d_table[len(p_table) :]] = 0
-    told = decoder.generate(
-        prompt, d_table, gen, ignore_eos=True, prompt_cached=True, first_token=first.tokens[0]
-    )
+    given = GenerationRequest(prompt, gen, True, prompt_cached=True, first_token=first.tokens[0])
+    told = decoder.generate(given, d_table)
     assert told.tokens == expected.tokens
 
 
@@ -123,24 +124,27 @@ def test_a_given_first_token_is_used_unless_min_tokens_masks_it() -> None:
     model = _model()
     prompt = _prompt(20, salt=3)
     table = list(range(model.blocks_needed(20, 4)))
-    model.generate(prompt, table, 1, ignore_eos=True)  # the prompt's K/V in the blocks
-    planted = model.generate(prompt, table, 3, prompt_cached=True, first_token=42)
+    # the prompt's K/V in the blocks
+    model.generate(GenerationRequest(prompt, 1, ignore_eos=True), table)
+    given = GenerationRequest(prompt, 3, prompt_cached=True, first_token=42)
+    planted = model.generate(given, table)
     assert planted.tokens[0] == 42  # taken as given, not computed
-    masked = model.generate(prompt, table, 3, prompt_cached=True, first_token=EOS, min_tokens=2)
+    eos = GenerationRequest(prompt, 3, min_tokens=2, prompt_cached=True, first_token=EOS)
+    masked = model.generate(eos, table)
     assert masked.tokens[0] != EOS  # EOS may not come yet: decode computes the first token
 
 
 def test_generation_stops_at_eos_unless_told_not_to() -> None:
     model = _model()
     prompt = _prompt(5)
-    first = model.generate(prompt, [0], 1).tokens[0]
+    first = model.generate(GenerationRequest(prompt, 1), [0]).tokens[0]
     model.w["lm_head"][EOS] = model.w["lm_head"][first] * 2  # make EOS win the first step
-    stopped = model.generate(prompt, [0], 5)
+    stopped = model.generate(GenerationRequest(prompt, 5), [0])
     assert stopped.tokens == [EOS] and stopped.finish_reason == "stop"
-    kept = model.generate(prompt, [0], 5, ignore_eos=True)
+    kept = model.generate(GenerationRequest(prompt, 5, ignore_eos=True), [0])
     assert len(kept.tokens) == 5 and kept.finish_reason == "length"
     seen: list[int] = []
-    held = model.generate(prompt, [0], 5, min_tokens=3, on_token=seen.append)
+    held = model.generate(GenerationRequest(prompt, 5, min_tokens=3), [0], seen.append)
     assert held.tokens[0] == first and EOS not in held.tokens[:3]  # EOS masked, not skipped
     assert seen == held.tokens
 

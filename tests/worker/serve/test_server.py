@@ -13,7 +13,14 @@ import pytest
 
 from disagg_tools.local.children import ChildError
 from disagg_worker.model.kvcache import PagedKVCache
-from disagg_worker.model.model import ReferenceModel, decode, encode, get_preset, kv_layout
+from disagg_worker.model.model import (
+    GenerationRequest,
+    ReferenceModel,
+    decode,
+    encode,
+    get_preset,
+    kv_layout,
+)
 from tests.worker.serve.conftest import (
     StartWorker,
     get,
@@ -30,7 +37,7 @@ def test_completion_matches_the_model_in_process(start_worker: StartWorker) -> N
     assert status == 200
     spec = get_preset("tiny")
     model = ReferenceModel(spec, PagedKVCache(kv_layout(spec, 16, 4)), seed=3)
-    expected = model.generate(encode("Hello"), [0, 1], 6)
+    expected = model.generate(GenerationRequest(encode("Hello"), 6), [0, 1])
     choice = out["choices"][0]
     assert choice["token_ids"] == expected.tokens
     assert choice["text"] == decode(expected.tokens)

@@ -7,6 +7,7 @@ import pytest
 
 from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer.agent import KVTransferAgent
+from disagg_worker.transfer.decode import Read
 from disagg_worker.transfer.peer_process import alloc
 from disagg_worker.transfer.peers import PeerRef, TransferError
 from disagg_worker.transfer.rules.layout import KVLayout
@@ -36,7 +37,7 @@ def test_close_stops_threads_then_nixl_then_sockets_once() -> None:
         "decode.close",
     ]
     with pytest.raises(TransferError, match="not running") as err:
-        agent.decode.read(PeerRef("127.0.0.1", 1, "p0"), "r", [0], [0])
+        agent.decode.read(Read(PeerRef("127.0.0.1", 1, "p0"), "r", [0], [0]))
     assert err.value.reason == "closed"
 
 

@@ -14,6 +14,7 @@ import torch
 from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer.agent import KVTransferAgent
 from disagg_worker.transfer.copy import alloc_staging, copy_blocks
+from disagg_worker.transfer.decode import Read
 from disagg_worker.transfer.peer_process import PrefillProcess, alloc, pattern, spawn_prefill, words
 from disagg_worker.transfer.peers import PeerRef, TransferError
 from disagg_worker.transfer.rules.layout import KVLayout
@@ -64,7 +65,7 @@ def test_every_buffer_pair_moves_exact_bytes(prefill, decode_kind: str) -> None:
     remote, local = [1, 2, 3, 40, 63], [10, 11, 12, 0, 5]
     with KVTransferAgent(cfg, LAYOUT, caches) as agent:
         proc.call("publish", "g1", remote)
-        stats = agent.decode.read(PeerRef("127.0.0.1", proc.port), "g1", remote, local)
+        stats = agent.decode.read(Read(PeerRef("127.0.0.1", proc.port), "g1", remote, local))
     assert stats.bytes == len(remote) * LAYOUT.block_len * LAYOUT.num_regions
     _check(caches, local, remote)
 
@@ -81,7 +82,7 @@ def test_vram_and_dram_peers_are_refused_by_name() -> None:
             KVTransferAgent(cfg, LAYOUT, alloc(LAYOUT)) as agent,
             pytest.raises(TransferError, match="memory_type DRAM != VRAM"),
         ):
-            agent.decode.read(PeerRef("127.0.0.1", proc.port), "x", [0], [0])
+            agent.decode.read(Read(PeerRef("127.0.0.1", proc.port), "x", [0], [0]))
     finally:
         proc.stop()
 

@@ -19,6 +19,7 @@ import torch
 from disagg_contract import ucx
 from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer.agent import KVTransferAgent
+from disagg_worker.transfer.decode import Read
 from disagg_worker.transfer.peer_process import alloc, pattern, spawn_prefill, words
 from disagg_worker.transfer.peers import PeerRef, TransferError
 from disagg_worker.transfer.rules.layout import KVLayout
@@ -57,7 +58,9 @@ def _read(prefill_env: dict[str, str], decode_env: dict[str, str]) -> str:
         with KVTransferAgent(dcfg, LAYOUT, caches) as agent:
             prefill.call("publish", "r", ids)
             try:
-                stats = agent.decode.read(PeerRef("127.0.0.1", prefill.port, "p0"), "r", ids, ids)
+                stats = agent.decode.read(
+                    Read(PeerRef("127.0.0.1", prefill.port, "p0"), "r", ids, ids)
+                )
             except TransferError as e:
                 return str(e)
         exact = stats.bytes == 8 << 20 and all(

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer import handshake
 from disagg_worker.transfer.agent import KVTransferAgent
-from disagg_worker.transfer.decode import PUSH_MARGIN_S
+from disagg_worker.transfer.decode import PUSH_MARGIN_S, Read
 from disagg_worker.transfer.nixl_agent import AgentError
 from disagg_worker.transfer.peer_process import PrefillProcess, alloc, pattern, spawn_prefill, words
 from disagg_worker.transfer.peers import PeerRef, TransferError
@@ -109,7 +109,7 @@ def test_non_contiguous_partial_read_is_byte_exact_and_frees_on_notify(prefill, 
     agent, caches = clean
     remote, local = [3, 4, 5, 10, 20, 21], [0, 1, 2, 7, 30, 31]
     prefill.call("publish", "r1", remote)
-    stats = agent.decode.read(peer_of(prefill), "r1", remote, local)
+    stats = agent.decode.read(Read(peer_of(prefill), "r1", remote, local))
     assert_blocks(caches, local, remote)
     assert stats.bytes == 6 * LAYOUT.block_len * LAYOUT.num_regions
     assert stats.descriptors == 3 * LAYOUT.num_regions  # runs 0-2, 7, 30-31
@@ -120,7 +120,7 @@ def test_per_block_mode_moves_the_same_bytes_with_more_descriptors(prefill, clea
     agent, caches = clean
     ids = [8, 9, 10, 11]
     prefill.call("publish", "r2", ids)
-    stats = agent.decode.read(peer_of(prefill), "r2", ids, ids, merge=False)
+    stats = agent.decode.read(Read(peer_of(prefill), "r2", ids, ids, merge=False))
     assert_blocks(caches, ids, ids)
     assert stats.descriptors == 4 * LAYOUT.num_regions
     assert stats.handshake_ms == 0.0  # peer cached by the first read
@@ -132,7 +132,7 @@ def test_dynamic_post_mode_is_byte_exact(prefill, secret) -> None:
     cfg = decode_config(secret, engine_id="d-dyn")
     with KVTransferAgent(cfg, LAYOUT, caches, post_mode="dynamic") as agent:
         prefill.call("publish", "r3", [0, 1, 31])
-        stats = agent.decode.read(peer_of(prefill), "r3", [0, 1, 31], [5, 6, 9])
+        stats = agent.decode.read(Read(peer_of(prefill), "r3", [0, 1, 31], [5, 6, 9]))
         assert stats.handshake_ms > 0
     assert_blocks(caches, [5, 6, 9], [0, 1, 31])
     assert stats.descriptors == 2 * LAYOUT.num_regions
@@ -155,7 +155,7 @@ def test_concurrent_transfers_from_threads(prefill, clean, secret, mode) -> None
 
         def run(rid: str) -> None:
             try:
-                pushed.append(agent.decode.read(peer_of(prefill), rid, *jobs[rid]).pushed)
+                pushed.append(agent.decode.read(Read(peer_of(prefill), rid, *jobs[rid])).pushed)
             except BaseException as e:
                 errors.append(e)
 
@@ -184,7 +184,7 @@ def test_layout_mismatch_is_refused_by_name(prefill, secret) -> None:
     other = LAYOUT.model_copy(update={"block_size": 8})
     with KVTransferAgent(decode_config(secret, engine_id="d-l"), other, alloc(other)) as agent:
         with pytest.raises(TransferError, match="incompatible: block_size 8 != 4"):
-            agent.decode.read(peer_of(prefill), "x", [0], [0])
+            agent.decode.read(Read(peer_of(prefill), "x", [0], [0]))
         assert agent.stats()["failures_incompatible"] == 1
 
 
@@ -197,7 +197,7 @@ def test_wrong_or_missing_secret_is_refused(prefill, tmp_path) -> None:
             KVTransferAgent(cfg, LAYOUT, alloc(LAYOUT)) as a,
             pytest.raises(TransferError, match=message),
         ):
-            a.decode.read(peer_of(prefill), "x", [0], [0])
+            a.decode.read(Read(peer_of(prefill), "x", [0], [0]))
 
 
 def side_channel(p: PrefillProcess, frame: bytes, key: bytes | None) -> protocol.Message:
@@ -222,13 +222,13 @@ def test_other_protocol_version_is_refused(prefill, secret) -> None:
 def test_engine_id_mismatch_is_refused(prefill, clean) -> None:
     agent, _ = clean
     with pytest.raises(TransferError, match="engine_id someone-else != p0"):
-        agent.decode.read(PeerRef("127.0.0.1", prefill.port, "someone-else"), "x", [0], [0])
+        agent.decode.read(Read(PeerRef("127.0.0.1", prefill.port, "someone-else"), "x", [0], [0]))
 
 
 def test_bad_block_ids_fail_the_request_only(prefill, clean) -> None:
     agent, _ = clean
     with pytest.raises(TransferError, match="remote block id 32 out of range"):
-        agent.decode.read(peer_of(prefill), "x", [32], [0])
+        agent.decode.read(Read(peer_of(prefill), "x", [32], [0]))
 
 
 def test_backend_that_cannot_load_is_a_clear_error() -> None:
@@ -257,14 +257,16 @@ def test_prefill_killed_mid_transfer_fails_within_deadline(prefill, clean, mode)
             peer = PeerRef("127.0.0.1", victim.port)
             victim.call("publish", "warm", [0])
             # handshake + connection, then the real one
-            assert agent.decode.read(peer, "warm", [0], [0]).pushed == (mode == "push")
+            assert agent.decode.read(Read(peer, "warm", [0], [0])).pushed == (mode == "push")
             ids = list(range(BIG.num_blocks))
             victim.call("publish", "big", ids)
 
             def run() -> None:
                 t0 = time.monotonic()
                 try:
-                    outcome["stats"] = agent.decode.read(peer, "big", ids, ids, deadline_s=deadline)
+                    outcome["stats"] = agent.decode.read(
+                        Read(peer, "big", ids, ids, deadline_s=deadline)
+                    )
                 except TransferError as e:
                     outcome["error"] = e
                 outcome["elapsed"] = time.monotonic() - t0
@@ -279,13 +281,13 @@ def test_prefill_killed_mid_transfer_fails_within_deadline(prefill, clean, mode)
             # the dead peer was forgotten: the next read re-handshakes and fails at once
             victim.process.join(5)  # its listening socket is gone once it has exited
             with pytest.raises(TransferError, match="unreachable: refused the connection"):
-                agent.decode.read(peer, "again", [1], [1], deadline_s=1.0)
+                agent.decode.read(Read(peer, "again", [1], [1], deadline_s=1.0))
     finally:
         victim.stop()
     # and the worker in this process is still healthy against a live peer
     agent2, caches2 = clean
     prefill.call("publish", "after", [2])
-    agent2.decode.read(peer_of(prefill), "after", [2], [3])
+    agent2.decode.read(Read(peer_of(prefill), "after", [2], [3]))
     assert_blocks(caches2, [3], [2])
 
 
@@ -321,7 +323,7 @@ def test_reads_split_across_worker_threads_are_exact_and_notify_once(
     remote, local = [1, 2, 3, 4, 9, 17], [20, 21, 22, 23, 2, 6]
     with KVTransferAgent(cfg, LAYOUT, caches) as agent:
         prefill.call("publish", "mt", remote)
-        stats = agent.decode.read(peer_of(prefill), "mt", remote, local)
+        stats = agent.decode.read(Read(peer_of(prefill), "mt", remote, local))
     assert_blocks(caches, local, remote)
     # two halves of the region-major index list, each coalesced by NIXL on its own
     assert stats.descriptors >= 3 * LAYOUT.num_regions
@@ -362,7 +364,7 @@ def test_oversized_frame_is_dropped_and_the_prefill_keeps_serving(prefill, secre
 def test_empty_block_list_moves_nothing_and_still_frees(prefill, clean) -> None:
     agent, caches = clean
     prefill.call("publish", "empty", [])
-    stats = agent.decode.read(peer_of(prefill), "empty", [], [])
+    stats = agent.decode.read(Read(peer_of(prefill), "empty", [], []))
     assert (stats.bytes, stats.descriptors) == (0, 0)
     assert_blocks(caches, [], [])
     assert wait_event(prefill, "empty") == ([], "notified")
@@ -377,7 +379,7 @@ def test_read_after_the_lease_ran_out_reads_nothing_and_says_why(prefill, clean)
     assert wait_event(prefill, "late") == ([14, 15], "lease_expired")  # LEASE_S passed
     t0 = time.monotonic()
     with pytest.raises(TransferError) as err:
-        agent.decode.read(peer_of(prefill), "late", [14, 15], [0, 1], deadline_s=2.0)
+        agent.decode.read(Read(peer_of(prefill), "late", [14, 15], [0, 1], deadline_s=2.0))
     assert time.monotonic() - t0 < 2.0
     assert err.value.reason == "expired"
     message = str(err.value)
@@ -388,7 +390,7 @@ def test_read_after_the_lease_ran_out_reads_nothing_and_says_why(prefill, clean)
     assert agent.stats()["failures_expired"] >= 1
     # the prefill keeps serving: the next request is read and freed as usual
     prefill.call("publish", "on-time", [14, 15])
-    agent.decode.read(peer_of(prefill), "on-time", [14, 15], [0, 1])
+    agent.decode.read(Read(peer_of(prefill), "on-time", [14, 15], [0, 1]))
     assert_blocks(caches, [0, 1], [14, 15])
     assert wait_event(prefill, "on-time") == ([14, 15], "notified")
 
@@ -396,13 +398,13 @@ def test_read_after_the_lease_ran_out_reads_nothing_and_says_why(prefill, clean)
 def test_reading_a_request_twice_is_refused_the_second_time(prefill, clean) -> None:
     agent, _ = clean
     prefill.call("publish", "twice", [16])
-    agent.decode.read(peer_of(prefill), "twice", [16], [16])
+    agent.decode.read(Read(peer_of(prefill), "twice", [16], [16]))
     wait_event(prefill, "twice")
     with pytest.raises(TransferError, match="already released its blocks") as err:
-        agent.decode.read(peer_of(prefill), "twice", [16], [16])
+        agent.decode.read(Read(peer_of(prefill), "twice", [16], [16]))
     assert err.value.reason == "not_held"
     with pytest.raises(TransferError, match="holds no such request"):
-        agent.decode.read(peer_of(prefill), "never-published", [16], [16])
+        agent.decode.read(Read(peer_of(prefill), "never-published", [16], [16]))
 
 
 def test_a_claim_extends_the_lease_over_the_read(prefill, secret, clean) -> None:
@@ -416,7 +418,7 @@ def test_a_claim_extends_the_lease_over_the_read(prefill, secret, clean) -> None
     assert answer.expires_in_s >= 3.0  # was LEASE_S; now the claimed deadline plus a margin
     time.sleep(LEASE_S + 0.3)  # past the lease as published: still held
     assert all(rid != "slow" for rid, _, _ in prefill.call("events"))
-    agent.decode.read(peer_of(prefill), "slow", [24, 25], [3, 4])
+    agent.decode.read(Read(peer_of(prefill), "slow", [24, 25], [3, 4]))
     assert_blocks(caches, [3, 4], [24, 25])
     assert wait_event(prefill, "slow") == ([24, 25], "notified")
 
@@ -442,7 +444,7 @@ def test_claims_with_a_wrong_hmac_or_for_strangers_do_not_disturb_the_listener(
         KVTransferAgent(decode_config(wrong, engine_id="d-w"), LAYOUT, alloc(LAYOUT)) as a,
         pytest.raises(TransferError, match="HMAC mismatch"),
     ):
-        a.decode.read(peer_of(prefill), "x", [0], [0])
+        a.decode.read(Read(peer_of(prefill), "x", [0], [0]))
     assert prefill.call("stats")["handshake_refused"] >= 3
 
 
@@ -462,7 +464,7 @@ def test_a_push_is_byte_exact_and_frees_the_blocks_once_written(prefill, pushing
     remote, local = [3, 4, 5, 10, 20, 21], [0, 1, 2, 7, 30, 31]
     before = prefill.call("stats")
     prefill.call("publish", "push-p1", remote)
-    stats = agent.decode.read(peer_of(prefill), "push-p1", remote, local)
+    stats = agent.decode.read(Read(peer_of(prefill), "push-p1", remote, local))
     assert stats.pushed
     assert_blocks(caches, local, remote, seed=7)
     assert stats.bytes == 6 * LAYOUT.block_len * LAYOUT.num_regions
@@ -480,11 +482,11 @@ def test_a_push_after_the_lease_ran_out_writes_nothing_and_says_why(prefill, pus
     prefill.call("publish", "push-late", [14, 15])
     assert wait_event(prefill, "push-late") == ([14, 15], "lease_expired")
     with pytest.raises(TransferError, match="lease ran out") as err:
-        agent.decode.read(peer_of(prefill), "push-late", [14, 15], [0, 1], deadline_s=2.0)
+        agent.decode.read(Read(peer_of(prefill), "push-late", [14, 15], [0, 1], deadline_s=2.0))
     assert err.value.reason == "expired"
     assert_blocks(caches, [], [])  # nothing written: the WRITE was never posted
     prefill.call("publish", "push-on-time", [14, 15])
-    assert agent.decode.read(peer_of(prefill), "push-on-time", [14, 15], [0, 1]).pushed
+    assert agent.decode.read(Read(peer_of(prefill), "push-on-time", [14, 15], [0, 1])).pushed
     assert_blocks(caches, [0, 1], [14, 15], seed=7)
 
 
@@ -494,7 +496,9 @@ def test_a_push_for_another_prompt_is_refused(prefill, pushing) -> None:
     prefill.call("publish", "push-other", [9], digest)
     with pytest.raises(TransferError, match="another prompt") as err:
         agent.decode.read(
-            peer_of(prefill), "push-other", [9], [9], prompt_digest=protocol.prompt_digest([4])
+            Read(
+                peer_of(prefill), "push-other", [9], [9], prompt_digest=protocol.prompt_digest([4])
+            )
         )
     assert err.value.reason == "prompt_differs"
 
@@ -507,7 +511,7 @@ def test_a_prefill_that_does_not_push_is_read_from(secret, pushing) -> None:
     both = spawn_prefill(cfg, LAYOUT, seed=7)
     try:
         both.call("publish", "push-r", [5, 6])
-        stats = agent.decode.read(peer_of(both), "push-r", [5, 6], [8, 9])
+        stats = agent.decode.read(Read(peer_of(both), "push-r", [5, 6], [8, 9]))
         assert not stats.pushed
         assert_blocks(caches, [8, 9], [5, 6], seed=7)
         assert wait_event(both, "push-r") == ([5, 6], "notified")
@@ -535,5 +539,5 @@ def test_pushes_are_refused_without_the_secret_and_the_listener_keeps_serving(
     reply = side_channel(prefill, protocol.Codec(key).encode(odd), key)
     assert isinstance(reply, protocol.PushAnswer) and not reply.posted
     assert reply.error == f"decode registers 1 regions, this prefill {LAYOUT.num_regions}"
-    assert agent.decode.read(peer_of(prefill), "push-stranger", [11], [12]).pushed
+    assert agent.decode.read(Read(peer_of(prefill), "push-stranger", [11], [12])).pushed
     assert_blocks(caches, [12], [11], seed=7)

@@ -12,6 +12,7 @@ import pytest
 
 from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer.agent import KVTransferAgent
+from disagg_worker.transfer.decode import Read
 from disagg_worker.transfer.nixl_agent import RemotePeer
 from disagg_worker.transfer.peer_process import alloc
 from disagg_worker.transfer.peers import (
@@ -130,7 +131,7 @@ def test_fake_nixl_failures_release_forget_and_count(
     agent, directory = agent_with(fake)
     t0 = time.perf_counter()
     with pytest.raises(TransferError, match=message):
-        agent.decode.read(PEER, "r1", [0, 1], [2, 3], deadline_s=0.2)
+        agent.decode.read(Read(PEER, "r1", [0, 1], [2, 3], deadline_s=0.2))
     assert time.perf_counter() - t0 < 2.0
     assert directory.forgotten == [(PEER, True)]
     assert directory.finished == 1  # the entry is handed back on the failure path too
@@ -141,7 +142,7 @@ def test_fake_nixl_failures_release_forget_and_count(
 def test_fake_nixl_done_releases_the_handle_and_counts_bytes() -> None:
     fake = FakeNixl(first="DONE", final="DONE")
     agent, directory = agent_with(fake)
-    stats = agent.decode.read(PEER, "r1", [0, 1, 5], [2, 3, 4])
+    stats = agent.decode.read(Read(PEER, "r1", [0, 1, 5], [2, 3, 4]))
     assert stats.bytes == 3 * LAYOUT.block_len and stats.descriptors == 2
     assert len(fake.released) == 1 and directory.forgotten == []
     assert agent.stats()["transfers"] == 1
@@ -151,9 +152,9 @@ def test_fake_nixl_done_releases_the_handle_and_counts_bytes() -> None:
 
 def test_reads_claim_the_remote_blocks_first() -> None:
     agent, directory = agent_with(FakeNixl(first="DONE", final="DONE"))
-    stats = agent.decode.read(PEER, "r1", [0, 1, 5], [2, 3, 4])
+    stats = agent.decode.read(Read(PEER, "r1", [0, 1, 5], [2, 3, 4]))
     assert directory.claims == [("r1", [0, 1, 5])] and stats.claim_ms == 0.1
-    agent.decode.read(PEER, "probe", [0], [0], claim=False)
+    agent.decode.read(Read(PEER, "probe", [0], [0], claim=False))
     assert len(directory.claims) == 1
 
 
@@ -193,7 +194,7 @@ def test_a_refused_claim_uses_nothing_read_and_counts_the_failure(
     agent, directory = agent_with(fake)
     directory.answer = answer
     with pytest.raises(TransferError, match=message) as err:
-        agent.decode.read(PEER, "r1", [0, 1], [2, 3])
+        agent.decode.read(Read(PEER, "r1", [0, 1], [2, 3]))
     assert err.value.reason == reason
     assert fake.posted == 1 and len(fake.released) == 1 and fake.notified == []
     assert directory.forgotten == []

@@ -28,7 +28,7 @@ import torch
 
 from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer.agent import KVTransferAgent
-from disagg_worker.transfer.decode import DecodeReader
+from disagg_worker.transfer.decode import DecodeReader, Read
 from disagg_worker.transfer.peer_process import alloc, fill, spawn_prefill, words
 from disagg_worker.transfer.peers import PeerRef
 from disagg_worker.transfer.rules.layout import KVLayout
@@ -144,7 +144,7 @@ def _run_layout(args: argparse.Namespace, block_major: bool, progress: _Progress
                 meta = agent.decode.peer_info(peer)
                 handshake_ms = (time.perf_counter() - t0) * 1000
                 prefill.call("publish", f"warm-{post}", [0])
-                first = agent.decode.read(peer, f"warm-{post}", [0], [0]).total_ms
+                first = agent.decode.read(Read(peer, f"warm-{post}", [0], [0])).total_ms
                 ctx = {
                     "caches": caches,
                     "expected": expected,
@@ -184,7 +184,7 @@ def _measure(
         _zero(caches, nb)
         rid = f"b{next(_RIDS)}"
         ctx["prefill"].call("publish", rid, ids)  # decode claims it before the READ
-        stats = reader.read(ctx["peer"], rid, ids, ids, merge=merge)
+        stats = reader.read(Read(ctx["peer"], rid, ids, ids, merge=merge))
         ms.append(stats.total_ms)
         post.append(stats.post_ms)
         claim.append(stats.claim_ms)

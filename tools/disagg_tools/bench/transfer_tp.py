@@ -44,6 +44,7 @@ def _reader(conn: Connection, env: dict[str, str], layout_json: str, prefill_tp:
     """A decode rank: ``read`` (NIXL, verified) and ``copy`` (process_vm_readv) on demand."""
     from disagg_tools.bench.transfer import vm_readv
     from disagg_worker.transfer.agent import KVTransferAgent
+    from disagg_worker.transfer.decode import Read
     from disagg_worker.transfer.peers import PeerRef
 
     torch.set_num_threads(1)
@@ -64,8 +65,8 @@ def _reader(conn: Connection, env: dict[str, str], layout_json: str, prefill_tp:
                     if verify:  # nothing an earlier read left can pass for this one
                         for t in caches:
                             t.zero_()
-                    stats = agent.decode.read(peer, f"bench-{uuid.uuid4().hex[:8]}", ids, ids,
-                                              claim=False, notify=False)  # fmt: skip
+                    stats = agent.decode.read(Read(peer, f"bench-{uuid.uuid4().hex[:8]}", ids, ids,
+                                              claim=False, notify=False))  # fmt: skip
                     ok = _verified(caches, srcs, layout, n) if verify else True
                     conn.send(("read", (stats.bytes, stats.descriptors, ok)))
                 elif cmd == "copy":

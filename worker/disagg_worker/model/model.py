@@ -116,6 +116,26 @@ class Generation:
     decode_ms: float = 0.0
 
 
+OnToken = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One generation: the prompt, at most ``max_tokens`` (EOS ends it sooner unless
+    ``ignore_eos``), EOS masked until ``min_tokens`` are out. ``prompt_cached``: K/V of
+    ``prompt[:-1]`` are in the blocks already. ``first_token`` (with ``prompt_cached``): the
+    K/V of the whole prompt is in the blocks and this is the token its last position gives
+    (a prefill computed both), so the first step is not run again — unless ``min_tokens``
+    would mask it (EOS)."""
+
+    prompt: Sequence[int]
+    max_tokens: int
+    ignore_eos: bool = False
+    min_tokens: int = 0
+    prompt_cached: bool = False
+    first_token: int | None = None
+
+
 class ReferenceModel:
     """Weights plus the paged cache they write into."""
 
@@ -200,44 +220,31 @@ class ReferenceModel:
         return int(torch.argmax(logits).item())
 
     def generate(
-        self,
-        prompt: Sequence[int],
-        table: Sequence[int],
-        max_tokens: int,
-        *,
-        ignore_eos: bool = False,
-        prompt_cached: bool = False,
-        min_tokens: int = 0,
-        on_token: Callable[[int], None] | None = None,
-        first_token: int | None = None,
+        self, ask: GenerationRequest, table: Sequence[int], on_token: OnToken | None = None
     ) -> Generation:
-        """Greedy generation; ``prompt_cached``: K/V of ``prompt[:-1]`` already in blocks;
-        ``min_tokens``: EOS masked until that many are out; ``on_token``: called with each
-        token as it is made (streaming). ``first_token`` (with ``prompt_cached``): the
-        K/V of the whole prompt is in the blocks and this is the token its last position
-        gives (a prefill computed both), so the first step is not run again — unless
-        ``min_tokens`` would mask it (EOS)."""
+        """Greedy generation of ``ask`` over the blocks of ``table``; ``on_token``: called
+        with each token as it is made (streaming)."""
+        prompt = ask.prompt
         t0 = time.perf_counter()
-        if not prompt_cached and len(prompt) > 1:
+        if not ask.prompt_cached and len(prompt) > 1:
             self.forward(prompt[:-1], 0, table)
         t1 = time.perf_counter()
-        if prompt_cached and first_token is not None and not (min_tokens and first_token == EOS):
-            token = first_token
-        else:
-            token = self.step(prompt[-1], len(prompt) - 1, table, ban_eos=min_tokens > 0)
+        token = ask.first_token
+        if not ask.prompt_cached or token is None or (ask.min_tokens and token == EOS):
+            token = self.step(prompt[-1], len(prompt) - 1, table, ban_eos=ask.min_tokens > 0)
         t2 = time.perf_counter()
         out = [token]
         if on_token is not None:
             on_token(token)
         reason = "length"
         while True:
-            if token == EOS and not ignore_eos:
+            if token == EOS and not ask.ignore_eos:
                 reason = "stop"
                 break
-            if len(out) >= max_tokens:
+            if len(out) >= ask.max_tokens:
                 break
             pos = len(prompt) + len(out) - 1
-            token = self.step(token, pos, table, ban_eos=len(out) < min_tokens)
+            token = self.step(token, pos, table, ban_eos=len(out) < ask.min_tokens)
             out.append(token)
             if on_token is not None:
                 on_token(token)

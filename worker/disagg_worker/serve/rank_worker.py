@@ -40,6 +40,7 @@ from disagg_worker.serve.collective import (
 from disagg_worker.serve.process import die_with_parent, keep_buffers_on_heap, limit_threads
 from disagg_worker.serve.tp import stats_fields
 from disagg_worker.transfer.agent import KVTransferAgent
+from disagg_worker.transfer.decode import Read
 from disagg_worker.transfer.peers import PeerRef, TransferError
 
 log = logging.getLogger("disagg.worker.rank")
@@ -142,8 +143,8 @@ class Rank:
         peer = PeerRef(host, port, engine_id, incarnation)
         try:
             stats = self.agent.decode.read(
-                peer, rid, remote, local,
-                deadline_s=deadline, claim=False, notify=False, prompt_digest=digest,
+                Read(peer, rid, remote, local, deadline, claim=False, notify=False,
+                     prompt_digest=digest)
             )  # fmt: skip
             self.up.send(["done", call, self.rank, stats_fields(stats)])
         except TransferError as e:

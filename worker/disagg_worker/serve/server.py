@@ -42,6 +42,7 @@ from disagg_worker.model.kvcache import BlockAllocator, PagedKVCache
 from disagg_worker.model.model import (
     VOCAB_SIZE,
     Generation,
+    GenerationRequest,
     ReferenceModel,
     Shard,
     get_preset,
@@ -276,17 +277,10 @@ class Worker:
         """The request's whole generation over ``table`` (aggregated, or decode after its
         READ put the prompt's KV there: ``prompt_cached``, with the prefill's
         ``first_token`` when it sent one)."""
-        return await self._compute_call(
-            self.model.generate,
-            req.prompt,
-            table,
-            req.max_tokens,
-            ignore_eos=req.ignore_eos,
-            prompt_cached=prompt_cached,
-            min_tokens=req.min_tokens,
-            on_token=on_token,
-            first_token=first_token,
+        ask = GenerationRequest(
+            req.prompt, req.max_tokens, req.ignore_eos, req.min_tokens, prompt_cached, first_token
         )
+        return await self._compute_call(self.model.generate, ask, table, on_token)
 
     async def _prefill(
         self, req: CompletionRequest, request_id: str, on_token: OnToken | None
@@ -300,9 +294,8 @@ class Worker:
             table = await self.admission.allocate(self.layout.blocks_for_tokens(len(req.prompt)))
             try:
                 began = time.perf_counter()
-                gen = await self._compute_call(
-                    self.model.generate, req.prompt, table, 1, ignore_eos=True, on_token=on_token
-                )
+                ask = GenerationRequest(req.prompt, 1, ignore_eos=True)
+                gen = await self._compute_call(self.model.generate, ask, table, on_token)
                 rest = pace_s(len(req.prompt), self.config.prefill_pace_tokens_per_s,
                               time.perf_counter() - began)  # fmt: skip
                 if rest > 0:  # unpaced (the default): no extra turn of the event loop
@@ -381,24 +374,22 @@ class Worker:
     ) -> tuple[Any, float]:
         """READ the prefill's blocks into the head of ``table``; map failures to HTTP
         (a prompt mismatch 400, a deadline 504, anything else 502)."""
+        from disagg_worker.transfer.decode import Read
         from disagg_worker.transfer.peers import TransferError
 
         deadline = self.config.transfer_deadline_s
-        local_ids = table[: len(remote_ids)]
+        ask = Read(peer, remote_req, remote_ids, table[: len(remote_ids)], deadline,
+                   prompt_digest=digest)  # fmt: skip
         loop = asyncio.get_running_loop()
         start = time.perf_counter()
         if self.group is not None:  # every rank reads its heads; rank 0 claims, notifies
 
             def read() -> Any:
-                args = (peer, remote_req, remote_ids, local_ids, deadline, digest)
-                return self.group.read(self.agent.decode, *args)
+                return self.group.read(self.agent.decode, ask)
         else:
 
             def read() -> Any:
-                return self.agent.decode.read(
-                    peer, remote_req, remote_ids, local_ids, deadline_s=deadline,
-                    prompt_digest=digest,
-                )  # fmt: skip
+                return self.agent.decode.read(ask)
 
         future = loop.run_in_executor(self._io, read)
         try:

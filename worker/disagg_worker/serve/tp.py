@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import zmq
@@ -50,8 +50,8 @@ from disagg_worker.serve.collective import (
     open_store,
 )
 from disagg_worker.serve.process import die_with_parent
-from disagg_worker.transfer.decode import DecodeReader, TransferStats
-from disagg_worker.transfer.peers import PeerRef, TransferError
+from disagg_worker.transfer.decode import DecodeReader, Read, TransferStats
+from disagg_worker.transfer.peers import TransferError
 
 log = logging.getLogger("disagg.worker.tp")
 START_TIMEOUT_S = 120.0  # the other ranks import torch and build their engine meanwhile
@@ -175,60 +175,43 @@ class RankGroup:
         for down in self._down:
             down.send(msg)
 
-    def read(
-        self,
-        reader: DecodeReader,
-        peer: PeerRef,
-        request_id: str,
-        remote_ids: list[int],
-        local_ids: list[int],
-        deadline_s: float,
-        digest: str,
-    ) -> TransferStats:
+    def read(self, reader: DecodeReader, req: Read) -> TransferStats:
         """Every rank reads its heads at once (rank 0 also claims); once all have, the
-        prefill is notified. Raises the first rank's TransferError, after every rank's
-        read has ended (their blocks are free to reuse only then)."""
-        futures = self._fan_out(peer, request_id, remote_ids, local_ids, deadline_s, digest)
+        prefill is notified (``req.notify`` is rank 0's, after them all). Raises the first
+        rank's TransferError, after every rank's read has ended (their blocks are free to
+        reuse only then)."""
+        assert req.deadline_s is not None, "a fanned-out read names its deadline"
+        futures = self._fan_out(req)
         stats: list[TransferStats] = []
         error: TransferError | None = None
         try:
-            stats.append(
-                reader.read(
-                    peer, request_id, remote_ids, local_ids,
-                    deadline_s=deadline_s, prompt_digest=digest, notify=False,
-                )
-            )  # fmt: skip
+            stats.append(reader.read(replace(req, notify=False)))
         except TransferError as e:
             error = e
         for rank, future in enumerate(futures, start=1):
             try:
-                stats.append(future.result(timeout=deadline_s + ANSWER_MARGIN_S))
+                stats.append(future.result(timeout=req.deadline_s + ANSWER_MARGIN_S))
             except FutureTimeout:
                 error = error or TransferError(f"rank {rank} did not answer its read", "deadline")
             except TransferError as e:
                 error = error or e
         if error is not None:
             raise error
-        reader.notify(peer, request_id)
+        reader.notify(req.peer, req.request_id)
         return _combined(stats)
 
-    def _fan_out(
-        self,
-        peer: PeerRef,
-        rid: str,
-        remote_ids: list[int],
-        local_ids: list[int],
-        deadline_s: float,
-        digest: str,
-    ) -> list[Future[TransferStats]]:
+    def _fan_out(self, req: Read) -> list[Future[TransferStats]]:
         futures = []
+        peer = req.peer
+        where = [peer.host, peer.port, peer.engine_id, peer.incarnation]
+        asked = [req.request_id, req.remote_block_ids, req.local_block_ids, req.deadline_s,
+                 req.prompt_digest]  # fmt: skip
         for rank, down in enumerate(self._down, start=1):
             call = next(self._ids)
             future: Future[TransferStats] = Future()
             with self._lock:
                 self._calls[call] = (future, rank)
-            where = [peer.host, peer.port, peer.engine_id, peer.incarnation]
-            down.send(["read", call, *where, rid, remote_ids, local_ids, deadline_s, digest])
+            down.send(["read", call, *where, *asked])
             futures.append(future)
         return futures
 

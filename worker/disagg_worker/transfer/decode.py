@@ -71,6 +71,28 @@ class TransferStats:
     pushed: bool = False  # the prefill wrote the blocks (a push), not a READ here
 
 
+@dataclass(frozen=True)
+class Read:
+    """One request's READ, as decode asks it of :meth:`DecodeReader.read`: from ``peer``
+    (the prefill engine's rank 0, as its kv_transfer_params name it), the blocks it holds
+    under ``request_id`` into ours, within ``deadline_s`` (None: the configured transfer
+    deadline). ``prompt_digest``: :func:`protocol.prompt_digest` of the prompt decode
+    continues (the prefill refuses the claim for KV of another prompt). ``claim=False``
+    skips the claim: blocks nobody published (the probe), or a decode rank whose rank 0
+    claims for the whole request. ``notify=False``: prefill is not told the blocks are read
+    (a decode rank whose rank 0 notifies once every rank is done: :meth:`notify`)."""
+
+    peer: PeerRef
+    request_id: str
+    remote_block_ids: list[int]
+    local_block_ids: list[int]
+    deadline_s: float | None = None
+    merge: bool = True
+    claim: bool = True
+    notify: bool = True
+    prompt_digest: str = ""
+
+
 _Source = tuple[PeerRef, PeerEntry, tuple[tuple[int, int], ...]]  # where, entry, region pairs
 _Planned = tuple[PeerRef, PeerEntry, TransferPlan]
 
@@ -136,62 +158,38 @@ class DecodeReader:
 
     # --- reading ----------------------------------------------------------------------
 
-    def read(
-        self,
-        peer: PeerRef,
-        request_id: str,
-        remote_block_ids: list[int],
-        local_block_ids: list[int],
-        *,
-        deadline_s: float | None = None,
-        merge: bool = True,
-        claim: bool = True,
-        notify: bool = True,
-        prompt_digest: str = "",
-    ) -> TransferStats:
-        """READ remote blocks into local blocks; blocking, thread-safe, never hangs.
-
-        ``peer`` is the prefill engine's rank 0 (its kv_transfer_params); this rank reads
-        its KV heads from the prefill ranks that hold them (:func:`ranks.sources`), all
-        in parallel. ``prompt_digest``: :func:`protocol.prompt_digest` of the prompt decode
-        continues; the prefill refuses the claim when it computed the blocks for another
-        prompt. ``claim=False`` skips the claim: for reads of blocks nobody published (the
-        probe), or a decode rank whose rank 0 claims for the whole request.
-        ``notify=False``: prefill is not told the blocks are read (a decode rank whose rank
-        0 notifies once every rank is done: :meth:`notify`)."""
-        reg = self._reg
+    def read(self, req: Read) -> TransferStats:
+        """READ remote blocks into local blocks (:class:`Read`); blocking, thread-safe,
+        never hangs. This rank reads its KV heads from the prefill ranks that hold them
+        (:func:`ranks.sources`), all in parallel."""
+        reg, peer = self._reg, req.peer
         t0 = time.perf_counter()
-        deadline = t0 + (deadline_s if deadline_s is not None else reg.config.transfer_deadline_s)
+        limit_s = req.deadline_s if req.deadline_s is not None else reg.config.transfer_deadline_s
+        deadline = t0 + limit_s
         entries: list[PeerEntry] = []
         try:
             entry0, hs_ms = self._peer(peer, deadline)
             entries.append(entry0)
             found, more_ms = self._sources(peer, entry0, entries, deadline)
             hs_ms += more_ms
-            plans = [
-                (p, e, self._plan(e, regions, remote_block_ids, local_block_ids, merge))
-                for p, e, regions in found
-            ]
+            ids = (req.remote_block_ids, req.local_block_ids)
+            plans = [(p, e, self._plan(e, regions, *ids, req.merge)) for p, e, regions in found]
             nbytes = sum(plan.bytes for _, _, plan in plans)
             if nbytes == 0:  # nothing to move (e.g. all cached): just free prefill's
                 # hold; no claim, since no bytes can be read wrong (a late notify is ignored)
-                if notify:
-                    self._notify(peer, entry0, request_id)
+                if req.notify:
+                    self._notify(peer, entry0, req.request_id)
                 return TransferStats(0, 0, hs_ms, 0.0, 0.0, (time.perf_counter() - t0) * 1000)
-            pushed = self._pushable(plans, entry0, claim, notify)
+            pushed = self._pushable(plans, entry0, req)
             if pushed:
-                post_ms, xfer_ms = self._push(
-                    peer, entry0, plans[0][2], request_id, remote_block_ids, local_block_ids,
-                    deadline, prompt_digest, merge,
-                )  # fmt: skip
+                post_ms, xfer_ms = self._push(req, entry0, deadline)
                 ndesc, claim_ms = plans[0][2].descriptors, post_ms
             else:
                 post_ms, xfer_ms, ndesc, claim_ms = self._claim_and_read(
-                    peer, entry0, plans, request_id, remote_block_ids, deadline,
-                    prompt_digest, merge, claim=claim, notify=notify,
-                )  # fmt: skip
+                    req, entry0, plans, deadline
+                )
             if reg.staged:
-                copy_blocks(reg.buffer, reg.caches, local_block_ids)
+                copy_blocks(reg.buffer, reg.caches, req.local_block_ids)
         except TransferError as e:
             reg.telemetry.record_failure(e.reason)
             raise
@@ -205,49 +203,36 @@ class DecodeReader:
         return TransferStats(nbytes, ndesc, hs_ms, post_ms, xfer_ms, total, claim_ms, pushed)
 
     def _claim_and_read(
-        self,
-        peer: PeerRef,
-        entry0: PeerEntry,
-        plans: list[_Planned],
-        request_id: str,
-        remote_block_ids: list[int],
-        deadline: float,
-        prompt_digest: str,
-        merge: bool,
-        *,
-        claim: bool,
-        notify: bool,
+        self, req: Read, entry0: PeerEntry, plans: list[_Planned], deadline: float
     ) -> tuple[float, float, int, float]:
         """Claim (beside the READ) and READ from every source, then notify; returns the
         post and transfer ms, the descriptors and the claim's ms."""
-        pending = None
-        if claim:
-            ask = self._directory().claim
+        pending, rid = None, req.request_id
+        if req.claim:
             pending = self._claims.submit(
-                ask, peer, entry0, request_id, remote_block_ids, deadline, prompt_digest
-            )
+                self._directory().claim, req.peer, entry0, rid, req.remote_block_ids,
+                deadline, req.prompt_digest,
+            )  # fmt: skip
         # the notification rides on the READ only when it is this rank's one READ, of
         # the prefill's rank 0, and nothing else has to be waited for first
-        ride = notify and pending is None and len(plans) == 1 and plans[0][1] is entry0
+        ride = req.notify and pending is None and len(plans) == 1 and plans[0][1] is entry0
         try:
-            post_ms, xfer_ms, ndesc = self._execute_all(plans, request_id, deadline, merge, ride)
+            post_ms, xfer_ms, ndesc = self._execute_all(plans, rid, deadline, req.merge, ride)
         except TransferError:
             reads.settle(pending, deadline)  # its answer no longer matters
             raise
         claim_ms = reads.settle(pending, deadline)  # refused: the bytes read are discarded
-        if notify and not ride:
-            self._notify(peer, entry0, request_id)
+        if req.notify and not ride:
+            self._notify(req.peer, entry0, rid)
         return post_ms, xfer_ms, ndesc, claim_ms
 
     # --- receiving a push -------------------------------------------------------------
 
-    def _pushable(
-        self, plans: list[_Planned], entry0: PeerEntry, claim: bool, notify: bool
-    ) -> bool:
+    def _pushable(self, plans: list[_Planned], entry0: PeerEntry, req: Read) -> bool:
         """Push when this decode pushes, the prefill says it does, and the request is one
         plain transfer: one source (the prefill's rank 0), claimed and notified here, and
         short enough for one frame."""
-        if self._mailbox is None or not entry0.meta.push or not (claim and notify):
+        if self._mailbox is None or not entry0.meta.push or not (req.claim and req.notify):
             return False
         if len(plans) != 1 or plans[0][1] is not entry0:
             return False
@@ -267,27 +252,17 @@ class DecodeReader:
             )
         return self._target
 
-    def _push(
-        self,
-        peer: PeerRef,
-        entry: PeerEntry,
-        plan: TransferPlan,
-        rid: str,
-        remote_ids: list[int],
-        local_ids: list[int],
-        deadline: float,
-        digest: str,
-        merge: bool,
-    ) -> tuple[float, float]:
+    def _push(self, req: Read, entry: PeerEntry, deadline: float) -> tuple[float, float]:
         """Ask the prefill to WRITE the blocks into ours and wait for its notification;
         returns (ms until the WRITE was posted, ms from then until the bytes were here).
         The ask runs beside the wait: each poll drives this agent's UCX, which the
         prefill's WRITE (and its first connection's warm-up) needs while it runs."""
         assert self._mailbox is not None
         t0 = time.perf_counter()
-        claim = PeerDirectory.claim_of(rid, remote_ids, deadline - t0, digest)
-        req = protocol.Push(claim, self._push_target(), list(local_ids), merge)
-        asked = self._claims.submit(self._posted_at, peer, entry, req, deadline)
+        peer, rid = req.peer, req.request_id
+        claim = PeerDirectory.claim_of(rid, req.remote_block_ids, deadline - t0, req.prompt_digest)
+        push = protocol.Push(claim, self._push_target(), list(req.local_block_ids), req.merge)
+        asked = self._claims.submit(self._posted_at, peer, entry, push, deadline)
 
         def refused() -> bool:
             return asked.done() and asked.exception() is not None
@@ -458,9 +433,8 @@ class DecodeReader:
         notif = NOTIF_PREFIX + rid.encode() if notify else b""
         parts = reads.parts_of(plan, agent.threads, self._pool, self.post_mode)
         t0 = time.perf_counter()
-        results = reads.run_parts(
-            nixl, self._pool, self.post_mode, entry, plan, parts, notif, deadline, merge
-        )
+        posting = reads.Posting(nixl, self.post_mode, entry, plan, notif, deadline, merge)
+        results = reads.run_parts(posting, parts, self._pool)
         t2 = time.perf_counter()
         post_s = max(r[2] for r in results)
         states = {r[1] for r in results}

@@ -24,6 +24,7 @@ import os
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -52,6 +53,17 @@ def peer_meta(cfg: WorkerConfig, host: str, port: int, timeout: float) -> protoc
     return msg
 
 
+@dataclass(frozen=True)
+class _Ask:
+    """What a probe reads with: this pod's settings, the prefill's side channel (host,
+    port, expected engine id), the deadline, the pattern expected (None: any bytes)."""
+
+    cfg: WorkerConfig
+    where: tuple[str, int, str]
+    deadline: float
+    expect_seed: int | None
+
+
 def probe(
     cfg: WorkerConfig,
     host: str,
@@ -74,11 +86,11 @@ def probe(
     n = max(1, min(blocks, theirs.num_blocks))
     layout = theirs.model_copy(update={"num_blocks": n})
     report.update(layout=theirs.model_dump(mode="json"), ranks=meta.tp_size)
+    ask = _Ask(cfg, (host, port, engine_id), deadline, expect_seed)
     nbytes, ndesc, total_ms, ok = 0, 0, 0.0, True
     for rank in range(meta.tp_size):  # as rank r of the prefill's TP size: reads rank r
         try:
-            stats, verified = _probe_rank(cfg, meta, layout, rank, report, (host, port, engine_id),
-                                          deadline, expect_seed)  # fmt: skip
+            stats, verified = _probe_rank(ask, meta, layout, rank, report)
         except (TransferError, RuntimeError, ValueError) as e:
             where = f" (rank {rank} of {meta.tp_size})" if meta.tp_size > 1 else ""
             return {**report, "error": f"{e}{where}"}
@@ -100,36 +112,29 @@ def probe(
 
 
 def _probe_rank(
-    cfg: WorkerConfig,
-    meta: protocol.PeerMetadata,
-    layout: KVLayout,
-    rank: int,
-    report: dict[str, Any],
-    where: tuple[str, int, str],
-    deadline: float,
-    expect_seed: int | None,
+    ask: _Ask, meta: protocol.PeerMetadata, layout: KVLayout, rank: int, report: dict[str, Any]
 ) -> tuple[Any, bool]:
     """Read ``layout.num_blocks`` blocks of prefill rank ``rank`` with an agent of its own
     (rank ``rank`` of the prefill's TP size); its stats, and whether the bytes are the
     expected pattern (True when none is expected)."""
     from disagg_worker.transfer.agent import KVTransferAgent
+    from disagg_worker.transfer.decode import Read
     from disagg_worker.transfer.peer_process import alloc, pattern, words
     from disagg_worker.transfer.peers import PeerRef
 
-    mine = cfg.model_copy(update={"tp_size": meta.tp_size, "tp_rank": rank})
-    caches = alloc(layout, cfg.device)
-    host, port, engine_id = where
+    mine = ask.cfg.model_copy(update={"tp_size": meta.tp_size, "tp_rank": rank})
+    caches = alloc(layout, ask.cfg.device)
     with KVTransferAgent(mine, layout, caches, model_kv_heads=meta.model_kv_heads) as agent:
-        peer = PeerRef(host, port, engine_id)
+        peer = PeerRef(*ask.where)
         t0 = time.perf_counter()  # NIXL handshake incl. warm-up READ, as decode pays it
-        got = agent.decode.peer_info(peer, timeout_s=deadline)
+        got = agent.decode.peer_info(peer, timeout_s=ask.deadline)
         report.setdefault("handshake_ms", round((time.perf_counter() - t0) * 1000, 2))
         report.update(engine_id=got.engine_id, memory_type=got.memory_type, step="transfer")
         ids = list(range(layout.num_blocks))
         rid = f"probe-{uuid.uuid4().hex[:8]}"
-        stats = agent.decode.read(peer, rid, ids, ids, deadline_s=deadline, claim=False)
-    good = expect_seed is None or all(
-        bool((words(t)[b].cpu() == pattern(r, b, layout.block_len, expect_seed)).all())
+        stats = agent.decode.read(Read(peer, rid, ids, ids, ask.deadline, claim=False))
+    good = ask.expect_seed is None or all(
+        bool((words(t)[b].cpu() == pattern(r, b, layout.block_len, ask.expect_seed)).all())
         for r, t in enumerate(caches)
         for b in ids
     )

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, replace
 from typing import Any
 
 from disagg_worker.transfer.nixl_agent import NixlAgent, PostMode
@@ -43,51 +44,48 @@ def parts_of(
     return parts
 
 
+@dataclass(frozen=True)
+class Posting:
+    """One planned READ as its parts are posted: ``nixl()`` gives the agent as each part
+    starts (once it is closed, it raises), ``post_mode`` how to post, ``entry`` the prefill
+    read from, ``notif`` the notification the READ carries (b"": none), ``deadline`` when
+    every part must have ended, ``merge`` whether contiguous runs were merged."""
+
+    nixl: Callable[[], NixlAgent]
+    post_mode: PostMode
+    entry: PeerEntry
+    plan: TransferPlan
+    notif: bytes
+    deadline: float
+    merge: bool
+
+
 def run_parts(
-    nixl: Callable[[], NixlAgent],
-    pool: ThreadPoolExecutor | None,
-    post_mode: PostMode,
-    entry: PeerEntry,
-    plan: TransferPlan,
-    parts: list[Part],
-    notif: bytes,
-    deadline: float,
-    merge: bool,
+    posting: Posting, parts: list[Part], pool: ThreadPoolExecutor | None
 ) -> list[PartResult]:
-    """Post and wait for every part: one on this thread, carrying ``notif``; several on
-    ``pool``'s threads, carrying none (the caller notifies once all are done)."""
+    """Post and wait for every part: one on this thread, carrying the notification;
+    several on ``pool``'s threads, carrying none (the caller notifies once all are done)."""
     if len(parts) == 1:
-        return [run_part(nixl, post_mode, entry, plan, parts[0], notif, deadline, merge)]
+        return [run_part(posting, parts[0])]
     assert pool is not None
-    futures = [
-        pool.submit(run_part, nixl, post_mode, entry, plan, part, b"", deadline, merge)
-        for part in parts
-    ]
+    quiet = replace(posting, notif=b"")
+    futures = [pool.submit(run_part, quiet, part) for part in parts]
     return [f.result() for f in futures]
 
 
-def run_part(
-    nixl: Callable[[], NixlAgent],
-    post_mode: PostMode,
-    entry: PeerEntry,
-    plan: TransferPlan,
-    part: Part,
-    notif: bytes,
-    deadline: float,
-    merge: bool,
-) -> PartResult:
-    """Post one part and wait for it until the deadline. ``nixl()`` is asked as the part
-    starts: once the agent is closed, it raises."""
-    agent = nixl()
+def run_part(posting: Posting, part: Part) -> PartResult:
+    """Post one part and wait for it until the deadline."""
+    agent = posting.nixl()
     t0 = time.perf_counter()
     try:
         handle, state = agent.post_read(
-            entry.remote, plan, notif, mode=post_mode, merge=merge, part=part
-        )
+            posting.entry.remote, posting.plan, posting.notif,
+            mode=posting.post_mode, merge=posting.merge, part=part,
+        )  # fmt: skip
     except Exception as e:  # e.g. NIXL_ERR_REMOTE_DISCONNECT: the peer died or restarted
         return None, "POST", time.perf_counter() - t0, f"{type(e).__name__}: {e}"
     post_s = time.perf_counter() - t0
-    return handle, agent.wait(handle, state, deadline), post_s, ""
+    return handle, agent.wait(handle, state, posting.deadline), post_s, ""
 
 
 def read_error(
