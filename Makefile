@@ -27,9 +27,10 @@ $(RUNTIME): pyproject.toml tools/pyproject.toml
 	$(BIN)/pip install --quiet -e tools
 	touch $@
 
-# What `make test` runs on: the runtime, the dev extra, kubectl, promtool.
+# What `make test` runs on: the runtime, the dev extra, the tools' plots, kubectl, promtool.
 $(STAMP): $(RUNTIME)
 	$(BIN)/pip install --quiet -e '.[operator,worker,dev]'
+	$(BIN)/pip install --quiet -e 'tools[plots]'
 	scripts/install-kubectl.sh $(BIN)
 	scripts/install-promtool.sh
 	touch $@
