@@ -22,20 +22,20 @@ import docblocks
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "docs/architecture.md", "docs/operator.md")
 COMMAND = "scripts/layers.py --write"
-# What each layer is, in a line (the contract says the order).
+# What each layer is, in a line (the contract says the order); a layer of siblings joined by
+# ":" (one layer, each may import the other) is described as one.
 WHAT = {
     "disagg_tools.bench": "benchmarks (`disagg bench`): transfer, e2e, operator, faults, scaling",
     "disagg_tools.local": "`disagg up`, the local kubelet, the process and podman runtimes",
     "disagg_tools.emulator": "the Kubernetes API server stand-in (kube-apiserver's rules)",
-    "disagg_operator.commands": "`disagg render`, `disagg crd`",
-    "disagg_operator.controller": "I/O shell: kopf, reconciler, sync, cache, API client, election",
-    "disagg_operator.status": "observation → the CR's status and conditions",
-    "disagg_operator.planning": "desired vs observed → this sync's writes; the rollout planner",
+    "disagg_operator.commands : disagg_operator.controller": "I/O: `disagg operator|render|"
+    "crd`, configuration, kopf, sync, cache",
+    "disagg_operator.planning": "observation → this sync's writes, rollout, autoscaling, status",
     "disagg_operator.render": "spec → child objects, KV revision, canary, CRD, docs tables",
     "disagg_operator.validation": "body → model + problems (field and fix)",
     "disagg_operator.engines": "the engine interface, one folder per engine, the settings",
-    "disagg_operator.derive": "engine-independent derived values: buffers, UCX, quantities, counts",
-    "disagg_operator.api": "the API models (CRD source), kinds table, problems, names",
+    "disagg_operator.derive : disagg_operator.api": "API models (CRD source), kinds, names; "
+    "engine-independent derived values",
     "disagg_operator.contracts": "what llm-d, LWS and Prometheus accept (pure tables)",
     "disagg_worker.serve": "HTTP server, P/D proxy, canary, drain",
     "disagg_worker.model": "the reference model (a seeded transformer, paged KV)",
@@ -50,6 +50,11 @@ def layers() -> dict[str, list[str]]:
     return {c["name"]: c["layers"] for c in contracts if c["type"] == "layers"}
 
 
+def _short(layer: str) -> str:
+    """A layer's packages without their root package: ``derive : api``."""
+    return " : ".join(p.strip().split(".", 1)[1] for p in layer.split(":"))
+
+
 def block() -> docblocks.Block:
     """The layers block the docs hold."""
     lines = ["```"]
@@ -57,9 +62,11 @@ def block() -> docblocks.Block:
         lines.append(f"{name} (top first; a layer imports only the layers below it):")
         for layer in stack:
             parts = [p.strip() for p in layer.split("|")]
-            shown = " | ".join(p.split(".", 1)[1] for p in parts)
+            shown = " | ".join(_short(p) for p in parts)
             what = "; ".join(WHAT[p] for p in parts)
-            lines.append(f"  {shown:<20} {what}")
+            lines.append(f"  {shown:<22} {what}")
+        if any(":" in layer for layer in stack):
+            lines.append(f"  {'a : b':<22} siblings in one layer: each may import the other")
         lines.append("")
     lines[-1] = "```"
     body = "\n".join(lines)

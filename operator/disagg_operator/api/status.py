@@ -1,4 +1,4 @@
-"""The status subresource's shape (what :mod:`disagg_operator.status.conditions` computes).
+"""The status subresource's shape (what :mod:`disagg_operator.planning.status` computes).
 
 Part of :mod:`disagg_operator.api`.
 """
@@ -15,7 +15,7 @@ from disagg_operator.api.base import _Model
 
 @dataclass(frozen=True)
 class Reason:
-    """One row of the conditions table (status/reasons.py, docs/crd.md): condition
+    """One row of the conditions table (planning/reasons.py, docs/crd.md): condition
     ``type`` at ``status`` says ``reason`` ``when``."""
 
     type: str
@@ -26,7 +26,7 @@ class Reason:
 
 # The condition an engine whose version picks a contract profile reports, and its reasons
 # (vLLM: engines/vllm/contract.py resolves them and says when each is given, its
-# Engine.reasons; status/reasons.py lists them with the rest).
+# Engine.reasons; planning/reasons.py lists them with the rest).
 ENGINE_VERSION_KNOWN = "EngineVersionKnown"
 VERSION_RESOLVED = "VersionResolved"
 TOO_OLD = "TooOld"

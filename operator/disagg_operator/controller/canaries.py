@@ -8,7 +8,7 @@ why (``PrefillBusy: ...``, ``PrefillUnreachable: ...``, ``DecodeRecomputing: ...
 ``SlowTransport: ...``). No sync waits for a pod: the reconciler's canary watch
 (:meth:`~disagg_operator.controller.reconciler.Reconciler.watch_canaries_forever`) asks,
 every ``--canary-seconds``, at most :data:`MAX_ASKED` canaries per deployment
-(:func:`~disagg_operator.status.transfer_path.to_ask`: the pods not yet proven first, then
+(:func:`~disagg_operator.planning.transfer_path.to_ask`: the pods not yet proven first, then
 the proven ones turn by turn), :data:`CONCURRENCY` at a time over all deployments, each
 bounded by :data:`TIMEOUT_S`; it syncs a deployment when a verdict changed (nothing else
 would: no pod changes when the path does), and the sync reads the verdicts remembered here
@@ -28,7 +28,7 @@ from typing import Any
 import aiohttp
 
 from disagg_operator.api import CANARY_PORT
-from disagg_operator.status.transfer_path import Said, to_ask, told
+from disagg_operator.planning.transfer_path import Said, to_ask, told
 
 log = logging.getLogger("disagg.operator")
 TIMEOUT_S = 2.0
@@ -38,7 +38,7 @@ TURN_S = 10.0  # a large pool's canaries are asked MAX_ASKED at a time, the next
 
 
 def canary_turn(now: datetime.datetime) -> int:
-    """Which turn ``now`` falls in (:func:`~disagg_operator.status.transfer_path.to_ask`)."""
+    """Which turn ``now`` falls in (:func:`~disagg_operator.planning.transfer_path.to_ask`)."""
     return int(now.timestamp() // TURN_S)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
-from disagg_operator.status.reasons import ROLLOUT_COMPLETE
+from disagg_operator.planning.reasons import ROLLOUT_COMPLETE
 
 RECONCILES = Counter(
     "disagg_operator_reconciles",

@@ -56,6 +56,7 @@ from disagg_operator.controller.rules.refusals import (
     lines,
 )
 from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_operator.planning import status as status_mod
 from disagg_operator.planning.actions import Action, Verb, plan
 from disagg_operator.planning.decide import (
     ROUTING_KINDS,
@@ -65,13 +66,12 @@ from disagg_operator.planning.decide import (
     routed_revision,
 )
 from disagg_operator.planning.pods import instances
+from disagg_operator.planning.reasons import API_REFUSED, INVALID_SPEC
 from disagg_operator.planning.rollout import Plan
 from disagg_operator.render.kvkey import kv_revision
 from disagg_operator.render.monitoring import names as monitoring_names
 from disagg_operator.render.objects import render_model
 from disagg_operator.render.router import name_of as router_name
-from disagg_operator.status import conditions as status_mod
-from disagg_operator.status.reasons import API_REFUSED, INVALID_SPEC
 from disagg_operator.validation.spec import Problem, parse
 
 log = logging.getLogger("disagg.operator")

@@ -1,6 +1,6 @@
 """The engine interface: what an engine plugs into the operator, and nothing more.
 
-Render, validation, the rollout (KV key), status, the canary and the local runner call these
+Render, validation, the rollout (KV key), status and the canary call these
 methods and never ask which engine they have: an engine is a class here plus a folder
 (``engines/<name>/``) and an entry in the settings' engine table (:mod:`.settings`), keyed
 by the ``spec.engine.type`` it serves. docs/architecture.md shows a new engine end to end.
@@ -12,13 +12,11 @@ generated from these docstrings and the sources (scripts/tables.py).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from disagg_contract.pd import DEFAULT as PD_PROTOCOL
-from disagg_operator import __version__
 from disagg_operator.api import ROLES, DeploymentSpec, EngineFields
 from disagg_operator.api.problems import Problem
 from disagg_operator.api.status import Reason
@@ -27,7 +25,6 @@ from disagg_operator.contracts.prometheus import AlertSeries
 if TYPE_CHECKING:  # the settings hold the engines: a type-only import, no cycle
     from disagg_operator.engines.settings import Settings
 
-LOCAL_REGISTRY = "ghcr.io/disagg-dev"  # where `make images` tags what it builds
 Row = tuple[str, str, str, str]  # (value, inputs, result, reason) in docs/derivation.md
 Rule = tuple[str, str]  # a CEL rule and its message
 
@@ -45,28 +42,6 @@ class Container:
 
 
 @dataclass(frozen=True)
-class LocalRun:
-    """How ``disagg up`` runs the engine's pods on one host.
-
-    ``readiness``: "ready-line" (the process prints the ports it bound as a JSON line) or
-    "health" (``GET /health`` answers 200 on the port it was given); ``warm_up``: send one
-    plain completion to each engine before any P/D request, and one P/D request through
-    the proxy before serving; ``figures``: where the transfer figures of a request come
-    from, the proxy's "response" or the decode "engine-log"; ``cores``: each pod takes an
-    explicit core list of its own (as a node's CPU manager would give it); ``label``: how
-    its start-up lines name it; ``groups``: the local runner plays LeaderWorkerSet's part
-    for its instances that span pods (:mod:`disagg_tools.local.rules.groups`)."""
-
-    start_timeout_s: float
-    readiness: Literal["ready-line", "health"]
-    warm_up: bool
-    figures: Literal["response", "engine-log"]
-    cores: bool = False
-    label: str = ""
-    groups: bool = False
-
-
-@dataclass(frozen=True)
 class DemandSeries:
     """The Prometheus series of an engine's pods the autoscaler reads (names as scraped):
     counters of prompt tokens computed, output tokens generated and requests finished,
@@ -77,16 +52,6 @@ class DemandSeries:
     requests: str
     running: str
     waiting: str | None = None
-
-
-@dataclass(frozen=True)
-class LocalProcess:
-    """A pod's engine command adapted to run as a process on this host."""
-
-    argv: list[str]
-    env: dict[str, str]
-    http_port: int = 0  # 0: the process announces its port on its ready line
-    adapted: list[str] = field(default_factory=list)
 
 
 def spec_fields(engines: Mapping[str, Engine]) -> dict[str, EngineFields]:
@@ -115,24 +80,6 @@ def flag_values(args: Sequence[str] | None, flags: Sequence[str]) -> dict[str, s
             elif n + 1 < len(items):
                 found[name] = items[n + 1]
     return found
-
-
-def disagg_argv(args: Sequence[str]) -> list[str]:
-    """The `disagg` command as this interpreter runs it (no reliance on PATH)."""
-    return [sys.executable, "-m", "disagg_operator.cli", *args]
-
-
-def without_flag(args: Sequence[str], flag: str) -> list[str]:
-    """``args`` less ``flag VALUE`` and ``flag=VALUE`` (a rendered command, adapted)."""
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-        elif a == flag:
-            skip = True
-        elif not a.startswith(flag + "="):
-            out.append(a)
-    return out
 
 
 class Engine:
@@ -174,9 +121,6 @@ class Engine:
     derived_flags: ClassVar[Mapping[str, str]] = {}
     """Flags it derives → the spec field to set instead (validation refuses them in a
     role's args, naming that field)."""
-    local: ClassVar[LocalRun]
-    """How ``disagg up`` runs its pods on one host: how long it waits for each, how it
-    knows one is ready, whether it warms them up (see :class:`LocalRun`)."""
     demand: ClassVar[DemandSeries]
     """The Prometheus series of its pods the autoscaler reads: prompt and output token
     counters, requests running and waiting (see :class:`DemandSeries`)."""
@@ -285,38 +229,9 @@ class Engine:
         it already holds), or None when it keeps no prefix cache."""
         return None
 
-    def local_process(
-        self,
-        name: str,
-        command: Sequence[str],
-        env: dict[str, str],
-        *,
-        secret_path: str,
-        ports: Iterator[int] | None,
-        cores: Sequence[int],
-        address: str | None = None,
-    ) -> LocalProcess:
-        """The pod's engine command as a process on this host (``disagg up``, the local
-        kubelet). ``address`` None: one host, every pod on 127.0.0.1 with ports of its own
-        (``disagg up``); an address: the pod's own (the local kubelet gives each pod one),
-        listened on with the rendered ports, as in a cluster."""
-        raise NotImplementedError(f"disagg up cannot run engine {self.name!r} pods")
-
-    def local_image(self, image: str) -> str:
-        """The image `make images` builds that stands for a rendered ``image`` of this
-        engine in ``disagg up --runtime podman`` (scripts/images.sh names them so): the
-        worker image (the reference engine, the canary)."""
-        return f"{LOCAL_REGISTRY}/disagg-worker-cpu:{__version__.split('+')[0]}"
-
     def derivation_rows(self, settings: Settings) -> list[Row]:
         """Its rows of docs/derivation.md: each value it derives, from what, and why."""
         return []
-
-    def aggregated(self, command: Sequence[str]) -> list[str]:
-        """A decode pod's engine command without its KV connector: the aggregated engine a
-        P/D run is judged against (``disagg up``'s baseline). By default the command as
-        rendered."""
-        return list(command)
 
     def derivation_tables(self) -> list[str]:
         """Its own markdown tables in docs/derivation.md, after the rows (vLLM: what each

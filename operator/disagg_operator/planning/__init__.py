@@ -1,10 +1,13 @@
-"""Planning: what this sync writes, and which pods a rollout creates and deletes.
+"""Planning: what a sync decides and what it reports.
 
-:mod:`.actions` compares desired and observed children
-(every kind but Pods) into creates, patches and deletes; :mod:`.rollout` decides, from the
-observed pods, which pods to create and delete and which KV revision the routing objects
-select; :mod:`.decide` is the glue from an observation to that plan.
-:mod:`disagg_operator.controller.sync` runs what they decide.
+:mod:`.decide` turns one observation of a deployment into this sync's plan: the desired
+children (rendered once), the writes (:mod:`.actions` for every kind but instances), and
+which pods a rollout creates and deletes (:mod:`.rollout`, :mod:`.kvroll`, over the pod
+views of :mod:`.pods`). :mod:`.status` turns the same observation and plan into the
+custom resource's status (conditions from the one table of :mod:`.reasons`, the transfer
+canaries' verdict folded by :mod:`.transfer_path`); :mod:`.autoscale` is the SLO planner
+the autoscaler asks. :mod:`disagg_operator.controller.sync` reads, runs the writes, then
+writes the status.
 
 Pure layer: no I/O (the import contract in pyproject.toml holds this package to it).
 """

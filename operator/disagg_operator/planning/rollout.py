@@ -57,7 +57,7 @@ BLOCKED = "KVRolloutBlocked"
 
 @dataclass
 class RoleCounts:
-    """One role after observation: what status reports (:mod:`disagg_operator.status`)."""
+    """One role after observation: what status reports (:mod:`.status`)."""
 
     desired: int = 0
     ready: int = 0  # ready pods of the routed KV revision: the capacity routers see

@@ -18,7 +18,7 @@ import pytest
 
 from disagg_operator.controller.canaries import CanaryReader
 from disagg_operator.engines.settings import DEFAULT
-from disagg_operator.status.transfer_path import Said, condition
+from disagg_operator.planning.transfer_path import Said, condition
 from disagg_operator.validation import spec as validation
 from disagg_tools.bench.relay import params_dropper
 from disagg_tools.local.children import disagg_argv, serve_in_thread, start_child, wait_ready

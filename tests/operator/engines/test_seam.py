@@ -1,7 +1,7 @@
 """The engine seam is enough: an engine defined here, in the tests, plugs into the
 operator through the settings alone, and render, validation, the KV key, status, the CRD
-and the local runner serve it without a line of theirs changed. And no module outside
-operator/disagg_operator/engines/ asks which engine a spec runs."""
+and the local runner (given its local-run part) serve it without a line of theirs changed.
+And no module outside operator/disagg_operator/engines/ asks which engine a spec runs."""
 
 from __future__ import annotations
 
@@ -16,16 +16,17 @@ from pydantic import Field
 from disagg_operator.api import HTTP_PORT, ROLES, DeploymentSpec, EngineFields
 from disagg_operator.api.base import _Model
 from disagg_operator.api.problems import Problem
-from disagg_operator.engines.base import Container, DemandSeries, Engine, LocalProcess, LocalRun
+from disagg_operator.engines.base import Container, DemandSeries, Engine
 from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_operator.planning import status
 from disagg_operator.planning.decide import decide
 from disagg_operator.render import crd, derivation, kvkey
 from disagg_operator.render.objects import render
-from disagg_operator.status import conditions as status
 from disagg_operator.validation import spec as validation
+from disagg_tools.local.engines import LocalEngine, LocalProcess, LocalRun
 from disagg_tools.local.rules.pods import local_pods
 from tests.operator.builders import body, by_kind, role
-from tests.operator.status.test_conditions import T0
+from tests.operator.planning.test_status import T0
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -51,7 +52,6 @@ class Echo(Engine):
     kv_flags = ("--echo-layout",)
     kv_env = ("ECHO_DTYPE",)
     derived_flags: Mapping[str, str] = {"--listen": "nothing: it is the pod's port"}
-    local = LocalRun(start_timeout_s=5.0, readiness="health", warm_up=False, figures="response")
     demand = DemandSeries("echo_prompt_total", "echo_output_total", "echo_requests_total",
                           "echo_running")  # fmt: skip
     fields = EngineFields(model_spec=EchoModel, role=EchoRole)
@@ -87,7 +87,17 @@ class Echo(Engine):
     def derived_env(self, spec: DeploymentSpec, role: str) -> Mapping[str, str]:
         return {"ECHO_ROLE": "nothing: it is the pod's role"}
 
-    def local_process(
+    def derivation_rows(self, settings: Settings) -> list[tuple[str, str, str, str]]:
+        return [("drain", "echo", "7", "a toy")]
+
+
+class EchoLocal(LocalEngine):
+    """Echo's local-run part: ``python -m echo`` on a port of its own."""
+
+    name = "echo"
+    run = LocalRun(start_timeout_s=5.0, readiness="health", warm_up=False, figures="response")
+
+    def process(
         self,
         name: str,
         command: Sequence[str],
@@ -100,9 +110,6 @@ class Echo(Engine):
     ) -> LocalProcess:
         port = next(ports) if ports else 0
         return LocalProcess([sys.executable, "-m", "echo", *command[1:]], env, port, ["echo"])
-
-    def derivation_rows(self, settings: Settings) -> list[tuple[str, str, str, str]]:
-        return [("drain", "echo", "7", "a toy")]
 
 
 SETTINGS = DEFAULT.with_engines(Echo())
@@ -235,10 +242,10 @@ def test_a_field_only_other_engines_read_is_refused_naming_them() -> None:
 
 def test_the_local_runner_runs_it_as_it_says() -> None:
     objects = render(_echo(), hmac_key="k", settings=SETTINGS)
-    pods = local_pods(objects, "/s", Echo(), ports=iter(range(9000, 9010)))
+    pods = local_pods(objects, "/s", EchoLocal(), ports=iter(range(9000, 9010)))
     assert [p.argv[:3] for p in pods] == [[sys.executable, "-m", "echo"]] * 2
     assert [p.http_port for p in pods] == [9000, 9001]
-    assert all(p.local == Echo.local for p in pods)
+    assert all(p.local == EchoLocal.run for p in pods)
 
 
 def _compares_engine_type(tree: ast.AST) -> list[int]:

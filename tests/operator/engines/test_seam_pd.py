@@ -2,7 +2,7 @@
 tests/support/toy_engine/: its operator class, its protocol and its server) runs through
 render, the router and the transfer canary with no line of theirs changed.
 
-Its pods run as processes from what render wrote (the engine's own ``local_process``, at
+Its pods run as processes from what render wrote (its local-run part's ``process``, at
 addresses of their own with the rendered ports, as the local kubelet runs pods); the
 router and the canary run as `disagg proxy` and `disagg worker canary` processes with the
 rendered arguments, only their listen ports changed and the canary's pod-local decode URL
@@ -29,6 +29,7 @@ from disagg_tools.local.kubelet.rules.containers import HOSTS_ENV, with_dns
 from disagg_tools.local.serving import wait_healthy
 from tests.operator.builders import body, by_kind
 from tests.support.toy_engine.engine import Toy
+from tests.support.toy_engine.local import ToyLocal
 from tests.support.toy_engine.pd import COMPUTED, FETCHED
 from tests.worker.serve.conftest import get, metric, post, wait_until
 
@@ -98,7 +99,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         for role, pod in pods.items():
             engine = _container(pod, "engine")
             command = [*engine["command"], *engine.get("args", [])]
-            run = Toy().local_process(
+            run = ToyLocal().process(
                 pod["metadata"]["name"], command, {}, secret_path="", ports=None, cores=(),
                 address=ADDRESS[role],
             )  # fmt: skip

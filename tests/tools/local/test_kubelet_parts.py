@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from disagg_operator.engines.settings import DEFAULT
+from disagg_tools.local.engines import local_engine
 from disagg_tools.local.kubelet.rules import containers, endpoints, probes
 from disagg_tools.local.rules.pods import UpError
 
@@ -182,7 +182,7 @@ def _reference_pod(**extra: Any) -> dict[str, Any]:
 
 def _plan(pod: dict[str, Any]) -> containers.PodRun:
     return containers.pod_run(
-        pod, "127.0.1.7", DEFAULT.engines["reference"], secret_path="/s/hmac",
+        pod, "127.0.1.7", local_engine("reference"), secret_path="/s/hmac",
         folders={"hmac": "/tmp/v/hmac"}, hosts_file="/h/a",
         secrets=lambda name, key: "sekrit" if (name, key) == ("s", "k") else None,
         config_maps=lambda name, key: None,

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from disagg_operator.engines.settings import BUILTIN_ENGINES
 from disagg_operator.render.objects import render
+from disagg_tools.local.engines import local_engine
 from disagg_tools.local.rules.pods import (
     UpError,
     core_takers,
@@ -24,7 +24,7 @@ from disagg_tools.local.rules.pods import (
 from disagg_tools.local.stack import render_manifest
 from tests.operator.builders import spanning
 
-VLLM, REFERENCE = BUILTIN_ENGINES["vllm"], BUILTIN_ENGINES["reference"]
+VLLM, REFERENCE = local_engine("vllm"), local_engine("reference")
 
 ROOT = Path(__file__).resolve().parents[3]
 VLLM_CPU = ROOT / "examples" / "vllm-cpu.yaml"
@@ -56,7 +56,7 @@ def test_vllm_pods_keep_their_rendered_flags_and_env() -> None:
         claims=CLAIMS,
         config_maps=FILES,
     )
-    assert [(p.role, p.local) for p in pods] == [("prefill", VLLM.local), ("decode", VLLM.local)]
+    assert [(p.role, p.local) for p in pods] == [("prefill", VLLM.run), ("decode", VLLM.run)]
     for pod, cores in zip(pods, ("0", "2,3"), strict=True):
         container = _engine(objects, pod.name)
         rendered = container["command"] + container.get("args", [])

@@ -25,11 +25,11 @@ import psutil
 import pytest
 import yaml
 
-from disagg_operator.engines.settings import BUILTIN_ENGINES
 from disagg_operator.render.objects import render
+from disagg_tools.local.engines import local_engine
 from disagg_tools.local.up import UpError, local_pods
 
-REFERENCE = BUILTIN_ENGINES["reference"]
+REFERENCE = local_engine("reference")
 
 ROOT = Path(__file__).resolve().parents[3]
 QUICKSTART = ROOT / "examples" / "quickstart-cpu.yaml"

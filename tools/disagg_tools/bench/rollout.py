@@ -31,9 +31,9 @@ from collections.abc import Callable
 from typing import Any
 
 from disagg_operator.api import API_VERSION, PLURAL, RolloutStrategy
+from disagg_operator.planning.reasons import ROLLOUT_COMPLETE
 from disagg_operator.planning.rollout import Budget
 from disagg_operator.render.router import name_of, revisions_reached
-from disagg_operator.status.reasons import ROLLOUT_COMPLETE
 from disagg_tools.bench.rules import manifests
 from disagg_tools.bench.rules import rollout_figures as figures
 

@@ -23,9 +23,9 @@ from typing import Any
 
 import psutil
 
-from disagg_operator.engines.vllm.engine import LOCAL_SERVER
 from disagg_tools.local import serving
 from disagg_tools.local.children import start_child, stop_children
+from disagg_tools.local.engines.vllm import SERVER
 from disagg_tools.local.rules.pods import LOCAL
 
 GIB = 1024**3
@@ -34,7 +34,7 @@ FLAGS = ("--dtype", "bfloat16", "--max-model-len", "1024", "--enforce-eager")
 
 def measure(model: Path, kv_gib: int, log_dir: Path) -> dict[str, Any]:
     port = next(serving.free_ports())
-    argv = [sys.executable, "-m", LOCAL_SERVER, "--model", str(model), *FLAGS]
+    argv = [sys.executable, "-m", SERVER, "--model", str(model), *FLAGS]
     argv += ["--host", LOCAL, "--port", str(port)]
     core = serving.host_cores()[0]
     env = {

@@ -16,7 +16,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -26,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from disagg_tools.local.engines import base as engines
 from disagg_worker.serve.process import LOOPBACK, READY_EVENT, die_with_parent
 
 KILL_WAIT_S = 5.0  # after SIGKILL: the kernel reaps it at once unless it is stuck in I/O
@@ -215,7 +215,7 @@ def loopback_group_env(nodes: int, node: int, port: int) -> dict[str, str]:
 
 def disagg_argv(*args: str) -> list[str]:
     """The `disagg` command as this interpreter runs it (no reliance on PATH)."""
-    return [sys.executable, "-m", "disagg_operator.cli", *args]
+    return engines.disagg_argv(args)
 
 
 @contextlib.contextmanager

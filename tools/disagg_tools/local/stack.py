@@ -27,13 +27,13 @@ from typing import Any
 import yaml
 
 from disagg_operator.contracts import lws
-from disagg_operator.engines.base import Engine, LocalRun
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render import router
 from disagg_operator.render.objects import render
 from disagg_operator.validation.spec import InvalidSpec, parse
 from disagg_tools.local import serving
 from disagg_tools.local.children import Child, disagg_argv, free_port_range, start_child, wait_ready
+from disagg_tools.local.engines import LocalEngine, LocalRun, local_engine
 from disagg_tools.local.rules.groups import group_pods
 from disagg_tools.local.rules.pods import (
     LOCAL,
@@ -83,20 +83,23 @@ def load(path: str) -> dict[str, Any]:
 
 def render_manifest(
     body: dict[str, Any], hmac_key: str, settings: Settings = DEFAULT, *, groups: bool = False
-) -> tuple[list[dict[str, Any]], Engine]:
-    """The manifest's objects, rendered with ``settings``, and its engine. ``groups``: the
-    caller plays LeaderWorkerSet's part (its engine's LocalRun says whether it can); else
-    an instance that spans pods is refused."""
+) -> tuple[list[dict[str, Any]], LocalEngine]:
+    """The manifest's objects, rendered with ``settings``, and its engine's local-run part.
+    ``groups``: the caller plays LeaderWorkerSet's part (its engine's LocalRun says whether
+    it can); else an instance that spans pods is refused."""
     try:
         objects = render(body, hmac_key=hmac_key, settings=settings)
     except InvalidSpec as e:
         raise UpError("invalid manifest:\n  " + "\n  ".join(map(str, e.problems))) from None
-    engine = settings.engines[body["spec"]["engine"]["type"]]
+    try:
+        engine = local_engine(body["spec"]["engine"]["type"])
+    except ValueError as e:
+        raise UpError(str(e)) from None
     spanning = sorted(o["metadata"]["name"] for o in objects if o["kind"] == lws.KIND)
-    if spanning and not (groups and engine.local.groups):
+    if spanning and not (groups and engine.run.groups):
         fix = (
             "run it without --runtime (the process runtime plays LeaderWorkerSet's part)"
-            if engine.local.groups
+            if engine.run.groups
             else f"engine {engine.name!r} spans pods only on a cluster with the "
             "LeaderWorkerSet controller"
         )
@@ -256,7 +259,7 @@ def launch(
     run.proxy_flags = routing_flags(body)
     start_proxy(port, logs, run, say)
     prove_transfer_path(pods, run, say)
-    if engine.local.warm_up:
+    if engine.run.warm_up:
         took = serving.warm_pd(run.proxy_url, say)
         say(f"  warm    P/D path: {took:.0f} ms (first NIXL handshake and connection)")
 

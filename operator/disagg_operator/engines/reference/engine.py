@@ -4,14 +4,13 @@ The container's env is ``WorkerConfig(...).to_env()`` (the worker's contract mod
 imported, never restated), plus the pod's name and IP from the downward API
 (DISAGG_ENGINE_ID, DISAGG_ADVERTISE_HOST) and UCX_TLS. The handshake Secret is mounted
 read-only; its pods run as the worker image's non-root user; the preStop asks the worker to
-drain (``disagg worker drain``), which knows when its transfers are done. The local runner
-(``disagg up``) runs exactly this command and env.
+drain (``disagg worker drain``), which knows when its transfers are done.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from disagg_contract.config import WorkerConfig
@@ -33,10 +32,7 @@ from disagg_operator.engines.base import (
     Container,
     DemandSeries,
     Engine,
-    LocalProcess,
-    LocalRun,
     Row,
-    disagg_argv,
 )
 
 if TYPE_CHECKING:
@@ -65,18 +61,7 @@ KV_ENV = tuple(WorkerConfig.env_name(f) for f in ("block_size", "seed", "model")
 REQUESTS_WAITING = "disagg_requests_waiting"
 DECODE_RECOMPUTED = "disagg_decode_recomputed_total"
 TRANSFER_FAILURES = "disagg_kv_transfer_failures_total"
-# What disagg up sets in place of the cluster's listen addresses and ports.
-LOCAL_HOST = "127.0.0.1"
 STARTUP_S, STARTUP_PERIOD_S = 120, 2  # a seeded model in memory: seconds, not minutes
-POD_HOSTS = ("DISAGG_HTTP_HOST", "DISAGG_SIDE_CHANNEL_HOST", "DISAGG_ADVERTISE_HOST")
-LOCAL_ENV = {
-    "DISAGG_HTTP_HOST": LOCAL_HOST,
-    "DISAGG_SIDE_CHANNEL_HOST": LOCAL_HOST,
-    "DISAGG_ADVERTISE_HOST": LOCAL_HOST,
-    "DISAGG_HTTP_PORT": "0",
-    "DISAGG_METRICS_PORT": "0",  # none: one host, one port each
-    "DISAGG_SIDE_CHANNEL_PORT": "0",
-}
 
 
 def worker_config(
@@ -187,13 +172,6 @@ class Reference(Engine):
     )
     cel_rules = (TP_RULE,)
     kv_env = KV_ENV
-    local = LocalRun(
-        start_timeout_s=120.0,
-        readiness="ready-line",
-        warm_up=False,
-        figures="response",
-        groups=True,
-    )
     # the worker's own metrics (disagg_worker.serve.api.WorkerMetrics)
     demand = DemandSeries(
         prompt_tokens="disagg_prompt_tokens_total",
@@ -301,31 +279,6 @@ class Reference(Engine):
 
     def worker_args(self, spec: DeploymentSpec, role: str) -> list[str]:
         return []  # the same `disagg worker serve`: DISAGG_NODE_RANK says which part
-
-    def local_process(
-        self,
-        name: str,
-        command: Sequence[str],
-        env: dict[str, str],
-        *,
-        secret_path: str,
-        ports: Iterator[int] | None,
-        cores: Sequence[int],
-        address: str | None = None,
-    ) -> LocalProcess:
-        """Listen on 127.0.0.1, port 0 (the worker announces what it bound), or on the
-        pod's ``address`` with the rendered ports; the handshake key from a private file;
-        ``disagg`` as this interpreter runs it."""
-        if list(command[:3]) != ["disagg", "worker", "serve"]:
-            shown = " ".join(command[:3]) or "its image entrypoint"
-            raise ValueError(
-                f"pod {name}: runs {shown!r}; disagg up runs the reference engine's pods as "
-                "rendered (disagg worker serve)"
-            )
-        hosts = LOCAL_ENV if address is None else dict.fromkeys(POD_HOSTS, address)
-        local = {**env, **hosts, "DISAGG_HMAC_SECRET_PATH": secret_path}
-        port = 0 if address is None else int(env.get("DISAGG_HTTP_PORT", HTTP_PORT))
-        return LocalProcess(disagg_argv(command[1:]), local, port)
 
     def derivation_rows(self, settings: Settings) -> list[Row]:
         return [

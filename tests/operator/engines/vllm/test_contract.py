@@ -11,9 +11,9 @@ import pytest
 from disagg_operator.api import DeploymentSpec
 from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.engines.vllm import contract as vllm
+from disagg_operator.planning import status
 from disagg_operator.planning.decide import decide
 from disagg_operator.render.objects import render
-from disagg_operator.status import conditions as status
 from disagg_operator.validation import spec as validation
 from tests.operator.builders import GPU, body, by_kind, env_of, role, vllm_gpu_cpu
 

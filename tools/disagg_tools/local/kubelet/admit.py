@@ -14,17 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from disagg_operator.api import API_VERSION, HMAC_KEY, LABEL_DEPLOYMENT, PLURAL
-from disagg_operator.engines.base import Engine
-from disagg_operator.engines.settings import Settings
+from disagg_tools.local.engines import LocalEngine
 from disagg_tools.local.kubelet.api import Api
 from disagg_tools.local.kubelet.rules import containers
 
 
 async def engine(
-    api: Api, settings: Settings, body: Mapping[str, Any], known: dict[str, Engine | None]
-) -> Engine | None:
-    """The engine of a prefill or decode pod (from its DisaggregatedDeployment), looked up
-    once per deployment (``known``)."""
+    api: Api,
+    engines: Mapping[str, LocalEngine],
+    body: Mapping[str, Any],
+    known: dict[str, LocalEngine | None],
+) -> LocalEngine | None:
+    """The local-run part of a prefill or decode pod's engine (its DisaggregatedDeployment
+    names it), looked up once per deployment (``known``)."""
     meta = body["metadata"]
     owner = (meta.get("labels") or {}).get(LABEL_DEPLOYMENT)
     if owner is None:
@@ -33,7 +35,7 @@ async def engine(
     if key not in known:
         found = await api.get(API_VERSION, PLURAL, meta.get("namespace", "default"), owner)
         kind = ((found or {}).get("spec") or {}).get("engine", {}).get("type")
-        known[key] = settings.engines.get(kind) if kind else None
+        known[key] = engines.get(kind) if kind else None
     return known[key]
 
 

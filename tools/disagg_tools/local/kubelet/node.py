@@ -32,15 +32,15 @@ import contextlib
 import functools
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from disagg_operator.engines.base import Engine
-from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_tools.local.children import start_child, stop_children
+from disagg_tools.local.engines import BUILTIN, LocalEngine
 from disagg_tools.local.kubelet import admit, prober
 from disagg_tools.local.kubelet.api import Api
 from disagg_tools.local.kubelet.rules import containers, lifecycle, probes
@@ -86,16 +86,16 @@ class Kubelet:
         self,
         api: Api,
         workdir: Path,
-        settings: Settings = DEFAULT,
+        engines: Mapping[str, LocalEngine] = BUILTIN,
         tick_s: float = 0.1,
         crash_loop: CrashLoop = KUBELET_1_36,
     ) -> None:
-        self.api, self.workdir, self.settings, self.tick_s = api, workdir, settings, tick_s
+        self.api, self.workdir, self.engines, self.tick_s = api, workdir, engines, tick_s
         self.crash_loop = crash_loop
         self.pods: dict[str, Pod] = {}  # by pod uid
         self.failed: dict[str, str] = {}  # pod uid → why it cannot run here
         self._http: aiohttp.ClientSession | None = None
-        self._engines: dict[str, Engine | None] = {}
+        self._engines: dict[str, LocalEngine | None] = {}
 
     def hosts_file(self, namespace: str) -> Path:
         return self.workdir / "hosts" / namespace
@@ -158,7 +158,7 @@ class Kubelet:
             folders, secret_path = await admit.volumes(self.api, body, folder / "volumes")
             secrets, maps = await admit.lookups(self.api, body)
             run = containers.pod_run(
-                body, address, await admit.engine(self.api, self.settings, body, self._engines),
+                body, address, await admit.engine(self.api, self.engines, body, self._engines),
                 secret_path=secret_path, folders=folders,
                 hosts_file=str(self.hosts_file(namespace)), secrets=secrets, config_maps=maps,
             )  # fmt: skip

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
-from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_tools.local.engines import BUILTIN, LocalEngine
 from disagg_tools.local.kubelet.api import Api
 from disagg_tools.local.kubelet.controllers import Controllers
 from disagg_tools.local.kubelet.node import KUBELET_1_36, Kubelet
@@ -27,7 +27,7 @@ async def running(
     url: str,
     workdir: Path,
     *,
-    settings: Settings = DEFAULT,
+    engines: Mapping[str, LocalEngine] = BUILTIN,
     tick_s: float = 0.1,
     crash_loop: CrashLoop = KUBELET_1_36,
 ) -> AsyncIterator[Kubelet]:
@@ -35,7 +35,7 @@ async def running(
     exit every pod's processes stop. ``crash_loop``: the node's restart back-off."""
     api = Api(url)
     await api.start()
-    kubelet = Kubelet(api, workdir, settings, tick_s, crash_loop)
+    kubelet = Kubelet(api, workdir, engines, tick_s, crash_loop)
     controllers = Controllers(api, kubelet)
     stop = asyncio.Event()
 

@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from disagg_operator.api import CANARY_PORT
-from disagg_operator.engines.base import Engine
 from disagg_tools.local import serving
 from disagg_tools.local.children import Child
+from disagg_tools.local.engines import LocalEngine
 from disagg_tools.local.podman.runtime import (
     PodmanError,
     PodRuntime,
@@ -56,19 +56,19 @@ Say = Callable[[str], None]
 
 
 def resolve_images(
-    rendered: Sequence[str], engine: Engine, overrides: Mapping[str, str]
+    rendered: Sequence[str], engine: LocalEngine, overrides: Mapping[str, str]
 ) -> dict[str, str]:
     """Each rendered image → the local image that runs it: ``--image FROM=TO`` first, then
     the image itself when this host has it, then the local build that stands for it
-    (:meth:`Engine.local_image`)."""
+    (:meth:`~disagg_tools.local.engines.base.LocalEngine.image`)."""
     out, missing = {}, []
     for image in rendered:
-        for candidate in (overrides.get(image), image, engine.local_image(image)):
+        for candidate in (overrides.get(image), image, engine.image(image)):
             if candidate and image_exists(candidate):
                 out[image] = candidate
                 break
         else:
-            missing.append(f"{image} (or its local build {engine.local_image(image)})")
+            missing.append(f"{image} (or its local build {engine.image(image)})")
     if missing:
         raise UpError(
             "no local image for " + "; ".join(missing) + ": build them with `make images`, "
@@ -124,7 +124,7 @@ def launch_containers(
     run.proxy_flags = routing_flags(body)
     start_proxy(port, logs, run, say)
     _prove_transfer_path(plans, runtime, run, say)
-    if engine.local.warm_up:
+    if engine.run.warm_up:
         took = serving.warm_pd(run.proxy_url, say)
         say(f"  warm    P/D path: {took:.0f} ms (first NIXL handshake and connection)")
     return runtime
@@ -155,7 +155,7 @@ def _log_name(pod: PodPlan, c: ContainerPlan) -> str:
 
 
 def _start_pods(
-    plans: Sequence[PodPlan], runtime: PodRuntime, engine: Engine, run: Run, say: Say
+    plans: Sequence[PodPlan], runtime: PodRuntime, engine: LocalEngine, run: Run, say: Say
 ) -> None:
     for pod in plans:
         for c in pod.containers:
@@ -174,16 +174,16 @@ def _start_pods(
         c = pod.engine_container
         child = runtime.child(pod, c)
         try:
-            took = runtime.wait_ready(pod, c, child, engine.local.start_timeout_s, say)
+            took = runtime.wait_ready(pod, c, child, engine.run.start_timeout_s, say)
         except PodmanError as e:
             raise UpError(str(e)) from None
         warm = ""
-        if engine.local.warm_up:
+        if engine.run.warm_up:
             warm = f"; warm-up request {serving.warm_up(pod.url):.0f} ms"
         say(f"  ready   {pod.role} {pod.name}: {pod.url} (started in {took:.0f} s{warm})")
         run.workers.setdefault(pod.role, []).append(pod.url)
         run.names[pod.url] = pod.name
-        run.local = engine.local
+        run.local = engine.run
 
 
 def _prove_transfer_path(plans: Sequence[PodPlan], runtime: PodRuntime, run: Run, say: Say) -> None:

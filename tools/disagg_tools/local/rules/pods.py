@@ -7,7 +7,8 @@ and every such change is listed in :attr:`LocalPod.adapted` so ``disagg up`` can
 - cluster-only ``UCX_TLS`` is dropped, so UCX picks local transports (shared memory, CMA);
 - a decode pod's ``transfer-canary`` container keeps its arguments (``canary``); ``disagg
   up`` runs it once with the local prefill and decode URLs in place of the Service's;
-- the engine's own adaptation (:meth:`Engine.local_process`): listen addresses and ports
+- the engine's own adaptation (its local-run module's
+  :meth:`~disagg_tools.local.engines.base.LocalEngine.process`): listen addresses and ports
   on 127.0.0.1 (a reference worker binds port 0, and :func:`pin_ports` keeps what it bound
   for restarts; vLLM gets ports this host has free, ``ports``), the handshake Secret as a
   private temp file, ``vllm serve MODEL`` as ``python -m`` its API server, and for engines
@@ -23,7 +24,8 @@ from typing import Any
 
 from disagg_operator.api import LABEL_ROLE as ROLE_LABEL
 from disagg_operator.api.podtemplate import CANARY_CONTAINER, ENGINE_CONTAINER
-from disagg_operator.engines.base import Engine, LocalRun, disagg_argv, without_flag
+from disagg_tools.local.engines import LocalEngine, LocalRun
+from disagg_tools.local.engines.base import disagg_argv, without_flag
 from disagg_tools.local.rules.groups import is_group_worker
 
 LOCAL = "127.0.0.1"
@@ -55,7 +57,7 @@ class LocalPod:
 def local_pods(
     objects: list[dict[str, Any]],
     secret_path: str,
-    engine: Engine,
+    engine: LocalEngine,
     *,
     ports: Iterator[int] | None = None,
     cores: Sequence[Sequence[int]] = (),
@@ -83,9 +85,9 @@ def local_pods(
         command = [_host_path(arg, paths) for arg in command]
         env, dropped = _env(name, container)
         env = {k: _host_path(v, paths) for k, v in env.items()}
-        mine = cores[n] if engine.local.cores and n < len(cores) else ()
+        mine = cores[n] if engine.run.cores and n < len(cores) else ()
         try:
-            process = engine.local_process(
+            process = engine.process(
                 name, command, env, secret_path=secret_path, ports=ports, cores=mine
             )
         except (NotImplementedError, ValueError) as e:
@@ -94,7 +96,7 @@ def local_pods(
             LocalPod(
                 name,
                 role,
-                engine.local,
+                engine.run,
                 process.argv,
                 process.env,
                 dropped,
@@ -245,10 +247,10 @@ def resolve_env(
     return env, dropped
 
 
-def core_takers(objects: list[dict[str, Any]], engine: Engine) -> int:
+def core_takers(objects: list[dict[str, Any]], engine: LocalEngine) -> int:
     """How many rendered pods get their own cores locally (those of an engine that takes
     an explicit core list)."""
-    return len(_pods(objects)) if engine.local.cores else 0
+    return len(_pods(objects)) if engine.run.cores else 0
 
 
 def share_cores(count: int, available: Sequence[int]) -> list[list[int]]:

@@ -4,14 +4,14 @@ Each pod gets an address of its own on the loopback network (127.0.1.0/24), so e
 container listens on the ports it was rendered with, as in a pod; what a pod's containers
 share (the pod's network namespace) becomes that address: ``127.0.0.1``, ``localhost`` and
 ``0.0.0.0`` in their arguments and env are the pod's address, and a ``disagg`` command that
-takes ``--host`` gets it. The engine container is its engine's to adapt
-(:meth:`Engine.local_process` with the pod's ``address``); other containers must run
-``disagg`` (the canary, the router). Env ``fieldRef``s, ``secretKeyRef``s and
-``configMapKeyRef``s are resolved; Secret, ConfigMap and emptyDir volumes are folders the
-caller wrote (``folders``: volume name → folder), and their mount paths in arguments and env
-become those folders. Cluster DNS is the kubelet's name table: ``DISAGG_HOSTS_FILE``
-(:mod:`disagg_worker.serve.names`). The cluster-only ``UCX_TLS`` is dropped, as ``disagg
-up`` does (UCX picks shared memory and CMA on one host).
+takes ``--host`` gets it. The engine container is its engine's local-run module's to adapt
+(``LocalEngine.process`` of :mod:`disagg_tools.local.engines`, with the pod's ``address``);
+other containers must run ``disagg`` (the canary, the router). Env ``fieldRef``s,
+``secretKeyRef``s and ``configMapKeyRef``s are resolved; Secret, ConfigMap and emptyDir
+volumes are folders the caller wrote (``folders``: volume name → folder), and their mount
+paths in arguments and env become those folders. Cluster DNS is the kubelet's name table:
+``DISAGG_HOSTS_FILE`` (:mod:`disagg_worker.serve.names`). The cluster-only ``UCX_TLS`` is
+dropped, as ``disagg up`` does (UCX picks shared memory and CMA on one host).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from importlib import resources
 from typing import Any
 
 from disagg_operator.api.podtemplate import ENGINE_CONTAINER
-from disagg_operator.engines.base import Engine, disagg_argv
+from disagg_tools.local.engines import LocalEngine
+from disagg_tools.local.engines.base import disagg_argv
 from disagg_tools.local.kubelet.rules import probes
 from disagg_tools.local.rules.pods import Lookup, UpError, resolve_env
 
@@ -63,7 +64,7 @@ class PodRun:
 def pod_run(
     pod: Mapping[str, Any],
     address: str,
-    engine: Engine | None,
+    engine: LocalEngine | None,
     *,
     secret_path: str,
     folders: Mapping[str, str],
@@ -92,7 +93,7 @@ def pod_run(
         if container["name"] == ENGINE_CONTAINER and engine is not None:
             command = [_local(a, address, mounts) for a in command]
             try:
-                done = engine.local_process(
+                done = engine.process(
                     name, command, env, secret_path=secret_path, ports=None, cores=(),
                     address=address,
                 )  # fmt: skip

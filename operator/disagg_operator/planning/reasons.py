@@ -5,7 +5,7 @@ rollout planner's ``Paused`` and ``KVRolloutBlocked``, the canary's first word, 
 EngineVersionKnown reasons in api/status.py). An engine's rows are its own
 (``Engine.reasons``: vLLM's say when its version resolution gives each). Status returns
 them by these constants; what a condition type allows (:data:`ALLOWED`) and docs/crd.md's
-table (:func:`markdown`, generated, checked by tests/operator/status/test_reasons.py) come
+table (:func:`markdown`, generated, checked by tests/operator/planning/test_reasons.py) come
 from :data:`TABLE`.
 """
 

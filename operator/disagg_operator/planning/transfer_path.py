@@ -47,9 +47,7 @@ from disagg_contract.canary import BUSY, RECOMPUTED, SLOW, UNREACHABLE
 from disagg_operator.api import CANARY_PORT, LABEL_ROLE, DeploymentSpec
 from disagg_operator.derive.scaling import effective_replicas
 from disagg_operator.engines.settings import Settings
-from disagg_operator.render.canary import NAME as CANARY
-from disagg_operator.render.canary import image as canary_image
-from disagg_operator.status.reasons import (
+from disagg_operator.planning.reasons import (
     ALLOWED,
     CANARY_DISABLED,
     CANARY_FAILING,
@@ -60,6 +58,8 @@ from disagg_operator.status.reasons import (
     NO_DECODE_PODS,
     TRANSFER_PATH_READY,
 )
+from disagg_operator.render.canary import NAME as CANARY
+from disagg_operator.render.canary import image as canary_image
 
 REASONS = ALLOWED[TRANSFER_PATH_READY]
 MAX_LISTED = 5

@@ -8,9 +8,9 @@ from typing import Any
 
 from disagg_operator.api import SPEC_HASH
 from disagg_operator.controller.sync import status_patch
+from disagg_operator.planning import status
 from disagg_operator.planning.decide import decide
 from disagg_operator.render.objects import render
-from disagg_operator.status import conditions as status
 from disagg_operator.validation import spec as validation
 from tests.operator.builders import body, by_kind, role
 

@@ -28,7 +28,7 @@ written whatever the spec's state, so an autoscaler always finds the pods.
 Conditions (metav1.Condition shape, observedGeneration on each): Ready, Progressing and
 Degraded, then EngineVersionKnown for an engine that resolves versions, then
 TransferPathReady; every reason each can carry, and when, is the table in
-:mod:`disagg_operator.status.reasons` (docs/crd.md shows it).
+:mod:`disagg_operator.planning.reasons` (docs/crd.md shows it).
 
 ``phase`` (printer column only) is derived: Invalid, Degraded, Ready or Progressing.
 """
@@ -44,10 +44,7 @@ from disagg_operator.api.refusals import Refusal, lines
 from disagg_operator.api.status import ENGINE_VERSION_KNOWN
 from disagg_operator.contracts import lws
 from disagg_operator.engines.settings import DEFAULT, Settings
-from disagg_operator.planning.rollout import PAUSED as PAUSED_REASON
-from disagg_operator.planning.rollout import Plan, RoleCounts
-from disagg_operator.render.objects import selector
-from disagg_operator.status.reasons import (
+from disagg_operator.planning.reasons import (
     ALL_REPLICAS_READY,
     ALLOWED,
     API_REFUSED,
@@ -66,12 +63,15 @@ from disagg_operator.status.reasons import (
     SCALING_DOWN,
     TRANSFER_PATH_READY,
 )
-from disagg_operator.status.transfer_path import Said
-from disagg_operator.status.transfer_path import condition as transfer_path
+from disagg_operator.planning.rollout import PAUSED as PAUSED_REASON
+from disagg_operator.planning.rollout import Plan, RoleCounts
+from disagg_operator.planning.transfer_path import Said
+from disagg_operator.planning.transfer_path import condition as transfer_path
+from disagg_operator.render.objects import selector
 from disagg_operator.validation.spec import Problem
 
 CONDITION_TYPES = (READY, PROGRESSING, DEGRADED)
-# Every reason each condition type can carry (status/reasons.py: the one table).
+# Every reason each condition type can carry (reasons.py: the one table).
 REASONS = ALLOWED
 
 FAILING_WAIT_REASONS = frozenset(

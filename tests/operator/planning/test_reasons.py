@@ -1,5 +1,5 @@
 """Condition reasons come from one definition: each reason's name is written once in the
-project (status/reasons.py, or where it is decided), every other module uses the
+project (planning/reasons.py, or where it is decided), every other module uses the
 constant, and docs/crd.md's table is generated from the same table."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import ast
 import collections
 from pathlib import Path
 
-from disagg_operator.status import reasons
+from disagg_operator.planning import reasons
 
 ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "crd.md"
@@ -43,7 +43,7 @@ def test_each_reason_is_written_once() -> None:
                 found[name] += 1
                 where[name].append(str(path.relative_to(ROOT)))
     twice = {n: where[n] for n, count in found.items() if count > 1}
-    assert twice == {}, "use the constant of status/reasons.py (or the deciding module's)"
+    assert twice == {}, "use the constant of planning/reasons.py (or the deciding module's)"
     assert set(found) == names  # each is defined somewhere, once
 
 

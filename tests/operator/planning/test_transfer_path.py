@@ -10,13 +10,13 @@ from typing import Any
 
 from disagg_operator.api import CANARY_PORT, ENGINE_BEHIND_SIDECAR_PORT, HTTP_PORT
 from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_operator.planning import status
+from disagg_operator.planning.transfer_path import Said, condition, to_ask
 from disagg_operator.render import canary, kvkey
 from disagg_operator.render.objects import render
-from disagg_operator.status import conditions as status
-from disagg_operator.status.transfer_path import Said, condition, to_ask
 from disagg_operator.validation import spec as validation
 from tests.operator.builders import body, by_kind, role
-from tests.operator.status.test_conditions import T0, _compute, _cond
+from tests.operator.planning.test_status import T0, _compute, _cond
 
 
 def _pods(obj: dict[str, Any], settings: Settings = DEFAULT) -> list[dict[str, Any]]:
