@@ -5,9 +5,10 @@ I/O layer (the API through :mod:`.api`, processes through :mod:`.runtime`, probe
 :mod:`.prober`); the rules are :mod:`.rules`' and :mod:`disagg_tools.local.rules.backoff`'s.
 Each :meth:`Kubelet.tick`:
 
-- a new pod gets an address (127.0.1.N), its volumes as folders (:mod:`.admit`), its
-  containers as processes (:mod:`.rules.containers`), a probe worker per probe
-  (:mod:`.rules.probes`, its ticker from now) and a finalizer, so that a delete waits;
+- a new pod gets an address of the node's pod network (127.0.N.M, :mod:`.network`), its
+  volumes as folders (:mod:`.admit`), its containers as processes
+  (:mod:`.rules.containers`), a probe worker per probe (:mod:`.rules.probes`, its ticker
+  from now) and a finalizer, so that a delete waits;
 - each container is looked at (:meth:`.runtime.Box.observe`): an exit is recorded and,
   as its restart policy says, it starts again after the crash-loop back-off (waiting as
   ``CrashLoopBackOff``); a failed liveness or startup probe kills it (preStop, SIGTERM,
@@ -49,7 +50,6 @@ from disagg_tools.local.rules.backoff import CrashLoop
 
 log = logging.getLogger("disagg.kubelet")
 FINALIZER = "disagg.dev/local-kubelet"
-NET = "127.0.1."
 KUBELET_1_36 = CrashLoop()  # 10 s doubling to 300 s, reset after 600 s running
 
 
@@ -89,9 +89,10 @@ class Kubelet:
         engines: Mapping[str, LocalEngine] = BUILTIN,
         tick_s: float = 0.1,
         crash_loop: CrashLoop = KUBELET_1_36,
+        net: str = "127.0.1.",
     ) -> None:
         self.api, self.workdir, self.engines, self.tick_s = api, workdir, engines, tick_s
-        self.crash_loop = crash_loop
+        self.crash_loop, self.net = crash_loop, net
         self.pods: dict[str, Pod] = {}  # by pod uid
         self.failed: dict[str, str] = {}  # pod uid → why it cannot run here
         self._http: aiohttp.ClientSession | None = None
@@ -186,8 +187,8 @@ class Kubelet:
 
     def _free_address(self) -> str:
         taken = {p.run.address for p in self.pods.values()}
-        n = next(n for n in range(2, 255) if f"{NET}{n}" not in taken)
-        return f"{NET}{n}"
+        n = next(n for n in range(2, 255) if f"{self.net}{n}" not in taken)
+        return f"{self.net}{n}"
 
     async def _terminate(self, pod: Pod) -> None:
         """A deleted pod: each container's preStop, SIGTERM, SIGKILL at the end of the

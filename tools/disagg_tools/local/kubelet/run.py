@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 from disagg_tools.local.engines import BUILTIN, LocalEngine
+from disagg_tools.local.kubelet import network
 from disagg_tools.local.kubelet.api import Api
 from disagg_tools.local.kubelet.controllers import Controllers
 from disagg_tools.local.kubelet.node import KUBELET_1_36, Kubelet
@@ -32,10 +33,25 @@ async def running(
     crash_loop: CrashLoop = KUBELET_1_36,
 ) -> AsyncIterator[Kubelet]:
     """The kubelet and controllers for the API server at ``url`` in this event loop; on
-    exit every pod's processes stop. ``crash_loop``: the node's restart back-off."""
+    exit every pod's processes stop. ``crash_loop``: the node's restart back-off. The pods'
+    addresses come from a pod network no other local kubelet on this host holds."""
+    with network.leased() as net:
+        async with _running(url, workdir, engines, tick_s, crash_loop, net) as kubelet:
+            yield kubelet
+
+
+@contextlib.asynccontextmanager
+async def _running(
+    url: str,
+    workdir: Path,
+    engines: Mapping[str, LocalEngine],
+    tick_s: float,
+    crash_loop: CrashLoop,
+    net: str,
+) -> AsyncIterator[Kubelet]:
     api = Api(url)
     await api.start()
-    kubelet = Kubelet(api, workdir, engines, tick_s, crash_loop)
+    kubelet = Kubelet(api, workdir, engines, tick_s, crash_loop, net)
     controllers = Controllers(api, kubelet)
     stop = asyncio.Event()
 

@@ -1,6 +1,6 @@
 """A pod of the API as processes on this host, each pod at its own address.
 
-Each pod gets an address of its own on the loopback network (127.0.1.0/24), so every
+Each pod gets an address of its own on the loopback network (the node's 127.0.N.0/24), so every
 container listens on the ports it was rendered with, as in a pod; what a pod's containers
 share (the pod's network namespace) becomes that address: ``127.0.0.1``, ``localhost`` and
 ``0.0.0.0`` in their arguments and env are the pod's address, and a ``disagg`` command that

@@ -1,0 +1,40 @@
+"""The node's pod network: a /24 of the loopback network that this kubelet alone hands out.
+
+I/O layer (lock files). A node's pod CIDR is its own; here several kubelets can share one
+host (two test workers, an embedded cluster beside a test run), so each takes the first
+``127.0.N.0/24`` whose lock (an ``flock`` in the temp folder) no live process holds. The
+lock goes with the process, so a killed run never leaves a network taken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+FIRST, LAST = 1, 254  # 127.0.0.0/24 is the host's own
+
+
+@contextlib.contextmanager
+def leased(lock_dir: Path | None = None) -> Iterator[str]:
+    """Hold a free pod network while the block runs; yields its prefix (``"127.0.N."``)."""
+    folder = lock_dir or Path(tempfile.gettempdir())
+    for n in range(FIRST, LAST + 1):
+        fd = os.open(folder / f"disagg-pod-network-127.0.{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            yield f"127.0.{n}."
+        finally:
+            os.close(fd)  # closing releases the lock
+        return
+    raise RuntimeError(
+        f"every pod network 127.0.{FIRST}-{LAST}.0/24 is held by another local kubelet on this "
+        "host: stop one (its lock files are disagg-pod-network-*.lock in the temp folder)"
+    )
