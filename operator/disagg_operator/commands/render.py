@@ -1,9 +1,10 @@
-"""`disagg render -f FILE`: print every object a manifest renders to, offline.
+"""`disagg render [-f] FILE`: print every object a manifest renders to, offline.
 
 CLI layer over :func:`disagg_operator.render.objects.render` (the operator's own builder). No
 cluster is contacted: the owner uid is a fixed placeholder and the handshake Secret holds a
-placeholder key; the output says so in its first comment. Invalid manifests exit 1 and
-print their problems to stderr, one per line, ``field: message``. ``--platforms-file`` and
+placeholder key; the output says so in its first comment (on stderr with ``-o json``).
+Invalid manifests, and those holding no DisaggregatedDeployment, exit 1 and print their
+problems to stderr, one per line, ``field: message``. ``--platforms-file`` and
 ``--canary-image`` give the same settings the operator is started with (exit 2 when the
 file is invalid).
 """
@@ -17,7 +18,9 @@ from typing import Any
 
 import yaml
 
+from disagg_contract import commandline
 from disagg_operator import api as models
+from disagg_operator.commands import output
 from disagg_operator.controller import options
 from disagg_operator.engines.settings import Settings
 from disagg_operator.render.objects import render
@@ -30,11 +33,6 @@ HEADER = (
     f"# ({FAKE_UID}) and the Secret a placeholder HMAC key; the operator uses the\n"
     "# custom resource's uid and a random key.\n"
 )
-
-
-class _NoAliases(yaml.SafeDumper):
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
 
 
 def _documents(path: str) -> list[dict[str, Any]]:
@@ -71,34 +69,39 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="disagg render",
         description="Print every Kubernetes object a DisaggregatedDeployment renders to.",
+        formatter_class=commandline.HelpFormatter,
     )
-    parser.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        required=True,
-        metavar="FILE",
-        help="manifest (YAML, multi-document allowed; - for stdin)",
-    )
+    what = "manifest (YAML, multi-document allowed; - for stdin)"
+    commandline.add_manifest_arguments(parser, what, many=True)
     parser.add_argument("-n", "--namespace", help="namespace (default: the manifest's)")
+    output.add_argument(parser)
     options.add_argument(parser)
     args = parser.parse_args(argv)
+    paths = commandline.manifest_paths(parser, args, many=True)
     settings = options.settings(args, "disagg render")
     if settings is None:
         return 2
     try:
-        docs = [doc for path in args.filename for doc in _documents(path)]
+        docs = [doc for path in paths for doc in _documents(path)]
     except (OSError, yaml.YAMLError) as e:
         print(f"disagg render: {e}", file=sys.stderr)
         return 2
+    if not any(isinstance(d, dict) and d.get("kind") == models.KIND for d in docs):
+        print(
+            f"disagg render: {' '.join(paths)} holds no {models.KIND}; give a manifest of "
+            f"kind: {models.KIND} (e.g. examples/quickstart-cpu.yaml)",
+            file=sys.stderr,
+        )
+        return 1
     try:
         objects = render_documents(docs, args.namespace, settings)
     except InvalidSpec as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)
         return 1
-    sys.stdout.write(HEADER)
-    sys.stdout.write(
-        yaml.dump_all(objects, Dumper=_NoAliases, sort_keys=False, explicit_start=True)
-    )
+    if args.output == "json":
+        sys.stderr.write(HEADER.replace("# ", ""))
+    else:
+        sys.stdout.write(HEADER)
+    sys.stdout.write(output.dumps(objects, args.output))
     return 0

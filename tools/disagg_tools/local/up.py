@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from disagg_contract import commandline
 from disagg_tools.local import serving
 from disagg_tools.local.children import ChildError, stop_children
 from disagg_tools.local.podman.launch import launch_containers, teardown_note
@@ -185,10 +186,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Run a DisaggregatedDeployment on this machine: the operator's rendered "
         "pods (reference engine or vLLM) as local processes with real NIXL transfers, behind "
         "a P/D proxy. Ctrl-C stops everything.",
+        formatter_class=commandline.HelpFormatter,
     )
-    p.add_argument("file", help="manifest with one DisaggregatedDeployment")
+    commandline.add_manifest_arguments(p, "manifest with one DisaggregatedDeployment", many=False)
     p.add_argument("--prompt", help="send one request, print the result, then stop")
-    p.add_argument("--max-tokens", type=int, default=16)
+    p.add_argument("--max-tokens", type=int, default=16, help="tokens to generate for --prompt")
     p.add_argument("--port", type=int, default=8080, help="proxy port (0: any free port)")
     p.add_argument(
         "--keep-cpu-binding",
@@ -250,7 +252,9 @@ def _claim(text: str) -> tuple[str, str]:
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    args.file = commandline.manifest_paths(parser, args, many=False)[0]
     signals = _Signals()
     previous = signal.signal(signal.SIGTERM, signals)
     # a shell starts background jobs with SIGINT ignored (inherited): Ctrl-C must still work
