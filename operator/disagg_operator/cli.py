@@ -5,7 +5,8 @@ imported only when invoked, so `disagg --help` and `disagg --version` need nothi
 the base install, and the operator image never imports torch. The product's commands are
 listed here; the tools' (``disagg up``, ``disagg bench``, ...) come from the
 ``disagg-tools`` distribution through the ``disagg.commands`` entry points, and are
-named with how to get them where it is not installed (no image installs it).
+named with how to get them where it is not installed (no image installs it). A tool's
+sub-commands (the benchmarks) are listed from its own table (``disagg.subcommands``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "proxy": ("disagg_worker.serve.proxy.app", "P/D proxy: prefill then decode for each request"),
 }
 GROUP = "disagg.commands"  # the tools' commands: entry points naming a module
+SUBGROUP = "disagg.subcommands"  # a command's table: sub-command → (module, one-line help)
 TOOLS = ("up", "bench", "model")  # what the disagg-tools distribution adds
 TOOLS_HINT = (
     "a tool of the disagg-tools distribution, which no image installs: `make up` (or "
@@ -49,10 +51,20 @@ def _summary(entry: metadata.EntryPoint) -> str:
     return f"({dist}) see disagg {entry.name} --help"
 
 
+def subcommands() -> dict[str, dict[str, str]]:
+    """The installed tools' sub-commands: command → {sub-command: one-line help}, read
+    from each tool's own table (a light module: help imports it)."""
+    found = {}
+    for entry in metadata.entry_points(group=SUBGROUP):
+        table: dict[str, tuple[str, str]] = entry.load()
+        found[entry.name] = {name: text for name, (_, text) in table.items()}
+    return found
+
+
 def _usage() -> str:
     from disagg_operator import __version__
 
-    tools = plugins()
+    tools, subs = plugins(), subcommands()
     width = max(len(n) for n in (*COMMANDS, *tools, *TOOLS))
     lines = [
         f"disagg {__version__} — heterogeneous prefill/decode serving on Kubernetes",
@@ -62,7 +74,10 @@ def _usage() -> str:
         "commands:",
     ]
     lines += [f"  {name.ljust(width)}  {text}" for name, (_, text) in COMMANDS.items()]
-    lines += [f"  {name.ljust(width)}  {text}" for name, (_, text) in sorted(tools.items())]
+    for name, (_, text) in sorted(tools.items()):
+        lines.append(f"  {name.ljust(width)}  {text}")
+        inner = max((len(n) for n in subs.get(name, {})), default=0)
+        lines += [f"    {n.ljust(inner)}  {t}" for n, t in subs.get(name, {}).items()]
     missing = [n for n in TOOLS if n not in tools]
     if missing:
         lines += ["", f"not installed: {', '.join(missing)} ({TOOLS_HINT})"]

@@ -17,6 +17,7 @@ import os
 import sys
 from typing import Any
 
+from disagg_contract import commandline
 from disagg_contract.config import ConfigError, WorkerConfig
 
 # flag → WorkerConfig field; every flag overrides the DISAGG_* variable of the same name.
@@ -39,6 +40,7 @@ FLAGS: dict[str, tuple[str, type]] = {
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
+        formatter_class=commandline.HelpFormatter,
         prog="disagg worker serve",
         description="Serve one prefill/decode/both worker. Settings come from DISAGG_* env "
         "(see WorkerConfig); flags override them. Port 0 binds any free port; the bound "

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import kopf
 
+from disagg_contract import commandline
 from disagg_operator.controller import handlers, health, metrics, options
 from disagg_operator.controller.election import leader
 from disagg_operator.controller.rules import keys
@@ -48,7 +49,9 @@ CANARY_SECONDS = 20.0
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="disagg operator", description="Run the operator, namespaced or cluster-wide."
+        formatter_class=commandline.HelpFormatter,
+        prog="disagg operator",
+        description="Run the operator, namespaced or cluster-wide.",
     )
     scope = p.add_mutually_exclusive_group()
     scope.add_argument(

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from disagg_contract import commandline
 from disagg_contract.presets import tp_problem
 from disagg_tools.bench.stream import MIN_TOKENS, Streamed, spread, stream_completion
 from disagg_tools.local.children import (
@@ -336,10 +337,14 @@ def format_columns(cols: list[tuple[str, str, str]], rows: list[dict[str, Any]],
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="disagg bench e2e", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        formatter_class=commandline.HelpFormatter,
+        prog="disagg bench e2e",
+        description=__doc__.split("\n")[0],
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--prompts", default="128,512,2048", help="prompt lengths in tokens")
-    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--repeat", type=int, default=5, help="timed rounds per prompt length")
     p.add_argument("--gen-tokens", type=int, default=32,
                    help=f"tokens per request, streamed and whole (>= {MIN_TOKENS})")  # fmt: skip
     p.add_argument("--model", default="tiny", help="reference model preset")

@@ -52,6 +52,7 @@ from typing import Any
 
 import yaml
 
+from disagg_contract import commandline
 from disagg_operator.api import ROLES
 from disagg_operator.engines.vllm.fields import KVTransferFields
 from disagg_tools.bench.e2e import IDLE_WINDOW_S, format_columns, idle_cpu, progress
@@ -204,16 +205,18 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
-        prog="disagg bench e2e --engine vllm", description=__doc__.split("\n")[0]
+        formatter_class=commandline.HelpFormatter,
+        prog="disagg bench e2e --engine vllm",
+        description=__doc__.split("\n")[0],
     )
-    p.add_argument("--engine", choices=["vllm"], default="vllm")
+    p.add_argument("--engine", choices=["vllm"], default="vllm", help="the engine measured")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--prompts", default="16,128,512", help="prompt lengths in tokens")
     p.add_argument("--repeat", type=int, default=20, help="fresh prompts per length and side")
     p.add_argument("--gen-tokens", type=int, default=32,
                    help=f"tokens each timed request streams (at least {MIN_TOKENS})")  # fmt: skip
     p.add_argument("--model", required=True, help="local model dir (disagg model tiny-llama DIR)")
-    p.add_argument("--manifest", default=str(MANIFEST))
+    p.add_argument("--manifest", default=str(MANIFEST), help="a vLLM manifest to run")
     p.add_argument(
         "--keep-cpu-binding",
         action="store_true",

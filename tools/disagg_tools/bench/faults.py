@@ -46,6 +46,7 @@ from typing import Any
 
 import yaml
 
+from disagg_contract import commandline
 from disagg_contract.config import WorkerConfig
 from disagg_tools.bench.e2e import format_columns, progress
 from disagg_tools.bench.fault_clients import Body, Clients, flood, hung_peer, post, rss_mb
@@ -353,7 +354,11 @@ def table(figures: dict[str, Any]) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="disagg bench faults", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        formatter_class=commandline.HelpFormatter,
+        prog="disagg bench faults",
+        description=__doc__.split("\n")[0],
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--load-s", type=float, default=60.0, help="length of the load phase")
     p.add_argument("--clients", type=int, default=16, help="client threads of the load phase")

@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from disagg_contract import commandline
 from disagg_operator.api import API_VERSION, PLURAL
 from disagg_tools.bench import failover, rollout, sizing
 from disagg_tools.bench.kubelet import Kubelet, deployment_ready, serve_crd
@@ -59,7 +60,9 @@ KEYS = {
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="disagg bench operator", description="The operator against the API emulator, measured."
+        formatter_class=commandline.HelpFormatter,
+        prog="disagg bench operator",
+        description="The operator against the API emulator, measured.",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--crs", type=int, default=50, help="CRs for the create→children latency")

@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from disagg_contract import commandline
 from disagg_contract.config import WorkerConfig
 from disagg_tools.bench import iperf
 from disagg_tools.bench import pod_figures as figures
@@ -238,7 +239,11 @@ def table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="disagg bench pods", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        formatter_class=commandline.HelpFormatter,
+        prog="disagg bench pods",
+        description=__doc__.split("\n")[0],
+    )
     p.add_argument("--manifest", default=str(QUICKSTART), help="a reference-engine manifest")
     p.add_argument("--prompts", default="16,512,2048", help="prompt lengths in tokens")
     p.add_argument("--repeat", type=int, default=5, help="rounds of requests")

@@ -44,6 +44,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from disagg_contract import commandline
 from disagg_tools.bench.e2e import format_columns, progress, timed_post
 from disagg_tools.bench.relay import DROPPED, params_dropper
 from disagg_tools.bench.rules.routing_figures import (
@@ -263,10 +264,12 @@ def table(cases: list[dict[str, Any]], threshold: int | None, load: int = 0) -> 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="disagg bench e2e --routing threshold",
-                                description=__doc__.split("\n")[0])  # fmt: skip
+                                description=__doc__.split("\n")[0],
+                                formatter_class=commandline.HelpFormatter)  # fmt: skip
     p.add_argument("--routing", choices=["threshold"], required=True)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--prompts", default="4,8,16,32,64,128,256,512,1024,2048")
+    p.add_argument("--prompts", default="4,8,16,32,64,128,256,512,1024,2048",
+                   help="prompt lengths in tokens")  # fmt: skip
     p.add_argument("--repeat", type=int, default=6, help="requests per router and length "
                    "(6: each of the routers' orders once)")  # fmt: skip
     p.add_argument("--gen-tokens", type=int, default=MIN_TOKENS,

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from disagg_contract import commandline
 from disagg_contract.config import WorkerConfig
 from disagg_worker.transfer.agent import KVTransferAgent
 from disagg_worker.transfer.decode import DecodeReader, Read
@@ -284,12 +285,21 @@ def _plot(result: dict[str, Any], path: str) -> None:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="disagg bench transfer", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        formatter_class=commandline.HelpFormatter,
+        prog="disagg bench transfer",
+        description=__doc__.split("\n")[0],
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="FILE.png", help="write a chart")
     p.add_argument("--tokens", default="128,512,2048,4096", help="request sizes in tokens")
     p.add_argument("--repeat", type=int, default=8, help="timed reads per case")
-    p.add_argument("--layout", default="both", choices=["block", "layer", "both"])
+    p.add_argument(
+        "--layout",
+        default="both",
+        choices=["block", "layer", "both"],
+        help="KV layout: block-major, layer-major (vLLM's), or both",
+    )
     p.add_argument("--post", default="prepped", help="prepped,dynamic (comma list)")
     p.add_argument("--modes", default="merged,per_block", help="merged,per_block")
     p.add_argument("--nixl-threads", type=int, default=0, help="NIXL/UCX backend threads")

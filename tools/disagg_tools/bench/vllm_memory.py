@@ -23,6 +23,7 @@ from typing import Any
 
 import psutil
 
+from disagg_contract import commandline
 from disagg_tools.local import serving
 from disagg_tools.local.children import start_child, stop_children
 from disagg_tools.local.engines.vllm import SERVER
@@ -83,7 +84,11 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="disagg bench vllm-memory", description=__doc__)
+    p = argparse.ArgumentParser(
+        formatter_class=commandline.HelpFormatter,
+        prog="disagg bench vllm-memory",
+        description=__doc__,
+    )
     p.add_argument("--model", required=True, help="checkpoint dir (disagg model tiny-llama DIR)")
     p.add_argument("--kv-gib", default="1,2", help="KV sizes to measure, comma-separated")
     p.add_argument("--json", action="store_true")

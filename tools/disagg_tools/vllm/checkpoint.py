@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from disagg_contract import commandline
+
 VOCAB_SIZE = 1024
 SEED = 0
 SHAPE = {
@@ -140,6 +142,7 @@ MODELS = {"tiny-llama": write}
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
+        formatter_class=commandline.HelpFormatter,
         prog="disagg model",
         description="Write a local model checkpoint (no model hub needed). tiny-llama: a "
         "seeded 4-layer Llama with a byte-level BPE tokenizer, for real vLLM runs on CPU.",

@@ -62,6 +62,7 @@ from typing import Any
 
 from aiohttp import web
 
+from disagg_contract import commandline
 from disagg_worker.serve import pd
 from disagg_worker.serve.pd import KV_TRANSFER_PARAMS, PdProtocol
 from disagg_worker.serve.pd.base import Page
@@ -335,6 +336,7 @@ def build_app(canary: Canary) -> web.Application:
 def parser() -> argparse.ArgumentParser:
     """The command line of `disagg worker canary` (render writes its args: tests parse them)."""
     p = argparse.ArgumentParser(
+        formatter_class=commandline.HelpFormatter,
         prog="disagg worker canary",
         description="Serve GET /ready: 200 while a canary P/D request (prefill max_tokens 1, "
         "then this pod's decode told where its KV is) passes, else 503.",
@@ -342,7 +344,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--prefill", required=True, metavar="URL", help="the prefill pool's URL")
     p.add_argument("--decode", required=True, metavar="URL", help="this pod's engine URL")
     p.add_argument("--model", required=True, help="the model the engines serve")
-    p.add_argument("--host", default="0.0.0.0")
+    p.add_argument("--host", default="0.0.0.0", help="listen address of /ready")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="0: any free port")
     p.add_argument("--timeout-s", type=float, default=15.0, help="deadline over both hops")
     p.add_argument("--interval-s", type=float, default=7.0, help="at most one canary per this")

@@ -23,6 +23,8 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from disagg_contract import commandline
+
 DEFAULT_PORT = 8000
 
 
@@ -65,6 +67,7 @@ def wait_idle(
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
+        formatter_class=commandline.HelpFormatter,
         prog="disagg worker drain",
         description="Wait until the worker on $DISAGG_HTTP_HOST:$DISAGG_HTTP_PORT (its own "
         "listen address; 127.0.0.1 for all interfaces) holds no KV blocks and runs no "

@@ -29,6 +29,7 @@ from typing import Any
 
 import msgspec
 
+from disagg_contract import commandline
 from disagg_contract.config import ConfigError, WorkerConfig
 from disagg_worker.transfer import handshake
 from disagg_worker.transfer.rules import protocol
@@ -142,11 +143,15 @@ def _probe_rank(
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="disagg worker probe", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        formatter_class=commandline.HelpFormatter,
+        prog="disagg worker probe",
+        description=__doc__.split("\n")[0],
+    )
     p.add_argument("--peer", required=True, metavar="HOST:PORT", help="prefill side channel")
     p.add_argument("--engine-id", default="", help="expected engine id of the peer")
     p.add_argument("--blocks", type=int, default=4, help="blocks to read (default 4)")
-    p.add_argument("--deadline-s", type=float, default=10.0)
+    p.add_argument("--deadline-s", type=float, default=10.0, help="each step's deadline")
     p.add_argument("--expect-pattern", type=int, metavar="SEED", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)

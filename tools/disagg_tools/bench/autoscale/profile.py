@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from disagg_contract import commandline
 from disagg_contract.config import WorkerConfig
 from disagg_tools.bench.stream import MIN_TOKENS, StreamError, percentile, stream_completion
 from disagg_tools.local.children import Child, disagg_argv, start_child, stop_children, wait_ready
@@ -234,11 +235,15 @@ def defaults() -> argparse.Namespace:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="disagg bench profile", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        formatter_class=commandline.HelpFormatter,
+        prog="disagg bench profile",
+        description=__doc__.splitlines()[0],
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--out", help="write the profile `disagg bench autoscale --profile` reads")
-    p.add_argument("--prompt-tokens", type=int, default=512)
-    p.add_argument("--output-tokens", type=int, default=64)
+    p.add_argument("--prompt-tokens", type=int, default=512, help="tokens per prompt")
+    p.add_argument("--output-tokens", type=int, default=64, help="tokens per answer")
     p.add_argument("--seconds", type=float, default=10.0, help="each point's length")
     p.add_argument("--first-rate", type=float, default=1.0, help="requests/s of the first point")
     p.add_argument("--step", type=float, default=2.0, help="rate multiplier between points")

@@ -25,6 +25,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from disagg_contract import commandline
 from disagg_operator.api import Autoscaling
 from disagg_operator.planning.autoscale import (
     ROLES,
@@ -309,7 +310,11 @@ def table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="disagg bench autoscale", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        formatter_class=commandline.HelpFormatter,
+        prog="disagg bench autoscale",
+        description=__doc__.splitlines()[0],
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--sizes", default="10,100,1000", help="pods at the peak, comma-separated")
     p.add_argument("--traces", default=",".join(traces.KINDS), help="traces, comma-separated")
@@ -320,7 +325,7 @@ def main(argv: list[str]) -> int:
         "(a GPU pool's shape, 120 s start-ups); default: the reference engine's measured on "
         "a 2-core host. With --live: the profile given, else one measured in the loop",
     )
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--seed", type=int, default=7, help="seed of the traces' arrivals")
     p.add_argument(
         "--planner-reserve",
         type=int,
@@ -335,12 +340,16 @@ def main(argv: list[str]) -> int:
     )
     live = p.add_argument_group("--live: the closed loop on this machine")
     live.add_argument("--live", action="store_true", help="run the closed loop (module live)")
-    live.add_argument("--ttft-target-ms", type=float, default=1000.0)
-    live.add_argument("--prompt-tokens", type=int, default=512)
+    live.add_argument(
+        "--ttft-target-ms", type=float, default=1000.0, help="the planner's TTFT target"
+    )
+    live.add_argument("--prompt-tokens", type=int, default=512, help="tokens per prompt")
     live.add_argument("--step", type=float, default=2.0, help="demand multiplier of the step")
-    live.add_argument("--base-s", type=float, default=30.0)
-    live.add_argument("--step-s", type=float, default=90.0)
-    live.add_argument("--drop-s", type=float, default=75.0)
+    live.add_argument(
+        "--base-s", type=float, default=30.0, help="seconds of demand before the step"
+    )
+    live.add_argument("--step-s", type=float, default=90.0, help="seconds of the step")
+    live.add_argument("--drop-s", type=float, default=75.0, help="seconds after the drop")
     live.add_argument(
         "--paced",
         type=float,

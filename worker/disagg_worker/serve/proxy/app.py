@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
+from disagg_contract import commandline
 from disagg_worker.serve import pd
 from disagg_worker.serve.proxy.discovery import Refresher, parse_service
 from disagg_worker.serve.proxy.flow import Proxy
@@ -119,6 +120,7 @@ def _error(
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
+        formatter_class=commandline.HelpFormatter,
         prog="disagg proxy",
         description="P/D proxy: each completion goes to a prefill worker, then to a decode "
         "worker told where the prefill's KV is, in the engine's P/D protocol.",
@@ -150,7 +152,10 @@ def _parser() -> argparse.ArgumentParser:
         help="always: every request through prefill; threshold: only those whose "
         "non-cached prompt tokens reach --threshold-tokens (others: decode alone)",
     )  # fmt: skip
-    routing.add_argument("--threshold-tokens", type=int, default=0, metavar="N")
+    routing.add_argument(
+        "--threshold-tokens", type=int, default=0, metavar="N",
+        help="threshold: the non-cached prompt tokens that send a request through prefill",
+    )  # fmt: skip
     routing.add_argument(
         "--prefill-queue-limit", type=int, default=None, metavar="N",
         help="threshold: also decode alone while every prefill has N requests in flight",
