@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from disagg_contract import commandline
-from disagg_tools.local import serving
+from disagg_tools.local import preflight, serving
 from disagg_tools.local.children import ChildError, stop_children
 from disagg_tools.local.podman.launch import launch_containers, teardown_note
 from disagg_tools.local.podman.launch import supervisor as supervisor_of
@@ -255,6 +255,13 @@ def main(argv: list[str]) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     args.file = commandline.manifest_paths(parser, args, many=False)[0]
+    # what a started run would meet late (a busy port, a missing extra, ...), said at once
+    found: list[preflight.Problem | str] = [
+        *_other_runtimes_options(args),
+        *preflight.check_file(args.file, port=args.port, runtime=args.runtime),
+    ]
+    if found:
+        preflight.fail(found)
     signals = _Signals()
     previous = signal.signal(signal.SIGTERM, signals)
     # a shell starts background jobs with SIGINT ignored (inherited): Ctrl-C must still work
@@ -279,6 +286,14 @@ def main(argv: list[str]) -> int:
         signal.signal(signal.SIGINT, previous_int)
 
 
+def _other_runtimes_options(args: argparse.Namespace) -> list[str]:
+    if args.runtime == "podman" and args.keep_cpu_binding:
+        return ["--keep-cpu-binding is for process runs: containers keep it anyway"]
+    if args.runtime == "process" and args.image:
+        return ["--image names images for --runtime podman; a process run uses none"]
+    return []
+
+
 def _stop(run: Run, hurry: threading.Event) -> None:
     """Stop what the run started: a podman run's containers (preStop hooks, grace
     periods) and every object it made, then the processes."""
@@ -293,8 +308,6 @@ def _stop(run: Run, hurry: threading.Event) -> None:
 def _run(args: argparse.Namespace, tmp: Path, logs: Path, run: Run, signals: _Signals) -> int:
     runtime: PodRuntime | None = None
     if args.runtime == "podman":
-        if args.keep_cpu_binding:
-            raise UpError("--keep-cpu-binding is for process runs: containers keep it anyway")
         runtime = launch_containers(
             Path(args.file),
             tmp,
@@ -307,8 +320,6 @@ def _run(args: argparse.Namespace, tmp: Path, logs: Path, run: Run, signals: _Si
             say=_say,
         )
     else:
-        if args.image:
-            raise UpError("--image names images for --runtime podman; a process run uses none")
         launch(
             Path(args.file),
             tmp,
