@@ -77,9 +77,12 @@ class RolloutStrategy(_Model):
     RollingUpdate: percentages are of the role's replicas, maxSurge rounds up,
     maxUnavailable down (both 0 is refused). A change of the KV-compatibility key rolls
     a new KV revision in beside the old one, within the same bounds, the roles in step
-    (docs/operator.md, "Rollouts"). Recreate: every old pod of the role goes first, the new
-    ones start once they are gone (for pools with no room for one more pod; the role
-    serves nothing meanwhile), and maxSurge/maxUnavailable are not read.
+    (docs/operator.md, "Rollouts"). maxSurge left unset is 25%, and as much more as a KV
+    change needs where routers reach one revision at a time
+    (:func:`~disagg_operator.derive.scaling.surge`), so a model change finishes with the
+    defaults. Recreate: every old pod of the role goes first, the new ones start once
+    they are gone (for pools with no room for one more pod; the role serves nothing
+    meanwhile), and maxSurge/maxUnavailable are not read.
     """
 
     strategy: Literal["RollingUpdate", "Recreate"] = Field(
@@ -87,8 +90,11 @@ class RolloutStrategy(_Model):
         description="RollingUpdate (within maxSurge and maxUnavailable) or Recreate (old "
         "pods first, then the new ones: no extra pod, a stop)",
     )
-    max_surge: IntOrPercent = Field(
-        default="25%", description="pods above replicas while rolling (count or percent)"
+    max_surge: IntOrPercent | None = Field(
+        default=None,
+        description="pods above replicas while rolling (count or percent); unset: 25%, or "
+        "for a KV change without the router the room the new revision needs beside the "
+        "old, max(1, R - maxUnavailable) - maxUnavailable, where that is more",
     )
     max_unavailable: IntOrPercent = Field(
         default="25%", description="ready pods that may be missing while rolling"

@@ -20,7 +20,9 @@ and max. Mode Recommend changes no count: the plan is only reported.
 :func:`problems` checks what the CRD's CEL rules check for these fields (replicas and
 perDecode both set, min above max), for ``disagg render`` and servers without admission.
 
-:func:`resolve` turns a count-or-percentage (maxSurge, maxUnavailable) into pods, and
+:func:`resolve` turns a count-or-percentage (maxSurge, maxUnavailable) into pods,
+:func:`surge` is a role's maxSurge in pods (unset: 25%, or what a KV change needs when
+routers reach one KV revision at a time, so that a model change finishes), and
 :func:`min_available` is what a role's PodDisruptionBudget keeps: R - maxUnavailable, a
 percentage of R rounded up as the disruption controller rounds it. The budget states that
 count as ``minAvailable`` rather than passing ``maxUnavailable`` on, because with
@@ -36,10 +38,11 @@ from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
-from disagg_operator.api import DeploymentSpec, PerDecode, rules
+from disagg_operator.api import DeploymentSpec, PerDecode, RolloutStrategy, rules
 from disagg_operator.api.problems import Problem
 
 DEFAULT_PREFILL = 1
+DEFAULT_MAX_SURGE = "25%"  # spec.<role>.rollout.maxSurge unset, same KV revision
 
 
 def follow(decode: int, per: PerDecode) -> int:
@@ -100,6 +103,21 @@ def resolve(value: int | str, replicas: int, *, round_up: bool) -> int:
         return value
     share = replicas * int(value.rstrip("%")) / 100
     return math.ceil(share) if round_up else math.floor(share)
+
+
+def surge(strategy: RolloutStrategy, replicas: int, *, one_revision: bool = False) -> int:
+    """Pods of a role that a roll may start beyond ``replicas``: maxSurge where set (a
+    bound the user chose: a full pool); unset, 25% rounded up, and where routers reach one
+    KV revision at a time (``one_revision``: a KV change without the deployment's router)
+    at least the room the new revision needs to carry the load beside the old one, its
+    max(1, R - U) Ready pods beside the old one's R - U: max(1, R - U) - U pods."""
+    if strategy.max_surge is not None:
+        return resolve(strategy.max_surge, replicas, round_up=True)
+    base = resolve(DEFAULT_MAX_SURGE, replicas, round_up=True)
+    if not one_revision:
+        return base
+    unavailable = resolve(strategy.max_unavailable, replicas, round_up=False)
+    return max(base, max(1, replicas - unavailable) - unavailable)
 
 
 def min_available(spec: DeploymentSpec, role: str) -> int:

@@ -10,7 +10,7 @@ pod counts. :mod:`.rollout` (a role's in-place roll, and the plan of a sync) and
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from disagg_operator.api import (
@@ -23,29 +23,36 @@ from disagg_operator.api import (
     kinds,
 )
 from disagg_operator.contracts import lws
-from disagg_operator.derive.scaling import resolve
+from disagg_operator.derive.scaling import resolve, surge
 
 
 @dataclass(frozen=True)
 class Budget:
     """A role's resolved strategy: ``surge`` pods above replicas, ``unavailable`` below;
     ``recreate``: old pods go first, new ones start once they are gone (no surge, and
-    the whole role may be unavailable meanwhile)."""
+    the whole role may be unavailable meanwhile); ``wide``: the surge of a KV change
+    that routers reach one revision at a time (maxSurge unset: the room it needs,
+    :func:`~disagg_operator.derive.scaling.surge`; None: ``surge``)."""
 
     replicas: int
     surge: int
     unavailable: int
     recreate: bool = False
+    wide: int | None = None
 
     @classmethod
     def of(cls, replicas: int, strategy: RolloutStrategy) -> Budget:
         if strategy.strategy == "Recreate":
             return cls(replicas, 0, replicas, recreate=True)
-        surge = resolve(strategy.max_surge, replicas, round_up=True)
         unavailable = resolve(strategy.max_unavailable, replicas, round_up=False)
-        if surge == 0 and unavailable == 0:
+        extra = surge(strategy, replicas)
+        if extra == 0 and unavailable == 0:
             unavailable = 1  # refused by validation; never deadlock here
-        return cls(replicas, surge, unavailable)
+        return cls(replicas, extra, unavailable, wide=surge(strategy, replicas, one_revision=True))
+
+    def one_revision(self) -> Budget:
+        """This budget for a KV change that routers reach one revision at a time."""
+        return self if self.wide is None else replace(self, surge=self.wide)
 
     @property
     def min_ready(self) -> int:

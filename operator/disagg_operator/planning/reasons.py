@@ -59,8 +59,8 @@ TABLE: tuple[Reason, ...] = (
     Reason(PROGRESSING, "Unknown", PAUSED, "spec.paused while some pod runs an old spec: "
            "nothing is created or deleted"),
     Reason(PROGRESSING, "False", BLOCKED, "the KV key changed, the routers pair without regard "
-           "to revision and maxSurge leaves no room for the new revision beside the old (the "
-           "message names the fixes); the old revision keeps serving"),
+           "to revision and a maxSurge that is set leaves no room for the new revision beside the "
+           "old (the message names the fixes); the old revision keeps serving"),
     Reason(PROGRESSING, "False", INVALID_SPEC, "nothing is created or changed until it is fixed"),
     Reason(DEGRADED, "True", API_REFUSED, "the API server refused a write of a child (a 422, a "
            "quota's 403, a webhook's denial): the message names each write and the server's "

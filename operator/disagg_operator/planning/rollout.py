@@ -24,8 +24,10 @@ the pod render gives its index now; ``T`` is the spec's KV revision (:mod:`.kvke
    pods grow in step in every role within ``R + S``, old pods go as the reached capacity
    allows. With the router, ``T``'s first pods start only once every router pod knows
    ``T``. Without it, ``T`` must reach max(1, R - U) ready pods while ``X`` keeps its
-   R - U: when ``S + U`` cannot hold that in some role (not Recreate), nothing starts and
-   ``held`` says why and what to change (KVRolloutBlocked).
+   R - U, so ``S`` is the budget's ``wide`` surge (maxSurge unset: at least max(1, R - U)
+   - U, the room that takes); when ``S + U`` cannot hold that in some role (a maxSurge
+   set too low, not Recreate), nothing starts and ``held`` says why and what to change
+   (KVRolloutBlocked).
 4. ``spec.paused``: while any pod is old (another template or revision), no pod is created
    or deleted (``held``: Paused); a deployment with nothing to roll still heals and scales.
 5. Same KV revision: a Deployment's rolling update per role: ``create = min(R - current,
@@ -162,6 +164,8 @@ def plan(
     out.reached = frozenset(reach)
     kv_change = any(p.kv != target for p in live if p.index is not None)
     pending = kv_change or any(not p.current for p in live if p.index is not None)
+    if kv_change and reached is None:  # one revision routed at a time: its room (rule 3)
+        budgets = {r: b.one_revision() for r, b in budgets.items()}
     if paused and pending:
         out.held = (PAUSED, "spec.paused is true: no pod is created or deleted until it is false.")
     elif kv_change and reached is None and routed_now != target and blocked(budgets):
@@ -197,7 +201,8 @@ def _blocked_message(roles: Sequence[str], budgets: Mapping[str, Budget]) -> str
         "to the new revision only once it can carry the load beside the old one, and "
         f"there is no room for that ({wants}). Set spec.router.enabled (its router pairs "
         "each request within one revision, so the roll fits maxSurge; not with llm-d), a "
-        "larger spec.<role>.rollout.maxSurge, or spec.<role>.rollout.strategy: Recreate "
+        "larger spec.<role>.rollout.maxSurge (or none: unset, it takes the room this "
+        "needs), or spec.<role>.rollout.strategy: Recreate "
         "(the role stops while its pods are replaced). Until then the old revision serves."
     )
 

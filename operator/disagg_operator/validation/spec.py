@@ -37,7 +37,7 @@ from disagg_operator.contracts import llmd
 from disagg_operator.derive import model as model_source
 from disagg_operator.derive import transfer
 from disagg_operator.derive.resources import parse_quantity
-from disagg_operator.derive.scaling import effective_replicas, resolve, with_planned
+from disagg_operator.derive.scaling import effective_replicas, resolve, surge, with_planned
 from disagg_operator.derive.scaling import problems as scaling_problems
 from disagg_operator.engines.base import Engine, spec_fields
 from disagg_operator.engines.settings import DEFAULT, Settings
@@ -175,17 +175,17 @@ def max_index(replicas: int, strategy: RolloutStrategy) -> int:
     """The highest pod index a rollout of this role can use (a bound on pod names): a new
     KV revision's pods beside the old one's, plus the surge (old pods may sit above the
     replicas after a scale-down)."""
-    surge = resolve(strategy.max_surge, replicas, round_up=True)
-    return max(0, 2 * replicas + surge - 1)
+    extra = surge(strategy, replicas, one_revision=True)  # the widest a roll takes
+    return max(0, 2 * replicas + extra - 1)
 
 
 def _rollouts(spec: DeploymentSpec) -> Iterator[Problem]:
     for role in ROLES:
         r = spec.role(role)
         replicas = effective_replicas(spec, role)
-        surge = resolve(r.rollout.max_surge, replicas, round_up=True)
+        extra = surge(r.rollout, replicas)
         unavailable = resolve(r.rollout.max_unavailable, replicas, round_up=False)
-        if replicas > 0 and surge == 0 and unavailable == 0 and r.rollout.strategy != "Recreate":
+        if replicas > 0 and extra == 0 and unavailable == 0 and r.rollout.strategy != "Recreate":
             yield Problem(
                 f"spec.{role}.rollout",
                 f"maxSurge {r.rollout.max_surge!r} and maxUnavailable "

@@ -160,7 +160,8 @@ ENGINE = {"type": "reference", "image": "ghcr.io/disagg-dev/disagg-worker-cpu:0.
 async def test_kv_change_without_room_is_held_and_says_the_fix(
     emulator: Emulator, operator: asyncio.Task[None], kubelet: list[dict[str, Any]]
 ) -> None:
-    await api(emulator, "POST", DD_PATH, _spec(replicas=4))  # 25%: one pod of surge
+    # a maxSurge set (a full pool's one pod); unset, it would take the room the roll needs
+    await api(emulator, "POST", DD_PATH, _spec(replicas=4, rollout={"maxSurge": 1}))
     await rolled_out(emulator)
     old = {n: p["metadata"]["uid"] for n, p in pods(emulator).items()}
     await api(emulator, "PATCH", f"{DD_PATH}/demo", {"spec": {"engine": ENGINE}})

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from disagg_operator.api import DeploymentSpec, PerDecode
+from disagg_operator.api import DeploymentSpec, PerDecode, RolloutStrategy
 from disagg_operator.derive import scaling
 from disagg_operator.render.objects import render
 from disagg_operator.validation import spec as validation
@@ -204,3 +204,25 @@ def test_in_recommend_mode_the_plan_is_only_reported() -> None:
     obj["status"] = status
     spec = _spec(obj)  # perDecode allowed beside it
     assert [scaling.effective_replicas(spec, r) for r in ("prefill", "decode")] == [3, 6]
+
+
+@pytest.mark.parametrize("replicas", [0, 1, 2, 3, 4, 5, 8, 13, 100])
+def test_an_unset_max_surge_is_25_percent_or_the_room_of_a_one_revision_kv_roll(
+    replicas: int,
+) -> None:
+    """Unset: a Deployment's 25% rounded up; where routers reach one KV revision at a
+    time, the new revision's max(1, R - U) Ready pods beside the old one's R - U, never
+    more than a second set."""
+    unset = RolloutStrategy()
+    base = scaling.surge(unset, replicas)
+    wide = scaling.surge(unset, replicas, one_revision=True)
+    unavailable = replicas // 4
+    assert base == -(-replicas // 4)
+    assert wide + unavailable >= max(1, replicas - unavailable) or replicas == 0
+    assert base <= wide <= max(1, replicas)
+
+
+def test_a_max_surge_that_is_set_is_kept_even_for_a_one_revision_kv_roll() -> None:
+    one = RolloutStrategy(max_surge=1)
+    assert scaling.surge(one, 8, one_revision=True) == scaling.surge(one, 8) == 1
+    assert scaling.surge(RolloutStrategy(max_surge="50%"), 5, one_revision=True) == 3

@@ -243,3 +243,57 @@ def test_a_scale_down_during_a_kv_roll_stays_in_bounds() -> None:
     smaller = {"prefill": _budget(2, 1, 0), "decode": _budget(2, 1, 0)}
     _run(world, "kv2", smaller)
     assert sum(1 for p in world.pods.values() if not p.terminating) == 4
+
+
+def _defaults(replicas: int) -> Budget:
+    return Budget.of(replicas, RolloutStrategy())  # maxSurge unset, maxUnavailable 25%
+
+
+@pytest.mark.parametrize("prefill", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("decode", [1, 2, 4, 5, 9, 16])
+def test_without_the_router_an_unset_max_surge_takes_the_room_a_kv_roll_needs(
+    prefill: int, decode: int
+) -> None:
+    """A model change with the defaults and routers on the role Services: it finishes, and
+    every sync keeps each role's capacity at R - maxUnavailable within R + the room."""
+    budgets = {"prefill": _defaults(prefill), "decode": _defaults(decode)}
+    world = World(_old(budgets), "kv1", router=False)
+    _run(world, "kv2", budgets)
+    assert all(p.held is None for p in world.plans)
+    for seen in world.history:
+        for r, b in budgets.items():
+            assert seen["capacity"][r] >= b.min_ready, seen
+            assert seen["total"][r] <= b.replicas + b.one_revision().surge <= 2 * b.replicas
+    world.step("kv2", budgets)
+    assert world.routed == "kv2"
+
+
+@pytest.mark.parametrize("replicas", range(1, 41))
+def test_the_room_is_the_least_that_does_not_block(replicas: int) -> None:
+    """One pod less than the unset maxSurge's room, where it is more than 25%, would hold
+    the roll (the planner's own rule, ``blocked``); behind the router it stays 25%."""
+    b = _defaults(replicas)
+    wide = b.one_revision()
+    assert b.surge == -(-replicas // 4)  # 25% rounded up, as a Deployment's
+    rolls = plan(target="kv2", routed="kv1", pods=_old({"r": b}), budgets={"r": b})
+    assert rolls.held is None and rolls.create["r"]
+    if wide.surge > b.surge:
+        less = dataclasses.replace(b, surge=wide.surge - 1, wide=None)
+        tight = plan(target="kv2", routed="kv1", pods=_old({"r": less}), budgets={"r": less})
+        assert tight.held is not None and tight.held[0] == BLOCKED
+
+
+def test_a_max_surge_that_is_set_bounds_the_roll_even_without_the_router() -> None:
+    """A set maxSurge is the user's bound (a full pool): the roll is held, not widened."""
+    budgets = {"prefill": _budget(4, "25%"), "decode": _budget(8, 2)}
+    assert budgets["prefill"].one_revision() == budgets["prefill"]
+    result = plan(target="kv2", routed="kv1", pods=_old(budgets), budgets=budgets)
+    assert result.held is not None and result.held[0] == BLOCKED
+
+
+def test_behind_the_router_an_unset_max_surge_stays_25_percent() -> None:
+    budgets = {"prefill": _defaults(4), "decode": _defaults(8)}
+    world = World(_old(budgets), "kv1", router=True)
+    _run(world, "kv2", budgets)
+    peak = {r: max(s["total"][r] for s in world.history) for r in ROLES}
+    assert peak == {"prefill": 4 + 1, "decode": 8 + 2}  # 25% of 4 and 8, rounded up
