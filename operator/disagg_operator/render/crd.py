@@ -105,6 +105,12 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "description": "status of the Ready condition",
         "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
     },
+    {
+        "name": "Reason",
+        "type": "string",
+        "description": "why Ready is what it is: the Ready condition's reason",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+    },
     {"name": "Phase", "type": "string", "priority": 1, "jsonPath": ".status.phase"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]

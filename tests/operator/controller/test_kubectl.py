@@ -54,8 +54,8 @@ async def test_kubectl_apply_and_get(
     await until("Ready", lambda: condition(emulator, "quickstart").get("status") == "True")
     table = await kubectl(kubeconfig_path, "get", "disagg", "-n", NS)
     header, row = table.splitlines()
-    assert header.split() == ["NAME", "PREFILL", "DECODE", "READY", "AGE"]
-    assert row.split()[:4] == ["quickstart", "1/1", "1/1", "True"]
+    assert header.split() == ["NAME", "PREFILL", "DECODE", "READY", "REASON", "AGE"]
+    assert row.split()[:5] == ["quickstart", "1/1", "1/1", "True", "AllReplicasReady"]
     again = await kubectl(kubeconfig_path, "apply", "-n", NS, "-f", str(example))
     assert "unchanged" in again
     names = await kubectl(kubeconfig_path, "get", "pods", "-n", NS, "-o", "name")
@@ -144,3 +144,19 @@ async def test_kubectl_get_shows_a_rollout_in_progress(
     table = await kubectl(kubeconfig_path, "get", "disagg", "rolling", "-n", NS)
     row = table.splitlines()[1]
     assert "2/2 (1 updated)" in row and "False" in row.split()
+
+
+async def test_kubectl_get_says_why_a_deployment_is_not_ready(
+    emulator: Emulator, kubeconfig_path: Path, operator: asyncio.Task[None]
+) -> None:
+    """The default columns (priority 0, no -o wide) carry the Ready condition's reason:
+    an invalid spec shows InvalidSpec beside READY False."""
+    body = quickstart("bad")
+    body["spec"]["decode"]["device"] = "quantum"  # admitted, refused by the operator
+    manifest = kubeconfig_path.parent / "bad.yaml"
+    manifest.write_text(yaml.safe_dump(body))
+    await kubectl(kubeconfig_path, "apply", "-f", str(manifest))
+    await until("InvalidSpec", lambda: condition(emulator, "bad").get("reason") == "InvalidSpec")
+    header, row = (await kubectl(kubeconfig_path, "get", "disagg", "bad", "-n", NS)).splitlines()
+    cells = dict(zip(header.split(), row.split(), strict=False))
+    assert (cells["NAME"], cells["READY"], cells["REASON"]) == ("bad", "False", "InvalidSpec")

@@ -52,7 +52,8 @@ def test_names_and_subresources() -> None:
         },
     }
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
-    assert list(columns)[:3] == ["Prefill", "Decode", "Ready"] and "Age" in columns
+    assert list(columns)[:4] == ["Prefill", "Decode", "Ready", "Reason"] and "Age" in columns
+    assert columns["Reason"] == '.status.conditions[?(@.type=="Ready")].reason'
 
 
 @pytest.mark.parametrize("banned", ["$ref", "$defs", "title", "allOf", "const"])
