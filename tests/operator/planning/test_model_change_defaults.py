@@ -131,7 +131,7 @@ async def test_the_issue_scenario_3_prefill_5_decode_scaled_to_2_then_tiny_to_sm
     progressing = await _change_model(emulator, before)
     assert progressing["reason"] == "RolloutComplete", progressing["message"]
     _check_the_roll(kubelet, {"prefill": 3, "decode": 2})
-    status = emulator.find(DD, NS, "demo")["status"]
+    status = (emulator.find(DD, NS, "demo") or {})["status"]
     assert status["routedKvRevision"] == status["kvRevision"] != before["kvRevision"]
     now = pods(emulator)
     assert sorted(p["metadata"]["labels"]["disagg.dev/role"] for p in now.values()) == [
@@ -154,7 +154,7 @@ async def test_a_router_less_model_change_completes_with_the_defaults(
     progressing = await _change_model(emulator, before)
     assert progressing["reason"] == "RolloutComplete", progressing["message"]
     _check_the_roll(kubelet, {"prefill": prefill, "decode": decode})
-    status = emulator.find(DD, NS, "demo")["status"]
+    status = (emulator.find(DD, NS, "demo") or {})["status"]
     assert status["routedKvRevision"] == status["kvRevision"] != before["kvRevision"]
     now = pods(emulator)
     assert {p["metadata"]["labels"][KV] for p in now.values()} == {status["kvRevision"]}
