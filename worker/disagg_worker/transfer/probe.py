@@ -1,10 +1,11 @@
 """`disagg worker probe`: a transfer-path self-check against a prefill worker.
 
 CLI layer. Takes this pod's ``DISAGG_*`` settings (backends, UCX, HMAC secret, device) as a
-decode worker, fetches the peer's metadata, adopts its layout (with a small cache of its
-own), READs a few blocks through NIXL and reports: reachable, compatible, transfer works,
-and how fast. Prints one line of text, or a JSON object with ``--json``; exit status 0 when
-the path works, 1 when it does not (the error says which step failed and why).
+decode worker (``--secret-file`` names the secret where no pod's env does), fetches the
+peer's metadata, adopts its layout (with a small cache of its own), READs a few blocks
+through NIXL and reports: reachable, compatible, transfer works, and how fast. Prints one
+line of text, or a JSON object with ``--json``; exit status 0 when the path works, 1 when
+it does not (the error says which step failed and why).
 
 A tensor-parallel prefill is probed rank by rank: one small agent per rank, each holding
 that rank's heads, reads from it (where rank 0's metadata says it listens), so every
@@ -152,6 +153,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--engine-id", default="", help="expected engine id of the peer")
     p.add_argument("--blocks", type=int, default=4, help="blocks to read (default 4)")
     p.add_argument("--deadline-s", type=float, default=10.0, help="each step's deadline")
+    p.add_argument(
+        "--secret-file",
+        metavar="PATH",
+        help="the handshake secret (the deployment's Secret <name>-handshake, key hmac); "
+        "default: $DISAGG_HMAC_SECRET_PATH, which a pod of the deployment has set",
+    )
     p.add_argument("--expect-pattern", type=int, metavar="SEED", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
@@ -159,7 +166,9 @@ def main(argv: list[str]) -> int:
     if not host or not port.isdigit():
         p.error("--peer takes HOST:PORT, e.g. 10.0.0.7:5600")
     try:
-        cfg = WorkerConfig.from_env(os.environ, {"role": "decode"})
+        cfg = WorkerConfig.from_env(
+            os.environ, {"role": "decode", "hmac_secret_path": args.secret_file}
+        )
     except ConfigError as e:
         print(f"disagg worker probe: {e}", file=sys.stderr)
         return 2
@@ -181,5 +190,6 @@ def main(argv: list[str]) -> int:
             f"{report['transfer_ms']} ms ({report['gbps']} GB/s)"
         )
     else:
-        print(f"FAILED at {report['step']}: {report['peer']}: {report['error']}")
+        hint = "" if cfg.hmac_secret_path else "; pass --secret-file PATH (or run it in a pod)"
+        print(f"FAILED at {report['step']}: {report['peer']}: {report['error']}{hint}")
     return 0 if report["ok"] else 1
