@@ -164,15 +164,20 @@ async def test_decode_failure_relays_the_workers_message(stack: Any) -> None:
     assert message.endswith("answered 502: KV transfer from prefill e1 failed: refused")
 
 
-async def test_bad_request_passes_through_as_client_error(stack: Any) -> None:
-    def refuse(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        return 400, {"object": "error", "message": "prompt: too long", "code": 400}
-
-    client, _, seen_d = await stack(refuse, _decode_ok)
-    async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
-        assert resp.status == 400
-        assert (await resp.json())["error"]["message"].endswith("answered 400: prompt: too long")
-    assert not seen_d
+async def test_bad_request_passes_through_flat_as_the_workers_error(stack: Any) -> None:
+    """A worker's client error reaches the client as the worker gave it (message, type,
+    param): not wrapped in the hop's words with its field lost."""
+    said = "Input length (5000) exceeds model's maximum context length (4096)."
+    error = {"message": said, "type": "BadRequestError", "param": "prompt", "code": 400}
+    # vLLM 0.32's ErrorResponse (serve/engine/protocol.py: ErrorInfo); its older flat shape
+    refusals = [{"error": error}, {"object": "error", **error}]
+    for answer in refusals:
+        client, _, seen_d = await stack(lambda body, a=answer: (400, a), _decode_ok)
+        async with client.post("/v1/completions", json={"prompt": "x"}) as resp:
+            assert resp.status == 400
+            got = (await resp.json())["error"]
+        assert got == error
+        assert not seen_d
 
 
 async def test_relayed_worker_messages_are_bounded(stack: Any) -> None:
@@ -191,7 +196,7 @@ async def test_relayed_worker_messages_are_bounded(stack: Any) -> None:
             raw = await resp.read()
         error = json.loads(raw)["error"]
         assert len(raw) < 1200 and len(error["message"]) <= 1000, error
-        assert error["message"].endswith(" characters)") and "answered 400: " in error["message"]
+        assert error["message"].endswith(" characters)") and "mmmm" in error["message"]
         assert set(error) == {"message", "type", "param", "code"}
 
 
@@ -344,13 +349,21 @@ async def test_decode_dying_mid_stream_ends_it_with_an_error_event(stack: Any) -
 
 async def test_stream_error_before_the_first_chunk_is_json(stack: Any) -> None:
     def refuse(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        return 400, {"error": {"message": "max_tokens: must be at least 1"}}
+        return 400, {"error": {"message": "stop: too many", "param": "stop", "code": 400}}
+
+    def fails(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 500, {"error": {"message": "engine dead", "code": 500}}
 
     client, _, _ = await stack(_prefill_ok, refuse)
     async with client.post("/v1/completions", json={"prompt": "x", "stream": True}) as resp:
         assert resp.status == 400 and resp.content_type == "application/json"
+        error = (await resp.json())["error"]
+    assert error["message"] == "stop: too many" and error["param"] == "stop"
+    client, _, _ = await stack(_prefill_ok, fails)
+    async with client.post("/v1/completions", json={"prompt": "x", "stream": True}) as resp:
+        assert resp.status == 502 and resp.content_type == "application/json"
         message = (await resp.json())["error"]["message"]
-    assert "decode http://127.0.0.1:" in message and message.endswith("must be at least 1")
+    assert "decode http://127.0.0.1:" in message and message.endswith("answered 500: engine dead")
 
 
 async def test_chat_goes_through_both_hops(stack: Any) -> None:

@@ -136,3 +136,21 @@ def test_a_decode_that_lost_its_params_is_counted_at_proxy_and_worker(
             assert metric(get(d + "/metrics"), worker) == 1
         finally:
             group.stop()
+
+
+def test_the_front_door_lists_models_and_refuses_before_prefill(stack: Stack) -> None:
+    """The first-hour case: GET /v1/models through the router is the engine's answer, and
+    max_tokens 0 on a prompt long enough for both hops is refused with its field named
+    before any prefill; a field only the engine refuses comes back as the engine said it."""
+    assert get(stack.proxy + "/v1/models") == get(stack.decodes[0] + "/v1/models")
+    before = _requests(stack.prefill, "prefill")
+    long = _prompt(300, 11)
+    status, out = post(stack.proxy + "/v1/completions", {"prompt": long, "max_tokens": 0})
+    assert status == 400 and out["error"]["param"] == "max_tokens", out
+    assert out["error"]["type"] == "BadRequestError"
+    greedy_only = {"prompt": long, "max_tokens": 2, "temperature": 0.5}
+    status, out = post(stack.proxy + "/v1/completions", greedy_only)
+    assert (status, out) == post(stack.agg + "/v1/completions", greedy_only)
+    assert out["error"]["param"] == "temperature"
+    _tokens(stack.proxy + "/v1/completions", {"prompt": long, "max_tokens": 2})
+    assert _requests(stack.prefill, "prefill") == before + 1  # the good request alone

@@ -2,6 +2,7 @@
 of workers.
 
 The two-hop request flow (:mod:`.flow`), its HTTP app and command line (:mod:`.app`), the
-worker pools and what a failed hop answers (:mod:`.upstream`), the Services that keep the
-pools current (:mod:`.discovery`), the routing policy (:mod:`.routing`) and the proxy's
-metrics (:mod:`.metrics`)."""
+fields refused before any hop (:mod:`.rules.fields`), the read-only routes a decode
+engine answers (:mod:`.readonly`), the worker pools and what a failed hop answers
+(:mod:`.upstream`), the Services that keep the pools current (:mod:`.discovery`), the
+routing policy (:mod:`.rules.routing`) and the proxy's metrics (:mod:`.metrics`)."""

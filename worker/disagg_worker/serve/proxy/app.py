@@ -2,9 +2,10 @@
 routing policy its flags name.
 
 I/O layer (aiohttp). ``POST /v1/completions`` and ``/v1/chat/completions`` run
-:class:`~disagg_worker.serve.proxy.flow.Proxy`; ``GET /health`` shows the pools, their
-in-flight counts and the policy; ``GET /metrics`` the proxy's Prometheus metrics
-(:mod:`.metrics`).
+:class:`~disagg_worker.serve.proxy.flow.Proxy` once their fields pass
+(:mod:`.rules.fields`); ``GET /v1/models`` is a decode engine's answer (:mod:`.readonly`);
+``GET /health`` shows the pools, their in-flight counts and the policy; ``GET /metrics``
+the proxy's Prometheus metrics (:mod:`.metrics`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import logging
 import uuid
 from typing import Any
 
@@ -21,43 +23,49 @@ from disagg_contract import commandline
 from disagg_worker.serve import pd
 from disagg_worker.serve.proxy.discovery import Refresher, parse_service
 from disagg_worker.serve.proxy.flow import Proxy
+from disagg_worker.serve.proxy.readonly import READ_ONLY_ROUTES, read_only
 from disagg_worker.serve.proxy.revisions import Pair, Pairs
+from disagg_worker.serve.proxy.rules.fields import refusal
 from disagg_worker.serve.proxy.rules.routing import MODES, Policy
 from disagg_worker.serve.proxy.upstream import POLICIES, HopError, Pool
 from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
 from disagg_worker.serve.rules.limits import bounded
-from disagg_worker.serve.rules.openai import OpenAIError, proxy_refusal, request_id
+from disagg_worker.serve.rules.openai import OpenAIError, request_id
 
+log = logging.getLogger("disagg.proxy")
 ROLES = ("prefill", "decode")
 KV_FIELD = "{kv}"  # where a KV revision goes in a Service name
 
 
 def build_app(proxy: Proxy) -> web.Application:
-    """POST /v1/completions, /v1/chat/completions; GET /health, /metrics. Others: JSON
-    404/405."""
+    """POST /v1/completions, /v1/chat/completions; GET /v1/models, /health, /metrics.
+    Others: JSON 404/405."""
 
     async def generate(request: web.Request) -> web.StreamResponse:
         rid = request_id(request.headers.get("X-Request-Id"), lambda: f"cmpl-{uuid.uuid4().hex}")
-        headers = {"X-Request-Id": rid}  # the same id on both hops and in the answer
-        if "Authorization" in request.headers:
-            headers["Authorization"] = request.headers["Authorization"]
+        headers = {"X-Request-Id": rid, **_auth(request)}  # one id: both hops, the answer
         try:
             body = await read_json(request)
         except OpenAIError as e:
             return _error(e.status, e.message, rid, e.param)
-        refused = proxy_refusal(body, proxy.protocol.owned)
-        if refused:
-            return _error(400, refused, rid)
+        chat = request.path == "/v1/chat/completions"
+        refused = refusal(body, chat, proxy.protocol.owned)
+        if refused is not None:  # before the prefill hop: no KV computed for it
+            return web.json_response(refused.body(), status=400, headers={"X-Request-Id": rid})
         try:
             if body.get("stream"):
                 return await proxy.stream(request, request.path, body, headers)
             out = await proxy.complete(request.path, body, headers)
         except HopError as e:
-            response = _error(e.status, str(e), rid)
-            if e.status == 503:  # no worker had room: say when to come back
-                response.headers["Retry-After"] = e.retry_after or "1"
-            return response
+            return _hop_error(e, rid)
         return web.json_response(out, headers={"X-Request-Id": rid})
+
+    async def read(request: web.Request) -> web.Response:
+        try:
+            status, data = await read_only(proxy.http, proxy.pairs, request.path, _auth(request))
+        except HopError as e:
+            return _hop_error(e)
+        return web.json_response(data, status=status)
 
     async def health(_: web.Request) -> web.Response:
         return web.json_response(health_of(proxy))
@@ -68,6 +76,8 @@ def build_app(proxy: Proxy) -> web.Application:
     app = web.Application(client_max_size=CLIENT_MAX_SIZE, middlewares=[json_route_errors(_error)])
     app.router.add_post("/v1/completions", generate)
     app.router.add_post("/v1/chat/completions", generate)
+    for path in READ_ONLY_ROUTES:
+        app.router.add_get(path, read)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
     app.on_startup.append(proxy.start)
@@ -109,10 +119,32 @@ def health_of(proxy: Proxy) -> dict[str, Any]:
     return out
 
 
+def _auth(request: web.Request) -> dict[str, str]:
+    """The client's Authorization, which every hop carries (an engine's API key)."""
+    given = request.headers.get("Authorization")
+    return {"Authorization": given} if given is not None else {}
+
+
+def _hop_error(e: HopError, rid: str | None = None) -> web.Response:
+    """A failed hop's answer: a worker's client error flat, as the worker gave it (its
+    message, type and field; the hop that refused it to the log), any other naming the
+    hop; a 503 says when to come back."""
+    if e.relayed is not None:
+        log.info("request %s: %s", rid, e)
+    response = _error(e.status, e.relayed or str(e), rid, e.param, e.kind)
+    if e.status == 503:  # no worker had room: say when to come back
+        response.headers["Retry-After"] = e.retry_after or "1"
+    return response
+
+
 def _error(
-    status: int, message: str, rid: str | None = None, param: str | None = None
+    status: int,
+    message: str,
+    rid: str | None = None,
+    param: str | None = None,
+    kind: str = "",
 ) -> web.Response:
-    kind = "invalid_request_error" if status < 500 else "proxy_error"
+    kind = kind or ("invalid_request_error" if status < 500 else "proxy_error")
     error = {"message": bounded(message), "type": kind, "param": param, "code": status}
     body = {"error": error}
     return web.json_response(body, status=status, headers={"X-Request-Id": rid} if rid else None)

@@ -20,6 +20,7 @@ from aiohttp import web
 from disagg_worker.serve.proxy.upstream import (
     HopError,
     error_kind,
+    error_param,
     hop_failure,
     message_of,
     relay_status,
@@ -93,6 +94,22 @@ async def relay_stream(
     return out
 
 
+def answered_error(where: str, status: int, data: Any, retry_after: str = "") -> HopError:
+    """The hop's error for a worker's error answer (or a 2xx that is no JSON object): it
+    names the hop, the worker and its message. A client error is the client's to fix:
+    the client gets it flat (the worker's own message, type and field, ``param``)."""
+    message = message_of(data)
+    client = 400 <= status < 500
+    return HopError(
+        relay_status(status),
+        f"{where} answered {status}: {message}",
+        retry_after=retry_after,
+        kind=error_kind(data),
+        param=error_param(data) if client else None,
+        relayed=message if client else None,
+    )
+
+
 class HopClient:
     """The proxy's HTTP calls to workers: one session (no connection limit), a JSON hop, a
     streamed hop, a page, and a release; ``timeout_s`` bounds each later read of a
@@ -131,9 +148,7 @@ class HopClient:
         except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
             raise hop_failure(where, self.timeout_s, e, stateless=role == "prefill") from None
         if status >= 400 or not isinstance(data, dict):
-            message = f"{where} answered {status}: {message_of(data)}"
-            kind = error_kind(data)
-            raise HopError(relay_status(status), message, retry_after=retry_after, kind=kind)
+            raise answered_error(where, status, data, retry_after)
         return data
 
     async def open(
@@ -156,13 +171,25 @@ class HopClient:
                 data = f"(an unreadable {resp.content_type} body)"
             finally:
                 resp.release()
-            raise HopError(
-                relay_status(resp.status),
-                f"{where} answered {resp.status}: {message_of(data)}",
-                retry_after=resp.headers.get("Retry-After", ""),
-                kind=error_kind(data),
-            )
+            raise answered_error(where, resp.status, data, resp.headers.get("Retry-After", ""))
         return resp
+
+    async def get(self, url: str, headers: dict[str, str], timeout_s: float) -> tuple[int, Any]:
+        """GET a worker's JSON page: its status and body when it answered one (2xx, or a
+        4xx, the client's to fix); a HopError when it cannot be reached, runs past
+        ``timeout_s``, fails (5xx) or answers no JSON."""
+        assert self.session is not None, "HopClient.start() first"
+        where = f"GET {url}"
+        try:
+            async with self.session.get(
+                url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s)
+            ) as resp:
+                status, data = resp.status, await resp.json(content_type=None)
+        except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
+            raise hop_failure(where, timeout_s, e) from None
+        if not 200 <= status < 300 and not 400 <= status < 500:
+            raise HopError(relay_status(status), f"{where} answered {status}: {message_of(data)}")
+        return status, data
 
     async def text(self, url: str, timeout_s: float) -> str:
         """GET a worker's page (its /metrics) as text; a failure is a HopError."""

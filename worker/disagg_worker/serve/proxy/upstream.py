@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from disagg_worker.serve.rules.limits import bounded
+from disagg_worker.serve.rules.limits import PARAM_CHARS, bounded
 from disagg_worker.serve.rules.openai import TRANSFER_FAILED
 
 POLICIES = ("least-loaded", "round-robin")
@@ -46,7 +46,10 @@ def hop_failure(
 class HopError(Exception):
     """A hop failed; ``status`` is what the proxy answers. ``retryable``: another worker
     of the pool may take it (this one is full or unreachable); ``retry_after``: the
-    worker's Retry-After; ``kind``: the worker's own error type, when it answered one."""
+    worker's Retry-After; ``kind`` and ``param``: the worker's own error type and field,
+    when it answered them; ``relayed``: for a worker's client error, its own message,
+    which the client gets flat (the exception's text keeps the hop's words for logs and
+    the canary)."""
 
     def __init__(
         self,
@@ -56,12 +59,16 @@ class HopError(Exception):
         retryable: bool = False,
         retry_after: str = "",
         kind: str = "",
+        param: str | None = None,
+        relayed: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable or status == 503
         self.retry_after = retry_after
         self.kind = kind
+        self.param = param
+        self.relayed = relayed
 
 
 def prefill_gone(error: HopError) -> bool:
@@ -74,9 +81,25 @@ def prefill_gone(error: HopError) -> bool:
 
 def error_kind(data: Any) -> str:
     """The ``error.type`` a worker answered ("" when none)."""
-    err = data.get("error") if isinstance(data, dict) else None
-    kind = err.get("type") if isinstance(err, dict) else None
+    kind = _error_field(data, "type")
     return kind if isinstance(kind, str) else ""
+
+
+def error_param(data: Any) -> str | None:
+    """The ``error.param`` a worker answered (the field it refused), cut to its bound."""
+    param = _error_field(data, "param")
+    return bounded(param, PARAM_CHARS) if isinstance(param, str) else None
+
+
+def _error_field(data: Any, key: str) -> Any:
+    """``key`` of a worker's error object: OpenAI's ``{"error": {...}}`` or vLLM's older
+    flat ``{"object": "error", ...}``."""
+    if not isinstance(data, dict):
+        return None
+    err = data.get("error")
+    if isinstance(err, dict):
+        return err.get(key)
+    return data.get(key) if data.get("object") == "error" else None
 
 
 @dataclass(frozen=True)

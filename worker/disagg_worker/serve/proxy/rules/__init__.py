@@ -1,5 +1,6 @@
-"""The proxy's routing policy (:mod:`.routing`): the path per request, the prefix index, the
-affinity order.
+"""The proxy's rules: the routing policy (:mod:`.routing`: the path per request, the prefix
+index, the affinity order) and the request fields checked before the prefill hop
+(:mod:`.fields`).
 
 Pure layer: no I/O (the import contract in pyproject.toml holds it to it).
 """
