@@ -94,15 +94,15 @@ def _ask(run: Run, prompt: str, max_tokens: int) -> None:
         _say(line)
 
 
-def _tails(run: Run, message: str) -> str:
-    """The last log lines of every worker the error message names."""
+def _tails(run: Run, message: str, kept: bool) -> str:
+    """The last log lines of every worker the error message names; a log's path only when
+    it outlives the run (``kept``: --log-dir), never one the run's exit removes."""
     out = []
     for url, name in run.names.items():
         if url in message and name in run.logs:
             child = next(c for c in run.children if c.name == name)
-            out.append(
-                f"\n--- last lines of {name}'s log ({child.log_path}):\n{child.log_tail(25)}"
-            )
+            where = str(child.log_path) if kept else "removed at exit; --log-dir DIR keeps it"
+            out.append(f"\n--- last lines of {name}'s log ({where}):\n{child.log_tail(25)}")
     return "".join(out)
 
 
@@ -336,7 +336,7 @@ def _run(args: argparse.Namespace, tmp: Path, logs: Path, run: Run, signals: _Si
         try:
             _ask(run, args.prompt, args.max_tokens)
         except UpError as e:
-            raise UpError(f"{e}{_tails(run, str(e))}") from None
+            raise UpError(f"{e}{_tails(run, str(e), args.log_dir is not None)}") from None
         return 0
     _say(
         f'try: curl -s {run.proxy_url}/v1/completions -d \'{{"prompt": "Hello", '
