@@ -7,6 +7,7 @@ RUNTIME := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
 VLLM_STAMP := $(VENV)/.vllm-installed
 PROMPT ?= The quick brown fox
+PORT ?= 8080
 # CPU build of torch, installed before anything that depends on torch so pip never pulls
 # CUDA: the +cpu build from PyTorch's CPU index on any machine (PyPI's torch is the CUDA
 # one); where that index is unreachable, a local wheel of the same build (pip's find-links).
@@ -16,22 +17,26 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: up up-vllm test test-vllm images test-containers check lint typecheck imports pytest bench clean
 
-# What `make up` runs on: the product (operator, worker) and its tools (disagg-tools, in
-# tools/), nothing of the dev extra and nothing from apt.
+# What `make up` runs on: the product (operator, worker), its tools (disagg-tools, in
+# tools/) and kubectl; nothing of the dev extra and nothing from apt. Each step says itself.
 $(RUNTIME): pyproject.toml tools/pyproject.toml
+	@echo "[1/4] a virtual environment: $(VENV)"
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	@echo "[2/4] torch, the CPU build ($(TORCH))"
 	$(BIN)/pip install --quiet --no-deps --extra-index-url $(TORCH_INDEX) $(TORCH)
 	$(BIN)/pip install --quiet $(TORCH)
+	@echo "[3/4] disagg (operator, worker) and disagg-tools"
 	$(BIN)/pip install --quiet -e '.[operator,worker]'
 	$(BIN)/pip install --quiet -e tools
+	@echo "[4/4] kubectl"
+	scripts/install-kubectl.sh $(BIN)
 	touch $@
 
-# What `make test` runs on: the runtime, the dev extra, the tools' plots, kubectl, promtool.
+# What `make test` runs on: the runtime, the dev extra, the tools' plots, promtool.
 $(STAMP): $(RUNTIME)
 	$(BIN)/pip install --quiet -e '.[operator,worker,dev]'
 	$(BIN)/pip install --quiet -e 'tools[plots]'
-	scripts/install-kubectl.sh $(BIN)
 	scripts/install-promtool.sh
 	touch $@
 
@@ -67,9 +72,10 @@ images: $(STAMP)
 test-containers: images $(VLLM_STAMP)
 	$(BIN)/pytest -q -m containers tests/containers
 
-## up: the quickstart on this machine, answering PROMPT (README: Try it)
+# The operator's own job on an embedded cluster (disagg cluster): README, "Try it".
+## up: the operator on an embedded cluster: the quickstart applied, PROMPT answered through its router on PORT
 up: $(RUNTIME)
-	$(BIN)/disagg up examples/quickstart-cpu.yaml --prompt "$(PROMPT)"
+	$(BIN)/disagg cluster -f examples/quickstart-cpu.yaml --port $(PORT) --prompt "$(PROMPT)"
 
 ## test: set up .venv with the dev extra and run what CI runs
 test: $(STAMP) check

@@ -156,6 +156,7 @@ def cache_of(api: FakeApi) -> Cache:
 def deployment(api: FakeApi, **spec: Any) -> dict[str, Any]:
     body = yaml.safe_load((ROOT / "examples" / "quickstart-cpu.yaml").read_text())
     body["metadata"] = {"name": "demo", "namespace": "ns", "uid": "cr-uid", "generation": 1}
+    body["spec"].pop("router", None)  # the pods' children alone, unless a test asks for it
     body["spec"].update(spec)
     api.objects[("disaggregateddeployments", "demo")] = body
     return copy.deepcopy(body)

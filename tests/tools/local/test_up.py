@@ -61,7 +61,8 @@ def test_rendered_pods_become_local_processes() -> None:
 
 def test_pods_that_run_neither_engine_are_refused() -> None:
     objects = _rendered()
-    objects[-1]["spec"]["containers"][0]["command"] = ["python", "serve.py"]
+    pod = next(o for o in reversed(objects) if o["kind"] == "Pod")
+    pod["spec"]["containers"][0]["command"] = ["python", "serve.py"]
     with pytest.raises(UpError, match=r"runs 'python serve\.py'; disagg up runs the reference"):
         local_pods(objects, "/s", REFERENCE)
     with pytest.raises(UpError, match="renders no prefill and decode pods"):

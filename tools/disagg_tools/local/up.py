@@ -38,7 +38,7 @@ from disagg_tools.local.stack import Run, get_json, launch
 from disagg_tools.local.supervise import supervise
 from disagg_tools.vllm.rules import metrics
 
-__all__ = ["UpError", "local_pods", "main"]
+__all__ = ["UpError", "figures", "local_pods", "main"]
 
 
 def _say(message: str) -> None:
@@ -90,7 +90,7 @@ def _ask(run: Run, prompt: str, max_tokens: int) -> None:
     _say(f"\nprompt:     {prompt!r}\ncompletion: {out['choices'][0]['text']!r}")
     _say(f"tokens:     {out['choices'][0].get('token_ids')}")
     _say("            (seeded random weights: noise by design, the same as one process gives)")
-    for line in _figures(out.get("disagg", {})):
+    for line in figures(out.get("disagg", {})):
         _say(line)
 
 
@@ -137,7 +137,7 @@ def _ask_vllm(run: Run, prompt: str, max_tokens: int) -> None:
     _say("            (vLLM's 10 s stats interval: the warm-up's transfers may be counted too)")
 
 
-def _figures(d: dict[str, Any]) -> Iterator[str]:
+def figures(d: dict[str, Any]) -> Iterator[str]:
     proxy, pre = d.get("proxy", {}), d.get("prefill", {})
     alone = proxy.get("path") == "decode"
     if "prompt_tokens" in proxy:  # the routing policy counted the prompt

@@ -1,7 +1,7 @@
 """The local kubelet's API client: the few calls a kubelet and two controllers make.
 
 I/O layer (aiohttp, JSON). It speaks to an API server's URL (the emulator's, in tests and
-``disagg up --kubelet``) with no credentials; a 404 on a read is None, on a delete nothing;
+``disagg cluster``) with no credentials; a 404 on a read is None, on a delete nothing;
 any other error status raises :class:`KubeletApiError` naming the call and the answer.
 """
 
@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 
 MERGE = {"Content-Type": "application/merge-patch+json"}
+Items = list[dict[str, Any]]
 
 
 class KubeletApiError(RuntimeError):
@@ -39,6 +40,13 @@ class Api:
         if self._http is not None:
             await self._http.close()
 
+    async def __aenter__(self) -> Api:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
     async def _call(
         self, method: str, where: str, body: Any = None, headers: dict[str, str] | None = None
     ) -> Any:
@@ -50,9 +58,10 @@ class Api:
                 raise KubeletApiError(f"{method} {where}: {resp.status} {await resp.text()}")
             return await resp.json()
 
-    async def list(self, api_version: str, plural: str) -> list[dict[str, Any]]:
-        found = await self._call("GET", path(api_version, plural))
-        items: list[dict[str, Any]] = (found or {}).get("items") or []
+    async def list(self, api_version: str, plural: str, namespace: str = "") -> Items:
+        """Every object of the resource (in ``namespace`` only, when given)."""
+        found = await self._call("GET", path(api_version, plural, namespace))
+        items: Items = (found or {}).get("items") or []
         return items
 
     async def get(self, api_version: str, plural: str, namespace: str, name: str) -> Any:

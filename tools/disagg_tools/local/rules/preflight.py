@@ -1,6 +1,6 @@
 """What stops a local run before anything starts: the verdict of the preflight.
 
-Pure layer: the facts about this host come in as a :class:`Host` (observed by
+The facts about this host come in as a :class:`Host` (observed by
 :mod:`disagg_tools.local.preflight`), and each check returns :class:`Problem` lines naming
 the flag or field and the fix. The checks are the ones that otherwise surface late, as a
 traceback from a started process: a busy or impossible proxy port, an engine whose Python
