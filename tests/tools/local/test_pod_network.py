@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import multiprocessing
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,3 +30,31 @@ def test_every_network_held_is_refused_naming_the_lock_files(
     held = network.leased(tmp_path)
     with held, pytest.raises(RuntimeError, match="disagg-pod-network"), network.leased(tmp_path):
         pass
+
+
+def _lease_twice(folder: str) -> tuple[str, str]:
+    with network.leased(Path(folder)) as net, network.leased(Path(folder)) as other:
+        return net, other
+
+
+def test_a_lock_file_another_user_made_is_locked_read_only(tmp_path: Path) -> None:
+    """The first run on a host (as root, say) leaves its lock files; a later user's kubelet
+    cannot write them but still takes and holds the network. As root, the later user is
+    nobody (a forked child that drops to uid 65534, in a folder it can reach); otherwise, the
+    lock file is made read-only for this user."""
+    if os.geteuid() != 0:
+        with network.leased(tmp_path):
+            pass
+        (tmp_path / "disagg-pod-network-127.0.1.lock").chmod(0o444)
+        assert _lease_twice(str(tmp_path)) == ("127.0.1.", "127.0.2.")
+        return
+    with tempfile.TemporaryDirectory(dir="/tmp") as shared:
+        os.chmod(shared, 0o1777)  # as the temp folder is
+        with network.leased(Path(shared)):
+            pass
+        with concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("fork"), initializer=os.setuid,
+            initargs=(65534,),
+        ) as other_user:  # fmt: skip
+            leased = other_user.submit(_lease_twice, shared).result(30)
+    assert leased == ("127.0.1.", "127.0.2.")

@@ -3,7 +3,8 @@
 I/O layer (lock files). A node's pod CIDR is its own; here several kubelets can share one
 host (two test workers, an embedded cluster beside a test run), so each takes the first
 ``127.0.N.0/24`` whose lock (an ``flock`` in the temp folder) no live process holds. The
-lock goes with the process, so a killed run never leaves a network taken.
+lock goes with the process, so a killed run never leaves a network taken; the lock files are
+readable by every user, so kubelets of different users on one host keep apart too.
 """
 
 from __future__ import annotations
@@ -23,7 +24,11 @@ def leased(lock_dir: Path | None = None) -> Iterator[str]:
     """Hold a free pod network while the block runs; yields its prefix (``"127.0.N."``)."""
     folder = lock_dir or Path(tempfile.gettempdir())
     for n in range(FIRST, LAST + 1):
-        fd = os.open(folder / f"disagg-pod-network-127.0.{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        lock = folder / f"disagg-pod-network-127.0.{n}.lock"
+        try:  # read-only: another user's lock file can be locked too (flock needs no write)
+            fd = os.open(lock, os.O_RDONLY | os.O_CREAT, 0o644)
+        except PermissionError:  # not readable: count it as held
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
