@@ -20,6 +20,7 @@ from disagg_worker.transfer.rules.layout import KVLayout
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
+LOCAL_RUN = (ROOT / "docs" / "local-run.md").read_text()
 DISAGG = [sys.executable, "-m", "disagg_operator.cli"]
 
 
@@ -71,15 +72,19 @@ def test_without_a_secret_the_probe_says_which_flag(prefill: PrefillProcess) -> 
     assert "no handshake secret is configured; pass --secret-file PATH" in done.stdout
 
 
-# what differs between runs: timings, rates, ports and pids; every other number (pods,
-# processes, bytes, descriptors) is the run's and must be as shown
-FIGURE = r"\d+(?:\.\d+)?(?= ms| MB/s)|(?<=pid )\d+|(?<=127\.0\.0\.1:)\d+"
+# what differs between runs: timings, rates, ports, pids, ages and temp folders, the pod
+# network a kubelet took; every other number (pods, processes, bytes, descriptors) is the
+# run's and must be as shown
+FIGURE = (
+    r"\d+(?:\.\d+)?(?= ms| MB/s| s$)|(?<=pid )\d+|(?<=127\.0\.0\.1:)\d+|\d+(?=s$)"
+    r"|(?<=/tmp/)tmp\w+|(?<=at 127\.0\.)\d+(?=\.0/24)"
+)
 
 
 def _pattern(line: str) -> str:
-    """A sample line as a pattern: each figure stands for any number."""
+    """A sample line as a pattern: each figure stands for any value of its kind."""
     parts = re.split(FIGURE, line)
-    return r"\d+(?:\.\d+)?".join(re.escape(p) for p in parts)
+    return r"[\w.]+".join(re.escape(p) for p in parts)
 
 
 def _matches(sample: list[str], real: list[str]) -> bool:
@@ -102,20 +107,34 @@ def test_the_sample_matcher_tells_figures_from_counts() -> None:
     assert not _matches(shown, [run.format(2)])
 
 
-def _sample_after(marker: str) -> tuple[list[str], list[str]]:
+def _sample_after(marker: str, doc: str = README) -> tuple[list[str], list[str]]:
     """The command a ``<!-- output: CMD -->`` marker names and the fenced block after it."""
-    found = re.search(rf"<!-- output: ({re.escape(marker)}[^>]*) -->\n```\n(.*?)```", README, re.S)
-    assert found, f"README: no `<!-- output: {marker} ... -->` before a fenced block"
+    found = re.search(rf"<!-- output: ({re.escape(marker)}[^>]*) -->\n```\n(.*?)```", doc, re.S)
+    assert found, f"no `<!-- output: {marker} ... -->` before a fenced block"
     return shlex.split(found.group(1)), found.group(2).splitlines()
 
 
-def test_the_readmes_up_sample_is_what_a_run_prints() -> None:
-    command, sample = _sample_after("disagg up")
+def _run_matches(command: list[str], sample: list[str], *extra: str) -> None:
     done = subprocess.run(
-        [*DISAGG, *command[1:], "--port", "0"], cwd=ROOT, capture_output=True, text=True,
-        timeout=240,
+        [*DISAGG, *command[1:], "--port", "0", *extra], cwd=ROOT, capture_output=True,
+        text=True, timeout=240,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     real = [line for line in done.stdout.splitlines() if line.strip()]
     shown = [line for line in sample if line.strip()]
-    assert _matches(shown, real), "README sample differs from a run:\n" + done.stdout
+    assert _matches(shown, real), "the sample differs from a run:\n" + done.stdout
+
+
+def test_the_readmes_cluster_sample_is_what_a_run_prints() -> None:
+    """The first command's sample: `make up` runs this (the Makefile's up target)."""
+    command, sample = _sample_after("disagg cluster")
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = shlex.split(next(line for line in makefile.splitlines() if "/disagg cluster " in line))
+    assert recipe[1:4] == command[1:4] and recipe[-2:] == ["--prompt", "$(PROMPT)"]
+    assert f"PROMPT ?= {command[-1]}\n" in makefile
+    _run_matches(command, sample, "--once")
+
+
+def test_the_local_run_sample_is_what_a_run_prints() -> None:
+    command, sample = _sample_after("disagg up", LOCAL_RUN)
+    _run_matches(command, sample)
