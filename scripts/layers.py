@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The layer pictures in README.md, docs/architecture.md and docs/operator.md, generated
+"""The layer pictures in docs/architecture.md and docs/operator.md, generated
 from the import-linter layers contracts in pyproject.toml (the contracts lint-imports
 enforces), so the pictures cannot drift from what is enforced.
 
@@ -20,12 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # run, or loaded by a 
 import docblocks
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "docs/architecture.md", "docs/operator.md")
+DOCS = ("docs/architecture.md", "docs/operator.md")
 COMMAND = "scripts/layers.py --write"
 # What each layer is, in a line (the contract says the order); a layer of siblings joined by
 # ":" (one layer, each may import the other) is described as one.
 WHAT = {
-    "disagg_tools.bench": "benchmarks (`disagg bench`): transfer, e2e, operator, faults, scaling",
+    "disagg_tools.bench": "the 10 benchmarks (`disagg bench --help`)",
     "disagg_tools.local": "`disagg up`, the local kubelet, the process and podman runtimes",
     "disagg_tools.emulator": "the Kubernetes API server stand-in (kube-apiserver's rules)",
     "disagg_operator.commands : disagg_operator.controller": "I/O: `disagg operator|render|"

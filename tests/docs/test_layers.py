@@ -1,4 +1,4 @@
-"""The layer pictures in README.md, docs/architecture.md and docs/operator.md are the
+"""The layer pictures in docs/architecture.md and docs/operator.md are the
 import-linter contracts' (scripts/layers.py generates them from pyproject.toml)."""
 
 from __future__ import annotations
