@@ -157,16 +157,99 @@ def derive_buffer_device(
     return "cpu" if "cpu" in platform.buffer_devices else platform.native_buffer
 
 
+# NIXL memory-segment names beyond the two a KV buffer registers as (what storage moves).
+FILE = "FILE"
+OBJ = "OBJ"
+BLK = "BLK"
+# The NIXL release whose plugin sources the backend table restates.
+NIXL_RELEASE = "v1.4.0"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One NIXL backend plugin as its source at :data:`NIXL_RELEASE` declares itself.
+
+    ``memory``: the segment types its ``getSupportedMems()`` lists (DRAM, VRAM, FILE, OBJ,
+    BLK). ``remote``: its ``supportsRemote()``: whether it can move memory to or from
+    another agent (another pod); NIXL puts only such backends in the metadata a peer
+    loads, so a transfer between pods runs on one of them whatever else is listed.
+    ``notify``: its ``supportsNotif()`` (vLLM's decode tells prefill by notification that
+    it has read). ``plugin``: its folder under ``src/plugins``. ``note``: why a row reads
+    as it does (printed in docs/derivation.md).
+    """
+
+    name: str
+    memory: frozenset[str]
+    remote: bool
+    notify: bool
+    plugin: str
+    note: str = ""
+
+
+def _backend(name: str, memory: str, remote: bool, plugin: str, note: str = "") -> Backend:
+    # NIXL refuses a remote backend without notifications (nixlAgent::createBackend), and
+    # no local-only plugin of NIXL_RELEASE has them: notify follows remote.
+    return Backend(name, frozenset(memory.split()), remote, remote, plugin, note)
+
+
+# ai-dynamo/nixl NIXL_RELEASE, src/plugins/<plugin>/*_backend.h and *_plugin.cpp: the name
+# each plugin registers, its supportsRemote()/supportsNotif() and getSupportedMems().
+BACKENDS: tuple[Backend, ...] = (
+    _backend("UCX", "DRAM VRAM", True, "ucx"),
+    _backend("LIBFABRIC", "DRAM VRAM", True, "libfabric", "VRAM with a CUDA or Neuron runtime"),
+    _backend("MOONCAKE", "DRAM VRAM", True, "mooncake"),
+    _backend("UCCL", "DRAM VRAM", True, "uccl"),
+    _backend("GPUNETIO", "DRAM VRAM", True, "gpunetio", "DOCA GPUNetIO; remote agents only"),
+    _backend("GDS", "DRAM VRAM FILE", False, "cuda_gds", "GPUDirect Storage: file I/O"),
+    _backend("GDS_MT", "DRAM VRAM FILE", False, "gds_mt", "GPUDirect Storage: file I/O"),
+    _backend("POSIX", "DRAM FILE", False, "posix", "file I/O"),
+    _backend("HF3FS", "DRAM FILE", False, "hf3fs", "3FS file I/O"),
+    _backend("GUSLI", "DRAM BLK", False, "gusli", "block-device I/O"),
+    _backend("OBJ", "DRAM OBJ", False, "obj", "S3 objects (VRAM too with an accelerated engine)"),
+    _backend("AZURE_BLOB", "DRAM OBJ", False, "azure_blob", "Azure Blob objects"),
+    _backend("INFINIA", "DRAM VRAM OBJ", False, "infinia", "DDN Infinia objects"),
+)
+BACKEND_TABLE: Mapping[str, Backend] = MappingProxyType({b.name: b for b in BACKENDS})
 # Memory types each NIXL backend plugin can move. The worker double-checks at run time
 # with the agent's own answer (get_backend_mem_types), since NIXL only warns on a mismatch.
-BACKEND_MEMORY: dict[str, frozenset[str]] = {
-    "UCX": frozenset({DRAM, VRAM}),
-    "UCCL": frozenset({DRAM, VRAM}),
-    "LIBFABRIC": frozenset({DRAM, VRAM}),
-    "MOONCAKE": frozenset({DRAM, VRAM}),
-    "GDS": frozenset({VRAM}),
-    "GDS_MT": frozenset({VRAM}),
-}
+BACKEND_MEMORY: Mapping[str, frozenset[str]] = MappingProxyType(
+    {b.name: b.memory for b in BACKENDS}
+)
+REMOTE_BACKENDS = tuple(sorted(b.name for b in BACKENDS if b.remote))
+LOCAL_BACKENDS = tuple(sorted(b.name for b in BACKENDS if not b.remote))
+# What is wrong with a backends list that reaches no other pod, and the fix: the worker's
+# start-up check and the operator's (its CEL rule's message) say it in these words.
+LOCAL_ONLY_TEXT = (
+    "lists no NIXL backend that can reach another pod, and prefill and decode always run "
+    f"in different pods ({', '.join(LOCAL_BACKENDS)} move data within one pod: storage I/O); "
+    f"use UCX, or add a network backend: {', '.join(REMOTE_BACKENDS)}"
+)
+
+
+class LocalOnlyBackends(ValueError):
+    """A backends list none of whose backends can reach another agent."""
+
+
+def reaches_peer(backends: Iterable[str]) -> bool:
+    """Whether a listed backend can move KV to or from another pod."""
+    return any(BACKEND_TABLE[b].remote for b in backends if b in BACKEND_TABLE)
+
+
+def backend_markdown_table() -> str:
+    """The NIXL backend table in docs/derivation.md (from :data:`BACKENDS`)."""
+    lines = [
+        f"| NIXL backend | memory | reaches another pod | notifications | plugin "
+        f"({NIXL_RELEASE}) | note |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    yes = {True: "yes", False: "no"}
+    for b in BACKENDS:
+        memory = ", ".join(m for m in (DRAM, VRAM, FILE, OBJ, BLK) if m in b.memory)
+        lines.append(
+            f"| `{b.name}` | {memory} | {yes[b.remote]} | {yes[b.notify]} "
+            f"| `src/plugins/{b.plugin}` | {b.note or '-'} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def check_backends(
@@ -176,7 +259,9 @@ def check_backends(
     table: Table = BUILTIN_TABLE,
 ) -> None:
     """Raise ValueError if a backend is unknown, cannot move this buffer's memory type, or
-    is not among those ``device``'s platform lists."""
+    is not among those ``device``'s platform lists; :class:`LocalOnlyBackends` if none of
+    them can reach another pod (a list with one that can is fine: NIXL moves KV between
+    agents only on such a backend, the others stay local)."""
     if not backends:
         raise ValueError("backends must name at least one NIXL backend, e.g. [UCX]")
     needed = memory_type(buffer_device)
@@ -196,5 +281,7 @@ def check_backends(
             raise ValueError(
                 f"NIXL backend {name!r} cannot move {needed} (kv_buffer_device "
                 f"{buffer_device!r}); use one of: "
-                f"{', '.join(sorted(b for b, k in BACKEND_MEMORY.items() if needed in k))}"
+                f"{', '.join(b for b in REMOTE_BACKENDS if needed in BACKEND_MEMORY[b])}"
             )
+    if not reaches_peer(backends):
+        raise LocalOnlyBackends(f"{LOCAL_ONLY_TEXT} (found: {', '.join(backends)})")

@@ -31,7 +31,10 @@ def test_cpu_worker_registers_dram_without_staging() -> None:
     [
         ({"DISAGG_KV_BUFFER_DEVICE": "cuda"}, "DISAGG_KV_BUFFER_DEVICE: .*allowed: cpu"),
         ({"DISAGG_DEVICE": "npu"}, "DISAGG_DEVICE: unknown device 'npu'"),
-        ({"DISAGG_BACKENDS": "GDS"}, "DISAGG_BACKENDS: NIXL backend 'GDS' cannot move DRAM"),
+        (
+            {"DISAGG_BACKENDS": "GDS"},
+            r"DISAGG_BACKENDS: lists no NIXL backend that can reach another pod.*\(found: GDS\)",
+        ),
         ({"DISAGG_TYPO": "1"}, "DISAGG_TYPO: unknown setting"),
         (
             {"DISAGG_UCX_ENV": '{"PATH": "/tmp"}'},

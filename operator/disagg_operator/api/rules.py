@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from disagg_contract import ucx
+from disagg_contract import platforms, ucx
 from disagg_operator.api.problems import Problem
 
 # A rule reads a field only under has() where its object's CRD default ({}) lacks it: the
@@ -59,6 +59,11 @@ ENV_VALUE_RULE = Rule(
 BACKENDS_UNIQUE_RULE = Rule(
     "!has(self.backends) || self.backends.all(b, self.backends.exists_one(c, c == b))",
     "spec.kvTransfer.backends: lists a backend twice; list each NIXL backend once",
+)
+_REMOTE = ", ".join(f"'{name}'" for name in platforms.REMOTE_BACKENDS)
+BACKENDS_REMOTE_RULE = Rule(
+    f"!has(self.backends) || self.backends.exists(b, b in [{_REMOTE}])",
+    f"spec.kvTransfer.backends: {platforms.LOCAL_ONLY_TEXT}",
 )
 LEASE_RULE = Rule(
     "!has(self.blockLeaseSeconds) || !has(self.transferDeadlineSeconds) || "
@@ -160,6 +165,7 @@ GROUP_PREFERRED_RULE = Rule(
 CEL_RULES = (
     TP_DIVIDES_RULE,
     BACKENDS_UNIQUE_RULE,
+    BACKENDS_REMOTE_RULE,
     LEASE_RULE,
     UCX_REACH_RULE,
     SIDECAR_IMAGE_RULE,

@@ -20,6 +20,7 @@ from disagg_operator.api.rules import (
     AUTOSCALING_MONITORING_RULE,
     AUTOSCALING_PER_DECODE_RULE,
     AUTOSCALING_SCALE_RULE,
+    BACKENDS_REMOTE_RULE,
     BACKENDS_UNIQUE_RULE,
     GROUP_PREFERRED_RULE,
     LEASE_RULE,
@@ -66,7 +67,9 @@ class KVTransfer(_Model):
     """How the KV cache moves from prefill to decode."""
 
     model_config = ConfigDict(
-        json_schema_extra=_rules(BACKENDS_UNIQUE_RULE, LEASE_RULE, UCX_REACH_RULE)
+        json_schema_extra=_rules(
+            BACKENDS_UNIQUE_RULE, BACKENDS_REMOTE_RULE, LEASE_RULE, UCX_REACH_RULE
+        )
     )
 
     connector: Literal["NixlConnector"] = Field(
@@ -76,7 +79,8 @@ class KVTransfer(_Model):
         default=["UCX"],
         min_length=1,
         max_length=8,  # bounds the CEL uniqueness rule's cost for the API server
-        description="NIXL backends, e.g. [UCX]; each must move the buffer's memory type",
+        description="NIXL backends, e.g. [UCX]; each must move the buffer's memory type, "
+        "and one must reach another pod (storage backends such as GDS do not)",
     )
     side_channel_port: int = Field(
         default=5600,

@@ -4,9 +4,9 @@ the code that derives it.
 The engine-independent rows (buffer devices, UCX transports, accelerator resources from the
 settings' platforms, side-channel host, backends, grace), each engine's own rows
 (:meth:`Engine.derivation_rows`), the canary's, then each engine's own tables
-(:meth:`Engine.derivation_tables`: vLLM's per-version capability table) and the UCX
-transports. ``python -m disagg_operator.render.derivation`` prints it and a unit
-test keeps the page in sync.
+(:meth:`Engine.derivation_tables`: vLLM's per-version capability table), the UCX
+transports and the NIXL backends. ``python -m disagg_operator.render.derivation`` prints it
+and a unit test keeps the page in sync.
 """
 
 from __future__ import annotations
@@ -64,7 +64,12 @@ def derivation_rows(settings: Settings = DEFAULT) -> list[Row]:
     rows = _buffer_rows(settings) + _platform_rows(settings)
     rows += [
         ("side-channel host", "any", "pod IP (fieldRef status.podIP)", "peers dial the pod IP"),
-        ("NIXL backends", "any", "kvTransfer.backends (default UCX)", "checked per memory type"),
+        (
+            "NIXL backends",
+            "any",
+            "kvTransfer.backends (default UCX)",
+            "checked per memory type; one must reach another pod (the NIXL backend table)",
+        ),
         (
             "preStop wait",
             "the engine's drain D (below), spec.<role>.drainSeconds S",
@@ -85,11 +90,13 @@ def derivation_rows(settings: Settings = DEFAULT) -> list[Row]:
 
 def derivation_table(settings: Settings = DEFAULT) -> str:
     """The markdown tables in docs/derivation.md: derived values, each engine's own tables
-    (vLLM: its per-version profiles), then the UCX transports and their reach."""
+    (vLLM: its per-version profiles), then the UCX transports and their reach, then the
+    NIXL backends."""
     lines = ["| value | inputs | result | reason |", "| --- | --- | --- | --- |"]
     lines += [f"| {a} | {b} | `{c}` | {d} |" for a, b, c, d in derivation_rows(settings)]
     tables = [t.rstrip("\n") for e in settings.engines.values() for t in e.derivation_tables()]
-    return "\n\n".join(["\n".join(lines), *tables, ucx.markdown_table()])
+    backends = platforms.backend_markdown_table()
+    return "\n\n".join(["\n".join(lines), *tables, ucx.markdown_table(), backends])
 
 
 if __name__ == "__main__":

@@ -221,6 +221,8 @@ def _backends(spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
     backends = spec.kv_transfer.backends
     if len(set(backends)) != len(backends):
         yield rules.BACKENDS_UNIQUE_RULE.problem(found=", ".join(backends))
+    if not platforms.reaches_peer(backends):
+        yield rules.BACKENDS_REMOTE_RULE.problem(found=", ".join(backends))
     for role in ROLES:
         try:
             platforms.check_backends(
@@ -229,6 +231,8 @@ def _backends(spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
                 spec.role(role).device,
                 settings.platforms,
             )
+        except platforms.LocalOnlyBackends:
+            continue  # the rule's problem above, once for both roles
         except ValueError as e:
             yield Problem("spec.kvTransfer.backends", f"{role}: {e}")
 

@@ -7,12 +7,13 @@ from typing import Any
 import pytest
 
 from disagg_contract import platforms
+from disagg_operator.api import rules
 from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.render import crd
 from disagg_operator.render import objects as render
 from disagg_operator.validation import spec as validation
 from disagg_operator.validation.spec import Problem
-from tests.operator.builders import GPU, body, role, vllm_gpu_cpu
+from tests.operator.builders import GPU, ROOT, body, example, role, vllm_gpu_cpu
 
 
 def _problems(obj: dict[str, Any]) -> list[Problem]:
@@ -85,17 +86,37 @@ def test_buffer_device_outside_the_platform_table() -> None:
 
 
 def test_backend_that_cannot_move_the_memory_type() -> None:
-    problems = _problems(vllm_gpu_cpu(kvTransfer={"backends": ["GDS"]}))
-    assert {p.field for p in problems} == {"spec.kvTransfer.backends"}
-    assert "cannot move DRAM" in problems[0].message and "UCX" in problems[0].message
-
-
-def test_gds_is_fine_for_vram_buffers() -> None:
     gpu = role("cuda", resources=GPU)
-    assert (
-        _problems(body(engine="vllm", prefill=gpu, decode=gpu, kvTransfer={"backends": ["GDS"]}))
-        == []
+    obj = body(engine="vllm", prefill=gpu, decode=gpu, kvTransfer={"backends": ["UCX", "POSIX"]})
+    problems = _problems(obj)
+    assert {p.field for p in problems} == {"spec.kvTransfer.backends"}
+    assert "'POSIX' cannot move VRAM" in problems[0].message and "UCX" in problems[0].message
+
+
+def _llmd_example(backends: list[str]) -> dict[str, Any]:
+    """examples/llm-d.yaml (vLLM on a cuda → cuda pair) with its backends set."""
+    obj = example(ROOT / "examples" / "llm-d.yaml")
+    obj["spec"]["kvTransfer"] = {"backends": backends}
+    return obj
+
+
+@pytest.mark.parametrize("backends", [["GDS"], ["GDS_MT"], ["GDS", "GDS_MT"]])
+def test_nixl_v1_4_0_storage_backends_are_refused_on_the_llmd_cuda_pair(
+    backends: list[str],
+) -> None:
+    p = _only(_llmd_example(backends))
+    assert p.field == "spec.kvTransfer.backends"
+    assert "reach another pod" in p.message
+    assert "use UCX, or add a network backend: GPUNETIO, LIBFABRIC, MOONCAKE, UCCL, UCX" in (
+        p.message
     )
+    assert p == rules.BACKENDS_REMOTE_RULE.problem(found=", ".join(backends))  # CEL's words
+
+
+def test_gds_beside_a_network_backend_is_accepted() -> None:
+    # NIXL loads only a peer's remote-capable backends: UCX carries the KV, GDS stays local
+    assert _problems(_llmd_example(["UCX", "GDS"])) == []
+    assert _problems(vllm_gpu_cpu(kvTransfer={"backends": ["GDS", "UCX"]})) == []
 
 
 def test_reference_model_must_be_a_preset() -> None:
