@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 import yaml
 
+from disagg_operator.controller.config import OperatorConfig
 from disagg_operator.controller.election.leader import ElectionSettings, Elector
 from disagg_operator.controller.run import running
 from tests.chart.chartkit import (
@@ -290,7 +291,9 @@ async def _record(emu: Emulator, namespaces: list[str]) -> list[list[ApiCall]]:
     election = ElectionSettings(RELEASE, NAMESPACE, 30, 25.0, 0.5)
     elector = await Elector.connect(host, election, "op-0_test")
     try:
-        async with running(host, namespaces=namespaces, elector=elector):
+        async with running(
+            OperatorConfig(host=host, namespaces=tuple(namespaces)), elector=elector
+        ):
             await _plain_life(emu)
             await _vllm_life(emu)
             await _groups_life(emu)

@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 import yaml
 
+from disagg_operator.controller.config import OperatorConfig
 from disagg_operator.controller.run import running
 from tests.support.emulator import Emulator
 
@@ -102,5 +103,5 @@ async def rolled_out(emu: Emulator, name: str = "demo") -> dict[str, Any]:
 @pytest.fixture()
 async def operator(emulator: Emulator) -> AsyncIterator[asyncio.Task[None]]:
     """The operator, cluster-wide, talking HTTP to the emulator."""
-    async with running(str(emulator.url).rstrip("/")) as task:
+    async with running(OperatorConfig(host=str(emulator.url).rstrip("/"))) as task:
         yield task

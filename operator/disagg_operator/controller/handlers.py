@@ -19,17 +19,11 @@ never writes to the CR (only our status patch does).
 
 Handlers are registered on :data:`registry` (not kopf's global one) so tests and
 ``disagg operator`` pass it explicitly. Settings (kopf bookkeeping in annotations, events
-only for warnings, standalone) are applied at startup; ``memo.host`` (optional) points the
-API client at an explicit server, e.g. the emulator; ``memo.resync_seconds`` (optional)
-starts the periodic resync of :meth:`Reconciler.resync_forever`; ``memo.canary_seconds``
-(optional) the canary watch of :meth:`Reconciler.watch_canaries_forever` and
-``memo.canary_port`` (optional) the port canaries are asked on; ``memo.root_key``
-(optional) is the root key of the handshake keys (keys.py), a random one per process when
-absent; ``memo.backoff`` (optional) the back-off of refused writes (refusals.Backoff);
-``memo.settings`` (optional) what the operator renders with (engines.settings.Settings);
-``memo.prometheus_url`` (optional) the Prometheus of deployments whose spec.autoscaling
-names none, and ``memo.autoscale_tick`` (optional) how often the autoscaler looks for a
-deployment whose period came (:mod:`disagg_operator.controller.autoscaler`).
+only for warnings, standalone) are applied at startup. kopf's memo comes with one key,
+``memo.config`` (:class:`~disagg_operator.controller.config.OperatorConfig`: the API
+server, the resync and canary periods, the root key, the settings, the autoscaler's
+Prometheus...); startup adds what it builds from it (the API client, the cache, the
+reconciler, the autoscaler, their tasks).
 """
 
 from __future__ import annotations
@@ -45,9 +39,9 @@ from disagg_operator.controller import client as k8s
 from disagg_operator.controller import metrics
 from disagg_operator.controller.autoscaler import TICK_S, Autoscaler
 from disagg_operator.controller.canaries import CanaryReader
+from disagg_operator.controller.config import OperatorConfig
 from disagg_operator.controller.reconciler import Reconciler
 from disagg_operator.controller.rules import cache
-from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.render.objects import LABEL_DEPLOYMENT
 
 registry = kopf.OperatorRegistry()
@@ -112,47 +106,43 @@ for (_version, _plural), _id in zip(CHILDREN, CHILD_INDICES, strict=True):
 @kopf.on.startup(registry=registry)
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
     configure(settings)
-    memo.api = await k8s.Api.connect(memo.get("host"))
+    config: OperatorConfig = memo.config
+    memo.api = await k8s.Api.connect(config.host)
     memo.cache = cache.Cache(kwargs[DEPLOYMENT_INDEX], [kwargs[i] for i in CHILD_INDICES])
     memo.gauges = metrics.register_deployments(memo.cache)
-    if memo.get("root_key") is None:
+    if config.root_key is None:
         log.warning(
             "no root key (--root-key-file): handshake keys derive from a random key of this "
             "process; a handshake Secret deleted after a restart comes back with another key"
         )
-    memo.canaries = CanaryReader(port=memo.get("canary_port") or CANARY_PORT)
+    memo.canaries = CanaryReader(port=config.canary_port or CANARY_PORT)
     await memo.canaries.start()
     memo.autoscaler = Autoscaler(
         memo.api,
         memo.cache,
         lambda namespace, name: memo.reconciler.request_soon(namespace, name),
-        settings=memo.get("settings") or DEFAULT,
-        prometheus_url=memo.get("prometheus_url"),
+        settings=config.settings,
+        prometheus_url=config.prometheus_url,
     )
     await memo.autoscaler.start()
     memo.reconciler = Reconciler(
-        memo.api,
-        memo.cache,
-        root_key=memo.get("root_key"),
-        backoff=memo.get("backoff"),
-        settings=memo.get("settings") or DEFAULT,
-        canaries=memo.canaries,
-        busy=memo.autoscaler.busy,
+        memo.api, memo.cache, config, canaries=memo.canaries, busy=memo.autoscaler.busy
     )
-    if memo.get("resync_seconds"):
-        resync = memo.reconciler.resync_forever(memo.get("namespaces", ()), memo.resync_seconds)
+    if config.resync_seconds:
+        resync = memo.reconciler.resync_forever(config.namespaces, config.resync_seconds)
         memo.resync_task = asyncio.create_task(resync)
-    if memo.get("canary_seconds"):
-        watch = memo.reconciler.watch_canaries_forever(memo.canary_seconds)
+    if config.canary_seconds:
+        watch = memo.reconciler.watch_canaries_forever(config.canary_seconds)
         memo.canary_task = asyncio.create_task(watch)
-    tick = memo.get("autoscale_tick")
+    tick = config.autoscale_tick
     memo.autoscale_task = asyncio.create_task(memo.autoscaler.run_forever(tick or TICK_S))
 
 
 @kopf.on.login(registry=registry)
 def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
-    if memo.get("host"):  # an explicit unauthenticated server: the emulator
-        return kopf.ConnectionInfo(server=memo.host, insecure=True)
+    host = memo.config.host
+    if host:  # an explicit unauthenticated server: the emulator
+        return kopf.ConnectionInfo(server=host, insecure=True)
     return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
 

@@ -19,16 +19,17 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from disagg_operator.api import kinds
 from disagg_operator.controller import metrics
 from disagg_operator.controller.canaries import CanaryReader, canary_turn
+from disagg_operator.controller.config import OperatorConfig
 from disagg_operator.controller.retries import CallLater, Retries
 from disagg_operator.controller.rules.cache import Cache
-from disagg_operator.controller.rules.refusals import ApiError, Backoff
+from disagg_operator.controller.rules.refusals import ApiError
 from disagg_operator.controller.sync import Client, sync
-from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render.objects import LABEL_DEPLOYMENT
 
 log = logging.getLogger("disagg.operator")
@@ -64,47 +65,60 @@ def _is_glob(pattern: str) -> bool:
     return any(ch in pattern for ch in "*?[")
 
 
+def _utc_now() -> datetime.datetime:
+    return datetime.datetime.now(tz=datetime.timezone.utc)
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """Where a reconciler reads time: ``now`` for a sync's wall clock, ``monotonic`` and
+    ``call_later`` for the refused writes' back-off (the running loop's timers when None).
+    Tests pass their own to move time by hand."""
+
+    now: Callable[[], datetime.datetime] = _utc_now
+    monotonic: Callable[[], float] = time.monotonic
+    call_later: CallLater | None = None
+
+
 class Reconciler:
     """Syncs deployments by (namespace, name), coalesced, timed and counted; refused writes
     are retried after a back-off (:class:`disagg_operator.controller.retries.Retries`).
 
-    ``cache``: where syncs read (handlers.py feeds it from kopf indices); ``root_key``:
-    the operator's root key (keys.py), a random one per process when None; ``settings``:
-    what this operator renders with (engines, platforms, canary image); ``monotonic`` and
-    ``call_later``: the clock and timers of the refused writes' back-off (tests move them
-    by hand); ``busy``: requests running per pod of a deployment, as the autoscaler last
-    read them (a scale-down takes the least busy first).
+    ``cache``: where syncs read (handlers.py feeds it from kopf indices); ``config``: the
+    operator's configuration (its root key, a random one per process when None; its
+    back-off and first retry; the settings it renders with); ``clocks``: see
+    :class:`Clocks`; ``canaries``: what the transfer canaries said; ``busy``: requests
+    running per pod of a deployment, as the autoscaler last read them (a scale-down takes
+    the least busy first).
     """
 
     def __init__(
         self,
         api: Client,
         cache: Cache,
-        clock: Callable[[], datetime.datetime] | None = None,
+        config: OperatorConfig,
         *,
-        root_key: bytes | None = None,
-        backoff: Backoff | None = None,
-        retry_first: float = 5.0,
-        settings: Settings = DEFAULT,
-        monotonic: Callable[[], float] = time.monotonic,
-        call_later: CallLater | None = None,
+        clocks: Clocks = Clocks(),
         canaries: CanaryReader | None = None,
         busy: Callable[[Hashable], Mapping[str, float]] | None = None,
     ) -> None:
         self.api = api
         self.busy = busy
         self.canaries = canaries
-        self.settings = settings
+        self.config = config
+        self.settings = config.settings
         self.cache = cache
-        self.root_key = root_key or secrets.token_bytes(32)
-        self._clock = clock or (lambda: datetime.datetime.now(tz=datetime.timezone.utc))
+        self.root_key = config.root_key or secrets.token_bytes(32)
+        self._clock = clocks.now
         self._coalescer = Coalescer(self._sync_key)
-        self.retries = Retries(self._coalescer.request, backoff, monotonic, call_later)
+        self.retries = Retries(
+            self._coalescer.request, config.backoff, clocks.monotonic, clocks.call_later
+        )
         self._follow_ups: set[asyncio.Task[None]] = set()
         self._synced: dict[Hashable, Any] = {}  # the generation each key's last sync ran on
         self._failures: dict[Hashable, int] = {}
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
-        self._retry_first = retry_first  # seconds before the first retry of a failed sync
+        self._retry_first = config.retry_first  # seconds before a failed sync's first retry
         self._soon: dict[Hashable, asyncio.TimerHandle] = {}
 
     async def request(self, namespace: str, name: str) -> None:

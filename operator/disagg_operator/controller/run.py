@@ -28,17 +28,16 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import kopf
 
 from disagg_contract import commandline
 from disagg_operator.controller import handlers, health, metrics, options
+from disagg_operator.controller.config import OperatorConfig, from_args
 from disagg_operator.controller.election import leader
 from disagg_operator.controller.rules import keys
-from disagg_operator.controller.rules.refusals import Backoff
-from disagg_operator.engines.settings import DEFAULT, Settings
 
 LEVELS = ("debug", "info", "warning", "error")
 # TransferPathReady follows a broken path within a canary probe period (T, 15 s by default)
@@ -136,22 +135,9 @@ def configure_logging(level: str) -> None:
 
 @contextlib.asynccontextmanager
 async def running(
-    host: str | None = None,
-    *,
-    namespaces: Sequence[str] = (),
-    liveness_endpoint: str | None = None,
-    resync_seconds: float = 0.0,
-    canary_seconds: float = 0.0,
-    canary_port: int | None = None,
-    ready_timeout: float = 30.0,
-    root_key: bytes | None = None,
-    backoff: Backoff | None = None,
-    elector: leader.Elector | None = None,
-    settings: Settings = DEFAULT,
-    prometheus_url: str | None = None,
-    autoscale_tick: float | None = None,
+    config: OperatorConfig, *, elector: leader.Elector | None = None
 ) -> AsyncIterator[asyncio.Task[None]]:
-    """Run the operator in this event loop until the block exits.
+    """Run the operator ``config`` describes in this event loop until the block exits.
 
     Yields the operator's task, which ends early on SIGINT/SIGTERM (kopf handles them).
     With ``elector``: first waits as a standby until it leads (kopf is not started before);
@@ -160,27 +146,15 @@ async def running(
     async with contextlib.AsyncExitStack() as stack:
         renewing = await stack.enter_async_context(leader.leading(elector)) if elector else None
         stop, ready = asyncio.Event(), asyncio.Event()
-        memo = kopf.Memo(
-            host=host,
-            namespaces=tuple(namespaces),
-            resync_seconds=resync_seconds,
-            canary_seconds=canary_seconds,
-            canary_port=canary_port,
-            root_key=root_key,
-            backoff=backoff,
-            settings=settings,
-            prometheus_url=prometheus_url,
-            autoscale_tick=autoscale_tick,
-        )
         tasks = await kopf.spawn_tasks(
             registry=handlers.registry,
-            clusterwide=not namespaces,
-            namespaces=namespaces,
+            clusterwide=not config.namespaces,
+            namespaces=config.namespaces,
             standalone=True,
             stop_flag=stop,
             ready_flag=ready,
-            memo=memo,
-            liveness_endpoint=liveness_endpoint,
+            memo=kopf.Memo(config=config),  # handlers read everything else from it
+            liveness_endpoint=config.liveness_endpoint,
         )
         # kopf cancels every task it does not know at exit: spare the caller's tasks,
         # including the one that stops it (test frameworks tear down from a task created
@@ -192,7 +166,7 @@ async def running(
             operator = asyncio.create_task(_until_lost(runner, renewing, stop))
             ignored.add(operator)
         try:
-            await _ready(ready, operator, ready_timeout)
+            await _ready(ready, operator, config.ready_timeout)
             yield operator
         finally:
             current = asyncio.current_task()
@@ -248,7 +222,7 @@ def main(argv: list[str]) -> int:
     if registered:
         logging.getLogger("disagg").info("registered platforms: %s", ", ".join(registered))
     metrics.serve(args.metrics_port, args.bind_address)
-    namespaces = [] if args.all_namespaces else args.namespace
+    config = from_args(args, settings=settings, root_key=root_key)
 
     async def forever() -> int:
         # Until kopf installs its own (graceful) handlers, a signal stops a standby at once.
@@ -260,15 +234,7 @@ def main(argv: list[str]) -> int:
             args.bind_address, args.health_port, lambda: elector.state if elector else "off"
         )
         try:
-            async with running(
-                namespaces=namespaces,
-                resync_seconds=args.resync_seconds,
-                canary_seconds=args.canary_seconds,
-                root_key=root_key,
-                elector=elector,
-                settings=settings,
-                prometheus_url=args.prometheus_url,
-            ) as operator:
+            async with running(config, elector=elector) as operator:
                 await operator  # until SIGTERM/SIGINT, or the lease is lost
         except leader.LeaseLost:
             return 1  # logged by the elector; the kubelet restarts us as a standby

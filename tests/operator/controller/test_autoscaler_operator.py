@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from disagg_operator.controller.config import OperatorConfig
 from disagg_operator.controller.run import running
 from disagg_tools.local.prometheus import Prometheus
 from tests.operator.conftest import DD, DD_PATH, NS, api, pods, quickstart, until
@@ -126,7 +127,7 @@ async def test_the_planner_sizes_each_pool_from_prometheus_and_scales_down_least
     exporter.rate("demo-decode-0", "disagg_generation_tokens_total", 1_000)  # 2 pods of 720
     config_map = {"metadata": {"name": "pools"}, "data": {"profile.json": json.dumps(PROFILE)}}
     await api(emulator, "POST", f"/api/v1/namespaces/{NS}/configmaps", config_map)
-    async with running(str(emulator.url).rstrip("/"), autoscale_tick=0.2):
+    async with running(OperatorConfig(host=str(emulator.url).rstrip("/"), autoscale_tick=0.2)):
         spec = quickstart(
             autoscaling={**AUTOSCALING, "prometheusUrl": prom.url},
             monitoring={"enabled": True, "interval": "1s"},
@@ -159,7 +160,7 @@ async def test_a_pass_that_cannot_plan_says_why_and_changes_no_count(
     emulator: Emulator, scraped: tuple[Exporter, Prometheus]
 ) -> None:
     _, prom = scraped
-    async with running(str(emulator.url).rstrip("/"), autoscale_tick=0.2):
+    async with running(OperatorConfig(host=str(emulator.url).rstrip("/"), autoscale_tick=0.2)):
         spec = quickstart(
             autoscaling={**AUTOSCALING, "prometheusUrl": prom.url},
             monitoring={"enabled": True, "interval": "1s"},
@@ -184,7 +185,7 @@ async def test_in_recommend_mode_the_plan_is_reported_and_the_spec_counts_run(
     exporter.rate("demo-decode-0", "disagg_generation_tokens_total", 1_000)
     config_map = {"metadata": {"name": "pools"}, "data": {"profile.json": json.dumps(PROFILE)}}
     await api(emulator, "POST", f"/api/v1/namespaces/{NS}/configmaps", config_map)
-    async with running(str(emulator.url).rstrip("/"), autoscale_tick=0.2):
+    async with running(OperatorConfig(host=str(emulator.url).rstrip("/"), autoscale_tick=0.2)):
         auto = {**AUTOSCALING, "prometheusUrl": prom.url, "mode": "Recommend"}
         spec = quickstart(autoscaling=auto, monitoring={"enabled": True, "interval": "1s"})
         await api(emulator, "POST", DD_PATH, spec)

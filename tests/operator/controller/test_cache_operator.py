@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from disagg_operator.api import kinds as kind_table
+from disagg_operator.controller.config import OperatorConfig
 from disagg_operator.controller.reconciler import Reconciler
 from disagg_operator.controller.run import running
 from tests.operator.conftest import (
@@ -67,7 +68,7 @@ def rollout_done(emu: Emulator, decode: int) -> Any:
 
 
 async def test_create_scale_and_roll_make_no_get_or_list(emulator: Emulator) -> None:
-    async with running(str(emulator.url).rstrip("/")), kubelet(emulator):
+    async with running(OperatorConfig(host=str(emulator.url).rstrip("/"))), kubelet(emulator):
         started = await watching(emulator)
         await api(emulator, "POST", DD_PATH, quickstart())
         await until("created and Ready", lambda: rollout_done(emulator, 1))
@@ -116,7 +117,10 @@ async def test_resync_lists_each_child_kind_once_and_recreates_a_lost_pod(
     emulator: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     passes = record_passes(monkeypatch, emulator)
-    async with running(str(emulator.url).rstrip("/"), resync_seconds=0.3), kubelet(emulator):
+    async with (
+        running(OperatorConfig(host=str(emulator.url).rstrip("/"), resync_seconds=0.3)),
+        kubelet(emulator),
+    ):
         for name in ("demo", "other", "third"):
             await api(emulator, "POST", DD_PATH, quickstart(name))
         await until("Ready", lambda: condition(emulator, "demo").get("status") == "True")
@@ -157,7 +161,7 @@ async def test_resync_lists_each_child_kind_once_and_recreates_a_lost_pod(
 
 async def test_writes_answered_429_are_retried_after_retry_after(emulator: Emulator) -> None:
     emulator.throttle("v1/pods", count=3, retry_after=0, verb="create")
-    async with running(str(emulator.url).rstrip("/")), kubelet(emulator):
+    async with running(OperatorConfig(host=str(emulator.url).rstrip("/"))), kubelet(emulator):
         await api(emulator, "POST", DD_PATH, quickstart())
         await until("Ready", lambda: condition(emulator, "demo").get("status") == "True")
     creates = [c for c in emulator.calls if c.verb == "create" and c.resource == "pods"]

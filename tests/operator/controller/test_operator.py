@@ -245,15 +245,16 @@ async def test_invalid_spec_reports_and_changes_nothing(
 
 async def test_restart_makes_no_duplicates_and_no_writes(emulator: Emulator) -> None:
     host = str(emulator.url).rstrip("/")
+    from disagg_operator.controller.config import OperatorConfig
     from disagg_operator.controller.run import running
 
-    async with running(host):
+    async with running(OperatorConfig(host=host)):
         await api(emulator, "POST", DD_PATH, quickstart())
         await converge(emulator)
         await quiet(emulator)
     objects_before = snapshot(emulator)
     mark, before = len(emulator.calls), synced()
-    async with running(host):
+    async with running(OperatorConfig(host=host)):
         await until("resumed", lambda: synced() >= before + 1)
         await quiet(emulator)
     assert writes(emulator, mark) == []
@@ -262,6 +263,7 @@ async def test_restart_makes_no_duplicates_and_no_writes(emulator: Emulator) -> 
 
 
 async def test_namespaced_operator_leaves_other_namespaces_alone(emulator: Emulator) -> None:
+    from disagg_operator.controller.config import OperatorConfig
     from disagg_operator.controller.run import running
 
     for ns in (NS, "team-b"):  # kopf finds the namespaces it serves by listing them
@@ -271,7 +273,7 @@ async def test_namespaced_operator_leaves_other_namespaces_alone(emulator: Emula
     other = quickstart("elsewhere")
     other["metadata"]["namespace"] = "team-b"
     await api(emulator, "POST", DD_PATH.replace(NS, "team-b"), other)
-    async with running(str(emulator.url).rstrip("/"), namespaces=[NS]):
+    async with running(OperatorConfig(host=str(emulator.url).rstrip("/"), namespaces=(NS,))):
         await api(emulator, "POST", DD_PATH, quickstart())
         await converge(emulator)
         await quiet(emulator)
@@ -280,9 +282,10 @@ async def test_namespaced_operator_leaves_other_namespaces_alone(emulator: Emula
 
 
 async def test_periodic_resync_heals_what_no_event_reported(emulator: Emulator) -> None:
+    from disagg_operator.controller.config import OperatorConfig
     from disagg_operator.controller.run import running
 
-    async with running(str(emulator.url).rstrip("/"), resync_seconds=0.3):
+    async with running(OperatorConfig(host=str(emulator.url).rstrip("/"), resync_seconds=0.3)):
         await api(emulator, "POST", DD_PATH, quickstart())
         await converge(emulator)
         emulator.lose_object("v1/services", NS, "demo-decode")  # gone, and no watch event

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 
+from disagg_operator.controller.config import OperatorConfig
 from disagg_operator.controller.rules.refusals import Backoff
 from disagg_operator.controller.run import running
 from tests.operator.conftest import DD_PATH, NS, api, condition, pods, quickstart, until
@@ -35,7 +36,7 @@ def warnings(emu: Emulator) -> list[dict]:
 async def test_refused_pod_create_degrades_backs_off_and_recovers(emulator: Emulator) -> None:
     rule = emulator.refuse("v1/pods", code=422, reason="Invalid", message=WEBHOOK)
     host = str(emulator.url).rstrip("/")
-    async with running(host, backoff=Backoff(first=0.5, cap=2.0)):
+    async with running(OperatorConfig(host=host, backoff=Backoff(first=0.5, cap=2.0))):
         await api(emulator, "POST", DD_PATH, quickstart())
         degraded = await until(
             "Degraded/ApiRefused",

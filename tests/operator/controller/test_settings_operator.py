@@ -10,6 +10,7 @@ import kmock
 import yaml
 
 from disagg_contract.platforms import Platform
+from disagg_operator.controller.config import OperatorConfig
 from disagg_operator.controller.run import running
 from disagg_operator.engines.settings import Settings
 from tests.operator.conftest import DD_PATH, NS, ROOT, api, pods, until
@@ -54,8 +55,12 @@ async def test_two_operators_with_different_settings_render_their_own_way() -> N
             serve_project_crds(emu)
             emus.append(emu)
         a, b = emus
-        await stack.enter_async_context(running(str(a.url).rstrip("/"), settings=a_settings))
-        await stack.enter_async_context(running(str(b.url).rstrip("/"), settings=b_settings))
+        await stack.enter_async_context(
+            running(OperatorConfig(host=str(a.url).rstrip("/"), settings=a_settings))
+        )
+        await stack.enter_async_context(
+            running(OperatorConfig(host=str(b.url).rstrip("/"), settings=b_settings))
+        )
         await api(a, "POST", DD_PATH, _vllm("hpu"))
         await api(b, "POST", DD_PATH, _vllm("hpu"))
         # b knows hpu and renders its pods with its canary image; a refuses the device

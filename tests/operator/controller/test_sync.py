@@ -23,7 +23,8 @@ import yaml
 
 from disagg_operator.api import kinds
 from disagg_operator.controller.client import PLURALS, ApiError
-from disagg_operator.controller.reconciler import Coalescer, Reconciler
+from disagg_operator.controller.config import OperatorConfig
+from disagg_operator.controller.reconciler import Clocks, Coalescer, Reconciler
 from disagg_operator.controller.rules.cache import Cache, owner
 from disagg_operator.controller.rules.keys import derive
 from disagg_operator.controller.rules.refusals import Backoff
@@ -393,10 +394,8 @@ async def test_reconciler_backs_off_and_child_events_do_not_retry_refused_writes
     reconciler = Reconciler(
         api,
         cache_of(api),
-        root_key=ROOT_KEY,
-        backoff=Backoff(first=0.25, cap=0.5),  # binary fractions: exact sums
-        monotonic=timers.clock,
-        call_later=timers.call_later,
+        OperatorConfig(root_key=ROOT_KEY, backoff=Backoff(first=0.25, cap=0.5)),  # exact sums
+        clocks=Clocks(monotonic=timers.clock, call_later=timers.call_later),
     )
 
     def attempts() -> int:
@@ -434,7 +433,7 @@ async def test_a_new_generation_retries_at_once() -> None:
     api.refuse["create", "Pod"] = (422, INVALID)
     deployment(api)
     reconciler = Reconciler(
-        api, cache_of(api), root_key=ROOT_KEY, backoff=Backoff(first=60, cap=60)
+        api, cache_of(api), OperatorConfig(root_key=ROOT_KEY, backoff=Backoff(first=60, cap=60))
     )
     try:
         await reconciler.request("ns", "demo")
@@ -453,7 +452,7 @@ async def test_only_a_new_deployment_or_a_new_generation_asks_for_a_sync() -> No
     generation is stale; status-only changes (our own patch's echo) are not."""
     api = FakeApi()
     deployment(api)
-    reconciler = Reconciler(api, cache_of(api), root_key=ROOT_KEY)
+    reconciler = Reconciler(api, cache_of(api), OperatorConfig(root_key=ROOT_KEY))
     try:
         assert reconciler.stale("ns", "demo", 1)
         await reconciler.request("ns", "demo")
@@ -469,7 +468,7 @@ async def test_a_transient_failure_is_retried_with_back_off_until_a_sync_succeed
     api = FakeApi()
     api.refuse["create", "Pod"] = (500, "etcdserver: request timed out")
     deployment(api)
-    reconciler = Reconciler(api, cache_of(api), root_key=ROOT_KEY, retry_first=0.1)
+    reconciler = Reconciler(api, cache_of(api), OperatorConfig(root_key=ROOT_KEY, retry_first=0.1))
 
     async def until(check: Any, timeout: float = 10.0) -> None:
         deadline = asyncio.get_running_loop().time() + timeout

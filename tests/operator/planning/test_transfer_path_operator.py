@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from disagg_operator.controller.config import OperatorConfig
 from disagg_operator.controller.run import running
 from disagg_tools.local.children import Child, disagg_argv, start_child, wait_ready
 from tests.operator.conftest import DD_PATH, NS, api, condition, pods, quickstart, until
@@ -76,7 +77,7 @@ async def test_the_condition_follows_a_frozen_prefill_while_every_pod_stays_read
 ) -> None:
     assert path.probe() == 200  # the canary proved the path once: its readiness latched
     url = str(emulator.url).rstrip("/")
-    async with running(url, canary_seconds=WATCH_S, canary_port=path.port):
+    async with running(OperatorConfig(host=url, canary_seconds=WATCH_S, canary_port=path.port)):
         await api(emulator, "POST", DD_PATH, quickstart())
         got = await converge(emulator)
         decode = got["demo-decode-0"]

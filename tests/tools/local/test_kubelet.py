@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from disagg_operator.controller.config import OperatorConfig
 from disagg_operator.controller.run import running as operator_running
 from disagg_tools.local.kubelet import run as kubelet_run
 from disagg_tools.local.kubelet.node import Kubelet
@@ -34,7 +35,7 @@ async def cluster(emulator: Emulator, tmp_path: Path) -> AsyncIterator[Kubelet]:
     """The operator (its canary watch every second) and the local kubelet."""
     url = str(emulator.url).rstrip("/")
     async with (
-        operator_running(url, canary_seconds=1.0),
+        operator_running(OperatorConfig(host=url, canary_seconds=1.0)),
         kubelet_run.running(url, tmp_path) as kubelet,
     ):
         yield kubelet

@@ -232,6 +232,7 @@ async def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict
     import aiohttp
     import kmock
 
+    from disagg_operator.controller.config import OperatorConfig
     from disagg_operator.controller.run import configure_logging, running
     from disagg_tools.emulator.server import Emulator
 
@@ -245,7 +246,7 @@ async def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict
         host = str(emu.url).rstrip("/")
         kubelet = asyncio.create_task(bench.kubelet())
         try:
-            async with running(host), aiohttp.ClientSession(host) as http:
+            async with running(OperatorConfig(host=host)), aiohttp.ClientSession(host) as http:
                 samples = await latency(bench, http, args.crs, args.timeout)
                 per_min = await steady(bench, args.steady_seconds, args.timeout)
                 first = len(emu.calls)

@@ -192,6 +192,7 @@ async def run(
     """The loop (module docstring); ``given``: a profile, else one measured in the loop."""
     import kmock
 
+    from disagg_operator.controller.config import OperatorConfig
     from disagg_operator.controller.run import configure_logging, running
     from disagg_operator.planning.autoscale import profiles_from
     from disagg_tools.emulator.server import Emulator
@@ -209,7 +210,7 @@ async def run(
                 serve_crd(emu)
                 host = str(emu.url).rstrip("/")
                 async with (
-                    running(host, canary_seconds=5.0, autoscale_tick=0.5),
+                    running(OperatorConfig(host=host, canary_seconds=5.0, autoscale_tick=0.5)),
                     kubelet_run.running(host, work / "kubelet", tick_s=0.25),
                 ):
                     watch = asyncio.create_task(_watch(emu, prom, timeline))
