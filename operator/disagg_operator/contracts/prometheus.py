@@ -49,11 +49,18 @@ class AlertSeries:
     requests queued (read on prefill pods: DisaggPrefillQueueing); ``recomputed``, a
     counter of requests a decode computed from the prompt instead of reading their KV
     (DisaggDecodeRecomputing); ``transfer_failures``, a counter of failed KV transfers
-    (on either pool: DisaggKVTransferFailing)."""
+    (on either pool: DisaggKVTransferFailing); ``failed_notifications``, of transfer
+    notifications that could not be sent (DisaggKVNotificationsFailing);
+    ``expired_leases``, of requests whose KV lease ran out before a decode read it
+    (DisaggKVLeaseExpiring); ``notifications_after_expiry``, of reads finished after the
+    lease had freed the blocks (DisaggKVReadAfterExpiry); each read on both pools."""
 
     waiting: str | None = None
     recomputed: str | None = None
     transfer_failures: str | None = None
+    failed_notifications: str | None = None
+    expired_leases: str | None = None
+    notifications_after_expiry: str | None = None
 
 
 # --- What render writes (render/monitoring.py), as the v0.93.0 CRDs type it --------------

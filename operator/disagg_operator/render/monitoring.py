@@ -32,6 +32,7 @@ from disagg_operator.api import (
     DeploymentSpec,
 )
 from disagg_operator.contracts import prometheus
+from disagg_operator.contracts.prometheus import AlertSeries
 from disagg_operator.engines.settings import Settings
 from disagg_operator.render import canary, router
 from disagg_operator.render.pods import METRICS_PORT_NAME, sidecar_enabled
@@ -158,6 +159,7 @@ def rule_groups(
         rules.append(_recomputing(" or ".join(recomputed), where))
     if series.transfer_failures is not None:
         rules.append(_transfers_failing(series.transfer_failures, jobs, where))
+    rules += _lease_alerts(series, jobs, where)
     if series.waiting is not None:
         rules.append(_prefill_queueing(series.waiting, jobs["prefill"], where))
     return [{"name": f"disagg-{namespace}-{name}", "rules": rules}]
@@ -199,16 +201,70 @@ def _recomputing(expr: str, where: str) -> dict[str, Any]:
 
 def _transfers_failing(failures: str, jobs: dict[str, str], where: str) -> dict[str, Any]:
     """Failed KV transfers on either pool (a decode's reads, a prefill's pushes)."""
-    rates = " or ".join(f"rate({failures}{{{jobs[r]}}}[5m])" for r in ("prefill", "decode"))
     return _alert(
         "DisaggKVTransferFailing",
-        f"sum({rates}) > 0",
+        _either_pool(failures, jobs),
         "10m",
         "warning",
         f"KV transfers between the pools of {where} have failed for 10 minutes: the "
         "requests whose KV did not arrive failed or were computed again by decode; the "
         "engines' logs name the failure (docs/troubleshooting.md).",
     )
+
+
+def _either_pool(counter: str, jobs: dict[str, str], over: str = "rate") -> str:
+    """``counter``'s rate (or increase) over 5 minutes summed over both pools' series."""
+    per_pool = (f"{over}({counter}{{{jobs[r]}}}[5m])" for r in ("prefill", "decode"))
+    return f"sum({' or '.join(per_pool)}) > 0"
+
+
+# The alerts on a KV lease's life, each on a counter of AlertSeries read on both pools:
+# (its field, the alert, rate or increase over 5 min, for, severity, description of
+# {where}). A read after expiry fires at once: one answer built from freed KV is one too many.
+_LEASE_ALERTS = (
+    (
+        "failed_notifications",
+        "DisaggKVNotificationsFailing",
+        "rate",
+        "10m",
+        "warning",
+        "KV-transfer notifications between the pools of {where} have failed for 10 minutes: "
+        "prefill holds KV blocks a decode has read until their lease ends, or a decode waits "
+        "for KV it registered for; the engines' logs name the peer (docs/troubleshooting.md).",
+    ),
+    (
+        "expired_leases",
+        "DisaggKVLeaseExpiring",
+        "rate",
+        "10m",
+        "warning",
+        "Prefill pods of {where} have freed KV blocks no decode read within the lease for 10 "
+        "minutes: those requests failed or were computed again on decode. Raise "
+        "spec.kvTransfer.blockLeaseSeconds above decode's queueing plus transfer time, or "
+        "add decode pods.",
+    ),
+    (
+        "notifications_after_expiry",
+        "DisaggKVReadAfterExpiry",
+        "increase",
+        "0m",
+        "critical",
+        "A decode of {where} finished reading KV blocks after prefill's lease on them had run "
+        "out: the blocks may have been reused, and answers built from another request's KV "
+        "(HTTP 200). Raise spec.kvTransfer.blockLeaseSeconds now and look for decode queueing.",
+    ),
+)
+
+
+def _lease_alerts(series: AlertSeries, jobs: dict[str, str], where: str) -> list[dict[str, Any]]:
+    """The :data:`_LEASE_ALERTS` whose counter the engine exports."""
+    out = []
+    for field, name, over, after, severity, text in _LEASE_ALERTS:
+        counter = getattr(series, field)
+        if counter is not None:
+            expr = _either_pool(counter, jobs, over)
+            out.append(_alert(name, expr, after, severity, text.format(where=where)))
+    return out
 
 
 def _prefill_queueing(waiting: str, prefill: str, where: str) -> dict[str, Any]:

@@ -43,6 +43,7 @@ ON = {"enabled": True}
 WITH_CANARY = dataclasses.replace(DEFAULT, canary_image="example.com/disagg-worker:1")
 LOGGERS = "vllm/v1/metrics/loggers.py, PrometheusStatLogger"
 NIXL_0_32 = "vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py, NixlPromMetrics"
+NIXL_0_15 = "vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py, NixlPromMetrics"
 _REQUESTS = (
     ("vllm:num_requests_waiting", "gauge", LOGGERS),
     ("vllm:num_requests_running", "gauge", LOGGERS),
@@ -59,8 +60,17 @@ VLLM_SERIES: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("vllm:prompt_tokens_by_source", "counter", LOGGERS),
         ("vllm:kv_cache_usage_perc", "gauge", LOGGERS),
         ("vllm:nixl_num_failed_transfers", "counter", NIXL_0_32),
+        ("vllm:nixl_num_failed_notifications", "counter", NIXL_0_32),
         ("vllm:nixl_num_kv_expired_reqs", "counter", NIXL_0_32),
+        ("vllm:nixl_num_notifications_after_expiry", "counter", NIXL_0_32),
         ("vllm:nixl_xfer_time_seconds", "histogram", NIXL_0_32),
+    ),
+    # the lease counter from 0.15.0; no count of reads after expiry before 0.32.0
+    "0.15.0": (
+        *_REQUESTS,
+        ("vllm:nixl_num_failed_transfers", "counter", NIXL_0_15),
+        ("vllm:nixl_num_failed_notifications", "counter", NIXL_0_15),
+        ("vllm:nixl_num_kv_expired_reqs", "counter", NIXL_0_15),
     ),
     # no NIXL series before 0.11.1 (none in kv_connector/v1/nixl_connector.py)
     "0.11.0": _REQUESTS,
@@ -72,6 +82,9 @@ BEHAVIOUR: dict[str, tuple[str, str, str | None]] = {
     "DisaggDecodeUnproven": ("0x40", "1x40", "decode"),
     "DisaggDecodeRecomputing": ("0+1x40", "7x40", None),
     "DisaggKVTransferFailing": ("0+1x40", "7x40", None),
+    "DisaggKVNotificationsFailing": ("0+1x40", "7x40", None),
+    "DisaggKVLeaseExpiring": ("0+1x40", "7x40", None),
+    "DisaggKVReadAfterExpiry": ("0+1x40", "7x40", None),
     "DisaggPrefillQueueing": ("3x40", "0x40", None),
 }
 EVAL_TIME = "30m"  # past every alert's `for`
@@ -165,6 +178,7 @@ SPECS: dict[str, tuple[dict[str, Any], Settings, str]] = {
         "0.32.0",
     ),
     "vllm-0.32.0": (_vllm_gpu_cpu("0.32.0", monitoring=ON), DEFAULT, "0.32.0"),
+    "vllm-0.15.0": (_vllm_cuda("0.15.0", monitoring=ON), DEFAULT, "0.15.0"),
     "vllm-0.11.0+router+canary": (
         _vllm_cuda("0.11.0", router={"enabled": True}, monitoring=ON),
         WITH_CANARY,

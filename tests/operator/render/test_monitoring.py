@@ -13,6 +13,7 @@ Prometheus Operator runs here."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import subprocess
 from pathlib import Path
@@ -301,7 +302,7 @@ def test_each_alert_reads_the_engines_own_series_and_is_left_out_where_none_feed
     assert "disagg_proxy_" not in reference["DisaggDecodeRecomputing"]  # no router
     # vLLM counts no recomputed request: without the router nothing feeds that alert
     alone = _alerts(vllm_gpu_cpu(monitoring=ON))
-    assert set(alone) == {"DisaggKVTransferFailing", "DisaggPrefillQueueing"}
+    assert set(alone) == {"DisaggKVTransferFailing", "DisaggPrefillQueueing", *LEASE}
     assert "vllm:num_requests_waiting{" in alone["DisaggPrefillQueueing"]
     assert "vllm:nixl_num_failed_transfers_total{" in alone["DisaggKVTransferFailing"]
     routed = _alerts(vllm_gpu_cpu(router={"enabled": True}, monitoring=ON), WITH_CANARY)
@@ -319,6 +320,38 @@ def test_each_alert_reads_the_engines_own_series_and_is_left_out_where_none_feed
     )
     old["spec"]["engine"]["version"] = "0.11.0"
     assert set(_alerts(old)) == {"DisaggPrefillQueueing"}
+
+
+LEASE = {"DisaggKVNotificationsFailing", "DisaggKVLeaseExpiring", "DisaggKVReadAfterExpiry"}
+
+
+@pytest.mark.parametrize(
+    ("version", "lease_alerts"),
+    [
+        ("0.11.1", {"DisaggKVNotificationsFailing"}),
+        ("0.14.1", {"DisaggKVNotificationsFailing"}),
+        ("0.15.0", {"DisaggKVNotificationsFailing", "DisaggKVLeaseExpiring"}),
+        ("0.31.0", {"DisaggKVNotificationsFailing", "DisaggKVLeaseExpiring"}),
+        ("0.32.0", LEASE),
+        ("0.40.0", LEASE),  # newer than the newest checked: read as the newest
+    ],
+)
+def test_vllm_lease_alerts_follow_the_counters_each_version_defines(
+    version: str, lease_alerts: set[str]
+) -> None:
+    gpu = role("cuda", resources={"limits": {"nvidia.com/gpu": 1}})
+    obj = body(engine="vllm", prefill=gpu, decode=copy.deepcopy(gpu), monitoring=ON)
+    obj["spec"]["engine"]["version"] = version
+    alerts = _alerts(obj)
+    assert set(alerts) & LEASE == lease_alerts
+    jobs = ('{namespace="ns", job="ns/demo-prefill"}', '{namespace="ns", job="ns/demo-decode"}')
+    series = {
+        "DisaggKVNotificationsFailing": "rate(vllm:nixl_num_failed_notifications_total",
+        "DisaggKVLeaseExpiring": "rate(vllm:nixl_num_kv_expired_reqs_total",
+        "DisaggKVReadAfterExpiry": "increase(vllm:nixl_num_notifications_after_expiry_total",
+    }
+    for alert in lease_alerts:  # either pool's counter, summed
+        assert all(f"{series[alert]}{job}[5m])" in alerts[alert] for job in jobs), alerts[alert]
 
 
 def test_an_engine_that_declares_no_series_gets_only_the_canary_and_router_alerts() -> None:

