@@ -415,13 +415,22 @@ def _ports(spec: DeploymentSpec, engine: Engine) -> Iterator[Problem]:
             return
 
 
+def _flag_name(arg: str) -> str:
+    """The flag ``arg`` sets as vLLM's parser reads it (FlexibleArgumentParser, 0.32.0):
+    ``--a_b=1`` is ``--a-b``, and ``--json-flag.key=v`` sets a key of ``--json-flag``."""
+    name = arg.split("=", 1)[0]
+    if not name.startswith("--"):
+        return name
+    return "--" + name[2:].split(".", 1)[0].replace("_", "-")
+
+
 def _overrides(spec: DeploymentSpec, engine: Engine) -> Iterator[Problem]:
     """Args and env that would fight a value the engine derives: refused, naming the spec
     field that sets it instead."""
     for role in ROLES:
         r = spec.role(role)
         for i, arg in enumerate(r.args or []):
-            flag = arg.split("=", 1)[0]
+            flag = _flag_name(arg)
             if flag in engine.derived_flags:
                 use = engine.derived_flags[flag].replace("<role>", role)
                 yield Problem(f"spec.{role}.args[{i}]", f"{flag} is derived; set {use}")

@@ -51,6 +51,7 @@ DERIVED_FLAGS = {
     "--served-model-name": "spec.servedModelName",
     **{f: "spec.<role>.nodesPerInstance" for f in vllm.MULTINODE_FLAGS},
     vllm.HEADLESS_FLAG: "spec.<role>.nodesPerInstance (a group's workers run headless)",
+    **dict.fromkeys(vllm.KV_OFFLOADING_FLAGS, vllm.KV_OFFLOADING_USE),
 }
 DERIVED_ENV = {
     vllm.SIDE_CHANNEL_HOST: "nothing: it is the pod IP",

@@ -160,6 +160,15 @@ CPU_TRANSFER_KV_DTYPES = ("auto",)
 # CPU attention's kernel block sizes (v1/attention/backends/cpu_attn.py, 0.32.0-0.33.0:
 # MultipleOf(32)).
 CPU_BLOCK_MULTIPLE = 32
+# vLLM's top-level CPU KV tier: with --kv-offloading-size set, VllmConfig's
+# _post_init_kv_transfer_config (config/vllm.py, 0.32.0) replaces the configured connector
+# with OffloadingConnector (LMCacheMPConnector for --kv-offloading-backend lmcache) and
+# kv_role with kv_both: the P/D connector is gone.
+KV_OFFLOADING_FLAGS = ("--kv-offloading-size", "--kv-offloading-backend")
+KV_OFFLOADING_USE = (
+    "spec.kvTransfer: this flag replaces the P/D connector with vLLM's OffloadingConnector "
+    "(kv_role kv_both); a CPU KV tier beside it is not supported yet (planned)"
+)
 # vLLM V1 keeps a prefix cache unless told not to.
 NO_PREFIX_CACHE_FLAG = "--no-enable-prefix-caching"
 # Flags that size the device KV cache (and so a cpu buffer's host mirror of it).
