@@ -253,10 +253,9 @@ def test_prefill_killed_between_the_hops_fails_fast_and_decode_survives(
     pd_stack: Stack,
 ) -> None:
     prompt = [0] + [9 + (i * 29) % 1000 for i in range(99)]
-    first = post(
-        pd_stack.url("prefill") + "/v1/completions",
-        {"prompt": prompt, "max_tokens": 1, "temperature": 0, "kv_transfer_params": PREFILL_PARAMS},
-    )
+    hop = {"prompt": prompt, "max_tokens": 1, "temperature": 0,
+           "kv_transfer_params": PREFILL_PARAMS.to_wire()}  # fmt: skip
+    first = post(pd_stack.url("prefill") + "/v1/completions", hop)
     params = first["kv_transfer_params"]
     assert params["remote_block_ids"], first
     prefill = next(c for c in pd_stack.run.children if c.name.startswith("vllm-cpu-prefill"))

@@ -35,7 +35,7 @@ def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
 def test_the_relay_counts_only_the_p_d_params_it_dropped() -> None:
     pd = {"do_remote_prefill": True, "remote_engine_id": "p", "remote_block_ids": [1]}
     sent = [{"kv_transfer_params": pd}, {"kv_transfer_params": pd}, {"kv_transfer_params": pd},
-            {"kv_transfer_params": LOCAL_PARAMS}, {}]  # fmt: skip
+            {"kv_transfer_params": LOCAL_PARAMS.to_wire()}, {}]  # fmt: skip
     with serve_in_thread(_echo()) as decode:
         relay = params_dropper(decode)
         with serve_in_thread(relay) as url:

@@ -19,6 +19,7 @@ from aiohttp.test_utils import TestServer
 from disagg_worker.model.model import BOS
 from disagg_worker.serve.proxy.app import build_app
 from disagg_worker.serve.proxy.flow import Proxy
+from disagg_worker.serve.rules.kv_params import KvTransferParams
 from tests.worker.serve.conftest import (
     StartWorker,
     Workers,
@@ -256,7 +257,7 @@ async def test_prefill_killed_between_hops_fails_naming_the_cause(
     pre = start_worker("prefill", num_blocks=16)
     dec = start_worker("decode", num_blocks=16, transfer_deadline_s=3.0)
 
-    async def kill_prefill(params: dict[str, Any]) -> None:
+    async def kill_prefill(params: KvTransferParams) -> None:
         pre.proc.send_signal(signal.SIGKILL)
         pre.proc.wait()
 
@@ -297,9 +298,9 @@ async def _through_proxy(proxy: Proxy, body: dict[str, Any]) -> tuple[int, dict[
 def _killer(pool: dict[str, Any], killed: list[str]) -> Any:
     """An after_prefill hook that SIGKILLs the prefill of the first request only."""
 
-    async def kill(params: dict[str, Any]) -> None:
+    async def kill(params: KvTransferParams) -> None:
         if not killed:
-            victim = pool[params["remote_engine_id"]]
+            victim = pool[params.remote_engine_id]
             victim.proc.send_signal(signal.SIGKILL)
             victim.proc.wait()
             killed.append(victim.name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from disagg_worker.serve.rules.kv_params import transfer_params
+from disagg_worker.serve.api import transfer_params
 from disagg_worker.serve.rules.openai import (
     OWNED,
     CompletionRequest,
@@ -200,7 +200,7 @@ def test_transfer_params_read_what_decode_uses_and_keep_the_rest() -> None:
     got = transfer_params({**PREFILL_ANSWER, **extra}, num_blocks=8, vocab_size=258)
     assert (got.host, got.port, got.engine_id) == ("10.0.0.7", 5600, "p0")
     assert (got.block_ids, got.request_id) == ((3, 4), "cmpl-1-abc")
-    assert got.raw == {**PREFILL_ANSWER, **extra}  # unknown keys pass through untouched
+    assert got.params.to_wire() == {**PREFILL_ANSWER, **extra}  # unknown keys pass through
     assert (got.incarnation, got.prompt_digest, got.first_token) == ("i-7", "sha256:00", None)
     assert transfer_params({**PREFILL_ANSWER, "first_token": 257}, 8, 258).first_token == 257
     bare = {k: v for k, v in PREFILL_ANSWER.items() if k not in ("remote_request_id", "tp_size")}

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from disagg_worker.serve.rules.kv_params import SIGNATURE, check_signature, sign
+from disagg_worker.serve.api import check_signature
+from disagg_worker.serve.rules.kv_params import SIGNATURE, KvTransferParams
 from disagg_worker.serve.rules.openai import OpenAIError
 from tests.worker.serve.conftest import Workers, post
 from tests.worker.serve.test_faults import SilentPeer, _prompt
@@ -17,28 +18,27 @@ from tests.worker.serve.test_faults import SilentPeer, _prompt
 KEY, OTHER = b"k" * 32, b"o" * 32
 
 
-def _params(**changes: Any) -> dict[str, Any]:
-    params: dict[str, Any] = {
-        "do_remote_prefill": True,
-        "remote_engine_id": "prefill-0",
-        "remote_block_ids": [0, 1],
-        "remote_host": "10.0.0.7",
-        "remote_port": 5600,
-        "remote_request_id": "r-1",
-    }
-    params[SIGNATURE] = sign(params, KEY)
-    return {**params, **changes}
+def _params(**changes: Any) -> KvTransferParams:
+    params = KvTransferParams.build(
+        do_remote_prefill=True,
+        remote_engine_id="prefill-0",
+        remote_block_ids=[0, 1],
+        remote_host="10.0.0.7",
+        remote_port=5600,
+        remote_request_id="r-1",
+    )
+    return params.sign(KEY).with_values(**changes)
 
 
 def test_signed_params_pass_and_anything_else_is_refused_naming_the_field() -> None:
     check_signature(_params(), KEY)
     check_signature(_params(remote_port=1), None)  # no key: nothing is checked
     refused = {
-        "unsigned": {k: v for k, v in _params().items() if k != SIGNATURE},
+        "unsigned": _params(**{SIGNATURE: None}),
         "another host": _params(remote_host="203.0.113.9"),
         "another port": _params(remote_port=22),
         "more blocks": _params(remote_block_ids=[0, 1, 2]),
-        "another key": {**_params(), SIGNATURE: sign(_params(), OTHER)},
+        "another key": _params().sign(OTHER),
     }
     for why, params in refused.items():
         with pytest.raises(OpenAIError) as info:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import aiohttp
 from aiohttp import web
 
+from disagg_worker.serve.rules.kv_params import FIELD, hop_of
+
 DROPPED = web.AppKey("dropped", dict)
 
 
@@ -26,9 +28,9 @@ def params_dropper(decode: str) -> web.Application:
 
     async def relay(request: web.Request) -> web.Response:
         sent = await request.json()
-        params = sent.pop("kv_transfer_params", None)
+        params = sent.pop(FIELD, None)
         if isinstance(params, dict):
-            dropped["pd" if params.get("do_remote_prefill") else "local"] += 1
+            dropped["pd" if hop_of(params) == "decode" else "local"] += 1
         async with (
             aiohttp.ClientSession() as session,
             session.post(decode + request.path, json=sent) as resp,

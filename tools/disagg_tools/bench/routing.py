@@ -145,7 +145,7 @@ class Load:
         self.stop = threading.Event()
         self.done: list[tuple[float, float, float]] = []
         body = {"prompt": _prompt(64, 99), "max_tokens": tokens, "ignore_eos": True,
-                "kv_transfer_params": LOCAL_PARAMS}  # fmt: skip
+                "kv_transfer_params": LOCAL_PARAMS.to_wire()}  # fmt: skip
         self.threads = [
             threading.Thread(target=self._run, args=(decode, body), daemon=True)
             for _ in range(clients)

@@ -16,6 +16,14 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from disagg_contract.config import WorkerConfig
+from disagg_worker.serve.rules.kv_params import (
+    SIGNATURE,
+    DecodeBounds,
+    KvTransferParams,
+    ParamsError,
+    Remote,
+    read_remote,
+)
 from disagg_worker.serve.rules.limits import shown
 from disagg_worker.serve.rules.openai import OpenAIError
 
@@ -41,25 +49,25 @@ def remote_params(
     incarnation: str,
     prompt_digest: str,
     first_token: int,
-) -> dict[str, Any]:
+) -> KvTransferParams:
     """What a prefill answers so a decode can fetch the blocks (vLLM's field names), and
     ours: the prefill process (``remote_incarnation``: a decode re-handshakes with a
     restarted prefill), the prompt the blocks hold (``prompt_digest``) and the first token
     (``first_token``: decode need not compute it again)."""
-    return {
-        "do_remote_prefill": True,
-        "do_remote_decode": False,
-        "remote_engine_id": config.engine_id,
-        "remote_block_ids": list(block_ids),
-        "remote_host": config.advertised_host,
-        "remote_port": port,
-        "remote_request_id": request_id,
-        "tp_size": config.tp_size,
-        "remote_model": model_fingerprint(config),
-        "remote_incarnation": incarnation,
-        "prompt_digest": prompt_digest,
-        "first_token": first_token,
-    }
+    return KvTransferParams.build(
+        do_remote_prefill=True,
+        do_remote_decode=False,
+        remote_engine_id=config.engine_id,
+        remote_block_ids=list(block_ids),
+        remote_host=config.advertised_host,
+        remote_port=port,
+        remote_request_id=request_id,
+        tp_size=config.tp_size,
+        remote_model=model_fingerprint(config),
+        remote_incarnation=incarnation,
+        prompt_digest=prompt_digest,
+        first_token=first_token,
+    )
 
 
 def model_fingerprint(config: WorkerConfig) -> str:
@@ -68,8 +76,8 @@ def model_fingerprint(config: WorkerConfig) -> str:
     return f"{config.model}/seed={config.seed}"
 
 
-def check_model(config: WorkerConfig, params: dict[str, Any]) -> None:
-    theirs = params.get("remote_model")
+def check_model(config: WorkerConfig, params: KvTransferParams) -> None:
+    theirs = params.remote_model
     if theirs is not None and theirs != model_fingerprint(config):
         raise OpenAIError(
             400,
@@ -77,6 +85,31 @@ def check_model(config: WorkerConfig, params: dict[str, Any]) -> None:
             f"{model_fingerprint(config)}; give both roles the same DISAGG_MODEL and DISAGG_SEED",
             "kv_transfer_params.remote_model",
         )
+
+
+def check_signature(params: KvTransferParams, key: bytes | None) -> None:
+    """400 unless ``params`` carry this deployment's signature (no key: nothing checked)."""
+    problem = params.verify(key)
+    if problem is not None:
+        raise transfer_error(ParamsError(SIGNATURE, problem))
+
+
+def transfer_params(params: Any, num_blocks: int, vocab_size: int) -> Remote:
+    """Decode's view of a prefill's ``kv_transfer_params`` (a :class:`KvTransferParams` or
+    its wire object): every key it acts on checked against its cache (``num_blocks``) and
+    model (``vocab_size``), 400 naming the key otherwise."""
+    wire = params.to_wire() if isinstance(params, KvTransferParams) else params
+    try:
+        return read_remote(wire, DecodeBounds(num_blocks, vocab_size))
+    except ParamsError as e:
+        raise transfer_error(e) from None
+
+
+def transfer_error(error: ParamsError) -> OpenAIError:
+    """A decode's refusal of the params it was given, with what to send instead."""
+    return OpenAIError(
+        400, f"{error}; pass the kv_transfer_params the prefill worker returned", error.where
+    )
 
 
 class WorkerMetrics:

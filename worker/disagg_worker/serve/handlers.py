@@ -25,6 +25,7 @@ from aiohttp import web
 from disagg_worker.model.model import decode, encode
 from disagg_worker.serve.api import json_error
 from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
+from disagg_worker.serve.rules.kv_params import FIELD, KvTransferParams, ParamsError, hop_of
 from disagg_worker.serve.rules.openai import (
     RELEASE_PATH,
     TOKENIZE_PATH,
@@ -65,7 +66,8 @@ def _whole(worker: Worker, req: CompletionRequest, rid: str, out: Outcome) -> di
     gen = out.gen
     body = response_body(req, rid, int(time.time()), decode(gen.tokens), gen.tokens,
                          gen.finish_reason)  # fmt: skip
-    body["kv_transfer_params"] = out.kv_transfer_params
+    params = out.kv_transfer_params
+    body[FIELD] = params.to_wire() if params is not None else None
     body["disagg"] = {"engine_id": worker.config.engine_id, "role": worker.config.role,
                       "kv_source": out.kv_source, **out.timings}  # fmt: skip
     if out.kv_digest is not None:
@@ -162,9 +164,8 @@ async def _release(worker: Worker, request: web.Request) -> web.Response:
     end. 200 ``{"released": bool}`` (false: already read, expired or never held here)."""
     try:
         data = await read_json(request)
-        params = data.get("kv_transfer_params")
-        rid = params.get("remote_request_id") if isinstance(params, dict) else None
-        if not isinstance(rid, str) or not rid:
+        rid = _held_id(data.get(FIELD))
+        if not rid:
             raise OpenAIError(
                 400,
                 "kv_transfer_params.remote_request_id: required; send the kv_transfer_params "
@@ -249,12 +250,14 @@ def _route_error(status: int, message: str) -> web.Response:
     return json_error(OpenAIError(status, message))
 
 
+def _held_id(wire: Any) -> str | None:
+    """The request id a prefill's params hold their blocks under (None: none readable)."""
+    try:
+        return KvTransferParams.from_wire(wire).remote_request_id
+    except ParamsError:
+        return None
+
+
 def _kind(data: Any) -> str:
     """The metrics label: prefill, decode or a whole completion."""
-    params = data.get("kv_transfer_params") if isinstance(data, dict) else None
-    if isinstance(params, dict):
-        if params.get("do_remote_decode"):
-            return "prefill"
-        if params.get("do_remote_prefill"):
-            return "decode"
-    return "completion"
+    return hop_of(data.get(FIELD) if isinstance(data, dict) else None)

@@ -49,14 +49,14 @@ from disagg_worker.model.model import (
     kv_layout,
 )
 from disagg_worker.serve.admission import Admission
-from disagg_worker.serve.api import WorkerMetrics, check_model, remote_params
-from disagg_worker.serve.rules.kv_params import (
-    SIGNATURE,
-    TransferParams,
+from disagg_worker.serve.api import (
+    WorkerMetrics,
+    check_model,
     check_signature,
-    sign,
+    remote_params,
     transfer_params,
 )
+from disagg_worker.serve.rules.kv_params import KvTransferParams, Remote
 from disagg_worker.serve.rules.openai import CompletionRequest, OpenAIError
 from disagg_worker.transfer.handshake import load_secret
 from disagg_worker.transfer.rules.protocol import prompt_digest
@@ -74,7 +74,7 @@ class Outcome:
     """What one request produced: the tokens, a prefill's answer to decode, the timings."""
 
     gen: Generation
-    kv_transfer_params: dict[str, Any] | None
+    kv_transfer_params: KvTransferParams | None
     timings: dict[str, float]
     kv_digest: dict[str, list[str]] | None = None  # model KV head → per prompt block
     # where the prompt's KV came from: "computed" here, or "transferred" from a prefill
@@ -234,12 +234,12 @@ class Worker:
     async def _run(
         self, req: CompletionRequest, request_id: str, on_token: OnToken | None
     ) -> Outcome:
-        params = req.kv_transfer_params or {}
-        if params.get("do_remote_decode"):
+        params = req.kv_transfer_params
+        if params is not None and params.do_remote_decode:
             return await self._prefill(req, request_id, on_token)
-        if params.get("do_remote_prefill"):
+        if params is not None and params.do_remote_prefill:
             return await self._decode(req, request_id, params, on_token)
-        if self.config.role == "decode" and req.kv_transfer_params is None:
+        if self.config.role == "decode" and params is None:
             # P/D did not happen and nobody said so (an explicit do_remote_prefill: false is
             # a decode-only request on purpose): count it
             self.metrics.recomputed("no_kv_transfer_params")
@@ -313,7 +313,7 @@ class Worker:
             incarnation=self.incarnation, prompt_digest=digest, first_token=gen.tokens[0],
         )  # fmt: skip
         if self.key is not None:
-            params[SIGNATURE] = sign(params, self.key)
+            params = params.sign(self.key)
         return Outcome(gen, params, _timings(gen))
 
     async def _take_turn(self) -> None:
@@ -329,7 +329,7 @@ class Worker:
         self,
         req: CompletionRequest,
         request_id: str,
-        params: dict[str, Any],
+        params: KvTransferParams,
         on_token: OnToken | None,
     ) -> Outcome:
         self._require_role("decode", "do_remote_prefill")
@@ -436,7 +436,7 @@ def _transfer_error(error: Any, peer: Any) -> OpenAIError:
     return OpenAIError(504 if error.reason == "deadline" else 502, message)
 
 
-def _check_digest(remote: TransferParams, digest: str) -> None:
+def _check_digest(remote: Remote, digest: str) -> None:
     """The prefill's ``prompt_digest`` (when sent) must be this prompt's."""
     if remote.prompt_digest is not None and remote.prompt_digest != digest:
         raise OpenAIError(
@@ -447,7 +447,7 @@ def _check_digest(remote: TransferParams, digest: str) -> None:
         )
 
 
-def _peer(params: dict[str, Any], num_blocks: int, key: bytes | None) -> tuple[Any, TransferParams]:
+def _peer(params: KvTransferParams, num_blocks: int, key: bytes | None) -> tuple[Any, Remote]:
     """The prefill to READ from, and its checked (and, with a key, signed)
     kv_transfer_params: refused before any connection is opened."""
     from disagg_worker.transfer.peers import PeerRef

@@ -8,13 +8,17 @@ import argparse
 import pytest
 
 from disagg_worker.serve import pd
-from disagg_worker.serve.pd.kv_transfer_params import KV_TRANSFER_PARAMS, KvTransferParams
+from disagg_worker.serve.pd.kv_transfer_params import (
+    KV_TRANSFER_PARAMS,
+    KvTransferParamsProtocol,
+)
+from disagg_worker.serve.rules.kv_params import KvTransferParams
 
 
 def test_the_default_is_vllms_kv_transfer_params() -> None:
     assert pd.resolve(pd.DEFAULT) is KV_TRANSFER_PARAMS
     assert isinstance(pd.resolve("disagg_worker.serve.pd.kv_transfer_params:KV_TRANSFER_PARAMS"),
-                      KvTransferParams)  # fmt: skip
+                      KvTransferParamsProtocol)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -38,11 +42,14 @@ def test_kv_transfer_params_bodies() -> None:
     assert first["max_tokens"] == 1 and first["stream"] is False and "min_tokens" not in first
     assert first["kv_transfer_params"]["do_remote_decode"] is True
     params = {"remote_block_ids": [1]}
-    assert KV_TRANSFER_PARAMS.handoff({"kv_transfer_params": params}) == params
+    handoff = KV_TRANSFER_PARAMS.handoff({"kv_transfer_params": params})
+    assert handoff == KvTransferParams.from_wire(params) and handoff.to_wire() == params
     assert KV_TRANSFER_PARAMS.handoff({"kv_transfer_params": None}) is None
-    assert KV_TRANSFER_PARAMS.decode(body, params) == {**body, "kv_transfer_params": params}
+    assert KV_TRANSFER_PARAMS.decode(body, handoff) == {**body, "kv_transfer_params": params}
     assert KV_TRANSFER_PARAMS.local(body)["kv_transfer_params"]["do_remote_prefill"] is False
-    assert KV_TRANSFER_PARAMS.release(params) == ("/v1/kv/release", {"kv_transfer_params": params})
+    assert KV_TRANSFER_PARAMS.release(handoff) == ("/v1/kv/release", {"kv_transfer_params": params})
+    with pytest.raises(ValueError, match=r"kv_transfer_params\.remote_port: must be an integer"):
+        KV_TRANSFER_PARAMS.handoff({"kv_transfer_params": {"remote_port": "5600"}})
 
 
 def test_the_flag_parses_into_the_protocol_and_refuses_by_the_parser(

@@ -11,7 +11,7 @@ import random
 from typing import Any
 
 from disagg_worker.model.model import BOS
-from disagg_worker.serve.rules.kv_params import SIGNATURE, sign
+from disagg_worker.serve.rules.kv_params import FIELD, KvTransferParams
 
 MAX_TOKENS = 8  # short answers: the benchmark is about the data path, not decode speed
 GHOST_ENGINE = "ghost"
@@ -37,14 +37,14 @@ def ghost_completion(
     signed with the deployment's ``key`` (a prefill of the deployment that then hung), so
     decode accepts it and goes to the handshake."""
     blocks = -(-len(tokens) // block_size)
-    params = {
-        "do_remote_prefill": True,
-        "remote_engine_id": GHOST_ENGINE,
-        "remote_block_ids": list(range(blocks)),
-        "remote_host": "127.0.0.1",
-        "remote_port": port,
-        "remote_request_id": f"{GHOST_ENGINE}-{i}",
-    }
+    params = KvTransferParams.build(
+        do_remote_prefill=True,
+        remote_engine_id=GHOST_ENGINE,
+        remote_block_ids=list(range(blocks)),
+        remote_host="127.0.0.1",
+        remote_port=port,
+        remote_request_id=f"{GHOST_ENGINE}-{i}",
+    )
     if key is not None:
-        params[SIGNATURE] = sign(params, key)
-    return {**completion(tokens), "kv_transfer_params": params}
+        params = params.sign(key)
+    return {**completion(tokens), FIELD: params.to_wire()}

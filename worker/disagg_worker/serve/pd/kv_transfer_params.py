@@ -27,22 +27,24 @@ from disagg_worker.serve.pd.evidence import (
     vllm_sources,
     vllm_transfer,
 )
+from disagg_worker.serve.rules.kv_params import FIELD, KvTransferParams, ParamsError
 from disagg_worker.serve.rules.openai import RELEASE_PATH
 
-FIELD = "kv_transfer_params"
 # A request a decode computes itself by choice (vLLM reads the flags the same way).
-LOCAL_PARAMS = {"do_remote_prefill": False, "do_remote_decode": False}
-PREFILL_PARAMS = {
-    "do_remote_decode": True,
-    "do_remote_prefill": False,
-    "remote_engine_id": None,
-    "remote_block_ids": None,
-    "remote_host": None,
-    "remote_port": None,
-}
+LOCAL_PARAMS = KvTransferParams.build(do_remote_prefill=False, do_remote_decode=False)
+PREFILL_PARAMS = KvTransferParams.build(
+    do_remote_decode=True,
+    do_remote_prefill=False,
+    remote_engine_id=None,
+    remote_block_ids=None,
+    remote_host=None,
+    remote_port=None,
+)
 
 
-class KvTransferParams(PdProtocol):
+class KvTransferParamsProtocol(PdProtocol):
+    """The protocol; its handoff is the prefill's :class:`KvTransferParams`."""
+
     name: ClassVar[str] = pd.KV_TRANSFER_PARAMS
     owned: ClassVar[tuple[str, ...]] = (FIELD,)
     handoff_name: ClassVar[str] = FIELD
@@ -51,20 +53,27 @@ class KvTransferParams(PdProtocol):
     )
 
     def prefill(self, body: dict[str, Any]) -> dict[str, Any]:
-        return {**one_token(body), FIELD: PREFILL_PARAMS}
+        return {**one_token(body), FIELD: PREFILL_PARAMS.to_wire()}
 
-    def handoff(self, answer: dict[str, Any]) -> Any | None:
-        params = answer.get(FIELD)
-        return params if isinstance(params, dict) else None
+    def handoff(self, answer: dict[str, Any]) -> KvTransferParams | None:
+        """The prefill's params; None when it answered none; ValueError naming the key
+        when they cannot be read."""
+        wire = answer.get(FIELD)
+        if wire is None:
+            return None
+        try:
+            return KvTransferParams.from_wire(wire)
+        except ParamsError as e:
+            raise ValueError(f"{e}; is it a prefill worker speaking vLLM's convention?") from None
 
-    def decode(self, body: dict[str, Any], handoff: Any) -> dict[str, Any]:
-        return {**body, FIELD: handoff}
+    def decode(self, body: dict[str, Any], handoff: KvTransferParams) -> dict[str, Any]:
+        return {**body, FIELD: handoff.to_wire()}
 
     def local(self, body: dict[str, Any]) -> dict[str, Any]:
-        return {**body, FIELD: LOCAL_PARAMS}
+        return {**body, FIELD: LOCAL_PARAMS.to_wire()}
 
-    def release(self, handoff: Any) -> tuple[str, dict[str, Any]] | None:
-        return RELEASE_PATH, {FIELD: handoff}
+    def release(self, handoff: KvTransferParams) -> tuple[str, dict[str, Any]] | None:
+        return RELEASE_PATH, {FIELD: handoff.to_wire()}
 
     def page(self, metrics_text: str) -> dict[str, float]:
         # the sources' names (local_compute, ...) and the sums' (bytes, seconds) differ
@@ -98,4 +107,4 @@ class KvTransferParams(PdProtocol):
         return None
 
 
-KV_TRANSFER_PARAMS = KvTransferParams()
+KV_TRANSFER_PARAMS = KvTransferParamsProtocol()

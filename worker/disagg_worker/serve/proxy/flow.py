@@ -302,7 +302,10 @@ class Proxy:
         the worker, its answer and the handoff for decode."""
         first = self.protocol.prefill(req.body)
         p, pre = await self._hop("prefill", pair.prefill, req, first, avoid)
-        handoff = self.protocol.handoff(pre)
+        try:
+            handoff = self.protocol.handoff(pre)
+        except ValueError as e:
+            raise HopError(502, f"prefill {p.url} returned unreadable {e}") from None
         if handoff is None:
             raise HopError(
                 502,

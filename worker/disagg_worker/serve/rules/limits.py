@@ -1,12 +1,13 @@
 """Bounds on what a client may send the worker or the P/D proxy, and on how much of it an
 error answer may echo back. docs/local-run.md lists them; the refusals that use them are
-in :mod:`serve.openai` and :mod:`serve.kv_params`. The proxy imports it too.
+in :mod:`.openai` and :mod:`.kv_params`. The proxy imports it too.
 """
 
 from __future__ import annotations
 
+import re
 import reprlib
-from typing import Any
+from typing import Any, TypeGuard
 
 MIB = 1024 * 1024
 
@@ -31,6 +32,10 @@ MAX_TOKENS = 1 << 20
 # A host name (RFC 1035: 253 characters; an IPv6 literal is 45) and an engine id (a pod
 # name, a DNS name too) in kv_transfer_params.
 MAX_NAME_CHARS = 253
+
+# A request id a client may set (and decode's kv_transfer_params must carry): safe in logs,
+# NIXL notifications and headers.
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 # An error answer stays small whatever the client sent: messages and params are cut in
 # one place each side (OpenAIError; the proxy's answers), and a client's value is quoted by
@@ -59,6 +64,11 @@ def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
     if isinstance(value, str):
         return repr(bounded(value, limit))
     return bounded(_REPR.repr(value), limit)
+
+
+def is_int(value: Any) -> TypeGuard[int]:
+    """An integer, and not a bool (which Python counts as one)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def nested_deeper(value: Any, limit: int) -> bool:

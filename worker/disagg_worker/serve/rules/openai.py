@@ -1,7 +1,7 @@
 """The OpenAI/vLLM request contract, in one place: a body within its limits, which body
 fields the reference worker honours (everything else is refused by name), the chat
 template, request ids, and what the P/D proxy refuses. What the worker answers is
-:mod:`serve.shapes`; the ``kv_transfer_params`` a decode reads, :mod:`serve.kv_params`.
+:mod:`serve.shapes`; ``kv_transfer_params``, :mod:`.kv_params`.
 
 No torch: the proxy imports it too. The worker passes its tokenizer in.
 """
@@ -9,11 +9,11 @@ No torch: the proxy imports it too. The worker passes its tokenizer in.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any
 
+from disagg_worker.serve.rules.kv_params import FIELD, KvTransferParams, ParamsError
 from disagg_worker.serve.rules.limits import (
     MAX_BODY_BYTES,
     MAX_JSON_DEPTH,
@@ -25,6 +25,8 @@ from disagg_worker.serve.rules.limits import (
     nested_deeper,
     shown,
 )
+from disagg_worker.serve.rules.limits import REQUEST_ID as REQUEST_ID
+from disagg_worker.serve.rules.limits import is_int as is_int
 
 # Every body field the reference worker accepts, and what it does with it. One table: the
 # parser, the refusal messages and docs/local-run.md all follow it.
@@ -70,9 +72,6 @@ SPLIT_REFUSALS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 # A field the P/D protocol owns (the proxy writes it on both hops): refused from a client.
 OWNED = "the proxy sets this field on both hops; omit it, or send it to a worker directly"
-# A request id a client may set (and decode's kv_transfer_params must carry): safe in logs,
-# NIXL notifications and headers.
-REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 # The error type of a decode whose READ of the prefill's KV failed (502) or timed out (504).
@@ -137,7 +136,7 @@ class CompletionRequest:
     prompt: list[int]
     max_tokens: int
     ignore_eos: bool
-    kv_transfer_params: dict[str, Any] | None
+    kv_transfer_params: KvTransferParams | None
     min_tokens: int = 0
     stream: bool = False
     include_usage: bool = False
@@ -155,9 +154,9 @@ def parse_request(
     model = _model(data, served_model)
     _check_ignored(data)
     max_tokens, min_tokens = _lengths(data)
-    params = _transfer_flags(data.get("kv_transfer_params"))
+    params = _transfer_params(data.get(FIELD))
     stream = _bool(data, "stream")
-    if stream and params is not None and params.get("do_remote_decode"):
+    if stream and params is not None and params.do_remote_decode:
         raise OpenAIError(
             400,
             "stream: a prefill answers kv_transfer_params in one whole response; send false",
@@ -255,17 +254,15 @@ def _lengths(data: dict[str, Any]) -> tuple[int, int]:
     return max_tokens, min_tokens
 
 
-def _transfer_flags(params: Any) -> dict[str, Any] | None:
-    """kv_transfer_params as far as every role reads it: an object whose do_remote_*
-    flags, when present, are booleans (a decode checks the rest:
-    :func:`serve.kv_params.transfer_params`)."""
-    if params is None:
+def _transfer_params(wire: Any) -> KvTransferParams | None:
+    """kv_transfer_params as every role reads it (each key's type: a decode checks what it
+    acts on, :meth:`KvTransferParams.remote`); 400 naming the key."""
+    if wire is None:
         return None
-    if not isinstance(params, dict):
-        raise OpenAIError(400, "kv_transfer_params: must be an object", "kv_transfer_params")
-    for flag in ("do_remote_decode", "do_remote_prefill"):
-        _bool(params, flag, f"kv_transfer_params.{flag}")
-    return params
+    try:
+        return KvTransferParams.from_wire(wire)
+    except ParamsError as e:
+        raise OpenAIError(400, str(e), e.where) from None
 
 
 def _int(data: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
@@ -337,11 +334,6 @@ def _prompt_tokens(prompt: Any, encode: Callable[[str], list[int]], field: str) 
     if isinstance(prompt, list) and all(is_int(t) for t in prompt):
         return list(prompt)
     raise OpenAIError(400, "prompt: must be a string or a list of token ids", "prompt")
-
-
-def is_int(value: Any) -> TypeGuard[int]:
-    """An integer, and not a bool (which Python counts as one)."""
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def proxy_refusal(body: dict[str, Any], owned: Sequence[str]) -> str | None:
