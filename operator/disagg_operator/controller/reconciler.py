@@ -19,7 +19,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from disagg_operator.api import kinds
@@ -29,7 +29,7 @@ from disagg_operator.controller.config import OperatorConfig
 from disagg_operator.controller.retries import CallLater, Retries
 from disagg_operator.controller.rules.cache import Cache
 from disagg_operator.controller.rules.refusals import ApiError
-from disagg_operator.controller.sync import Client, sync
+from disagg_operator.controller.sync import Client, Heard, sync
 from disagg_operator.render.objects import LABEL_DEPLOYMENT
 
 log = logging.getLogger("disagg.operator")
@@ -105,10 +105,9 @@ class Reconciler:
         self.api = api
         self.busy = busy
         self.canaries = canaries
-        self.config = config
-        self.settings = config.settings
+        # a root key of its own when the operator has none (keys.py: one per process)
+        self.config = replace(config, root_key=config.root_key or secrets.token_bytes(32))
         self.cache = cache
-        self.root_key = config.root_key or secrets.token_bytes(32)
         self._clock = clocks.now
         self._coalescer = Coalescer(self._sync_key)
         self.retries = Retries(
@@ -315,16 +314,16 @@ class Reconciler:
         # it runs need no sync of their own; a failed sync takes the mark back.
         self._synced[key] = generation
         try:
+            busy = self.busy(key) if self.busy is not None else None
+            heard = Heard(self.canaries, busy)
             outcome = await sync(
                 self.api,
                 self.cache,
                 body,
+                self.config,
                 now=self._clock(),
-                root_key=self.root_key,
                 held=holding,
-                settings=self.settings,
-                canaries=self.canaries,
-                busy=self.busy(key) if self.busy is not None else None,
+                heard=heard,
             )
         except Exception:
             self._synced.pop(key, None)

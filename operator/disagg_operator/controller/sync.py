@@ -41,11 +41,12 @@ import asyncio
 import datetime
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from disagg_operator.api import API_VERSION, INFERENCE_POOL_APIS, DisaggregatedDeployment, kinds
 from disagg_operator.controller.canaries import CanaryReader
+from disagg_operator.controller.config import OperatorConfig
 from disagg_operator.controller.rules import keys
 from disagg_operator.controller.rules.cache import Cache, Recorder
 from disagg_operator.controller.rules.refusals import (
@@ -65,6 +66,7 @@ from disagg_operator.planning.decide import (
     renderer,
     routed_revision,
 )
+from disagg_operator.planning.observed import Observed
 from disagg_operator.planning.pods import instances
 from disagg_operator.planning.reasons import API_REFUSED, INVALID_SPEC
 from disagg_operator.planning.rollout import Plan
@@ -257,50 +259,55 @@ def status_patch(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, A
     return out
 
 
+@dataclass(frozen=True)
+class Heard:
+    """What the operator's other loops last heard, for a sync to read: ``canaries``, the
+    transfer canaries' verdicts (None: never asked, the latches alone decide
+    TransferPathReady); ``busy``, requests running per pod as the autoscaler last read
+    them (None: never read; a scale-down takes the least busy first)."""
+
+    canaries: CanaryReader | None = None
+    busy: Mapping[str, float] | None = None
+
+
 async def sync(
     api: Client,
     cache: Cache,
     body: dict[str, Any],
+    config: OperatorConfig,
     *,
     now: datetime.datetime,
-    root_key: bytes,
     held: Sequence[Refusal] = (),
-    settings: Settings = DEFAULT,
-    canaries: CanaryReader | None = None,
-    busy: Mapping[str, float] | None = None,
+    heard: Heard = Heard(),
 ) -> Outcome:
     """One level-triggered pass over deployment ``body``, reading its children from
     ``cache`` (no LIST) and recording every write's answer there.
 
-    ``root_key``: the operator's root key (the handshake key is derived from it, see
-    keys.py); ``held``: writes refused by an earlier sync whose back-off has not ended:
-    writes to those objects are not attempted and, while still planned, still reported;
-    ``settings``: the operator's engines, platforms and canary image; ``canaries``: what
-    the transfer canaries said when last asked (None: never asked, the latches alone
-    decide TransferPathReady); ``busy``: requests running per pod as the autoscaler last
-    read them (a scale-down takes the least busy first)."""
-    observed = await observe(api, cache, body)
+    ``config``: the operator's configuration: its root key (the handshake key is derived
+    from it, see keys.py; the :class:`Reconciler` draws one when the operator has none)
+    and settings (engines, platforms, canary image); ``held``: writes refused by an
+    earlier sync whose back-off has not ended: writes to those objects are not attempted
+    and, while still planned, still reported; ``heard``: see :class:`Heard`."""
+    if config.root_key is None:
+        raise ValueError("sync: config.root_key is unset; pass the operator's root key")
+    settings = config.settings
+    children = await observe(api, cache, body)
     dd, problems = parse(body, settings)
     outcome = Outcome(problems=problems)
     meta = body["metadata"]
-    uid = str(meta.get("uid") or "")
-    record = Recorder(cache, (meta["namespace"], meta["name"]))
-    pods = instances(observed)
+    uid, key = str(meta.get("uid") or ""), (meta["namespace"], meta["name"])
+    record = Recorder(cache, key)
+    seen = _observed(body, children, now, heard.busy)
     steps: Plan | None = None
     if dd is not None and not problems:
         target = kv_revision(dd.spec, settings)
-        routed = routed_revision(meta["name"], observed)
-        front = _router(meta["name"], observed)
         pods_of = renderer(dd, uid, target, settings)
-        steps = decide(
-            dd, uid=uid, pods=pods, routed=routed, settings=settings, target=target,
-            router=front, pods_of=pods_of, busy=busy,
-        )  # fmt: skip
-        key = keys.derive(root_key, meta["namespace"], meta["name"], uid)
+        steps = decide(dd, seen, uid=uid, settings=settings, target=target, pods_of=pods_of)
+        hmac_key = keys.derive(config.root_key, meta["namespace"], meta["name"], uid)
         desired = render_model(
             dd,
             uid=uid,
-            hmac_key=key,
+            hmac_key=hmac_key,
             routed_kv=steps.routed,
             pods=False,
             settings=settings,
@@ -308,38 +315,48 @@ async def sync(
             serving_kv=steps.serving,
         )
         serving = steps.serving
-        others = [o for o in observed if o["kind"] not in kinds.INSTANCE_KINDS]
+        others = [o for o in children if o["kind"] not in kinds.INSTANCE_KINDS]
         actions = plan(keys.without_secrets(desired), others)
-        todo = actions + pod_actions(dd, uid, steps, settings, pods_of, pods)
+        todo = actions + pod_actions(dd, uid, steps, settings, pods_of, seen.pods)
         await _apply(api, body, desired, todo, held, outcome, record)
-    if steps is not None and dd is not None and outcome.done:  # count what is there now
-        now_seen = cache.children(meta["namespace"], meta["name"], uid)  # incl. the answers
-        pods = instances(now_seen)
-        front = _router(meta["name"], now_seen)
-        steps = decide(
-            dd, uid=uid, pods=pods, routed=steps.routed, settings=settings, target=steps.target,
-            router=front, pods_of=pods_of, busy=busy,
-        )  # fmt: skip
-        outcome.more = any(steps.create.values()) or bool(steps.delete) or steps.serving != serving
+        if outcome.done:  # count what is there now, the writes' answers included
+            now_seen = cache.children(*key, uid)
+            seen = replace(_observed(body, now_seen, now, heard.busy), routed=steps.routed)
+            steps = decide(dd, seen, uid=uid, settings=settings, target=target, pods_of=pods_of)
+            outcome.more = (
+                any(steps.create.values()) or bool(steps.delete) or steps.serving != serving
+            )
     # what the canary watch heard last (reconciler.watch_canaries): no sync waits for a pod
-    real = [p for p in pods if p["kind"] == "Pod"]  # a canary runs in a pod
-    said = canaries.heard((meta["namespace"], meta["name"]), real) if canaries else None
+    real = [p for p in seen.pods if p["kind"] == "Pod"]  # a canary runs in a pod
+    said = heard.canaries.heard(key, real) if heard.canaries else None
+    seen = replace(seen, group_pods=cache.group_pods(*key), canary_said=said)
+    spec = dd.spec if dd is not None else None
     status = status_mod.compute(
-        group_pods=cache.group_pods(meta["namespace"], meta["name"]),
-        name=body["metadata"]["name"],
-        spec=dd.spec if dd is not None else None,
-        generation=meta.get("generation"),
-        pods=pods,
-        previous=body.get("status"),
-        now=now,
-        problems=problems,
-        rollout=steps,
-        refusals=outcome.refusals,
+        seen, spec=spec, problems=problems, rollout=steps, refusals=outcome.refusals,
         settings=settings,
-        canary_said=said,
-    )
+    )  # fmt: skip
     outcome.status_written = await _write_status(api, body, status, outcome, record)
     return outcome
+
+
+def _observed(
+    body: dict[str, Any],
+    children: Sequence[dict[str, Any]],
+    now: datetime.datetime,
+    busy: Mapping[str, float] | None,
+) -> Observed:
+    """What planning reads of deployment ``body`` and its ``children``."""
+    name = body["metadata"]["name"]
+    return Observed(
+        name=name,
+        now=now,
+        pods=instances(children),
+        generation=body["metadata"].get("generation"),
+        previous=body.get("status"),
+        routed=routed_revision(name, children),
+        router=_router(name, children),
+        busy=busy,
+    )
 
 
 def _router(name: str, observed: Sequence[dict[str, Any]]) -> dict[str, Any] | None:

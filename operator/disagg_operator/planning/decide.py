@@ -23,6 +23,7 @@ from disagg_operator.api import (
 from disagg_operator.derive.scaling import effective_replicas
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.planning import rollout as planner
+from disagg_operator.planning.observed import Observed
 from disagg_operator.render import router as render_router
 from disagg_operator.render.kvkey import kv_revision
 from disagg_operator.render.objects import role_instance
@@ -65,21 +66,18 @@ def routed_revision(name: str, observed: Sequence[Mapping[str, Any]]) -> str | N
 
 def decide(
     dd: DisaggregatedDeployment,
+    seen: Observed,
     *,
     uid: str,
-    pods: Sequence[Mapping[str, Any]],
-    routed: str | None,
     settings: Settings = DEFAULT,
     target: str | None = None,
-    router: Mapping[str, Any] | None = None,
     pods_of: PodRenderer | None = None,
-    busy: Mapping[str, float] | None = None,
 ) -> planner.Plan:
-    """This sync's rollout plan for a validated deployment and its observed pods;
-    ``target``: the spec's KV revision when the caller has it; ``router``: the observed
-    router Deployment (None: not there); ``pods_of``: the sync's :func:`renderer` (one
-    render of a pod per sync, whoever asks); ``busy``: requests in flight by pod name (a
-    scale-down takes the least busy first)."""
+    """This sync's rollout plan for a validated deployment and what the sync ``seen``:
+    its pods, the KV revision its routing objects select, its router Deployment and how
+    busy each pod is (a scale-down takes the least busy first); ``target``: the spec's KV
+    revision when the caller has it; ``pods_of``: the sync's :func:`renderer` (one render
+    of a pod per sync, whoever asks)."""
     kv = target or kv_revision(dd.spec, settings)
     render = pods_of or renderer(dd, uid, kv, settings)
 
@@ -92,17 +90,18 @@ def decide(
     }
     views = planner.views(
         dd.metadata.name,
-        pods,
+        seen.pods,
         lambda role, i: str(rendered(role, i)["annotations"][SPEC_HASH]),
-        busy,
+        seen.busy,
     )
     reached: set[str] | None = None
     if render_router.pairs_by_revision(dd.spec):  # before the router exists: the Services'
         live = {v.kv for v in views if not v.terminating}
+        router, routed = seen.router, seen.routed
         reached = render_router.revisions_reached(router, live) if router else {routed or kv}
     return planner.plan(
         target=kv,
-        routed=routed,
+        routed=seen.routed,
         pods=views,
         budgets=budgets,
         revisions={r: str(rendered(r, 0)["labels"][LABEL_REVISION]) for r in ROLES},

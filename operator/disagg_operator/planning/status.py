@@ -2,14 +2,14 @@
 
 Public API::
 
-    compute(*, name, spec, generation, pods, previous, now, problems, rollout=None,
-            refusals=()) -> dict
+    compute(seen, *, spec, problems, rollout=None, refusals=(), settings=DEFAULT) -> dict
 
-``spec`` is the parsed DeploymentSpec (None when the body did not parse), ``pods`` the
-observed Pods of the deployment, ``rollout`` the planner's view of them
+``seen`` is the sync's :class:`~disagg_operator.planning.observed.Observed` (the
+deployment's name, generation, pods, the status now stored, so lastTransitionTime only
+moves when a condition's status flips, and now), ``spec`` the parsed DeploymentSpec (None
+when the body did not parse), ``rollout`` the planner's view of the pods
 (:mod:`disagg_operator.planning.rollout`: per role desired / ready / updated counts and
-revisions, the spec's KV revision and the routed one), ``previous`` the status now stored
-(so lastTransitionTime only moves when a condition's status flips), ``problems`` from
+revisions, the spec's KV revision and the routed one), ``problems`` from
 validation.parse, ``refusals`` the writes the API server refused in this sync
 (:class:`refusals.Refusal`, see reconcile). Same inputs, same output: an unchanged world
 yields an unchanged status, so the I/O layer writes nothing.
@@ -35,7 +35,7 @@ TransferPathReady; every reason each can carry, and when, is the table in
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -44,6 +44,7 @@ from disagg_operator.api.refusals import Refusal, lines
 from disagg_operator.api.status import ENGINE_VERSION_KNOWN
 from disagg_operator.contracts import lws
 from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_operator.planning.observed import Observed
 from disagg_operator.planning.reasons import (
     ALL_REPLICAS_READY,
     ALLOWED,
@@ -65,7 +66,6 @@ from disagg_operator.planning.reasons import (
 )
 from disagg_operator.planning.rollout import PAUSED as PAUSED_REASON
 from disagg_operator.planning.rollout import Plan, RoleCounts
-from disagg_operator.planning.transfer_path import Said
 from disagg_operator.planning.transfer_path import condition as transfer_path
 from disagg_operator.render.objects import selector
 from disagg_operator.validation.spec import Problem
@@ -89,26 +89,21 @@ _MAX_LISTED = 5
 
 
 def compute(
+    seen: Observed,
     *,
-    name: str,
     spec: DeploymentSpec | None,
-    generation: int | None,
-    pods: Sequence[dict[str, Any]],
-    previous: dict[str, Any] | None,
-    now: datetime,
     problems: Sequence[Problem],
     rollout: Plan | None = None,
     refusals: Sequence[Refusal] = (),
     settings: Settings = DEFAULT,
-    canary_said: Mapping[str, Said] | None = None,
-    group_pods: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The status subresource for this observation (camelCase dict); ``canary_said``:
-    what the transfer canaries asked answered (pod name → verdict; None: none asked);
-    ``group_pods``: the pods of the deployment's LeaderWorkerSet groups (``pods`` holds
-    the LWS of each: a group's pod that fails, or that its gang cannot place, is named
-    under Degraded with its group)."""
-    previous = previous or {}
+    """The status subresource for this observation (camelCase dict). ``seen.canary_said``:
+    what the transfer canaries asked answered (None: none asked); ``seen.group_pods``: the
+    pods of the deployment's LeaderWorkerSet groups (``seen.pods`` holds the LWS of each: a
+    group's pod that fails, or that its gang cannot place, is named under Degraded with its
+    group)."""
+    previous, generation, now = seen.previous or {}, seen.generation, seen.now
+    pods, group_pods = seen.pods, seen.group_pods
     live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")]
     grouped = [p for p in group_pods if not p.get("metadata", {}).get("deletionTimestamp")]
     roles: dict[str, Any]
@@ -133,7 +128,7 @@ def compute(
     engine = engine_version(spec, settings)
     if engine is not None:
         conditions.append(_condition(ENGINE_VERSION_KNOWN, *engine, generation, previous, now))
-    path = transfer_path(spec, live, settings, invalid=bool(problems), said=canary_said)
+    path = transfer_path(spec, live, settings, invalid=bool(problems), said=seen.canary_said)
     conditions.append(_condition(TRANSFER_PATH_READY, *path, generation, previous, now))
     if not revisions:  # invalid: keep what the last valid spec reported
         revisions = {k: previous[k] for k in ("kvRevision", "routedKvRevision") if k in previous}
@@ -143,7 +138,7 @@ def compute(
         **revisions,
         "conditions": conditions,
         "phase": _phase(conditions),
-        **scale(name, live),
+        **scale(seen.name, live),
     }
 
 

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[3]
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
 LATER = NOW + datetime.timedelta(minutes=5)
 ROOT_KEY = b"root" * 8
+CONFIG = OperatorConfig(root_key=ROOT_KEY)
 
 
 def status_text(code: int, reason: str, message: str) -> str:
@@ -165,7 +166,7 @@ def deployment(api: FakeApi, **spec: Any) -> dict[str, Any]:
 
 async def test_first_sync_creates_children_and_writes_status_once() -> None:
     api = FakeApi()
-    outcome = await sync(api, cache_of(api), deployment(api), now=NOW, root_key=ROOT_KEY)
+    outcome = await sync(api, cache_of(api), deployment(api), CONFIG, now=NOW)
     kv = api.body["status"]["kvRevision"]
     assert [str(a) for a in outcome.actions] == [
         "create Secret/demo-handshake",
@@ -192,9 +193,9 @@ async def test_first_sync_creates_children_and_writes_status_once() -> None:
 
 async def test_second_sync_over_the_same_world_writes_nothing() -> None:
     api = FakeApi()
-    await sync(api, cache_of(api), deployment(api), now=NOW, root_key=ROOT_KEY)
+    await sync(api, cache_of(api), deployment(api), CONFIG, now=NOW)
     mark = len(api.writes)
-    outcome = await sync(api, cache_of(api), copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
+    outcome = await sync(api, cache_of(api), copy.deepcopy(api.body), CONFIG, now=LATER)
     assert outcome.actions == [] and not outcome.status_written
     assert api.writes[mark:] == []
 
@@ -202,7 +203,7 @@ async def test_second_sync_over_the_same_world_writes_nothing() -> None:
 async def test_invalid_spec_writes_status_and_one_event_and_nothing_else() -> None:
     api = FakeApi()
     body = deployment(api, decode={"replicas": 1, "device": "quantum"})
-    outcome = await sync(api, cache_of(api), body, now=NOW, root_key=ROOT_KEY)
+    outcome = await sync(api, cache_of(api), body, CONFIG, now=NOW)
     assert outcome.actions == [] and outcome.problems
     assert api.writes == [
         ("patch", "DisaggregatedDeployment", "demo", "status"),
@@ -210,7 +211,7 @@ async def test_invalid_spec_writes_status_and_one_event_and_nothing_else() -> No
     ]
     ready = api.body["status"]["conditions"][0]
     assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "False", "InvalidSpec")
-    await sync(api, cache_of(api), copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
+    await sync(api, cache_of(api), copy.deepcopy(api.body), CONFIG, now=LATER)
     assert len(api.writes) == 2  # unchanged problems: no new status, no second event
 
 
@@ -221,7 +222,7 @@ async def test_a_spec_of_the_wrong_shape_is_invalid_not_a_crash(spec: Any) -> No
     api = FakeApi()
     body = deployment(api, decode={"replicas": 1})
     body["spec"] = api.body["spec"] = spec
-    outcome = await sync(api, cache_of(api), body, now=NOW, root_key=ROOT_KEY)
+    outcome = await sync(api, cache_of(api), body, CONFIG, now=NOW)
     assert outcome.actions == [] and outcome.problems
     assert outcome.problems[0].field.startswith("spec")
     assert ("event", "Warning", "InvalidSpec") in api.writes
@@ -258,7 +259,7 @@ def _conditions(api: FakeApi) -> dict[str, dict[str, Any]]:
 
 async def test_the_secret_holds_the_derived_key_and_is_never_read() -> None:
     api = FakeApi()
-    await sync(api, cache_of(api), deployment(api), now=NOW, root_key=ROOT_KEY)
+    await sync(api, cache_of(api), deployment(api), CONFIG, now=NOW)
     secret = api.objects[("secrets", "demo-handshake")]
     key = base64.b64decode(secret["data"]["hmac"]).decode()
     assert key == derive(ROOT_KEY, "ns", "demo", "cr-uid")
@@ -267,11 +268,11 @@ async def test_the_secret_holds_the_derived_key_and_is_never_read() -> None:
 
 async def test_a_recreated_pod_brings_the_secret_create_which_409_leaves_alone() -> None:
     api = FakeApi()
-    await sync(api, cache_of(api), deployment(api), now=NOW, root_key=ROOT_KEY)
+    await sync(api, cache_of(api), deployment(api), CONFIG, now=NOW)
     api.objects[("secrets", "demo-handshake")]["data"]["hmac"] = "b2xk"  # stored: kept
     del api.objects[("pods", "demo-decode-0")]
     mark = len(api.writes)
-    outcome = await sync(api, cache_of(api), copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
+    outcome = await sync(api, cache_of(api), copy.deepcopy(api.body), CONFIG, now=LATER)
     assert [str(a) for a in outcome.actions] == [
         "create Secret/demo-handshake",
         "create Pod/demo-decode-0",
@@ -288,7 +289,7 @@ INVALID = status_text(422, "Invalid", 'Pod "demo-decode-0" is invalid: spec: For
 async def test_a_refused_create_degrades_warns_once_and_keeps_the_accepted_writes() -> None:
     api = FakeApi()
     api.refuse["create", "Pod"] = (422, INVALID)
-    outcome = await sync(api, cache_of(api), deployment(api), now=NOW, root_key=ROOT_KEY)
+    outcome = await sync(api, cache_of(api), deployment(api), CONFIG, now=NOW)
     assert [(r.kind, r.name, r.code) for r in outcome.refusals] == [
         ("Pod", "demo-prefill-0", 422),
         ("Pod", "demo-decode-0", 422),
@@ -314,7 +315,7 @@ async def test_a_refused_create_degrades_warns_once_and_keeps_the_accepted_write
     assert "Pod/" not in normal[0][2]  # only accepted writes are announced
     # The retry gets the same answers: the refused writes again, nothing else.
     mark = len(api.writes)
-    again = await sync(api, cache_of(api), copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
+    again = await sync(api, cache_of(api), copy.deepcopy(api.body), CONFIG, now=LATER)
     assert len(again.refusals) == 2
     assert api.writes[mark:] == [
         ("create", "Secret", "demo-handshake"),  # comes with pod creates; 409
@@ -326,20 +327,20 @@ async def test_a_refused_create_degrades_warns_once_and_keeps_the_accepted_write
 async def test_held_writes_are_not_retried_and_stay_reported() -> None:
     api = FakeApi()
     api.refuse["create", "Pod"] = (422, INVALID)
-    first = await sync(api, cache_of(api), deployment(api), now=NOW, root_key=ROOT_KEY)
+    first = await sync(api, cache_of(api), deployment(api), CONFIG, now=NOW)
     mark = len(api.writes)
     held = await sync(
         api,
         cache_of(api),
         copy.deepcopy(api.body),
+        CONFIG,
         now=LATER,
-        root_key=ROOT_KEY,
         held=first.refusals,
     )
     assert api.writes[mark:] == []  # not even the Secret: no pod is created
     assert held.refusals == first.refusals and held.actions == []
     del api.refuse["create", "Pod"]
-    healed = await sync(api, cache_of(api), copy.deepcopy(api.body), now=LATER, root_key=ROOT_KEY)
+    healed = await sync(api, cache_of(api), copy.deepcopy(api.body), CONFIG, now=LATER)
     assert healed.refusals == [] and len(healed.done) == 2
     assert _conditions(api)["Degraded"]["reason"] == "AsExpected"
 
@@ -349,7 +350,7 @@ async def test_transient_failures_propagate(code: int) -> None:
     api = FakeApi()
     api.refuse["create", "Pod"] = (code, "busy")
     with pytest.raises(ApiError):
-        await sync(api, cache_of(api), deployment(api), now=NOW, root_key=ROOT_KEY)
+        await sync(api, cache_of(api), deployment(api), CONFIG, now=NOW)
 
 
 class Timers:
@@ -507,20 +508,20 @@ async def test_a_refused_routing_switch_keeps_the_pods_it_still_routes_to() -> N
                 "conditions": [{"type": "Ready", "status": "True"}]
             }
 
-    await sync(api, cache, deployment(api), now=NOW, root_key=ROOT_KEY)
+    await sync(api, cache, deployment(api), CONFIG, now=NOW)
     ready("demo-prefill-0", "demo-decode-0")
     api.body["spec"]["engine"]["image"] = "example.com/worker:2"  # a new KV revision
     api.body["metadata"]["generation"] = 2
-    await sync(api, cache, copy.deepcopy(api.body), now=NOW, root_key=ROOT_KEY)
+    await sync(api, cache, copy.deepcopy(api.body), CONFIG, now=NOW)
     assert {("pods", "demo-prefill-1"), ("pods", "demo-decode-1")} <= set(api.objects)
     ready("demo-prefill-1", "demo-decode-1")
     api.refuse["patch", "Service"] = (422, status_text(422, "Invalid", "denied by policy"))
-    outcome = await sync(api, cache, copy.deepcopy(api.body), now=NOW, root_key=ROOT_KEY)
+    outcome = await sync(api, cache, copy.deepcopy(api.body), CONFIG, now=NOW)
     assert {r.kind for r in outcome.refusals} == {"Service"}
     assert {("pods", "demo-prefill-0"), ("pods", "demo-decode-0")} <= set(api.objects)
     assert not [w for w in api.writes if w[0] == "delete"]
     del api.refuse["patch", "Service"]
-    await sync(api, cache, copy.deepcopy(api.body), now=NOW, root_key=ROOT_KEY)
+    await sync(api, cache, copy.deepcopy(api.body), CONFIG, now=NOW)
     assert ("pods", "demo-prefill-0") not in api.objects  # moved, then the old pods go
     assert ("pods", "demo-decode-0") not in api.objects
 

@@ -20,6 +20,7 @@ from disagg_operator.engines.base import Container, DemandSeries, Engine
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.planning import status
 from disagg_operator.planning.decide import decide
+from disagg_operator.planning.observed import Observed
 from disagg_operator.render import crd, derivation, kvkey
 from disagg_operator.render.objects import render
 from disagg_operator.validation import spec as validation
@@ -177,18 +178,9 @@ def test_status_reports_its_version_condition() -> None:
     obj = _echo()
     dd, problems = validation.parse(obj, SETTINGS)
     assert dd is not None and not problems
-    plan = decide(dd, uid="u", pods=[], routed=None, settings=SETTINGS)
-    found = status.compute(
-        name="demo",
-        spec=dd.spec,
-        generation=1,
-        pods=[],
-        previous=None,
-        now=T0,
-        problems=[],
-        rollout=plan,
-        settings=SETTINGS,
-    )
+    seen = Observed("demo", T0, generation=1)
+    plan = decide(dd, seen, uid="u", settings=SETTINGS)
+    found = status.compute(seen, spec=dd.spec, problems=[], rollout=plan, settings=SETTINGS)
     versions = [c for c in found["conditions"] if c["type"] == "EngineVersionKnown"]
     assert [(c["status"], c["message"]) for c in versions] == [("True", "echo has one version")]
 

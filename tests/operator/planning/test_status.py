@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -10,6 +11,7 @@ from disagg_operator.api import SPEC_HASH
 from disagg_operator.controller.sync import status_patch
 from disagg_operator.planning import status
 from disagg_operator.planning.decide import decide
+from disagg_operator.planning.observed import Observed
 from disagg_operator.render.objects import render
 from disagg_operator.validation import spec as validation
 from tests.operator.builders import body, by_kind, role
@@ -34,17 +36,10 @@ def _compute(
 ) -> dict[str, Any]:
     dd, problems = validation.parse(obj)
     uid = obj["metadata"]["uid"]
-    steps = decide(dd, uid=uid, pods=pods, routed=None) if dd and not problems else None
-    return status.compute(
-        name=obj["metadata"]["name"],
-        spec=dd.spec if dd else None,
-        generation=generation,
-        pods=pods,
-        previous=previous,
-        now=now,
-        problems=problems,
-        rollout=steps,
-    )
+    name = obj["metadata"]["name"]
+    seen = Observed(name, now, pods, generation=generation, previous=previous)
+    steps = decide(dd, seen, uid=uid) if dd and not problems else None
+    return status.compute(seen, spec=dd.spec if dd else None, problems=problems, rollout=steps)
 
 
 def _counts(role: dict[str, Any]) -> dict[str, Any]:
@@ -274,15 +269,12 @@ def test_refused_writes_degrade_and_name_the_api_answer() -> None:
     obj = body()
     pods = _observed(_desired(obj))[:1]  # prefill exists and is ready, decode was refused
     dd, _ = validation.parse(obj)
+    seen = Observed("demo", T0, pods, generation=1)
     result = status.compute(
-        name="demo",
+        seen,
         spec=dd.spec if dd else None,
-        generation=1,
-        pods=pods,
-        previous=None,
-        now=T0,
         problems=[],
-        rollout=decide(dd, uid="uid-1", pods=pods, routed=None) if dd else None,
+        rollout=decide(dd, seen, uid="uid-1") if dd else None,
         refusals=_refused("demo-decode-0"),
     )
     ready, degraded = _cond(result, "Ready"), _cond(result, "Degraded")
@@ -302,15 +294,12 @@ def test_refused_writes_degrade_and_name_the_api_answer() -> None:
 def test_one_answer_for_many_writes_is_listed_once() -> None:
     obj = body(decode=role(replicas=2))
     dd, _ = validation.parse(obj)
+    seen = Observed("demo", T0, [], generation=1)
     result = status.compute(
-        name="demo",
+        seen,
         spec=dd.spec if dd else None,
-        generation=1,
-        pods=[],
-        previous=None,
-        now=T0,
         problems=[],
-        rollout=decide(dd, uid="uid-1", pods=[], routed=None) if dd else None,
+        rollout=decide(dd, seen, uid="uid-1") if dd else None,
         refusals=_refused("demo-decode-0", "demo-decode-1"),
     )
     message = _cond(result, "Degraded")["message"]
@@ -321,17 +310,14 @@ def test_one_answer_for_many_writes_is_listed_once() -> None:
 def test_refusals_gone_return_degraded_to_as_expected() -> None:
     obj = body()
     dd, _ = validation.parse(obj)
+    seen = Observed("demo", T0, _observed(_desired(obj)), generation=1)
     kwargs: dict[str, Any] = {
-        "name": "demo",
         "spec": dd.spec if dd else None,
-        "generation": 1,
-        "pods": _observed(_desired(obj)),
-        "now": T0,
         "problems": [],
+        "rollout": decide(dd, seen, uid="uid-1") if dd else None,
     }
-    kwargs["rollout"] = decide(dd, uid="uid-1", pods=kwargs["pods"], routed=None) if dd else None
-    refused = status.compute(previous=None, refusals=_refused("demo-decode-0"), **kwargs)
-    healed = status.compute(previous=refused, **kwargs)
+    refused = status.compute(seen, refusals=_refused("demo-decode-0"), **kwargs)
+    healed = status.compute(replace(seen, previous=refused), **kwargs)
     assert _cond(healed, "Degraded")["reason"] == "AsExpected"
     assert _cond(healed, "Ready")["status"] == "True"
     assert healed["phase"] == "Ready"

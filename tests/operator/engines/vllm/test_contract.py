@@ -13,6 +13,7 @@ from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.planning import status
 from disagg_operator.planning.decide import decide
+from disagg_operator.planning.observed import Observed
 from disagg_operator.render.objects import render
 from disagg_operator.validation import spec as validation
 from tests.operator.builders import GPU, body, by_kind, env_of, role, vllm_gpu_cpu
@@ -272,17 +273,9 @@ def _engine_condition(obj: dict[str, Any]) -> dict[str, Any] | None:
     now = datetime(2025, 1, 1, tzinfo=timezone.utc)
     dd, _ = validation.parse(obj)
     assert dd is not None
-    steps = decide(dd, uid="u", pods=[], routed=None)
-    result = status.compute(
-        name="demo",
-        spec=spec,
-        generation=1,
-        pods=[],
-        previous=None,
-        now=now,
-        problems=[],
-        rollout=steps,
-    )
+    seen = Observed("demo", now, generation=1)
+    steps = decide(dd, seen, uid="u")
+    result = status.compute(seen, spec=spec, problems=[], rollout=steps)
     found = [c for c in result["conditions"] if c["type"] == status.ENGINE_VERSION_KNOWN]
     return found[0] if found else None
 
