@@ -100,8 +100,9 @@ imports:
 	$(BIN)/lint-imports
 
 ## pytest: the test suite
+# one worker per core (pytest-xdist); tests that share a resource run in one group
 pytest:
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n auto --dist loadgroup
 
 ## bench: the transfer, e2e and operator benchmarks
 bench: $(STAMP)

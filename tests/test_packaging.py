@@ -9,6 +9,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("operator", "worker")
 
@@ -22,6 +24,7 @@ def _packages_in_tree() -> set[str]:
     return found
 
 
+@pytest.mark.xdist_group("wheel-build")  # one build of the tree at a time: build/ is shared
 def test_a_built_wheel_holds_every_package_of_the_tree(tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",

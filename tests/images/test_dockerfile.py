@@ -154,6 +154,7 @@ def _worker_cuda_requirements(tmp_path: Path) -> list[str]:
     return run.stdout.split()
 
 
+@pytest.mark.xdist_group("wheel-build")  # one build of the tree at a time: build/ is shared
 def test_worker_cuda_requirement_list_from_wheel_metadata(tmp_path):
     reqs = _worker_cuda_requirements(tmp_path)
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
