@@ -56,21 +56,19 @@ from disagg_operator.controller.rules.refusals import (
     is_refusal,
     lines,
 )
-from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.planning import status as status_mod
 from disagg_operator.planning.actions import Action, Verb, plan
 from disagg_operator.planning.decide import (
     ROUTING_KINDS,
-    PodRenderer,
+    Rendered,
     decide,
-    renderer,
+    rendering,
     routed_revision,
 )
 from disagg_operator.planning.observed import Observed
 from disagg_operator.planning.pods import instances
 from disagg_operator.planning.reasons import API_REFUSED, INVALID_SPEC
 from disagg_operator.planning.rollout import Plan
-from disagg_operator.render.kvkey import kv_revision
 from disagg_operator.render.monitoring import names as monitoring_names
 from disagg_operator.render.objects import render_model
 from disagg_operator.render.router import name_of as router_name
@@ -300,9 +298,8 @@ async def sync(
     seen = _observed(body, children, now, heard.busy)
     steps: Plan | None = None
     if dd is not None and not problems:
-        target = kv_revision(dd.spec, settings)
-        pods_of = renderer(dd, uid, target, settings)
-        steps = decide(dd, seen, uid=uid, settings=settings, target=target, pods_of=pods_of)
+        rendered = rendering(dd, uid, settings)  # the sync's one render, before its plan
+        steps = decide(dd, seen, rendered)
         hmac_key = keys.derive(config.root_key, meta["namespace"], meta["name"], uid)
         desired = render_model(
             dd,
@@ -311,18 +308,18 @@ async def sync(
             routed_kv=steps.routed,
             pods=False,
             settings=settings,
-            target_kv=target,
+            target_kv=rendered.target,
             serving_kv=steps.serving,
         )
         serving = steps.serving
         others = [o for o in children if o["kind"] not in kinds.INSTANCE_KINDS]
         actions = plan(keys.without_secrets(desired), others)
-        todo = actions + pod_actions(dd, uid, steps, settings, pods_of, seen.pods)
+        todo = actions + pod_actions(dd, steps, rendered, seen.pods)
         await _apply(api, body, desired, todo, held, outcome, record)
         if outcome.done:  # count what is there now, the writes' answers included
             now_seen = cache.children(*key, uid)
             seen = replace(_observed(body, now_seen, now, heard.busy), routed=steps.routed)
-            steps = decide(dd, seen, uid=uid, settings=settings, target=target, pods_of=pods_of)
+            steps = decide(dd, seen, rendered)  # after the writes: the same render
             outcome.more = (
                 any(steps.create.values()) or bool(steps.delete) or steps.serving != serving
             )
@@ -368,17 +365,14 @@ def _router(name: str, observed: Sequence[dict[str, Any]]) -> dict[str, Any] | N
 
 def pod_actions(
     dd: DisaggregatedDeployment,
-    uid: str,
     steps: Plan,
-    settings: Settings = DEFAULT,
-    pods_of: PodRenderer | None = None,
+    rendered: Rendered,
     observed: Sequence[Mapping[str, Any]] = (),
 ) -> list[Action]:
     """The rollout plan's instance writes (pods, or LeaderWorkerSets where instances span
-    pods): creates in role order, then deletes; ``pods_of``: the sync's instance renderer
-    (each rendered once); ``observed``: the instances seen (what kind each deleted one is)."""
+    pods): creates in role order, then deletes; ``rendered``: the sync's render (what each
+    created instance is); ``observed``: the instances seen (what kind each deleted one is)."""
     namespace = dd.metadata.namespace
-    pod = pods_of or renderer(dd, uid, steps.target, settings)
     kind_of = {o["metadata"]["name"]: o["kind"] for o in observed}
 
     def write(verb: Verb, kind: str, name: str, content: Any = None) -> Action:
@@ -387,7 +381,7 @@ def pod_actions(
     actions = [
         write("create", body["kind"], body["metadata"]["name"], body)
         for role, indices in steps.create.items()
-        for body in (pod(role, i) for i in indices)
+        for body in (rendered.instance(role, i) for i in indices)
     ]
     actions += [write("delete", kind_of.get(name, "Pod"), name) for name in steps.delete]
     return actions

@@ -3,14 +3,16 @@
 :func:`decide` reads which KV revision the routing objects select now
 (:func:`routed_revision`) and which ones every pod of the deployment's router knows
 (:func:`~disagg_operator.render.router.revisions_reached`, from the observed router
-Deployment), renders the pod each observed index should be (to tell current pods from old
-ones) and asks :func:`.rollout.plan` for this sync's pod writes.
+Deployment), reads the pod each observed index should be from the sync's one render
+(:class:`Rendered`, to tell current pods from old ones) and asks :func:`.rollout.plan`
+for this sync's pod writes.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from disagg_operator.api import (
@@ -32,17 +34,28 @@ ROUTING_KINDS = ("Service", "InferencePool")
 PodRenderer = Callable[[str, int], dict[str, Any]]
 
 
-def renderer(
-    dd: DisaggregatedDeployment, uid: str, kv: str, settings: Settings = DEFAULT
-) -> PodRenderer:
-    """``(role, index) → the pod render gives it now``, each rendered once: a sync asks
-    for the same pods to tell current ones from old, and again for those it creates."""
+@dataclass(frozen=True)
+class Rendered:
+    """One sync's render of a deployment's instances, made once before its plan:
+    ``target``, the spec's KV revision; ``instance(role, index)``, the pod (or the
+    LeaderWorkerSet standing for it) render gives that index now, rendered on first ask
+    and kept. The plan before the writes, the writes and the plan after them read this
+    one value, so no instance is rendered twice in a sync."""
+
+    target: str
+    instance: PodRenderer
+
+
+def rendering(dd: DisaggregatedDeployment, uid: str, settings: Settings = DEFAULT) -> Rendered:
+    """The sync's :class:`Rendered`: the spec's KV revision computed once, each instance
+    rendered when first asked for."""
+    kv = kv_revision(dd.spec, settings)
 
     @functools.cache
-    def pod(role: str, index: int) -> dict[str, Any]:
+    def instance(role: str, index: int) -> dict[str, Any]:
         return role_instance(dd, uid=uid, role=role, index=index, kv=kv, settings=settings)
 
-    return pod
+    return Rendered(kv, instance)
 
 
 def routed_revision(name: str, observed: Sequence[Mapping[str, Any]]) -> str | None:
@@ -64,26 +77,16 @@ def routed_revision(name: str, observed: Sequence[Mapping[str, Any]]) -> str | N
     return next((found[n] for n in wanted if n in found), None)
 
 
-def decide(
-    dd: DisaggregatedDeployment,
-    seen: Observed,
-    *,
-    uid: str,
-    settings: Settings = DEFAULT,
-    target: str | None = None,
-    pods_of: PodRenderer | None = None,
-) -> planner.Plan:
+def decide(dd: DisaggregatedDeployment, seen: Observed, rendered: Rendered) -> planner.Plan:
     """This sync's rollout plan for a validated deployment and what the sync ``seen``:
     its pods, the KV revision its routing objects select, its router Deployment and how
-    busy each pod is (a scale-down takes the least busy first); ``target``: the spec's KV
-    revision when the caller has it; ``pods_of``: the sync's :func:`renderer` (one render
-    of a pod per sync, whoever asks)."""
-    kv = target or kv_revision(dd.spec, settings)
-    render = pods_of or renderer(dd, uid, kv, settings)
+    busy each pod is (a scale-down takes the least busy first); ``rendered``: the sync's
+    render, read for the hash and revision of each index."""
+    kv = rendered.target
 
-    def rendered(role: str, index: int) -> Mapping[str, Any]:
-        meta: Mapping[str, Any] = render(role, index)["metadata"]
-        return meta
+    def meta(role: str, index: int) -> Mapping[str, Any]:
+        found: Mapping[str, Any] = rendered.instance(role, index)["metadata"]
+        return found
 
     budgets: dict[str, planner.Budget] = {
         r: planner.Budget.of(effective_replicas(dd.spec, r), dd.spec.role(r).rollout) for r in ROLES
@@ -91,7 +94,7 @@ def decide(
     views = planner.views(
         dd.metadata.name,
         seen.pods,
-        lambda role, i: str(rendered(role, i)["annotations"][SPEC_HASH]),
+        lambda role, i: str(meta(role, i)["annotations"][SPEC_HASH]),
         seen.busy,
     )
     reached: set[str] | None = None
@@ -104,7 +107,7 @@ def decide(
         routed=seen.routed,
         pods=views,
         budgets=budgets,
-        revisions={r: str(rendered(r, 0)["labels"][LABEL_REVISION]) for r in ROLES},
+        revisions={r: str(meta(r, 0)["labels"][LABEL_REVISION]) for r in ROLES},
         reached=reached,
         paused=dd.spec.paused,
     )

@@ -14,6 +14,7 @@ import base64
 import copy
 import datetime
 import json
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import pytest
 import yaml
 
 from disagg_operator.api import kinds
+from disagg_operator.controller import sync as sync_module
 from disagg_operator.controller.client import PLURALS, ApiError
 from disagg_operator.controller.config import OperatorConfig
 from disagg_operator.controller.reconciler import Clocks, Coalescer, Reconciler
@@ -29,6 +31,7 @@ from disagg_operator.controller.rules.cache import Cache, owner
 from disagg_operator.controller.rules.keys import derive
 from disagg_operator.controller.rules.refusals import Backoff
 from disagg_operator.controller.sync import status_patch, sync
+from disagg_operator.planning import decide as decide_module
 from tests.operator.conftest import until
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -533,3 +536,51 @@ def test_status_patch_removes_keys_gone_from_a_nested_object() -> None:
         "decode": {"plannedReplicas": None, "desired": 1},
         "phase": "Ready",
     }
+
+
+def _count_calls(
+    monkeypatch: pytest.MonkeyPatch, module: Any, name: str, calls: Counter[Any]
+) -> None:
+    """Count the calls of ``module.name``; a pod's render counts per (role, index)."""
+    real = getattr(module, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        key = (name, kwargs["role"], kwargs["index"]) if name == "role_instance" else name
+        calls[key] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+
+
+async def test_a_sync_renders_once_before_its_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One render per sync, made before the plan: the plan before the writes, the pod
+    writes and the plan after them (the second decide) all read it, so no instance is
+    rendered twice, whether the sync creates pods or rolls old ones."""
+    calls: Counter[Any] = Counter()
+    for module, name in [
+        (sync_module, "rendering"),
+        (sync_module, "decide"),
+        (sync_module, "render_model"),
+        (decide_module, "role_instance"),
+    ]:
+        _count_calls(monkeypatch, module, name, calls)
+    api = FakeApi()
+    roles = {
+        "prefill": {"replicas": 2, "device": "cpu"},
+        "decode": {"replicas": 3, "device": "cpu"},
+    }
+    await sync(api, cache_of(api), deployment(api, **roles), CONFIG, now=NOW)
+    created = {
+        ("role_instance", r, i) for r, n in (("prefill", 2), ("decode", 3)) for i in range(n)
+    }
+    assert calls == Counter(
+        {"rendering": 1, "decide": 2, "render_model": 1, **dict.fromkeys(created, 1)}
+    )
+    calls.clear()
+    api.body["spec"]["decode"]["env"] = [{"name": "NEW", "value": "1"}]  # every decode is old
+    api.body["metadata"]["generation"] = 2
+    outcome = await sync(api, cache_of(api), copy.deepcopy(api.body), CONFIG, now=LATER)
+    assert any(a.verb == "delete" for a in outcome.actions)  # a roll: old pods replaced
+    assert (calls["rendering"], calls["decide"], calls["render_model"]) == (1, 2, 1)
+    renders = {k: n for k, n in calls.items() if k[0] == "role_instance"}
+    assert renders and set(renders.values()) == {1}  # each instance rendered once

@@ -19,7 +19,7 @@ from disagg_operator.api.problems import Problem
 from disagg_operator.engines.base import Container, DemandSeries, Engine
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.planning import status
-from disagg_operator.planning.decide import decide
+from disagg_operator.planning.decide import decide, rendering
 from disagg_operator.planning.observed import Observed
 from disagg_operator.render import crd, derivation, kvkey
 from disagg_operator.render.objects import render
@@ -179,7 +179,7 @@ def test_status_reports_its_version_condition() -> None:
     dd, problems = validation.parse(obj, SETTINGS)
     assert dd is not None and not problems
     seen = Observed("demo", T0, generation=1)
-    plan = decide(dd, seen, uid="u", settings=SETTINGS)
+    plan = decide(dd, seen, rendering(dd, "u", SETTINGS))
     found = status.compute(seen, spec=dd.spec, problems=[], rollout=plan, settings=SETTINGS)
     versions = [c for c in found["conditions"] if c["type"] == "EngineVersionKnown"]
     assert [(c["status"], c["message"]) for c in versions] == [("True", "echo has one version")]

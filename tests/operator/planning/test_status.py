@@ -10,7 +10,7 @@ from typing import Any
 from disagg_operator.api import SPEC_HASH
 from disagg_operator.controller.sync import status_patch
 from disagg_operator.planning import status
-from disagg_operator.planning.decide import decide
+from disagg_operator.planning.decide import decide, rendering
 from disagg_operator.planning.observed import Observed
 from disagg_operator.render.objects import render
 from disagg_operator.validation import spec as validation
@@ -38,7 +38,7 @@ def _compute(
     uid = obj["metadata"]["uid"]
     name = obj["metadata"]["name"]
     seen = Observed(name, now, pods, generation=generation, previous=previous)
-    steps = decide(dd, seen, uid=uid) if dd and not problems else None
+    steps = decide(dd, seen, rendering(dd, uid)) if dd and not problems else None
     return status.compute(seen, spec=dd.spec if dd else None, problems=problems, rollout=steps)
 
 
@@ -274,7 +274,7 @@ def test_refused_writes_degrade_and_name_the_api_answer() -> None:
         seen,
         spec=dd.spec if dd else None,
         problems=[],
-        rollout=decide(dd, seen, uid="uid-1") if dd else None,
+        rollout=decide(dd, seen, rendering(dd, "uid-1")) if dd else None,
         refusals=_refused("demo-decode-0"),
     )
     ready, degraded = _cond(result, "Ready"), _cond(result, "Degraded")
@@ -299,7 +299,7 @@ def test_one_answer_for_many_writes_is_listed_once() -> None:
         seen,
         spec=dd.spec if dd else None,
         problems=[],
-        rollout=decide(dd, seen, uid="uid-1") if dd else None,
+        rollout=decide(dd, seen, rendering(dd, "uid-1")) if dd else None,
         refusals=_refused("demo-decode-0", "demo-decode-1"),
     )
     message = _cond(result, "Degraded")["message"]
@@ -314,7 +314,7 @@ def test_refusals_gone_return_degraded_to_as_expected() -> None:
     kwargs: dict[str, Any] = {
         "spec": dd.spec if dd else None,
         "problems": [],
-        "rollout": decide(dd, seen, uid="uid-1") if dd else None,
+        "rollout": decide(dd, seen, rendering(dd, "uid-1")) if dd else None,
     }
     refused = status.compute(seen, refusals=_refused("demo-decode-0"), **kwargs)
     healed = status.compute(replace(seen, previous=refused), **kwargs)

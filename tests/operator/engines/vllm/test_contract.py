@@ -12,7 +12,7 @@ from disagg_operator.api import DeploymentSpec
 from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.planning import status
-from disagg_operator.planning.decide import decide
+from disagg_operator.planning.decide import decide, rendering
 from disagg_operator.planning.observed import Observed
 from disagg_operator.render.objects import render
 from disagg_operator.validation import spec as validation
@@ -274,7 +274,7 @@ def _engine_condition(obj: dict[str, Any]) -> dict[str, Any] | None:
     dd, _ = validation.parse(obj)
     assert dd is not None
     seen = Observed("demo", now, generation=1)
-    steps = decide(dd, seen, uid="u")
+    steps = decide(dd, seen, rendering(dd, "u"))
     result = status.compute(seen, spec=spec, problems=[], rollout=steps)
     found = [c for c in result["conditions"] if c["type"] == status.ENGINE_VERSION_KNOWN]
     return found[0] if found else None
