@@ -270,7 +270,8 @@ class Autoscaler:
             return None
         now = self.clock()
         state.busy = reading.busy
-        targets, limits, settings = autoscale.from_spec(auto)
+        policy = autoscale.from_spec(auto)
+        settings = policy.settings
         served = {"prefill": reading.prompt_tokens_per_s, "decode": reading.output_tokens_per_s}
         wanted = {
             r: autoscale.with_queue(
@@ -283,9 +284,7 @@ class Autoscaler:
         status = body.get("status") or {}
         # what the last plan asked (what runs, in mode Apply), else what runs now
         current = {r: effective_replicas(spec, r) for r in ROLES} | planned(status)
-        decision = autoscale.plan(
-            state.history, profiles, targets, limits, current, state.memory, now, settings
-        )
+        decision = autoscale.plan(state.history, profiles, policy, current, state.memory, now)
         if applies(spec):
             decision = _held_for_rollout(decision, current, status)
         await self._write(body, decision, reading, apply=applies(spec))

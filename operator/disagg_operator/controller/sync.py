@@ -69,6 +69,7 @@ from disagg_operator.planning.observed import Observed
 from disagg_operator.planning.pods import instances
 from disagg_operator.planning.reasons import API_REFUSED, INVALID_SPEC
 from disagg_operator.planning.rollout import Plan
+from disagg_operator.render.kvkey import Revisions
 from disagg_operator.render.monitoring import names as monitoring_names
 from disagg_operator.render.objects import render_model
 from disagg_operator.render.router import name_of as router_name
@@ -305,11 +306,9 @@ async def sync(
             dd,
             uid=uid,
             hmac_key=hmac_key,
-            routed_kv=steps.routed,
+            revisions=Revisions(rendered.target, steps.routed, steps.serving),
             pods=False,
             settings=settings,
-            target_kv=rendered.target,
-            serving_kv=steps.serving,
         )
         serving = steps.serving
         others = [o for o in children if o["kind"] not in kinds.INSTANCE_KINDS]

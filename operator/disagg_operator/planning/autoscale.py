@@ -45,6 +45,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from disagg_operator.api import Autoscaling
 
@@ -193,17 +194,26 @@ def forecast(
     return max(latest, latest + slope * ahead)
 
 
+class Policy(NamedTuple):
+    """What one deployment asks of the planner (:func:`from_spec`): its targets, its
+    bounds and its windows."""
+
+    targets: Targets
+    limits: Limits
+    settings: Settings = Settings()
+
+
 def plan(
     history: Sequence[Demand],
     profiles: Mapping[str, Profile],
-    targets: Targets,
-    limits: Limits,
+    policy: Policy,
     current: Mapping[str, int],
     memory: Memory,
     now: float,
-    settings: Settings = Settings(),
 ) -> Decision:
-    """This pass's replicas per role (module docstring); ``memory`` is updated."""
+    """This pass's replicas per role (module docstring) under ``policy``; ``memory`` is
+    updated."""
+    targets, limits, settings = policy
     target = {"prefill": targets.ttft_s, "decode": targets.itl_s}
     ahead: dict[str, float] = {}
     needs: dict[str, int] = {}
@@ -356,7 +366,7 @@ def with_queue(served: float, waiting: float, requests_per_s: float, window_s: f
     return served + waiting * (served / requests_per_s) / window_s
 
 
-def from_spec(auto: Autoscaling) -> tuple[Targets, Limits, Settings]:
+def from_spec(auto: Autoscaling) -> Policy:
     """What ``spec.autoscaling`` asks of the planner: targets, bounds and windows."""
     targets = Targets(auto.targets.ttft_milliseconds / 1e3, auto.targets.itl_milliseconds / 1e3)
     bounds = {"prefill": auto.prefill, "decode": auto.decode}
@@ -377,4 +387,4 @@ def from_spec(auto: Autoscaling) -> tuple[Targets, Limits, Settings]:
         reserve=auto.reserve_percent / 100,
         reserve_window_s=float(auto.reserve_window_seconds),
     )
-    return targets, limits, settings
+    return Policy(targets, limits, settings)

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from disagg_operator.api import KV_REVISION_CHARS, ROLES, DeploymentSpec, RoleSpec
@@ -78,3 +80,14 @@ def digest(data: Any, chars: int = KV_REVISION_CHARS) -> str:
 def kv_revision(spec: DeploymentSpec, settings: Settings) -> str:
     """The KV revision label of every pod this spec renders."""
     return digest(kv_key(spec, settings))
+
+
+@dataclass(frozen=True)
+class Revisions:
+    """The KV revisions one render names: ``target``, the spec's own (:func:`kv_revision`);
+    ``routed``, what the role Services and the InferencePool select (None: ``target``);
+    ``serving``, what a revision-aware router pairs within (empty: ``target`` alone)."""
+
+    target: str
+    routed: str | None = None
+    serving: Sequence[str] = ()

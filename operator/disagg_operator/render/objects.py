@@ -57,7 +57,7 @@ from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render import canary as render_canary
 from disagg_operator.render import epp, groups, monitoring, router
 from disagg_operator.render import pods as render_pods
-from disagg_operator.render.kvkey import kv_revision
+from disagg_operator.render.kvkey import Revisions, kv_revision
 from disagg_operator.validation.spec import InvalidSpec, parse
 
 
@@ -100,7 +100,8 @@ def render(
     if dd is None or problems:
         raise InvalidSpec(problems)
     uid = str(body.get("metadata", {}).get("uid") or "")
-    return render_model(dd, uid=uid, hmac_key=hmac_key, routed_kv=routed_kv, settings=settings)
+    kv = Revisions(kv_revision(dd.spec, settings), routed_kv)
+    return render_model(dd, uid=uid, hmac_key=hmac_key, revisions=kv, settings=settings)
 
 
 def _meta(
@@ -140,7 +141,6 @@ def role_pod(
         dd.spec,
         role,
         index,
-        name=name,
         meta=meta,
         pod_selector=selector(name, role),
         kv=kv,
@@ -171,19 +171,18 @@ def render_model(
     *,
     uid: str,
     hmac_key: str,
-    routed_kv: str | None = None,
+    revisions: Revisions | None = None,
     pods: bool = True,
     settings: Settings = DEFAULT,
-    target_kv: str | None = None,
-    serving_kv: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Render an already validated deployment (pods ``0 .. replicas-1`` of each role;
     none with ``pods=False``: the reconciler renders pods one by one, as the rollout
-    planner asks). ``target_kv``: the spec's KV revision when the caller has it;
-    ``serving_kv``: the KV revisions the router pairs within (default: the spec's)."""
+    planner asks). ``revisions``: the KV revisions it names (default: the spec's own
+    alone)."""
     name, spec = dd.metadata.name, dd.spec
-    target = target_kv or kv_revision(spec, settings)
-    kv = routed_kv or target
+    revisions = revisions or Revisions(kv_revision(spec, settings))
+    target = revisions.target
+    kv = revisions.routed or target
     counts = {role: effective_replicas(spec, role) for role in ROLES}
     roles = [role for role in ROLES if counts[role] > 0]
     objects = [_secret(_meta(dd, uid, f"{name}-handshake"), hmac_key)]
@@ -192,7 +191,7 @@ def render_model(
         for cm, data in settings.engine(spec).config_maps(spec, name).items()
     ]
     objects += [_service(spec, role, _meta(dd, uid, f"{name}-{role}", role), kv) for role in roles]
-    serving = list(serving_kv or [target])
+    serving = list(revisions.serving or [target])
     objects += _revision_services(dd, uid, roles, kv, target, serving, settings)
     front = router.objects(
         spec, name, dd.metadata.namespace, _meta(dd, uid, router.name_of(name)), settings, serving

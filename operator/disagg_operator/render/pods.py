@@ -102,16 +102,17 @@ def pod(
     role: str,
     i: int,
     *,
-    name: str,
     meta: dict[str, Any],
     pod_selector: dict[str, str],
     kv: str,
     settings: Settings,
 ) -> dict[str, Any]:
-    """The Pod ``<name>-<role>-<i>``; ``meta`` carries namespace, labels, ownerReferences;
-    ``pod_selector`` selects the role's pods (for the default topology spread); ``kv`` is
-    the spec's KV revision (where the canary sends its prefill hop)."""
+    """The Pod ``<name>-<role>-<i>`` of deployment ``<name>`` (its label in ``meta``, which
+    carries namespace, labels, ownerReferences); ``pod_selector`` selects the role's pods
+    (for the default topology spread); ``kv`` is the spec's KV revision (where the canary
+    sends its prefill hop)."""
     r, engine = spec.role(role), settings.engine(spec)
+    name = meta["labels"][LABEL_DEPLOYMENT]
     source = model_source.source(spec)
     pod_name = f"{name}-{role}-{i}"
     containers = [engine_container(spec, role, settings)]

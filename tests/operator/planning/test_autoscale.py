@@ -13,6 +13,7 @@ from disagg_operator.planning.autoscale import (
     Demand,
     Limits,
     Memory,
+    Policy,
     Profile,
     Settings,
     Targets,
@@ -66,7 +67,9 @@ def test_the_forecast_is_the_recent_mean_or_where_its_trend_leads() -> None:
 
 def test_each_role_is_sized_by_its_own_profile() -> None:
     history = _flat(prompt=22_000, output=2_000, until=120)
-    got = plan(history, PROFILES, TARGETS, WIDE, {"prefill": 1, "decode": 1}, Memory(), 120, EXACT)
+    got = plan(
+        history, PROFILES, Policy(TARGETS, WIDE, EXACT), {"prefill": 1, "decode": 1}, Memory(), 120
+    )
     decode_share = 16 / ITL.latency_at(16)
     assert got.needs == {
         "prefill": math.ceil(22_000 / 5000),
@@ -79,31 +82,43 @@ def test_each_role_is_sized_by_its_own_profile() -> None:
 def test_a_role_shrinks_only_to_the_largest_need_of_the_window_and_not_before_it_saw_one() -> None:
     memory, settings = Memory(), Settings(headroom=1.0, scale_down_s=300)
     busy = _flat(22_000, 200, 120)
-    plan(busy, PROFILES, TARGETS, WIDE, {"prefill": 5, "decode": 1}, memory, 120, settings)
+    plan(busy, PROFILES, Policy(TARGETS, WIDE, settings), {"prefill": 5, "decode": 1}, memory, 120)
     quiet = [Demand(t, 1000, 200) for t in range(121, 241)]
-    early = plan(quiet, PROFILES, TARGETS, WIDE, {"prefill": 5, "decode": 1}, memory, 240, settings)
+    early = plan(
+        quiet, PROFILES, Policy(TARGETS, WIDE, settings), {"prefill": 5, "decode": 1}, memory, 240
+    )
     assert early.replicas["prefill"] == 5  # needs 1 now, but 5 within the window
     later = [Demand(t, 1000, 200) for t in range(300, 600)]
-    late = plan(later, PROFILES, TARGETS, WIDE, {"prefill": 5, "decode": 1}, memory, 599, settings)
+    late = plan(
+        later, PROFILES, Policy(TARGETS, WIDE, settings), {"prefill": 5, "decode": 1}, memory, 599
+    )
     assert late.replicas["prefill"] == 1 and late.reason == "ScaleDown"
-    fresh = plan(quiet, PROFILES, TARGETS, WIDE, {"prefill": 5, "decode": 1}, Memory(), 240)
+    fresh = plan(quiet, PROFILES, Policy(TARGETS, WIDE), {"prefill": 5, "decode": 1}, Memory(), 240)
     assert fresh.replicas["prefill"] == 5 and fresh.reason == "Steady"  # a restarted planner
 
 
 def test_bounds_decide_last_and_say_so() -> None:
     history = _flat(prompt=50_000, output=100, until=60)
     capped = Limits({"prefill": (1, 4), "decode": (1, 100)})
-    got = plan(history, PROFILES, TARGETS, capped, {"prefill": 1, "decode": 1}, Memory(), 60, EXACT)
+    got = plan(
+        history, PROFILES, Policy(TARGETS, capped, EXACT), {"prefill": 1, "decode": 1}, Memory(), 60
+    )
     assert got.replicas["prefill"] == 4 and got.reason == "AtMaximum"
     ratio = Limits({"prefill": (1, 100), "decode": (1, 100)}, ratio=(0.5, 2.0))
-    got = plan(history, PROFILES, TARGETS, ratio, {"prefill": 1, "decode": 1}, Memory(), 60, EXACT)
+    got = plan(
+        history, PROFILES, Policy(TARGETS, ratio, EXACT), {"prefill": 1, "decode": 1}, Memory(), 60
+    )
     assert got.replicas == {"prefill": 10, "decode": 5} and got.reason == "RatioBound"
     budget = Limits({"prefill": (1, 100), "decode": (2, 100)}, pods=6)
-    got = plan(history, PROFILES, TARGETS, budget, {"prefill": 1, "decode": 1}, Memory(), 60, EXACT)
+    got = plan(
+        history, PROFILES, Policy(TARGETS, budget, EXACT), {"prefill": 1, "decode": 1}, Memory(), 60
+    )
     assert got.replicas == {"prefill": 4, "decode": 2} and got.reason == "BudgetLimited"
     cost = Limits({"prefill": (1, 100), "decode": (1, 100)}, cost={"prefill": 4, "decode": 1},
                   max_cost=20)  # fmt: skip
-    got = plan(history, PROFILES, TARGETS, cost, {"prefill": 1, "decode": 1}, Memory(), 60, EXACT)
+    got = plan(
+        history, PROFILES, Policy(TARGETS, cost, EXACT), {"prefill": 1, "decode": 1}, Memory(), 60
+    )
     assert 4 * got.replicas["prefill"] + got.replicas["decode"] <= 20
 
 
@@ -120,12 +135,12 @@ def test_with_a_scale_up_window_a_role_grows_only_to_the_smallest_need_of_it() -
     settings = Settings(headroom=1.0, scale_up_s=30, smooth_s=5, trend_s=1000)
     current = {"prefill": 1, "decode": 1}
     quiet = [Demand(t, 1000, 100) for t in range(0, 60)]
-    plan(quiet, PROFILES, TARGETS, WIDE, current, memory, 59, settings)
+    plan(quiet, PROFILES, Policy(TARGETS, WIDE, settings), current, memory, 59)
     spike = [*quiet, *(Demand(t, 22_000, 100) for t in range(60, 70))]
-    got = plan(spike, PROFILES, TARGETS, WIDE, current, memory, 69, settings)
+    got = plan(spike, PROFILES, Policy(TARGETS, WIDE, settings), current, memory, 69)
     assert got.needs["prefill"] == 5 and got.replicas["prefill"] == 1  # one pass is not enough
     held = [*spike, *(Demand(t, 22_000, 100) for t in range(70, 100))]
-    got = plan(held, PROFILES, TARGETS, WIDE, current, memory, 99, settings)
+    got = plan(held, PROFILES, Policy(TARGETS, WIDE, settings), current, memory, 99)
     assert got.replicas["prefill"] == 5 and got.reason == "ScaleUp"  # needed all window long
 
 
@@ -133,19 +148,23 @@ def test_a_reserve_keeps_a_share_of_the_largest_need_of_its_window() -> None:
     memory, current = Memory(), {"prefill": 1, "decode": 1}
     settings = Settings(headroom=1.0, scale_down_s=60, reserve=0.4, reserve_window_s=600)
     burst = _flat(50_000, 100, 60)  # prefill needs 10
-    got = plan(burst, PROFILES, TARGETS, WIDE, current, memory, 60, settings)
+    got = plan(burst, PROFILES, Policy(TARGETS, WIDE, settings), current, memory, 60)
     assert got.replicas["prefill"] == 10 and got.reason == "ScaleUp"
     current = dict(got.replicas)
     quiet = [Demand(t, 1000, 100) for t in range(200, 300)]  # needs 1, the burst out of 60 s
-    got = plan(quiet, PROFILES, TARGETS, WIDE, current, memory, 299, settings)
+    got = plan(quiet, PROFILES, Policy(TARGETS, WIDE, settings), current, memory, 299)
     assert got.needs["prefill"] == 1 and got.replicas["prefill"] == 4 and got.reason == "Reserve"
     later = [Demand(t, 1000, 100) for t in range(700, 800)]  # the burst out of the window too
-    got = plan(later, PROFILES, TARGETS, WIDE, {**current, "prefill": 4}, memory, 799, settings)
+    got = plan(
+        later, PROFILES, Policy(TARGETS, WIDE, settings), {**current, "prefill": 4}, memory, 799
+    )
     assert got.replicas["prefill"] == 1 and got.reason == "ScaleDown"
     without = Settings(headroom=1.0, scale_down_s=60)  # no reserve: the window alone decides
     memory = Memory()
-    plan(burst, PROFILES, TARGETS, WIDE, {"prefill": 1, "decode": 1}, memory, 60, without)
-    got = plan(quiet, PROFILES, TARGETS, WIDE, {"prefill": 10, "decode": 1}, memory, 299, without)
+    plan(burst, PROFILES, Policy(TARGETS, WIDE, without), {"prefill": 1, "decode": 1}, memory, 60)
+    got = plan(
+        quiet, PROFILES, Policy(TARGETS, WIDE, without), {"prefill": 10, "decode": 1}, memory, 299
+    )
     assert got.replicas["prefill"] == 1
 
 

@@ -190,9 +190,11 @@ def test_behind_llm_d_the_router_follows_the_role_services() -> None:
 def test_the_router_is_told_every_revision_it_pairs_within() -> None:
     dd, _ = validation.parse(body(router={"enabled": True}))
     assert dd is not None
+    from disagg_operator.render.kvkey import Revisions, kv_revision
     from disagg_operator.render.objects import render_model
 
-    objects = render_model(dd, uid="u", hmac_key=KEY, serving_kv=["aaa", "bbb"])
+    kv = Revisions(kv_revision(dd.spec, DEFAULT), serving=["aaa", "bbb"])
+    objects = render_model(dd, uid="u", hmac_key=KEY, revisions=kv)
     deploy = next(o for o in objects if o["kind"] == "Deployment")
     args = proxy._parser().parse_args(deploy["spec"]["template"]["spec"]["containers"][0]["args"])
     assert args.kv_revision == ["aaa", "bbb"]

@@ -150,10 +150,8 @@ class Planner:
             )
             for s in window
         ]
-        decision = autoscale.plan(
-            demand, self.profiles, self.targets, self.limits, current, self.memory, now,
-            self.settings,
-        )  # fmt: skip
+        policy = autoscale.Policy(self.targets, self.limits, self.settings)
+        decision = autoscale.plan(demand, self.profiles, policy, current, self.memory, now)
         return decision.replicas
 
 
