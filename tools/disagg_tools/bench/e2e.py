@@ -61,6 +61,8 @@ from disagg_tools.local.children import (
     wait_ready,
 )
 from disagg_worker.model.model import BOS, get_preset
+from disagg_worker.serve.rules.timings import FIELD as TIMINGS
+from disagg_worker.serve.rules.timings import ProxyFigures, Timings
 
 KEYS = (
     "prompt_tokens",
@@ -180,17 +182,30 @@ def measure(
 
 def _breakdown(r: Round) -> dict[str, float]:
     """The whole P/D request hop by hop (module docstring), with both paths' tok/s."""
-    d = r.pd_whole["disagg"]
-    hop = d["proxy"]["prefill_hop_ms"]
+    d = _timings(r.pd_whole)
+    pre, proxy = d.prefill or Timings(), d.proxy or ProxyFigures()
+    hop, transfer = _had(proxy.prefill_hop_ms, "proxy.prefill_hop_ms"), _had(d.transfer_ms)
+    first, decode = _had(d.first_step_ms), _had(d.decode_ms)
     return {
         "prefill_hop_ms": hop,
-        "prefill_compute_ms": d["prefill"]["prompt_ms"] + d["prefill"]["first_step_ms"],
-        "transfer_ms": d["transfer_ms"],
-        "decode_first_step_ms": d["first_step_ms"],
-        "rest_ms": r.pd_whole_ms - hop - d["transfer_ms"] - d["first_step_ms"] - d["decode_ms"],
+        "prefill_compute_ms": _had(pre.prompt_ms) + _had(pre.first_step_ms),
+        "transfer_ms": transfer,
+        "decode_first_step_ms": first,
+        "rest_ms": r.pd_whole_ms - hop - transfer - first - decode,
         "decode_tps_agg": _tps(r.agg_whole),
         "decode_tps_disagg": _tps(r.pd_whole),
     }
+
+
+def _timings(answer: dict[str, Any]) -> Timings:
+    return Timings.from_wire(answer.get(TIMINGS))
+
+
+def _had(value: float | None, what: str = "a timing") -> float:
+    """A figure the reference worker and the proxy always report."""
+    if value is None:
+        raise ValueError(f"the P/D answer's disagg object lacks {what}")
+    return value
 
 
 def _ids(answer: dict[str, Any]) -> list[int]:
@@ -218,7 +233,7 @@ def case_figures(prompt_tokens: int, rounds: Sequence[Round]) -> dict[str, Any]:
         ]
     case: dict[str, Any] = {"prompt_tokens": prompt_tokens}
     case.update({k: spread(v) for k, v in rows.items()})
-    case["transfer_bytes"] = max(r.pd_whole["disagg"].get("transfer_bytes", 0.0) for r in rounds)
+    case["transfer_bytes"] = max(_timings(r.pd_whole).transfer_bytes or 0.0 for r in rounds)
     case["stream_tokens"] = min(min(r.agg.tokens, r.pd.tokens) for r in rounds)
     case["tokens_match"] = all(
         _ids(r.agg_whole) == _ids(r.pd_whole) == r.agg.token_ids == r.pd.token_ids
@@ -277,7 +292,7 @@ def idle_cpu(
 
 def _tps(out: dict[str, Any]) -> float:
     steps = len(out["choices"][0]["token_ids"]) - 1
-    return steps / (out["disagg"]["decode_ms"] / 1000.0) if steps > 0 else 0.0
+    return steps / (_had(_timings(out).decode_ms) / 1000.0) if steps > 0 else 0.0
 
 
 def table(cases: list[dict[str, Any]]) -> str:

@@ -37,6 +37,7 @@ from disagg_tools.local.rules.pods import UpError, local_pods
 from disagg_tools.local.stack import Run, get_json, launch
 from disagg_tools.local.supervise import supervise
 from disagg_tools.vllm.rules import metrics
+from disagg_worker.serve.rules.timings import ProxyFigures, Timings
 
 __all__ = ["UpError", "figures", "local_pods", "main"]
 
@@ -137,46 +138,45 @@ def _ask_vllm(run: Run, prompt: str, max_tokens: int) -> None:
     _say("            (vLLM's 10 s stats interval: the warm-up's transfers may be counted too)")
 
 
-def figures(d: dict[str, Any]) -> Iterator[str]:
-    proxy, pre = d.get("proxy", {}), d.get("prefill", {})
-    alone = proxy.get("path") == "decode"
-    if "prompt_tokens" in proxy:  # the routing policy counted the prompt
+def figures(wire: dict[str, Any]) -> Iterator[str]:
+    """An answer's ``disagg`` object (:class:`Timings`) as ``disagg up`` prints it."""
+    d = Timings.from_wire(wire)
+    proxy, pre = d.proxy or ProxyFigures(), d.prefill or Timings()
+    alone = proxy.path == "decode"
+    if proxy.prompt_tokens is not None:  # the routing policy counted the prompt
         where = "decode alone" if alone else "prefill, then decode"
-        held = proxy.get("cached_tokens", 0)
+        held = proxy.cached_tokens or 0
         held_text = f", {held} of them held on decode" if held else ""
-        reason = proxy.get("route_reason")
-        yield f"route:      {where} ({reason}: {proxy['prompt_tokens']} prompt tokens{held_text})"
+        reason = proxy.route_reason
+        yield f"route:      {where} ({reason}: {proxy.prompt_tokens} prompt tokens{held_text})"
     if alone:
-        rest = d.get("decode_ms", 0)
-        yield f"decode:     {d.get('engine_id')}: the prompt, then {rest:.1f} ms for the rest"
-        yield f"proxy hops: decode {proxy.get('decode_hop_ms', 0):.1f} ms"
+        rest = d.decode_ms or 0
+        yield f"decode:     {d.engine_id}: the prompt, then {rest:.1f} ms for the rest"
+        yield f"proxy hops: decode {proxy.decode_hop_ms or 0:.1f} ms"
         return
-    compute = pre.get("prompt_ms", 0) + pre.get("first_step_ms", 0)
-    yield f"prefill:    {pre.get('engine_id')} computed the prompt in {compute:.1f} ms"
-    if "transfer_ms" in d:
-        nbytes, wire = d.get("transfer_bytes", 0), d.get("transfer_wire_ms", 0)
-        rate = f" ({nbytes / wire / 1e3:.0f} MB/s)" if wire else ""
-        how = "push (the prefill's WRITE) of" if d.get("transfer_pushed") else "READ"
+    compute = (pre.prompt_ms or 0) + (pre.first_step_ms or 0)
+    yield f"prefill:    {pre.engine_id} computed the prompt in {compute:.1f} ms"
+    if d.transfer_ms is not None:
+        nbytes, wire_ms = d.transfer_bytes or 0, d.transfer_wire_ms or 0
+        rate = f" ({nbytes / wire_ms / 1e3:.0f} MB/s)" if wire_ms else ""
+        how = "push (the prefill's WRITE) of" if d.transfer_pushed else "READ"
         yield (
             f"transfer:   NIXL {how} {int(nbytes)} bytes in "
-            f"{int(d.get('transfer_descriptors', 0))} descriptor(s): {wire:.3f} ms on the "
-            f"wire{rate}, {d['transfer_ms']:.2f} ms in all"
+            f"{int(d.transfer_descriptors or 0)} descriptor(s): {wire_ms:.3f} ms on the "
+            f"wire{rate}, {d.transfer_ms:.2f} ms in all"
         )
-        if d.get("transfer_handshake_ms"):
+        if d.transfer_handshake_ms:
             yield (
                 "            incl. the first handshake with this prefill: "
-                f"{d['transfer_handshake_ms']:.1f} ms"
+                f"{d.transfer_handshake_ms:.1f} ms"
             )
-    first = d.get("first_step_ms", 0)
+    first = d.first_step_ms or 0
     given = first < 0.05  # no forward pass: the prefill's first token was taken
     start = "first token as the prefill computed it" if given else f"first step {first:.1f} ms"
+    yield (f"decode:     {d.engine_id}: {start}, then {d.decode_ms or 0:.1f} ms for the rest")
     yield (
-        f"decode:     {d.get('engine_id')}: {start}, then {d.get('decode_ms', 0):.1f} ms "
-        "for the rest"
-    )
-    yield (
-        f"proxy hops: prefill {proxy.get('prefill_hop_ms', 0):.1f} ms, decode "
-        f"{proxy.get('decode_hop_ms', 0):.1f} ms, total {proxy.get('total_ms', 0):.1f} ms"
+        f"proxy hops: prefill {proxy.prefill_hop_ms or 0:.1f} ms, decode "
+        f"{proxy.decode_hop_ms or 0:.1f} ms, total {proxy.total_ms or 0:.1f} ms"
     )
 
 

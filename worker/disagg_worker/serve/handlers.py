@@ -18,6 +18,7 @@ import logging
 import os
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
@@ -36,6 +37,7 @@ from disagg_worker.serve.rules.openai import (
     request_id,
 )
 from disagg_worker.serve.rules.shapes import chunk, response_body, usage_chunk
+from disagg_worker.serve.rules.timings import FIELD as TIMINGS
 from disagg_worker.serve.server import Outcome, Worker
 
 log = logging.getLogger("disagg.worker")
@@ -68,10 +70,10 @@ def _whole(worker: Worker, req: CompletionRequest, rid: str, out: Outcome) -> di
                          gen.finish_reason)  # fmt: skip
     params = out.kv_transfer_params
     body[FIELD] = params.to_wire() if params is not None else None
-    body["disagg"] = {"engine_id": worker.config.engine_id, "role": worker.config.role,
-                      "kv_source": out.kv_source, **out.timings}  # fmt: skip
-    if out.kv_digest is not None:
-        body["disagg"]["kv_digest"] = out.kv_digest
+    cfg = worker.config
+    timings = replace(out.timings, engine_id=cfg.engine_id, role=cfg.role,
+                      kv_source=out.kv_source, kv_digest=out.kv_digest)  # fmt: skip
+    body[TIMINGS] = timings.to_wire()
     return body
 
 

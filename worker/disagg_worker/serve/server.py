@@ -34,7 +34,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from disagg_contract.config import WorkerConfig
@@ -58,6 +58,7 @@ from disagg_worker.serve.api import (
 )
 from disagg_worker.serve.rules.kv_params import KvTransferParams, Remote
 from disagg_worker.serve.rules.openai import CompletionRequest, OpenAIError
+from disagg_worker.serve.rules.timings import Timings
 from disagg_worker.transfer.handshake import load_secret
 from disagg_worker.transfer.rules.protocol import prompt_digest
 from disagg_worker.transfer.rules.ranks import rank_heads
@@ -75,7 +76,7 @@ class Outcome:
 
     gen: Generation
     kv_transfer_params: KvTransferParams | None
-    timings: dict[str, float]
+    timings: Timings
     kv_digest: dict[str, list[str]] | None = None  # model KV head → per prompt block
     # where the prompt's KV came from: "computed" here, or "transferred" from a prefill
     kv_source: str = "computed"
@@ -366,7 +367,8 @@ class Worker:
             self.allocator.free(table)
             raise
         self.allocator.free(table)
-        timings = {**_timings(gen), "transfer_ms": transfer_ms, **_stats_fields(stats)}
+        moved: dict[str, Any] = _stats_fields(stats)  # the transfer_* fields of Timings
+        timings = replace(_timings(gen), transfer_ms=transfer_ms, **moved)
         return Outcome(gen, None, timings, kv_digest, "transferred")
 
     async def _read(
@@ -461,16 +463,14 @@ def _where(peer: Any) -> str:
     return f"prefill {peer.engine_id} at {peer.host}:{peer.port}"
 
 
-def _timings(gen: Any) -> dict[str, float]:
-    return {
-        "prompt_ms": gen.prompt_ms,
-        "first_step_ms": gen.first_step_ms,
-        "decode_ms": gen.decode_ms,
-    }
+def _timings(gen: Any) -> Timings:
+    return Timings(prompt_ms=gen.prompt_ms, first_step_ms=gen.first_step_ms,
+                   decode_ms=gen.decode_ms)  # fmt: skip
 
 
 def _stats_fields(stats: Any) -> dict[str, float]:
-    """The agent's TransferStats as response fields (``transfer_ms`` is ours: wall time)."""
+    """The agent's TransferStats as :class:`Timings` fields (``transfer_ms`` is ours: wall
+    time)."""
     names = {
         "bytes": "transfer_bytes",
         "descriptors": "transfer_descriptors",

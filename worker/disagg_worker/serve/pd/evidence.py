@@ -27,6 +27,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from disagg_worker.serve.rules.timings import FIELD as TIMINGS
+from disagg_worker.serve.rules.timings import Timings
+
 # Reasons, as labels of disagg_proxy_decode_recomputed_total and the worker's counter.
 DECODE_COMPUTED = "decode_computed"
 VLLM_SOURCES = "vllm:prompt_tokens_by_source_total"
@@ -42,8 +45,8 @@ VLLM_KV_SECONDS = "vllm:nixl_xfer_time_seconds_sum"
 def recompute_reason(answer: dict[str, Any]) -> str | None:
     """:data:`DECODE_COMPUTED` when decode's answer shows it computed the prompt itself
     instead of reading its KV, else None (read, or the answer does not say)."""
-    figures = answer.get("disagg")
-    if isinstance(figures, dict) and figures.get("kv_source") == "computed":
+    figures = _timings(answer)
+    if figures is not None and figures.kv_source == "computed":
         return DECODE_COMPUTED
     return None
 
@@ -51,13 +54,18 @@ def recompute_reason(answer: dict[str, Any]) -> str | None:
 def answer_transfer(answer: dict[str, Any]) -> tuple[float, float] | None:
     """(bytes, seconds on the wire) of the KV READ a reference decode reports in its
     answer, None when the answer has no such figures (vLLM's, or no transfer)."""
-    figures = answer.get("disagg")
-    if not isinstance(figures, dict):
+    figures = _timings(answer)
+    if figures is None or figures.transfer_bytes is None or figures.transfer_wire_ms is None:
         return None
-    nbytes, wire_ms = figures.get("transfer_bytes"), figures.get("transfer_wire_ms")
-    if not isinstance(nbytes, (int, float)) or not isinstance(wire_ms, (int, float)):
+    return float(figures.transfer_bytes), float(figures.transfer_wire_ms) / 1e3
+
+
+def _timings(answer: dict[str, Any]) -> Timings | None:
+    """The answer's ``disagg`` timings; None when it has none this can read (vLLM's)."""
+    try:
+        return Timings.from_wire(answer.get(TIMINGS))
+    except ValueError:
         return None
-    return float(nbytes), float(wire_ms) / 1e3
 
 
 def vllm_transfer(metrics_text: str) -> dict[str, float]:

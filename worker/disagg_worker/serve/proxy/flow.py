@@ -43,7 +43,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 import aiohttp
@@ -70,6 +70,8 @@ from disagg_worker.serve.proxy.upstream import (
     first_taker,
     prefill_gone,
 )
+from disagg_worker.serve.rules.timings import FIELD as TIMINGS
+from disagg_worker.serve.rules.timings import ProxyFigures, Timings
 
 log = logging.getLogger("disagg.proxy")
 T = TypeVar("T")
@@ -157,44 +159,45 @@ class Proxy:
         t0 = time.perf_counter()
         plan = await self.planner.plan(req)
         hops = time.perf_counter()  # the hops' times leave out the routing (a tokenize call)
+        prefill: Timings | None = None
         if plan.route.path == "decode":
             d, out = await self._local(req, plan.pair, plan.decode)
-            figures = _figures(out)
-            figures["proxy"] = {"decode_url": d.url, "decode_hop_ms": _ms(hops)}
+            hop = ProxyFigures(decode_url=d.url, decode_hop_ms=_ms(hops))
         else:
-            d, out = await self._both(req, plan, hops)
-            figures = _figures(out)
+            d, out, hop, prefill = await self._both(req, plan, hops)
             why = self.protocol.recomputed(out)
             if why is not None:  # correct tokens, but no P/D: counted, never silent
                 self.metrics.recomputed(DECODE_COMPUTED)
                 log.warning("decode %s: %s", d.url, why)
-        figures["proxy"].update(_route_figures(plan.route), total_ms=_ms(t0))
+        proxy = replace(hop, **_route_figures(plan.route), total_ms=_ms(t0))
         self._answered(plan, d)
-        return out
+        return {**out, TIMINGS: _timings(out, d.url).with_proxy(proxy, prefill).to_wire()}
 
     def _request(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> Request:
         return Request(path, body, headers, time.monotonic() + self.timeout_s)
 
-    async def _both(self, req: Request, plan: Plan, start: float) -> tuple[Backend, dict[str, Any]]:
+    async def _both(
+        self, req: Request, plan: Plan, start: float
+    ) -> tuple[Backend, dict[str, Any], ProxyFigures, Timings | None]:
         """Prefill, then decode with its handoff (:meth:`_pair`); ``start``: when the
-        prefill hop began."""
+        prefill hop began. With the hops' figures and the prefill's timings."""
 
         def decode(second: dict[str, Any]) -> Awaitable[tuple[Backend, dict[str, Any]]]:
             return self._hop("decode", plan.pair.decode, req, second, first=plan.decode)
 
         paired = await self._pair(req, plan.pair, decode)
         d, out = paired.decoded
-        figures = _figures(out)
-        figures["proxy"] = {
-            "prefill_url": paired.prefill.url,
-            "decode_url": d.url,
-            "prefill_hop_ms": (paired.prefilled_at - start) * 1000.0,
-            "decode_hop_ms": _ms(paired.prefilled_at),
-            "prefill_retries": len(paired.tried),
-        }
-        if isinstance(paired.answer.get("disagg"), dict):
-            figures["prefill"] = paired.answer["disagg"]
-        return d, out
+        hop = ProxyFigures(
+            prefill_url=paired.prefill.url,
+            decode_url=d.url,
+            prefill_hop_ms=(paired.prefilled_at - start) * 1000.0,
+            decode_hop_ms=_ms(paired.prefilled_at),
+            prefill_retries=len(paired.tried),
+        )
+        prefill = None
+        if paired.answer.get(TIMINGS) is not None:
+            prefill = _timings(paired.answer, paired.prefill.url)
+        return d, out, hop, prefill
 
     async def _pair(
         self, req: Request, pair: Pair, decode: Callable[[dict[str, Any]], Awaitable[T]]
@@ -351,12 +354,14 @@ class Proxy:
         )
 
 
-def _figures(out: dict[str, Any]) -> dict[str, Any]:
-    """The answer's ``disagg`` object, made when the worker sent none."""
-    figures = out.get("disagg")
-    if not isinstance(figures, dict):
-        figures = out["disagg"] = {}
-    return figures
+def _timings(answer: dict[str, Any], url: str) -> Timings:
+    """A worker's ``disagg`` object (empty when it sent none, or one this proxy cannot
+    read: the answer is still good)."""
+    try:
+        return Timings.from_wire(answer.get(TIMINGS))
+    except ValueError as e:
+        log.warning("worker %s: its figures are left out: %s", url, e)
+        return Timings()
 
 
 def _route_figures(route: Route) -> dict[str, Any]:
