@@ -1,6 +1,7 @@
 """The toy engine's operator plugin: ``toy-serve --role ROLE --listen PORT``, no side
 channel, and its own P/D protocol (:mod:`.pd`), which the router and the canary are told
-by ``--pd-protocol``. How its pods run here is :mod:`.local`'s."""
+by ``--pd-protocol``; :class:`ToyRooms` is the same server told to speak its rooms protocol
+(:mod:`.rooms`, both hops at once). How its pods run here is :mod:`.local`'s."""
 
 from __future__ import annotations
 
@@ -28,3 +29,11 @@ class Toy(Engine):
 
     def drain_seconds(self, spec: DeploymentSpec) -> int:
         return 2  # its KV waits for a decode only within one request
+
+
+class ToyRooms(Toy):
+    """The toy engine speaking its rooms protocol (SGLang's shape: both hops at once)."""
+
+    name: ClassVar[str] = "toy-rooms"
+    summary: ClassVar[str] = "a test engine whose P/D protocol sends both hops at once"
+    pd_protocol: ClassVar[str] = "tests.support.toy_engine.rooms:PROTOCOL"

@@ -14,11 +14,48 @@ FETCHED = "toy_kv_fetched_total"
 COMPUTED = "toy_kv_computed_total"
 
 
-class Tickets(PdProtocol):
+class ToyEvidence(PdProtocol):
+    """What the toy decode says of its KV, whichever protocol brought it: ``toy_kv``,
+    ``toy_kv_bytes`` and ``toy_kv_seconds`` in its answer, two counters on its /metrics."""
+
+    computed_why: ClassVar[str] = "the toy decode computed the prompt"
+
+    def page(self, metrics_text: str) -> dict[str, float]:
+        out = {}
+        for line in metrics_text.splitlines():
+            name, _, value = line.partition(" ")
+            if name in (FETCHED, COMPUTED):
+                out[name] = float(value)
+        return out
+
+    def recomputed(
+        self, answer: dict[str, Any], before: Page | None = None, after: Page | None = None
+    ) -> str | None:
+        if answer.get("toy_kv") == "computed":
+            return self.computed_why
+        if before and after:
+            fetched = after.get(FETCHED, 0.0) - before.get(FETCHED, 0.0)
+            if fetched <= 0 and after.get(COMPUTED, 0.0) > before.get(COMPUTED, 0.0):
+                return f"the toy decode's {COMPUTED} grew and its {FETCHED} did not"
+        return None
+
+    def moved(
+        self, answer: dict[str, Any], before: Page | None = None, after: Page | None = None
+    ) -> Moved | None:
+        nbytes, seconds = answer.get("toy_kv_bytes"), answer.get("toy_kv_seconds")
+        if isinstance(nbytes, (int, float)) and isinstance(seconds, (int, float)):
+            return float(nbytes), float(seconds), "answer"
+        return None
+
+
+class Tickets(ToyEvidence):
     name: ClassVar[str] = "toy-tickets"
     owned: ClassVar[tuple[str, ...]] = ("toy_phase", "toy_ticket")
     handoff_name: ClassVar[str] = "toy_ticket"
     no_handoff: ClassVar[str] = "is it a toy prefill (toy-serve --role prefill)?"
+    computed_why: ClassVar[str] = (
+        "the toy decode computed the prompt: its ticket was gone from the prefill"
+    )
 
     def prefill(self, body: dict[str, Any]) -> dict[str, Any]:
         return {**body, "toy_phase": "prefill"}
@@ -37,33 +74,6 @@ class Tickets(PdProtocol):
 
     def release(self, handoff: Any) -> tuple[str, dict[str, Any]] | None:
         return "/toy/drop", {"id": handoff["id"]}
-
-    def page(self, metrics_text: str) -> dict[str, float]:
-        out = {}
-        for line in metrics_text.splitlines():
-            name, _, value = line.partition(" ")
-            if name in (FETCHED, COMPUTED):
-                out[name] = float(value)
-        return out
-
-    def recomputed(
-        self, answer: dict[str, Any], before: Page | None = None, after: Page | None = None
-    ) -> str | None:
-        if answer.get("toy_kv") == "computed":
-            return "the toy decode computed the prompt: its ticket was gone from the prefill"
-        if before and after:
-            fetched = after.get(FETCHED, 0.0) - before.get(FETCHED, 0.0)
-            if fetched <= 0 and after.get(COMPUTED, 0.0) > before.get(COMPUTED, 0.0):
-                return f"the toy decode's {COMPUTED} grew and its {FETCHED} did not"
-        return None
-
-    def moved(
-        self, answer: dict[str, Any], before: Page | None = None, after: Page | None = None
-    ) -> Moved | None:
-        nbytes, seconds = answer.get("toy_kv_bytes"), answer.get("toy_kv_seconds")
-        if isinstance(nbytes, (int, float)) and isinstance(seconds, (int, float)):
-            return float(nbytes), float(seconds), "answer"
-        return None
 
 
 PROTOCOL = Tickets()

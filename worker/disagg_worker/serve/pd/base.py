@@ -6,8 +6,17 @@ fields: each engine's protocol is a class like this one, named on their command 
 ``--pd-protocol`` (:func:`disagg_worker.serve.pd.resolve`) and rendered there by the engine
 plugin (``Engine.pd_protocol``).
 
+Two shapes. A sequential protocol (vLLM's) runs the prefill hop, reads what it answered
+and then sends the decode hop: ``prefill``, ``handoff``, ``decode``. A ``concurrent`` one
+(SGLang's bootstrap rooms) sends both hops at once, each told where the other is before
+either answers (``pair``); the decode waits for its KV on the engines' own side channel.
+
 What each method answers:
 
+    concurrent                       True: both hops at once (``pair``), no handoff
+    pair(body, prefill_url)          a concurrent protocol's two bodies, sent together: both
+                                     name the prefill at ``prefill_url`` and one id the
+                                     protocol makes (never the proxy)
     owned                            the request fields the proxy writes on both hops
                                      (a client sending one is refused before any hop)
     prefill(body)                    the prefill hop's body: the client's, marked prefill-only
@@ -41,6 +50,10 @@ class PdProtocol:
     owned: ClassVar[tuple[str, ...]] = ()
     handoff_name: ClassVar[str] = "handoff"
     no_handoff: ClassVar[str] = "is it a prefill worker?"
+    concurrent: ClassVar[bool] = False
+
+    def pair(self, body: dict[str, Any], prefill_url: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        raise NotImplementedError
 
     def prefill(self, body: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError

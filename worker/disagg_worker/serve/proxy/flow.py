@@ -14,6 +14,11 @@ as well as the reference worker:
    route) and ``disagg.prefill`` (the prefill's own figures) when the workers report them;
    a stream is passed through chunk by chunk as decode writes it.
 
+A concurrent protocol (SGLang's bootstrap rooms: ``PdProtocol.concurrent``) sends both hops
+at once instead, each body naming the prefill picked and an id the protocol made; the
+decode's answer (or stream) is the client's, and when either hop fails the other is
+cancelled and the failure, naming its hop and worker, is the request's.
+
 Before the hops the routing policy (:mod:`.planner`, :mod:`.routing`) may send a request
 to decode alone (the protocol's local body: it prefills on purpose) and picks the decode
 holding its prompt's prefix. A decode that answered a P/D request having computed the
@@ -75,18 +80,26 @@ from disagg_worker.serve.rules.timings import ProxyFigures, Timings
 
 log = logging.getLogger("disagg.proxy")
 T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
 
 
 @dataclass(frozen=True)
 class Paired(Generic[T]):
     """A prefill hop and the decode step after it: the prefill that answered, its answer,
-    what the decode step gave, the prefills tried before it, when its hop ended."""
+    what the decode step gave, the prefills tried before it, when its hop ended, and when
+    the decode hop began if not then (both hops at once)."""
 
     prefill: Backend
     answer: dict[str, Any]
     decoded: T
     tried: list[str]
     prefilled_at: float
+    decode_began: float | None = None
+
+    @property
+    def decode_from(self) -> float:
+        return self.prefilled_at if self.decode_began is None else self.decode_began
 
 
 class Proxy:
@@ -191,7 +204,7 @@ class Proxy:
             prefill_url=paired.prefill.url,
             decode_url=d.url,
             prefill_hop_ms=(paired.prefilled_at - start) * 1000.0,
-            decode_hop_ms=_ms(paired.prefilled_at),
+            decode_hop_ms=_ms(paired.decode_from),
             prefill_retries=len(paired.tried),
         )
         prefill = None
@@ -200,10 +213,18 @@ class Proxy:
         return d, out, hop, prefill
 
     async def _pair(
-        self, req: Request, pair: Pair, decode: Callable[[dict[str, Any]], Awaitable[T]]
+        self,
+        req: Request,
+        pair: Pair,
+        decode: Callable[[dict[str, Any]], Awaitable[T]],
+        drop: Callable[[T], None] = lambda _: None,
     ) -> Paired[T]:
         """The prefill hop, then ``decode`` of the client's body with the prefill's handoff;
-        a decode that could not read the KV is retried from another prefill."""
+        a decode that could not read the KV is retried from another prefill. A concurrent
+        protocol's hops go at once (:meth:`_together`; ``drop`` frees a decode step's
+        result that is not wanted)."""
+        if self.protocol.concurrent:
+            return await self._together(req, pair, decode, drop)
         tried: list[str] = []
         while True:
             p, pre, handoff = await self._prefill(req, pair, tried)
@@ -218,6 +239,50 @@ class Proxy:
             except BaseException:  # the client left: the prefill's blocks go now
                 self.release_later(p, handoff, req.headers)
                 raise
+
+    async def _together(
+        self,
+        req: Request,
+        pair: Pair,
+        decode: Callable[[dict[str, Any]], Awaitable[T]],
+        drop: Callable[[T], None],
+    ) -> Paired[T]:
+        """Both hops at once, their bodies naming the prefill picked
+        (:meth:`PdProtocol.pair`). A prefill that is full or unreachable is left for the
+        next of its pool, with new bodies (the decode sent for it is cancelled); any other
+        failure of either hop cancels the other and is the request's."""
+        candidates = pair.prefill.candidates()
+        tried: list[str] = []
+        for i, p in enumerate(candidates):
+            first, second = self.protocol.pair(req.body, p.url)
+            start = time.perf_counter()
+            p.inflight += 1
+            try:
+                pre, got = await _at_once(self._prefill_hop(req, p, first), decode(second))
+            finally:
+                p.inflight -= 1
+            if isinstance(pre, BaseException) and not isinstance(pre, asyncio.CancelledError):
+                if not isinstance(got, BaseException):
+                    drop(got)  # an opened decode stream whose prefill failed
+                if not isinstance(pre, HopError) or not pre.retryable or i == len(candidates) - 1:
+                    raise pre
+                tried.append(p.url)
+                pair.prefill.failovers["full" if pre.status == 503 else "unreachable"] += 1
+                continue
+            if isinstance(got, BaseException):
+                raise got  # the decode failed: its prefill hop was cancelled
+            assert not isinstance(pre, BaseException)
+            answer, prefilled_at = pre
+            return Paired(p, answer, got, tried, prefilled_at, decode_began=start)
+        raise AssertionError("a pool has at least one worker")
+
+    async def _prefill_hop(
+        self, req: Request, prefill: Backend, body: dict[str, Any]
+    ) -> tuple[dict[str, Any], float]:
+        """A concurrent protocol's prefill hop on ``prefill``: its answer, when it ended."""
+        url = prefill.url + req.path
+        answer = await self.http.post("prefill", url, body, req.headers, req.deadline)
+        return answer, time.perf_counter()
 
     def _answered(self, plan: Plan, decode: Backend) -> None:
         """A request ended well on ``decode``: count its route, remember its prefix there."""
@@ -264,7 +329,7 @@ class Proxy:
             return self._open_decode(req, plan, second)
 
         start = time.perf_counter()
-        paired = await self._pair(req, plan.pair, decode)
+        paired = await self._pair(req, plan.pair, decode, lambda got: got[1].close())
         d, resp = paired.decoded
         hop = {"prefill_url": paired.prefill.url,
                "prefill_hop_ms": (paired.prefilled_at - start) * 1000.0,
@@ -352,6 +417,28 @@ class Proxy:
             avoid,
             first,
         )
+
+
+async def _at_once(
+    first: Awaitable[A], second: Awaitable[B]
+) -> tuple[A | BaseException, B | BaseException]:
+    """``first`` and ``second`` at once, each's result or exception; when one fails the
+    other is cancelled (its exception: CancelledError). Cancelled itself (the client
+    left), it cancels both."""
+    a, b = asyncio.ensure_future(first), asyncio.ensure_future(second)
+    try:
+        await asyncio.wait((a, b), return_when=asyncio.FIRST_EXCEPTION)
+    finally:  # one failed, or the client left: nothing of the other is wanted
+        for task in (a, b):
+            task.cancel()
+        await asyncio.wait((a, b))
+    return _outcome(a), _outcome(b)
+
+
+def _outcome(task: asyncio.Future[T]) -> T | BaseException:
+    if task.cancelled():
+        return asyncio.CancelledError()
+    return task.exception() or task.result()
 
 
 def _timings(answer: dict[str, Any], url: str) -> Timings:
