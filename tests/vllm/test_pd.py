@@ -29,6 +29,7 @@ from disagg_tools.local.children import (
 )
 from disagg_tools.vllm.rules import judge
 from disagg_worker.serve.canary import Canary
+from disagg_worker.serve.canary_config import CanaryConfig
 from disagg_worker.serve.pd.kv_transfer_params import PREFILL_PARAMS
 
 from .conftest import (
@@ -231,7 +232,8 @@ def _status(url: str, body: dict[str, Any], timeout: float) -> tuple[int, float]
 
 
 async def _canary(prefill: str, decode: str) -> str | None:
-    canary = Canary(prefill, decode, "tiny-llama", timeout_s=60, interval_s=1, fresh_s=60)
+    config = CanaryConfig(prefill, decode, "tiny-llama", timeout_s=60, interval_s=1, fresh_s=60)
+    canary = Canary(config)
     await canary.start()
     try:
         await canary.once()  # the warm-up, then the canary

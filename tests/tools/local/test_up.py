@@ -383,12 +383,13 @@ def test_killed_processes_are_restarted_at_their_address_while_the_rest_serves()
 def test_up_runs_its_proxy_with_the_manifests_routing_policy() -> None:
     from disagg_tools.local.stack import routing_flags
     from disagg_worker.serve.proxy import app as proxy_app
+    from disagg_worker.serve.proxy.config import from_args
 
     manifest = yaml.safe_load(QUICKSTART.read_text())
     manifest["spec"]["routing"] = {"disaggregate": "threshold", "thresholdTokens": 100}
     flags = routing_flags(manifest)
-    policy = proxy_app.policy(
+    policy = from_args(
         proxy_app._parser().parse_args(["--prefill", "p", "--decode", "d", *flags])
-    )
+    ).routing
     assert (policy.mode, policy.threshold_tokens, policy.prefix_cache) == ("threshold", 100, False)
     assert routing_flags(yaml.safe_load(QUICKSTART.read_text())) == ["--disaggregate", "always"]

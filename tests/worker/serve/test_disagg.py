@@ -18,6 +18,7 @@ from aiohttp.test_utils import TestServer
 
 from disagg_worker.model.model import BOS
 from disagg_worker.serve.proxy.app import build_app
+from disagg_worker.serve.proxy.config import ProxyConfig
 from disagg_worker.serve.proxy.flow import Proxy
 from disagg_worker.serve.rules.kv_params import KvTransferParams
 from tests.worker.serve.conftest import (
@@ -262,7 +263,8 @@ async def test_prefill_killed_between_hops_fails_naming_the_cause(
         pre.proc.wait()
 
     deadline_s = 20.0
-    proxy = Proxy([pre.url], [dec.url], timeout_s=deadline_s, after_prefill=kill_prefill)
+    config = ProxyConfig(timeout_s=deadline_s)
+    proxy = Proxy([pre.url], [dec.url], config, after_prefill=kill_prefill)
     server = TestServer(build_app(proxy), host="127.0.0.1")
     await server.start_server()
     try:
@@ -321,7 +323,7 @@ async def test_a_prefill_killed_between_hops_is_retried_on_another_unseen_by_the
     body = {"prompt": "retry me", "max_tokens": 5, "ignore_eos": True}
     _, alone = post(agg.url + "/v1/completions", body)
     killed: list[str] = []
-    proxy = Proxy([w.url for w in pool.values()], [dec.url], timeout_s=20.0,
+    proxy = Proxy([w.url for w in pool.values()], [dec.url], ProxyConfig(timeout_s=20.0),
                   after_prefill=_killer(pool, killed))  # fmt: skip
     if not streamed:
         status, out = await _through_proxy(proxy, body)
@@ -353,8 +355,9 @@ async def test_without_retries_or_another_prefill_the_decode_error_reaches_the_c
     pool = {n: start_worker("prefill", n) for n in ("p-a", "p-b")}
     dec = start_worker("decode", transfer_deadline_s=3.0)
     body = {"prompt": "no retry", "max_tokens": 3}
-    proxy = Proxy([w.url for w in pool.values()], [dec.url], timeout_s=20.0,
-                  after_prefill=_killer(pool, []), prefill_retries=0)  # fmt: skip
+    config = ProxyConfig(timeout_s=20.0, prefill_retries=0)
+    proxy = Proxy([w.url for w in pool.values()], [dec.url], config,
+                  after_prefill=_killer(pool, []))  # fmt: skip
     status, out = await _through_proxy(proxy, body)
     assert status == 502 and "KV transfer from prefill" in out["error"]["message"], out
     assert proxy.retried == 0

@@ -64,7 +64,7 @@ from aiohttp import web
 
 from disagg_contract import commandline
 from disagg_worker.serve import pd
-from disagg_worker.serve.pd import KV_TRANSFER_PARAMS, PdProtocol
+from disagg_worker.serve.canary_config import CanaryConfig, from_args
 from disagg_worker.serve.pd.base import Page
 from disagg_worker.serve.proxy.flow import Proxy
 from disagg_worker.serve.proxy.upstream import HopError
@@ -95,23 +95,14 @@ class Canary:
     """The last canary's result and the one running now."""
 
     def __init__(
-        self,
-        prefill: str,
-        decode: str,
-        model: str,
-        *,
-        timeout_s: float,
-        interval_s: float,
-        fresh_s: float,
-        min_gbps: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        protocol: PdProtocol = KV_TRANSFER_PARAMS,
+        self, config: CanaryConfig, *, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self.prefill, self.decode, self.model = prefill, decode, model
-        self.timeout_s, self.interval_s, self.fresh_s = timeout_s, interval_s, fresh_s
-        self.min_gbps = min_gbps  # the KV bandwidth floor (GB/s), None: none
+        self.config = config
+        self.prefill, self.decode, self.model = config.prefill, config.decode, config.model
+        self.timeout_s, self.interval_s = config.timeout_s, config.interval_s
+        self.fresh_s, self.min_gbps = config.fresh_s, config.min_gbps
         self.clock = clock
-        self.proxy = Proxy([prefill], [decode], timeout_s=timeout_s, protocol=protocol)
+        self.proxy = Proxy([config.prefill], [config.decode], config.proxy())
         self.last: Result | None = None
         self.warmed = False  # the engine instance now answering served one plain completion
         self.latch = Latch()
@@ -371,16 +362,7 @@ def _positive(text: str) -> float:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    canary = Canary(
-        args.prefill.rstrip("/"),
-        args.decode.rstrip("/"),
-        args.model,
-        timeout_s=args.timeout_s,
-        interval_s=args.interval_s,
-        fresh_s=args.fresh_s,
-        min_gbps=args.min_bandwidth_gbps,
-        protocol=args.pd_protocol,
-    )
+    canary = Canary(from_args(args))
     if args.once:
         return asyncio.run(_once(canary))
     from disagg_worker.serve.process import serve

@@ -16,6 +16,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from disagg_worker.serve.proxy.app import build_app
+from disagg_worker.serve.proxy.config import ProxyConfig
 from disagg_worker.serve.proxy.flow import Proxy
 from disagg_worker.serve.proxy.hops import route_of
 from disagg_worker.serve.proxy.rules.routing import Policy
@@ -97,7 +98,7 @@ async def stack() -> AsyncIterator[Callable[..., Any]]:
                 servers.append(srv)
                 urls.append(str(srv.make_url("")))
         # served as `disagg proxy` serves it: a handler whose client leaves is cancelled
-        app = build_app(Proxy(pools[0], pools[1], **kw))
+        app = build_app(Proxy(pools[0], pools[1], ProxyConfig(**kw)))
         runner = web.AppRunner(app, handler_cancellation=True)
         await runner.setup()
         runners.append(runner)

@@ -1,5 +1,5 @@
-"""`disagg proxy`'s HTTP app and command line: the routes a client calls, the pools and the
-routing policy its flags name.
+"""`disagg proxy`'s HTTP app and command line: the routes a client calls, the pools its
+flags name (its settings: :func:`.config.from_args`).
 
 I/O layer (aiohttp). ``POST /v1/completions`` and ``/v1/chat/completions`` run
 :class:`~disagg_worker.serve.proxy.flow.Proxy` once their fields pass
@@ -21,12 +21,13 @@ from aiohttp import web
 
 from disagg_contract import commandline
 from disagg_worker.serve import pd
+from disagg_worker.serve.proxy.config import from_args
 from disagg_worker.serve.proxy.discovery import Refresher, parse_service
 from disagg_worker.serve.proxy.flow import Proxy
 from disagg_worker.serve.proxy.readonly import READ_ONLY_ROUTES, read_only
 from disagg_worker.serve.proxy.revisions import Pair, Pairs
 from disagg_worker.serve.proxy.rules.fields import refusal
-from disagg_worker.serve.proxy.rules.routing import MODES, Policy
+from disagg_worker.serve.proxy.rules.routing import MODES
 from disagg_worker.serve.proxy.upstream import POLICIES, HopError, Pool
 from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
 from disagg_worker.serve.rules.limits import bounded
@@ -242,30 +243,16 @@ def pools(args: argparse.Namespace) -> tuple[Pairs, list[Refresher]]:
     return Pairs(pairs, args.policy), refreshers
 
 
-def policy(args: argparse.Namespace) -> Policy:
-    """The routing policy the command line names (ValueError names the flag)."""
-    return Policy(
-        mode=args.disaggregate,
-        threshold_tokens=args.threshold_tokens,
-        prefill_queue_limit=args.prefill_queue_limit,
-        prefix_cache=args.decode_prefix_cache,
-        block_tokens=args.block_tokens,
-    )
-
-
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     from disagg_worker.serve.process import serve
 
     pairs, refreshers = pools(args)
     try:
-        routing = policy(args)
+        config = from_args(args)
     except ValueError as e:
         raise SystemExit(f"disagg proxy: {e}") from None
-    proxy = Proxy(
-        pairs, None, args.policy, args.timeout_s, refreshers=refreshers,
-        prefill_retries=args.prefill_retries, routing=routing, protocol=args.pd_protocol,
-    )  # fmt: skip
+    proxy = Proxy(pairs, None, config, refreshers=refreshers)
 
     async def ready(_: int) -> dict[str, Any]:
         return {

@@ -54,8 +54,8 @@ from typing import Any, Generic, TypeVar
 import aiohttp
 from aiohttp import web
 
-from disagg_worker.serve.pd import KV_TRANSFER_PARAMS, PdProtocol
 from disagg_worker.serve.pd.evidence import DECODE_COMPUTED
+from disagg_worker.serve.proxy.config import DEFAULT, ProxyConfig
 from disagg_worker.serve.proxy.discovery import Refresher
 from disagg_worker.serve.proxy.hops import (
     RELEASE_TIMEOUT_S,
@@ -66,7 +66,7 @@ from disagg_worker.serve.proxy.hops import (
 from disagg_worker.serve.proxy.metrics import ProxyMetrics
 from disagg_worker.serve.proxy.planner import Plan, Planner
 from disagg_worker.serve.proxy.revisions import Pair, Pairs
-from disagg_worker.serve.proxy.rules.routing import Policy, Route
+from disagg_worker.serve.proxy.rules.routing import Route
 from disagg_worker.serve.proxy.upstream import (
     Backend,
     HopError,
@@ -110,35 +110,35 @@ class Proxy:
         self,
         prefill: Sequence[str] | Pool | Pairs,
         decode: Sequence[str] | Pool | None = None,
-        policy: str = "round-robin",
-        timeout_s: float = 60.0,
-        after_prefill: Callable[[Any], Awaitable[None]] | None = None,
+        config: ProxyConfig = DEFAULT,
+        *,
         refreshers: Sequence[Refresher] = (),
-        prefill_retries: int = 1,
-        routing: Policy | None = None,
-        protocol: PdProtocol = KV_TRANSFER_PARAMS,
+        after_prefill: Callable[[Any], Awaitable[None]] | None = None,
     ) -> None:
         """``prefill`` and ``decode``: worker URLs, or pools that ``refreshers`` keep
         current from their Services (:mod:`disagg_worker.serve.proxy.discovery`); or
         ``prefill`` the pools of every KV revision (:mod:`.revisions`), ``decode`` None.
-        ``protocol``: how the engines are told to split a request
-        (:mod:`disagg_worker.serve.pd`)."""
+        ``config``: the deadline, retries, routing policy and P/D protocol
+        (:mod:`disagg_worker.serve.proxy.config`)."""
         if isinstance(prefill, Pairs):
             self.pairs = prefill
         else:
             assert decode is not None, "a decode pool goes with a prefill pool"
-            pools = [p if isinstance(p, Pool) else Pool(p, policy) for p in (prefill, decode)]
-            self.pairs = Pairs([Pair("", *pools)], policy)
-        self.timeout_s = timeout_s
-        self.protocol = protocol
+            pools = [
+                p if isinstance(p, Pool) else Pool(p, config.policy) for p in (prefill, decode)
+            ]
+            self.pairs = Pairs([Pair("", *pools)], config.policy)
+        self.config = config
+        self.timeout_s = config.timeout_s
+        self.protocol = config.protocol
         self.after_prefill = after_prefill  # a test seam: act between the two hops
         # a decode whose READ from its prefill failed is retried from another prefill, this
         # many times at most (0: never); ``retried`` counts the retries made
-        self.prefill_retries, self.retried = prefill_retries, 0
+        self.prefill_retries, self.retried = config.prefill_retries, 0
         self.refreshers = list(refreshers)
         self.metrics = ProxyMetrics()
-        self.http = HopClient(timeout_s)
-        self.planner = Planner(routing or Policy(), self.pairs, self.http.post, self.metrics)
+        self.http = HopClient(config.timeout_s)
+        self.planner = Planner(config.routing, self.pairs, self.http.post, self.metrics)
         self._releases: set[asyncio.Task[None]] = set()
 
     async def start(self, _: web.Application | None = None) -> None:

@@ -1,0 +1,55 @@
+"""The transfer canary's settings: one frozen value, built where its command line is parsed.
+
+Plain value of the canary's I/O layer (the operator's ``OperatorConfig`` is the model):
+``disagg worker canary`` builds it from its flags (:func:`from_args`), tests build it
+directly, and :class:`~disagg_worker.serve.canary.Canary` takes it whole; the two hops'
+share of it (deadline, protocol) goes on to the canary's proxy as a
+:class:`~disagg_worker.serve.proxy.config.ProxyConfig`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from disagg_worker.serve.pd import KV_TRANSFER_PARAMS, PdProtocol
+from disagg_worker.serve.proxy.config import ProxyConfig
+
+
+@dataclass(frozen=True)
+class CanaryConfig:
+    """What one canary proves, and how often.
+
+    ``prefill``: the prefill pool's URL; ``decode``: this pod's engine URL (neither with a
+    trailing slash); ``model``: what the engines serve; ``timeout_s``: one deadline over
+    both hops; ``interval_s``: at most one canary per this; ``fresh_s``: how long a pass
+    counts; ``min_gbps``: the KV bandwidth floor in GB/s (None: none); ``protocol``: the
+    engines' P/D protocol.
+    """
+
+    prefill: str
+    decode: str
+    model: str
+    timeout_s: float
+    interval_s: float
+    fresh_s: float
+    min_gbps: float | None = None
+    protocol: PdProtocol = KV_TRANSFER_PARAMS
+
+    def proxy(self) -> ProxyConfig:
+        """The settings of the proxy that runs the canary's two hops."""
+        return ProxyConfig(timeout_s=self.timeout_s, protocol=self.protocol)
+
+
+def from_args(args: argparse.Namespace) -> CanaryConfig:
+    """The settings ``disagg worker canary``'s parsed flags ask for."""
+    return CanaryConfig(
+        prefill=args.prefill.rstrip("/"),
+        decode=args.decode.rstrip("/"),
+        model=args.model,
+        timeout_s=args.timeout_s,
+        interval_s=args.interval_s,
+        fresh_s=args.fresh_s,
+        min_gbps=args.min_bandwidth_gbps,
+        protocol=args.pd_protocol,
+    )

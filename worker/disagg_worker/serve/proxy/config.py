@@ -1,0 +1,55 @@
+"""The P/D proxy's settings: one frozen value, built where its command line is parsed.
+
+Plain value of the proxy's I/O layer (the operator's ``OperatorConfig`` is the model):
+``disagg proxy`` builds it from its flags (:func:`from_args`), the canary and tests build it
+directly, and :class:`~disagg_worker.serve.proxy.flow.Proxy` takes it whole beside its pools,
+which are collaborators (kept current by refreshers), not settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+
+from disagg_worker.serve.pd import KV_TRANSFER_PARAMS, PdProtocol
+from disagg_worker.serve.proxy.rules.routing import Policy
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    """How one proxy routes and how long it waits.
+
+    ``policy``: how a worker is picked for each hop in the pools the proxy makes from worker
+    URLs (``--policy``; pools passed in keep their own); ``timeout_s``: the one deadline
+    over both hops; ``prefill_retries``: how often a decode whose KV read failed is retried
+    from another prefill (0: never); ``routing``: decode alone or both hops, and prefix
+    affinity; ``protocol``: how the engines are told to split a request.
+    """
+
+    policy: str = "round-robin"
+    timeout_s: float = 60.0
+    prefill_retries: int = 1
+    routing: Policy = field(default_factory=Policy)
+    protocol: PdProtocol = KV_TRANSFER_PARAMS
+
+
+DEFAULT = ProxyConfig()
+
+
+def from_args(args: argparse.Namespace) -> ProxyConfig:
+    """The settings ``disagg proxy``'s parsed flags ask for (ValueError names the flag
+    whose value the routing policy refuses)."""
+    routing = Policy(
+        mode=args.disaggregate,
+        threshold_tokens=args.threshold_tokens,
+        prefill_queue_limit=args.prefill_queue_limit,
+        prefix_cache=args.decode_prefix_cache,
+        block_tokens=args.block_tokens,
+    )
+    return ProxyConfig(
+        policy=args.policy,
+        timeout_s=args.timeout_s,
+        prefill_retries=args.prefill_retries,
+        routing=routing,
+        protocol=args.pd_protocol,
+    )
