@@ -6,6 +6,8 @@ metric registry). The shapes follow OpenAI's ``/v1/completions`` and
 vLLM's ``kv_transfer_params``, so a proxy written for vLLM works against this worker and
 ours works against vLLM. Extension: every response carries ``disagg`` — the engine id, role
 and where the time went (``prompt_ms``, ``first_step_ms``, ``decode_ms``, ``transfer_ms``).
+Both are typed values, dicts only on the wire: the params a :class:`KvTransferParams`, the
+figures a :class:`~disagg_worker.serve.rules.timings.Timings`.
 """
 
 from __future__ import annotations

@@ -20,7 +20,9 @@ What each method answers:
     owned                            the request fields the proxy writes on both hops
                                      (a client sending one is refused before any hop)
     prefill(body)                    the prefill hop's body: the client's, marked prefill-only
-    handoff(answer)                  what the prefill returned for decode (None: nothing)
+    handoff(answer)                  what the prefill returned for decode (None: nothing;
+                                     ValueError when it cannot be read: the flow answers
+                                     502 naming the prefill)
     handoff_name, no_handoff         its name in errors; why a prefill may have returned
                                      none, and what to check
     decode(body, handoff)            the decode hop's body: told where the KV is

@@ -20,6 +20,10 @@ How fast the KV moved (the canary's bandwidth floor): the reference worker answe
 :func:`answer_transfer`); vLLM's ``/metrics`` carry them as histograms summed over its
 transfers (:func:`vllm_transfer`), so deltas around one request give that request's bytes
 and seconds, or, with other transfers in flight, the average rate of all of them.
+
+An answer's ``disagg`` figures are read as a typed
+:class:`~disagg_worker.serve.rules.timings.Timings`, never as a dict (one it cannot read
+says nothing).
 """
 
 from __future__ import annotations
