@@ -1,6 +1,6 @@
 """The transfer canary's settings: one frozen value, built where its command line is parsed.
 
-Plain value of the canary's I/O layer (the operator's ``OperatorConfig`` is the model):
+I/O layer, a plain value (the operator's ``OperatorConfig`` is the model):
 ``disagg worker canary`` builds it from its flags (:func:`from_args`), tests build it
 directly, and :class:`~disagg_worker.serve.canary.Canary` takes it whole; the two hops'
 share of it (deadline, protocol) goes on to the canary's proxy as a

@@ -1,5 +1,5 @@
-"""`disagg proxy`'s HTTP app and command line: the routes a client calls, the pools its
-flags name (its settings: :func:`.config.from_args`).
+"""`disagg proxy`'s HTTP app and command line: the routes a client calls, the pools and
+the settings (:mod:`.config`) its flags name.
 
 I/O layer (aiohttp). ``POST /v1/completions`` and ``/v1/chat/completions`` run
 :class:`~disagg_worker.serve.proxy.flow.Proxy` once their fields pass

@@ -1,6 +1,6 @@
 """The P/D proxy's settings: one frozen value, built where its command line is parsed.
 
-Plain value of the proxy's I/O layer (the operator's ``OperatorConfig`` is the model):
+I/O layer, a plain value (the operator's ``OperatorConfig`` is the model):
 ``disagg proxy`` builds it from its flags (:func:`from_args`), the canary and tests build it
 directly, and :class:`~disagg_worker.serve.proxy.flow.Proxy` takes it whole beside its pools,
 which are collaborators (kept current by refreshers), not settings.
