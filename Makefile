@@ -100,9 +100,10 @@ imports:
 	$(BIN)/lint-imports
 
 ## pytest: the test suite
-# one worker per core (pytest-xdist); tests that share a resource run in one group
+# one worker per core (pytest-xdist), each test file whole on one worker (its module
+# fixtures, e.g. a stack on fixed loopback addresses, start once)
 pytest:
-	$(BIN)/pytest -q -n auto --dist loadgroup
+	$(BIN)/pytest -q -n auto --dist loadfile
 
 ## bench: the transfer, e2e and operator benchmarks
 bench: $(STAMP)

@@ -4,12 +4,10 @@ the source tree has."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
-import pytest
+from tests.support.wheel import build_wheel
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("operator", "worker")
@@ -24,14 +22,8 @@ def _packages_in_tree() -> set[str]:
     return found
 
 
-@pytest.mark.xdist_group("wheel-build")  # one build of the tree at a time: build/ is shared
 def test_a_built_wheel_holds_every_package_of_the_tree(tmp_path: Path) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path), str(ROOT)],
-        check=True, timeout=300, capture_output=True,
-    )  # fmt: skip
-    (wheel,) = tmp_path.glob("disagg-*.whl")
+    wheel = build_wheel(tmp_path / "wheels")
     names = zipfile.ZipFile(wheel).namelist()
     shipped = {n.rpartition("/")[0].replace("/", ".") for n in names if n.endswith("/__init__.py")}
     assert _packages_in_tree() - shipped == set()

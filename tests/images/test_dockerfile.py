@@ -15,6 +15,7 @@ import pytest
 import tomllib
 
 from tests.chart.chartkit import ROOT
+from tests.support.wheel import build_wheel
 
 TARGETS = ("operator", "worker-cpu", "worker-cuda", "vllm-cpu")
 
@@ -138,10 +139,7 @@ def test_worker_cuda_swaps_nixl_cu12_for_nixl_on_cuda_torch():
 def _worker_cuda_requirements(tmp_path: Path) -> list[str]:
     """Build the product's wheel as the wheel stage does, run the Dockerfile's own
     list-making script on it."""
-    wheels = tmp_path / "wheels"
-    pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-    subprocess.run([*pip, "--wheel-dir", str(wheels), str(ROOT)], check=True, cwd=tmp_path)
-    [wheel] = wheels.glob("disagg-*.whl")
+    wheel = build_wheel(tmp_path / "wheels")
     maker = next(r for r in _runs("wheel") if "worker-cuda.txt" in r)
     script, *argv = maker.split(">")[0].split()[1:]
     assert argv[1:] == ["worker", "nixl-cu12", "nixl"], maker
@@ -154,7 +152,6 @@ def _worker_cuda_requirements(tmp_path: Path) -> list[str]:
     return run.stdout.split()
 
 
-@pytest.mark.xdist_group("wheel-build")  # one build of the tree at a time: build/ is shared
 def test_worker_cuda_requirement_list_from_wheel_metadata(tmp_path):
     reqs = _worker_cuda_requirements(tmp_path)
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

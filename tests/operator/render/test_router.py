@@ -13,6 +13,7 @@ from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.render.objects import render, selector
 from disagg_operator.validation import spec as validation
 from disagg_worker.serve.proxy import app as proxy
+from disagg_worker.serve.proxy.config import from_args
 from tests.operator.builders import body
 
 KEY = "k" * 32
@@ -141,7 +142,7 @@ def _routing(obj: dict[str, Any]) -> Any:
     settings = dataclasses.replace(DEFAULT, canary_image="example.com/worker-cpu:1")
     deployment = _router(obj, settings=settings)["Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    return proxy.policy(proxy._parser().parse_args(container["args"]))
+    return from_args(proxy._parser().parse_args(container["args"])).routing
 
 
 def test_the_router_always_disaggregates_by_default() -> None:
