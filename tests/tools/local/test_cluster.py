@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -103,10 +103,10 @@ def _ready_decodes(run: _Serving, want: int) -> bool:
     return row[2] == f"{want}/{want}" and row[3] == "True"
 
 
-def _eventually(check: object, timeout: float = 90) -> None:
+def _eventually(check: Callable[[], bool], timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
+        if check():
             return
         time.sleep(0.5)
     raise AssertionError("never happened")

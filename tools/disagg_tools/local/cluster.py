@@ -37,6 +37,7 @@ from disagg_tools.local import forward, preflight
 from disagg_tools.local.children import disagg_argv, start_child, stop_children
 from disagg_tools.local.kubelet import run as kubelet_run
 from disagg_tools.local.kubelet.api import Api
+from disagg_tools.local.kubelet.rules import endpoints
 from disagg_tools.local.up import figures
 
 EXAMPLE = "examples/quickstart-cpu.yaml"
@@ -135,10 +136,10 @@ async def _serve(
     router = f"{name}-router"
     async with Api(url) as api:
 
-        async def endpoints() -> list[tuple[str, int]]:
+        async def ready() -> list[tuple[str, int]]:
             return await _ready_endpoints(api, namespace, router)
 
-        async with forward.serving(args.port, endpoints) as port:
+        async with forward.serving(args.port, ready) as port:
             front = f"http://127.0.0.1:{port}"
             model = await _until_routed(front)
             _say(f"\nrouter      {front} → Service {namespace}/{router} (model {model!r})")
@@ -205,7 +206,7 @@ def _identity(manifest: Path) -> tuple[str, str]:
 async def _until_ready(
     url: str, namespace: str, name: str, timeout: float, stop: asyncio.Event
 ) -> None:
-    """Wait for the Ready condition, printing each new reason; on timeout, the conditions."""
+    """Wait for the Ready condition, printing each new reason; on timeout, the last one."""
     deadline, said = time.monotonic() + timeout, ""
     async with Api(url) as api:
         while not stop.is_set():
@@ -229,12 +230,9 @@ async def _ready_endpoints(api: Api, namespace: str, service: str) -> list[tuple
     """The ready (address, port) pairs of ``service``'s EndpointSlices."""
     found = []
     for piece in await api.list(*SLICES, namespace):
-        if piece["metadata"].get("labels", {}).get("kubernetes.io/service-name") != service:
-            continue
-        ports = [int(p["port"]) for p in piece.get("ports") or []]
-        for endpoint in piece.get("endpoints") or []:
-            if (endpoint.get("conditions") or {}).get("ready"):
-                found += [(a, port) for a in endpoint.get("addresses", []) for port in ports[:1]]
+        ports = piece.get("ports") or []
+        if piece["metadata"].get("labels", {}).get(endpoints.SERVICE_NAME) == service and ports:
+            found += [(a, int(ports[0]["port"])) for a in endpoints.ready_addresses(piece)]
     return found
 
 

@@ -232,20 +232,22 @@ def names(
     for service in services:
         meta = service["metadata"]
         ns, name = meta.get("namespace", "default"), meta["name"]
-        ips = sorted(
-            {
-                ip
-                for s in endpoint_slices(service, pods)
-                for e in s["endpoints"]
-                if e["conditions"]["ready"]
-                for ip in e["addresses"]
-            }
-        )
+        ips = sorted({ip for s in endpoint_slices(service, pods) for ip in ready_addresses(s)})
         forms = [f"{name}.{ns}.svc", f"{name}.{ns}.svc.{DOMAIN}"]
         forms += [name, f"{name}.{ns}"] if ns == namespace else []
         for form in forms:
             out[form] = ips
     return out
+
+
+def ready_addresses(piece: Mapping[str, Any]) -> list[str]:
+    """The addresses of an EndpointSlice's ready endpoints (what DNS and a forward use)."""
+    return [
+        ip
+        for e in piece.get("endpoints") or []
+        if (e.get("conditions") or {}).get("ready")
+        for ip in e.get("addresses") or []
+    ]
 
 
 def hosts_text(table: Mapping[str, Sequence[str]]) -> str:
