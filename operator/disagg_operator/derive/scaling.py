@@ -29,6 +29,14 @@ count as ``minAvailable`` rather than passing ``maxUnavailable`` on, because wit
 ``maxUnavailable`` the disruption controller takes the expected pod count from the pods'
 controller's scale subresource, and the pods' controller (the DisaggregatedDeployment)
 scales decode: a prefill budget would be sized by decode's replicas.
+
+:func:`settle_seconds` is how long a terminating pod keeps serving before its drain: a pod
+leaves its Services' endpoints when it starts terminating, but each client of those
+endpoints learns it later (the router re-resolves its role Services every
+:data:`ROUTER_REFRESH_S` through DNS answers that live :data:`DNS_TTL_S`; kube-proxy and
+watchers such as llm-d's endpoint picker within :data:`ENDPOINTS_PROPAGATION_S`). Work sent
+in that window must still be served: a worker that stopped at once would close the
+keep-alive connection a request was just sent on.
 """
 
 from __future__ import annotations
@@ -43,6 +51,17 @@ from disagg_operator.api.problems import Problem
 
 DEFAULT_PREFILL = 1
 DEFAULT_MAX_SURGE = "25%"  # spec.<role>.rollout.maxSurge unset, same KV revision
+ROUTER_REFRESH_S = 5  # the router resolves its role Services again this often
+DNS_TTL_S = 5  # the TTL of CoreDNS's kubernetes plugin answers (its default)
+ENDPOINTS_PROPAGATION_S = 2  # kube-proxy (its minimum sync period, 1 s) and pod watchers
+
+
+def settle_seconds(spec: DeploymentSpec) -> int:
+    """Seconds a terminating pod keeps taking work before it drains: until every client of
+    its endpoints has seen it leave (see the module docstring)."""
+    if spec.router.enabled:
+        return ROUTER_REFRESH_S + DNS_TTL_S
+    return ENDPOINTS_PROPAGATION_S
 
 
 def follow(decode: int, per: PerDecode) -> int:

@@ -192,9 +192,11 @@ class Engine:
         and grace period, at least this."""
         raise NotImplementedError
 
-    def drain_command(self, spec: DeploymentSpec, seconds: int) -> list[str]:
-        """The preStop that waits up to ``seconds`` (render's choice: at least the drain)."""
-        return ["sleep", str(seconds)]
+    def drain_command(self, spec: DeploymentSpec, settle: int, seconds: int) -> list[str]:
+        """The preStop: keep serving ``settle`` seconds (until the pod's endpoint clients
+        have seen it leave), then wait up to ``seconds`` (render's choice: at least the
+        drain)."""
+        return ["sleep", str(settle + seconds)]
 
     def annotations(self, spec: DeploymentSpec) -> dict[str, str]:
         """Notes render puts on every pod (vLLM: the version and profile it rendered for)."""

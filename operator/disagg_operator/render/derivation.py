@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 
 from disagg_contract import platforms, ucx
+from disagg_operator.derive import scaling
 from disagg_operator.engines.base import Row
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render import canary
@@ -71,14 +72,22 @@ def derivation_rows(settings: Settings = DEFAULT) -> list[Row]:
             "checked per memory type; one must reach another pod (the NIXL backend table)",
         ),
         (
+            "preStop settle",
+            "spec.router.enabled",
+            f"router: {scaling.ROUTER_REFRESH_S + scaling.DNS_TTL_S} s (its "
+            f"{scaling.ROUTER_REFRESH_S} s refresh + the {scaling.DNS_TTL_S} s DNS TTL); "
+            f"else {scaling.ENDPOINTS_PROPAGATION_S} s",
+            "a terminating pod serves on until its endpoint clients have seen it leave",
+        ),
+        (
             "preStop wait",
             "the engine's drain D (below), spec.<role>.drainSeconds S",
-            "max(D, S)",
+            "max(D, S) after the settle",
             "S: the longest generation a terminating pod may be serving",
         ),
         (
             "terminationGracePeriodSeconds",
-            "the preStop's time T",
+            "the preStop's time T (settle + wait)",
             f"T + {SHUTDOWN_MARGIN_S}",
             "the drain, then time for the engine to stop on SIGTERM",
         ),

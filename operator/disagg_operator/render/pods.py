@@ -36,7 +36,7 @@ from disagg_operator.api import (
 from disagg_operator.api.podtemplate import ENGINE_CONTAINER, SIDECAR_CONTAINER
 from disagg_operator.contracts import llmd
 from disagg_operator.derive import model as model_source
-from disagg_operator.derive import transfer
+from disagg_operator.derive import scaling, transfer
 from disagg_operator.engines.settings import Settings
 from disagg_operator.render import canary as render_canary
 from disagg_operator.render import overlay
@@ -92,9 +92,17 @@ def drain_wait(spec: DeploymentSpec, role: str, settings: Settings) -> int:
     return max(derived, spec.role(role).drain_seconds or 0)
 
 
+def _drain_command(spec: DeploymentSpec, role: str, settings: Settings) -> list[str]:
+    engine = settings.engine(spec)
+    return engine.drain_command(
+        spec, scaling.settle_seconds(spec), drain_wait(spec, role, settings)
+    )
+
+
 def grace_period_seconds(spec: DeploymentSpec, role: str, settings: Settings) -> int:
-    """terminationGracePeriodSeconds: the drain, then time for the engine to stop."""
-    return drain_wait(spec, role, settings) + SHUTDOWN_MARGIN_S
+    """terminationGracePeriodSeconds: the settle and the drain, then time for the engine
+    to stop."""
+    return scaling.settle_seconds(spec) + drain_wait(spec, role, settings) + SHUTDOWN_MARGIN_S
 
 
 def pod(
@@ -235,13 +243,9 @@ def engine_container(spec: DeploymentSpec, role: str, settings: Settings) -> dic
         "securityContext": dict(CONTAINER_SECURITY)
         | ({"readOnlyRootFilesystem": True} if derived.read_only_root else {})
         | _rdma_capabilities(spec, role),
-        # The preStop waits for in-flight transfers before SIGTERM (the pod has already
-        # left its Service's endpoints, so no new work comes).
-        "lifecycle": {
-            "preStop": {
-                "exec": {"command": engine.drain_command(spec, drain_wait(spec, role, settings))}
-            }
-        },
+        # The preStop serves on until the pod's endpoint clients have seen it leave (the
+        # settle), then waits for in-flight transfers before SIGTERM.
+        "lifecycle": {"preStop": {"exec": {"command": _drain_command(spec, role, settings)}}},
     }
     if r.args:
         container["args"] = list(r.args)

@@ -27,6 +27,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from disagg_operator.api import HTTP_PORT, ROUTER_PORT, DeploymentSpec
+from disagg_operator.derive import scaling
 from disagg_operator.engines.base import protocol_args
 from disagg_operator.engines.settings import Settings
 from disagg_operator.render.canary import revision_service
@@ -40,7 +41,6 @@ RESOURCES: dict[str, Any] = {
     "requests": {"cpu": "100m", "memory": "128Mi"},
     "limits": {"memory": "512Mi"},
 }
-REFRESH_S = 5  # how often the role Services are resolved again (CoreDNS caches ~5 s)
 
 
 def image(spec: DeploymentSpec, settings: Settings) -> str | None:
@@ -167,7 +167,7 @@ def _pod(
         *("--prefill-service", f"{prefill}.{namespace}.svc:{HTTP_PORT}"),
         *("--decode-service", f"{decode}.{namespace}.svc:{HTTP_PORT}"),
         *kvs,
-        *("--refresh-s", str(REFRESH_S), "--policy", r.policy),
+        *("--refresh-s", str(scaling.ROUTER_REFRESH_S), "--policy", r.policy),
         *("--timeout-s", f"{r.timeout_seconds:g}"),
         *("--host", "0.0.0.0", "--port", str(ROUTER_PORT)),
         *routing_args(spec, settings),

@@ -32,6 +32,7 @@ from disagg_operator.api.podtemplate import (
 )
 from disagg_operator.api.problems import Problem
 from disagg_operator.derive import model as model_source
+from disagg_operator.derive import scaling
 from disagg_operator.engines.base import Engine
 from disagg_operator.engines.settings import Settings
 from disagg_operator.validation import corev1
@@ -132,7 +133,8 @@ class _Pod:
             frozenset(derived | {n for n in given if isinstance(n, str)}),
             frozenset(ports | set(engine.side_channel_ports(spec, role))),
             frozenset(m["mountPath"] for m in mounts),
-            max(engine.drain_seconds(spec), spec.role(role).drain_seconds or 0),
+            scaling.settle_seconds(spec)
+            + max(engine.drain_seconds(spec), spec.role(role).drain_seconds or 0),
         )
 
 
@@ -181,7 +183,7 @@ def _pod_fields(pod: _Pod, s: PodTemplateSpec) -> Iterator[Problem]:
     if given is not None and given < pod.drain:
         yield Problem(
             f"{at}.terminationGracePeriodSeconds",
-            f"{given} s is shorter than the pod's drain ({pod.drain} s): it would cut "
+            f"{given} s is shorter than the pod's settle and drain ({pod.drain} s): it would cut "
             f"in-flight work; omit it, or lower spec.{pod.role}.drainSeconds",
         )
 

@@ -16,6 +16,7 @@ from pydantic import Field
 from disagg_operator.api import HTTP_PORT, ROLES, DeploymentSpec, EngineFields
 from disagg_operator.api.base import _Model
 from disagg_operator.api.problems import Problem
+from disagg_operator.derive.scaling import ENDPOINTS_PROPAGATION_S
 from disagg_operator.engines.base import Container, DemandSeries, Engine
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.planning import status
@@ -138,8 +139,10 @@ def test_render_builds_its_pods_from_the_interface() -> None:
             engine["env"]
         )
         assert [p["containerPort"] for p in engine["ports"]] == [HTTP_PORT, 5600]
-        assert engine["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "7"]
-        assert pod["spec"]["terminationGracePeriodSeconds"] == 7 + 10
+        # the base preStop: the settle (no router: endpoint propagation), then the drain
+        wait = ENDPOINTS_PROPAGATION_S + 7
+        assert engine["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", str(wait)]
+        assert pod["spec"]["terminationGracePeriodSeconds"] == wait + 10
         assert pod["metadata"]["annotations"]["example.com/echo"] == "yes"
         assert pod["spec"]["volumes"] == []
     decode = pods[1]["spec"]["containers"]

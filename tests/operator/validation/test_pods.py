@@ -117,7 +117,7 @@ def test_the_full_template_is_valid_for_both_engines() -> None:
         (
             {"spec": {"terminationGracePeriodSeconds": 5}},
             "terminationGracePeriodSeconds",
-            "shorter than the pod's drain",
+            "shorter than the pod's settle and drain",
         ),
         (
             {"spec": {"securityContext": {"runAsUser": "root"}}},

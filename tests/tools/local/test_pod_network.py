@@ -58,3 +58,18 @@ def test_a_lock_file_another_user_made_is_locked_read_only(tmp_path: Path) -> No
         ) as other_user:  # fmt: skip
             leased = other_user.submit(_lease_twice, shared).result(30)
     assert leased == ("127.0.1.", "127.0.2.")
+
+
+def test_addresses_go_round_the_range_as_cni_host_local_does() -> None:
+    """containernetworking/plugins v1.9.1 host-local: the next free address after the last
+    one reserved, so an address a deleted pod freed is not handed out again at once."""
+    assert network.next_host(taken=(), last=None) == 2
+    assert network.next_host(taken={2, 3}, last=3) == 4
+    assert network.next_host(taken={3}, last=3) == 4  # .2 was freed: still not the next
+    assert network.next_host(taken={4, 5}, last=254) == 2  # round the range
+    assert network.next_host(taken={2, 3, 254}, last=253) == 4
+
+
+def test_a_full_network_is_refused_by_count() -> None:
+    with pytest.raises(RuntimeError, match="all 253"):
+        network.next_host(taken=set(network.HOSTS), last=7)

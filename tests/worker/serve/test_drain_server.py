@@ -14,10 +14,14 @@ from disagg_worker.model.model import BOS
 from tests.worker.serve.conftest import StartWorker, get, post
 
 
-def _drain(url: str, timeout_s: float) -> tuple[subprocess.CompletedProcess[str], float]:
-    port = url.rsplit(":", 1)[1]
-    env = {**os.environ, "DISAGG_HTTP_PORT": port}
+def _drain_argv(url: str, timeout_s: float, *more: str) -> tuple[list[str], dict[str, str]]:
+    env = {**os.environ, "DISAGG_HTTP_PORT": url.rsplit(":", 1)[1]}
     argv = disagg_argv("worker", "drain", "--timeout-s", str(timeout_s), "--poll-s", "0.1")
+    return [*argv, *more], env
+
+
+def _drain(url: str, timeout_s: float) -> tuple[subprocess.CompletedProcess[str], float]:
+    argv, env = _drain_argv(url, timeout_s)
     t0 = time.monotonic()
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     return done, time.monotonic() - t0
@@ -38,6 +42,29 @@ def test_an_idle_worker_drains_at_once(start_worker: StartWorker) -> None:
     done, _ = _drain(worker.url, 30)
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().endswith("disagg worker drain: drained")  # not its timeout
+
+
+def test_work_sent_while_the_pod_settles_is_served_and_then_drained(
+    start_worker: StartWorker,
+) -> None:
+    """A router that has not yet seen the pod leave sends it a prefill during the settle:
+    the worker answers it, and the drain then waits for its blocks (without the settle an
+    idle worker drains at once, and the request would meet a stopping server)."""
+    worker = start_worker("prefill", block_lease_s=3, transfer_deadline_s=1)
+    argv, env = _drain_argv(worker.url, 60, "--settle-s", "2")
+    t0 = time.monotonic()
+    drain = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        _hold(worker.url)  # sent as the pod settles
+        assert drain.poll() is None  # still settling
+        _, err = drain.communicate(timeout=60)
+    finally:
+        drain.kill()
+    took = time.monotonic() - t0
+    assert drain.returncode == 0 and err.strip().endswith("disagg worker drain: drained"), err
+    assert took > 3, took  # the held blocks' lease (3 s), not only the settle (2 s)
+    report = get(worker.url + "/debug/blocks")
+    assert report["held"] == {} and report["used"] == 0
 
 
 def test_drain_waits_for_held_blocks_to_be_freed(start_worker: StartWorker) -> None:

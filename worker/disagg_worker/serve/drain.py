@@ -1,11 +1,12 @@
 """`disagg worker drain`: wait, before SIGTERM, until the worker has nothing in flight.
 
 The reference pods' ``lifecycle.preStop`` (rendered by the operator). Once a pod is
-terminating it leaves its Service's endpoints, so new work stops coming; this polls the
-worker's own ``GET /debug/blocks`` (on its listen address) until no blocks are held for a
-decode, none are used by a running request and none are waited for, or until
-``--timeout-s``. It exits 0 either way: a preStop that fails only adds an event, and the
-kubelet sends SIGTERM next regardless. A worker that does not answer has nothing left to drain.
+terminating it leaves its Service's endpoints, but its clients (the router, kube-proxy)
+learn that only within ``--settle-s``: the worker serves on that long, then this polls its
+own ``GET /debug/blocks`` (on its listen address) until no blocks are held for a decode,
+none are used by a running request and none are waited for, or until ``--timeout-s``.
+It exits 0 either way: a preStop that fails only adds an event, and the kubelet sends
+SIGTERM next regardless. A worker that does not answer has nothing left to drain.
 
 :func:`idle` is the pure test over one report; :func:`main` the polling loop (stdlib only,
 so the hook starts fast).
@@ -73,12 +74,19 @@ def main(argv: list[str]) -> int:
         "listen address; 127.0.0.1 for all interfaces) holds no KV blocks and runs no "
         "request (its /debug/blocks), or the timeout; exit 0 either way.",
     )
-    p.add_argument("--timeout-s", type=float, required=True, help="give up after this")
+    p.add_argument(
+        "--settle-s",
+        type=float,
+        default=0.0,
+        help="serve on this long first: until the pod's endpoint clients have seen it leave",
+    )
+    p.add_argument("--timeout-s", type=float, required=True, help="then give up waiting after this")
     p.add_argument("--poll-s", type=float, default=1.0, help="seconds between polls")
     args = p.parse_args(argv)
     port = int(os.environ.get("DISAGG_HTTP_PORT") or DEFAULT_PORT)
     host = os.environ.get("DISAGG_HTTP_HOST") or "0.0.0.0"
     url = f"http://{'127.0.0.1' if host in ANY else host}:{port}/debug/blocks"
+    time.sleep(max(0.0, args.settle_s))
     drained, report = wait_idle(lambda: _fetch(url), args.timeout_s, args.poll_s)
     if report is None:
         print(f"disagg worker drain: drained (nothing answers on port {port})", file=sys.stderr)

@@ -231,10 +231,10 @@ class Reference(Engine):
         kv = spec.kv_transfer
         return math.ceil(kv.transfer_deadline_seconds + kv.block_lease_seconds)
 
-    def drain_command(self, spec: DeploymentSpec, seconds: int) -> list[str]:
-        """The worker says when it is idle (nothing held, used or waiting): at most
-        ``seconds``, often much less."""
-        return ["disagg", "worker", "drain", "--timeout-s", str(seconds)]
+    def drain_command(self, spec: DeploymentSpec, settle: int, seconds: int) -> list[str]:
+        """After the settle, the worker says when it is idle (nothing held, used or
+        waiting): at most ``seconds``, often much less."""
+        return ["disagg", "worker", "drain", "--settle-s", str(settle), "--timeout-s", str(seconds)]
 
     def problems(self, spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:
         if spec.model not in PRESETS:
@@ -297,8 +297,9 @@ class Reference(Engine):
             (
                 "preStop",
                 "reference, deadline D, lease L",
-                "disagg worker drain --timeout-s ceil(D + L)",
-                "waits until /debug/blocks shows nothing held, used or waiting: a hold lasts at "
-                "most L, a read started at its end at most D",
+                "disagg worker drain --settle-s E --timeout-s ceil(D + L)",
+                "serves on for the settle E (the preStop settle row), then waits until "
+                "/debug/blocks shows nothing held, used or waiting: a hold lasts at most L, "
+                "a read started at its end at most D",
             ),
         ]

@@ -161,7 +161,10 @@ def test_vllm_pods_get_their_claim_config_map_shared_memory_and_probes() -> None
     assert engine.cpus == 2 and engine.cpu_shares == 1024
     assert engine.startup is not None and engine.startup.failure_threshold == 180
     assert engine.readiness is not None and engine.readiness.port == 8000
-    assert engine.pre_stop is not None and engine.pre_stop.command == ("sleep", "30")
+    rendered = next(o for o in objects if o["metadata"]["name"] == "vllm-cpu-prefill-0")
+    pre_stop = rendered["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+    assert pre_stop[0] == "sleep"  # vLLM's: it sleeps through the settle and the lease
+    assert engine.pre_stop is not None and engine.pre_stop.command == tuple(pre_stop)
     assert engine.user is None  # vLLM pods: the image's user
     sources = {v: f"vol-{v}" for v in volumes}
     mounts = _flag(run_argv(prefill, engine, sources, "r"), "--mount")

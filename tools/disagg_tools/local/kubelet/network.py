@@ -5,6 +5,12 @@ host (two test workers, an embedded cluster beside a test run), so each takes th
 ``127.0.N.0/24`` whose lock (an ``flock`` in the temp folder) no live process holds. The
 lock goes with the process, so a killed run never leaves a network taken; the lock files are
 readable by every user, so kubelets of different users on one host keep apart too.
+
+Within its network a node hands out addresses as the CNI host-local IPAM does
+(containernetworking/plugins v1.9.1, ``plugins/ipam/host-local/backend/allocator``:
+``GetIter`` starts from the last reserved address + 1 and wraps): an address a deleted pod
+freed is taken again only once the range has gone round, so a client holding a stale
+endpoint list meets a refused connection, not another pod at the old address.
 """
 
 from __future__ import annotations
@@ -13,10 +19,22 @@ import contextlib
 import fcntl
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 FIRST, LAST = 1, 254  # 127.0.0.0/24 is the host's own
+HOSTS = range(2, 255)  # .1 is the network's gateway, .255 its broadcast
+
+
+def next_host(taken: Collection[int], last: int | None) -> int:
+    """The address (its last octet) a new pod gets: the first free one after ``last``
+    (the one reserved before; None: none yet), going round the range once."""
+    start = 0 if last is None else HOSTS.index(last) + 1
+    for i in range(len(HOSTS)):
+        host = HOSTS[(start + i) % len(HOSTS)]
+        if host not in taken:
+            return host
+    raise RuntimeError(f"no free pod address: all {len(HOSTS)} of the node's network are taken")
 
 
 @contextlib.contextmanager

@@ -42,7 +42,7 @@ import aiohttp
 
 from disagg_tools.local.children import start_child, stop_children
 from disagg_tools.local.engines import BUILTIN, LocalEngine
-from disagg_tools.local.kubelet import admit, prober
+from disagg_tools.local.kubelet import admit, network, prober
 from disagg_tools.local.kubelet.api import Api
 from disagg_tools.local.kubelet.rules import containers, lifecycle, probes
 from disagg_tools.local.kubelet.runtime import Box, host_env, rfc3339
@@ -95,6 +95,7 @@ class Kubelet:
         self.crash_loop, self.net = crash_loop, net
         self.pods: dict[str, Pod] = {}  # by pod uid
         self.failed: dict[str, str] = {}  # pod uid → why it cannot run here
+        self._last_host: int | None = None  # the address last handed out (its last octet)
         self._http: aiohttp.ClientSession | None = None
         self._engines: dict[str, LocalEngine | None] = {}
 
@@ -186,9 +187,9 @@ class Kubelet:
         log.info("started pod %s/%s at %s", namespace, name, address)
 
     def _free_address(self) -> str:
-        taken = {p.run.address for p in self.pods.values()}
-        n = next(n for n in range(2, 255) if f"{self.net}{n}" not in taken)
-        return f"{self.net}{n}"
+        taken = {int(p.run.address.rsplit(".", 1)[1]) for p in self.pods.values()}
+        self._last_host = network.next_host(taken, self._last_host)
+        return f"{self.net}{self._last_host}"
 
     async def _terminate(self, pod: Pod) -> None:
         """A deleted pod: each container's preStop, SIGTERM, SIGKILL at the end of the
