@@ -89,12 +89,15 @@ def ready_after(emu: Emulator, seen: dict[str, float], now: float, delay: float 
 
 
 async def rolled_out(emu: Emulator, name: str = "demo") -> dict[str, Any]:
-    """The deployment's status once its rollout is complete (Progressing RolloutComplete)."""
+    """The deployment's status once its rollout is complete (Progressing RolloutComplete)
+    for the spec as it is now: a condition observed for an older generation is stale, as
+    kubectl rollout status reads it."""
 
     def finished() -> Any:
         body = emu.find(DD, NS, name) or {}
         progressing = condition(emu, name, "Progressing")
-        return progressing.get("reason") == "RolloutComplete" and body["status"]
+        current = progressing.get("observedGeneration") == body["metadata"].get("generation")
+        return current and progressing.get("reason") == "RolloutComplete" and body["status"]
 
     found: dict[str, Any] = await until("rollout complete", finished, timeout=60)
     return found
