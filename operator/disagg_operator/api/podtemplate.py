@@ -101,8 +101,8 @@ class PodTemplateSpec(_Model):
     termination_grace_period_seconds: int | None = Field(
         default=None,
         ge=0,
-        description="a longer grace than the derived one (drain + 10 s); shorter is refused "
-        "(it would cut the drain: lower spec.<role>.drainSeconds instead)",
+        description="a longer grace than the derived one (settle + drain + 10 s); shorter is "
+        "refused (it would cut the drain: lower spec.<role>.drainSeconds instead)",
     )
 
     @model_validator(mode="before")
