@@ -98,9 +98,6 @@ class Canary:
         self, config: CanaryConfig, *, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.config = config
-        self.prefill, self.decode, self.model = config.prefill, config.decode, config.model
-        self.timeout_s, self.interval_s = config.timeout_s, config.interval_s
-        self.fresh_s, self.min_gbps = config.fresh_s, config.min_gbps
         self.clock = clock
         self.proxy = Proxy([config.prefill], [config.decode], config.proxy())
         self.last: Result | None = None
@@ -116,7 +113,7 @@ class Canary:
 
     def kick(self) -> None:
         """Start a canary when one is due and none runs."""
-        if self._running is None and due(self.last, self.clock(), self.interval_s):
+        if self._running is None and due(self.last, self.clock(), self.config.interval_s):
             self._running = asyncio.ensure_future(self._run())
 
     async def check(self) -> Result:
@@ -130,7 +127,7 @@ class Canary:
 
     def now(self) -> Verdict:
         """The path now (``/verdict``), from the last canary."""
-        return verdict(self.last, self.clock(), self.fresh_s)
+        return verdict(self.last, self.clock(), self.config.fresh_s)
 
     async def ready(self) -> tuple[bool, str]:
         """The readiness probe's answer: latched on the first canary that passes on the
@@ -138,13 +135,13 @@ class Canary:
         identity, answers = await self.engine()
         if self.latch.seen(identity, answers):
             self.warmed, self.last = False, None  # a new engine: warm it, prove it again
-            _log({"event": "engine_changed", "decode": self.decode, "engine": identity})
+            _log({"event": "engine_changed", "decode": self.config.decode, "engine": identity})
         if self.latch.ready:
             self.kick()  # keep the verdict current; the probe does not wait for it
             return True, f"a canary passed on this engine ({identity or 'no identity'})"
         if not answers:
-            return False, f"the decode engine {self.decode} does not answer /health"
-        found = verdict(await self.check(), self.clock(), self.fresh_s)
+            return False, f"the decode engine {self.config.decode} does not answer /health"
+        found = verdict(await self.check(), self.clock(), self.config.fresh_s)
         if found.ready:
             self.latch.passed(identity)
         return self.latch.ready, found.reason
@@ -153,7 +150,7 @@ class Canary:
         """(identity, answers) of the engine instance behind ``--decode``
         (:func:`engine_identity`; vLLM's /health has an empty body, its /metrics tell)."""
         try:
-            text = await self.proxy.http.text(self.decode + "/health", METRICS_TIMEOUT_S)
+            text = await self.proxy.http.text(self.config.decode + "/health", METRICS_TIMEOUT_S)
         except HopError:
             return None, False
         try:
@@ -162,7 +159,8 @@ class Canary:
             identity = None
         if identity is None:
             try:
-                metrics = await self.proxy.http.text(self.decode + "/metrics", METRICS_TIMEOUT_S)
+                url = self.config.decode + "/metrics"
+                metrics = await self.proxy.http.text(url, METRICS_TIMEOUT_S)
             except HopError:
                 metrics = ""
             identity = engine_identity(None, metrics)
@@ -188,20 +186,20 @@ class Canary:
         try:
             if not self.warmed:
                 warm = await asyncio.wait_for(
-                    self.proxy.aggregated(PATH, request_body(self.model), headers),
-                    self.timeout_s + 1.0,
+                    self.proxy.aggregated(PATH, request_body(self.config.model), headers),
+                    self.config.timeout_s + 1.0,
                 )
                 problem = token_problem(warm)
                 if problem is not None:
-                    raise HopError(502, f"decode {self.decode}: {problem}")
+                    raise HopError(502, f"decode {self.config.decode}: {problem}")
                 self.warmed = True
                 stage = "canary"
             problem, moved = await self._pd(headers)
-            slow = None if problem else bandwidth_problem(moved, self.min_gbps)
+            slow = None if problem else bandwidth_problem(moved, self.config.min_gbps)
         except HopError as e:
             problem = hop_problem(e.status, str(e)) if self.warmed else f"{stage}: {e}"
         except asyncio.TimeoutError:
-            problem = f"{stage}: no answer within the {self.timeout_s:g}s deadline"
+            problem = f"{stage}: no answer within the {self.config.timeout_s:g}s deadline"
         now = self.clock()
         return Result(now, (now - t0) * 1e3, problem, moved, slow)
 
@@ -211,8 +209,8 @@ class Canary:
         before = await self._page()
         # the proxy's deadline bounds each hop; this bounds anything around them too
         answer = await asyncio.wait_for(
-            self.proxy.complete(PATH, request_body(self.model), headers),
-            self.timeout_s + 1.0,
+            self.proxy.complete(PATH, request_body(self.config.model), headers),
+            self.config.timeout_s + 1.0,
         )
         # a page the protocol reads nothing of (the reference worker's) is not read twice
         after = await self._page() if before else {}
@@ -225,14 +223,14 @@ class Canary:
         and NIXL transfer sums; empty for an engine that exports none, or when the page
         cannot be read: no evidence, no verdict)."""
         try:
-            text = await self.proxy.http.text(self.decode + "/metrics", METRICS_TIMEOUT_S)
+            text = await self.proxy.http.text(self.config.decode + "/metrics", METRICS_TIMEOUT_S)
         except HopError:
             return {}
         return self.proxy.protocol.page(text)
 
     def kv_fields(self, result: Result | None) -> dict[str, Any]:
         """``result``'s KV figures (none yet: None) and how they compare with the floor."""
-        return kv_fields(result.transfer if result else None, self.min_gbps)
+        return kv_fields(result.transfer if result else None, self.config.min_gbps)
 
 
 def _log(line: dict[str, Any]) -> None:
@@ -244,8 +242,8 @@ def _log_flip(canary: Canary, result: Result) -> None:
         {
             "event": "transfer_path",
             "ready": result.passed,
-            "prefill": canary.prefill,
-            "decode": canary.decode,
+            "prefill": canary.config.prefill,
+            "decode": canary.config.decode,
             "took_ms": round(result.took_ms, 1),
             "problem": result.problem,
             "transport": result.slow,
@@ -262,8 +260,8 @@ def _body(canary: Canary) -> dict[str, Any]:
         "verdict": found.reason,
         "latched": canary.latch.ready,
         "engine": canary.latch.engine,
-        "prefill": canary.prefill,
-        "decode": canary.decode,
+        "prefill": canary.config.prefill,
+        "decode": canary.config.decode,
         **canary.kv_fields(canary.last),
     }
 
@@ -368,7 +366,7 @@ def main(argv: list[str]) -> int:
     from disagg_worker.serve.process import serve
 
     async def ready(_: int) -> dict[str, Any]:
-        return {"role": "canary", "prefill": canary.prefill, "decode": canary.decode}
+        return {"role": "canary", "prefill": canary.config.prefill, "decode": canary.config.decode}
 
     asyncio.run(serve(build_app(canary), args.host, args.port, ready))
     return 0
