@@ -100,9 +100,11 @@ async def _serve(config: WorkerConfig) -> str | None:
             }
 
         also = {"metrics": (build_metrics_app(worker), config.metrics_port)}
+        # a client that leaves cancels its request: the engine stops it at its next step
+        # (serve.cancel), so no work is done for an answer nobody reads
         await serve(
             build_app(worker), config.http_host, config.http_port, ready,
-            also=also if config.metrics_port else None,
+            cancel_on_disconnect=True, also=also if config.metrics_port else None,
         )  # fmt: skip
     finally:
         worker.close()

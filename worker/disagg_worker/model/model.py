@@ -117,6 +117,13 @@ class Generation:
 
 
 OnToken = Callable[[int], None]
+# asked before each forward pass of a generation: True stops it there (its client left)
+Stop = Callable[[], bool]
+
+
+class Stopped(Exception):
+    """A generation stopped at a step boundary because :data:`Stop` said so; the blocks it
+    wrote hold a partial result and are the caller's to free."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +169,7 @@ class ReferenceModel:
         self.kv_of_q = [heads.index(q // group) for q in self.q_heads]
         self.w = _shard_weights(_init_weights(spec, seed), spec, shard, heads, self.device)
         self.cos, self.sin = _rope_tables(spec, self.device)
+        self.steps = 0  # forward passes run: a prompt chunk or a decode step each
 
     def blocks_needed(self, prompt_len: int, max_tokens: int) -> int:
         """Blocks a request needs: the prompt plus every generated token but the last."""
@@ -186,6 +194,7 @@ class ReferenceModel:
     @torch.inference_mode()
     def forward(self, tokens: Sequence[int], start: int, table: Sequence[int]) -> torch.Tensor:
         """Run tokens at positions ``start..``, write their K/V, return the last logits."""
+        self.steps += 1
         if self.shard.mirror is not None:
             self.shard.mirror(tokens, start, table)
         s, n, hd = self.spec, len(tokens), self.spec.head_dim
@@ -220,17 +229,26 @@ class ReferenceModel:
         return int(torch.argmax(logits).item())
 
     def generate(
-        self, ask: GenerationRequest, table: Sequence[int], on_token: OnToken | None = None
+        self,
+        ask: GenerationRequest,
+        table: Sequence[int],
+        on_token: OnToken | None = None,
+        stop: Stop | None = None,
     ) -> Generation:
         """Greedy generation of ``ask`` over the blocks of ``table``; ``on_token``: called
-        with each token as it is made (streaming)."""
+        with each token as it is made (streaming); ``stop``: asked before each forward pass,
+        True raises :class:`Stopped` there (a pass once begun runs to its end: with tensor
+        parallelism the other ranks are inside it too)."""
+        go = _steps(stop)
         prompt = ask.prompt
         t0 = time.perf_counter()
         if not ask.prompt_cached and len(prompt) > 1:
+            go()
             self.forward(prompt[:-1], 0, table)
         t1 = time.perf_counter()
         token = ask.first_token
         if not ask.prompt_cached or token is None or (ask.min_tokens and token == EOS):
+            go()
             token = self.step(prompt[-1], len(prompt) - 1, table, ban_eos=ask.min_tokens > 0)
         t2 = time.perf_counter()
         out = [token]
@@ -244,6 +262,7 @@ class ReferenceModel:
             if len(out) >= ask.max_tokens:
                 break
             pos = len(prompt) + len(out) - 1
+            go()
             token = self.step(token, pos, table, ban_eos=len(out) < ask.min_tokens)
             out.append(token)
             if on_token is not None:
@@ -251,6 +270,17 @@ class ReferenceModel:
         t3 = time.perf_counter()
         ms = 1000.0
         return Generation(out, reason, (t1 - t0) * ms, (t2 - t1) * ms, (t3 - t2) * ms)
+
+
+def _steps(stop: Stop | None) -> Callable[[], None]:
+    """What a generation calls before each forward pass: raises :class:`Stopped` when
+    ``stop`` says so."""
+
+    def go() -> None:
+        if stop is not None and stop():
+            raise Stopped("generation stopped before its next step: its client left")
+
+    return go
 
 
 def _init_weights(spec: ModelSpec, seed: int) -> dict[str, torch.Tensor]:

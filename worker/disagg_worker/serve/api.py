@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Summary, generate_latest
+from prometheus_client.core import CounterMetricFamily
 
 from disagg_contract.config import WorkerConfig
 from disagg_worker.serve.rules.kv_params import (
@@ -30,6 +31,7 @@ from disagg_worker.serve.rules.limits import shown
 from disagg_worker.serve.rules.openai import OpenAIError
 
 if TYPE_CHECKING:
+    from disagg_worker.serve.cancel import Job
     from disagg_worker.serve.server import Worker
 
 
@@ -137,6 +139,19 @@ class WorkerMetrics:
         self._generation_tokens = Counter(
             "disagg_generation_tokens", "Output tokens generated", registry=self.registry
         )
+        # work nobody waits for: docs/worker.md, "Cancellation"
+        self._cancelled = Counter(
+            "disagg_requests_cancelled", "Requests whose client left (or whose proxy gave up) "
+            "before their answer, by kind and stage (queued: no engine step had run for it; "
+            "running: stopped at the engine's next step)", ["kind", "stage"],
+            registry=self.registry,
+        )  # fmt: skip
+        self._stop_s = Summary(
+            "disagg_cancel_stop_seconds", "From a request's cancel until the engine let go of "
+            "it (the step in flight ran out) and its blocks could be freed",
+            registry=self.registry,
+        )  # fmt: skip
+        self.registry.register(_Steps(worker))
         alloc = worker.allocator
         for name, text, fn in (
             ("disagg_kv_blocks_used", "KV blocks in use", lambda: alloc.num_used),
@@ -161,8 +176,28 @@ class WorkerMetrics:
     def recomputed(self, reason: str) -> None:
         self._recomputed.labels(reason).inc()
 
+    def cancelled(self, kind: str, job: Job) -> None:
+        self._cancelled.labels(kind, job.stage).inc()
+        if job.cancelled_at is not None:  # the engine had it (running, or in its queue)
+            self._stop_s.observe(job.stop_s)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _Steps:
+    """``disagg_engine_steps_total``: the engine's forward passes (a prompt or a decode
+    step each), counted by the model itself on the engine thread."""
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+
+    def collect(self) -> list[CounterMetricFamily]:
+        steps = CounterMetricFamily(
+            "disagg_engine_steps", "Forward passes the engine ran (a prompt or a decode step)"
+        )
+        steps.add_metric([], self._worker.model.steps)
+        return [steps]
 
 
 def _held(worker: Worker) -> int:

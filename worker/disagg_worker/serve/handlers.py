@@ -90,7 +90,11 @@ async def _stream(
     task = asyncio.ensure_future(worker.run(req, rid, on_token))
     # tokens are queued from the engine thread before its result: None comes last
     task.add_done_callback(lambda _: tokens.put_nowait(None))
-    token = await tokens.get()
+    try:
+        token = await tokens.get()
+    except asyncio.CancelledError:  # the client left before the first token
+        _abandon(task)
+        raise
     if token is None:
         task.result()  # the error before any token: the caller answers it as JSON
     headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
@@ -101,8 +105,8 @@ async def _stream(
         await _events(resp, req, rid, token, tokens)
         out = task.result()
     except (ConnectionResetError, asyncio.CancelledError) as e:
-        # the client left: generation runs out and frees its blocks
-        task.add_done_callback(_retrieve)
+        # the client left: the engine stops at its next step, then the blocks are freed
+        _abandon(task)
         log.info("request %s: client left the stream", rid)
         if isinstance(e, asyncio.CancelledError):  # aiohttp cancelled this handler
             raise
@@ -138,6 +142,13 @@ async def _events(
     tail = text.decode(b"", final=True)
     if tail:  # a sequence cut short at the end: its replacement character
         await _send(resp, chunk(req, rid, created, tail, [], None))
+
+
+def _abandon(task: asyncio.Future[Any]) -> None:
+    """Cancel a stream's generation whose client left (:meth:`Worker.run` stops the engine
+    and frees the blocks once it has); its outcome is retrieved, not lost."""
+    task.cancel()
+    task.add_done_callback(_retrieve)
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

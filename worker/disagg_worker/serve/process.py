@@ -33,9 +33,9 @@ async def serve(
     also: Mapping[str, tuple[web.Application, int]] | None = None,
 ) -> None:
     """Serve ``app`` until SIGINT/SIGTERM; ``ready(bound_port)`` gives the ready line's data.
-    ``cancel_on_disconnect``: a handler whose client leaves is cancelled (the proxy: its
-    hops are plain I/O, safe to abandon; never the worker, whose engine thread would keep
-    writing into blocks the cancelled handler freed). ``also``: more listeners on ``host``,
+    ``cancel_on_disconnect``: a handler whose client leaves is cancelled (the proxy, whose
+    hops are plain I/O; the worker, whose engine stops the request at its next step before
+    its blocks are freed: :mod:`serve.cancel`). ``also``: more listeners on ``host``,
     name → (app, port); the ready line says each bound port as ``<name>_port``."""
     runner = web.AppRunner(
         app, access_log=None, handle_signals=False, handler_cancellation=cancel_on_disconnect

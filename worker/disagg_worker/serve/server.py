@@ -14,9 +14,10 @@ I/O layer. Three kinds of request, told apart by ``kv_transfer_params``:
 - ``{"do_remote_prefill": true, ...}`` (decode role): READ the blocks from the prefill
   worker with NIXL, recompute the last prompt token and continue generation.
 
-Engine work runs on one thread (the engine is not re-entrant); transfers on a pool wide
-enough that reads from different prefills never queue behind each other (a dead prefill
-costs only the requests that name it: :mod:`transfer.peers`). Blocks are reserved when a
+Engine work runs on one thread (the engine is not re-entrant; a request whose client left
+stops at its next step: :mod:`serve.cancel`); transfers on a pool wide enough that reads
+from different prefills never queue behind each other (a dead prefill costs only the
+requests that name it: :mod:`transfer.peers`). Blocks are reserved when a
 request's turn comes (:mod:`serve.admission`): a prefill when the engine takes it, so
 requests queued behind the engine hold nothing; a full cache makes a request wait in a
 bounded queue, then 503 with Retry-After. Prefill's answer binds its blocks to the prompt
@@ -56,7 +57,8 @@ from disagg_worker.serve.api import (
     remote_params,
     transfer_params,
 )
-from disagg_worker.serve.rules.kv_params import KvTransferParams, Remote
+from disagg_worker.serve.cancel import Job, on_engine
+from disagg_worker.serve.rules.kv_params import KvTransferParams, Remote, hop_of
 from disagg_worker.serve.rules.openai import CompletionRequest, OpenAIError
 from disagg_worker.serve.rules.timings import Timings
 from disagg_worker.transfer.handshake import load_secret
@@ -212,34 +214,40 @@ class Worker:
         text = self.metrics.render()
         return text if self.agent is None else text + bytes(self.agent.metrics_text())
 
-    async def _compute_call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._compute, lambda: fn(*args, **kwargs))
+    async def _compute_call(self, fn: Any, *args: Any, job: Job | None = None) -> Any:
+        """``fn(*args)`` on the engine thread; cancelled, it raises only once the engine let
+        go of the request (:func:`serve.cancel.on_engine`)."""
+        return await on_engine(self._compute, lambda: fn(*args), job)
 
     # --- the three request kinds ------------------------------------------------------
 
     async def run(
         self, req: CompletionRequest, request_id: str, on_token: OnToken | None = None
     ) -> Outcome:
-        """One request of any kind; ``on_token`` sees each token as it is made."""
+        """One request of any kind; ``on_token`` sees each token as it is made. Cancelled
+        (its client left), the engine stops it at its next step and its blocks are freed
+        once it has; the cancel is counted."""
         self.model.check_request(req.prompt, req.max_tokens)
+        job = Job(on_token)
         self.running += 1
         try:
-            outcome = await self._run(req, request_id, on_token)
+            outcome = await self._run(req, request_id, job)
+        except asyncio.CancelledError:
+            self.metrics.cancelled(_kind(req), job)
+            log.info("request %s: cancelled (%s), its client left", request_id, job.stage)
+            raise
         finally:
             self.running -= 1
         computed = outcome.kv_source == "computed"  # a decode that read its KV computed none
         self.metrics.tokens(len(req.prompt) if computed else 0, len(outcome.gen.tokens))
         return outcome
 
-    async def _run(
-        self, req: CompletionRequest, request_id: str, on_token: OnToken | None
-    ) -> Outcome:
+    async def _run(self, req: CompletionRequest, request_id: str, job: Job) -> Outcome:
         params = req.kv_transfer_params
         if params is not None and params.do_remote_decode:
-            return await self._prefill(req, request_id, on_token)
+            return await self._prefill(req, request_id, job)
         if params is not None and params.do_remote_prefill:
-            return await self._decode(req, request_id, params, on_token)
+            return await self._decode(req, request_id, params, job)
         if self.config.role == "decode" and params is None:
             # P/D did not happen and nobody said so (an explicit do_remote_prefill: false is
             # a decode-only request on purpose): count it
@@ -249,7 +257,7 @@ class Worker:
             self.model.blocks_needed(len(req.prompt), req.max_tokens)
         )
         try:
-            gen = await self._generate(req, table, on_token)
+            gen = await self._generate(req, table, job)
             digest = await self._digest(req, table)
         finally:
             self.allocator.free(table)
@@ -271,21 +279,20 @@ class Worker:
         self,
         req: CompletionRequest,
         table: list[int],
-        on_token: OnToken | None,
+        job: Job,
         prompt_cached: bool = False,
         first_token: int | None = None,
     ) -> Any:
         """The request's whole generation over ``table`` (aggregated, or decode after its
         READ put the prompt's KV there: ``prompt_cached``, with the prefill's
-        ``first_token`` when it sent one)."""
+        ``first_token`` when it sent one); ``job`` stops it between steps."""
         ask = GenerationRequest(
             req.prompt, req.max_tokens, req.ignore_eos, req.min_tokens, prompt_cached, first_token
         )
-        return await self._compute_call(self.model.generate, ask, table, on_token)
+        generate = self.model.generate
+        return await self._compute_call(generate, ask, table, job.on_token, job.stop, job=job)
 
-    async def _prefill(
-        self, req: CompletionRequest, request_id: str, on_token: OnToken | None
-    ) -> Outcome:
+    async def _prefill(self, req: CompletionRequest, request_id: str, job: Job) -> Outcome:
         self._require_role("prefill", "do_remote_decode")
         digest = prompt_digest(req.prompt)
         # the engine's turn first, then the blocks: requests queued behind the engine hold
@@ -296,7 +303,9 @@ class Worker:
             try:
                 began = time.perf_counter()
                 ask = GenerationRequest(req.prompt, 1, ignore_eos=True)
-                gen = await self._compute_call(self.model.generate, ask, table, on_token)
+                gen = await self._compute_call(
+                    self.model.generate, ask, table, job.on_token, job.stop, job=job
+                )
                 rest = pace_s(len(req.prompt), self.config.prefill_pace_tokens_per_s,
                               time.perf_counter() - began)  # fmt: skip
                 if rest > 0:  # unpaced (the default): no extra turn of the event loop
@@ -331,7 +340,7 @@ class Worker:
         req: CompletionRequest,
         request_id: str,
         params: KvTransferParams,
-        on_token: OnToken | None,
+        job: Job,
     ) -> Outcome:
         self._require_role("decode", "do_remote_prefill")
         check_model(self.config, params)
@@ -356,7 +365,7 @@ class Worker:
                 peer, remote.request_id, remote_ids, table, digest
             )
             gen = await self._generate(
-                req, table, on_token, prompt_cached=True, first_token=remote.first_token
+                req, table, job, prompt_cached=True, first_token=remote.first_token
             )
             kv_digest = await self._digest(req, table)
         except _InFlight as e:  # the read thread still owns the blocks; it frees them
@@ -461,6 +470,12 @@ def _peer(params: KvTransferParams, num_blocks: int, key: bytes | None) -> tuple
 
 def _where(peer: Any) -> str:
     return f"prefill {peer.engine_id} at {peer.host}:{peer.port}"
+
+
+def _kind(req: CompletionRequest) -> str:
+    """The request's hop, as the metrics label it: prefill, decode or completion."""
+    params = req.kv_transfer_params
+    return hop_of(params.to_wire() if params is not None else None)
 
 
 def _timings(gen: Any) -> Timings:
