@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -115,9 +116,32 @@ def health_of(proxy: Proxy) -> dict[str, Any]:
         out["services"] = services
     if any(p.kv for p in pairs):
         out["kv_revisions"] = {
-            p.kv: {"prefill": workers([p.prefill]), "decode": workers([p.decode])} for p in pairs
+            p.kv: {
+                "prefill": workers([p.prefill]),
+                "decode": workers([p.decode]),
+                "pools": _loads(p, proxy.queue_s),
+            }
+            for p in pairs
         }
+    else:
+        out["pools"] = _loads(pairs[0], proxy.queue_s)
     return out
+
+
+def _loads(pair: Pair, queue_s: float) -> dict[str, Any]:
+    """Each pool's hops in flight, measured rate and shedding bound (None: no bound yet)."""
+    now = time.monotonic()
+
+    def load(pool: Pool) -> dict[str, Any]:
+        rate = pool.drain.rate(now)
+        return {
+            "inflight": pool.drain.inflight,
+            "rate_per_s": None if rate is None else round(rate, 3),
+            "limit": pool.drain.limit(now, queue_s, len(pool.backends)),
+            "queue_s": queue_s,
+        }
+
+    return {role: load(getattr(pair, role)) for role in ROLES}
 
 
 def _auth(request: web.Request) -> dict[str, str]:
@@ -205,6 +229,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="listen address (0.0.0.0 in a pod)")
     p.add_argument("--port", type=int, default=8080, help="0: any free port")
     p.add_argument("--timeout-s", type=float, default=60.0, help="deadline for both hops")
+    p.add_argument(
+        "--pool-queue-s", type=float, default=None, metavar="S",
+        help="shed (503, Retry-After, naming the pool) a request whose prefill or decode pool "
+        "has more in flight than it starts within S seconds at its measured rate; default "
+        "a third of --timeout-s; 0: never shed (docs/routing.md)",
+    )  # fmt: skip
     p.add_argument(
         "--prefill-retries",
         type=int,

@@ -23,7 +23,9 @@ class ProxyConfig:
     URLs (``--policy``; pools passed in keep their own); ``timeout_s``: the one deadline
     over both hops; ``prefill_retries``: how often a decode whose KV read failed is retried
     from another prefill (0: never); ``routing``: decode alone or both hops, and prefix
-    affinity; ``protocol``: how the engines are told to split a request.
+    affinity; ``protocol``: how the engines are told to split a request;
+    ``pool_queue_s``: the longest a pool's queue may take to start a new request before
+    the request is shed (None: a third of ``timeout_s``; 0: never shed).
     """
 
     policy: str = "round-robin"
@@ -31,6 +33,21 @@ class ProxyConfig:
     prefill_retries: int = 1
     routing: Policy = field(default_factory=Policy)
     protocol: PdProtocol = KV_TRANSFER_PARAMS
+    pool_queue_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.pool_queue_s is not None and not self.pool_queue_s >= 0:
+            raise ValueError(
+                f"--pool-queue-s: {self.pool_queue_s:g} is below 0; give the seconds a pool's "
+                "queue may take to start a request (0: never shed)"
+            )
+
+    @property
+    def queue_s(self) -> float:
+        """The shedding budget in force: ``pool_queue_s``, by default a third of the
+        deadline. One deadline covers a P/D request's wait in the prefill pool, its wait in
+        the decode pool and the work of both hops: a third each (docs/routing.md)."""
+        return self.timeout_s / 3 if self.pool_queue_s is None else self.pool_queue_s
 
 
 DEFAULT = ProxyConfig()
@@ -52,4 +69,5 @@ def from_args(args: argparse.Namespace) -> ProxyConfig:
         prefill_retries=args.prefill_retries,
         routing=routing,
         protocol=args.pd_protocol,
+        pool_queue_s=args.pool_queue_s,
     )

@@ -31,6 +31,11 @@ is refused before any hop. Any failure answers a JSON error that names the hop, 
 and the cause: a worker's 4xx/503/504 keeps its status, other worker failures and invalid
 answers are 502, the deadline 504.
 
+Shedding: before any hop, a request whose pool (the prefill's, on a P/D route, and the
+decode's) has more in flight than it starts within ``pool_queue_s`` at its measured rate
+(:mod:`.rules.shedding`) is refused at once: 503 with Retry-After, naming the pool and its
+Service, counted (``disagg_proxy_shed_requests``). Work nobody will wait for is never sent.
+
 Faults: a hop whose worker is full (503) or cannot be reached, or a prefill hop whose
 worker dropped the connection (a prefill hop is stateless), is tried once on each other
 worker of its pool; when none takes it, a 503 goes to the client with the worker's
@@ -66,6 +71,7 @@ from disagg_worker.serve.proxy.hops import (
 from disagg_worker.serve.proxy.metrics import ProxyMetrics
 from disagg_worker.serve.proxy.planner import Plan, Planner
 from disagg_worker.serve.proxy.revisions import Pair, Pairs
+from disagg_worker.serve.proxy.rules import shedding
 from disagg_worker.serve.proxy.rules.routing import Route
 from disagg_worker.serve.proxy.upstream import (
     Backend,
@@ -130,6 +136,7 @@ class Proxy:
             self.pairs = Pairs([Pair("", *pools)], config.policy)
         self.config = config
         self.timeout_s = config.timeout_s
+        self.queue_s = config.queue_s
         self.protocol = config.protocol
         self.after_prefill = after_prefill  # a test seam: act between the two hops
         # a decode whose READ from its prefill failed is retried from another prefill, this
@@ -171,6 +178,7 @@ class Proxy:
         req = self._request(path, body, headers)
         t0 = time.perf_counter()
         plan = await self.planner.plan(req)
+        self._admit(plan)
         hops = time.perf_counter()  # the hops' times leave out the routing (a tokenize call)
         prefill: Timings | None = None
         if plan.route.path == "decode":
@@ -188,6 +196,17 @@ class Proxy:
 
     def _request(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> Request:
         return Request(path, body, headers, time.monotonic() + self.timeout_s)
+
+    def _admit(self, plan: Plan) -> None:
+        """Refuse (503, counted) a request that a pool of its route would not start within
+        ``queue_s``: the prefill's first on a P/D route, then the decode's."""
+        pools = [("prefill", plan.pair.prefill)] if plan.route.path == "pd" else []
+        for role, pool in [*pools, ("decode", plan.pair.decode)]:
+            shed = pool.shed(self.queue_s)
+            if shed is not None:
+                self.metrics.shed(role)
+                text = shedding.message(role, pool.where, shed, self.queue_s)
+                raise HopError(503, text, retry_after=str(shed.retry_after_s))
 
     async def _both(
         self, req: Request, plan: Plan, start: float
@@ -256,11 +275,13 @@ class Proxy:
         for i, p in enumerate(candidates):
             first, second = self.protocol.pair(req.body, p.url)
             start = time.perf_counter()
-            p.inflight += 1
+            pair.prefill.enter(p)
+            served = False  # the prefill answered (its pool's work is done)
             try:
                 pre, got = await _at_once(self._prefill_hop(req, p, first), decode(second))
+                served = not isinstance(pre, BaseException)
             finally:
-                p.inflight -= 1
+                pair.prefill.leave(p, served)
             if isinstance(pre, BaseException) and not isinstance(pre, asyncio.CancelledError):
                 if not isinstance(got, BaseException):
                     drop(got)  # an opened decode stream whose prefill failed
@@ -298,6 +319,7 @@ class Proxy:
         event."""
         req = self._request(path, body, headers)
         plan = await self.planner.plan(req)
+        self._admit(plan)
         route = {"path": plan.route.path, "route_reason": plan.route.reason}
         if plan.route.path == "decode":
             backend, resp = await self._open_decode(req, plan, self.protocol.local(body))
@@ -305,16 +327,18 @@ class Proxy:
             backend, resp, hop = await self._open_both(req, plan)
             route.update(hop)
         route["decode_url"] = backend.url
-        backend.inflight += 1
+        plan.pair.decode.enter(backend)
+        served = False
         try:
             where = f"decode {backend.url + path}"
             out = await relay_stream(request, resp, where, headers, stream_headers(route))
+            served = True
         except BaseException:  # cancelled when the client left: decode must stop too
             resp.close()
             raise
         finally:
             resp.release()
-            backend.inflight -= 1
+            plan.pair.decode.leave(backend, served)
         self._answered(plan, backend)
         return out
 
@@ -345,6 +369,7 @@ class Proxy:
             plan.pair.decode,
             lambda b: self.http.open(b.url + req.path, body, req.headers, req.deadline),
             first=plan.decode,
+            finishes=False,  # the relay counts the stream's end
         )
 
     def _retry(self, error: HopError, prefill: Backend, pool: Pool, tried: list[str]) -> bool:

@@ -3,7 +3,8 @@
 I/O layer (prometheus_client). What a platform engineer watches to know P/D is happening:
 how many requests took each path and why (the routing policy), how many disaggregated
 requests reached a decode that computed the prompt itself (by reason: never silent), the
-prefill retries, and the prompts the engine could not count.
+prefill retries, the prompts the engine could not count, and the requests shed because a
+pool would not start them in time.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ class ProxyMetrics:
             "disagg_proxy_prefill_retries", "Decode hops retried from another prefill after "
             "the KV read from the first failed", registry=self.registry,
         )  # fmt: skip
+        self._shed = Counter(
+            "disagg_proxy_shed_requests", "Requests refused (503, before any hop) because the "
+            "pool, prefill or decode, has more in flight than it starts within --pool-queue-s",
+            ["pool"], registry=self.registry,
+        )  # fmt: skip
         self._uncounted = Counter(
             "disagg_proxy_tokenize_failures", "Prompts the engine's /tokenize could not count "
             "(routed through prefill)", registry=self.registry,
@@ -41,6 +47,9 @@ class ProxyMetrics:
 
     def retried(self) -> None:
         self._retries.inc()
+
+    def shed(self, pool: str) -> None:
+        self._shed.labels(pool).inc()
 
     def uncounted(self) -> None:
         self._uncounted.inc()

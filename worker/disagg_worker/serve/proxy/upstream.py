@@ -4,19 +4,23 @@ next worker that takes a request when one is full or down, and what a failed hop
 I/O-free layer (aiohttp only for its exception types): :mod:`serve.proxy.flow` does the HTTP.
 A hop whose worker answers 503 (full) or cannot be reached is *retryable*: the request is
 tried once on each other worker of the pool; the last failure is what the client gets. A
-worker's 4xx, 503 and 504 keep their status; any other worker failure is a 502.
+worker's 4xx, 503 and 504 keep their status; any other worker failure is a 502. Each pool
+counts its hops in and out (:class:`~.rules.shedding.Drain`), which is what the proxy
+sheds by (:meth:`Pool.shed`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aiohttp
 
+from disagg_worker.serve.proxy.rules.shedding import Drain, Shed
 from disagg_worker.serve.rules.limits import PARAM_CHARS, bounded
 from disagg_worker.serve.rules.openai import TRANSFER_FAILED
 
@@ -133,7 +137,27 @@ class Pool:
         self.backends: list[Backend] = []
         # hops that went on to the next worker, by why they left the one they tried
         self.failovers = {"unreachable": 0, "full": 0}
+        self.drain = Drain()  # the pool's hops in flight and its measured rate
         self.set_urls(urls)
+
+    @property
+    def where(self) -> str:
+        """The pool as an error names it: its Service, else its workers."""
+        return self.service or bounded(", ".join(b.url for b in self.backends), 200)
+
+    def enter(self, backend: Backend) -> None:
+        """A hop goes to ``backend``."""
+        backend.inflight += 1
+        self.drain.began(time.monotonic())
+
+    def leave(self, backend: Backend, served: bool) -> None:
+        """A hop left ``backend``: ``served`` when it did the pool's work (an answer)."""
+        backend.inflight -= 1
+        self.drain.ended(time.monotonic(), served)
+
+    def shed(self, queue_s: float) -> Shed | None:
+        """Whether one more request would wait past ``queue_s`` to start here."""
+        return self.drain.shed(time.monotonic(), queue_s, len(self.backends))
 
     def set_urls(self, urls: Sequence[str]) -> None:
         """The pool's workers are now ``urls``; a worker that stays keeps its in-flight
@@ -171,21 +195,27 @@ async def first_taker(
     attempt: Callable[[Backend], Awaitable[T]],
     avoid: Collection[str] = (),
     first: Backend | None = None,
+    *,
+    finishes: bool = True,
 ) -> tuple[Backend, T]:
     """``attempt`` on ``first`` or the pool's pick (workers in ``avoid`` last), then on
     each other worker while the failure is retryable (full or unreachable); the last
-    failure is raised."""
+    failure is raised. ``finishes``: an answer is the pool's work done (a stream's head is
+    not: its relay counts the end)."""
     candidates = pool.candidates(avoid, first)
     for i, backend in enumerate(candidates):
-        backend.inflight += 1
+        pool.enter(backend)
+        served = False
         try:
-            return backend, await attempt(backend)
+            result = await attempt(backend)
+            served = finishes
+            return backend, result
         except HopError as e:
             if not e.retryable or i == len(candidates) - 1:
                 raise
             pool.failovers["full" if e.status == 503 else "unreachable"] += 1
         finally:
-            backend.inflight -= 1
+            pool.leave(backend, served)
     raise AssertionError("a pool has at least one worker")
 
 
