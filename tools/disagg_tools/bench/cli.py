@@ -17,6 +17,7 @@ BENCHES = {
     "e2e-routing": ("disagg_tools.bench.routing", "e2e --routing threshold: P/D vs decode alone"),
     "e2e-vllm": ("disagg_tools.bench.e2e_vllm", "e2e --engine vllm: real vLLM, agg vs P/D"),
     "faults": ("disagg_tools.bench.faults", "data path under faults and load on the quickstart"),
+    "flood": ("disagg_tools.bench.flood", "the quickstart flooded: shedding, cancels, recovery"),
     "pods": ("disagg_tools.bench.pods", "the quickstart as processes vs podman pods"),
     "vllm-memory": ("disagg_tools.bench.vllm_memory", "a vLLM CPU engine's runtime memory"),
     "autoscale": ("disagg_tools.bench.autoscale.run", "SLO-driven P:D scaling on a fleet model"),
