@@ -92,9 +92,9 @@ def test_a_flood_past_the_bound_is_shed_naming_the_pool(stack: Stack) -> None:
 
 
 def test_under_the_default_bound_nothing_is_shed(stack: Stack) -> None:
-    # the default: a third of --timeout-s (30 s → 10 s, about 20 requests of this pool)
-    proxy = stack.group.proxy([stack.prefill], [stack.decode], "--timeout-s", "30")
+    # the default: a third of --timeout-s (45 s → 15 s, about 30 requests of this pool)
+    proxy = stack.group.proxy([stack.prefill], [stack.decode], "--timeout-s", "45")
     answers = flood(proxy)
     assert [a.status for a in answers] == [200] * FLOOD
     assert metric(get(proxy + "/metrics"), SHED) == 0
-    assert get(proxy + "/health")["pools"]["prefill"]["queue_s"] == 10
+    assert get(proxy + "/health")["pools"]["prefill"]["queue_s"] == 15
