@@ -6,6 +6,8 @@ I/O layer (aiohttp). A stream is server-sent events, one chunk per token as the 
 it, then a chunk with ``finish_reason``, the usage chunk when asked, and ``data: [DONE]``.
 An error before the first token is a JSON answer with its status; one after it (rare: the
 engine fails mid-generation) is an ``{"error": ...}`` event, then ``[DONE]``.
+Each completion is a server span under the caller's ``traceparent`` (the proxy's hop span;
+none or an invalid one: a new trace), whole streams included.
 """
 
 from __future__ import annotations
@@ -39,13 +41,23 @@ from disagg_worker.serve.rules.openai import (
 from disagg_worker.serve.rules.shapes import chunk, response_body, usage_chunk
 from disagg_worker.serve.rules.timings import FIELD as TIMINGS
 from disagg_worker.serve.server import Outcome, Worker
+from disagg_worker.serve.tracing import server_span
 
 log = logging.getLogger("disagg.worker")
 DONE = b"data: [DONE]\n\n"
 
 
 async def _generate(worker: Worker, chat: bool, request: web.Request) -> web.StreamResponse:
-    """POST /v1/completions and /v1/chat/completions: parse, run, answer (errors as JSON)."""
+    """POST /v1/completions and /v1/chat/completions in the request's server span."""
+    with server_span(worker.tracer, request) as span:
+        span.set({"disagg.role": worker.config.role, "disagg.engine_id": worker.config.engine_id})
+        response = await _answer(worker, chat, request)
+        span.answered(response.status)
+        return response
+
+
+async def _answer(worker: Worker, chat: bool, request: web.Request) -> web.StreamResponse:
+    """Parse, run, answer (errors as JSON)."""
     # the caller's id (the proxy sends one per request) made unique: it keys held blocks
     given = request_id(request.headers.get("X-Request-Id"), lambda: "")
     rid = f"{given}-{uuid.uuid4().hex[:8]}" if given else f"cmpl-{uuid.uuid4().hex}"
@@ -243,6 +255,8 @@ def build_app(worker: Worker) -> web.Application:
     app.router.add_post(RELEASE_PATH, release)
     app.router.add_get("/v1/models", models)
     app.router.add_post(TOKENIZE_PATH, tokenize)
+    app.on_startup.append(worker.tracer.start_export)
+    app.on_cleanup.append(worker.tracer.close)
     return app
 
 

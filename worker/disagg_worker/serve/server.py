@@ -23,6 +23,9 @@ requests queued behind the engine hold nothing; a full cache makes a request wai
 bounded queue, then 503 with Retry-After. Prefill's answer binds its blocks to the prompt
 (``prompt_digest``) and to this process (``remote_incarnation``: a decode re-handshakes
 with a restarted prefill); :meth:`Worker.release` frees a hold whose decode failed.
+A decode's READ is a ``kv_transfer`` span (bytes, seconds, descriptors, read or push, the
+NIXL backends) under the request's server span; spans are exported when the OpenTelemetry
+variables name an endpoint (:mod:`serve.tracing`).
 """
 
 from __future__ import annotations
@@ -60,7 +63,9 @@ from disagg_worker.serve.api import (
 from disagg_worker.serve.cancel import Job, on_engine
 from disagg_worker.serve.rules.kv_params import KvTransferParams, Remote, hop_of
 from disagg_worker.serve.rules.openai import CompletionRequest, OpenAIError
+from disagg_worker.serve.rules.otlp import settings_of
 from disagg_worker.serve.rules.timings import Timings
+from disagg_worker.serve.tracing import ActiveSpan, Tracer
 from disagg_worker.transfer.handshake import load_secret
 from disagg_worker.transfer.rules.protocol import prompt_digest
 from disagg_worker.transfer.rules.ranks import rank_heads
@@ -118,6 +123,9 @@ class Worker:
         # the deployment's handshake key signs (prefill) and checks (decode) kv_transfer_params
         self.key = load_secret(config.hmac_secret_path)
         self.metrics = WorkerMetrics(self)
+        # OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the operator renders it from spec.tracing)
+        tracing = settings_of(os.environ, service=f"disagg-{config.role}")
+        self.tracer = Tracer(tracing, self.metrics.registry)
         self.agent: Any = None
         self._compute = ThreadPoolExecutor(1, thread_name_prefix="engine")
         self._io = ThreadPoolExecutor(TRANSFER_THREADS, thread_name_prefix="transfer")
@@ -361,9 +369,11 @@ class Worker:
             self.model.blocks_needed(len(req.prompt), req.max_tokens)
         )
         try:
-            stats, transfer_ms = await self._read(
-                peer, remote.request_id, remote_ids, table, digest
-            )
+            with self.tracer.span("kv_transfer") as span:
+                stats, transfer_ms = await self._read(
+                    peer, remote.request_id, remote_ids, table, digest
+                )
+                self._transferred(span, peer, stats, transfer_ms)
             gen = await self._generate(
                 req, table, job, prompt_cached=True, first_token=remote.first_token
             )
@@ -418,6 +428,19 @@ class Worker:
             err = OpenAIError(504, f"KV transfer from {_where(peer)} exceeded {deadline}s")
             raise _InFlight(err) from None
         return stats, (time.perf_counter() - start) * 1000.0
+
+    def _transferred(self, span: ActiveSpan, peer: Any, stats: Any, transfer_ms: float) -> None:
+        """A READ's figures on its span: what moved, how long it took, which way."""
+        span.set({
+            "disagg.kv_transfer.bytes": int(stats.bytes),
+            "disagg.kv_transfer.seconds": transfer_ms / 1000.0,
+            "disagg.kv_transfer.descriptors": int(stats.descriptors),
+            "disagg.kv_transfer.path": "push" if getattr(stats, "pushed", False) else "read",
+            "disagg.kv_transfer.backends": ",".join(self.config.backends),
+            "disagg.kv_transfer.ucx_tls": os.environ.get("UCX_TLS"),
+            "disagg.kv_transfer.handshake_seconds": stats.handshake_ms / 1000.0,
+            "server.address": peer.host, "server.port": peer.port,
+        })  # fmt: skip
 
     def _require_role(self, role: str, flag: str) -> None:
         if self.config.role != role:

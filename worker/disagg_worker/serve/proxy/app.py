@@ -5,7 +5,9 @@ I/O layer (aiohttp). ``POST /v1/completions`` and ``/v1/chat/completions`` run
 :class:`~disagg_worker.serve.proxy.flow.Proxy` once their fields pass
 (:mod:`.rules.fields`); ``GET /v1/models`` is a decode engine's answer (:mod:`.readonly`);
 ``GET /health`` shows the pools, their in-flight counts and the policy; ``GET /metrics``
-the proxy's Prometheus metrics (:mod:`.metrics`).
+the proxy's Prometheus metrics (:mod:`.metrics`). Each completion is a server span under
+the client's ``traceparent`` (a new trace when it sends none or an invalid one:
+:mod:`disagg_worker.serve.rules.tracecontext`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from disagg_worker.serve.proxy.upstream import POLICIES, HopError, Pool
 from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
 from disagg_worker.serve.rules.limits import bounded
 from disagg_worker.serve.rules.openai import OpenAIError, request_id
+from disagg_worker.serve.tracing import server_span
 
 log = logging.getLogger("disagg.proxy")
 ROLES = ("prefill", "decode")
@@ -44,6 +47,12 @@ def build_app(proxy: Proxy) -> web.Application:
     Others: JSON 404/405."""
 
     async def generate(request: web.Request) -> web.StreamResponse:
+        with server_span(proxy.tracer, request) as span:
+            response = await answer(request)
+            span.answered(response.status)
+            return response
+
+    async def answer(request: web.Request) -> web.StreamResponse:
         rid = request_id(request.headers.get("X-Request-Id"), lambda: f"cmpl-{uuid.uuid4().hex}")
         headers = {"X-Request-Id": rid, **_auth(request)}  # one id: both hops, the answer
         try:
@@ -234,6 +243,12 @@ def _parser() -> argparse.ArgumentParser:
         help="shed (503, Retry-After, naming the pool) a request whose prefill or decode pool "
         "has more in flight than it starts within S seconds at its measured rate; default "
         "a third of --timeout-s; 0: never shed (docs/routing.md)",
+    )  # fmt: skip
+    p.add_argument(
+        "--otlp-traces-endpoint", default="", metavar="URL",
+        help="export each request's spans to this OTLP/HTTP traces URL (JSON, e.g. "
+        "http://collector:4318/v1/traces); default OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "
+        "else none (docs/routing.md, Tracing)",
     )  # fmt: skip
     p.add_argument(
         "--prefill-retries",

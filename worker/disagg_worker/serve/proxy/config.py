@@ -9,10 +9,14 @@ which are collaborators (kept current by refreshers), not settings.
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass, field
 
 from disagg_worker.serve.pd import KV_TRANSFER_PARAMS, PdProtocol
 from disagg_worker.serve.proxy.rules.routing import Policy
+from disagg_worker.serve.rules.otlp import Settings, settings_of
+
+SERVICE = "disagg-router"  # service.name of the proxy's spans unless OTEL_SERVICE_NAME says
 
 
 @dataclass(frozen=True)
@@ -25,7 +29,9 @@ class ProxyConfig:
     from another prefill (0: never); ``routing``: decode alone or both hops, and prefix
     affinity; ``protocol``: how the engines are told to split a request;
     ``pool_queue_s``: the longest a pool's queue may take to start a new request before
-    the request is shed (None: a third of ``timeout_s``; 0: never shed).
+    the request is shed (None: a third of ``timeout_s``; 0: never shed); ``tracing``: where
+    its spans are exported (``--otlp-traces-endpoint`` or the OpenTelemetry variables;
+    none by default).
     """
 
     policy: str = "round-robin"
@@ -34,6 +40,7 @@ class ProxyConfig:
     routing: Policy = field(default_factory=Policy)
     protocol: PdProtocol = KV_TRANSFER_PARAMS
     pool_queue_s: float | None = None
+    tracing: Settings = field(default_factory=lambda: Settings(service=SERVICE))
 
     def __post_init__(self) -> None:
         if self.pool_queue_s is not None and not self.pool_queue_s >= 0:
@@ -70,4 +77,5 @@ def from_args(args: argparse.Namespace) -> ProxyConfig:
         routing=routing,
         protocol=args.pd_protocol,
         pool_queue_s=args.pool_queue_s,
+        tracing=settings_of(os.environ, args.otlp_traces_endpoint, SERVICE),
     )

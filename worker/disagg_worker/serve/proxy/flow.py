@@ -36,6 +36,10 @@ decode's) has more in flight than it starts within ``pool_queue_s`` at its measu
 (:mod:`.rules.shedding`) is refused at once: 503 with Retry-After, naming the pool and its
 Service, counted (``disagg_proxy_shed_requests``). Work nobody will wait for is never sent.
 
+Tracing (W3C Trace Context, :mod:`disagg_worker.serve.tracing`): the request's span (the
+app's) holds a ``route`` span and a client span per hop tried; each hop carries a
+``traceparent`` naming its own span, so the worker's spans are its children.
+
 Faults: a hop whose worker is full (503) or cannot be reached, or a prefill hop whose
 worker dropped the connection (a prefill hop is stateless), is tried once on each other
 worker of its pool; when none takes it, a 503 goes to the client with the worker's
@@ -55,6 +59,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
+from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
@@ -81,8 +86,10 @@ from disagg_worker.serve.proxy.upstream import (
     first_taker,
     prefill_gone,
 )
+from disagg_worker.serve.rules.otlp import CLIENT
 from disagg_worker.serve.rules.timings import FIELD as TIMINGS
 from disagg_worker.serve.rules.timings import ProxyFigures, Timings
+from disagg_worker.serve.tracing import ActiveSpan, Tracer
 
 log = logging.getLogger("disagg.proxy")
 T = TypeVar("T")
@@ -144,12 +151,14 @@ class Proxy:
         self.prefill_retries, self.retried = config.prefill_retries, 0
         self.refreshers = list(refreshers)
         self.metrics = ProxyMetrics()
+        self.tracer = Tracer(config.tracing, self.metrics.registry)
         self.http = HopClient(config.timeout_s)
         self.planner = Planner(config.routing, self.pairs, self.http.post, self.metrics)
         self._releases: set[asyncio.Task[None]] = set()
 
     async def start(self, _: web.Application | None = None) -> None:
         await self.http.start()
+        await self.tracer.start_export()
         for refresher in self.refreshers:
             await refresher.start()
 
@@ -159,6 +168,7 @@ class Proxy:
         if self._releases:
             await asyncio.wait(self._releases, timeout=RELEASE_TIMEOUT_S)
         await self.http.close()
+        await self.tracer.close()
 
     def release_later(self, prefill: Backend, handoff: Any, headers: dict[str, str]) -> None:
         """The decode hop failed: tell the prefill to free the blocks (in the background,
@@ -177,8 +187,7 @@ class Proxy:
         the client's Authorization) go to every hop."""
         req = self._request(path, body, headers)
         t0 = time.perf_counter()
-        plan = await self.planner.plan(req)
-        self._admit(plan)
+        plan = await self._route(req)
         hops = time.perf_counter()  # the hops' times leave out the routing (a tokenize call)
         prefill: Timings | None = None
         if plan.route.path == "decode":
@@ -193,6 +202,30 @@ class Proxy:
         proxy = replace(hop, **_route_figures(plan.route), total_ms=_ms(t0))
         self._answered(plan, d)
         return {**out, TIMINGS: _timings(out, d.url).with_proxy(proxy, prefill).to_wire()}
+
+    async def _route(self, req: Request) -> Plan:
+        """The request's plan, admitted (:meth:`_admit`), in a ``route`` span."""
+        with self.tracer.span("route") as span:
+            plan = await self.planner.plan(req)
+            span.set(_route_attributes(plan))
+            self._admit(plan)
+        return plan
+
+    async def _traced(
+        self, role: str, url: str, req: Request, send: Callable[[dict[str, str]], Awaitable[T]]
+    ) -> T:
+        """One hop's HTTP call in a client span of its own, its ``traceparent`` naming that
+        span: the worker's spans are its children."""
+        with self.tracer.span(f"{role} hop", CLIENT) as span:
+            span.set(_hop_attributes(role, url))
+            try:
+                got = await send({**req.headers, **span.context.headers()})
+            except HopError as e:
+                _hop_failed(span, e)
+                raise
+            status = getattr(got, "status", None)
+            span.set({"http.response.status_code": status if isinstance(status, int) else 200})
+            return got
 
     def _request(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> Request:
         return Request(path, body, headers, time.monotonic() + self.timeout_s)
@@ -302,7 +335,9 @@ class Proxy:
     ) -> tuple[dict[str, Any], float]:
         """A concurrent protocol's prefill hop on ``prefill``: its answer, when it ended."""
         url = prefill.url + req.path
-        answer = await self.http.post("prefill", url, body, req.headers, req.deadline)
+        answer = await self._traced(
+            "prefill", url, req, lambda h: self.http.post("prefill", url, body, h, req.deadline)
+        )
         return answer, time.perf_counter()
 
     def _answered(self, plan: Plan, decode: Backend) -> None:
@@ -318,8 +353,7 @@ class Proxy:
         (answered as JSON); after it, it ends the stream with an ``{"error": ...}``
         event."""
         req = self._request(path, body, headers)
-        plan = await self.planner.plan(req)
-        self._admit(plan)
+        plan = await self._route(req)
         route = {"path": plan.route.path, "route_reason": plan.route.reason}
         if plan.route.path == "decode":
             backend, resp = await self._open_decode(req, plan, self.protocol.local(body))
@@ -365,9 +399,16 @@ class Proxy:
     ) -> tuple[Backend, aiohttp.ClientResponse]:
         """The streaming decode hop of ``body``, on the next decode worker when one is
         full or down."""
+
+        def send(b: Backend) -> Awaitable[aiohttp.ClientResponse]:
+            url = b.url + req.path
+            return self._traced(
+                "decode", url, req, lambda h: self.http.open(url, body, h, req.deadline)
+            )
+
         return await first_taker(
             plan.pair.decode,
-            lambda b: self.http.open(b.url + req.path, body, req.headers, req.deadline),
+            send,
             first=plan.decode,
             finishes=False,  # the relay counts the stream's end
         )
@@ -436,12 +477,14 @@ class Proxy:
     ) -> tuple[Backend, dict[str, Any]]:
         """POST ``body`` (the hop's, not the client's) to ``first`` or the pool's pick;
         when it is full or unreachable, to each other worker (those in ``avoid`` last)."""
-        return await first_taker(
-            pool,
-            lambda b: self.http.post(role, b.url + req.path, body, req.headers, req.deadline),
-            avoid,
-            first,
-        )
+
+        def send(b: Backend) -> Awaitable[dict[str, Any]]:
+            url = b.url + req.path
+            return self._traced(
+                role, url, req, lambda h: self.http.post(role, url, body, h, req.deadline)
+            )
+
+        return await first_taker(pool, send, avoid, first)
 
 
 async def _at_once(
@@ -481,6 +524,28 @@ def _route_figures(route: Route) -> dict[str, Any]:
     if route.prompt_tokens is not None:
         out.update(prompt_tokens=route.prompt_tokens, cached_tokens=route.cached_tokens)
     return out
+
+
+def _route_attributes(plan: Plan) -> dict[str, Any]:
+    route = plan.route
+    return {"disagg.route.path": route.path, "disagg.route.reason": route.reason,
+            "disagg.route.prompt_tokens": route.prompt_tokens,
+            "disagg.route.cached_tokens": route.cached_tokens,
+            "disagg.route.decode": plan.decode.url if plan.decode is not None else None,
+            "disagg.kv_revision": plan.pair.kv or None}  # fmt: skip
+
+
+def _hop_attributes(role: str, url: str) -> dict[str, Any]:
+    """A hop's client-span attributes (OpenTelemetry's HTTP client conventions)."""
+    where = urlsplit(url)
+    return {"disagg.hop": role, "http.request.method": "POST", "url.full": url,
+            "server.address": where.hostname, "server.port": where.port}  # fmt: skip
+
+
+def _hop_failed(span: ActiveSpan, error: HopError) -> None:
+    """A hop's failure on its span: the status the proxy relays, and why."""
+    span.set({"http.response.status_code": error.status, "error.type": str(error.status)})
+    span.fail(str(error))
 
 
 def _ms(since: float) -> float:
