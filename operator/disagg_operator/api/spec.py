@@ -342,6 +342,32 @@ class ModelCache(_Model):
     )
 
 
+class Tracing(_Model):
+    """OpenTelemetry traces of each request (docs/routing.md, Tracing): the router, the
+    reference worker and vLLM export their spans to one OTLP/HTTP collector, one trace per
+    request across router, prefill, KV transfer and decode."""
+
+    endpoint: str = Field(
+        min_length=1,
+        pattern=r"^https?://[^\s]+$",
+        description="the collector's OTLP/HTTP traces URL, used as it is (e.g. "
+        "http://otel-collector.observability:4318/v1/traces): the router and the reference "
+        "worker send JSON, vLLM protobuf (--otlp-traces-endpoint)",
+    )
+    sampling_ratio: float = Field(
+        default=1.0,
+        ge=0,
+        le=1,
+        description="the share of new traces kept (OpenTelemetry's parentbased_traceidratio: "
+        "a caller's traceparent decision is kept whatever this is)",
+    )
+    vllm_detailed_traces: list[Literal["model", "worker", "all"]] | None = Field(
+        default=None,
+        description="vllm: the modules vLLM traces in detail (--collect-detailed-traces; "
+        "costly, may block the engine loop)",
+    )
+
+
 class DeploymentSpec(_Model):
     """Desired state: a model served by a prefill pool and a decode pool."""
 
@@ -419,6 +445,11 @@ class DeploymentSpec(_Model):
         "pod counts from TTFT and ITL targets and the pools' measured profile, in "
         "status.<role>.plannedReplicas; the spec's replicas are then ignored and the scale "
         "subresource refused",
+    )
+    tracing: Tracing | None = Field(
+        default=None,
+        description="export each request's spans to an OpenTelemetry collector (absent: "
+        "none; the router still passes a W3C traceparent on)",
     )
     gang_scheduling: GangScheduling | None = Field(
         default=None,

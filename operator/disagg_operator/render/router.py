@@ -27,7 +27,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from disagg_operator.api import HTTP_PORT, ROUTER_PORT, DeploymentSpec
-from disagg_operator.derive import scaling
+from disagg_operator.derive import scaling, tracing
 from disagg_operator.engines.base import protocol_args
 from disagg_operator.engines.settings import Settings
 from disagg_operator.render.canary import revision_service
@@ -154,6 +154,11 @@ def routing_args(spec: DeploymentSpec, settings: Settings) -> list[str]:
     return out + protocol_args(engine)
 
 
+def tracing_args(spec: DeploymentSpec) -> list[str]:
+    """``spec.tracing``: the router exports its spans there (its sampler is env)."""
+    return [] if spec.tracing is None else ["--otlp-traces-endpoint", spec.tracing.endpoint]
+
+
 def _pod(
     spec: DeploymentSpec, name: str, namespace: str, settings: Settings, revisions: Sequence[str]
 ) -> dict[str, Any]:
@@ -171,7 +176,10 @@ def _pod(
         *("--timeout-s", f"{r.timeout_seconds:g}"),
         *("--host", "0.0.0.0", "--port", str(ROUTER_PORT)),
         *routing_args(spec, settings),
+        *tracing_args(spec),
     ]
+
+    sampler = tracing.sampler_env(spec)
 
     def probe(period: int, failures: int) -> dict[str, Any]:
         get = {"path": "/health", "port": "http"}
@@ -182,6 +190,7 @@ def _pod(
         "image": image(spec, settings),
         "command": ["disagg", "proxy"],
         "args": args,
+        **({"env": [{"name": k, "value": v} for k, v in sampler.items()]} if sampler else {}),
         "ports": [{"name": "http", "containerPort": ROUTER_PORT, "protocol": "TCP"}],
         "readinessProbe": probe(5, 2),
         "livenessProbe": probe(10, 3),

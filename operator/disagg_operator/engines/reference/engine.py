@@ -27,7 +27,7 @@ from disagg_operator.api.problems import Problem
 from disagg_operator.api.rules import Rule
 from disagg_operator.contracts import lws
 from disagg_operator.contracts.prometheus import AlertSeries
-from disagg_operator.derive import transfer
+from disagg_operator.derive import tracing, transfer
 from disagg_operator.engines.base import (
     Container,
     DemandSeries,
@@ -190,6 +190,7 @@ class Reference(Engine):
         env.append(_field_ref(WorkerConfig.env_name("advertise_host"), "status.podIP"))
         env.append({"name": "UCX_TLS", "value": transfer.ucx_tls(spec, role, settings.platforms)})
         env += group_env(spec, role)
+        env += [{"name": k, "value": v} for k, v in tracing.env(spec).items()]
         mounts: list[dict[str, Any]] = [
             {"name": HANDSHAKE_VOLUME, "mountPath": HMAC_DIR, "readOnly": True},
             {"name": TMP_VOLUME, "mountPath": "/tmp"},

@@ -169,6 +169,13 @@ KV_OFFLOADING_USE = (
     "spec.kvTransfer: this flag replaces the P/D connector with vLLM's OffloadingConnector "
     "(kv_role kv_both); a CPU KV tier beside it is not supported yet (planned)"
 )
+# Tracing (config/observability.py ObservabilityConfig): the OTLP endpoint, the modules
+# traced in detail (nargs: one value each), and the SDK variable that picks the exporter
+# (vllm/tracing/otel.py get_span_exporter: grpc unless told http/protobuf).
+OTLP_TRACES_FLAG = "--otlp-traces-endpoint"
+DETAILED_TRACES_FLAG = "--collect-detailed-traces"
+OTLP_PROTOCOL_ENV = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+OTLP_HTTP_PROTOBUF = "http/protobuf"
 # vLLM V1 keeps a prefix cache unless told not to.
 NO_PREFIX_CACHE_FLAG = "--no-enable-prefix-caching"
 # Flags that size the device KV cache (and so a cpu buffer's host mirror of it).

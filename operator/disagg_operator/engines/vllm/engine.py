@@ -22,7 +22,7 @@ from disagg_operator.api.problems import Problem
 from disagg_operator.api.rules import Rule
 from disagg_operator.contracts.prometheus import AlertSeries
 from disagg_operator.derive import model as model_source
-from disagg_operator.derive import transfer
+from disagg_operator.derive import tracing, transfer
 from disagg_operator.engines.base import (
     Container,
     DemandSeries,
@@ -123,6 +123,7 @@ class Vllm(Engine):
             *("--kv-transfer-config", json.dumps(config, separators=(",", ":"))),
             *derive.pool_flags(spec),
             *derive.multinode_flags(spec, role),
+            *tracing_flags(spec),
         ]
         env: list[dict[str, Any]] = [
             {
@@ -143,6 +144,7 @@ class Vllm(Engine):
             ),
         }
         env += [{"name": k, "value": v} for k, v in derived.items()]
+        env += [{"name": k, "value": v} for k, v in tracing_env(spec).items()]
         mounts: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
         if idle:
             env += [{"name": "PYTHONPATH", "value": vllm.ENGINE_IDLE_DIR}]
@@ -359,6 +361,23 @@ def _rows() -> list[Row]:
             f"M < t * {derive.CPU_RUNTIME_GIB + derive.CPU_MIN_KV_GIB} GiB + W is refused",
         ),
     ]
+
+
+def tracing_flags(spec: DeploymentSpec) -> list[str]:
+    """``spec.tracing``: vLLM's own OTLP flags (read in vLLM 0.32's EngineArgs)."""
+    t = spec.tracing
+    if t is None:
+        return []
+    detail = [vllm.DETAILED_TRACES_FLAG, *t.vllm_detailed_traces] if t.vllm_detailed_traces else []
+    return [vllm.OTLP_TRACES_FLAG, t.endpoint, *detail]
+
+
+def tracing_env(spec: DeploymentSpec) -> dict[str, str]:
+    """vLLM's exporter speaks OTLP/HTTP protobuf to the same URL; the SDK reads the
+    sampler variables (vLLM's flag carries the endpoint, not the variable)."""
+    if spec.tracing is None:
+        return {}
+    return {vllm.OTLP_PROTOCOL_ENV: vllm.OTLP_HTTP_PROTOBUF, **tracing.sampler_env(spec)}
 
 
 def image_user(image: str) -> int | None:
