@@ -4,7 +4,7 @@ runs by it (its two hops through a proxy with its deadline and protocol)."""
 from __future__ import annotations
 
 from disagg_worker.serve.canary import Canary, parser
-from disagg_worker.serve.canary_config import CanaryConfig, from_args
+from disagg_worker.serve.canary_config import UNTRACED, CanaryConfig, from_args
 from disagg_worker.serve.pd.kv_transfer_params import (
     KV_TRANSFER_PARAMS,
     KvTransferParamsProtocol,
@@ -39,7 +39,9 @@ def test_the_canary_runs_by_its_config() -> None:
     config = CanaryConfig("http://p", "http://d", "m", 4.0, 2.0, 9.0, protocol=OTHER)
     canary = Canary(config, clock=lambda: 100.0)
     assert canary.config is config and canary.clock() == 100.0
-    assert config.proxy() == ProxyConfig(timeout_s=4.0, protocol=OTHER)
+    # its hops' traces are unsampled: no worker records a span of a canary
+    assert config.proxy() == ProxyConfig(timeout_s=4.0, protocol=OTHER, tracing=UNTRACED)
+    assert UNTRACED.ratio == 0.0
     # its hops: one prefill, this pod's decode, the canary's deadline and protocol
     assert canary.proxy.config == config.proxy()
     (pair,) = canary.proxy.pairs.pairs

@@ -47,13 +47,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             group.stop()
 
 
-def _send(url: str, headers: dict[str, str]) -> dict[str, Any]:
-    body = {"prompt": [BOS, *range(40, 90)], "max_tokens": 3, "ignore_eos": True}
+def _send(url: str, headers: dict[str, str], stream: bool = False) -> dict[str, Any]:
+    body = {"prompt": [BOS, *range(40, 90)], "max_tokens": 3, "ignore_eos": True,
+            "stream": stream}  # fmt: skip
     req = urllib.request.Request(
         url + "/v1/completions", json.dumps(body).encode(),
         {"Content-Type": "application/json", **headers},
     )  # fmt: skip
     with urllib.request.urlopen(req, timeout=60) as resp:
+        if stream:
+            assert resp.headers["X-Disagg-Path"] == "pd"
+            assert resp.read().endswith(b"data: [DONE]\n\n")
+            return {}
         out: dict[str, Any] = json.load(resp)
     assert out["disagg"]["proxy"]["path"] == "pd", out
     return out
@@ -132,6 +137,24 @@ def test_an_invalid_traceparent_starts_a_new_trace(stack: Stack) -> None:
     spans = _trace(stack.receiver, trace_id, 7)
     _check_tree(spans, "")
     assert trace_id != "0" * 32
+
+
+def test_a_stream_is_one_trace_too(stack: Stack) -> None:
+    """A streamed answer: the same tree (the worker's server span lasts the whole stream;
+    the router's decode hop span ends at decode's response head)."""
+    trace = "0af7651916cd43dd8448eb211c80319c"
+    _send(stack.proxy, {"traceparent": f"00-{trace}-{CALLER}-01"}, stream=True)
+    _check_tree(_trace(stack.receiver, trace, 7), CALLER)
+
+
+def test_an_unsampled_caller_is_passed_on_and_recorded_nowhere(stack: Stack) -> None:
+    """Flags 00: the caller recorded nothing, so neither does any hop (ParentBased), as the
+    transfer canary's hops rely on; a sampled request after it still arrives whole."""
+    unsampled, after = "1" * 32, "2" * 32
+    _send(stack.proxy, {"traceparent": f"00-{unsampled}-{CALLER}-00"})
+    _send(stack.proxy, {"traceparent": f"00-{after}-{CALLER}-01"})
+    _trace(stack.receiver, after, 7)  # exported after the unsampled request's would be
+    assert [s for s in stack.receiver.spans if s.trace_id == unsampled] == []
 
 
 def test_a_dead_collector_costs_spans_not_time() -> None:

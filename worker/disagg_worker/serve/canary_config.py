@@ -14,6 +14,10 @@ from dataclasses import dataclass
 
 from disagg_worker.serve.pd import KV_TRANSFER_PARAMS, PdProtocol
 from disagg_worker.serve.proxy.config import ProxyConfig
+from disagg_worker.serve.rules.otlp import Settings
+
+# the canary's hops start unsampled traces: the workers (ParentBased) record none of them
+UNTRACED = Settings(service="disagg-canary", ratio=0.0)
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,7 @@ class CanaryConfig:
 
     def proxy(self) -> ProxyConfig:
         """The settings of the proxy that runs the canary's two hops."""
-        return ProxyConfig(timeout_s=self.timeout_s, protocol=self.protocol)
+        return ProxyConfig(timeout_s=self.timeout_s, protocol=self.protocol, tracing=UNTRACED)
 
 
 def from_args(args: argparse.Namespace) -> CanaryConfig:
