@@ -65,6 +65,7 @@ class Received:
     kind: int
     attributes: dict[str, Any]
     status: int
+    state: str = ""
 
 
 def spans_of(message: ExportTraceServiceRequest) -> list[Received]:
@@ -77,6 +78,7 @@ def spans_of(message: ExportTraceServiceRequest) -> list[Received]:
                     resource.get("service.name", ""), s.trace_id.hex(), s.span_id.hex(),
                     s.parent_span_id.hex(), s.name, s.kind,
                     {a.key: _value(a.value) for a in s.attributes}, s.status.code,
+                    s.trace_state,
                 ))  # fmt: skip
     return out
 

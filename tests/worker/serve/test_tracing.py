@@ -118,6 +118,8 @@ def test_one_trace_holds_router_prefill_decode_and_kv_transfer(stack: Stack) -> 
     spans = _trace(stack.receiver, TRACE, 7)
     print("\n" + tree(spans))
     _check_tree(spans, CALLER)
+    # the caller's tracestate, passed on unchanged to every hop and worker
+    assert {s.state for s in spans} == {tracestate}
     assert stack.receiver.content_types and set(stack.receiver.content_types) == {
         "application/json"}  # fmt: skip
     assert stack.receiver.errors == []
@@ -137,6 +139,7 @@ def test_an_invalid_traceparent_starts_a_new_trace(stack: Stack) -> None:
     spans = _trace(stack.receiver, trace_id, 7)
     _check_tree(spans, "")
     assert trace_id != "0" * 32
+    assert {s.state for s in spans} == {""}  # tracestate goes only with its traceparent
 
 
 def test_a_stream_is_one_trace_too(stack: Stack) -> None:
