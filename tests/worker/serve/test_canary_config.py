@@ -47,4 +47,4 @@ def test_the_canary_runs_by_its_config() -> None:
     (pair,) = canary.proxy.pairs.pairs
     assert [b.url for b in pair.prefill.backends] == ["http://p"]
     assert [b.url for b in pair.decode.backends] == ["http://d"]
-    assert canary.proxy.http.timeout_s == 4.0 and canary.proxy.protocol is OTHER
+    assert canary.proxy.http.timeout_s == 4.0 and canary.proxy.config.protocol is OTHER

@@ -214,7 +214,7 @@ class Canary:
         )
         # a page the protocol reads nothing of (the reference worker's) is not read twice
         after = await self._page() if before else {}
-        protocol = self.proxy.protocol
+        protocol = self.proxy.config.protocol
         moved = measured(answer, before, after, protocol)
         return token_problem(answer) or kv_problem(answer, before, after, protocol), moved
 
@@ -226,7 +226,7 @@ class Canary:
             text = await self.proxy.http.text(self.config.decode + "/metrics", METRICS_TIMEOUT_S)
         except HopError:
             return {}
-        return self.proxy.protocol.page(text)
+        return self.proxy.config.protocol.page(text)
 
     def kv_fields(self, result: Result | None) -> dict[str, Any]:
         """``result``'s KV figures (none yet: None) and how they compare with the floor."""

@@ -57,8 +57,8 @@ def test_the_proxy_runs_by_its_config() -> None:
     config = ProxyConfig("least-loaded", 3.0, 2, routing, OTHER)
     proxy = Proxy(["http://p1", "http://p2"], ["http://d"], config)
     assert proxy.config is config
-    assert (proxy.http.timeout_s, proxy.prefill_retries) == (3.0, 2)
-    assert proxy.planner.policy is routing and proxy.protocol is OTHER
+    assert (proxy.http.timeout_s, proxy.config.prefill_retries) == (3.0, 2)
+    assert proxy.planner.policy is routing and proxy.config.protocol is OTHER
     (pair,) = proxy.pairs.pairs
     assert proxy.pairs.policy == pair.prefill.policy == pair.decode.policy == "least-loaded"
     assert [b.url for b in pair.prefill.backends] == ["http://p1", "http://p2"]

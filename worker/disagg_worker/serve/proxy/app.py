@@ -60,7 +60,7 @@ def build_app(proxy: Proxy) -> web.Application:
         except OpenAIError as e:
             return _error(e.status, e.message, rid, e.param)
         chat = request.path == "/v1/chat/completions"
-        refused = refusal(body, chat, proxy.protocol.owned)
+        refused = refusal(body, chat, proxy.config.protocol.owned)
         if refused is not None:  # before the prefill hop: no KV computed for it
             return web.json_response(refused.body(), status=400, headers={"X-Request-Id": rid})
         try:
@@ -128,12 +128,12 @@ def health_of(proxy: Proxy) -> dict[str, Any]:
             p.kv: {
                 "prefill": workers([p.prefill]),
                 "decode": workers([p.decode]),
-                "pools": _loads(p, proxy.queue_s),
+                "pools": _loads(p, proxy.config.queue_s),
             }
             for p in pairs
         }
     else:
-        out["pools"] = _loads(pairs[0], proxy.queue_s)
+        out["pools"] = _loads(pairs[0], proxy.config.queue_s)
     return out
 
 

@@ -142,13 +142,8 @@ class Proxy:
             ]
             self.pairs = Pairs([Pair("", *pools)], config.policy)
         self.config = config
-        self.timeout_s = config.timeout_s
-        self.queue_s = config.queue_s
-        self.protocol = config.protocol
         self.after_prefill = after_prefill  # a test seam: act between the two hops
-        # a decode whose READ from its prefill failed is retried from another prefill, this
-        # many times at most (0: never); ``retried`` counts the retries made
-        self.prefill_retries, self.retried = config.prefill_retries, 0
+        self.retried = 0  # decodes retried from another prefill (config.prefill_retries)
         self.refreshers = list(refreshers)
         self.metrics = ProxyMetrics()
         self.tracer = Tracer(config.tracing, self.metrics.registry)
@@ -173,7 +168,7 @@ class Proxy:
     def release_later(self, prefill: Backend, handoff: Any, headers: dict[str, str]) -> None:
         """The decode hop failed: tell the prefill to free the blocks (in the background,
         best effort; the lease stays the backstop), when its protocol has a way to."""
-        call = self.protocol.release(handoff)
+        call = self.config.protocol.release(handoff)
         if call is None:
             return
         task = asyncio.ensure_future(self.http.release(prefill.url, call, headers))
@@ -195,7 +190,7 @@ class Proxy:
             hop = ProxyFigures(decode_url=d.url, decode_hop_ms=_ms(hops))
         else:
             d, out, hop, prefill = await self._both(req, plan, hops)
-            why = self.protocol.recomputed(out)
+            why = self.config.protocol.recomputed(out)
             if why is not None:  # correct tokens, but no P/D: counted, never silent
                 self.metrics.recomputed(DECODE_COMPUTED)
                 log.warning("decode %s: %s", d.url, why)
@@ -228,17 +223,17 @@ class Proxy:
             return got
 
     def _request(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> Request:
-        return Request(path, body, headers, time.monotonic() + self.timeout_s)
+        return Request(path, body, headers, time.monotonic() + self.config.timeout_s)
 
     def _admit(self, plan: Plan) -> None:
         """Refuse (503, counted) a request that a pool of its route would not start within
         ``queue_s``: the prefill's first on a P/D route, then the decode's."""
         pools = [("prefill", plan.pair.prefill)] if plan.route.path == "pd" else []
         for role, pool in [*pools, ("decode", plan.pair.decode)]:
-            shed = pool.shed(self.queue_s)
+            shed = pool.shed(self.config.queue_s)
             if shed is not None:
                 self.metrics.shed(role)
-                text = shedding.message(role, pool.where, shed, self.queue_s)
+                text = shedding.message(role, pool.where, shed, self.config.queue_s)
                 raise HopError(503, text, retry_after=str(shed.retry_after_s))
 
     async def _both(
@@ -275,13 +270,13 @@ class Proxy:
         a decode that could not read the KV is retried from another prefill. A concurrent
         protocol's hops go at once (:meth:`_together`; ``drop`` frees a decode step's
         result that is not wanted)."""
-        if self.protocol.concurrent:
+        if self.config.protocol.concurrent:
             return await self._together(req, pair, decode, drop)
         tried: list[str] = []
         while True:
             p, pre, handoff = await self._prefill(req, pair, tried)
             t1 = time.perf_counter()
-            second = self.protocol.decode(req.body, handoff)
+            second = self.config.protocol.decode(req.body, handoff)
             try:
                 return Paired(p, pre, await decode(second), tried, t1)
             except HopError as e:  # the prefill's blocks go now; its READ may be retried
@@ -306,7 +301,7 @@ class Proxy:
         candidates = pair.prefill.candidates()
         tried: list[str] = []
         for i, p in enumerate(candidates):
-            first, second = self.protocol.pair(req.body, p.url)
+            first, second = self.config.protocol.pair(req.body, p.url)
             start = time.perf_counter()
             pair.prefill.enter(p)
             served = False  # the prefill answered (its pool's work is done)
@@ -356,7 +351,7 @@ class Proxy:
         plan = await self._route(req)
         route = {"path": plan.route.path, "route_reason": plan.route.reason}
         if plan.route.path == "decode":
-            backend, resp = await self._open_decode(req, plan, self.protocol.local(body))
+            backend, resp = await self._open_decode(req, plan, self.config.protocol.local(body))
         else:
             backend, resp, hop = await self._open_both(req, plan)
             route.update(hop)
@@ -418,7 +413,7 @@ class Proxy:
         READ from ``prefill`` failed, another prefill is there, retries are left); counts
         it."""
         tried.append(prefill.url)
-        if not prefill_gone(error) or len(tried) > self.prefill_retries:
+        if not prefill_gone(error) or len(tried) > self.config.prefill_retries:
             return False
         if not pool.has_other(tried):
             return False
@@ -434,17 +429,17 @@ class Proxy:
     ) -> tuple[Backend, dict[str, Any], Any]:
         """The prefill hop (on a worker of ``pair`` not in ``avoid`` when there is one):
         the worker, its answer and the handoff for decode."""
-        first = self.protocol.prefill(req.body)
+        first = self.config.protocol.prefill(req.body)
         p, pre = await self._hop("prefill", pair.prefill, req, first, avoid)
         try:
-            handoff = self.protocol.handoff(pre)
+            handoff = self.config.protocol.handoff(pre)
         except ValueError as e:
             raise HopError(502, f"prefill {p.url} returned unreadable {e}") from None
         if handoff is None:
             raise HopError(
                 502,
-                f"prefill {p.url} returned no {self.protocol.handoff_name}; "
-                f"{self.protocol.no_handoff}",
+                f"prefill {p.url} returned no {self.config.protocol.handoff_name}; "
+                f"{self.config.protocol.no_handoff}",
             )
         if self.after_prefill is not None:
             await self.after_prefill(handoff)
@@ -463,7 +458,7 @@ class Proxy:
     ) -> tuple[Backend, dict[str, Any]]:
         """Decode alone: it prefills the prompt itself, on purpose (the protocol's local
         body says so, so the worker does not count a fallback)."""
-        local = self.protocol.local(req.body)
+        local = self.config.protocol.local(req.body)
         return await self._hop("decode", pair.decode, req, local, first=first)
 
     async def _hop(
