@@ -1,43 +1,14 @@
 """LeaderWorkerSet, and what Volcano and Kueue read on one: the objects the operator renders
 for an instance that spans pods (``spec.<role>.nodesPerInstance`` above 1).
 
-The one source of truth for these external contracts: render, validation, the
-docs and the tests read it. Sources, read at these tags:
-
-- kubernetes-sigs/lws v0.10.0: ``api/leaderworkerset/v1/leaderworkerset_types.go`` (the
-  labels, annotations, policies), ``config/crd/bases/`` (the CRD
-  ``leaderworkerset.x-k8s.io_leaderworkersets.yaml``, the schema the rendered objects
-  were validated against), ``pkg/utils/pod/pod_utils.go``
-  (the env every container of a group gets: the leader's address is
-  ``<lws>-<group>.<subdomain>.<namespace>``), ``pkg/controllers/pod_controller.go`` (a
-  group's pods: the leader ``<lws>-<group>``, its workers ``<lws>-<group>-<w>``, w from 1)
-  and ``pkg/schedulerprovider/volcano_provider.go`` (gang scheduling, since v0.7.0: with
-  the LWS controller configured ``gangSchedulingManagement.schedulerProvider: volcano`` it
-  makes one Volcano PodGroup per group, minMember = the group's size, queue from the
-  LWS's ``scheduling.volcano.sh/queue-name`` annotation; the pods must name the volcano
-  scheduler themselves). Volcano is the only scheduler provider LWS v0.10.0 accepts
-  (``interface.go``): scheduler-plugins' coscheduling is not one.
-- kubernetes-sigs/kueue v0.19.2: ``site/content/en/docs/tasks/run/leaderworkerset.md`` and
-  ``pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go``: the queue label on
-  the LWS's own metadata admits each group as one Workload; the Topology Aware Scheduling
-  annotations are read from the leader's and the workers' pod templates, and one
-  ``podset-group-name`` on both puts the leader in its workers' domain. An LWS's name is
-  at most 39 characters under Kueue (its Workload names are derived from it).
-- LWS v0.10.0 ``site/content/en/docs/troubleshooting/_index.md``, section 3: an LWS name
-  is at most 51 characters less one per digit of its replicas beyond the first (its worker
-  StatefulSet's pods carry a ``controller-revision-hash`` label of the StatefulSet's name
-  and a 10-character hash, which must fit in 63); ours have one replica, so 51.
-
-The rendered group: ``replicas`` 1 (the operator's rollout planner counts, creates and
-deletes groups as it does pods: one LWS is one instance), ``restartPolicy``
-RecreateGroupOnPodRestart (a rank that restarts alone would wait forever for its peers),
-``startupPolicy`` LeaderCreated (the ranks start together and meet), and the template is
-never changed after creation, so LWS's own rolling update never runs.
-
-:data:`SHAPE`: exactly what render writes of a LeaderWorkerSet, typed as the v0.10.0 CRD
-types it. Its pod templates are core/v1's PodTemplateSpec as the CRD embeds it: Kubernetes
-1.36's (k8s.io/api v0.36.3), every ObjectMeta inside cut to name, namespace, labels,
-annotations and finalizers (any other field is pruned).
+The one source of truth for these external contracts (render, validation, the docs and the
+tests read it), so an upgrade of LWS or Kueue changes one file. Read at these tags:
+kubernetes-sigs/lws v0.10.0 (``api/leaderworkerset/v1/leaderworkerset_types.go``,
+``config/crd/bases/``, ``pkg/utils/pod/pod_utils.go``, ``pkg/controllers/pod_controller.go``,
+``pkg/schedulerprovider/volcano_provider.go``, troubleshooting page section 3) and
+kubernetes-sigs/kueue v0.19.2 (``site/content/en/docs/tasks/run/leaderworkerset.md``,
+``pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go``). What each says and
+why one LWS per instance: docs/multinode.md.
 """
 
 from __future__ import annotations
@@ -88,7 +59,10 @@ def worker_pod(lws: str, worker: int, group: int = 0) -> str:
     return f"{lws}-{group}-{worker}"
 
 
-# What render writes (render/groups.py), as the v0.10.0 CRD types it.
+# What render writes (render/groups.py), as the v0.10.0 CRD types it. Its pod templates are
+# core/v1's PodTemplateSpec as the CRD embeds it, Kubernetes 1.36's (k8s.io/api v0.36.3),
+# every ObjectMeta inside cut to name, namespace, labels, annotations and finalizers (any
+# other field is pruned).
 _TEMPLATE = shape.builtin(shape.POD_TEMPLATE_SPEC, embedded_meta=shape.EMBEDDED_META)
 CRD = "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 SHAPE = shape.resource(

@@ -1,42 +1,11 @@
 """Scaling: how many pods each role runs. The one place that answers it.
 
-Render (pods, Services, budgets), status (desired counts) and validation (name
-lengths, accelerator checks) all read :func:`effective_replicas`, never a role's
-``replicas`` field directly, because prefill's count may follow decode's:
-
-    decode  = spec.decode.replicas                      (the scale subresource sets it)
-    prefill = spec.prefill.replicas                     when set
-            = clamp(ceil(decode * ratio), min, max)     with spec.prefill.perDecode
-            = 1                                         when neither is set
-
-With ``spec.autoscaling`` (mode Apply) the planner owns both counts: :func:`with_planned`
-puts its ``status.<role>.plannedReplicas`` into the spec the sync renders from, and
-before its first plan each role keeps the count above, clamped into its autoscaling min
-and max. Mode Recommend changes no count: the plan is only reported.
-
-``ceil`` runs on the decimal value of ``ratio`` (``Fraction(str(ratio))``), so 10 * 0.3 is
-3, not the 4 that binary floating point would round up to.
-
-:func:`problems` checks what the CRD's CEL rules check for these fields (replicas and
-perDecode both set, min above max), for ``disagg render`` and servers without admission.
-
-:func:`resolve` turns a count-or-percentage (maxSurge, maxUnavailable) into pods,
-:func:`surge` is a role's maxSurge in pods (unset: 25%, or what a KV change needs when
-routers reach one KV revision at a time, so that a model change finishes), and
-:func:`min_available` is what a role's PodDisruptionBudget keeps: R - maxUnavailable, a
-percentage of R rounded up as the disruption controller rounds it. The budget states that
-count as ``minAvailable`` rather than passing ``maxUnavailable`` on, because with
-``maxUnavailable`` the disruption controller takes the expected pod count from the pods'
-controller's scale subresource, and the pods' controller (the DisaggregatedDeployment)
-scales decode: a prefill budget would be sized by decode's replicas.
-
-:func:`settle_seconds` is how long a terminating pod keeps serving before its drain: a pod
-leaves its Services' endpoints when it starts terminating, but each client of those
-endpoints learns it later (the router re-resolves its role Services every
-:data:`ROUTER_REFRESH_S` through DNS answers that live :data:`DNS_TTL_S`; kube-proxy and
-watchers such as llm-d's endpoint picker within :data:`ENDPOINTS_PROPAGATION_S`). Work sent
-in that window must still be served: a worker that stopped at once would close the
-keep-alive connection a request was just sent on.
+Render (pods, Services, budgets), status (desired counts) and validation (name lengths,
+accelerator checks) all read :func:`effective_replicas`, never a role's ``replicas`` field
+directly, because prefill's count may follow decode's (``perDecode``) or the autoscaler's
+plan. Also here: what the CRD's CEL rules check of these fields (:func:`problems`, for
+``disagg render`` and servers without admission), rollout surge, disruption budgets and
+the settle before a drain. The user's view: docs/scaling.md.
 """
 
 from __future__ import annotations
@@ -58,7 +27,11 @@ ENDPOINTS_PROPAGATION_S = 2  # kube-proxy (its minimum sync period, 1 s) and pod
 
 def settle_seconds(spec: DeploymentSpec) -> int:
     """Seconds a terminating pod keeps taking work before it drains: until every client of
-    its endpoints has seen it leave (see the module docstring)."""
+    its endpoints has seen it leave (the router re-resolves its role Services every
+    :data:`ROUTER_REFRESH_S` through DNS answers that live :data:`DNS_TTL_S`; kube-proxy and
+    watchers such as llm-d's endpoint picker within :data:`ENDPOINTS_PROPAGATION_S`). A
+    worker that stopped at once would close the keep-alive connection a request was just
+    sent on."""
     if spec.router.enabled:
         return ROUTER_REFRESH_S + DNS_TTL_S
     return ENDPOINTS_PROPAGATION_S
@@ -71,7 +44,13 @@ def follow(decode: int, per: PerDecode) -> int:
 
 
 def effective_replicas(spec: DeploymentSpec, role: str) -> int:
-    """The number of pods ``role`` runs under ``spec`` (see the module docstring)."""
+    """The number of pods ``role`` runs under ``spec``: decode's ``replicas`` (the scale
+    subresource sets it); prefill's ``replicas`` when set, else clamp(ceil(decode * ratio),
+    min, max) with ``perDecode``, else 1. ``ceil`` runs on the ratio's decimal value
+    (``Fraction(str(ratio))``: 10 * 0.3 is 3, not binary floating point's 4). Under
+    ``spec.autoscaling`` mode Apply the planner's counts come in by :func:`with_planned`;
+    before its first plan each role keeps this count within its autoscaling min and max.
+    Mode Recommend changes no count."""
     wanted = _spec_replicas(spec, role)
     auto = spec.autoscaling
     if auto is None or not applies(spec):
@@ -140,8 +119,12 @@ def surge(strategy: RolloutStrategy, replicas: int, *, one_revision: bool = Fals
 
 
 def min_available(spec: DeploymentSpec, role: str) -> int:
-    """Pods of ``role`` a voluntary disruption must leave running (see the module
-    docstring); 0 when its budget could refuse no eviction."""
+    """Pods of ``role`` a voluntary disruption must leave running: R - maxUnavailable, a
+    percentage of R rounded up as the disruption controller rounds it; 0 when its budget
+    could refuse no eviction. The budget states this as ``minAvailable`` because with
+    ``maxUnavailable`` the disruption controller takes the expected count from the pods'
+    controller's scale subresource, which scales decode: a prefill budget would be sized by
+    decode's replicas."""
     replicas = effective_replicas(spec, role)
     unavailable = resolve(
         spec.role(role).disruption_budget.max_unavailable, replicas, round_up=True

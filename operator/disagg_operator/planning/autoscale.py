@@ -1,42 +1,11 @@
 """The SLO planner: demand and measured pool profiles in, replicas per role and why out.
 
-Part of planning (no clock, no Prometheus: the controller passes ``now`` and
-the demand it read). Prefill is sized from prompt-token demand against the TTFT target,
-decode from concurrent decode demand against the ITL target and each pod's KV capacity,
-each from its own pool's profile, so a GPU prefill pool and a CPU decode pool are sized
-each by what one of its pods does. Both demands are token rates, which do not depend on
-how the pools are sized now (a decode pool's sequences in flight do: they last longer as
-its ITL grows): prompt tokens/s for prefill, output tokens/s for decode. A decode pod's
-share at target is the sequences it may hold within the ITL target (and its KV capacity)
-divided by that ITL: the output tokens/s it gives there.
-
-A :class:`Profile` is what ``disagg bench profile`` measures of one pod of a pool: a curve
-of load (prefill: prompt tokens/s; decode: sequences in flight) against the latency
-percentile the targets name (prefill: TTFT; decode: ITL), the KV capacity in sequences
-(decode), and how long a new pod takes to serve (its start-up).
-
-Each pass (:func:`plan`):
-
-1. Forecast, per role, the demand one start-up ahead: the latest demand (its mean over
-   ``smooth_s``), or where its linear trend over the last ``trend_s`` leads after the
-   role's start-up time, whichever is higher (a pod asked for now serves only then).
-2. Per pod at target: the most load whose latency stays within the target (the profile's
-   curve, interpolated), times ``headroom`` (short bursts inside a pass); decode also at
-   most its KV capacity.
-3. Need: ceil(forecast / per pod), at least the role's minimum.
-4. Hysteresis: a role grows at once (or, with ``scale_up_s``, only to the smallest need
-   of that window); it shrinks only to the largest need of the last
-   ``scale_down_s`` (needs are kept in :class:`Memory`), never before the planner has
-   seen that long (a planner that just started knows no window), and never by more than
-   ``max_down`` pods a pass (each victim drains first).
-5. Reserve: with ``reserve`` above 0, a role keeps at least that share of the largest
-   need of the last ``reserve_window_s`` (kept in :class:`Memory` too): capacity held
-   through the quiet gaps for bursts shorter than what a scale-up takes (a pod's start-up
-   plus a pass), which no reactive planner meets otherwise.
-6. Bounds: each role within its min and max; prefill per decode within the ratio bounds,
-   by raising the role that is short (never by taking capacity away); then the budget
-   (pods, or a cost per pod per role), by taking pods from the role with most headroom
-   against its need, never below a minimum. The reason says which bound decided.
+Part of planning (no clock, no Prometheus: the controller passes ``now`` and the demand it
+read). Each role is sized from its own pool's :class:`Profile` (what ``disagg bench
+profile`` measured of one pod), so a GPU prefill pool and a CPU decode pool are each sized
+by what one of their pods does. Demand is a token rate for both roles because sequences in
+flight grow with the ITL the sizing causes, and so oscillate. One pass (forecast, per pod,
+need, hysteresis, reserve, bounds): docs/autoscaling.md.
 """
 
 from __future__ import annotations
@@ -148,7 +117,7 @@ class Settings:
     scale_down_s: float = 300.0
     scale_up_s: float = 0.0  # a role grows only to the smallest need of this window
     headroom: float = 0.9
-    max_down: int = 10**9
+    max_down: int = 10**9  # a role shrinks by at most this many pods a pass (each drains first)
     reserve: float = 0.0  # a role keeps this share of its largest need of reserve_window_s
     reserve_window_s: float = 3600.0
 
@@ -211,8 +180,9 @@ def plan(
     memory: Memory,
     now: float,
 ) -> Decision:
-    """This pass's replicas per role (module docstring) under ``policy``; ``memory`` is
-    updated."""
+    """This pass's replicas per role under ``policy`` (docs/autoscaling.md, "One pass":
+    forecast one start-up ahead, per pod at target, need, hysteresis, reserve, bounds);
+    ``memory`` is updated."""
     targets, limits, settings = policy
     target = {"prefill": targets.ttft_s, "decode": targets.itl_s}
     ahead: dict[str, float] = {}

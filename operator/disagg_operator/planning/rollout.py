@@ -1,45 +1,10 @@
 """The rollout planner: observed pods + the spec's revisions → this sync's pod writes.
 
-The LWS DisaggregatedSet planner's shape: no cluster needed to test it.
-:func:`plan` takes every observed pod of a deployment, the KV revision the routing objects
-select now, and per role the replicas, the strategy and which pod a given index should be;
-it returns which KV revision routing selects after this sync, which indices to create and
-which pods to delete. Run it again after those writes land: it is level-triggered.
-
-Terms, per role: ``R`` replicas, ``S`` maxSurge (percent of R rounded up), ``U``
-maxUnavailable (rounded down; when both are 0 a Deployment would never progress, so
-validation refuses it and ``U = 1`` here). A pod is *current* when its spec-hash equals
-the pod render gives its index now; ``T`` is the spec's KV revision (:mod:`.kvkey`).
-
-1. Routing objects. The role Services and the InferencePool select one KV revision, the
-   routed one ``X``, since routers on them (a client's own, llm-d's endpoint picker) pick
-   a prefill and a decode independently. It stays ``X`` until ``T`` can carry the load:
-   in every role with ``R > 0``, current ready pods of ``T`` ≥ max(1, R - U). It is ``T``
-   at once when nothing is routed yet or ``X`` has no live pod left.
-2. Who reaches what. The deployment's own router (spec.router, without llm-d) pairs each
-   request within one KV revision and is told every revision with pods (``serving``);
-   ``reached`` is what every router pod knows (:mod:`.decide` reads it from the router
-   Deployment). Without it, routers reach ``X`` alone.
-3. A KV change (pods of another revision than ``T``) rolls with :mod:`.kvroll`: ``T``'s
-   pods grow in step in every role within ``R + S``, old pods go as the reached capacity
-   allows. With the router, ``T``'s first pods start only once every router pod knows
-   ``T``. Without it, ``T`` must reach max(1, R - U) ready pods while ``X`` keeps its
-   R - U, so ``S`` is the budget's ``wide`` surge (maxSurge unset: at least max(1, R - U)
-   - U, the room that takes); when ``S + U`` cannot hold that in some role (a maxSurge
-   set too low, not Recreate), nothing starts and ``held`` says why and what to change
-   (KVRolloutBlocked).
-4. ``spec.paused``: while any pod is old (another template or revision), no pod is created
-   or deleted (``held``: Paused); a deployment with nothing to roll still heals and scales.
-5. Same KV revision: a Deployment's rolling update per role: ``create = min(R - current,
-   R + S - total)`` new pods (``total`` counts terminating pods too: they still hold
-   their node's resources), at the lowest free indices; old pods are deleted unready
-   first, then ready ones while ``ready - deleted ≥ R - U``; current pods beyond ``R``
-   (a scale-down) go unready first, then the least busy (requests in flight as the
-   autoscaler last read them from Prometheus; without it all count 0), then the highest
-   index; the preStop drain covers the work in flight. Recreate: every
-   old pod goes at once, the new ones start when none is left.
-
-Pods not named ``<deployment>-<role>-<i>`` are deleted whatever the state.
+The LWS DisaggregatedSet planner's shape, with no cluster needed to test it: per role a
+Deployment's rolling update (maxSurge, maxUnavailable, Recreate) when the KV revision
+holds, :mod:`.kvroll` when it changes, because a decode can pair only with a prefill of
+its own KV revision. Level-triggered: run it again after its writes land. The rules, the
+terms and why an unset maxSurge takes more room: docs/operator.md (Rollouts).
 """
 
 from __future__ import annotations
@@ -91,7 +56,9 @@ class Plan:
 def routed_next(
     target: str, routed: str | None, pods: Sequence[PodView], budgets: Mapping[str, Budget]
 ) -> str:
-    """The KV revision the routing objects select after this sync (rule 1)."""
+    """The KV revision the routing objects select after this sync: the routed one until the
+    spec's has max(1, R - U) current ready pods in every role with R > 0; the spec's at once
+    when nothing is routed or the routed one has no live pod left."""
     live = [p for p in pods if not p.terminating]
     if routed is None or routed == target or not any(p.kv == routed for p in live):
         return target
@@ -108,8 +75,8 @@ def _unready_first(pods: Sequence[PodView]) -> list[PodView]:
 
 
 def roll(pods: Sequence[PodView], budget: Budget, taken: set[int]) -> tuple[list[int], list[str]]:
-    """Rule 5 for one role's pods of the routed revision: (indices to create, pod names to
-    delete)."""
+    """The rolling update (same KV revision) of one role's pods of the routed revision:
+    (indices to create, pod names to delete)."""
     live = [p for p in pods if not p.terminating]
     current = [p for p in live if p.current]
     old = [p for p in live if not p.current]
@@ -132,7 +99,7 @@ def roll(pods: Sequence[PodView], budget: Budget, taken: set[int]) -> tuple[list
 
 
 def blocked(budgets: Mapping[str, Budget]) -> list[str]:
-    """Roles a KV change cannot roll when routers reach one revision at a time (rule 3):
+    """Roles a KV change cannot roll when routers reach one revision at a time:
     the new revision must reach max(1, R - U) ready pods beside the old one's R - U."""
     return [
         role
@@ -151,9 +118,12 @@ def plan(
     reached: Collection[str] | None = None,
     paused: bool = False,
 ) -> Plan:
-    """This sync's pod writes (the module docstring's rules, in order). ``reached``: the
-    KV revisions a revision-aware router reaches (None: routers reach the routed one only);
-    ``paused``: spec.paused."""
+    """This sync's pod writes: the routed revision (:func:`routed_next`), then, in order,
+    spec.paused holding every write while a pod is old, a KV change (:mod:`.kvroll`, or
+    held when one revision's room does not fit), else each role's rolling update
+    (:func:`roll`). A pod not named ``<deployment>-<role>-<i>`` is deleted whatever the
+    state. ``reached``: the KV revisions a revision-aware router reaches (None: routers
+    reach the routed one only); ``paused``: spec.paused."""
     routed_now = routed_next(target, routed, pods, budgets)
     out = Plan(routed=routed_now, target=target, paired=reached is not None)
     live = [p for p in pods if not p.terminating]
@@ -164,7 +134,7 @@ def plan(
     out.reached = frozenset(reach)
     kv_change = any(p.kv != target for p in live if p.index is not None)
     pending = kv_change or any(not p.current for p in live if p.index is not None)
-    if kv_change and reached is None:  # one revision routed at a time: its room (rule 3)
+    if kv_change and reached is None:  # one revision routed at a time: its room
         budgets = {r: b.one_revision() for r, b in budgets.items()}
     if paused and pending:
         out.held = (PAUSED, "spec.paused is true: no pod is created or deleted until it is false.")

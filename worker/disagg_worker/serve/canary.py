@@ -3,50 +3,10 @@ through the engine's own HTTP API, and keep saying whether it still can. The pro
 once per engine instance, behind a readiness probe; what it says after is apart from
 readiness.
 
-I/O layer (aiohttp server; the two hops go through :class:`~disagg_worker.serve.proxy.flow.Proxy`,
-the same client, body rewriting, deadline and error messages as the P/D proxy). It runs as
-the ``transfer-canary`` container of each decode pod, with no API access and no RBAC:
-
-- ``GET /ready`` (the readiness probe) latches
-  (:class:`~disagg_worker.serve.rules.canary_verdict.Latch`): 503 until a canary passes on the
-  pod's engine instance, then 200 whatever the prefill pool does, until the engine stops
-  answering or another instance answers (a restart: a new pid or start time), which
-  re-gates it. A readiness that followed the prefill pool would take every decode pod out
-  of its Service whenever prefill is saturated, draining or restarting: a total outage,
-  decode-alone requests included.
-- ``GET /verdict`` is the path now: 200 or 503 with the last canary's reason
-  (``PrefillBusy``, ``PrefillUnreachable``, ``DecodeRecomputing``, ``SlowTransport``, ...),
-  what the operator reads into ``TransferPathReady``; ``GET /metrics`` says the same as
-  gauges (``disagg_canary_passing``, ``disagg_canary_ready``).
-
-Canaries run when one is due (:mod:`~disagg_worker.serve.rules.canary_verdict`: at most one per
-``--interval-s``, concurrent callers share the running one); the probe waits for one only
-while the pod is not Ready yet, else it starts one and answers at once.
-
-Before its first P/D request on each engine instance the canary warms that engine with one
-plain completion (prefilled locally): vLLM's CPU attention dies with SIGILL on AMX hosts
-when an engine's first forward pass is a decode step over transferred KV, and in a cluster
-the canary's is the first request a decode engine (or its restarted successor) sees. Until
-a warm-up passes, a canary fails naming it.
-
-A canary that got its tokens but whose decode computed the prompt itself fails with
-``DecodeRecomputing``. The engine's P/D protocol (``--pd-protocol``,
-:mod:`disagg_worker.serve.pd`) says how to tell: the reference worker says so in its
-answer; for vLLM the canary reads the engine's prompt-token sources from its ``/metrics``
-before and after the request (:mod:`~disagg_worker.serve.pd.evidence`).
-
-Each canary measures the KV its decode read (bytes and seconds on the wire: the reference
-worker's answer; vLLM's NIXL histograms on the same /metrics, before and after) and reports
-``kv_bytes``, ``kv_seconds`` and ``kv_gbytes_per_second`` in its ``--once`` line and /ready
-body. With ``--min-bandwidth-gbps`` (the operator renders it from the spec's floor) a canary
-that moved its KV slower passes (a slow path still serves: readiness never depends on it)
-with a reason that starts ``SlowTransport: ...``, which the operator reads into
-TransferPathReady; one whose decode gave no figure is not judged (``kv_bandwidth`` says so).
-
-Every hop is bounded by ``--timeout-s`` (one deadline over both), so a probe never hangs.
-One JSON line is logged when the verdict flips. ``--once`` runs one canary, prints its
-result as a JSON line and exits 0 (passed) or 1 (failed): ``disagg up`` and
-``kubectl exec`` use it.
+I/O layer (aiohttp server; the hops go through the P/D proxy's own client,
+:class:`~disagg_worker.serve.proxy.flow.Proxy`). Readiness latches because one that
+followed the prefill pool would drop every decode pod from its Service whenever prefill is
+busy: a total outage. Routes, reasons, warm-up and bandwidth: docs/worker.md (the canary).
 """
 
 from __future__ import annotations

@@ -2,38 +2,10 @@
 
 The proxy (:mod:`disagg_worker.serve.proxy.flow`), the router it runs as and the transfer
 canary (:mod:`disagg_worker.serve.canary`) call these methods and never name an engine's
-fields: each engine's protocol is a class like this one, named on their command lines by
-``--pd-protocol`` (:func:`disagg_worker.serve.pd.resolve`) and rendered there by the engine
-plugin (``Engine.pd_protocol``).
-
-Two shapes. A sequential protocol (vLLM's) runs the prefill hop, reads what it answered
-and then sends the decode hop: ``prefill``, ``handoff``, ``decode``. A ``concurrent`` one
-(SGLang's bootstrap rooms) sends both hops at once, each told where the other is before
-either answers (``pair``); the decode waits for its KV on the engines' own side channel.
-
-What each method answers:
-
-    concurrent                       True: both hops at once (``pair``), no handoff
-    pair(body, prefill_url)          a concurrent protocol's two bodies, sent together: both
-                                     name the prefill at ``prefill_url`` and one id the
-                                     protocol makes (never the proxy)
-    owned                            the request fields the proxy writes on both hops
-                                     (a client sending one is refused before any hop)
-    prefill(body)                    the prefill hop's body: the client's, marked prefill-only
-    handoff(answer)                  what the prefill returned for decode (None: nothing;
-                                     ValueError when it cannot be read: the flow answers
-                                     502 naming the prefill)
-    handoff_name, no_handoff         its name in errors; why a prefill may have returned
-                                     none, and what to check
-    decode(body, handoff)            the decode hop's body: told where the KV is
-    local(body)                      decode alone, prefilling the prompt itself on purpose
-    release(handoff)                 (path, body) that tells a prefill to free what it holds
-                                     for a failed decode, or None when it has no such route
-    page(metrics_text)               what this protocol reads of a decode's /metrics
-                                     (figures by name; {} when the engine exports none)
-    recomputed(answer, before, after)  why a decode computed the prompt itself instead of
-                                     reading the KV (None: it read it, or nothing says)
-    moved(answer, before, after)     (bytes, seconds, via) of the KV that decode read
+fields, so a new engine adds a class, named by ``--pd-protocol``
+(:func:`disagg_worker.serve.pd.resolve`) and rendered by its plugin (``Engine.pd_protocol``).
+Sequential (vLLM's: prefill, handoff, decode) and concurrent (SGLang's bootstrap rooms:
+``pair``) shapes: docs/architecture.md ("A new engine").
 """
 
 from __future__ import annotations
@@ -50,39 +22,58 @@ class PdProtocol:
 
     name: ClassVar[str]
     owned: ClassVar[tuple[str, ...]] = ()
+    """The request fields the proxy writes on both hops (a client sending one is refused
+    before any hop)."""
     handoff_name: ClassVar[str] = "handoff"
+    """The handoff's name in errors."""
     no_handoff: ClassVar[str] = "is it a prefill worker?"
+    """Why a prefill may have returned no handoff, and what to check."""
     concurrent: ClassVar[bool] = False
+    """True: both hops at once (:meth:`pair`), no handoff."""
 
     def pair(self, body: dict[str, Any], prefill_url: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A concurrent protocol's two bodies, sent together: both name the prefill at
+        ``prefill_url`` and one id the protocol makes (never the proxy)."""
         raise NotImplementedError
 
     def prefill(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The prefill hop's body: the client's, marked prefill-only."""
         raise NotImplementedError
 
     def handoff(self, answer: dict[str, Any]) -> Any | None:
+        """What the prefill returned for decode (None: nothing); ValueError when it cannot
+        be read (the flow answers 502 naming the prefill)."""
         raise NotImplementedError
 
     def decode(self, body: dict[str, Any], handoff: Any) -> dict[str, Any]:
+        """The decode hop's body: told where the KV is."""
         raise NotImplementedError
 
     def local(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Decode alone, prefilling the prompt itself on purpose."""
         raise NotImplementedError
 
     def release(self, handoff: Any) -> tuple[str, dict[str, Any]] | None:
+        """(path, body) that tells a prefill to free what it holds for a failed decode, or
+        None when it has no such route."""
         return None
 
     def page(self, metrics_text: str) -> dict[str, float]:
+        """What this protocol reads of a decode's /metrics (figures by name; {} when the
+        engine exports none)."""
         return {}
 
     def recomputed(
         self, answer: dict[str, Any], before: Page | None = None, after: Page | None = None
     ) -> str | None:
+        """Why a decode computed the prompt itself instead of reading the KV (None: it read
+        it, or nothing says)."""
         return None
 
     def moved(
         self, answer: dict[str, Any], before: Page | None = None, after: Page | None = None
     ) -> Moved | None:
+        """(bytes, seconds, via) of the KV that decode read."""
         return None
 
 

@@ -1,54 +1,11 @@
 """`disagg proxy`: the P/D proxy — each completion or chat completion goes to a prefill
 worker, then to a decode worker told where the prefill's KV is.
 
-I/O layer (aiohttp server and client; no torch). What the hops carry is the engine's P/D
-protocol (:mod:`disagg_worker.serve.pd`, ``--pd-protocol``); by default vLLM's
-``kv_transfer_params``, so it fronts real ``vllm serve`` instances with the NixlConnector
-as well as the reference worker:
-
-1. prefill: the client's body marked prefill-only (vLLM's: ``max_tokens: 1``,
-   ``stream: false``, ``kv_transfer_params: {do_remote_decode: true, ...}``);
-2. decode: the client's body (``stream`` and ``stream_options`` as sent) with what the
-   prefill returned for it (vLLM's: the answer's ``kv_transfer_params``);
-3. answer: the decode response, plus ``disagg.proxy`` (hop times, which workers, the
-   route) and ``disagg.prefill`` (the prefill's own figures) when the workers report them;
-   a stream is passed through chunk by chunk as decode writes it.
-
-A concurrent protocol (SGLang's bootstrap rooms: ``PdProtocol.concurrent``) sends both hops
-at once instead, each body naming the prefill picked and an id the protocol made; the
-decode's answer (or stream) is the client's, and when either hop fails the other is
-cancelled and the failure, naming its hop and worker, is the request's.
-
-Before the hops the routing policy (:mod:`.planner`, :mod:`.routing`) may send a request
-to decode alone (the protocol's local body: it prefills on purpose) and picks the decode
-holding its prompt's prefix. A decode that answered a P/D request having computed the
-prompt itself is counted (:mod:`.evidence`, :mod:`.metrics`).
-
-Both hops carry one X-Request-Id (the client's when it is a safe token) and share one
-deadline (``--timeout-s``; in a stream, up to decode's first byte, then per read). What a
-split cannot do (``n`` > 1, ``best_of`` > 1, beam search, a field the protocol owns)
-is refused before any hop. Any failure answers a JSON error that names the hop, the worker
-and the cause: a worker's 4xx/503/504 keeps its status, other worker failures and invalid
-answers are 502, the deadline 504.
-
-Shedding: before any hop, a request whose pool (the prefill's, on a P/D route, and the
-decode's) has more in flight than it starts within ``pool_queue_s`` at its measured rate
-(:mod:`.rules.shedding`) is refused at once: 503 with Retry-After, naming the pool and its
-Service, counted (``disagg_proxy_shed_requests``). Work nobody will wait for is never sent.
-
-Tracing (W3C Trace Context, :mod:`disagg_worker.serve.tracing`): the request's span (the
-app's) holds a ``route`` span and a client span per hop tried; each hop carries a
-``traceparent`` naming its own span, so the worker's spans are its children.
-
-Faults: a hop whose worker is full (503) or cannot be reached, or a prefill hop whose
-worker dropped the connection (a prefill hop is stateless), is tried once on each other
-worker of its pool; when none takes it, a 503 goes to the client with the worker's
-``Retry-After``. A decode that could not read its KV from its prefill (502
-``kv_transfer_error``, before any output) is retried from another prefill
-(``prefill_retries``). When the decode hop fails (or the client leaves before it ends), the proxy
-sends the protocol's release to the prefill (vLLM's: its ``kv_transfer_params`` posted
-back to ``/v1/kv/release``, best effort: vLLM answers 404 and keeps its lease) so the blocks
-are freed now, not when the lease ends.
+I/O layer (aiohttp server and client; no torch). The hops speak the engine's P/D protocol
+(:mod:`disagg_worker.serve.pd`), so the same flow fronts ``vllm serve`` and the reference
+worker, sequential or concurrent (both hops at once). Shedding, hop retries, the prefill's
+release and one deadline over both hops live here because only the proxy sees a request
+whole; what each does: docs/local-run.md (the proxy), docs/worker.md, docs/routing.md.
 """
 
 from __future__ import annotations

@@ -1,40 +1,11 @@
 """Handshake wire protocol: typed messages, versioning, compatibility hash, HMAC framing.
 
 msgspec and the standard library only; never pickle. One file holds the whole contract
-between a decode worker and the prefill worker it reads KV blocks from.
-
-Frame = msgpack array ``[version, body, mac]``. The outer envelope never changes shape, so
-a peer on another protocol version is refused by name instead of failing to decode.
-``body`` is one tagged message; ``mac`` is HMAC-SHA256 over ``version || body`` with the
-shared secret, or empty when no secret is configured. Frames above ``max_frame`` bytes are
-refused before decoding.
-
-Compatibility hash inputs: protocol version, :meth:`KVLayout.compat_hash` without the
-per-rank head count (layers, head dim, block size, dtype, NHD/HND, block-major, a region
-per head), the NIXL memory type of the registered buffer, and the model's KV heads.
-num_blocks and the tensor-parallel size may differ between peers: a rank reads from the
-ranks that hold its heads (:mod:`ranks`), checked against what each rank says it holds.
-
-History:
-- 1: first version (meta request/reply with nonce echo, refusal message).
-- 2: Claim / ClaimAnswer: before each READ decode asks whether prefill still holds the
-  blocks (and prefill extends the lease to cover the read), so a READ never starts on
-  blocks whose lease ran out. A version-1 prefill cannot answer claims: refused by version.
-- 3: a Claim names its blocks in order (an ordered suffix of the published list, never a
-  reordering) and carries the digest of the prompt decode continues
-  (:func:`prompt_digest`); prefill refuses a claim for KV it computed for another prompt
-  (``prompt_differs``). A version-2 peer is refused by version.
-- 4: tensor parallelism of different sizes. PeerMetadata says which of the model's KV
-  heads the rank's regions hold (``kv_heads``, ``model_kv_heads``), the engine's
-  ``incarnation`` (shared by its ranks; the agent name is per rank) and where every rank
-  of the engine listens (``rank_ports``); LayoutInfo carries ``per_head_regions``. The
-  TP size no longer has to match; the compatibility hash names model heads instead. A
-  version-3 peer is refused by version.
-  Within 4: PeerMetadata may add ``rank_hosts`` (an engine's ranks spread over the pods
-  of a group); a peer without it has every rank on rank 0's host, as before.
-  Within 4: PeerMetadata may say ``push`` (the prefill answers a :class:`Push`: the claim,
-  then a WRITE of the blocks into decode's, whose notification follows the bytes). Decode
-  sends a Push only to a prefill that says so; an older one is read from, as before.
+between a decode worker and the prefill worker it reads KV blocks from. A frame is the
+msgpack array ``[version, body, mac]`` whose envelope never changes shape, so a peer on
+another version is refused by name instead of failing to decode. Framing, the compat
+hash's inputs and the limits: docs/worker.md (Handshake); the versions: above
+:data:`PROTOCOL_VERSION`.
 """
 
 from __future__ import annotations
@@ -48,6 +19,20 @@ import msgspec
 
 from disagg_worker.transfer.rules.layout import KVLayout
 
+# The versions. A peer on another version is refused by version (the envelope never changes).
+# 1: meta request/reply with nonce echo, refusal message.
+# 2: Claim / ClaimAnswer: before each READ decode asks whether prefill still holds the blocks
+#    (prefill extends the lease to cover the read), so no READ starts on expired blocks.
+# 3: a Claim names its blocks in order (an ordered suffix of the published list, never a
+#    reordering) with the digest of decode's prompt (prompt_digest); a claim for KV computed
+#    for another prompt is refused (prompt_differs).
+# 4: TP of different sizes: PeerMetadata says which model KV heads the rank's regions hold
+#    (kv_heads, model_kv_heads), the engine's incarnation (shared by its ranks; the agent
+#    name is per rank) and every rank's port (rank_ports); LayoutInfo has per_head_regions;
+#    the compat hash names model heads, not the TP size. Within 4, optional: rank_hosts
+#    (ranks over a group's pods; absent: all on rank 0's host) and push (the prefill answers
+#    a Push: the claim, then a WRITE into decode's blocks, notified after the bytes; decode
+#    pushes only to a prefill that says so).
 PROTOCOL_VERSION = 4
 # Agent metadata is 0.5 to 8 KiB (1 to 128 regions, measured) and a claim of MAX_CLAIM_BLOCKS ids
 # at most 160 KiB: anything bigger is hostile. The transport refuses it before allocating.
