@@ -2,37 +2,10 @@
 
 I/O shell around the pure core (render, plan, status), in the sample-controller shape. The
 API client is passed in (:class:`disagg_operator.controller.client.Api` or a test double
-with the same methods); this module imports no kopf or HTTP library.
-
-One path for every trigger: kopf's create/update/resume handlers and child events all call
-:meth:`disagg_operator.controller.reconciler.Reconciler.request`, which serialises syncs per
-deployment and collapses requests that arrive during a sync into one follow-up sync (a
-burst of pod events costs one extra sync, not one each).
-
-Reads: the CR and its children come from the watch-fed cache
-(:mod:`disagg_operator.controller.rules.cache`), never a GET or LIST (with llm-d, one GET of the
-InferencePool, which is not watched).
-Every write's answer is recorded in the cache, so the next sync sees it even before the
-watch does; after its writes a sync counts pods from the cache again, not from a LIST.
-Writes: at most ``PER_DEPLOYMENT_WRITES`` of one sync in flight, and the API client
-bounds them all (client.py).
-
-Events: one Normal ``Reconciled`` event per sync whose writes were accepted (listing them),
-one Warning ``InvalidSpec`` when the problems of a spec change, one Warning ``ApiRefused``
-per new answer of the API server to refused writes; none otherwise.
-
-Error policy: an invalid spec is not an error: it is reported (status Ready=False reason
-InvalidSpec, and the Warning event) and nothing is created or changed.
-A refused write (:mod:`disagg_operator.controller.rules.refusals`: a 4xx such as 422 Invalid or a
-quota's
-403) does not stop the sync: every other action still runs (accepted writes stay, as
-Kubernetes applies objects one by one), the status says Degraded/ApiRefused, and the
-:class:`Reconciler` retries after a back-off (5 s doubling to 5 min) on its own timer.
-Until then, syncs brought by other triggers (child events, resync) hold the refused
-objects' writes, so the events of the accepted writes cannot drive a hot loop of refused
-ones; a new spec generation ends the back-off at once.
-Transient API failures (5xx, 401/408/429, connection errors) propagate, so kopf retries
-create/update/resume; for child events the next event or the periodic resync retries.
+with the same methods); this module imports no kopf or HTTP library. Every trigger comes
+through :class:`~disagg_operator.controller.reconciler.Reconciler`, reads come from the
+watch-fed cache (never a GET or LIST) and a refused write stops no other write, so one path
+heals every case. Events and the error policy: docs/operator.md.
 """
 
 from __future__ import annotations

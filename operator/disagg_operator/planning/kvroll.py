@@ -1,34 +1,10 @@
 """A new KV revision rolled in within each role's maxSurge, the roles moving in step.
 
-Part of planning (the LWS DisaggregatedSet planner's idea: new pods of every
-role grow in proportional steps, and an old revision keeps whole pairs while it drains).
-:func:`roll` takes the pods of a deployment whose KV-compatibility key changed, each role's
-:class:`~.pods.Budget`, the spec's KV revision ``T`` and the revisions routers reach
-(``reached``); it returns the indices to create and the pods to delete in this sync. Run it
-again after those writes land: it is level-triggered.
-
-Terms, per role: ``R`` replicas, ``S`` maxSurge, ``U`` maxUnavailable. *New* pods are of
-``T``; *old* pods of any other KV revision. A revision is *usable* when routers reach it
-and it has a ready pod in every role with replicas: only then can a request be paired
-inside it. A role's *capacity* is its ready pods of usable revisions; its *floor*
-``R - U``.
-
-1. Steps. Each rolling role adds ``b = S`` pods a step (``U`` where ``S`` is 0: deleting
-   makes its room); ``K = max ceil(R / b)`` over rolling roles; ``k = min floor(ready new
-   · K / R)`` is how far the slowest role has come. A role may then have ``ceil((k+1) · R /
-   K)`` new pods (at most ``R``), created at the lowest free indices while its pods,
-   terminating ones included (they still hold their node's resources), stay within
-   ``R + S``. So every role's new pods grow by one step, and the next step waits until
-   the slowest role's are ready: the P:D ratio of each revision holds throughout.
-2. Old pods go unready first, then those of unusable revisions (they serve nothing), then
-   the rest, highest index first; a ready pod of a usable revision only while every
-   role's capacity stays at its floor (or, already below it, does not drop). So a ready
-   old pod goes as a new one takes its place, and an old revision's last prefill (or
-   decode) goes only once its other role's pods are no longer needed. A role with no
-   surge must make room first: its ready pods go while its own capacity stays at its
-   floor, whatever that does to the old revision's other role.
-3. A Recreate role's old pods all go at once; its new ones start once none is left.
-4. New pods beyond ``R`` (a scale-down meanwhile) go like old ones.
+Part of planning (the LWS DisaggregatedSet planner's idea: new pods of every role grow in
+proportional steps, and an old revision keeps whole pairs while it drains), because a
+decode can read only a prefill of its own KV revision. Level-triggered: run :func:`roll`
+again after its writes land. The rules: :func:`_creates`, :func:`_deletes`; the user's
+view: docs/operator.md (Rollouts).
 """
 
 from __future__ import annotations
@@ -43,7 +19,8 @@ from disagg_operator.planning.pods import Budget, PodView, lowest_free
 def roll(
     pods: Sequence[PodView], budgets: Mapping[str, Budget], target: str, reached: Collection[str]
 ) -> tuple[dict[str, list[int]], list[str]]:
-    """This sync's (indices to create per role, pods to delete) of the module's rules."""
+    """This sync's (indices to create per role, pods to delete) for a deployment whose KV
+    revision changed to ``target``; ``reached``: the revisions routers reach."""
     mine = [p for p in pods if p.index is not None]
     return _creates(mine, budgets, target), _deletes(mine, budgets, target, reached)
 
@@ -51,6 +28,13 @@ def roll(
 def _creates(
     pods: Sequence[PodView], budgets: Mapping[str, Budget], target: str
 ) -> dict[str, list[int]]:
+    """New pods, in steps: each rolling role adds ``b = S`` pods a step (``U`` where S is 0:
+    deleting makes its room); ``K = max ceil(R / b)`` over rolling roles and ``k = min
+    floor(ready new · K / R)`` is how far the slowest role has come. A role may then have
+    ``ceil((k+1) · R / K)`` new pods (at most R), at the lowest free indices, while its
+    pods, terminating ones included (they hold their node's resources), stay within
+    ``R + S``: the P:D ratio of each revision holds throughout. A Recreate role's new pods
+    start once none of its old ones is left."""
     live = [p for p in pods if not p.terminating]
     rolling = {r: b for r, b in budgets.items() if b.replicas > 0 and not b.recreate}
     steps = max((math.ceil(b.replicas / b.batch) for b in rolling.values()), default=1)
@@ -72,6 +56,13 @@ def _creates(
 def _deletes(
     pods: Sequence[PodView], budgets: Mapping[str, Budget], target: str, reached: Collection[str]
 ) -> list[str]:
+    """Pods to delete. A revision is *usable* when routers reach it and it has a ready pod
+    in every role with replicas (only then can a request be paired inside it); a role's
+    *capacity* is its ready pods of usable revisions, its floor ``R - U``. A ready pod of a
+    usable revision goes only while every role's capacity stays at its floor (or, already
+    below, does not drop), so an old revision's last prefill goes only once its decodes are
+    no longer needed; a role without surge guards its own capacity only (it must make room
+    first); a Recreate role's old pods all go at once."""
     live = [p for p in pods if not p.terminating]
     ready = Counter((p.kv, p.role) for p in live if p.ready)
     needed = [r for r, b in budgets.items() if b.replicas > 0]
@@ -104,7 +95,9 @@ def _candidates(
     target: str,
     usable: Callable[[str], bool],
 ) -> list[PodView]:
-    """Pods that may go, in the order they go (rules 2 and 4)."""
+    """Pods that may go, in the order they go: old pods unready first, then those of
+    unusable revisions (they serve nothing), then the rest, highest index first; then new
+    pods beyond R (a scale-down meanwhile)."""
     old = [p for p in live if p.kv != target]
     surplus = []
     for role, b in budgets.items():

@@ -1,36 +1,8 @@
 """Status: (spec, observed pods, rollout plan, generation, now) → the CR's status.
 
-Public API::
-
-    compute(seen, *, spec, problems, rollout=None, refusals=(), settings=DEFAULT) -> dict
-
-``seen`` is the sync's :class:`~disagg_operator.planning.observed.Observed` (the
-deployment's name, generation, pods, the status now stored, so lastTransitionTime only
-moves when a condition's status flips, and now), ``spec`` the parsed DeploymentSpec (None
-when the body did not parse), ``rollout`` the planner's view of the pods
-(:mod:`disagg_operator.planning.rollout`: per role desired / ready / updated counts and
-revisions, the spec's KV revision and the routed one), ``problems`` from
-validation.parse, ``refusals`` the writes the API server refused in this sync
-(:class:`refusals.Refusal`, see reconcile). Same inputs, same output: an unchanged world
-yields an unchanged status, so the I/O layer writes nothing.
-
-Per role: ``desired``, ``ready`` (ready pods of the routed KV revision), ``updated`` (pods
-running the spec's template), ``currentRevision`` / ``updateRevision`` (role templates:
-equal once the rollout is done) and ``summary`` (``ready/desired``, plus ``(N updated)``
-while rolling). Top level: ``kvRevision`` (the spec's KV-compatibility key) and
-``routedKvRevision`` (what the Services and the InferencePool select).
-
-The scale subresource reads two fields (``kubectl scale``, HPA, KEDA): ``replicas``, the
-decode pods that exist (not being deleted), and ``selector``, the decode pods' label
-selector as a string (``disagg.dev/deployment=<name>,disagg.dev/role=decode``); both are
-written whatever the spec's state, so an autoscaler always finds the pods.
-
-Conditions (metav1.Condition shape, observedGeneration on each): Ready, Progressing and
-Degraded, then EngineVersionKnown for an engine that resolves versions, then
-TransferPathReady; every reason each can carry, and when, is the table in
-:mod:`disagg_operator.planning.reasons` (docs/crd.md shows it).
-
-``phase`` (printer column only) is derived: Invalid, Degraded, Ready or Progressing.
+Same inputs, same output: an unchanged world yields an unchanged status, so the I/O layer
+writes nothing. What each field means: docs/operator.md and docs/crd.md (status); every
+condition reason and when: :mod:`disagg_operator.planning.reasons` (docs/crd.md shows it).
 """
 
 from __future__ import annotations
@@ -97,11 +69,16 @@ def compute(
     refusals: Sequence[Refusal] = (),
     settings: Settings = DEFAULT,
 ) -> dict[str, Any]:
-    """The status subresource for this observation (camelCase dict). ``seen.canary_said``:
-    what the transfer canaries asked answered (None: none asked); ``seen.group_pods``: the
-    pods of the deployment's LeaderWorkerSet groups (``seen.pods`` holds the LWS of each: a
-    group's pod that fails, or that its gang cannot place, is named under Degraded with its
-    group)."""
+    """The status subresource for this observation (camelCase dict): per role desired,
+    ready (of the routed KV revision), updated, the two template revisions and a summary;
+    kvRevision and routedKvRevision; the scale subresource's ``replicas`` and ``selector``,
+    written whatever the spec's state, so an autoscaler always finds the pods; the
+    conditions (:mod:`disagg_operator.planning.reasons`) and the derived ``phase``.
+    ``seen.previous`` keeps lastTransitionTime until a condition's status flips;
+    ``seen.canary_said``: what the transfer canaries asked answered (None: none asked);
+    ``seen.group_pods``: the pods of the deployment's LeaderWorkerSet groups (``seen.pods``
+    holds the LWS of each: a group's pod that fails, or that its gang cannot place, is named
+    under Degraded with its group)."""
     previous, generation, now = seen.previous or {}, seen.generation, seen.now
     pods, group_pods = seen.pods, seen.group_pods
     live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")]

@@ -1,39 +1,11 @@
 """TransferPathReady: can the decode pods pull KV from prefill now?
 
-Each decode pod's ``transfer-canary`` container
-(:mod:`disagg_operator.render.canary`) runs canary P/D requests (prefill ``max_tokens 1``,
-then this pod's decode with the returned ``kv_transfer_params``). Its readiness *latches*:
-the container is ready from the first canary that passes on the pod's engine instance, so
-a saturated or absent prefill pool never takes decode pods out of their Services; the
-path *now* is what each canary's ``GET /verdict`` says, which the operator asks
-(:mod:`disagg_operator.controller.canaries`, at most a few pods per sync, turn by turn) and
-this module folds into one condition::
-
-    status   reason              when
-    True     CanaryPassing       every running decode pod's canary passed on its engine,
-                                 and those asked pass now
-    False    DecodeRecomputing   a failing canary says its decode computed the prompt
-                                 instead of reading its KV
-    False    PrefillBusy         a canary's prefill hop ran out of its deadline (or
-                                 answered that it is full): the prefill pool is saturated;
-                                 decode pods stay Ready
-    False    PrefillUnreachable  nothing accepted a canary's prefill connection: no Ready
-                                 prefill pod behind the revision's Service
-    False    SlowTransport       a canary says its KV moved slower than the floor
-                                 (spec.transferCanary.minBandwidthGbytesPerSecond, or the RDMA
-                                 block's): the path works, but not over the transport meant;
-                                 its pod stays Ready (a slow path still serves)
-    False    CanaryFailing       some running decode pod's canary fails now, or has not yet
-                                 passed on its engine (that pod is not Ready)
-    Unknown  CanaryUnanswered    no Ready decode pod's canary answered the operator
-    Unknown  NoDecodePods        no decode pod runs a canary yet (none wanted, none running)
-    Unknown  CanaryDisabled      spec.transferCanary.enabled is false
-    Unknown  NoCanaryImage       engine vllm with no canary image (spec or --canary-image)
-    Unknown  InvalidSpec         the spec has problems: nothing runs, nothing is checked
-
-Pods that are being deleted, are not Running, or run an older pod spec without the canary
-are left out: they say nothing about the path the current pods take. Not asked at all
-(``said`` None: no reader), the latches alone decide.
+Each decode pod's ``transfer-canary`` container (:mod:`disagg_operator.render.canary`)
+latches its readiness on the first canary that passes on its engine, so a saturated prefill
+pool never takes decode pods out of their Services; the path *now* is each canary's ``GET
+/verdict``, which the operator asks (:mod:`disagg_operator.controller.canaries`, a few pods
+per sync) and this module folds into one condition. Its reasons and when each holds:
+docs/operator.md (TransferPathReady).
 """
 
 from __future__ import annotations
@@ -83,7 +55,9 @@ def condition(
 ) -> tuple[str, str, str]:
     """(status, reason, message) of TransferPathReady for the observed ``pods``; ``said``:
     what the canaries asked answered (:func:`to_ask`; pod name → their verdict), None when
-    none were asked."""
+    none were asked (then the latches alone decide). Pods being deleted, not Running, or on
+    an older pod spec without the canary are left out: they say nothing of the path the
+    current pods take."""
     if spec is None or invalid:
         return ("Unknown", INVALID_SPEC, "Nothing is checked until the spec is fixed.")
     if not spec.transfer_canary.enabled:

@@ -1,34 +1,10 @@
 """Render: a DisaggregatedDeployment body → every child object it should own.
 
-The operator's builder (and ``disagg render``/``disagg up``'s). Public API::
-
-    render(body: dict, *, hmac_key: str) -> list[dict]
-
-returns, in a stable order: the handshake Secret ``<name>-handshake`` (key ``hmac``), a
-headless Service per role with replicas (``<name>-prefill``, ``<name>-decode``), the
-NetworkPolicy ``<name>-side-channel``, a PodDisruptionBudget per role (``<name>-<role>``,
-``minAvailable`` = replicas - maxUnavailable, unready pods always evictable; none when
-that is 0, as a budget that could refuse no eviction, or when the role's
-``disruptionBudget.enabled`` is false; it counts every pod of a group, :func:`pod_floor`),
-the Pods ``<name>-<role>-<i>`` (a LeaderWorkerSet of that name where the role's instances
-span pods, :mod:`.groups`), and with llm-d an InferencePool ``<name>`` and the endpoint picker's
-config, the ConfigMap ``<name>-epp-config`` (:mod:`.epp`). Every object carries the
-deployment's labels, its namespace and an ownerReference to the CR (controller,
-blockOwnerDeletion), so deleting the CR deletes them (no finalizer). Invalid specs raise
-:class:`validation.InvalidSpec`.
-
-The Secret's key is an argument: the I/O layer reads the existing key or generates one,
-so render itself is deterministic. Pod counts come from :func:`scaling.effective_replicas`
-(prefill may follow decode). A role with 0 replicas is removed: no pods, no Service, no
-budget.
-Revisions: every pod carries ``disagg.dev/kv-revision`` (its spec's KV-compatibility key,
-:mod:`disagg_operator.render.kvkey`) and ``disagg.dev/revision`` (its role's template).
-The role Services and the InferencePool select one KV revision, ``routed_kv`` (default:
-the spec's own), so routers never pair a prefill and a decode of different revisions;
-the rollout planner decides when it moves. With the transfer canary on, a headless
-Service ``<name>-p-<kv>`` per KV revision in use (routed and the spec's) is where that
-revision's decode canaries reach its own prefill pods. :func:`role_pod` renders the pod of
-any index (a rollout may use indices beyond ``replicas``).
+The operator's builder (and ``disagg render``/``disagg up``'s): :func:`render`. The handshake
+Secret's key is an argument (the I/O layer reads the existing key or generates one), so
+render itself is deterministic. :func:`role_pod` renders the pod of any index, since a
+rollout may use indices beyond ``replicas``. What is rendered: docs/crd.md ("What the
+operator creates").
 """
 
 from __future__ import annotations
@@ -95,7 +71,13 @@ def render(
     routed_kv: str | None = None,
     settings: Settings = DEFAULT,
 ) -> list[dict[str, Any]]:
-    """Every desired child of ``body`` as a plain Kubernetes object dict, stable order."""
+    """Every desired child of ``body`` as a plain Kubernetes object dict, stable order
+    (the table in docs/crd.md, "What the operator creates"), each with the deployment's
+    labels, namespace and a controller ownerReference (deleting the CR deletes them; no
+    finalizer). A role with 0 replicas has no pods, Service or budget; pods per role from
+    :func:`scaling.effective_replicas`. ``routed_kv``: the KV revision the role Services and
+    the InferencePool select (default: the spec's own), so routers never pair a prefill and
+    a decode of different revisions. Invalid specs raise :class:`validation.InvalidSpec`."""
     dd, problems = parse(body, settings)
     if dd is None or problems:
         raise InvalidSpec(problems)

@@ -1,32 +1,11 @@
 """Decode side of a KV transfer: fetch the prefill's blocks by a READ, or receive its push.
 
 Effectful layer, composing the pure planner (:mod:`plan`), the wire contract
-(:mod:`protocol`), the peers (:mod:`peers`: handshake, claim, push), posting a READ
-(:mod:`reads`), a push's notification (:mod:`mailbox`) and staging copies (:mod:`copy`)
-over this worker's registration (:mod:`registration`).
-
-:meth:`DecodeReader.read` handshakes once per peer (cached; refused on version, layout or
-HMAC mismatch), claims the blocks while it posts the READ (prefill confirms it still holds
-them for this prompt and extends the lease over the read, or the request fails with reason
-``expired``/``not_held``/``prompt_differs`` and what was read is discarded), waits for both
-with a deadline, notifies prefill, copies host→device when staging, and returns
-:class:`TransferStats`. The claim need not come first: a request's blocks are held from
-publish until released, never held again, so "held when the claim was answered" means
-held over the whole READ, and the lease then covers the rest; the notification that frees
-them is sent only after the answer, so it cannot overtake the claim. Claim and READ
-overlap: the request pays the longer of the two, not their sum.
-
-Push (``DISAGG_TRANSFER_MODE=push`` on decode, and a prefill whose metadata says it
-pushes): one frame claims the blocks and asks the prefill to WRITE them into decode's
-(:mod:`pushes`); decode waits for the WRITE's notification, which NIXL delivers after the
-bytes, until a margin past the deadline (by which the prefill has given the WRITE up), so
-a late WRITE never lands in blocks decode has reused. Over UCX tcp a WRITE is zero-copy
-where a READ is emulated. A request with several sources (tensor parallelism) is read.
-
-Error policy: every failure ends the request with a :class:`TransferError` naming the cause
-and the peer, releases the transfer handle, and forgets the peer when the failure could
-mean it died or restarted (ERR state, deadline), so the next request handshakes afresh and
-the worker stays healthy.
+(:mod:`protocol`), the peers (:mod:`peers`), READs (:mod:`reads`), a push's notification
+(:mod:`mailbox`) and staging copies (:mod:`copy`) over this worker's registration. The
+claim runs beside the READ, not before it (blocks held at the claim's answer were held over
+the whole READ), so a request pays the longer of the two; every failure is a
+:class:`TransferError` that leaves the worker healthy. Claims, push, errors: docs/worker.md.
 """
 
 from __future__ import annotations

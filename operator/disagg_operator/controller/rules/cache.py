@@ -2,38 +2,10 @@
 corrected by the operator's own writes until the watches show those.
 
 No kopf import: the sources are read-only mappings, in the operator kopf indices filled
-from the same watch streams the handlers use (see handlers.py).
-
-    project(body) -> dict                 what the cache keeps of an object
-    owner(body) -> (namespace, name)      the controlling DisaggregatedDeployment, or None
-    Cache(deployments, children)          reads: deployment(), deployments(), children(),
-                                          group_pods()
-                                          own writes: wrote(), deleted(); echoes: news()
-                                          drift: correct()
-
-Staleness rule (own writes). A sync may start before the watch has delivered the answers
-to the previous sync's writes. The cache therefore keeps, per object, the API server's
-answer to the operator's last write (the created or patched object, or "gone" after a
-delete) and shows it instead of the cached object until the cache holds a version at
-least as new: ``resourceVersion`` compared as integers (what every etcd-backed API server
-issues; when either is not an integer the cached object wins: then a sync may count
-one event late and send a create that answers 409 or a delete that answers 404, which
-change nothing), or until ``ttl`` seconds passed (a watch that missed the event: the next
-event or resync repairs it). So a sync never
-creates again what it created (and the rollout planner never counts a created pod as
-missing), never deletes twice, and counts a pod it deleted as terminating (the delete's
-answer carries deletionTimestamp) or gone; the status it wrote is the ``previous`` status
-of the next sync.
-
-Echoes (:meth:`Cache.news`): a watch event whose object has exactly the resourceVersion
-of the answer to our own write brings nothing the sync did not count already.
-
-Drift that no event reported: an object deleted while the watch missed it stays in a
-kopf index for good (kopf resumes watches from the last resourceVersion, and re-lists only
-after a 410 Gone, adding and updating, never removing); :meth:`Cache.correct`, fed by the
-periodic resync's listing of the children, hides it, and the sync that follows recreates
-it. An object whose creation or change the watch missed shows with its next event or
-kopf's next re-list; until then a create of it answers 409, which changes nothing.
+from the same watch streams the handlers use (see handlers.py). A sync may start before
+the watch has delivered the answers to the previous sync's writes, so the cache shows each
+write's answer until the watch catches up: no sync creates twice or counts a created pod
+as missing. The staleness rule, echoes and drift: docs/operator.md (the controller).
 """
 
 from __future__ import annotations
@@ -107,7 +79,10 @@ def _uid(obj: Mapping[str, Any] | None) -> str:
 
 
 def caught_up(cached: Mapping[str, Any] | None, known: Mapping[str, Any] | None, uid: str) -> bool:
-    """Whether the cached object is at least as new as ``known`` (None: gone, of ``uid``)."""
+    """Whether the cached object is at least as new as ``known`` (None: gone, of ``uid``):
+    ``resourceVersion`` compared as integers; when either is not one the cached object wins
+    (a sync may then count one event late: its create answers 409 or its delete 404,
+    changing nothing)."""
     if known is None:  # we deleted it: caught up once the cache lost that uid
         return cached is None or _uid(cached) != uid
     if cached is None:
@@ -262,7 +237,9 @@ class Cache:
         at resourceVersion ``version``) lacks although the cache had it before the listing:
         an object deleted without an event reaching the watch. Returns the deployments
         concerned (to be synced: they recreate what they lost). Objects the cache lacks but
-        the listing has are left to their next event (see the module docstring)."""
+        the listing has are left to their next event or kopf's next re-list (kopf re-lists
+        only after a 410 Gone, adding and updating, never removing); until then a create of
+        one answers 409, which changes nothing."""
         kinds = set(kinds)
         listed_uids = {_uid(o) for o in listed}
         at = _int(version)

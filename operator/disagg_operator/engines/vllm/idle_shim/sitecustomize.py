@@ -1,39 +1,10 @@
 """A vLLM engine's waiting processes wait instead of spinning: put this folder first on the
-engine's PYTHONPATH. Two loops burn a core each on a CPU pool, and one pin moves the model
-onto a single CPU; this module changes how each loop waits and undoes the pin for the
-model's thread, nothing else:
-
-- NIXL's progress thread. NIXL's Python API (``nixl_agent``) sets ``pthrDelay = 0`` on
-  every agent's config, so the thread polls the UCX worker's event fd with a zero timeout
-  and never sleeps: an idle engine burns a core. When NIXL's ``_bindings`` module is
-  imported, its ``nixlAgent`` constructor is wrapped to raise a zero ``pthrDelay`` to
-  ``DISAGG_NIXL_PROGRESS_DELAY_US`` (default 5000 microseconds): the thread then blocks on
-  the fd, woken by UCX events, and looks again at least that often.
-- vLLM's shared-memory message queue. After each message, the engine-core process (waiting
-  for its workers' results) and each worker (waiting for the next step) check the queue in
-  a ``sched_yield`` loop for a second before they block on a socket (``SpinCondition`` in
-  ``shm_broadcast``, a fixed second): between requests, and through a whole request, a core
-  per waiting process. With ``DISAGG_VLLM_QUEUE_POLL_US`` set, a waiting reader blocks
-  during that second on the socket vLLM's writer notifies after every message (the one
-  vLLM's own wait uses after the second), so it wakes when a message comes; it checks the
-  queue again after that long at most at first, later after a fiftieth of its wait so far
-  (at most 2 ms), notified or not. After the second, vLLM's own blocking wait is
-  unchanged. The queue's data path is untouched, so no message can be missed: a lost
-  notification only delays a check, by at most the pause.
-- vLLM's NIXL worker pin (CPU pools, vLLM >= 0.17). When the NIXL connector's worker is
-  built it pins the calling thread to the highest CPU of each NUMA node of the host
-  (``os.sched_setaffinity(0, ...)``, meant to keep KV transfers off the model's cores). The
-  calling thread is the worker's main thread, which also runs the model: after the pin the
-  OpenMP master thread computes on that one CPU, whatever the pod's CPU binding said, and
-  every engine on a node computes on the same CPU. With ``DISAGG_VLLM_KEEP_CPU_AFFINITY=1``
-  the main thread gets its own CPUs back once the connector is built (a thread started
-  inside keeps the pin; in vLLM 0.32 there is none: NIXL's agent and its progress thread
-  come before the pin, the handshake pool's threads later), and a pin the kernel refuses
-  (an exclusive cpuset without that CPU, where vLLM fails to start with EINVAL) is
-  skipped.
-
-Standalone on purpose: it runs inside the engine's image, which has no disagg package.
-An image's own ``sitecustomize`` (later on ``sys.path``) still runs after this one.
+engine's PYTHONPATH. On a CPU pool NIXL's progress thread (``pthrDelay = 0``) and vLLM's
+shared-memory queue readers (a second of ``sched_yield`` after every message) each burn a
+model core, and vLLM's NIXL worker pins the model's thread to one CPU; this module changes
+how each loop waits and undoes that pin, nothing else. Each setting, why and the figures:
+docs/derivation.md (Notes). Standalone on purpose: it runs inside the engine's image, which
+has no disagg package; an image's own ``sitecustomize`` (later on ``sys.path``) still runs.
 """
 
 from __future__ import annotations
