@@ -1,6 +1,11 @@
 """An OTLP/HTTP trace receiver for tests: an aiohttp server on 127.0.0.1 taking
 ``POST /v1/traces`` as a collector does, each body decoded by opentelemetry-proto's own
-``ExportTraceServiceRequest``.
+``ExportTraceServiceRequest``: ``application/json`` (the router's and the reference
+worker's exporter) or ``application/x-protobuf`` (OpenTelemetry's OTLPSpanExporter, which
+vLLM uses); any other type is refused with 415, as the OTLP spec says. A
+``Content-Encoding: gzip`` or ``deflate`` body (the exporter's ``OTEL_EXPORTER_OTLP_COMPRESSION``;
+none by default in opentelemetry-exporter-otlp-proto-http 1.45) is inflated by aiohttp's
+server before it reaches the handler.
 
 OTLP/JSON differs from the proto3 JSON mapping in one place (opentelemetry-proto v1.11.0,
 docs/specification.md "JSON Protobuf Encoding"): trace and span ids are hex, not base64.
@@ -14,7 +19,7 @@ import asyncio
 import base64
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -41,10 +46,24 @@ def _ids_to_base64(node: Any) -> Any:
     return out
 
 
-def decode(body: bytes) -> ExportTraceServiceRequest:
-    """One OTLP/JSON export request, parsed strictly (unknown fields refused)."""
-    message = ExportTraceServiceRequest()
-    json_format.Parse(json.dumps(_ids_to_base64(json.loads(body))), message)
+JSON = "application/json"
+PROTOBUF = "application/x-protobuf"
+
+
+class UnsupportedType(ValueError):
+    """A body neither OTLP/JSON nor OTLP/protobuf (a collector answers 415)."""
+
+
+def decode(body: bytes, content_type: str = JSON) -> ExportTraceServiceRequest:
+    """One OTLP export request, parsed strictly (JSON: unknown fields refused; protobuf:
+    a body that does not parse as the message refused)."""
+    if content_type == PROTOBUF:
+        message = ExportTraceServiceRequest.FromString(body)
+    elif content_type == JSON:
+        message = ExportTraceServiceRequest()
+        json_format.Parse(json.dumps(_ids_to_base64(json.loads(body))), message)
+    else:
+        raise UnsupportedType(f"Content-Type {content_type!r}: want {JSON} or {PROTOBUF}")
     for rs in message.resource_spans:
         for ss in rs.scope_spans:
             for span in ss.spans:
@@ -55,7 +74,7 @@ def decode(body: bytes) -> ExportTraceServiceRequest:
 
 @dataclass(frozen=True)
 class Received:
-    """One span as it arrived, with the service that sent it."""
+    """One span as it arrived, with the service that sent it (and its whole resource)."""
 
     service: str
     trace_id: str
@@ -66,6 +85,7 @@ class Received:
     attributes: dict[str, Any]
     status: int
     state: str = ""
+    resource: dict[str, Any] = field(default_factory=dict)
 
 
 def spans_of(message: ExportTraceServiceRequest) -> list[Received]:
@@ -78,7 +98,7 @@ def spans_of(message: ExportTraceServiceRequest) -> list[Received]:
                     resource.get("service.name", ""), s.trace_id.hex(), s.span_id.hex(),
                     s.parent_span_id.hex(), s.name, s.kind,
                     {a.key: _value(a.value) for a in s.attributes}, s.status.code,
-                    s.trace_state,
+                    s.trace_state, resource,
                 ))  # fmt: skip
     return out
 
@@ -89,11 +109,12 @@ def _value(v: Any) -> Any:
 
 class Receiver:
     """The server, on a thread of its own: :attr:`url` takes exports, :attr:`spans` holds
-    every span decoded, :attr:`content_types` each request's."""
+    every span decoded, :attr:`content_types` and :attr:`encodings` each request's."""
 
     def __init__(self) -> None:
         self.spans: list[Received] = []
         self.content_types: list[str] = []
+        self.encodings: list[str] = []
         self.errors: list[str] = []
         self.url = ""
         self._loop = asyncio.new_event_loop()
@@ -102,8 +123,13 @@ class Receiver:
 
     async def _traces(self, request: web.Request) -> web.Response:
         self.content_types.append(request.content_type)
+        self.encodings.append(request.headers.get("Content-Encoding", ""))
         try:
-            self.spans.extend(spans_of(decode(await request.read())))
+            body = await request.read()
+            self.spans.extend(spans_of(decode(body, request.content_type)))
+        except UnsupportedType as e:
+            self.errors.append(str(e))
+            return web.json_response({"error": str(e)}, status=415)
         except Exception as e:  # what a collector refuses: 400, remembered for the test
             self.errors.append(f"{type(e).__name__}: {e}")
             return web.json_response({"error": str(e)}, status=400)
