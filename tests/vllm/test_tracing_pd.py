@@ -85,14 +85,15 @@ def traced(tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             run.close()
 
 
-def _send(proxy: str, prompt: list[int], traceparent: str) -> str:
+def _send(proxy: str, prompt: list[int], traceparent: str) -> tuple[str, str]:
+    """The route's path and the request id the router gave both hops."""
     body = {"prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0}
     req = urllib.request.Request(
         proxy + "/v1/completions", json.dumps(body).encode(),
         {"Content-Type": "application/json", "traceparent": traceparent},
     )  # fmt: skip
     with urllib.request.urlopen(req, timeout=300) as resp:
-        return str(json.load(resp)["disagg"]["proxy"]["path"])
+        return str(json.load(resp)["disagg"]["proxy"]["path"]), resp.headers["X-Request-Id"]
 
 
 def _trace(receiver: Receiver, trace_id: str, count: int, timeout_s: float) -> list[Received]:
@@ -124,7 +125,7 @@ def test_the_engines_run_the_rendered_tracing_flags(traced: Traced) -> None:
 
 
 def test_one_trace_holds_router_prefill_and_decode_vllm(traced: Traced) -> None:
-    path = _send(traced.stack.proxy, prompts()[3], f"00-{TRACE}-{CALLER}-01")
+    path, rid = _send(traced.stack.proxy, prompts()[3], f"00-{TRACE}-{CALLER}-01")
     assert path == "pd"
     spans = _trace(traced.receiver, TRACE, 6, timeout_s=60)
     print("\n" + tree(spans))
@@ -140,6 +141,7 @@ def test_one_trace_holds_router_prefill_and_decode_vllm(traced: Traced) -> None:
         print(f"{role} llm_request resource: {engine.resource}")
         assert engine.resource["vllm.process_id"] == str(traced.pids[role]), role
         a = engine.attributes
+        assert a["gen_ai.request.id"] == f"cmpl-{rid}-0"  # vLLM's id: X-Request-Id, prompt 0
         assert a["gen_ai.usage.prompt_tokens"] == len(prompts()[3])
         assert a["gen_ai.usage.completion_tokens"] == (1 if role == "prefill" else MAX_TOKENS)
     assert set(traced.receiver.content_types) <= {"application/json", PROTOBUF}
