@@ -393,3 +393,23 @@ def test_up_runs_its_proxy_with_the_manifests_routing_policy() -> None:
     ).routing
     assert (policy.mode, policy.threshold_tokens, policy.prefix_cache) == ("threshold", 100, False)
     assert routing_flags(yaml.safe_load(QUICKSTART.read_text())) == ["--disaggregate", "always"]
+
+
+def test_up_runs_its_proxy_with_the_router_deployments_tracing_flags_and_sampler() -> None:
+    """`disagg up` of a manifest with spec.tracing: its proxy gets what the router
+    Deployment would (the endpoint flag, the sampler variables), read from the render."""
+    from disagg_operator.render.objects import render
+    from disagg_tools.local.stack import router_env, routing_flags
+
+    manifest = yaml.safe_load((ROOT / "examples" / "tracing-cpu.yaml").read_text())
+    (deploy,) = [
+        o for o in render(manifest, hmac_key="k") if o["kind"] == "Deployment"
+    ]  # the router's
+    container = deploy["spec"]["template"]["spec"]["containers"][0]
+    args, env = container["args"], {e["name"]: e.get("value") for e in container.get("env", [])}
+    flags = routing_flags(manifest)
+    endpoint = flags[flags.index("--otlp-traces-endpoint") + 1]
+    assert endpoint == args[args.index("--otlp-traces-endpoint") + 1]
+    sampler = router_env(manifest)
+    assert sampler and all(env[k] == v for k, v in sampler.items())
+    assert router_env(yaml.safe_load(QUICKSTART.read_text())) == {}

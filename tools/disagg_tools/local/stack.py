@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from disagg_operator.contracts import lws
+from disagg_operator.derive import tracing
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.render import router
 from disagg_operator.render.objects import render
@@ -59,7 +60,8 @@ class Run:
     children: list[Child]
     workers: dict[str, list[str]]
     proxy_url: str = ""
-    proxy_flags: list[str] = field(default_factory=list)  # the routing policy's
+    proxy_flags: list[str] = field(default_factory=list)  # the routing policy's, tracing's
+    proxy_env: dict[str, str] = field(default_factory=dict)  # tracing's sampler
     local: LocalRun | None = None  # how its engine runs here (the pods' engine)
     logs: dict[str, Path] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # worker URL → pod name
@@ -256,7 +258,7 @@ def launch(
             "UCX picks local transports (shared memory, CMA)"
         )
     start_workers(pods, logs, run, say)
-    run.proxy_flags = routing_flags(body)
+    run.proxy_flags, run.proxy_env = routing_flags(body), router_env(body)
     start_proxy(port, logs, run, say)
     prove_transfer_path(pods, run, say)
     if engine.run.warm_up:
@@ -328,7 +330,7 @@ def prove_transfer_path(pods: list[LocalPod], run: Run, say: Say) -> None:
 
 
 def start_proxy(port: int, log_dir: Path, run: Run, say: Say) -> None:
-    child = start_child(PROXY, _proxy_argv(port, run), dict(os.environ), log_dir)
+    child = start_child(PROXY, _proxy_argv(port, run), {**os.environ, **run.proxy_env}, log_dir)
     run.children.append(child)
     info = wait_ready(child, timeout_s=60)
     child.argv = _proxy_argv(info["http_port"], run)  # a restart keeps the address
@@ -337,9 +339,18 @@ def start_proxy(port: int, log_dir: Path, run: Run, say: Say) -> None:
 
 
 def routing_flags(body: dict[str, Any], settings: Settings = DEFAULT) -> list[str]:
-    """The routing policy's flags, as the router Deployment gets them (spec.routing)."""
+    """The routing policy's and tracing's flags, as the router Deployment gets them
+    (spec.routing, spec.tracing)."""
     dd, _ = parse(body, settings)
-    return [] if dd is None else router.routing_args(dd.spec, settings)
+    if dd is None:
+        return []
+    return [*router.routing_args(dd.spec, settings), *router.tracing_args(dd.spec)]
+
+
+def router_env(body: dict[str, Any], settings: Settings = DEFAULT) -> dict[str, str]:
+    """The router's tracing sampler variables, as its Deployment gets them."""
+    dd, _ = parse(body, settings)
+    return {} if dd is None else tracing.sampler_env(dd.spec)
 
 
 def _proxy_argv(port: int, run: Run) -> list[str]:
