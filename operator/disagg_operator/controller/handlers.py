@@ -1,29 +1,12 @@
 """kopf handlers: decorators only; every trigger ends in one level-triggered reconcile.
 
-I/O shell. Events of DisaggregatedDeployments (a new one, one seen in the first listing
-after a start, or a new ``metadata.generation``: a spec change) and events of owned
-children (Pods, Services, NetworkPolicies, PodDisruptionBudgets; not Secrets, which the
-operator never reads) all call :meth:`Reconciler.request` for the owning deployment;
-:mod:`disagg_operator.controller.sync` holds the logic. The same watch streams fill kopf indices
-(``@kopf.index``): the CRs by (namespace, name) and each child kind by (namespace, owning
-deployment), in the trimmed form of
-:func:`disagg_operator.controller.rules.cache.project`; they are the
-:class:`~disagg_operator.controller.rules.cache.Cache` every sync reads. kopf fills an index
-from an event before it calls any handler for that event, and calls no handler at all until
-the first listing of every indexed kind is in, so a sync after a restart never sees a half cache. No
-delete handler and so no finalizer: owner references let the garbage collector remove the
-children. No kopf create/update/resume handlers either: they are edge-triggered and store
-their diff base and progress on the CR (a patch per change); a level-triggered reconcile
-needs neither, so the CR's ``on.event`` with the generation check does their work and kopf
-never writes to the CR (only our status patch does).
-
-Handlers are registered on :data:`registry` (not kopf's global one) so tests and
-``disagg operator`` pass it explicitly. Settings (kopf bookkeeping in annotations, events
-only for warnings, standalone) are applied at startup. kopf's memo comes with one key,
-``memo.config`` (:class:`~disagg_operator.controller.config.OperatorConfig`: the API
-server, the resync and canary periods, the root key, the settings, the autoscaler's
-Prometheus...); startup adds what it builds from it (the API client, the cache, the
-reconciler, the autoscaler, their tasks).
+I/O shell. CR events (new, resumed, or a new ``metadata.generation``) and events of owned
+children all call :meth:`Reconciler.request` for the owning deployment
+(:mod:`disagg_operator.controller.sync` holds the logic); the same watch streams fill the
+kopf indices the :class:`~disagg_operator.controller.rules.cache.Cache` reads. Event and
+index handlers only, no create/update/resume or delete handler: those are edge-triggered
+and write their diff base and progress on the CR, which a level-triggered reconcile needs
+neither of, so kopf never writes to the CR. Details: docs/operator.md (kopf settings).
 """
 
 from __future__ import annotations
@@ -44,6 +27,7 @@ from disagg_operator.controller.reconciler import Reconciler
 from disagg_operator.controller.rules import cache
 from disagg_operator.render.objects import LABEL_DEPLOYMENT
 
+# Not kopf's global registry: tests and `disagg operator` pass this one explicitly.
 registry = kopf.OperatorRegistry()
 PREFIX = "disagg.dev"
 # Watched for events; InferencePools only change with the CR, Secrets are never read.
@@ -105,6 +89,9 @@ for (_version, _plural), _id in zip(CHILDREN, CHILD_INDICES, strict=True):
 
 @kopf.on.startup(registry=registry)
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
+    """Apply the kopf settings and build, from ``memo.config`` (the memo's one key at start:
+    :class:`~disagg_operator.controller.config.OperatorConfig`), the API client, the cache,
+    the reconciler, the autoscaler and their tasks, each kept on the memo."""
     configure(settings)
     config: OperatorConfig = memo.config
     memo.api = await k8s.Api.connect(config.host)

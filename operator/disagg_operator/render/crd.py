@@ -1,28 +1,10 @@
 """CRD generation: pydantic models → a structural CustomResourceDefinition.
 
-:func:`build` returns the CRD as a dict, :func:`to_yaml` the file in
-``crds/`` (with the header naming the command that made it). The schema pass turns
-pydantic's JSON Schema into what the API server accepts as *structural*:
-
-- ``$ref`` inlined (a structural schema has no references), titles dropped;
-- ``Optional[X]`` (``anyOf: [X, null]``) → ``X`` with ``nullable: true``;
-- ``const`` → one-value ``enum``; draft-2020 numeric ``exclusiveMinimum`` → OpenAPI v3.0
-  ``minimum`` + ``exclusiveMinimum: true``;
-- upstream core/v1 shapes (affinity, env valueFrom, the podTemplate's volumes and
-  containers) carry Kubernetes' own schemas (:mod:`disagg_operator.api.corev1`), so an
-  API server refuses a malformed one at apply; quantities are ``x-kubernetes-int-or-string``.
-
-The engines come from the engine table (:data:`BUILTIN_ENGINES`): ``spec.engine.type``
-lists their names (an ``enum`` with each engine's summary as its description), and each
-engine's own CEL rules join the spec's (``Engine.cel_rules``). The CRD is generated here,
-above the engines, rather than beside the models, because it needs both.
-
-Subresources: ``status``, and ``scale`` on the decode pod count (:data:`SCALE`).
-
-``status`` keeps unknown fields (``x-kubernetes-preserve-unknown-fields``): kopf reads its
-progress from ``status.kopf`` and stores handler results under ``status.<handler id>``;
-pruning them would make kopf repeat handlers. kopf's default progress and diff-base
-storage is in annotations, which are never pruned.
+:func:`build` returns the CRD as a dict, :func:`to_yaml` the file in ``crds/`` (with the
+header naming the command that made it); :func:`structural` turns pydantic's JSON Schema
+into what the API server accepts as *structural*. Subresources: ``status``, and ``scale``
+on the decode pod count (:data:`SCALE`). Generated here, above the engines, rather than
+beside the models, because it needs both (:data:`BUILTIN_ENGINES`).
 """
 
 from __future__ import annotations
@@ -117,7 +99,12 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
 
 
 def openapi_schema(engines: Mapping[str, Engine] = BUILTIN_ENGINES) -> dict[str, Any]:
-    """The version's ``openAPIV3Schema``: apiVersion, kind, metadata, spec, status."""
+    """The version's ``openAPIV3Schema``: apiVersion, kind, metadata, spec, status.
+    ``spec.engine.type`` is an enum of the engines' names (each one's summary in the
+    description) and each engine's CEL rules join the spec's. ``status`` keeps unknown
+    fields: kopf reads its progress from ``status.kopf`` and stores handler results under
+    ``status.<handler id>``, and pruning them would make kopf repeat handlers (its default
+    progress and diff-base storage, annotations, is never pruned)."""
     status = structural(models.DeploymentStatus.model_json_schema(by_alias=True))
     status["x-kubernetes-preserve-unknown-fields"] = True
     model = models.spec_model(spec_fields(engines))
@@ -145,7 +132,12 @@ def openapi_schema(engines: Mapping[str, Engine] = BUILTIN_ENGINES) -> dict[str,
 
 
 def structural(schema: dict[str, Any]) -> dict[str, Any]:
-    """Turn one pydantic JSON Schema into a structural OpenAPI v3.0 schema."""
+    """Turn one pydantic JSON Schema into a structural OpenAPI v3.0 schema: ``$ref``
+    inlined (a structural schema has none), titles dropped; ``anyOf: [X, null]`` → X with
+    ``nullable: true``; ``const`` → a one-value ``enum``; draft-2020 numeric
+    ``exclusiveMinimum`` → ``minimum`` + ``exclusiveMinimum: true``. Upstream core/v1
+    shapes carry Kubernetes' own schemas (:mod:`disagg_operator.api.corev1`), so an API
+    server refuses a malformed one at apply; quantities are ``x-kubernetes-int-or-string``."""
     defs = schema.get("$defs", {})
     out: dict[str, Any] = _walk(copy.deepcopy(schema), defs)
     return out

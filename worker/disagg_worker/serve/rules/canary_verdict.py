@@ -1,30 +1,12 @@
 """Transfer-path canary: when a canary is due, what its answers prove, and the verdict.
 
-One canary is the P/D request pair any client makes through the engine's own API, in
-its P/D protocol (:mod:`disagg_worker.serve.pd`; vLLM's: a prefill with ``max_tokens 1``
-that returns ``kv_transfer_params``, then a decode in this pod with them). It passes when
-both hops answer 200 and the decode returns a token; the decode can only do that after
-reading the prefill's KV, so a pass proves the whole transfer path
-(DNS, the side channel, the KV transport, both engines) at that moment.
-
-Timing (numbers and why: docs/derivation.md): a probe runs a canary when the last one is
-at least ``interval_s`` old and none is running, else it reuses the last result; the
-verdict is ready only while the last canary passed and is at most ``fresh_s`` old.
-
-Bandwidth: a canary also measures the KV its decode read (:func:`measured`: bytes and
-seconds on the wire, GB/s = 1e9 bytes/s) and, given a floor, reports ``SlowTransport``
-below it (:func:`bandwidth_problem`): a path that works over TCP where RDMA was meant
-passes every other check. A slow path still serves, so it never makes the pod unready:
-the canary passes and its reason says SlowTransport, which the operator reads into
-TransferPathReady. No figure (an engine that reports none) is no verdict.
-
-Readiness latches (:class:`Latch`): the pod is Ready from the first canary that passes on
-its engine *instance* (:func:`engine_identity`: the reference worker's pid and start time
-from /health, vLLM's ``process_start_time_seconds`` from /metrics) until that engine is
-gone or replaced; whatever the prefill pool does meanwhile, the pod keeps serving. The
-current verdict stays what :func:`verdict` says, served apart from readiness, and a
-failure's first word says why (:func:`hop_problem`: ``PrefillBusy`` when the prefill pool
-took the deadline, ``PrefillUnreachable`` when nothing answers there).
+A canary is the P/D request pair any client makes through the engine's own API, in its
+P/D protocol (:mod:`disagg_worker.serve.pd`); the decode can return a token only after
+reading the prefill's KV, so a pass proves the whole path (DNS, side channel, KV
+transport, both engines) at that moment. Readiness latches per engine instance
+(:class:`Latch`) apart from the verdict, and a slow path passes with ``SlowTransport``,
+because a path that still serves must never make the pod unready. Timing, reasons and
+bandwidth: docs/worker.md (the canary) and docs/derivation.md.
 """
 
 from __future__ import annotations
