@@ -1,25 +1,11 @@
 """DisaggregatedDeployment API: the pydantic models the CRD is generated from.
 
 Pure layer, one package: ``base`` (names, ports, the base model, wire types), ``rules``
-(the CEL rules), ``autoscaling`` (spec.autoscaling), ``groups`` (gang scheduling and
-placement of multi-pod instances), ``roles`` (the pools), ``spec`` (the
-rest of the spec and the resource), ``status`` (the status shape); this module re-exports
-them. Python fields are snake_case, the wire (and the CRD) camelCase through an alias
-generator; both spellings are accepted (``populate_by_name``). Unknown fields are refused,
-so a typo in a manifest is an error, not a silently ignored setting (the API server prunes
-them anyway; ``disagg render`` runs without one).
-
-Public names: GROUP, VERSION, KIND, PLURAL, SINGULAR, SHORT_NAMES, API_VERSION, ROLES,
-:class:`DisaggregatedDeployment`, :class:`DeploymentSpec`, :class:`RoleSpec` (shared by
-:class:`PrefillSpec` and :class:`DecodeSpec`; scaling fields: :class:`ScaledRoleSpec`,
-:class:`PerDecode`, :class:`DisruptionBudget`),
-:class:`KVTransfer`, :class:`EngineSpec`, :class:`ModelConfig`, :class:`Llmd`,
-:class:`TransferCanary`,
-:class:`DeploymentStatus`.
-
-Cross-field rules that CEL can express are attached as ``x-kubernetes-validations`` (see
-:data:`CEL_RULES`); :mod:`disagg_operator.validation.spec` checks the same and more without an
-API server.
+(the CEL rules), ``autoscaling``, ``groups`` (multi-pod instances), ``roles`` (the pools),
+``spec`` and ``status``; this module re-exports their public names. Cross-field rules that
+CEL can express are attached as ``x-kubernetes-validations`` (:data:`CEL_RULES`), and
+:mod:`disagg_operator.validation.spec` checks the same and more without an API server.
+Model conventions (aliases, unknown fields refused): ``base._Model``.
 """
 
 from disagg_operator.api.autoscaling import Autoscaling, Budget, ProfileRef, Ratio, RoleBounds

@@ -72,6 +72,11 @@ FreeForm = Annotated[
 
 
 class _Model(BaseModel):
+    """Python fields are snake_case, the wire (and the CRD) camelCase through the alias
+    generator; both spellings are accepted. Unknown fields are refused, so a typo in a
+    manifest is an error, not a silently ignored setting (the API server prunes them
+    anyway; ``disagg render`` runs without one)."""
+
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,

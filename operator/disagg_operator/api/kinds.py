@@ -1,27 +1,10 @@
 """The kinds the operator reads and writes: one table every module takes them from.
 
-Each row says what Kubernetes calls the kind (apiVersion, plural, scope, short names, status
-subresource) and what the operator does with it, which is also exactly what the chart's RBAC
-grants for it (:attr:`Kind.verbs`):
-
-    access       the operator reads it                  verbs
-    watched      by list and watch (kopf's watches)     list, watch
-    by-name      by name, once per sync                 get
-    create-only  never (written once, never read back)  -
-
-then ``create``; ``update`` for a kind written whole (``replaced``: the Lease); ``patch``
-when a drift patch manages fields of it (``managed``: top-level fields; metadata labels,
-annotations and owners always go with them); ``delete`` when a deployment can stop wanting
-one (``deleted``). ``exclusive`` are fields that exclude each other within a managed one
-(the API server refuses an object with two: one observed and not desired is removed).
-``optional``: another project's CRD a cluster may not serve (the resync's listing skips
-its 404). :data:`INSTANCE_KINDS` are what one instance of a role is (a pod, or a
-LeaderWorkerSet where instances span pods): the rollout planner's, never patched.
-
-The planner (:mod:`disagg_operator.planning.actions`: managed and exclusive fields), the
-sync and the handlers (what is watched, read by name, recorded in the cache), the API
-client (plurals), the emulator (what it serves) and the chart's RBAC test all read
-:data:`CHILDREN` and :data:`KINDS`; none keeps a list of its own.
+Each :class:`Kind` row says what Kubernetes calls the kind and what the operator does with
+it, which is also exactly what the chart's RBAC grants (:attr:`Kind.verbs`). The planner
+(:mod:`disagg_operator.planning.actions`), the sync and the handlers, the API client, the
+emulator and the chart's RBAC test all read :data:`CHILDREN` and :data:`KINDS`, so none
+keeps a list of its own that could drift from the RBAC.
 """
 
 from __future__ import annotations
@@ -40,7 +23,17 @@ Access = Literal["watched", "by-name", "create-only"]
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind the operator talks to (see the module docstring)."""
+    """One kind the operator talks to: what Kubernetes calls it and what the operator does
+    with it, which is also exactly what the chart's RBAC grants (:attr:`verbs`).
+
+    ``access``: ``watched`` (list, watch: kopf's watches), ``by-name`` (get, once per
+    sync) or ``create-only`` (written once, never read back); then ``create``; ``update``
+    for a kind written whole (``replaced``); ``patch`` when a drift patch manages fields of
+    it (``managed``: top-level fields; metadata labels, annotations and owners always go
+    with them); ``delete`` when a deployment can stop wanting one (``deleted``).
+    ``exclusive``: fields that exclude each other within a managed one (the API server
+    refuses an object with two: one observed and not desired is removed). ``optional``:
+    another project's CRD a cluster may not serve (the resync's listing skips its 404)."""
 
     kind: str
     api_versions: tuple[str, ...]  # the first is the one rendered by default
@@ -156,7 +149,8 @@ LEASE = Kind(
 KINDS: tuple[Kind, ...] = (*CHILDREN, RESOURCE, EVENT, LEASE)
 
 BY_KIND: Mapping[str, Kind] = {k.kind: k for k in KINDS}
-# What one instance of a role is: a Pod, or a LeaderWorkerSet where instances span pods.
+# What one instance of a role is: a Pod, or a LeaderWorkerSet where instances span pods (the
+# rollout planner's; never patched).
 INSTANCE_KINDS = ("Pod", lws.KIND)
 WATCHED: tuple[Kind, ...] = tuple(k for k in CHILDREN if k.access == "watched")
 WATCHED_NAMES = frozenset(k.kind for k in WATCHED)

@@ -1,25 +1,12 @@
 """The Prometheus Operator's PodMonitor and PrometheusRule: what the operator renders of them
 and the rules those objects must follow.
 
-The one source of truth for this external contract: render, validation, the
-docs and the tests read it. Source: prometheus-operator/prometheus-operator at v0.93.0,
+The one source of truth for this external contract (render, validation, the docs and the
+tests read it). Source: prometheus-operator/prometheus-operator at v0.93.0,
 ``example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml`` and
-``monitoring.coreos.com_prometheusrules.yaml`` (both ``monitoring.coreos.com/v1``):
-
-- PodMonitor ``spec.selector`` is required (a LabelSelector: ``matchLabels``,
-  ``matchExpressions``); each of ``spec.podMetricsEndpoints`` names a container port by
-  name (``port``: a pod without a port of that name gives no target), with ``path``,
-  ``interval`` and ``scrapeTimeout`` as Durations (:data:`DURATION`);
-  ``spec.podTargetLabels`` copies pod labels onto the series (Prometheus sanitises the
-  names: ``disagg.dev/role`` becomes ``disagg_dev_role``). The job of a PodMonitor's
-  targets is ``<namespace>/<name>`` unless ``jobLabel`` says otherwise.
-- PrometheusRule ``spec.groups`` is a list keyed by ``name`` (required, non-empty); a rule
-  requires ``expr``; ``for`` is a Duration. The groups are Prometheus' own rule-file
-  groups, so ``promtool check rules`` judges them.
-
-What each alert of the PrometheusRule watches on the engines' pods is each engine's own
-series (:class:`AlertSeries`, from ``Engine.alert_series``): promtool checks syntax, not
-whether a series exists, so render leaves out an alert nothing feeds.
+``monitoring.coreos.com_prometheusrules.yaml`` (both ``monitoring.coreos.com/v1``); their
+rules sit above the shapes. Each alert watches its engine's own series
+(:class:`AlertSeries`), so an alert no pod feeds is left out rather than silent forever.
 """
 
 from __future__ import annotations
@@ -64,6 +51,13 @@ class AlertSeries:
 
 
 # --- What render writes (render/monitoring.py), as the v0.93.0 CRDs type it --------------
+# PodMonitor: spec.selector is required (a LabelSelector); each podMetricsEndpoints entry names
+# a container port by name (a pod without a port of that name gives no target), with path,
+# interval and scrapeTimeout as Durations; podTargetLabels copies pod labels onto the series,
+# names sanitised by Prometheus (disagg.dev/role becomes disagg_dev_role). PrometheusRule:
+# spec.groups is keyed by name (required, non-empty), a rule requires expr, `for` is a
+# Duration; the groups are Prometheus' own rule-file groups, which `promtool check rules`
+# judges (syntax, not whether a series exists: render leaves out an alert nothing feeds).
 _CRDS = f"prometheus-operator/prometheus-operator {MIN_VERSION} example/prometheus-operator-crd"
 _DURATION = shape.string(pattern=DURATION.pattern)
 POD_MONITOR_SHAPE = shape.resource(

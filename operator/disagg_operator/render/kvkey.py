@@ -1,26 +1,11 @@
 """The KV-compatibility key: the fields that decide whether a decode can read a prefill's KV.
 
-Two pods can pair only when their deployment's key is equal: the same model
-and engine (version included), the same KV shape (dtype, KV-cache dtype, block size,
-tensor parallelism of both roles, KV layout or attention backend), the same buffer device
-per role and the same NIXL backends. A spec change that keeps the key rolls each role in
-place; a change of the key starts a new *KV revision* (:func:`kv_revision`, a pod label):
-routing never pairs pods of different revisions (see :mod:`.planner`).
-
-Inputs: ``model``, ``engine.type``, the engine version (:meth:`Engine.version_key`: vLLM's
-resolved version, else every engine image; the reference engine: every engine image,
-whose worker fixes the cache layout), each role's ``tensorParallelSize`` and buffer device
-(derived when omitted), ``kvTransfer.connector`` and ``backends``, ``modelConfig``, and
-the values of the engine's KV-relevant flags and env (:attr:`Engine.kv_flags`,
-:attr:`Engine.kv_env`: vLLM's --dtype, --kv-cache-dtype, --block-size,
---attention-backend, VLLM_ATTENTION_BACKEND, VLLM_KV_CACHE_LAYOUT; the reference engine's
-block size, preset seed and model) found in each role's ``args`` / ``env``.
-
-A sync computes a spec's revision once (:func:`kv_revision`) and passes it on: render,
-the canary and the rollout planner take it as an argument.
-
-Everything else (resources, placement, images of the same vLLM version, leases, UCX
-settings, extra env) is not in the key: changing it rolls pods in place.
+Two pods can pair only when their deployment's key is equal; a spec change that keeps it
+rolls each role in place, a change of it starts a new *KV revision* (:func:`kv_revision`, a
+pod label) that routing never pairs with another. The inputs come from the engine
+(:meth:`Engine.version_key`, :attr:`Engine.kv_flags`, :attr:`Engine.kv_env`), so only the
+engine says which of its flags change the KV. A sync computes the revision once and passes
+it on (render, the canary, the rollout planner). The inputs: docs/operator.md (Rollouts).
 """
 
 from __future__ import annotations

@@ -1,26 +1,11 @@
 """Reference model: a tiny seeded decoder-only transformer over the paged KV cache.
 
-Compute layer (torch, no I/O). Byte-level vocabulary (256 bytes + BOS + EOS), RMSNorm,
-rotary positions, grouped-query attention, SwiGLU MLP; weights drawn from
-``torch.Generator().manual_seed(seed)`` (nothing downloaded); greedy decoding; float32.
-
-One function, :meth:`ReferenceModel.forward`, computes every token, whether a prompt chunk
-or a decode step, and always attends over K/V *read back from the paged cache*, so a
-decode that continues from transferred blocks sees exactly the bytes an in-process decode
-would. The first generated token is always produced by a one-token step on the last
-prompt token (the prompt chunk covers tokens ``0..n-2``), which is what a disaggregated
-decode must do anyway (it recomputes the last prompt token to get logits, as vLLM does).
-With that, prefill+decode in two processes equals one process token for token, without
-relying on a matmul giving the same bits for different batch sizes.
-
-Tensor parallelism (:class:`Shard`, one process per rank): a rank computes the query heads
-``[r·H_q/T, (r+1)·H_q/T)``, the KV heads :func:`ranks.rank_heads` gives it (its cache holds
-only those) and its slice of the MLP's hidden units; the attention output and the MLP's
-hidden activations are all-gathered, and every rank applies the output projections whole.
-Every rank so computes the same residual stream, and the same bits as one rank: a column
-slice of a matmul is bit-for-bit that slice of the whole product (the reduction runs along
-the rows, not split), and attention runs head by head at every TP size (measured: the
-fused kernel over several heads at once gives other bits for some lengths).
+Compute layer (torch, no I/O). Every token, prompt chunk or decode step, attends over K/V
+read back from the paged cache, and the first generated token always comes from a
+one-token step on the last prompt token, so prefill and decode in two processes equal one
+process token for token. Tensor parallelism (:class:`Shard`, one process per rank) gives
+the same bits as one rank. The architecture and why each choice: docs/worker.md (The
+reference model; Tensor parallelism).
 """
 
 from __future__ import annotations

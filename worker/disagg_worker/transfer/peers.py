@@ -1,24 +1,11 @@
 """Decode side of the handshake: fetch, check and cache each prefill peer's metadata.
 
-Effectful layer (zmq side channel + NIXL remote agents). One handshake per peer, guarded
-by a per-peer lock so concurrent reads do not handshake twice; a peer is refused by name
-on version, layout, memory type, model KV heads, engine id or HMAC mismatch, and forgotten when a
-transfer suggests it died or restarted, so the next request handshakes afresh. Before each
-READ, :meth:`PeerDirectory.claim` asks the peer (one side-channel round trip) whether it
-still holds the request's blocks; when it does not, the READ is never posted.
-:meth:`PeerDirectory.push` makes the same round trip for a push: the claim, and the
-prefill's WRITE posted.
-
-Isolation: a dead or hung peer costs only the requests that name it. A TCP connect comes
-first, so a refused connection fails at once instead of after the handshake timeout; a
-failed handshake backs the peer off (1 s, doubling to 30 s) and requests naming it meanwhile
-fail at once; waiting for another request's handshake is bounded by the request's deadline.
-Peers never share a lock. Incarnations: a prefill names its incarnation (new at every
-start, shared by its ranks) in ``kv_transfer_params.remote_incarnation``; a request naming
-another incarnation than the cached one re-handshakes (the pod restarted at the same
-address) and is not held back by the old incarnation's back-off. A forgotten peer's NIXL
-remote agent is unloaded only once no request is using it (transfer handles towards it may
-still be alive).
+Effectful layer (zmq side channel + NIXL remote agents). One handshake per peer, under a
+per-peer lock so concurrent reads do not handshake twice and peers never share one; a
+mismatch is refused by name, and a peer is forgotten when a transfer suggests it died or
+restarted. :meth:`PeerDirectory.claim` and :meth:`PeerDirectory.push` are the round trip
+before each READ or push. Isolation (connect first, back-off, incarnations): a dead or
+hung peer costs only the requests that name it; docs/worker.md (Faults and load).
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """Routing policy: which path a request takes (prefill then decode, or decode alone), and
 which decode worker is likely to hold its prompt's prefix.
 
-The policy (``spec.routing``, rendered as the proxy's flags and as llm-d's scheduler
-config):
-
-- ``always``: every request takes both hops;
-- ``threshold``: a request goes through prefill only when the prompt tokens the picked
-  decode does not already hold (its *non-cached* tokens) reach ``threshold_tokens``;
-  shorter ones are prefilled by decode itself, on purpose (``do_remote_prefill: false``,
-  never counted as a fallback). With ``prefill_queue_limit``, a request also stays on
-  decode while every prefill has that many requests in flight.
-
-Prefix affinity: the proxy remembers, per decode worker, the hashes of the full prompt
-blocks it sent there (a bounded LRU, as llm-d's approximate prefix-cache scorer does), and
-sends a prompt to the decode holding its longest prefix, ties to the least loaded. An
-engine that keeps no prefix cache (the reference engine) is routed with
-``prefix_cache=False``: every prompt then counts as wholly non-cached.
-
-Hashes chain block by block (a block's hash covers every token before it), so equal hashes
-mean an equal prefix, as in vLLM's own prefix cache.
+The policy (``spec.routing``: ``always``, or ``threshold`` on a prompt's non-cached tokens
+with an optional prefill queue limit) is rendered as the proxy's flags and as llm-d's
+scheduler config, so both routers decide alike. Prefix affinity remembers the chained
+hashes of the full prompt blocks sent to each decode (a bounded LRU, as llm-d's approximate
+prefix-cache scorer does; equal hashes mean an equal prefix, as in vLLM's prefix cache).
+An engine without a prefix cache is routed with ``prefix_cache=False``. docs/routing.md.
 """
 
 from __future__ import annotations
