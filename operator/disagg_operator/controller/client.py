@@ -1,24 +1,12 @@
 """The Kubernetes API client: the only module of the operator that talks to the API server.
 
 I/O layer. Plain aiohttp against the REST API (kopf already depends on it, and the calls we
-need are few: get, list, create, merge-patch, replace, delete, post an Event). Credentials
-come from the in-cluster service account or ``$KUBECONFIG``, loaded by the ``kubernetes`` package's
-config loaders (the only part of that package used). Every write is counted in
-:mod:`disagg_operator.controller.metrics`.
-
-Error policy: 404 on get/patch/replace/delete means "already gone" and returns None (the
-next event re-plans); 409 on create means "someone else made it" and returns None (same);
-409 on a conditional replace (the Lease of
-:mod:`disagg_operator.controller.election.leader`) raises; 429 Too Many Requests (API
-Priority and Fairness, or a rate limit) is retried here: wait ``Retry-After`` seconds (at
-most ``RETRY_AFTER_CAP``, 1 s when absent) and send the same call again, up to
-``RETRIES_429`` times, then raise it like any other failure; any other failure raises
-:class:`ApiError`; :mod:`disagg_operator.controller.sync` decides which of those are
-refusals (reported, retried with back-off) and which are transient (retried by kopf).
-Bounds: at most ``MAX_WRITES`` writes in flight over the whole client (a burst of
-deployments queues here, first come first served, instead of flooding the API server; status
-patches queue like any write, so they are delayed, never starved); a write waiting out a
-Retry-After keeps its slot, so the client slows down as the server asks."""
+need are few); credentials come from the in-cluster service account or ``$KUBECONFIG``
+through the ``kubernetes`` package's config loaders, the only part of it used. 404 on
+get/patch/replace/delete and 409 on create return None (the next event re-plans); 429 is
+retried here, holding its write slot, so the client slows down as the server asks; any
+other failure raises :class:`ApiError` for the sync to judge. Bounds: docs/operator.md.
+"""
 
 from __future__ import annotations
 

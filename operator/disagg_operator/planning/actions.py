@@ -2,22 +2,9 @@
 for every kind but Pods (the rollout planner, :mod:`disagg_operator.planning.rollout`,
 decides those).
 
-Level-triggered: the same two lists give the same plan whether we got here from a create, an
-update, a resume or a child event. The rules, per child identified by ``(kind, name)``:
-
-- desired, not observed → ``create``;
-- observed but missing some desired field → ``patch`` (a merge patch of the
-  managed fields). "Missing" is a subset test, so fields the API server defaults
-  (clusterIP, protocol, ...) never count as drift; Secret data is never rewritten. The
-  exception: fields that exclude each other (a budget's minAvailable and
-  maxUnavailable, ``exclusive`` in :mod:`disagg_operator.api.kinds`): one observed but not
-  desired is drift, and the
-  patch removes it (null);
-- observed, not desired → ``delete`` (scale down, a removed role, a disabled InferencePool);
-- anything being deleted already (deletionTimestamp) → no action; it is re-planned once gone.
-
-No action when nothing differs: that is what makes a steady state cost zero API writes.
-Order: creates and patches in render order, then deletes.
+Level-triggered: the same two lists give the same plan whether we got here from a create,
+an update, a resume or a child event, and no action when nothing differs is what makes a
+steady state cost zero API writes. The rules: :func:`plan`; docs/operator.md (The plan).
 """
 
 from __future__ import annotations
@@ -103,8 +90,14 @@ def _deleting(obj: Mapping[str, Any]) -> bool:
 
 
 def plan(desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> list[Action]:
-    """The actions that turn ``observed`` into ``desired`` (see the module docstring).
-    Instances (pods, LeaderWorkerSets) are refused: they are rolled, never patched."""
+    """The actions that turn ``observed`` into ``desired``, per ``(kind, name)``: desired
+    and not observed → create; observed but missing some desired field (a subset test, so
+    fields the API server defaults never count; Secret data never rewritten) → a merge
+    patch of the managed fields, which also removes (null) an observed field that excludes
+    a desired one (``exclusive`` in :mod:`disagg_operator.api.kinds`); observed and not
+    desired → delete; anything being deleted → nothing until it is gone. Creates and
+    patches come in render order, then deletes. Instances (pods, LeaderWorkerSets) are
+    refused: they are rolled, never patched."""
     if any(o["kind"] in kinds.INSTANCE_KINDS for o in (*desired, *observed)):
         raise ValueError("plan() takes no instances: rollout.planner decides them")
     seen = {_ident(o): o for o in observed}

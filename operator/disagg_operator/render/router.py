@@ -2,22 +2,11 @@
 Service ``<name>-router``, and from two replicas a PodDisruptionBudget ``<name>-router``.
 
 The router pairs each request within one KV revision: it is told every revision with pods
-(``--kv-revision``, the rollout planner's ``serving``) and reaches each through two headless
-Services of that revision's ready pods, ``<name>-p-<kv>`` and ``<name>-d-<kv>``
-(``--prefill-service`` / ``--decode-service`` with ``{kv}`` in the name), resolved again
-every few seconds; so both revisions serve while a KV change rolls within maxSurge, and no
-request pairs across them. A change of the revision list rolls the router Deployment; the
-planner starts a new revision's pods once that roll has ended (:func:`revisions_reached`).
-With llm-d the gateway and its endpoint picker route instead, and the router (when on)
-follows the role Services.
-
-It listens on all interfaces (:data:`ROUTER_PORT`), is Ready while ``/health`` answers,
-runs as the worker image's non-root user with a read-only root, and its pods carry only
-the ``disagg.dev/router`` label: they are the Deployment controller's, never counted as
-the deployment's prefill or decode pods. Two replicas by default, spread over nodes
-(soft) and kept one at a time by their budget (``maxUnavailable: 1``, unready pods always
-evictable): one router pod was a single point of failure for every request.
-``kubectl port-forward svc/<name>-router 8080:80`` reaches it from a laptop.
+(``--kv-revision``) and reaches each through two headless Services of that revision's
+ready pods (``<name>-p-<kv>``, ``<name>-d-<kv>``), so both revisions serve while a KV
+change rolls within maxSurge. A change of the revision list rolls the router Deployment,
+and the planner starts a new revision's pods only once that roll has ended
+(:func:`revisions_reached`). docs/routing.md (the front door), docs/operator.md (Rollouts).
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """Rank 0 of a tensor-parallel reference engine: it starts the other ranks, mirrors every
 forward to them, and fans each decode READ out to them.
 
-I/O layer. ``disagg worker serve`` with ``DISAGG_TP_SIZE`` T > 1 is rank 0: it serves HTTP,
-owns the block allocator (a request's block ids are the same on every rank; each rank's
-cache holds its own KV heads of them) and the prefill's holds and claims, and starts ranks
-1..T-1 as child processes (:mod:`serve.rank_worker`, ``DISAGG_TP_RANK`` in their env, side
-channel on ``sideChannelPort + rank``). Each forward is sent to every rank before rank 0
-runs it, so all ranks run it together and meet in its all-gathers. A decode READ runs on
-every rank at once (each reads its heads from the prefill ranks that hold them); rank 0
-claims for the request, and notifies the prefill only once every rank has read, so the
-prefill frees its blocks after its last reader. A rank that dies breaks the engine: rank 0
-stops (``on_broken``) and the pod restarts, as a vLLM engine whose worker died does.
-
-Ranks across pods (``DISAGG_NODES`` N > 1, a LeaderWorkerSet group): this pod runs ranks
-0..T/N-1; each other pod of the group runs its share (:mod:`serve.members`), whose ranks
-join over the pod network on the group's fixed ports (:func:`collective.group_ports`) and
-tell rank 0 their pod's address, which the prefill publishes (``rank_hosts``) so a decode
-reads every rank where it lives. A rank of another pod that dies takes its group down
-(LeaderWorkerSet recreates the whole group).
+I/O layer. Each forward is sent to every rank before rank 0 runs it, so all ranks run it
+together and meet in its all-gathers; rank 0 claims for a READ and notifies the prefill
+only once every rank has read, so the prefill frees its blocks after its last reader. A
+rank that dies breaks the engine and the pod restarts, as a vLLM engine whose worker died
+does. Ranks, handshakes and claims: docs/worker.md (Tensor parallelism); ranks across
+pods (:mod:`serve.members`): docs/multinode.md.
 """
 
 from __future__ import annotations

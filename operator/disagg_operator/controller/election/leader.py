@@ -1,24 +1,11 @@
 """Leader election: one operator replica reconciles, the others wait as standbys.
 
-I/O shell over the rules of :mod:`disagg_operator.controller.rules.lease` (read them first). An
-:class:`Elector` reads and writes one ``coordination.k8s.io/v1`` Lease through the
-operator's API client (:mod:`disagg_operator.controller.client`):
-
-- :meth:`Elector.acquire` waits as a standby: every retry period (or sooner, when the
-  observed lease runs out first) it tries to take the lease, until it holds it;
-- :meth:`Elector.hold` renews every retry period and raises :class:`LeaseLost` when a
-  renewal has not succeeded for the renew deadline, or as soon as another holder is seen;
-- :meth:`Elector.release` hands the lease back on a clean stop (no holder), so a standby
-  takes over at its next look instead of after the lease duration.
-
-:func:`leading` ties them together for :func:`disagg_operator.controller.run.running`: it returns
-once this process leads and yields the renewal task, which ends with :class:`LeaseLost`.
-Why the process then exits rather than standing by again (controller-runtime does the
-same): kopf's state, watches and the reconciler's timers would all have to be reset;
-a fresh process, restarted by the kubelet, starts clean as a standby.
-
-Error policy: API errors and timeouts while standing by are logged at debug and retried
-(the API server may be restarting); while leading they count towards the renew deadline.
+I/O shell over the rules of :mod:`disagg_operator.controller.rules.lease` (read them first):
+an :class:`Elector` stands by, holds and releases one ``coordination.k8s.io/v1`` Lease
+through the operator's API client, and :func:`leading` ties them together for
+:func:`disagg_operator.controller.run.running`. A lost lease ends the process rather than
+standing by again (as controller-runtime does): kopf's state, watches and the reconciler's
+timers would all need a reset, and a fresh process starts clean. docs/operator.md.
 """
 
 from __future__ import annotations
@@ -154,7 +141,9 @@ class Elector:
         return max(0.01, min(retry, left + 0.01))
 
     async def acquire(self) -> None:
-        """Stand by until this candidate holds the Lease."""
+        """Stand by until this candidate holds the Lease: try every retry period, or sooner
+        when the observed lease runs out first. API errors and timeouts meanwhile are logged
+        at debug and retried (the API server may be restarting)."""
         self._say("standby")
         while True:
             try:
@@ -166,7 +155,9 @@ class Elector:
             await asyncio.sleep(self._pause())
 
     async def hold(self) -> None:
-        """Renew until the lease is lost; then raise :class:`LeaseLost` (never returns)."""
+        """Renew every retry period until the lease is lost: no renewal succeeded for the
+        renew deadline (API errors and timeouts count towards it), or another holder is
+        seen; then raise :class:`LeaseLost` (never returns)."""
         s = self.settings
         renewed = self.clock()  # when the last successful renewal was sent
         while True:

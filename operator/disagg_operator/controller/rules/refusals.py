@@ -1,23 +1,11 @@
 """Refusals: writes the API server answered with a client error, and the back-off after them.
 
 The refusal itself, :class:`Refusal`, is in :mod:`disagg_operator.api.refusals`, where
-status reads it. A *refusal* is a write the API server will not take as sent, whatever the
-timing: a 422 ``Invalid`` from validation, a 403 ``Forbidden`` from a ResourceQuota
-("exceeded quota") or from RBAC, a 400 from an admission webhook that denied it. Retrying
-it at once gives the same answer, so the reconciler reports it (status ``Degraded``,
-reason ``ApiRefused``, and a Warning event) and retries with exponential back-off.
-
-Not refusals (the caller's transient policy applies): 404 and 409 (gone / exists: the next
-event re-plans), 401 (the operator's own token: refreshed on the next call), 408 and 429
-(the server asks to come back later), every 5xx and connection failure.
-
-    ApiError(status, method, url, text)       what the API client raises
-    is_refusal(code) -> bool
-    api_message(text) -> str                  the Status body's message, cut to MAX_MESSAGE
-    Refusal(verb, kind, name, code, reason, message)
-    lines(refusals) -> list[str]              one line per distinct API answer
-    Backoff(first, cap).delay(attempt)        first · 2^(attempt-1), at most cap
-    held(pending, generation, now), after(...)  the back-off state of one deployment
+status reads it; this module adds what the API client raises (:class:`ApiError`) and one
+deployment's back-off (:class:`Backoff`, :func:`held`, :func:`after`). A refusal (a 422
+Invalid, a quota's or RBAC's 403, a webhook's denial) gets the same answer when retried at
+once, so it is reported and retried with back-off, while 404/409, 401, 408, 429, 5xx and
+connection failures stay transient. Which codes and why: docs/operator.md (Error policy).
 """
 
 from __future__ import annotations
