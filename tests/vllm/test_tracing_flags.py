@@ -37,6 +37,8 @@ def test_vllm_parses_the_rendered_tracing_flags(serve_parser: Any, detail: Any) 
         assert engine_args.collect_detailed_traces == detail
         env = {e["name"]: e.get("value") for e in c["env"]}
         assert env[vllm.OTLP_PROTOCOL_ENV] == vllm.OTLP_HTTP_PROTOBUF
+        role = pod["metadata"]["labels"]["disagg.dev/role"]
+        assert env["OTEL_SERVICE_NAME"] == f"vllm-{role}"
         assert (env["OTEL_TRACES_SAMPLER"], env["OTEL_TRACES_SAMPLER_ARG"]) == (
             "parentbased_traceidratio", "0.25")  # fmt: skip
 

@@ -140,6 +140,7 @@ def test_one_trace_holds_router_prefill_and_decode_vllm(traced: Traced) -> None:
         assert engine.kind == SERVER
         print(f"{role} llm_request resource: {engine.resource}")
         assert engine.resource["vllm.process_id"] == str(traced.pids[role]), role
+        assert engine.service == f"vllm-{role}"  # the rendered OTEL_SERVICE_NAME
         a = engine.attributes
         assert a["gen_ai.request.id"] == f"cmpl-{rid}-0"  # vLLM's id: X-Request-Id, prompt 0
         assert a["gen_ai.usage.prompt_tokens"] == len(prompts()[3])

@@ -144,7 +144,7 @@ class Vllm(Engine):
             ),
         }
         env += [{"name": k, "value": v} for k, v in derived.items()]
-        env += [{"name": k, "value": v} for k, v in tracing_env(spec).items()]
+        env += [{"name": k, "value": v} for k, v in tracing_env(spec, role).items()]
         mounts: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
         if idle:
             env += [{"name": "PYTHONPATH", "value": vllm.ENGINE_IDLE_DIR}]
@@ -363,6 +363,9 @@ def _rows() -> list[Row]:
     ]
 
 
+SERVICE_NAME_ENV = "OTEL_SERVICE_NAME"  # the OpenTelemetry SDK's resource service.name
+
+
 def tracing_flags(spec: DeploymentSpec) -> list[str]:
     """``spec.tracing``: vLLM's own OTLP flags (read in vLLM 0.32's EngineArgs)."""
     t = spec.tracing
@@ -372,12 +375,14 @@ def tracing_flags(spec: DeploymentSpec) -> list[str]:
     return [vllm.OTLP_TRACES_FLAG, t.endpoint, *detail]
 
 
-def tracing_env(spec: DeploymentSpec) -> dict[str, str]:
+def tracing_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
     """vLLM's exporter speaks OTLP/HTTP protobuf to the same URL; the SDK reads the
-    sampler variables (vLLM's flag carries the endpoint, not the variable)."""
+    sampler variables (vLLM's flag carries the endpoint, not the variable) and the
+    service name (unset, vLLM's spans say ``unknown_service:python3``)."""
     if spec.tracing is None:
         return {}
-    return {vllm.OTLP_PROTOCOL_ENV: vllm.OTLP_HTTP_PROTOBUF, **tracing.sampler_env(spec)}
+    named = {SERVICE_NAME_ENV: f"vllm-{role}"}
+    return {vllm.OTLP_PROTOCOL_ENV: vllm.OTLP_HTTP_PROTOBUF, **named, **tracing.sampler_env(spec)}
 
 
 def image_user(image: str) -> int | None:
