@@ -27,7 +27,13 @@ from typing import Any
 import yaml
 
 from disagg_contract import ucx
-from disagg_contract.platforms import BACKEND_MEMORY, BUILTIN_NAMES, Platform
+from disagg_contract.platforms import (
+    BACKEND_MEMORY,
+    BUILTIN_NAMES,
+    LOCAL_ONLY_TEXT,
+    Platform,
+    reaches_peer,
+)
 from disagg_contract.problems import Problem
 
 ROOT = "platforms"
@@ -240,4 +246,6 @@ def _backends(where: str, value: Any) -> list[Problem]:
                 f"unknown NIXL backend {unknown[0]!r}; known: {', '.join(sorted(BACKEND_MEMORY))}",
             )
         ]
+    if not reaches_peer(value):  # no pool of this platform could ever move KV between pods
+        return [Problem(field, f"{LOCAL_ONLY_TEXT} (found: {', '.join(value)})")]
     return []

@@ -102,6 +102,10 @@ def test_empty_documents_declare_nothing(text: str) -> None:
         ),
         ([_entry(backends=[])], "platforms[0].backends: must be a non-empty list"),
         ([_entry(backends=["NOPE"])], "platforms[0].backends: unknown NIXL backend 'NOPE'"),
+        (  # storage I/O only: no pool of this platform could move KV between pods
+            [_entry(backends=["GDS", "POSIX"])],
+            "platforms[0].backends: lists no NIXL backend that can reach another pod",
+        ),
         ([_entry(engineDevice="CUDA")], "platforms[0].engineDevice: 'CUDA' is not a device type"),
         ([HPU, HPU], "platforms[1].name: 'hpu' is declared twice"),
     ],
@@ -124,3 +128,10 @@ def test_yaml_syntax_error() -> None:
     with pytest.raises(PlatformFileError) as e:
         platform_file.parse("- name: [hpu")
     assert str(e.value).startswith("platforms: not YAML or JSON")
+
+
+def test_a_network_backend_beside_a_storage_one_is_accepted() -> None:
+    """As in a deployment's list: NIXL puts only the remote-capable backends in the
+    metadata a peer loads, so UCX carries the KV and GDS stays local."""
+    (platform,) = platform_file.from_document([_entry(backends=["UCX", "GDS"])])
+    assert platform.backends == ("UCX", "GDS")
