@@ -1,37 +1,11 @@
 """`disagg bench e2e`: time to first and to last token and decode throughput, aggregated
 vs disaggregated, with the disaggregated request broken down hop by hop.
 
-Benchmark script (I/O: starts worker processes, talks HTTP). Aggregated: one
-``role: both`` worker. Disaggregated: proxy → prefill worker → NIXL READ → decode worker,
-all on 127.0.0.1. Each case runs ``--repeat`` rounds after one warm-up round per path (the
-first transfer pays the NIXL connection set-up); every figure is
-``{"median", "p10", "p90"}`` over them (:func:`~.stream.spread`). A round is, per path, a
-streamed request of ``--gen-tokens`` (at least 16) tokens, the two paths in alternating
-order, then a whole request of as many tokens:
-
-- ``ttft_*_ms``, ``ttlt_*_ms``: client-side time to the first and to the last token of
-  the streamed request (:mod:`.stream`); ``overhead_ms``: P/D's TTFT minus aggregated's,
-  round by round. A ``max_tokens: 1`` request would time nothing the decode does: the
-  reference decode answers it with the prefill's first token.
-- ``decode_tps_*``: generated tokens per second of the decode steps after the first token,
-  as the serving worker measures them (EOS ignored), of the whole request.
-- breakdown of the whole P/D request: prefill hop (proxy → prefill → proxy, containing
-  the prefill compute), transfer (decode's NIXL READ with its claim alongside, handshake
-  included when not warm), decode first step (0 when the prefill sent its first token in
-  ``kv_transfer_params.first_token``; vLLM's decode recomputes the last prompt token
-  instead), and the rest: its client wall time minus those and decode's later steps
-  (HTTP, JSON, proxy, scheduling).
-- ``stream_tokens``: the fewest tokens a streamed request delivered; ``tokens_match``:
-  every P/D answer of the case, streamed and whole, equals the aggregated worker's, token
-  for token.
-
-``--prefill-tp A --decode-tp B`` runs the prefill and decode workers with A and B rank
-processes (the aggregated worker stays TP 1: the reference both must reproduce).
-``--prefill-nodes N`` spreads the prefill's A ranks over N pods, a LeaderWorkerSet group
-(processes whose ranks listen on addresses of their own, 127.0.0.2 and up), and adds a
-third path in every round, the same P/D with the A ranks in one pod behind a proxy of its
-own: ``ttft_onepod_ms`` and ``spanning_overhead_ms`` (the spanning P/D's TTFT minus the
-one-pod P/D's, round by round); ``tokens_match`` then covers that path too.
+Benchmark script (I/O: starts worker processes, talks HTTP). Aggregated: one ``role:
+both`` worker; disaggregated: proxy → prefill worker → NIXL READ → decode worker, all on
+127.0.0.1. The paths alternate within each round so both meet the same moment of a noisy
+host. Rounds, figures and options: docs/local-run.md (Benchmark); the figures:
+docs/benchmarks.md.
 """
 
 from __future__ import annotations

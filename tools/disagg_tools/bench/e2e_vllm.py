@@ -1,44 +1,11 @@
 """`disagg bench e2e --engine vllm`: real vLLM, aggregated vs prefill → NIXL → decode.
 
 Benchmark script (I/O: starts vLLM engines, talks HTTP). Both sides run the operator's
-rendered pods for examples/vllm-cpu.yaml as ``disagg up`` runs them (each engine on its own
-core): the aggregated engine is the decode pod without its KV connector, on the decode
-engine's core; the P/D pair runs behind the disagg proxy. All three engines run at once
-and the two sides' requests alternate (which goes first too), so each figure is compared
-with the other side's at the same moment of a host whose speed drifts by tens of percent
-within minutes (measured here: two runs a few minutes apart differed by 1.5x). Every
-request uses a fresh prompt (no prefix-cache hits on either side), greedy.
-
-Each side's timed request is one streamed ``--gen-tokens`` completion (at least 16 tokens)
-on a fresh prompt, the same prompt on both sides, with the judge's top logprobs; the
-figures (:mod:`.e2e_vllm_figures`, each a median with its p10 and p90):
-
-- ``ttft_*_ms`` / ``ttlt_*_ms``: client time to the first / last token's event (P/D:
-  through the proxy, both hops); ``decode_tps_*``: (tokens received - 1) / (last - first
-  token), per request.
-- proof of P/D: the decode engine's own prompt-token sources around each P/D request
-  alone (requests run one at a time): ``kv_read`` requests loaded their prompt's KV from the
-  prefill, ``recomputed`` computed it themselves (no P/D figure for that case),
-  ``kv_unproven`` had no sources to tell.
-- ``transfer_*``: the decode engine's NIXL histograms around each request (``transfer_ms``
-  its NIXL READ time, ``transfer_kb`` and ``transfer_descriptors`` per request).
-- ``tokens_match``: every request's tokens equal on both sides; ``logprobs_gap``: the
-  judge's largest logprob difference over every request, every position and the union of
-  both top-5 lists (:mod:`disagg_tools.vllm.rules.judge`; ``logprobs_match`` when within its
-  tolerance): equal tokens from a degenerate model can hide partly wrong KV, its logprobs
-  cannot.
-- breakdown of ``ttft_disagg_ms``: ``prefill_hop_ms`` as the router times it (its stream
-  headers) and ``after_prefill_ms``, the rest (decode, its READ and first step, the HTTP).
-  Inside it, vLLM's own request phases on the decode engine (means over the case's
-  requests, from its ``/metrics``): ``decode_kv_wait_ms`` (its queue phase: from taking the
-  request to the step that runs it, the NIXL read and the steps around it included) and
-  ``decode_first_step_ms`` (its prefill phase: the one-token step after the read);
-  ``prefill_step_ms`` / ``agg_step_ms``: the prefill phase of the prefill engine and of the
-  aggregated engine (the prompt's forward pass).
-- ``engine_idle_cpu_cores``: each engine's process tree, idle after start-up and warm-up,
-  all three in one window: CPU seconds over a :data:`IDLE_WINDOW_S` window / wall seconds
-  (NIXL's progress thread and vLLM's queue readers spin a core each unless the engine-idle
-  shim is on: docs/derivation.md).
+rendered pods for examples/vllm-cpu.yaml as ``disagg up`` runs them. All three engines run
+at once and the two sides' requests alternate, because this host's speed drifts by tens of
+percent within minutes (two runs a few minutes apart differed by 1.5x). Each P/D request is
+proven to have read its KV, and the judge's logprobs catch partly wrong KV that equal
+tokens from a degenerate model hide. The figures and their meaning: docs/vllm.md (Figures).
 """
 
 from __future__ import annotations

@@ -2,34 +2,11 @@
 whether the threshold policy takes the right path for every length.
 
 Benchmark script (I/O: starts worker processes and routers, talks HTTP; the figures are
-:mod:`.routing_figures`'). One prefill and one decode worker (reference engine), each on a
-CPU of its own (``--no-pin``: sharing both), optionally kept busy as a serving decode is
-(``--load`` clients generating on decode alone all along). Every probe is a fresh prompt
-streamed for ``--gen-tokens`` (at least 16) tokens (:mod:`.stream`): its time to first
-token and to last token, and the path its router's stream headers say it took. Three
-routers:
-
-- ``decode``: a threshold router no prompt reaches: decode alone prefills it;
-- ``pd``: an always-P/D router: prefill computes it, decode reads its KV;
-- ``threshold``: a threshold router at the threshold measured here (or ``--threshold``).
-
-Each router gets ``--warm-up`` requests before each phase it is measured in, and one per
-length. The sweep (no ``--threshold``) sends ``decode`` and ``pd`` probes in turn, in
-both orders, ``--repeat`` each per length; the break-even length is the shortest at which
-P/D's median TTFT is at most decode alone's there and at every longer length
-(:func:`~.routing_figures.crossover`). The cases then send each length through the three
-routers in turn, in every order: every threshold probe is judged against the router of
-the path it took (``within_target``: within 10% of its median), and every path counted
-(``path_counts``). Under load, ``load_*_ms``: the slowest of decode's other requests in
-flight during each probe (a prompt decode prefills delays them). Every figure is
-``{"median", "p10", "p90"}``.
-
-Then ``--fallbacks`` requests go through a relay that drops kv_transfer_params before
-decode (what a misconfigured sidecar does): ``fallbacks_injected`` is what the relay
-dropped from P/D decode hops, ``fallbacks_detected`` what the router's
-``disagg_proxy_decode_recomputed_total`` counted of them, ``worker_detected`` the decode's
-``disagg_decode_recomputed_total``. These are whole (unstreamed) requests: the router
-judges a decode's ``kv_source`` only in a whole answer.
+:mod:`.routing_figures`'). One prefill and one decode worker (reference engine) behind three
+routers (decode alone, always P/D, threshold): a sweep finds the break-even length, then
+every threshold probe is judged against the router of the path it took, and a relay that
+drops ``kv_transfer_params`` checks that fallbacks are counted. What each phase sends and
+reports: docs/routing.md (the threshold, measured).
 """
 
 from __future__ import annotations

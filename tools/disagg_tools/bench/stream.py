@@ -5,31 +5,8 @@ Benchmark tool (I/O: one HTTP request per call; the event parsing computes only)
 tokens are timed from the stream of a request that generates at least :data:`MIN_TOKENS`
 tokens, never from a ``max_tokens: 1`` answer: a reference decode answers that with the
 prefill's first token without an engine step of its own, and a one-token request never
-waits for the decode steps it competes with.
-
-API:
-
-- ``stream_completion(url, body, timeout_s=300.0) -> Streamed``: POSTs ``body`` with
-  ``"stream": true`` to ``url`` (an OpenAI ``/v1/completions`` or
-  ``/v1/chat/completions``) and reads its server-sent events as they arrive.
-  :class:`Streamed` holds ``ttft_ms`` (send → the first event carrying a token),
-  ``ttlt_ms`` (send → the last one), ``tokens`` (tokens received), ``token_ids`` and
-  ``text`` as the events carry them (``token_ids`` empty when they carry none: vLLM
-  without ``return_token_ids``), ``top_logprobs``: each position's top logprobs as the
-  events' ``logprobs.top_logprobs`` carry them (vLLM with ``logprobs``; else empty), and
-  the path evidence: ``route``, what the router's stream headers say
-  (:func:`disagg_worker.serve.proxy.hops.route_of`: ``path`` "pd" or "decode",
-  ``route_reason``, ``prefill_hop_ms`` ...; empty from a worker), and ``evidence``, the
-  ``disagg`` and ``kv_transfer_params`` objects any event carried (later ones win; the
-  reference worker's streams carry none: whether its decode read the KV is in its whole
-  answers and its counters). An ``{"error": ...}`` event, or a stream that ends before
-  ``data: [DONE]`` or without a token, raises :class:`StreamError`; an HTTP error
-  status raises urllib's HTTPError.
-- ``read_events(lines, start, route=None) -> Streamed``: the same from (arrival time, raw
-  line) pairs, times in seconds on the clock ``start`` was read from.
-- ``spread(values, ndigits=3) -> {"median", "p10", "p90"}`` and ``percentile(values,
-  q)`` (nearest rank), re-exported from :mod:`.spread`, which imports no I/O: a pure
-  module (the faults benchmark's figures) imports them from there.
+waits for the decode steps it competes with. :func:`spread` and :func:`percentile` are
+re-exported from :mod:`.spread`, which imports no I/O, for pure modules to use.
 """
 
 from __future__ import annotations
@@ -57,7 +34,17 @@ class StreamError(RuntimeError):
 
 @dataclass(frozen=True)
 class Streamed:
-    """One streamed completion as its client received it (times in ms from the send)."""
+    """One streamed completion as its client received it (times in ms from the send).
+
+    ``ttft_ms``: send → the first event carrying a token; ``ttlt_ms``: send → the last one;
+    ``tokens``: tokens received; ``token_ids`` and ``text`` as the events carry them
+    (``token_ids`` empty when they carry none: vLLM without ``return_token_ids``);
+    ``top_logprobs``: each position's ``logprobs.top_logprobs`` (vLLM with ``logprobs``,
+    else empty). The path evidence: ``route``, what the router's stream headers say
+    (:func:`disagg_worker.serve.proxy.hops.route_of`; empty from a worker), and
+    ``evidence``, the ``disagg`` and ``kv_transfer_params`` objects any event carried (later
+    ones win; the reference worker's streams carry none: whether its decode read the KV is
+    in its whole answers and its counters)."""
 
     ttft_ms: float
     ttlt_ms: float
@@ -70,7 +57,10 @@ class Streamed:
 
 
 def stream_completion(url: str, body: dict[str, Any], timeout_s: float = 300.0) -> Streamed:
-    """POST ``body`` streamed to ``url`` and time its tokens (module docstring)."""
+    """POST ``body`` with ``"stream": true`` to ``url`` (an OpenAI ``/v1/completions`` or
+    ``/v1/chat/completions``) and time its server-sent events as they arrive. An ``{"error":
+    ...}`` event, or a stream that ends before ``data: [DONE]`` or without a token, raises
+    :class:`StreamError`; an HTTP error status raises urllib's HTTPError."""
     data = json.dumps({**body, "stream": True}).encode()
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     start = time.perf_counter()

@@ -3,31 +3,9 @@
 Dev/bench tool (needs the ``dev`` extra: kmock). Real HTTP on 127.0.0.1, so kopf, the
 ``kubernetes`` client, kubectl and Helm talk to it as to an API server. kmock provides the
 HTTP server, request recording and discovery; this subclass replaces its object store with
-one that behaves like an API server where a controller can tell the difference:
-
-- every object gets uid, resourceVersion (one global counter), creationTimestamp, generation;
-  generation bumps on changes outside metadata/status (the store: :mod:`.store`);
-- watches replay from the requested resourceVersion (nothing lost between list and watch),
-  else send a snapshot; lists carry kind/apiVersion/resourceVersion;
-- merge, strategic (as merge; a custom resource refuses it, 415), JSON (failed ``test`` →
-  422) and server-side apply patches (apply creates missing objects); PUT; generateName;
-  status subresource kept separate; no-op writes change nothing and emit no event; label
-  and name field selectors; dryRun;
-- every write of a resource a CRD serves goes through kube-apiserver's custom-resource
-  rules (:mod:`.custom`): ``fieldValidation``, pruning, defaults, schema and CEL validation,
-  ratcheting;
-- the core group is reported as ``v1``; empty ``/openapi/v2|v3``; a posted CRD is served,
-  and ``kubectl get`` receives a Table with the CRD's printer columns; a CRD's scale
-  subresource is served as ``autoscaling/v1`` Scale (:mod:`.scale`), so ``kubectl scale``
-  works;
-- every resource request is recorded as an :class:`ops.ApiCall` in RBAC terms (see
-  :func:`api_calls`), for comparing against RBAC rules and counting writes.
-
-Garbage collection by owner reference is kube-controller-manager's, done in the store
-(:mod:`.store`). Never emulated: other controllers and the kubelet (tests mark pods
-Ready with ``set_pod_ready``, or run the local kubelet) and admission (webhooks, quotas);
-what they would do, a test says with the verbs of
-:class:`~disagg_tools.emulator.verbs.TestVerbs` (refusals, throttling, lost objects).
+one that behaves like an API server wherever a controller can tell the difference
+(:mod:`.store`, :mod:`.custom`: kube-apiserver's custom-resource rules, :mod:`.scale`).
+What it does and never emulates: docs/operator.md (Testing against the API emulator).
 """
 
 from __future__ import annotations

@@ -2,32 +2,10 @@
 fleet showed so far.
 
 Every policy acts every ``period_s`` on the fleet's :class:`Step` history and the current
-counts:
-
-- :class:`Static`: fixed counts (the cheapest that meet the SLO at the trace's peak:
-  :func:`cheapest_static`);
-- :class:`Hpa`: our KEDA/HPA example (examples/autoscaling): decode on the sum of
-  ``vllm:num_requests_waiting`` over a threshold of 4 per pod, prefill following at 0.5
-  per decode (``perDecode``, without the example's small maximum), HPA's 10% tolerance,
-  300 s scale-down stabilisation and default scale-up policies (100% or 4 pods per
-  period), every 15 s;
-- :class:`Saturation`: each role on its own saturation, as llm-d's
-  workload-variant-autoscaler does: scale up when prefill's utilisation (offered tokens and
-  backlog over what its pods clear) or decode's KV usage passes 0.8, to bring it to 0.8
-  (at most HPA's default step), down when below 0.5 for 300 s;
-- :class:`Planner`: :func:`disagg_operator.planning.autoscale.plan` on the demand the
-  fleet shows and the pools' profiles, with the settings a ``spec.autoscaling`` gives it
-  (:func:`~disagg_operator.planning.autoscale.from_spec`). The demand is what the operator
-  reads: each role's tokens/s plus its queue's tokens over the forecast's mean
-  (:func:`~disagg_operator.planning.autoscale.with_queue`): prefill's backlog, and the
-  requests waiting for a decode slot at the mean output length.
-
-And one that nobody can run, to bound what any reactive policy can reach:
-:class:`Ideal` reads the trace's true rate at the instant it decides (no measurement, no
-smoothing, no hysteresis), every second, and keeps at least a reserve of pods. On an on/off
-trace whose sojourns are memoryless nothing predicts a burst better than the state now, so
-a policy that knows the state at once and sizes for it is the best a reactive one can do
-for its reserve; the reserve is what it holds through the gaps.
+counts: :class:`Static`, :class:`Hpa`, :class:`Saturation` and :class:`Planner` (ours, as
+the operator runs it). :class:`Ideal` bounds what any reactive policy can reach: on a trace
+whose on/off sojourns are memoryless nothing predicts a burst better than the state now,
+so only its reserve is left to choose. docs/autoscaling.md (The benchmark).
 """
 
 from __future__ import annotations
@@ -50,6 +28,9 @@ def grown(have: int) -> int:
 
 @dataclass
 class Static:
+    """Fixed counts (the cheapest that meet the SLO at the trace's peak:
+    :func:`cheapest_static`)."""
+
     counts: dict[str, int]
     period_s: float = 1e9
     name: str = "static"
@@ -62,6 +43,12 @@ class Static:
 
 @dataclass
 class Hpa:
+    """Our KEDA/HPA example (examples/autoscaling): decode on the sum of
+    ``vllm:num_requests_waiting`` over a threshold of 4 per pod, prefill following at 0.5
+    per decode (``perDecode``, without the example's small maximum), HPA's 10% tolerance,
+    300 s scale-down stabilisation and default scale-up policies (100% or 4 pods per
+    period), every 15 s."""
+
     threshold: float = 4.0
     ratio: float = 0.5
     bounds: tuple[int, int] = (1, 10**6)
@@ -88,8 +75,11 @@ class Hpa:
 
 @dataclass
 class Saturation:
-    """Each role on its saturation against all its pods, starting ones included (capacity
-    on its way, so a pod asked for is not asked for again every period)."""
+    """Each role on its own saturation, as llm-d's workload-variant-autoscaler does: up when
+    prefill's utilisation (offered tokens and backlog over what its pods clear) or decode's
+    KV usage passes 0.8, to bring it to 0.8 (at most HPA's default step), down when below
+    0.5 for 300 s; against all its pods, starting ones included (capacity on its way, so a
+    pod asked for is not asked for again every period)."""
 
     profiles: dict[str, autoscale.Profile]
     up: float = 0.8
@@ -128,6 +118,11 @@ class Saturation:
 
 @dataclass
 class Planner:
+    """:func:`disagg_operator.planning.autoscale.plan` on the demand the fleet shows and the
+    pools' profiles, with the settings a ``spec.autoscaling`` gives it (``from_spec``); the
+    demand is what the operator reads: each role's tokens/s plus its queue's tokens over the
+    forecast's mean (``with_queue``)."""
+
     profiles: dict[str, autoscale.Profile]
     targets: autoscale.Targets
     limits: autoscale.Limits
@@ -157,8 +152,9 @@ class Planner:
 
 @dataclass
 class Ideal:
-    """The bound (module docstring): each role at ``need(rate(now))`` pods over
-    ``headroom``, never below ``floor``."""
+    """The reactive bound, a policy nobody can run: each role at ``need(rate(now))`` pods
+    over ``headroom``, from the trace's true rate every second (no measurement, smoothing
+    or hysteresis), never below ``floor``, the reserve (docs/autoscaling.md)."""
 
     rate: Callable[[float], float]
     need: Callable[[float], dict[str, float]]  # pods per role at a rate, fractional
