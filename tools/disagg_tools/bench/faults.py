@@ -1,31 +1,12 @@
 """`disagg bench faults`: the data path under load and under faults, on the quickstart.
 
 Benchmark script (I/O: starts the quickstart's pods and proxy as ``disagg up`` does,
-kills and restarts them, talks HTTP and ZMQ). Phases (``--only`` picks some):
-
-1. ``load``: ``--clients`` threads send completions through the proxy for ``--load-s``
-   seconds, prompts uniformly 16..1024 tokens, 8 tokens each, EOS ignored.
-2. ``bad-peer``: 4 healthy clients through the proxy for ``--phase-s`` (the baseline), then
-   again while 16 threads send decode requests straight to the decode worker naming a
-   prefill that accepts TCP connections and never answers: a hung peer must cost only
-   the requests that name it.
-3. ``restart``: 4 healthy clients; a quarter of ``--phase-s`` in, SIGKILL the prefill and
-   start it again at its address; the load goes on for 5/8 of ``--phase-s`` after it is
-   ready again. Requests sent after that must all succeed.
-4. ``release``: SIGKILL the decode worker (not restarted until the end of the phase), send
-   one request through the proxy, and time until the prefill's blocks held for it are
-   free (GET /debug/blocks every 5 ms; at most 40 s).
-5. ``fuzz``: ``--fuzz-frames`` hostile frames at the prefill's side channel
-   (:mod:`~disagg_tools.bench.rules.hostile_frames`), then its resident memory 2 s later,
-   and whether a request through the proxy still succeeds.
-6. ``prefill-kill``: the manifest again with two prefills (a run of its own, no
-   supervisor); ``--clients`` clients through the proxy for twice ``--phase-s``, one
-   prefill SIGKILLed a quarter in and left dead. The proxy retries a prefill hop that lost
-   its worker and a decode that could not read from it on the other: no client may see it.
-   The prefill dies while the proxy has a hop in flight on it (it waits for one), and that
-   count is reported: a kill that hit an idle prefill tests nothing.
-
-Figures, their targets and what each means: docs/local-run.md, "Faults benchmark".
+kills and restarts them, talks HTTP and ZMQ). Phases (``--only`` picks some): ``load``,
+``bad-peer`` (a hung peer must cost only the requests that name it), ``restart``,
+``release``, ``fuzz`` (:mod:`~disagg_tools.bench.rules.hostile_frames`) and
+``prefill-kill``, which reports whether the proxy had a hop in flight on the killed
+prefill, since a kill that hit an idle prefill tests nothing. Each phase, its figures and
+targets: docs/local-run.md, "Faults benchmark".
 """
 
 from __future__ import annotations

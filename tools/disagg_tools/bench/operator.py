@@ -1,31 +1,11 @@
 """``disagg bench operator``: the operator against the API emulator, measured.
 
 Benchmark script (dev extra: kmock, psutil). Starts the emulator and the real operator in
-this process, plays the kubelet (pods turn Ready as soon as they exist), and measures:
-
-1. create → all children present, per CR, over ``--crs`` CRs created one after another
-   (p50/p99 seconds);
-2. API writes per minute during ``--steady-seconds`` of steady state (target 0);
-3. time for ``--converge`` CRs created at once to converge (every child present, every
-   CR Ready=True), added on top of the first ones (``converge_s``, ``converge_crs``), and
-   the API calls that phase cost: every request the emulator served from the first
-   create until the API was quiet again (the bench's own CR creates, the operator's reads,
-   writes and events, kopf's patches, watches started), divided by ``converge_crs``
-   (``api_calls_per_cr``), broken down by verb and resource (``api_calls_by_kind``, per
-   CR);
-4. peak RSS of this process (operator + emulator + client: an upper bound for the
-   operator alone; the baseline before the operator started is reported too);
-5. two rollouts of one ``--rollout-prefill`` + ``--rollout-decode`` deployment, in place
-   and to a new KV revision (:mod:`.rollout`; 0 skips them);
-6. failover between two ``--leader-elect`` operator processes, the leader killed
-   (:mod:`.failover`, its own emulator; ``--no-failover`` skips it);
-7. the operator process's own RSS at ``--sizing`` deployments (:mod:`.sizing`, its own
-   emulator and operator process; 0 skips it).
-
-Prints a table, or JSON with ``--json`` (keys create_to_children_p50_s,
-create_to_children_p99_s, steady_writes_per_min, converge_s, converge_crs,
-api_calls_per_cr, api_calls_by_kind, rss_mb, rollout_s, rollout_min_ready_fraction,
-rollout_min_ready_target, rollout_mixed_pairs, failover_s, operator_rss_mb, ...).
+this process and plays the kubelet (pods turn Ready as soon as they exist), so the figures
+are the operator's and the API's alone: create latency, steady-state writes, a mass
+converge and its API calls per CR, memory, rollouts (:mod:`.rollout`), failover
+(:mod:`.failover`) and sizing (:mod:`.sizing`). Phases, keys and figures:
+docs/operator.md (Benchmark).
 """
 
 from __future__ import annotations

@@ -2,29 +2,12 @@
 run on the same load to see whether the two agree.
 
 Benchmark step (I/O: the API emulator, the real operator, the local kubelet running every
-pod as processes, Debian's Prometheus scraping them as the Prometheus Operator would from
-the rendered PodMonitors, and a load generator in a process of its own). One reference
-deployment with the router, spec.monitoring (1 s scrapes) and spec.autoscaling is
-deployed; its profile is the one given, or measured first through the loop's router (one
-pod of each pool serving among everything else the loop runs: ``disagg bench profile``'s
-sweep), then stored in the ConfigMap the autoscaling names. Three phases of open-loop
-Poisson requests follow through the router, each streaming ``MIN_TOKENS`` tokens from a
-prompt of ``--prompt-tokens``:
-
-1. **base**: 0.6 of one prefill pod's share at the TTFT target;
-2. **step**: the prompt-token demand times ``--step`` (default 2: more than one prefill
-   pod carries within the target): the planner should add prefill, not decode;
-3. **drop**: a fifth of the base: the pods added go again, through their drain.
-
-Figures: ``scale_up_s`` (the step to the first prefill pod Ready beyond those Ready when
-it came, ``prefill_ready_at_step``), ``planned_up_s`` (to a plan of two prefill pods or
-more), ``ttft_p90_ms_after`` (requests sent from 5 s after that pod was Ready to the
-end of the step) against ``ttft_target_ms``, ``ttft_p90_ms_before`` (the step until
-then), ``decode_added`` (decode pods the step added), ``scale_down_s`` and
-``scale_down_failed_requests`` (requests of the drop phase that failed),
-``prometheus_version``, and ``sim_ttft_p90_ms_after`` with ``sim_vs_live_ttft_ratio``:
-the fleet model replaying the same rates with the same profile and planner settings,
-its TTFT p90 over the same window.
+pod as processes, Debian's Prometheus scraping them as the Prometheus Operator would, and a
+load generator in a process of its own). One reference deployment with the router,
+monitoring and autoscaling gets three phases of Poisson requests (base, a step the planner
+should meet with prefill, not decode, and a drop), and the fleet model replays the same
+rates so the simulation is checked against the loop. Setup, phases and figures:
+docs/autoscaling.md (The closed loop).
 """
 
 from __future__ import annotations

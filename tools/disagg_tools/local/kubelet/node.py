@@ -2,28 +2,11 @@
 and restarted as a Kubernetes 1.36 kubelet does, its status written back.
 
 I/O layer (the API through :mod:`.api`, processes through :mod:`.runtime`, probes through
-:mod:`.prober`); the rules are :mod:`.rules`' and :mod:`disagg_tools.local.rules.backoff`'s.
-Each :meth:`Kubelet.tick`:
-
-- a new pod gets an address of the node's pod network (127.0.N.M, :mod:`.network`), its
-  volumes as folders (:mod:`.admit`), its containers as processes
-  (:mod:`.rules.containers`), a probe worker per probe (:mod:`.rules.probes`, its ticker
-  from now) and a finalizer, so that a delete waits;
-- each container is looked at (:meth:`.runtime.Box.observe`): an exit is recorded and,
-  as its restart policy says, it starts again after the crash-loop back-off (waiting as
-  ``CrashLoopBackOff``); a failed liveness or startup probe kills it (preStop, SIGTERM,
-  SIGKILL at the end of the grace) and, unless its policy is Never, starts it again;
-- a change (a container started or exited, a probe result that changed) is a pod sync:
-  a started container not yet ready has its readiness probe run at once;
-- each probe worker runs when due (HTTP GET, TCP, exec, each within its timeout, in the
-  background); the status (phase, ``podIPs``, ``containerStatuses``, conditions) is
-  written when it changed, a condition's ``lastTransitionTime`` kept unless it flips;
-- a pod being deleted keeps its readiness probes (its endpoints say ``serving`` while it
-  passes; liveness and startup stop), runs each container's preStop, then SIGTERM, then
-  SIGKILL at the end of its grace; its last status is written (every container
-  terminated, phase Succeeded or Failed) and its finalizer goes.
-
-The endpoints, cluster DNS and the Deployments are :mod:`.controllers`'s.
+:mod:`.prober`); the rules are :mod:`.rules`' and :mod:`disagg_tools.local.rules.backoff`'s,
+ported so that readiness, restarts and deletion act as in a cluster. :meth:`Kubelet.tick`
+admits new pods (an address, volumes, processes, probe workers, a finalizer so a delete
+waits), observes containers, runs due probes and writes changed status. The endpoints,
+cluster DNS and the Deployments are :mod:`.controllers`'s. docs/local-run.md.
 """
 
 from __future__ import annotations

@@ -2,28 +2,11 @@
 written as podman arguments.
 
 Unlike the process runner (:mod:`disagg_tools.local.rules.pods`), nothing is adapted for
-one host: each rendered pod becomes a podman pod with its own IP on the run's network (its
-network, IPC, UTS and PID namespaces shared by its containers, as in a Kubernetes pod), and
-each container runs from its image with the rendered command, args, env, security context,
-volumes, resource limits and probes. What a kubelet fills in is filled in here the same way:
-
-- field refs (``metadata.name``, ``metadata.namespace``, ``metadata.uid``, labels and
-  annotations, ``status.podIP``, ``status.hostIP``, ``spec.nodeName``,
-  ``spec.serviceAccountName``) and resource refs (``limits.memory``, ...);
-- ``$(VAR)`` references in command, args and env values;
-- volumes: Secret, ConfigMap, downwardAPI and projected volumes as files from the rendered
-  objects, emptyDir as a folder (``medium: Memory``: a folder on the host's tmpfs; mounted
-  at ``/dev/shm``, the pod's own shared-memory mount sized to it, since the pod's
-  containers share one IPC namespace), a PersistentVolumeClaim as the local folder given
-  for it (``--claim``);
-- Services as names in each pod's ``/etc/hosts`` pointing at the pods they select (the
-  rendered Services are headless, so cluster DNS would answer the same pod IPs), and a
-  LeaderWorkerSet group's leader under the name its group's Service gives it (the
-  group's pods come from :func:`disagg_tools.local.rules.groups.group_pods`).
-
-Not here, and said where it matters: NetworkPolicy (no enforcing network plugin), init
-containers and image volumes (a model the cluster fetches: give a local one), service
-account tokens, ``postStart`` hooks, GPUs.
+one host: each rendered pod becomes a podman pod with its own IP on the run's network, its
+containers sharing its namespaces as in a Kubernetes pod, and what a kubelet fills in
+(field and resource refs, ``$(VAR)``, volumes, Services as ``/etc/hosts`` names, a group's
+leader name from :func:`disagg_tools.local.rules.groups.group_pods`) is filled in the same
+way. What maps to what, and what is not here: docs/local-run.md (Pods as containers).
 """
 
 from __future__ import annotations
