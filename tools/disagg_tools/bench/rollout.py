@@ -1,26 +1,11 @@
 """``disagg bench operator``'s rollout phase: two spec changes on one large deployment.
 
-Benchmark step (I/O: the emulator and the running operator). One deployment of
-``--rollout-prefill`` prefill and ``--rollout-decode`` decode pods (8 + 16 by default)
-behind its router (which pairs each request within one KV revision), with maxSurge 1 and
-the default maxUnavailable of 25%, is rolled twice while the bench's kubelet marks each
-new pod Ready ``READY_AFTER_S`` after it appears, holds each deleted pod for
-``GRACE_S`` (its preStop) and rolls the router Deployment out:
-
-1. a change outside the KV key (a node selector on both roles): an in-place roll;
-2. a change of the KV key (the engine image): a new KV revision rolled in beside the old.
-
-Every 20 ms it records what routers could use (:mod:`.rollout_figures`). Figures:
-``rollout_s`` (change 1 until the status says RolloutComplete), ``rollout_min_ready_fraction``
-(the lowest, over roles and samples, of Ready pods the router can pair / replicas: pods of
-the revisions every router pod knows, in a revision with Ready pods in both roles),
-``rollout_min_ready_target`` (1 - maxUnavailable/replicas of the same role: the role
-whose lowest fraction came closest to, or furthest under, its own target, named in
-``rollout_min_ready_role``), ``rollout_kv_s``, ``rollout_kv_min_ready_fraction`` /
-``_target``, ``rollout_kv_peak_extra_pods`` (the most pods, terminating ones included,
-beyond replicas in any role during change 2) and ``rollout_mixed_pairs`` (the most
-prefill/decode pairs of different KV revisions any routing view offered in any sample,
-both changes).
+Benchmark step (I/O: the emulator and the running operator). One deployment behind its
+router is rolled twice, in place (a node selector) and to a new KV revision (the engine
+image), while the bench's kubelet makes pods Ready ``READY_AFTER_S`` after they appear and
+holds deleted ones ``GRACE_S``, so the times are the operator's own pace. Every 20 ms it
+records what routers could pair (:mod:`.rollout_figures`), because a roll must never offer
+a prefill/decode pair of different KV revisions. Figures: docs/operator.md (Benchmark).
 """
 
 from __future__ import annotations

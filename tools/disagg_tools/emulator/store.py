@@ -1,23 +1,10 @@
 """The API emulator's object store: objects by resource, resourceVersions, watch events.
 
 Dev/bench tool, mixed into :class:`disagg_tools.emulator.server.Emulator` (which holds
-its fields; the requests that reach it are the emulator's). What an API server does to
-every write, and a controller relies on:
-
-- an inserted object gets uid, creationTimestamp, generation 1 and the next resourceVersion
-  of one global counter; a posted CRD is served from then on;
-- a write keeps identity and bookkeeping fields, bumps generation on changes outside
-  metadata/status, and, when it changes nothing, keeps the resourceVersion and emits no
-  event; an object with a deletionTimestamp and no finalizers is deleted;
-- a delete of an object with finalizers only sets its deletionTimestamp;
-- every change is logged per resource (for watch replay) and put on each live watcher's
-  queue;
-- garbage collection by owner reference, as kube-controller-manager's collector does it
-  (the verdicts: :mod:`.rules.gc`): a delete propagates in the background (the default),
-  the foreground (the owner waits, with the ``foregroundDeletion`` finalizer, for its
-  blocking dependents) or orphans them; an object whose owners are all gone (or another
-  object by now: a uid mismatch) is collected when it is written. The collector runs
-  right after the write that calls for it, so a watcher sees the owner's event first.
+its fields; the requests that reach it are the emulator's). It does to every write what an
+API server does and a controller relies on (identity, resourceVersions, generation,
+no-op writes, finalizers, watch events, garbage collection by owner reference), since a
+more lenient store would pass operators a cluster would break: :class:`ObjectStore`.
 """
 
 from __future__ import annotations
@@ -35,7 +22,21 @@ _CRDS = "apiextensions.k8s.io/v1/customresourcedefinitions"
 
 class ObjectStore:
     """Mixin: the store primitives over the emulator's ``store``, ``_index``, ``_rv``,
-    ``_log`` and ``_watchers``; needs its ``register_crd``."""
+    ``_log`` and ``_watchers``; needs its ``register_crd``.
+
+    An inserted object gets uid, creationTimestamp, generation 1 and the next
+    resourceVersion of one global counter; a posted CRD is served from then on. A write
+    keeps identity and bookkeeping fields, bumps generation on changes outside
+    metadata/status and, when it changes nothing, keeps the resourceVersion and emits no
+    event; an object with a deletionTimestamp and no finalizers is deleted, and a delete of
+    one with finalizers only sets its deletionTimestamp. Every change is logged per resource
+    (watch replay) and queued to each live watcher. Garbage collection by owner reference
+    is kube-controller-manager's (verdicts: :mod:`.rules.gc`): a delete propagates in the
+    background (the default), the foreground (the owner waits, with the
+    ``foregroundDeletion`` finalizer, for its blocking dependents) or orphans them; an
+    object whose owners are all gone (or another object by now: a uid mismatch) is
+    collected when written. The collector runs right after the write that calls for it, so
+    a watcher sees the owner's event first."""
 
     store: dict[tuple[str, str, str], dict[str, Any]]
     _index: dict[str, dict[tuple[str, str], dict[str, Any]]]

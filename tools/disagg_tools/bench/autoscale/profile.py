@@ -1,25 +1,11 @@
 """``disagg bench profile``: what one pod of each pool does, measured, as the planner reads it.
 
 Benchmark step (I/O: worker processes on 127.0.0.1 and streamed requests through the
-proxy). It starts one reference prefill worker, one decode worker and the proxy (each
-start timed: ``start_s``), then measures the two curves the planner sizes by
-(:class:`~disagg_operator.planning.autoscale.Profile`):
-
-- **prefill**: prompt tokens/s against TTFT p90. Open-loop Poisson arrivals of P/D requests
-  with ``--prompt-tokens`` prompts at rising rates, each for ``--seconds``; each request
-  streams ``MIN_TOKENS`` tokens and its TTFT is its first token's, as a client sees it.
-  The load is the prompt tokens/s that arrived. Rates rise by ``--step`` until TTFT p90
-  passes ``--ttft-stop-s`` or a request fails.
-- **decode**: sequences in flight against ITL p90. ``c`` clients at a time (1, 2, 4, ...)
-  loop short-prompt requests that generate ``--output-tokens`` tokens; a request's ITL is
-  its (last token - first token) / (tokens - 1); the output tokens/s they received is
-  recorded too, and its highest is the pod's ``max_tokens_per_s`` (an engine that decodes
-  one request at a time keeps its ITL flat and queues the rest: the curve alone would not
-  show its limit). The KV ``capacity`` is what the decode worker's cache holds of such
-  sequences (its blocks over the blocks one needs).
-
-``--out FILE`` writes the profile ``disagg bench autoscale --profile FILE`` replays; the
-figures print as JSON (``--json``) or a table.
+proxy). It starts one reference prefill worker, one decode worker and the proxy (each start
+timed: ``start_s``), then measures the two curves the planner sizes by
+(:class:`~disagg_operator.planning.autoscale.Profile`): prefill's prompt tokens/s against
+TTFT p90, decode's sequences in flight against ITL p90, with its capacity and its most
+output tokens/s. How each is measured: docs/autoscaling.md (Profiles).
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """Figures of `disagg bench e2e --engine vllm` from its requests: what each side answered,
 and whether every P/D request read its KV from the prefill.
 
-The bench (:mod:`.e2e_vllm`) records one row per timed request; these functions turn a
-case's rows into its figures. A timed request is one streamed completion of ``gen`` tokens
-on a fresh prompt; its row:
-
-- ``ttft`` / ``ttlt``: ms from the send to the first / last token's event, client side;
-- ``tokens``: tokens received; ``token_ids``; ``tops``: the judge's top logprobs per
-  position (:mod:`disagg_tools.vllm.rules.judge`);
-- P/D only: ``route``, the router's stream headers read back
-  (:func:`disagg_worker.serve.proxy.hops.route_of`: ``prefill_hop_ms``, ...); ``kv``, the
-  growth of the decode engine's own counters over the request alone (requests run one at a
-  time, so the growth is the request's): prompt tokens by source
-  (``vllm:prompt_tokens_by_source_total``: ``external_kv_transfer``, ``local_compute``,
-  ``local_cache_hit``; empty when the engine exports none) and its NIXL histograms
-  (``xfer_s``, ``bytes``, ``descriptors`` sums, ``failed`` transfers).
-
-A P/D request *read its KV* when the decode loaded every prompt token but at most the last
-from the prefill (``external_kv_transfer`` ≥ prompt - 1: vLLM's NixlConnector loads all
-prompt blocks, and its scheduler recomputes the last token when the whole prompt arrived).
-One that computed more itself *recomputed* (a failed or partial load that the recompute
-policy covered: right tokens, no P/D); one whose engine reported no sources is
-*unproven*. A case with any recomputed or unproven request reports no P/D figure.
+The bench (:mod:`.e2e_vllm`) records one :data:`Row` per timed request; these functions
+turn a case's rows into its figures. Each P/D request gets a verdict (:func:`kv_verdict`),
+and a case with any request not proven to have read its KV reports no P/D figure, because
+right tokens from a decode that recomputed the prompt say nothing of P/D.
+docs/vllm.md (Figures).
 """
 
 from __future__ import annotations
@@ -33,11 +17,23 @@ from typing import Any
 from disagg_tools.bench.rules.spread import spread
 from disagg_tools.vllm.rules import judge
 
+# One timed request (one streamed completion of `gen` tokens on a fresh prompt): `ttft` /
+# `ttlt` (ms from the send to the first / last token's event, client side), `tokens`
+# received, `token_ids`, `tops` (the judge's top logprobs per position); P/D only: `route`
+# (the router's stream headers, disagg_worker.serve.proxy.hops.route_of) and `kv`, the growth
+# of the decode engine's own counters over the request alone (requests run one at a time):
+# `sources` (vllm:prompt_tokens_by_source_total by source; empty when the engine exports
+# none) and its NIXL histograms' sums (`xfer_s`, `bytes`, `descriptors`, `failed`).
 Row = Mapping[str, Any]
 
 
 def kv_verdict(prompt_tokens: int, kv: Mapping[str, Any]) -> str:
-    """``read``, ``recomputed`` or ``unproven`` (module docstring) for one P/D request."""
+    """``read`` when the decode loaded every prompt token but at most the last from the
+    prefill (``external_kv_transfer`` ≥ prompt - 1: vLLM's NixlConnector loads all prompt
+    blocks, and its scheduler recomputes the last token when the whole prompt arrived);
+    ``recomputed`` when it computed more itself (a failed or partial load the recompute
+    policy covered: right tokens, no P/D); ``unproven`` when its engine reported no
+    sources."""
     sources = kv.get("sources") or {}
     if not sources:
         return "unproven"

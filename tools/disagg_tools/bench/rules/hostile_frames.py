@@ -2,23 +2,10 @@
 may send a prefill's handshake listener.
 
 Randomness and the secret are passed in; frames are bytes, and
-:mod:`disagg_tools.bench.fault_clients` sends them. Kinds, each aimed at one of the
-listener's defences (:mod:`disagg_worker.transfer.handshake`,
-:mod:`disagg_worker.transfer.rules.protocol`):
-
-- ``random``: random bytes, 0..64 KiB: not msgpack, or not an envelope.
-- ``truncated``: a signed envelope cut short: msgpack that ends mid-value.
-- ``wrong_hmac``: a well-formed metadata request or claim signed with another secret.
-- ``long_claim``: a correctly signed claim (a peer holding the secret, or a compromised
-  one) for an unknown request with 1k..50k block ids; one in four names a negative id;
-  those over ``MAX_CLAIM_BLOCKS`` ids are refused unread.
-- ``near_limit``: a signed claim whose frame is just under ``MAX_FRAME_BYTES``: the largest
-  frame the codec reads; it names more blocks than a claim may (``MAX_CLAIM_BLOCKS``), so it
-  is refused from the array header, before any id is decoded.
-- ``over_limit``: a signed claim 1..64 bytes over the limit: the transport takes it, the
-  codec refuses it by size before decoding.
-- ``over_transport``: random bytes 64 B..128 KiB over the limit: the transport's message
-  cap drops them (and the connection) without an answer.
+:mod:`disagg_tools.bench.fault_clients` sends them. Each kind (:data:`KINDS`, what it
+sends beside each) aims at one of the listener's defences
+(:mod:`disagg_worker.transfer.handshake`, :mod:`disagg_worker.transfer.rules.protocol`), so
+a defence that breaks shows as the kind that got through.
 """
 
 from __future__ import annotations
@@ -28,14 +15,23 @@ from collections.abc import Iterator
 
 from disagg_worker.transfer.rules.protocol import MAX_FRAME_BYTES, Claim, Codec, MetadataRequest
 
-# kind → share of the frames sent
+# kind → share of the frames sent; each kind aims at one of the listener's defences
 KINDS: dict[str, float] = {
-    "random": 0.35,
-    "truncated": 0.2,
-    "wrong_hmac": 0.15,
+    "random": 0.35,  # random bytes, 0..64 KiB: not msgpack, or not an envelope
+    "truncated": 0.2,  # a signed envelope cut short: msgpack that ends mid-value
+    "wrong_hmac": 0.15,  # a well-formed metadata request or claim signed with another secret
+    # a correctly signed claim (a peer holding the secret, or a compromised one) for an
+    # unknown request, 1k..50k block ids, one in four naming a negative id; those over
+    # MAX_CLAIM_BLOCKS ids are refused unread
     "long_claim": 0.15,
+    # a signed claim just under MAX_FRAME_BYTES (the largest frame the codec reads) naming
+    # more blocks than a claim may: refused from the array header, before any id is decoded
     "near_limit": 0.05,
+    # a signed claim 1..64 bytes over the limit: the transport takes it, the codec refuses
+    # it by size before decoding
     "over_limit": 0.05,
+    # random bytes 64 B..128 KiB over the limit: the transport's message cap drops them (and
+    # the connection) without an answer
     "over_transport": 0.05,
 }
 UNANSWERED = frozenset({"over_transport"})  # kinds the listener never answers

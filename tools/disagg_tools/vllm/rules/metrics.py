@@ -1,23 +1,10 @@
 """vLLM's own figures: KV transfers from the "KV Transfer metrics" lines it logs, and the
 phases of its requests from its ``/metrics`` page.
 
-vLLM's NixlConnector logs, once per stats interval (10 s by default), one line
-per engine with the transfers finished in that interval::
-
-    ... KV Transfer metrics: Num successful transfers=8, Avg xfer time (ms)=0.249,
-    P90 xfer time (ms)=0.46, ..., Avg MB per transfer=0.125, Throughput (MB/s)=502.26,
-    Avg number of descriptors=4.0, Num failed transfers=0, Num KV expired reqs=0, ...
-
-:func:`parse_line` turns one line into ``{field: number}``; :func:`summarize` adds up the
-intervals (counts summed, averages weighted by their interval's transfer count), so a
-caller can report exactly what vLLM measured for a span of requests.
-
-:func:`histograms` reads a request-phase histogram's sum and count from a ``/metrics`` page
-(over its label sets); :func:`mean_ms` the mean of the requests between two pages. vLLM's
-phases: the queue (:data:`QUEUE_TIME`, from the engine core taking the request to its
-first scheduled step: on a P/D decode the wait for the remote KV) and the prefill
-(:data:`PREFILL_TIME`, from that step to the first token: on a P/D decode the one-token
-step after the read).
+:func:`parse_line` and :func:`summarize` read the NixlConnector's per-interval log lines;
+:func:`histograms` and :func:`mean_ms` read a request-phase histogram (:data:`QUEUE_TIME`,
+:data:`PREFILL_TIME`) between two pages. Both are vLLM's own measurements, so a bench
+reports what the engine saw rather than what its client timed.
 """
 
 from __future__ import annotations
@@ -39,13 +26,20 @@ AVERAGES = (
 )
 
 
+# from the engine core taking the request to its first scheduled step: on a P/D decode, the
+# wait for the remote KV
 QUEUE_TIME = "vllm:request_queue_time_seconds"
+# from that step to the first token: on a P/D decode, the one-token step after the read
 PREFILL_TIME = "vllm:request_prefill_time_seconds"
 PHASES = (QUEUE_TIME, PREFILL_TIME)
 
 
 def parse_line(line: str) -> dict[str, float] | None:
-    """One log line → its figures, or None if it is not a transfer-metrics line."""
+    """One log line → its figures, or None if it is not a transfer-metrics line. vLLM's
+    NixlConnector logs one per engine per stats interval (10 s by default) with the
+    transfers finished in it: ``... KV Transfer metrics: Num successful transfers=8, Avg
+    xfer time (ms)=0.249, ..., Avg number of descriptors=4.0, Num failed transfers=0, Num KV
+    expired reqs=0, ...``."""
     at = line.find(MARKER)
     if at < 0:
         return None
@@ -55,7 +49,9 @@ def parse_line(line: str) -> dict[str, float] | None:
 
 
 def summarize(lines: Iterable[str]) -> dict[str, float]:
-    """The transfer-metrics lines among ``lines``, added up over their intervals."""
+    """The transfer-metrics lines among ``lines``, added up over their intervals (counts
+    summed, averages weighted by their interval's transfer count), so a caller can report
+    exactly what vLLM measured for a span of requests."""
     total: dict[str, float] = {COUNT: 0.0, FAILED: 0.0, EXPIRED: 0.0}
     weighted = dict.fromkeys(AVERAGES, 0.0)
     p90 = 0.0

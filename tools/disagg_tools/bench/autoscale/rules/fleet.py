@@ -1,27 +1,11 @@
 """A P/D fleet as a fluid model, one step at a time: what a policy's pod counts give.
 
-Each role is a count of pods, each pod serving ``start_s`` after it was asked for (its
-profile's start-up) and billed from then on; its latency comes from its pool's measured
-:class:`~disagg_operator.planning.autoscale.Profile` at the load one serving pod carries.
-Per step of ``dt`` seconds:
-
-- **prefill**: the step's prompt tokens join a backlog the serving pods clear at their
-  saturation rate (the curve's last load); a request's TTFT is the time to clear the
-  backlog ahead of it, plus the curve's TTFT at the load per pod over the last
-  ``SUSTAINED_S`` (the curve is the percentile at a sustained load: Poisson's second-to-
-  second swings are already in it), plus any wait for a decode slot;
-- **decode**: a sequence's ITL is the curve's at the sequences per pod, and at least
-  what the pod's most output tokens/s (``max_tokens_per_s``) leaves each of them;
-  requests whose prompt was computed start decoding while the serving pods'
-  KV capacity has room (else they wait: that wait is in their TTFT); each cohort of
-  sequences decodes for its output lengths (the trace's lognormal, in four quantile
-  buckets) times the ITL it starts at; the ITL is the curve's at the sequences per pod;
-- **SLO**: the step's requests meet it when the step's TTFT and ITL are within their
-  targets (the curves are the target percentile: a step within them holds that
-  percentile); a request whose TTFT would pass ``timeout_s`` fails (its client gives up,
-  its tokens leave the backlog).
-
-The figures a policy reads each step are in :class:`Step` (demand, queues, KV usage).
+Each role is a count of pods, each serving ``start_s`` after it was asked for and billed
+from then on; its latency comes from its pool's measured
+:class:`~disagg_operator.planning.autoscale.Profile` at the load one serving pod carries,
+so a policy is judged against the same curves the planner sizes by. The figures a policy
+reads each step are in :class:`Step`. The model's rules: docs/autoscaling.md (the fleet
+model).
 """
 
 from __future__ import annotations

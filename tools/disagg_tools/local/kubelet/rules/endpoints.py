@@ -1,23 +1,11 @@
 """What the EndpointSlice controller and cluster DNS would say of the local pods.
 
-Ported from k8s.io/endpointslice at tag v0.36.3 (Kubernetes 1.36): which pods a Service's
-slices hold (``util.ShouldPodBeInEndpoints`` as ``reconciler.go`` calls it: not terminal,
-with an IP, terminating ones included), each pod's endpoint (``utils.go``
-``podToEndpoint``: ``serving`` is the pod's Ready condition, ``terminating`` its
-deletionTimestamp, ``ready`` is serving and not terminating, or True whenever the Service
-sets ``publishNotReadyAddresses``), its ports (``getEndpointPorts`` / ``FindPort``: a named
-target port the pod lacks leaves that port out), one slice per distinct port set, and the
-slice's labels (``setEndpointSliceLabels``). The addresses are the pod's ``status.podIPs``
-of the slice's family (IPv4 here).
-
-Cluster DNS (CoreDNS's kubernetes plugin) answers a Service's names with its endpoints
-that are ``ready``: every such address under the Service's names (short, with its
-namespace, ``.svc`` and ``.svc.cluster.local``; the short names only in the pods' own
-namespace, as their DNS search path gives them), none while there is none (a headless
-Service's NXDOMAIN). A ClusterIP Service answers its pods' addresses too: there is no
-kube-proxy here, so the name leads straight to the pods.
-
-Dicts in, dicts out.
+Ported from k8s.io/endpointslice at tag v0.36.3 (Kubernetes 1.36): ``reconciler.go``
+(``util.ShouldPodBeInEndpoints``), ``utils.go`` (``podToEndpoint``, ``getEndpointPorts`` /
+``FindPort``, ``setEndpointSliceLabels``); cluster DNS as CoreDNS's kubernetes plugin
+answers, with a Service's ready endpoints only. A ClusterIP Service answers its pods'
+addresses too: there is no kube-proxy here, so the name leads straight to the pods. Dicts
+in, dicts out. The rules: docs/local-run.md (the local kubelet).
 """
 
 from __future__ import annotations
@@ -227,7 +215,9 @@ def names(
     services: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]], namespace: str
 ) -> dict[str, list[str]]:
     """What cluster DNS answers a pod of ``namespace``: name → the addresses of the
-    Service's ready endpoints."""
+    Service's ready endpoints, under its names (short, with its namespace, ``.svc`` and
+    ``.svc.cluster.local``; the short ones only in the pod's own namespace, as its DNS
+    search path gives them), none while there is none (a headless Service's NXDOMAIN)."""
     out: dict[str, list[str]] = {}
     for service in services:
         meta = service["metadata"]
