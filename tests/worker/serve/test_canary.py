@@ -191,6 +191,7 @@ def test_a_floor_above_what_loopback_moves_says_slow_transport_and_passes(
         done = subprocess.run(
             [*argv, "--min-bandwidth-gbps", floor], capture_output=True, text=True, timeout=60
         )
+        assert done.stdout.strip(), f"no verdict line (exit {done.returncode}): {done.stderr}"
         return done.returncode, json.loads(done.stdout.splitlines()[-1])
 
     # 10000 GB/s: far above loopback's CMA or TCP (a few GB/s at best)
