@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from disagg_tools.bench.rules import verdicts
 from disagg_tools.bench.rules.spread import percentile
 
 NO_ANSWER = 0  # a Record's status when no HTTP answer came (refused, reset, timed out)
@@ -203,37 +204,11 @@ def met(figures: dict[str, Any]) -> dict[str, bool | None]:
 def report_rows(figures: dict[str, Any]) -> list[dict[str, str]]:
     """The table: one row per measured number with its target and verdict, and one per
     target whose phase did not run; counts by status or kind are :func:`report_counts`."""
-    verdicts = met(figures)
-    rows = []
-    for key in KEYS:
-        value = figures.get(key)
-        if isinstance(value, dict) or (value is None and key not in TARGETS):
-            continue
-        rows.append(
-            {
-                "figure": key,
-                "value": "-" if value is None else _shown(value),
-                "target": str(TARGETS.get(key, "")),
-                "met": _verdict(verdicts[key]) if key in TARGETS else "",
-            }
-        )
-    return rows
+    return verdicts.rows(
+        figures, KEYS, TARGETS, met(figures), missing="not run", unmeasured_rows=False
+    )
 
 
 def report_counts(figures: dict[str, Any]) -> list[str]:
     """``figure: key value, ...`` for each measured count by status, kind or window."""
-    return [
-        f"{key}: " + ", ".join(f"{k} {v}" for k, v in value.items())
-        for key in KEYS
-        if isinstance(value := figures.get(key), dict)
-    ]
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.3f}".rstrip("0").rstrip(".")
-    return str(value)
-
-
-def _verdict(verdict: bool | None) -> str:
-    return "not run" if verdict is None else ("met" if verdict else "MISSED")
+    return verdicts.counts(figures, KEYS)

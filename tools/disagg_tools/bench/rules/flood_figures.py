@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from disagg_tools.bench.rules import verdicts
+
 NO_ANSWER = 0  # a request's status when no HTTP answer came (refused, reset, timed out)
 
 # every figure, in the order the table lists them
@@ -129,41 +131,13 @@ def met(figures: dict[str, Any]) -> dict[str, bool | None]:
 def report_rows(figures: dict[str, Any]) -> list[dict[str, str]]:
     """The table: one row per number with its target and verdict (counts by status or
     kind go in :func:`report_counts`)."""
-    verdicts = met(figures)
-    rows = []
-    for key in KEYS:
-        value = figures.get(key)
-        if isinstance(value, dict):
-            continue
-        rows.append(
-            {
-                "figure": key,
-                "value": "-" if value is None else _shown(value),
-                "target": str(TARGETS.get(key, "")),
-                "met": _verdict(verdicts[key]) if key in TARGETS else "",
-            }
-        )
-    return rows
+    return verdicts.rows(figures, KEYS, TARGETS, met(figures), missing="-", unmeasured_rows=True)
 
 
 def report_counts(figures: dict[str, Any]) -> list[str]:
     """``key: k v, ...`` for each figure that is a count by status or kind."""
-    return [
-        f"{key}: " + (", ".join(f"{k} {v}" for k, v in value.items()) or "none")
-        for key in KEYS
-        if isinstance(value := figures.get(key), dict)
-    ]
+    return verdicts.counts(figures, KEYS, empty="none")
 
 
 def _status_key(status: int) -> str:
     return "no_answer" if status == NO_ANSWER else str(status)
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.3f}".rstrip("0").rstrip(".")
-    return str(value)
-
-
-def _verdict(verdict: bool | None) -> str:
-    return "-" if verdict is None else ("met" if verdict else "MISSED")
