@@ -381,25 +381,26 @@ def test_killed_processes_are_restarted_at_their_address_while_the_rest_serves()
 
 
 def test_up_runs_its_proxy_with_the_manifests_routing_policy() -> None:
-    from disagg_tools.local.stack import routing_flags
+    from disagg_tools.local.stack import router_settings
     from disagg_worker.serve.proxy import app as proxy_app
     from disagg_worker.serve.proxy.config import from_args
 
     manifest = yaml.safe_load(QUICKSTART.read_text())
     manifest["spec"]["routing"] = {"disaggregate": "threshold", "thresholdTokens": 100}
-    flags = routing_flags(manifest)
+    flags, _ = router_settings(manifest)
     policy = from_args(
         proxy_app._parser().parse_args(["--prefill", "p", "--decode", "d", *flags])
     ).routing
     assert (policy.mode, policy.threshold_tokens, policy.prefix_cache) == ("threshold", 100, False)
-    assert routing_flags(yaml.safe_load(QUICKSTART.read_text())) == ["--disaggregate", "always"]
+    assert router_settings(yaml.safe_load(QUICKSTART.read_text())) == (
+        ["--disaggregate", "always"], {})  # fmt: skip
 
 
 def test_up_runs_its_proxy_with_the_router_deployments_tracing_flags_and_sampler() -> None:
     """`disagg up` of a manifest with spec.tracing: its proxy gets what the router
     Deployment would (the endpoint flag, the sampler variables), read from the render."""
     from disagg_operator.render.objects import render
-    from disagg_tools.local.stack import router_env, routing_flags
+    from disagg_tools.local.stack import router_settings
 
     manifest = yaml.safe_load((ROOT / "examples" / "tracing-cpu.yaml").read_text())
     (deploy,) = [
@@ -407,9 +408,7 @@ def test_up_runs_its_proxy_with_the_router_deployments_tracing_flags_and_sampler
     ]  # the router's
     container = deploy["spec"]["template"]["spec"]["containers"][0]
     args, env = container["args"], {e["name"]: e.get("value") for e in container.get("env", [])}
-    flags = routing_flags(manifest)
+    flags, sampler = router_settings(manifest)
     endpoint = flags[flags.index("--otlp-traces-endpoint") + 1]
     assert endpoint == args[args.index("--otlp-traces-endpoint") + 1]
-    sampler = router_env(manifest)
     assert sampler and all(env[k] == v for k, v in sampler.items())
-    assert router_env(yaml.safe_load(QUICKSTART.read_text())) == {}

@@ -258,7 +258,7 @@ def launch(
             "UCX picks local transports (shared memory, CMA)"
         )
     start_workers(pods, logs, run, say)
-    run.proxy_flags, run.proxy_env = routing_flags(body), router_env(body)
+    run.proxy_flags, run.proxy_env = router_settings(body)
     start_proxy(port, logs, run, say)
     prove_transfer_path(pods, run, say)
     if engine.run.warm_up:
@@ -338,19 +338,16 @@ def start_proxy(port: int, log_dir: Path, run: Run, say: Say) -> None:
     say(f"  ready   proxy (pid {child.proc.pid}): {run.proxy_url}")
 
 
-def routing_flags(body: dict[str, Any], settings: Settings = DEFAULT) -> list[str]:
-    """The routing policy's and tracing's flags, as the router Deployment gets them
-    (spec.routing, spec.tracing)."""
+def router_settings(
+    body: dict[str, Any], settings: Settings = DEFAULT
+) -> tuple[list[str], dict[str, str]]:
+    """The router Deployment's flags (spec.routing, spec.tracing) and its tracing sampler
+    variables, as it is rendered: what the local proxy runs with."""
     dd, _ = parse(body, settings)
     if dd is None:
-        return []
-    return [*router.routing_args(dd.spec, settings), *router.tracing_args(dd.spec)]
-
-
-def router_env(body: dict[str, Any], settings: Settings = DEFAULT) -> dict[str, str]:
-    """The router's tracing sampler variables, as its Deployment gets them."""
-    dd, _ = parse(body, settings)
-    return {} if dd is None else tracing.sampler_env(dd.spec)
+        return [], {}
+    flags = [*router.routing_args(dd.spec, settings), *router.tracing_args(dd.spec)]
+    return flags, tracing.sampler_env(dd.spec)
 
 
 def _proxy_argv(port: int, run: Run) -> list[str]:

@@ -46,7 +46,7 @@ from disagg_tools.local.stack import (
     Run,
     load,
     render_manifest,
-    routing_flags,
+    router_settings,
     start_proxy,
     with_model,
 )
@@ -121,7 +121,7 @@ def launch_containers(
         f"on network {runtime.name} (node {runtime.host_ip})"
     )
     _start_pods(plans, runtime, engine, run, say)
-    run.proxy_flags = routing_flags(body)
+    run.proxy_flags, run.proxy_env = router_settings(body)
     start_proxy(port, logs, run, say)
     _prove_transfer_path(plans, runtime, run, say)
     if engine.run.warm_up:
