@@ -37,6 +37,17 @@ def settle_seconds(spec: DeploymentSpec) -> int:
     return ENDPOINTS_PROPAGATION_S
 
 
+def drain_seconds(spec: DeploymentSpec, role: str, engine_drain: int) -> int:
+    """How long a terminating pod of ``role`` waits after the settle: the engine's drain
+    (its transfers), or the role's ``drainSeconds`` (long generations) when longer."""
+    return max(engine_drain, spec.role(role).drain_seconds or 0)
+
+
+def prestop_seconds(spec: DeploymentSpec, role: str, engine_drain: int) -> int:
+    """The preStop's whole time: the settle, then the drain. The grace period covers it."""
+    return settle_seconds(spec) + drain_seconds(spec, role, engine_drain)
+
+
 def follow(decode: int, per: PerDecode) -> int:
     """Prefill pods for ``decode`` decode pods under ``per``."""
     wanted = max(math.ceil(Fraction(str(per.ratio)) * decode), per.min_replicas)

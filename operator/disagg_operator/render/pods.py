@@ -85,24 +85,17 @@ def spec_hash(
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def drain_wait(spec: DeploymentSpec, role: str, settings: Settings) -> int:
-    """How long a terminating pod of ``role`` waits (its preStop): the engine's drain (its
-    transfers), or the role's ``drainSeconds`` (long generations) when that is longer."""
-    derived = settings.engine(spec).drain_seconds(spec)
-    return max(derived, spec.role(role).drain_seconds or 0)
-
-
 def _drain_command(spec: DeploymentSpec, role: str, settings: Settings) -> list[str]:
     engine = settings.engine(spec)
-    return engine.drain_command(
-        spec, scaling.settle_seconds(spec), drain_wait(spec, role, settings)
-    )
+    wait = scaling.drain_seconds(spec, role, engine.drain_seconds(spec))
+    return engine.drain_command(spec, scaling.settle_seconds(spec), wait)
 
 
 def grace_period_seconds(spec: DeploymentSpec, role: str, settings: Settings) -> int:
-    """terminationGracePeriodSeconds: the settle and the drain, then time for the engine
-    to stop."""
-    return scaling.settle_seconds(spec) + drain_wait(spec, role, settings) + SHUTDOWN_MARGIN_S
+    """terminationGracePeriodSeconds: the preStop (settle, then drain), then time for the
+    engine to stop."""
+    engine_drain = settings.engine(spec).drain_seconds(spec)
+    return scaling.prestop_seconds(spec, role, engine_drain) + SHUTDOWN_MARGIN_S
 
 
 def pod(

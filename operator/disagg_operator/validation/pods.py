@@ -133,8 +133,7 @@ class _Pod:
             frozenset(derived | {n for n in given if isinstance(n, str)}),
             frozenset(ports | set(engine.side_channel_ports(spec, role))),
             frozenset(m["mountPath"] for m in mounts),
-            scaling.settle_seconds(spec)
-            + max(engine.drain_seconds(spec), spec.role(role).drain_seconds or 0),
+            scaling.prestop_seconds(spec, role, engine.drain_seconds(spec)),
         )
 
 
