@@ -157,6 +157,8 @@ OTLP_TRACES_FLAG = "--otlp-traces-endpoint"
 DETAILED_TRACES_FLAG = "--collect-detailed-traces"
 OTLP_PROTOCOL_ENV = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 OTLP_HTTP_PROTOBUF = "http/protobuf"
+# The SDK's resource service.name: vLLM sets none (its spans say unknown_service:python3).
+SERVICE_NAME_ENV = "OTEL_SERVICE_NAME"
 # vLLM V1 keeps a prefix cache unless told not to.
 NO_PREFIX_CACHE_FLAG = "--no-enable-prefix-caching"
 # Flags that size the device KV cache (and so a cpu buffer's host mirror of it).

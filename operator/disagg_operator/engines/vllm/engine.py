@@ -363,9 +363,6 @@ def _rows() -> list[Row]:
     ]
 
 
-SERVICE_NAME_ENV = "OTEL_SERVICE_NAME"  # the OpenTelemetry SDK's resource service.name
-
-
 def tracing_flags(spec: DeploymentSpec) -> list[str]:
     """``spec.tracing``: vLLM's own OTLP flags (read in vLLM 0.32's EngineArgs)."""
     t = spec.tracing
@@ -381,7 +378,7 @@ def tracing_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
     service name (unset, vLLM's spans say ``unknown_service:python3``)."""
     if spec.tracing is None:
         return {}
-    named = {SERVICE_NAME_ENV: f"vllm-{role}"}
+    named = {vllm.SERVICE_NAME_ENV: f"vllm-{role}"}
     return {vllm.OTLP_PROTOCOL_ENV: vllm.OTLP_HTTP_PROTOBUF, **named, **tracing.sampler_env(spec)}
 
 
