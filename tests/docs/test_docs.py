@@ -20,14 +20,20 @@ def _anchor(heading: str) -> str:
     return text.replace(" ", "-")
 
 
-@pytest.mark.parametrize("name", DOCS)
+PAGES = [f"docs/{path.name}" for path in (ROOT / "docs").glob("*.md")]
+LINKED = sorted([*PAGES, "README.md", "CONTRIBUTING.md"])
+
+
+@pytest.mark.parametrize("name", LINKED)
 def test_relative_links_resolve(name):
-    text = (ROOT / "docs" / name).read_text()
-    for target in re.findall(r"\]\(([^)#][^)]*|#[^)]+)\)", text):
+    """Every relative link of the README, CONTRIBUTING and each page under docs/ names a file
+    that exists and, after #, a heading of it (GitHub's anchor)."""
+    doc = ROOT / name
+    for target in re.findall(r"\]\(([^)#][^)]*|#[^)]+)\)", doc.read_text()):
         if target.startswith(("http://", "https://")):
             continue
         path, _, anchor = target.partition("#")
-        file = (ROOT / "docs" / path).resolve() if path else ROOT / "docs" / name
+        file = (doc.parent / path).resolve() if path else doc
         assert file.exists(), f"{name}: broken link {target}"
         if anchor:
             headings = re.findall(r"^#+ (.+)$", file.read_text(), re.M)

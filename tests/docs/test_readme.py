@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from tests.chart import chartkit
@@ -20,7 +19,6 @@ from tests.chart import chartkit
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 DISAGG = [sys.executable, "-m", "disagg_operator.cli"]
-LINKED = ["README.md", "CONTRIBUTING.md", "docs/benchmarks.md"]
 
 
 def _help(*args: str) -> str:
@@ -47,27 +45,8 @@ def _section(title: str, text: str = README) -> str:
     return found.group(1)
 
 
-def _anchor(heading: str) -> str:
-    """GitHub's anchor for a heading."""
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-
-
 def test_the_readme_is_read_in_minutes() -> None:
     assert len(README.splitlines()) <= 250
-
-
-@pytest.mark.parametrize("name", LINKED)
-def test_relative_links_resolve(name: str) -> None:
-    doc = ROOT / name
-    for target in re.findall(r"\]\(([^)]+)\)", doc.read_text()):
-        if target.startswith(("http://", "https://")):
-            continue
-        path, _, anchor = target.partition("#")
-        file = (doc.parent / path).resolve() if path else doc
-        assert file.exists(), f"{name}: broken link {target}"
-        if anchor:
-            headings = re.findall(r"^#+ (.+)$", file.read_text(), re.M)
-            assert anchor in {_anchor(h) for h in headings}, f"{name}: no heading #{anchor}"
 
 
 def test_the_command_table_is_disagg_help() -> None:
