@@ -13,10 +13,10 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from disagg_tools.local.children import start_child
 from disagg_tools.local.kubelet import prober
+from disagg_tools.local.kubelet.driver import PROCESSES
 from disagg_tools.local.kubelet.rules import containers, lifecycle, probes
-from disagg_tools.local.kubelet.runtime import Box, host_env
+from disagg_tools.local.kubelet.runtime import Box
 from disagg_tools.local.rules.backoff import CrashLoop
 
 POLICY = CrashLoop()
@@ -25,7 +25,7 @@ POLICY = CrashLoop()
 def _box(tmp_path: Path, code: str, **spec: Any) -> Box:
     argv = [sys.executable, "-c", code]
     process = containers.Process("c", argv, {}, {"name": "c", "image": "img", **spec})
-    child = start_child("c", argv, host_env({}), tmp_path)
+    child = PROCESSES.create("c", argv, {}, tmp_path)
     return Box(process, child, probes.Probes(), "uid-1234-5678", started_at=0.0)
 
 

@@ -1,12 +1,13 @@
 """The local kubelet: every pod the API server has becomes processes on this host, probed
 and restarted as a Kubernetes 1.36 kubelet does, its status written back.
 
-I/O layer (the API through :mod:`.api`, processes through :mod:`.runtime`, probes through
-:mod:`.prober`); the rules are :mod:`.rules`' and :mod:`disagg_tools.local.rules.backoff`'s,
-ported so that readiness, restarts and deletion act as in a cluster. :meth:`Kubelet.tick`
-admits new pods (an address, volumes, processes, probe workers, a finalizer so a delete
-waits), observes containers, runs due probes and writes changed status. The endpoints,
-cluster DNS and the Deployments are :mod:`.controllers`'s. docs/local-run.md.
+I/O layer (the API through :mod:`.api`, containers through :mod:`.runtime` and its
+:class:`~.driver.Driver`, probes through :mod:`.prober`); the rules are :mod:`.rules`'
+and :mod:`disagg_tools.local.rules.backoff`'s, ported so that readiness, restarts and
+deletion act as in a cluster. :meth:`Kubelet.tick` admits new pods (an address, volumes,
+processes, probe workers, a finalizer so a delete waits), observes containers, runs due
+probes and writes changed status. The endpoints, cluster DNS and the Deployments are
+:mod:`.controllers`'s. docs/local-run.md.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from typing import Any
 
 import aiohttp
 
-from disagg_tools.local.children import start_child, stop_children
 from disagg_tools.local.engines import BUILTIN, LocalEngine
 from disagg_tools.local.kubelet import admit, network, prober
 from disagg_tools.local.kubelet.api import Api
+from disagg_tools.local.kubelet.driver import PROCESSES, Driver
 from disagg_tools.local.kubelet.rules import containers, lifecycle, probes
-from disagg_tools.local.kubelet.runtime import Box, host_env, rfc3339
+from disagg_tools.local.kubelet.runtime import Box, rfc3339
 from disagg_tools.local.rules.backoff import CrashLoop
 
 log = logging.getLogger("disagg.kubelet")
@@ -73,9 +74,10 @@ class Kubelet:
         tick_s: float = 0.1,
         crash_loop: CrashLoop = KUBELET_1_36,
         net: str = "127.0.1.",
+        driver: Driver = PROCESSES,
     ) -> None:
         self.api, self.workdir, self.engines, self.tick_s = api, workdir, engines, tick_s
-        self.crash_loop, self.net = crash_loop, net
+        self.crash_loop, self.net, self.driver = crash_loop, net, driver
         self.pods: dict[str, Pod] = {}  # by pod uid
         self.failed: dict[str, str] = {}  # pod uid → why it cannot run here
         self._last_host: int | None = None  # the address last handed out (its last octet)
@@ -107,7 +109,7 @@ class Kubelet:
                 for task in [pod.going, *pod.tasks]:
                     if task is not None:
                         task.cancel()
-            stop_children([b.child for p in self.pods.values() for b in p.boxes.values()], 2.0)
+            self.driver.stop([b.child for p in self.pods.values() for b in p.boxes.values()], 2.0)
             await self._http.close()
 
     async def tick(self) -> None:
@@ -162,10 +164,12 @@ class Kubelet:
         now, boxes = time.monotonic(), {}
         for process in run.processes:
             workers = probes.Probes.of(process.spec, origin=now)  # added before it starts
-            child = start_child(
-                process.container, process.argv, host_env(process.env), folder / "logs"
+            child = self.driver.create(
+                process.container, process.argv, process.env, folder / "logs"
             )
-            boxes[process.container] = Box(process, child, workers, uid, started_at=now)
+            boxes[process.container] = Box(
+                process, child, workers, uid, self.driver, started_at=now
+            )
         self.pods[uid] = Pod(uid, run, boxes, body)
         log.info("started pod %s/%s at %s", namespace, name, address)
 
@@ -238,8 +242,10 @@ class Kubelet:
 
     async def _run_probe(self, pod: Pod, box: Box, worker: probes.Worker, instance: str) -> None:
         assert self._http is not None
-        env = host_env(box.process.env)
-        result = await prober.attempt(self._http, pod.run, box.process, worker.rule, env)
+        env = self.driver.exec_env(box.process.env)
+        result = await prober.attempt(
+            self._http, pod.run, box.process, worker.rule, env, driver=self.driver
+        )
         if worker.instance == instance and not worker.gone:  # not a container since gone
             pod.sync |= worker.record(result)
 

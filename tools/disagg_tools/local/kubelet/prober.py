@@ -15,6 +15,7 @@ from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
+from disagg_tools.local.kubelet.driver import PROCESSES, Driver
 from disagg_tools.local.kubelet.rules import containers
 from disagg_tools.local.kubelet.rules.probes import FAILURE, SUCCESS, Rule
 
@@ -27,11 +28,14 @@ async def attempt(
     process: containers.Process,
     rule: Rule,
     env: Mapping[str, str],
+    *,
+    driver: Driver = PROCESSES,
 ) -> str:
-    """Success or Failure of one run of ``rule`` on ``process`` of ``run``."""
+    """Success or Failure of one run of ``rule`` on ``process`` of ``run``; an exec probe
+    runs in the container through ``driver``, with ``env``."""
     try:
         async with asyncio.timeout(rule.timeout):
-            ok = await _once(http, run, process, rule, env)
+            ok = await _once(http, run, process, rule, env, driver)
     except (asyncio.TimeoutError, OSError, aiohttp.ClientError):
         ok = False
     return SUCCESS if ok else FAILURE
@@ -43,6 +47,7 @@ async def _once(
     process: containers.Process,
     rule: Rule,
     env: Mapping[str, str],
+    driver: Driver,
 ) -> bool:
     action = rule.action
     if "httpGet" in action:
@@ -53,7 +58,7 @@ async def _once(
         writer.close()
         return True
     if "exec" in action:
-        argv = containers.probe_exec(run, process, action["exec"]["command"])
+        argv = driver.exec_argv(run, process, action["exec"]["command"])
         proc = await asyncio.create_subprocess_exec(
             *argv, env=dict(env), stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,

@@ -6,7 +6,8 @@ again when its restart policy says so after the crash-loop back-off
 entry: the newest instance's state, the one before it as ``lastState``,
 ``CrashLoopBackOff`` while it waits.
 
-I/O layer (processes); the decisions are :mod:`.rules`' and the back-off's. The back-off
+I/O layer (through a :class:`~.driver.Driver`: processes or podman containers); the
+decisions are :mod:`.rules`' and the back-off's. The back-off
 looks at the newest *exited* instance when a start is decided: after a crash that is the
 crash; after a kill for a failed probe (killed and started again in one pod sync) it is
 the instance before, so a first kill restarts at once.
@@ -16,14 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from disagg_tools.local.children import Child, spawn, stop_children
+from disagg_tools.local.children import Child
+from disagg_tools.local.kubelet.driver import PROCESSES, Driver
 from disagg_tools.local.kubelet.rules import containers, lifecycle
 from disagg_tools.local.kubelet.rules.probes import Probes, Seen
 from disagg_tools.local.rules import backoff
@@ -35,13 +36,6 @@ def rfc3339(wall: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall))
 
 
-def host_env(env: Mapping[str, str]) -> dict[str, str]:
-    """A container's env over this host's (its PATH, certificates), without the host's
-    own disagg and UCX settings."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("DISAGG_", "UCX_TLS"))}
-    return {**base, **env}
-
-
 @dataclass
 class Box:
     """One container of a pod this kubelet runs."""
@@ -50,6 +44,7 @@ class Box:
     child: Child
     probes: Probes
     pod: str  # the pod's uid, for container IDs
+    driver: Driver = PROCESSES  # the container runtime that starts and stops it
     instance: int = 1  # instances started so far (the newest's number)
     running: bool = True
     started_at: float = field(default_factory=time.monotonic)
@@ -146,7 +141,7 @@ class Box:
                 self.start(now)
 
     def start(self, now: float) -> None:
-        spawn(self.child)
+        self.driver.start(self.child)
         self.instance += 1
         self.running, self.waiting = True, ""
         self.started_at, self.started_rfc = now, rfc3339()
@@ -163,14 +158,17 @@ class Box:
         if self.process.pre_stop and self.child.proc.poll() is None:
             await self._pre_stop(deadline)
         left = max(MIN_GRACE_S if self.process.pre_stop else 0.1, deadline - time.monotonic())
-        await asyncio.to_thread(stop_children, [self.child], left)
+        await asyncio.to_thread(self.driver.stop, [self.child], left)
 
     async def _pre_stop(self, deadline: float) -> None:
         """The preStop hook, its output in the container's log (where `kubectl logs`
         would not show it, but a test can)."""
         with open(self.child.log_path, "ab") as out:
             proc = await asyncio.create_subprocess_exec(
-                *self.process.pre_stop, env=host_env(self.process.env), stdout=out, stderr=out
+                *self.process.pre_stop,
+                env=self.driver.exec_env(self.process.env),
+                stdout=out,
+                stderr=out,
             )
             try:
                 await asyncio.wait_for(proc.wait(), max(0.1, deadline - time.monotonic()))
@@ -181,4 +179,4 @@ class Box:
     def kill_now(self) -> None:
         """SIGKILL the process group at once (a pod gone from the API)."""
         with contextlib.suppress(ProcessLookupError):
-            stop_children([self.child], 0.5, signal.SIGKILL)
+            self.driver.stop([self.child], 0.5, signal.SIGKILL)
