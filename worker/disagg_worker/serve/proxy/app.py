@@ -30,8 +30,10 @@ from disagg_worker.serve.proxy.flow import Proxy
 from disagg_worker.serve.proxy.readonly import READ_ONLY_ROUTES, read_only
 from disagg_worker.serve.proxy.revisions import Pair, Pairs
 from disagg_worker.serve.proxy.rules.fields import refusal
+from disagg_worker.serve.proxy.rules.locality import MODES as LOCALITY
 from disagg_worker.serve.proxy.rules.routing import MODES
 from disagg_worker.serve.proxy.upstream import POLICIES, HopError, Pool
+from disagg_worker.serve.proxy.zones import KubeApi, Zones, service_of
 from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
 from disagg_worker.serve.rules.limits import bounded
 from disagg_worker.serve.rules.openai import OpenAIError, request_id
@@ -235,6 +237,17 @@ def _parser() -> argparse.ArgumentParser:
         "--block-tokens", type=int, default=16, metavar="N",
         help="the decode engine's KV block size in tokens (its prefix cache's unit)",
     )  # fmt: skip
+    routing.add_argument(
+        "--transfer-locality", choices=LOCALITY, default=None,
+        help="keep each prefill->decode KV transfer in one zone, as the Services' "
+        "EndpointSlices place the pods (Required: 503 when the prefill's zone has no decode; "
+        "Preferred: same zone first); needs --prefill-service/--decode-service",
+    )  # fmt: skip
+    routing.add_argument(
+        "--kube-api", default="", metavar="URL",
+        help="the API server the EndpointSlices are read from (default: the pod's, with its "
+        "ServiceAccount)",
+    )  # fmt: skip
     p.add_argument("--host", default="127.0.0.1", help="listen address (0.0.0.0 in a pod)")
     p.add_argument("--port", type=int, default=8080, help="0: any free port")
     p.add_argument("--timeout-s", type=float, default=60.0, help="deadline for both hops")
@@ -288,6 +301,19 @@ def pools(args: argparse.Namespace) -> tuple[Pairs, list[Refresher]]:
     return Pairs(pairs, args.policy), refreshers
 
 
+def zones_of(args: argparse.Namespace, refreshers: list[Refresher]) -> Zones | None:
+    """Where the Services' pods sit, with --transfer-locality (ValueError: no Service, or
+    no API server to ask)."""
+    if args.transfer_locality is None:
+        return None
+    if not refreshers:
+        raise ValueError("--transfer-locality reads zones from Services' EndpointSlices: "
+                         "give --prefill-service and --decode-service")  # fmt: skip
+    names = [service_of(r.host) for r in refreshers]
+    api = KubeApi.in_cluster(args.kube_api, names[0][1])
+    return Zones(api, [name for name, _ in names], args.refresh_s)
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     from disagg_worker.serve.process import serve
@@ -295,9 +321,10 @@ def main(argv: list[str]) -> int:
     pairs, refreshers = pools(args)
     try:
         config = from_args(args)
+        zones = zones_of(args, refreshers)
     except ValueError as e:
         raise SystemExit(f"disagg proxy: {e}") from None
-    proxy = Proxy(pairs, None, config, refreshers=refreshers)
+    proxy = Proxy(pairs, None, config, refreshers=refreshers, zones=zones)
 
     async def ready(_: int) -> dict[str, Any]:
         return {

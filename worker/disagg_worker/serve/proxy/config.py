@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 from disagg_worker.serve.pd import KV_TRANSFER_PARAMS, PdProtocol
+from disagg_worker.serve.proxy.rules.locality import check_mode
 from disagg_worker.serve.proxy.rules.routing import Policy
 from disagg_worker.serve.rules.otlp import Settings, settings_of
 
@@ -31,7 +32,8 @@ class ProxyConfig:
     ``pool_queue_s``: the longest a pool's queue may take to start a new request before
     the request is shed (None: a third of ``timeout_s``; 0: never shed); ``tracing``: where
     its spans are exported (``--otlp-traces-endpoint`` or the OpenTelemetry variables;
-    none by default).
+    none by default); ``locality``: whether each prefill->decode pair stays in one zone,
+    ``Required`` or ``Preferred`` (None: any pair; docs/routing.md, Transfer locality).
     """
 
     policy: str = "round-robin"
@@ -41,8 +43,10 @@ class ProxyConfig:
     protocol: PdProtocol = KV_TRANSFER_PARAMS
     pool_queue_s: float | None = None
     tracing: Settings = field(default_factory=lambda: Settings(service=SERVICE))
+    locality: str | None = None
 
     def __post_init__(self) -> None:
+        check_mode(self.locality)
         if self.pool_queue_s is not None and not self.pool_queue_s >= 0:
             raise ValueError(
                 f"--pool-queue-s: {self.pool_queue_s:g} is below 0; give the seconds a pool's "
@@ -78,4 +82,5 @@ def from_args(args: argparse.Namespace) -> ProxyConfig:
         protocol=args.pd_protocol,
         pool_queue_s=args.pool_queue_s,
         tracing=settings_of(os.environ, args.otlp_traces_endpoint, SERVICE),
+        locality=args.transfer_locality,
     )

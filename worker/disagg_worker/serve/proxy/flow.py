@@ -33,16 +33,18 @@ from disagg_worker.serve.proxy.hops import (
 from disagg_worker.serve.proxy.metrics import ProxyMetrics
 from disagg_worker.serve.proxy.planner import Plan, Planner
 from disagg_worker.serve.proxy.revisions import Pair, Pairs
-from disagg_worker.serve.proxy.rules import shedding
+from disagg_worker.serve.proxy.rules import locality, shedding
 from disagg_worker.serve.proxy.rules.routing import Route
 from disagg_worker.serve.proxy.upstream import (
     Backend,
     HopError,
     Pool,
     Request,
+    Within,
     first_taker,
     prefill_gone,
 )
+from disagg_worker.serve.proxy.zones import Zones
 from disagg_worker.serve.rules.otlp import CLIENT
 from disagg_worker.serve.rules.timings import FIELD as TIMINGS
 from disagg_worker.serve.rules.timings import ProxyFigures, Timings
@@ -84,12 +86,14 @@ class Proxy:
         *,
         refreshers: Sequence[Refresher] = (),
         after_prefill: Callable[[Any], Awaitable[None]] | None = None,
+        zones: Zones | None = None,
     ) -> None:
         """``prefill`` and ``decode``: worker URLs, or pools that ``refreshers`` keep
         current from their Services (:mod:`disagg_worker.serve.proxy.discovery`); or
         ``prefill`` the pools of every KV revision (:mod:`.revisions`), ``decode`` None.
         ``config``: the deadline, retries, routing policy and P/D protocol
-        (:mod:`disagg_worker.serve.proxy.config`)."""
+        (:mod:`disagg_worker.serve.proxy.config`); ``zones``: where each pod sits, read
+        when ``config.locality`` pairs within zones (:mod:`.zones`)."""
         if isinstance(prefill, Pairs):
             self.pairs = prefill
         else:
@@ -102,6 +106,7 @@ class Proxy:
         self.after_prefill = after_prefill  # a test seam: act between the two hops
         self.retried = 0  # decodes retried from another prefill (config.prefill_retries)
         self.refreshers = list(refreshers)
+        self.zones = zones if config.locality is not None else None
         self.metrics = ProxyMetrics()
         self.tracer = Tracer(config.tracing, self.metrics.registry)
         self.http = HopClient(config.timeout_s)
@@ -113,10 +118,14 @@ class Proxy:
         await self.tracer.start_export()
         for refresher in self.refreshers:
             await refresher.start()
+        if self.zones is not None:
+            await self.zones.start()
 
     async def close(self, _: web.Application | None = None) -> None:
         for refresher in self.refreshers:
             await refresher.close()
+        if self.zones is not None:
+            await self.zones.close()
         if self._releases:
             await asyncio.wait(self._releases, timeout=RELEASE_TIMEOUT_S)
         await self.http.close()
@@ -199,11 +208,17 @@ class Proxy:
         """Prefill, then decode with its handoff (:meth:`_pair`); ``start``: when the
         prefill hop began. With the hops' figures and the prefill's timings."""
 
-        def decode(second: dict[str, Any]) -> Awaitable[tuple[Backend, dict[str, Any]]]:
-            return self._hop("decode", plan.pair.decode, req, second, first=plan.decode)
+        def decode(
+            second: dict[str, Any], prefill: Backend
+        ) -> Awaitable[tuple[Backend, dict[str, Any]]]:
+            near = self._near(prefill)
+            return self._hop(
+                "decode", plan.pair.decode, req, second, first=plan.decode, within=near
+            )
 
-        paired = await self._pair(req, plan.pair, decode)
+        paired = await self._pair(req, plan, decode)
         d, out = paired.decoded
+        self._count_pair(paired.prefill, d)
         hop = ProxyFigures(
             prefill_url=paired.prefill.url,
             decode_url=d.url,
@@ -219,23 +234,24 @@ class Proxy:
     async def _pair(
         self,
         req: Request,
-        pair: Pair,
-        decode: Callable[[dict[str, Any]], Awaitable[T]],
+        plan: Plan,
+        decode: Callable[[dict[str, Any], Backend], Awaitable[T]],
         drop: Callable[[T], None] = lambda _: None,
     ) -> Paired[T]:
-        """The prefill hop, then ``decode`` of the client's body with the prefill's handoff;
-        a decode that could not read the KV is retried from another prefill. A concurrent
-        protocol's hops go at once (:meth:`_together`; ``drop`` frees a decode step's
-        result that is not wanted)."""
+        """The prefill hop, then ``decode`` of the client's body with the prefill's handoff
+        (and that prefill, whose zone may bound the decode's); a decode that could not read
+        the KV is retried from another prefill. A concurrent protocol's hops go at once
+        (:meth:`_together`; ``drop`` frees a decode step's result that is not wanted)."""
+        pair = plan.pair
         if self.config.protocol.concurrent:
-            return await self._together(req, pair, decode, drop)
+            return await self._together(req, plan, decode, drop)
         tried: list[str] = []
         while True:
-            p, pre, handoff = await self._prefill(req, pair, tried)
+            p, pre, handoff = await self._prefill(req, pair, tried, self._prefills(plan))
             t1 = time.perf_counter()
             second = self.config.protocol.decode(req.body, handoff)
             try:
-                return Paired(p, pre, await decode(second), tried, t1)
+                return Paired(p, pre, await decode(second, p), tried, t1)
             except HopError as e:  # the prefill's blocks go now; its READ may be retried
                 self.release_later(p, handoff, req.headers)
                 if not self._retry(e, p, pair.prefill, tried):
@@ -247,15 +263,17 @@ class Proxy:
     async def _together(
         self,
         req: Request,
-        pair: Pair,
-        decode: Callable[[dict[str, Any]], Awaitable[T]],
+        plan: Plan,
+        decode: Callable[[dict[str, Any], Backend], Awaitable[T]],
         drop: Callable[[T], None],
     ) -> Paired[T]:
         """Both hops at once, their bodies naming the prefill picked
         (:meth:`PdProtocol.pair`). A prefill that is full or unreachable is left for the
         next of its pool, with new bodies (the decode sent for it is cancelled); any other
         failure of either hop cancels the other and is the request's."""
+        pair, within = plan.pair, self._prefills(plan)
         candidates = pair.prefill.candidates()
+        candidates = within(candidates) if within is not None else candidates
         tried: list[str] = []
         for i, p in enumerate(candidates):
             first, second = self.config.protocol.pair(req.body, p.url)
@@ -263,7 +281,7 @@ class Proxy:
             pair.prefill.enter(p)
             served = False  # the prefill answered (its pool's work is done)
             try:
-                pre, got = await _at_once(self._prefill_hop(req, p, first), decode(second))
+                pre, got = await _at_once(self._prefill_hop(req, p, first), decode(second, p))
                 served = not isinstance(pre, BaseException)
             finally:
                 pair.prefill.leave(p, served)
@@ -335,22 +353,25 @@ class Proxy:
         decode's first byte, when nothing reached the client); with the prefill hop's
         figures (its worker, time and retries) for the stream's headers."""
 
-        def decode(second: dict[str, Any]) -> Awaitable[tuple[Backend, aiohttp.ClientResponse]]:
-            return self._open_decode(req, plan, second)
+        def decode(
+            second: dict[str, Any], prefill: Backend
+        ) -> Awaitable[tuple[Backend, aiohttp.ClientResponse]]:
+            return self._open_decode(req, plan, second, prefill)
 
         start = time.perf_counter()
-        paired = await self._pair(req, plan.pair, decode, lambda got: got[1].close())
+        paired = await self._pair(req, plan, decode, lambda got: got[1].close())
         d, resp = paired.decoded
+        self._count_pair(paired.prefill, d)
         hop = {"prefill_url": paired.prefill.url,
                "prefill_hop_ms": (paired.prefilled_at - start) * 1000.0,
                "prefill_retries": len(paired.tried)}  # fmt: skip
         return d, resp, hop
 
     async def _open_decode(
-        self, req: Request, plan: Plan, body: dict[str, Any]
+        self, req: Request, plan: Plan, body: dict[str, Any], prefill: Backend | None = None
     ) -> tuple[Backend, aiohttp.ClientResponse]:
         """The streaming decode hop of ``body``, on the next decode worker when one is
-        full or down."""
+        full or down (one that may read ``prefill``'s KV, when given)."""
 
         def send(b: Backend) -> Awaitable[aiohttp.ClientResponse]:
             url = b.url + req.path
@@ -363,6 +384,7 @@ class Proxy:
             send,
             first=plan.decode,
             finishes=False,  # the relay counts the stream's end
+            within=None if prefill is None else self._near(prefill),
         )
 
     def _retry(self, error: HopError, prefill: Backend, pool: Pool, tried: list[str]) -> bool:
@@ -382,12 +404,12 @@ class Proxy:
         return True
 
     async def _prefill(
-        self, req: Request, pair: Pair, avoid: Sequence[str] = ()
+        self, req: Request, pair: Pair, avoid: Sequence[str] = (), within: Within | None = None
     ) -> tuple[Backend, dict[str, Any], Any]:
-        """The prefill hop (on a worker of ``pair`` not in ``avoid`` when there is one):
-        the worker, its answer and the handoff for decode."""
+        """The prefill hop (on a worker of ``pair`` not in ``avoid`` when there is one,
+        among those ``within`` keeps): the worker, its answer and the handoff for decode."""
         first = self.config.protocol.prefill(req.body)
-        p, pre = await self._hop("prefill", pair.prefill, req, first, avoid)
+        p, pre = await self._hop("prefill", pair.prefill, req, first, avoid, within=within)
         try:
             handoff = self.config.protocol.handoff(pre)
         except ValueError as e:
@@ -426,9 +448,11 @@ class Proxy:
         body: dict[str, Any],
         avoid: Sequence[str] = (),
         first: Backend | None = None,
+        within: Within | None = None,
     ) -> tuple[Backend, dict[str, Any]]:
         """POST ``body`` (the hop's, not the client's) to ``first`` or the pool's pick;
-        when it is full or unreachable, to each other worker (those in ``avoid`` last)."""
+        when it is full or unreachable, to each other worker (those in ``avoid`` last),
+        among those ``within`` keeps."""
 
         def send(b: Backend) -> Awaitable[dict[str, Any]]:
             url = b.url + req.path
@@ -436,7 +460,51 @@ class Proxy:
                 role, url, req, lambda h: self.http.post(role, url, body, h, req.deadline)
             )
 
-        return await first_taker(pool, send, avoid, first)
+        return await first_taker(pool, send, avoid, first, within=within)
+
+    def _prefills(self, plan: Plan) -> Within | None:
+        """Under transfer locality, the prefills ranked by the decodes their zone holds (the
+        planner's pick first: :func:`.rules.locality.prefill_order`); Required refuses
+        (503, counted) when no prefill has a decode in its zone."""
+        mode, zones = self.config.locality, self.zones
+        if mode is None or zones is None:
+            return None
+        decodes = [zones.zone(b.url) for b in plan.pair.decode.backends]
+        planned = [zones.zone(plan.decode.url)] if plan.decode is not None else []
+
+        def order(candidates: list[Backend]) -> list[Backend]:
+            found = [zones.zone(b.url) for b in candidates]
+            ranked = locality.prefill_order(mode, found, decodes, planned)
+            if not ranked:
+                self.metrics.locality_refused(locality.named(found[0]))
+                raise HopError(503, locality.no_pair(found, decodes), retry_after="1")
+            return [candidates[i] for i in ranked]
+
+        return order
+
+    def _near(self, prefill: Backend) -> Within | None:
+        """Under transfer locality, the decodes that may read ``prefill``'s KV, its zone's
+        first (:func:`.rules.locality.decode_order`); Required refuses (503, counted) when
+        its zone has none."""
+        mode, zones = self.config.locality, self.zones
+        if mode is None or zones is None:
+            return None
+        zone = zones.zone(prefill.url)
+
+        def order(candidates: list[Backend]) -> list[Backend]:
+            found = [zones.zone(b.url) for b in candidates]
+            kept = locality.decode_order(mode, zone, found)
+            if not kept:
+                self.metrics.locality_refused(locality.named(zone))
+                raise HopError(503, locality.no_decode(zone, prefill.url), retry_after="1")
+            return [candidates[i] for i in kept]
+
+        return order
+
+    def _count_pair(self, prefill: Backend, decode: Backend) -> None:
+        """A P/D request's pair, same zone or not, under transfer locality."""
+        if self.zones is not None:
+            self.metrics.paired(self.zones.zone(prefill.url) == self.zones.zone(decode.url))
 
 
 async def _at_once(

@@ -4,7 +4,8 @@ I/O layer (prometheus_client). What a platform engineer watches to know P/D is h
 how many requests took each path and why (the routing policy), how many disaggregated
 requests reached a decode that computed the prompt itself (by reason: never silent), the
 prefill retries, the prompts the engine could not count, and the requests shed because a
-pool would not start them in time.
+pool would not start them in time, and under transfer locality the pairs that stayed in
+a zone or left it and the requests refused for want of a decode in the prefill's zone.
 """
 
 from __future__ import annotations
@@ -38,6 +39,23 @@ class ProxyMetrics:
             "disagg_proxy_tokenize_failures", "Prompts the engine's /tokenize could not count "
             "(routed through prefill)", registry=self.registry,
         )  # fmt: skip
+
+        self._pairs = Counter(
+            "disagg_proxy_transfer_pairs", "P/D requests answered under --transfer-locality, "
+            "by whether prefill and decode sat in one zone (same) or not (cross; a zone-less "
+            "pod counts as its own zone)", ["zones"], registry=self.registry,
+        )  # fmt: skip
+        self._refused = Counter(
+            "disagg_proxy_locality_refused", "Requests refused (503) under --transfer-locality "
+            "Required: no ready decode in the zone of the prefill (zone label; empty: the "
+            "zone-less group)", ["zone"], registry=self.registry,
+        )  # fmt: skip
+
+    def paired(self, same_zone: bool) -> None:
+        self._pairs.labels("same" if same_zone else "cross").inc()
+
+    def locality_refused(self, zone: str) -> None:
+        self._refused.labels(zone).inc()
 
     def request(self, path: str, reason: str) -> None:
         self._requests.labels(path, reason).inc()

@@ -26,6 +26,9 @@ from disagg_worker.serve.rules.openai import TRANSFER_FAILED
 
 POLICIES = ("least-loaded", "round-robin")
 T = TypeVar("T")
+# a hop's candidates as the pool orders them → those it may use, best first (transfer
+# locality: docs/routing.md); raises the HopError that says why when none may
+Within = Callable[[list["Backend"]], list["Backend"]]
 
 
 def hop_failure(
@@ -197,12 +200,15 @@ async def first_taker(
     first: Backend | None = None,
     *,
     finishes: bool = True,
+    within: Within | None = None,
 ) -> tuple[Backend, T]:
     """``attempt`` on ``first`` or the pool's pick (workers in ``avoid`` last), then on
     each other worker while the failure is retryable (full or unreachable); the last
     failure is raised. ``finishes``: an answer is the pool's work done (a stream's head is
-    not: its relay counts the end)."""
+    not: its relay counts the end); ``within``: the candidates it may use, reordered."""
     candidates = pool.candidates(avoid, first)
+    if within is not None:
+        candidates = within(candidates)
     for i, backend in enumerate(candidates):
         pool.enter(backend)
         served = False
