@@ -75,6 +75,14 @@ class KVTransfer(_Model):
     connector: Literal["NixlConnector"] = Field(
         default="NixlConnector", description="KV connector; NixlConnector only"
     )
+    mode: Literal["pull", "push"] = Field(
+        default="pull",
+        description="who moves the KV, one mode for both pools: pull (decode READs "
+        "prefill's blocks; vLLM NixlConnector) or push (prefill WRITEs into the blocks "
+        "decode registered; vLLM >= 0.24 NixlPushConnector, the reference worker's push). "
+        "The two do not interoperate, so a change rolls out a new KV revision, never a "
+        "mixed pair. Which pools may run pipeline stages in each mode: docs/derivation.md",
+    )
     backends: list[Annotated[str, StringConstraints(min_length=1, max_length=32)]] = Field(
         default=["UCX"],
         min_length=1,

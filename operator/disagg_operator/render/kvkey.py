@@ -42,7 +42,7 @@ def kv_key(spec: DeploymentSpec, settings: Settings) -> dict[str, Any]:
         }
         for r in ROLES
     }
-    return {
+    key = {
         "model": spec.model,
         "engine": spec.engine.type,
         "engineVersion": engine.version_key(spec),
@@ -54,6 +54,11 @@ def kv_key(spec: DeploymentSpec, settings: Settings) -> dict[str, Any]:
         "backends": list(spec.kv_transfer.backends),
         "roles": roles,
     }
+    # push and pull pools never transfer to each other: a mode change is a new revision.
+    # Pull, the default, adds nothing, so the keys of specs without the field stay as they were.
+    if spec.kv_transfer.mode != "pull":
+        key["mode"] = spec.kv_transfer.mode
+    return key
 
 
 def digest(data: Any, chars: int = KV_REVISION_CHARS) -> str:

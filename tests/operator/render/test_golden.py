@@ -117,6 +117,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
         {"spec": {"transferCanary": {"enabled": False}, "decode": {"image": "example/own:2"}}},
         (),
     ),
+    "reference-push": (
+        "quickstart-cpu.yaml",
+        {"spec": {"kvTransfer": {"mode": "push"}}},
+        (),
+    ),
     "reference-canary-image": (
         "quickstart-cpu.yaml",
         {"spec": {"transferCanary": {"image": "example/canary:3"}}},

@@ -88,7 +88,11 @@ _FIELDS = (
     "hmac_secret_path",
     "tp_size",
     "model",
+    "transfer_mode",
 )
+# spec.kvTransfer.mode → the worker's transfer_mode (decode's: READ, or the prefill's push);
+# both pools get it (a prefill ignores it), rendered only when it is not the default (read).
+TRANSFER_MODES = {"pull": "read", "push": "push"}
 
 
 def _worker_fields(
@@ -111,6 +115,7 @@ def _worker_fields(
         "hmac_secret_path": HMAC_PATH,
         "tp_size": r.tensor_parallel_size,
         "model": spec.model,
+        "transfer_mode": TRANSFER_MODES[kv.mode],
     }
     assert tuple(fields) == _FIELDS  # derived_env refuses exactly these
     return fields
@@ -267,6 +272,10 @@ class Reference(Engine):
     def derived_env(self, spec: DeploymentSpec, role: str) -> Mapping[str, str]:
         out = dict.fromkeys(_env_names(), "the spec field it comes from (docs/derivation.md)")
         out["UCX_TLS"] = "spec.kvTransfer.ucxTls"
+        out[WorkerConfig.env_name("transfer_mode")] = (
+            "spec.kvTransfer.mode (one mode for both pools: a pool's own would pair a push "
+            "decode with a pull prefill)"
+        )
         return out
 
     def multinode_problem(self, spec: DeploymentSpec, role: str) -> str | None:
@@ -288,6 +297,13 @@ class Reference(Engine):
                 "reference engine",
                 f"{STARTUP_S} s; spec.<role>.startupSeconds wins",
                 "a seeded model built in memory starts in seconds",
+            ),
+            (
+                WorkerConfig.env_name("transfer_mode"),
+                "reference engine, kvTransfer.mode push",
+                "push (both pools; pull renders none: the worker's read)",
+                "decode claims blocks and the prefill WRITEs into them; a pool's own setting "
+                "is refused (it would pair a push decode with a pull prefill)",
             ),
             (
                 "side-channel port",

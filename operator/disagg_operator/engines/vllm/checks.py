@@ -21,7 +21,7 @@ from disagg_operator.derive.resources import cpu_limits
 from disagg_operator.derive.scaling import effective_replicas
 from disagg_operator.engines.base import flag_values
 from disagg_operator.engines.vllm import contract as vllm
-from disagg_operator.engines.vllm import derive, tensor_parallel
+from disagg_operator.engines.vllm import derive, modes, tensor_parallel
 from disagg_operator.engines.vllm import fields as own
 
 # A vLLM CPU pool must say how much CPU and memory it has: threads and KV space derive from it.
@@ -44,7 +44,9 @@ CPU_POOL_RULES = tuple(
 # Flags and env the operator derives → the spec field that sets them instead.
 DERIVED_FLAGS = {
     "--port": "the serving port is fixed (8000, 8200 behind the routing sidecar)",
-    "--kv-transfer-config": "spec.kvTransfer (kvConnectorExtraConfig for extra keys)",
+    "--kv-transfer-config": "spec.kvTransfer (spec.kvTransfer.mode picks kv_connector for both "
+    "pools, pull or push: a pool's own would pair a push pool with a pull one, which never "
+    "transfers; kvConnectorExtraConfig for extra keys)",
     "--tensor-parallel-size": "spec.<role>.tensorParallelSize",
     "-tp": "spec.<role>.tensorParallelSize",
     "--model": "spec.model",
@@ -81,6 +83,7 @@ def problems(spec: DeploymentSpec, table: Table) -> Iterator[Problem]:
         yield Problem(*found.problem)
     p = found.profile
     yield from tensor_parallel.problems(spec, p)
+    yield from transfer_mode(spec, derive.mode_row(spec))
     yield from buffers(spec, p, table)
     yield from cpu_pools(spec, p)
     yield from host_buffers(spec, table)
@@ -95,6 +98,49 @@ def problems(spec: DeploymentSpec, table: Table) -> Iterator[Problem]:
             "spec.kvTransfer.blockLeaseSeconds",
             f"vLLM {p.label} heartbeats every lease // 6 s; set at least {p.lease.minimum}",
         )
+
+
+def transfer_mode(spec: DeploymentSpec, row: modes.ModeRow) -> Iterator[Problem]:
+    """spec.kvTransfer.mode against the version's row (:mod:`.modes`): its connector must
+    exist, and pipeline stages run only where that connector transfers them."""
+    mode, label = spec.kv_transfer.mode, f">={vllm.format_version(row.since)}"
+    if mode not in row.modes:
+        since = modes.first("modes", mode)
+        yield Problem(
+            "spec.kvTransfer.mode",
+            f"{mode}: vLLM {label} has no {mode} connector ({modes.CONNECTORS[mode]} came in "
+            f"vLLM {since}); set pull, or run vLLM >= {since} (image tag or "
+            "spec.engine.version)",
+        )
+        return
+    for role in ROLES:
+        found = _flag_at(spec.role(role).args, vllm.PIPELINE_PARALLEL_FLAGS)
+        stages = derive.pipeline_stages(spec, role)
+        if found is None or stages == 1:
+            continue
+        where = f"spec.{role}.args[{found}]"
+        if role == "decode":
+            yield Problem(
+                where,
+                f"{stages} pipeline stages on decode: vLLM's NIXL connector writes or reads "
+                "a decode's KV as one stage (>= 0.26 refuses decode stages in either mode, "
+                "older releases have no stages); give decode's ranks to "
+                "spec.decode.tensorParallelSize instead",
+            )
+        elif mode not in row.prefill_stages:
+            yield Problem(
+                where,
+                f"{stages} pipeline stages on prefill: vLLM {label}'s {mode} connector "
+                f"transfers a prefill's KV as one stage; run vLLM >= "
+                f"{modes.first('prefill_stages', mode)} (image tag or spec.engine.version), "
+                "or give the ranks to spec.prefill.tensorParallelSize",
+            )
+
+
+def _flag_at(args: list[str] | None, flags: tuple[str, ...]) -> int | None:
+    """The index of the last arg in ``args`` that sets one of ``flags`` (None: none)."""
+    found = [i for i, arg in enumerate(args or []) if arg.split("=", 1)[0] in flags]
+    return found[-1] if found else None
 
 
 def pool_flags(spec: DeploymentSpec) -> Iterator[Problem]:

@@ -22,6 +22,7 @@ from disagg_operator.derive.resources import cpu_limits, parse_quantity
 from disagg_operator.engines.base import flag_values
 from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.engines.vllm import fields as own
+from disagg_operator.engines.vllm import modes
 
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
 OMP_NUM_THREADS = "OMP_NUM_THREADS"
@@ -63,6 +64,11 @@ def profile(spec: DeploymentSpec) -> vllm.Profile:
     return resolution(spec).profile
 
 
+def mode_row(spec: DeploymentSpec) -> modes.ModeRow:
+    """What this deployment's vLLM version does per transfer mode."""
+    return modes.mode_row(resolution(spec).version)
+
+
 def kv_transfer_config(spec: DeploymentSpec, role: str, table: Table) -> dict[str, Any]:
     """vLLM's ``--kv-transfer-config`` as that version's KVTransferConfig parses it."""
     p, kv = profile(spec), spec.kv_transfer
@@ -74,7 +80,7 @@ def kv_transfer_config(spec: DeploymentSpec, role: str, table: Table) -> dict[st
     mine = own.kv_transfer(spec)
     extra.update(mine.kv_connector_extra_config or {})
     config: dict[str, Any] = {
-        "kv_connector": kv.connector,
+        "kv_connector": mode_row(spec).connector(kv.mode),
         "kv_role": KV_ROLE[role],
         "kv_buffer_device": transfer.buffer_device(spec, role, table),
         "kv_connector_extra_config": extra,

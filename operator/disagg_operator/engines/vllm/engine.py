@@ -29,7 +29,7 @@ from disagg_operator.engines.base import (
     Engine,
     Row,
 )
-from disagg_operator.engines.vllm import checks, derive, engine_idle
+from disagg_operator.engines.vllm import checks, derive, engine_idle, modes
 from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.engines.vllm import fields as own
 from disagg_operator.engines.vllm.checks import CPU_POOL_RULES
@@ -256,10 +256,10 @@ class Vllm(Engine):
         return vllm.DEFAULT_BLOCK_SIZE.get(spec.decode.device, vllm.DEFAULT_BLOCK_SIZE_OTHER)
 
     def derivation_tables(self) -> list[str]:
-        return [vllm.profile_table()]
+        return [vllm.profile_table(), modes.mode_table()]
 
     def derivation_rows(self, settings: Settings) -> list[Row]:
-        return _rows()
+        return [*_rows(), *modes.rows()]
 
 
 def _rows() -> list[Row]:
