@@ -4,10 +4,8 @@ the cases of k8s.io/endpointslice at tag v0.36.3 (Kubernetes 1.36) ``utils_test.
 named by its upstream function, and run against
 :mod:`disagg_tools.local.kubelet.rules.endpoints`.
 
-Left out: a Node's zone (the local cluster has no Node objects, so an endpoint has no
-``zone``; the cases that expect one are compared without it), IPv6 and dual-stack
-Services (the local pods have IPv4 addresses only), and the reconciler's metrics and
-its choices about which existing slice to update.
+Left out: IPv6 and dual-stack Services (the local pods have IPv4 addresses only), and the
+reconciler's metrics and its choices about which existing slice to update.
 """
 
 from __future__ import annotations
@@ -37,6 +35,13 @@ def new_pod(n: int, ready: bool = True, terminating: bool = False, **spec: Any) 
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
         },
     }
+
+
+# node1 of TestPodToEndpoint and TestReconcile1Pod: the pods' node, with a zone and a region
+NODE1 = {"metadata": {"name": "node-1", "labels": {
+    "topology.kubernetes.io/zone": "us-central1-a",
+    "topology.kubernetes.io/region": "us-central1"}}}  # fmt: skip
+ZONE = {"zone": "us-central1-a"}
 
 
 def new_service(name: str = "foo", **spec: Any) -> dict[str, Any]:
@@ -71,33 +76,34 @@ def _pod_to_endpoint_cases() -> list[Any]:
     publish = new_service("publishnotready", publishNotReadyAddresses=True)
     svc = new_service()
     ok, unready = (True, True, False), (False, False, False)
-    rows = [  # (name, pod, service, expected endpoint) as TestPodToEndpoint lists them
-        ("Ready pod", new_pod(1), svc, endpoint("pod1", "1.2.3.5", *ok)),
-        ("Ready pod + publishNotReadyAddresses", new_pod(1), publish,
+    rows = [  # (name, pod, node, service, expected endpoint) as TestPodToEndpoint lists them
+        ("Ready pod", new_pod(1), None, svc, endpoint("pod1", "1.2.3.5", *ok)),
+        ("Ready pod + publishNotReadyAddresses", new_pod(1), None, publish,
          endpoint("pod1", "1.2.3.5", *ok)),
-        ("Unready pod", new_pod(1, ready=False), svc, endpoint("pod1", "1.2.3.5", *unready)),
-        ("Unready pod + publishNotReadyAddresses", new_pod(1, ready=False), publish,
+        ("Unready pod", new_pod(1, ready=False), None, svc,
+         endpoint("pod1", "1.2.3.5", *unready)),
+        ("Unready pod + publishNotReadyAddresses", new_pod(1, ready=False), None, publish,
          endpoint("pod1", "1.2.3.5", True, False, False)),
-        ("Ready pod + node labels (zone left out)", new_pod(1), svc,
-         endpoint("pod1", "1.2.3.5", *ok)),
-        ("Multi IP Ready pod + node labels (zone left out)", multi, svc,
-         endpoint("pod1", "1.2.3.4", *ok)),
-        ("Ready pod + hostname (zone left out)", hostname, svc,
-         endpoint("pod1", "1.2.3.5", *ok, hostname="example-hostname")),
-        ("Ready pod", new_pod(1), svc, endpoint("pod1", "1.2.3.5", *ok)),
-        ("Ready terminating pod", new_pod(1, terminating=True), svc,
+        ("Ready pod + node labels", new_pod(1), NODE1, svc,
+         endpoint("pod1", "1.2.3.5", *ok, **ZONE)),
+        ("Multi IP Ready pod + node labels", multi, NODE1, svc,
+         endpoint("pod1", "1.2.3.4", *ok, **ZONE)),
+        ("Ready pod + hostname", hostname, NODE1, svc,
+         endpoint("pod1", "1.2.3.5", *ok, hostname="example-hostname", **ZONE)),
+        ("Ready pod", new_pod(1), None, svc, endpoint("pod1", "1.2.3.5", *ok)),
+        ("Ready terminating pod", new_pod(1, terminating=True), None, svc,
          endpoint("pod1", "1.2.3.5", False, True, True)),
-        ("Not ready terminating pod", new_pod(1, ready=False, terminating=True), svc,
+        ("Not ready terminating pod", new_pod(1, ready=False, terminating=True), None, svc,
          endpoint("pod1", "1.2.3.5", False, False, True)),
     ]  # fmt: skip
-    return [pytest.param(pod, service, want, id=f"{i}-{name}") for i, (name, pod, service, want)
-            in enumerate(rows)]  # fmt: skip
+    return [pytest.param(pod, node, service, want, id=f"{i}-{name}")
+            for i, (name, pod, node, service, want) in enumerate(rows)]  # fmt: skip
 
 
-@pytest.mark.parametrize(("pod", "service", "want"), _pod_to_endpoint_cases())
-def test_pod_to_endpoint(pod: Any, service: Any, want: Any) -> None:
+@pytest.mark.parametrize(("pod", "node", "service", "want"), _pod_to_endpoint_cases())
+def test_pod_to_endpoint(pod: Any, node: Any, service: Any, want: Any) -> None:
     """TestPodToEndpoint."""
-    assert ep.pod_to_endpoint(pod, service) == want
+    assert ep.pod_to_endpoint(pod, service, node) == want
 
 
 def _ports(**c: Any) -> dict[str, Any]:
@@ -247,15 +253,41 @@ RECONCILE_1_POD = [
 @pytest.mark.parametrize(("name", "service", "extra"), RECONCILE_1_POD)
 def test_reconcile_1_pod(name: str, service: Any, extra: dict[str, str]) -> None:
     """TestReconcile1Pod: one slice, its labels, its one endpoint (the pod's IPv4 of two;
-    a hostname without a subdomain is not set)."""
+    a hostname without a subdomain is not set; the zone of node1)."""
     pod = new_pod(1, hostname="example-hostname")
     pod["status"]["podIPs"] = [{"ip": "1.2.3.4"}, {"ip": "1234::5678:0000:0000:9abc:def0"}]
-    (got,) = ep.endpoint_slices(service, [pod])
+    (got,) = ep.endpoint_slices(service, [pod], {"node-1": NODE1})
     assert got["metadata"]["labels"] == {
         ep.MANAGED_BY_LABEL: ep.MANAGED_BY, ep.SERVICE_NAME: "foo", **extra
     }, name  # fmt: skip
     assert got["addressType"] == "IPv4"
-    assert got["endpoints"] == [endpoint("pod1", "1.2.3.4", True, True, False)]
+    assert got["endpoints"] == [endpoint("pod1", "1.2.3.4", True, True, False, **ZONE)]
+
+
+# TestReconcilerPodMissingNode: pod0 on node-0, pod1 on node-1; (name, publishNotReady,
+# the nodes that exist, the endpoints desired). Its "Update ..." cases start from a slice
+# holding both: the local controller writes the desired slice whole, so they are the same.
+MISSING_NODE = [
+    ("Create and publishNotReady false", False, ["node-0"], ["pod0"]),
+    ("Create and publishNotReady true", True, ["node-0"], ["pod0", "pod1"]),
+    ("Update and publishNotReady false", False, ["node-0"], ["pod0"]),
+    ("Update and publishNotReady true and all nodes missing", True, [], ["pod0", "pod1"]),
+    ("Update and publishNotReady true", True, ["node-0"], ["pod0", "pod1"]),
+    ("Update if publishNotReady false and no nodes are present", False, [], []),
+]
+
+
+@pytest.mark.parametrize(("name", "publish", "nodes", "want"), MISSING_NODE)
+def test_reconciler_pod_missing_node(
+    name: str, publish: bool, nodes: list[str], want: list[str]
+) -> None:
+    """TestReconcilerPodMissingNode: a pod whose Node is missing is left out, unless the
+    Service publishes not-ready addresses."""
+    pods = [new_pod(0, nodeName="node-0"), new_pod(1, nodeName="node-1")]
+    service = new_service(publishNotReadyAddresses=publish)
+    slices = ep.endpoint_slices(service, pods, {n: {"metadata": {"name": n}} for n in nodes})
+    got = [e["targetRef"]["name"] for s in slices for e in s["endpoints"]]
+    assert got == want, name
 
 
 def test_reconcile_empty() -> None:

@@ -233,6 +233,9 @@ ALL_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "del
 # CRD), and beside them the kinds Helm, kubectl and the tests touch.
 _OTHERS: dict[str, tuple[str, bool, tuple[str, ...], tuple[str, ...]]] = {
     "v1/namespaces": ("Namespace", False, ("status",), ("ns",)),
+    # the local kubelet's nodes: their topology.kubernetes.io/zone label is each
+    # EndpointSlice endpoint's zone
+    "v1/nodes": ("Node", False, ("status",), ("no",)),
     "v1/configmaps": ("ConfigMap", True, (), ("cm",)),
     "v1/serviceaccounts": ("ServiceAccount", True, (), ("sa",)),
     "events.k8s.io/v1/events": ("Event", True, (), ("ev",)),

@@ -4,8 +4,8 @@ I/O layer (the API through :mod:`.api`, the name tables as files). Each
 :meth:`Controllers.tick`:
 
 - the EndpointSlice controller: a Service with a selector gets its EndpointSlices
-  (``<service>-local``, one per port set: :func:`.endpoints.endpoint_slices`), written
-  when they change, deleted when no longer wanted;
+  (``<service>-local``, one per port set: :func:`.endpoints.endpoint_slices`, each
+  endpoint's zone its Node's), written when they change, deleted when no longer wanted;
 - cluster DNS: for each namespace the kubelet runs pods in, the name table its processes
   read (:func:`.endpoints.names`, ``DISAGG_HOSTS_FILE``), replaced whole when it changes;
 - a Deployment controller (the router's): pods ``<deployment>-<template hash>-<i>`` from
@@ -47,17 +47,21 @@ class Controllers:
     async def tick(self) -> None:
         pods = await self.api.list("v1", "pods")
         services = await self.api.list("v1", "services")
-        await self._endpoints(services, pods)
-        self._names(services, pods)
+        nodes = {n["metadata"]["name"]: n for n in await self.api.list("v1", "nodes")}
+        await self._endpoints(services, pods, nodes)
+        self._names(services, pods, nodes)
         for deployment in await self.api.list("apps/v1", "deployments"):
             await self._deployment(deployment, pods)
 
     async def _endpoints(
-        self, services: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
+        self,
+        services: Sequence[Mapping[str, Any]],
+        pods: Sequence[Mapping[str, Any]],
+        nodes: endpoints.Nodes,
     ) -> None:
         wanted = {}
         for service in services:
-            for body in endpoints.endpoint_slices(service, pods):
+            for body in endpoints.endpoint_slices(service, pods, nodes):
                 meta = body["metadata"]
                 key = (meta["namespace"], meta["name"])
                 wanted[key] = body
@@ -73,11 +77,14 @@ class Controllers:
             del self._slices[key]
 
     def _names(
-        self, services: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
+        self,
+        services: Sequence[Mapping[str, Any]],
+        pods: Sequence[Mapping[str, Any]],
+        nodes: endpoints.Nodes,
     ) -> None:
         namespaces = {p.run.namespace for p in self.kubelet.pods.values()} | set(self._tables)
         for namespace in namespaces:
-            text = endpoints.hosts_text(endpoints.names(services, pods, namespace))
+            text = endpoints.hosts_text(endpoints.names(services, pods, namespace, nodes))
             if self._tables.get(namespace) == text:
                 continue
             path = self.kubelet.hosts_file(namespace)

@@ -1,8 +1,10 @@
 """What the EndpointSlice controller and cluster DNS would say of the local pods.
 
 Ported from k8s.io/endpointslice at tag v0.36.3 (Kubernetes 1.36): ``reconciler.go``
-(``util.ShouldPodBeInEndpoints``), ``utils.go`` (``podToEndpoint``, ``getEndpointPorts`` /
-``FindPort``, ``setEndpointSliceLabels``); cluster DNS as CoreDNS's kubernetes plugin
+(``util.ShouldPodBeInEndpoints``, the Node lookup), ``utils.go`` (``podToEndpoint`` with the
+Node's zone, ``getEndpointPorts`` / ``FindPort``, ``setEndpointSliceLabels``). No scheduler
+binds the local pods: one with no ``spec.nodeName`` runs on the local kubelet's own node,
+which has no labels (no zone). Cluster DNS as CoreDNS's kubernetes plugin
 answers, with a Service's ready endpoints only. A ClusterIP Service answers its pods'
 addresses too: there is no kube-proxy here, so the name leads straight to the pods. Dicts
 in, dicts out. The rules: docs/local-run.md (the local kubelet).
@@ -22,6 +24,8 @@ RESERVED = (SERVICE_NAME, MANAGED_BY_LABEL, HEADLESS)
 DOMAIN = "cluster.local"
 TCP = "TCP"  # the API server's default protocol of a Service port and a container port
 MAX_ENDPOINTS = 100  # kube-controller-manager's --max-endpoints-per-slice default
+ZONE = "topology.kubernetes.io/zone"  # the Node label an endpoint's zone is copied from
+Nodes = Mapping[str, Mapping[str, Any]]  # Node objects by name
 
 
 def is_pod_ready(pod: Mapping[str, Any]) -> bool:
@@ -101,8 +105,10 @@ def addresses(pod: Mapping[str, Any], family: int = 4) -> list[str]:
     return out
 
 
-def pod_to_endpoint(pod: Mapping[str, Any], service: Mapping[str, Any]) -> dict[str, Any]:
-    """``podToEndpoint`` (IPv4; no Node objects here, so no zone)."""
+def pod_to_endpoint(
+    pod: Mapping[str, Any], service: Mapping[str, Any], node: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """``podToEndpoint`` (IPv4): ``zone`` is the ``node``'s zone label, when it has one."""
     meta, spec = pod["metadata"], pod.get("spec") or {}
     serving = is_pod_ready(pod)
     terminating = bool(meta.get("deletionTimestamp"))
@@ -124,9 +130,27 @@ def pod_to_endpoint(pod: Mapping[str, Any], service: Mapping[str, Any]) -> dict[
         endpoint["targetRef"]["uid"] = meta["uid"]
     if spec.get("nodeName"):
         endpoint["nodeName"] = spec["nodeName"]
+    zone = (((node or {}).get("metadata") or {}).get("labels") or {}).get(ZONE)
+    if zone:
+        endpoint["zone"] = zone
     if should_set_hostname(pod, service):
         endpoint["hostname"] = spec["hostname"]
     return endpoint
+
+
+def node_of(
+    pod: Mapping[str, Any], service: Mapping[str, Any], nodes: Nodes | None
+) -> tuple[bool, Mapping[str, Any] | None]:
+    """The reconciler's Node lookup: (whether the pod goes in, its Node). A pod naming a
+    Node that does not exist is left out until it does, unless the Service publishes not
+    ready addresses (then it goes in with no zone). Unbound (local) or Nodes not read: in,
+    no Node."""
+    name = (pod.get("spec") or {}).get("nodeName")
+    if nodes is None or not name:
+        return True, None
+    if name in nodes:
+        return True, nodes[name]
+    return bool((service.get("spec") or {}).get("publishNotReadyAddresses")), None
 
 
 def selected(service: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> list[Any]:
@@ -155,13 +179,14 @@ def labels(service: Mapping[str, Any]) -> dict[str, str]:
 
 
 def endpoint_slices(
-    service: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]
+    service: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], nodes: Nodes | None = None
 ) -> list[dict[str, Any]]:
     """The Service's EndpointSlices: one per distinct port set (the reconciler's
     ``desiredEndpointsByPortMap``), split at ``MAX_ENDPOINTS`` endpoints, named
     ``<service>-local``, ``-local-1``, ... in the order of their first pod's name;
     endpoints by pod name; with none, one placeholder slice. None without a selector
-    (the controller leaves such a Service alone)."""
+    (the controller leaves such a Service alone). ``nodes``: the cluster's Nodes (None:
+    not read, no zones), as :func:`node_of` finds a pod's."""
     if not (service.get("spec") or {}).get("selector"):
         return []
     groups: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
@@ -169,8 +194,11 @@ def endpoint_slices(
     for pod in chosen:
         if not should_be_in_endpoints(pod, include_terminating=True):
             continue
+        found, node = node_of(pod, service, nodes)
+        if not found:
+            continue
         ports = endpoint_ports(service, pod)
-        endpoint = pod_to_endpoint(pod, service)
+        endpoint = pod_to_endpoint(pod, service, node)
         key = repr(ports)
         groups.setdefault(key, (ports, []))
         if endpoint["addresses"]:
@@ -212,7 +240,10 @@ def _slice(
 
 
 def names(
-    services: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]], namespace: str
+    services: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    namespace: str,
+    nodes: Nodes | None = None,
 ) -> dict[str, list[str]]:
     """What cluster DNS answers a pod of ``namespace``: name → the addresses of the
     Service's ready endpoints, under its names (short, with its namespace, ``.svc`` and
@@ -222,7 +253,8 @@ def names(
     for service in services:
         meta = service["metadata"]
         ns, name = meta.get("namespace", "default"), meta["name"]
-        ips = sorted({ip for s in endpoint_slices(service, pods) for ip in ready_addresses(s)})
+        slices = endpoint_slices(service, pods, nodes)
+        ips = sorted({ip for s in slices for ip in ready_addresses(s)})
         forms = [f"{name}.{ns}.svc", f"{name}.{ns}.svc.{DOMAIN}"]
         forms += [name, f"{name}.{ns}"] if ns == namespace else []
         for form in forms:
