@@ -11,11 +11,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
 from disagg_tools.local.children import Child, ready_line, start_child, stop_children, wait_ready
+from disagg_tools.local.kubelet.driver import PROCESSES
 from disagg_tools.local.rules.backoff import BackOff
 from disagg_tools.local.supervise import SERVING, Member, Supervisor
 
@@ -208,3 +210,27 @@ def test_a_process_that_fails_its_liveness_probe_is_restarted(run: Run) -> None:
     (restart,) = run.restarts()
     assert 'cause="liveness probe failed 2 times"' in restart.splitlines()[0]
     assert _field(restart, "attempt") == "1"
+
+
+def test_starts_and_stops_go_through_the_members_container_driver(run: Run) -> None:
+    """The supervisor asks the member's driver (the kubelet's: processes, or a podman run's
+    containers) to stop and start it, never the processes behind its back."""
+    calls: list[tuple[str, float, signal.Signals]] = []
+
+    class Recording:
+        def start(self, child: Child) -> None:
+            calls.append(("start", 0.0, signal.SIGTERM))
+            PROCESSES.start(child)
+
+        def stop(self, children: Any, grace_s: float, sig: signal.Signals = signal.SIGTERM) -> None:
+            calls.append(("stop", grace_s, sig))
+            PROCESSES.stop(children, grace_s, sig)
+
+    run.member.driver = Recording()  # type: ignore[assignment]
+    run.sup.restart("worker-0", signal.SIGKILL)
+    run.sup.wait_ready("worker-0", timeout_s=10)
+    run.pids.append(run.child.proc.pid)
+    assert calls == [("stop", 5.0, signal.SIGKILL), ("start", 0.0, signal.SIGTERM)]
+    _kill(run.child)
+    run.until(lambda: sum(s.startswith("ready again") for s in run.said) == 2)
+    assert calls[2:] == [("stop", 5.0, signal.SIGTERM), ("start", 0.0, signal.SIGTERM)]

@@ -35,6 +35,7 @@ from disagg_operator.validation.spec import InvalidSpec, parse
 from disagg_tools.local import serving
 from disagg_tools.local.children import Child, disagg_argv, free_port_range, start_child, wait_ready
 from disagg_tools.local.engines import LocalEngine, LocalRun, local_engine
+from disagg_tools.local.kubelet.driver import PROCESSES
 from disagg_tools.local.rules.groups import group_pods
 from disagg_tools.local.rules.pods import (
     LOCAL,
@@ -267,9 +268,8 @@ def launch(
 
 
 def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> None:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("DISAGG_", "UCX_TLS"))}
     for pod in pods:
-        child = start_child(pod.name, pod.argv, {**base, **pod.env}, log_dir)
+        child = PROCESSES.create(pod.name, pod.argv, pod.env, log_dir)
         run.children.append(child)
         run.logs[pod.name] = child.log_path
         say(f"  started {pod.role} {pod.name} (pid {child.proc.pid})")

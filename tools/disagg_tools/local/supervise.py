@@ -27,14 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from disagg_tools.local import serving
-from disagg_tools.local.children import (
-    Child,
-    ChildError,
-    exit_status,
-    ready_line,
-    spawn,
-    stop_children,
-)
+from disagg_tools.local.children import Child, ChildError, exit_status, ready_line
+from disagg_tools.local.kubelet.driver import PROCESSES, Driver
 from disagg_tools.local.rules.backoff import BackOff, next_restart
 from disagg_tools.local.rules.pods import UpError
 from disagg_tools.local.stack import PROXY, Run
@@ -43,6 +37,7 @@ SERVING, WAITING, STARTING = "serving", "waiting", "starting"
 PROXY_START_S = 60.0
 TAIL_LINES = 20
 TICK_S = 0.2
+STOP_GRACE_S = 5.0  # a failed or restarted process's SIGTERM, then SIGKILL
 
 Say = Callable[[str], None]
 Probe = Callable[[Child], bool]  # one readiness check of a started process: True once it serves
@@ -69,6 +64,7 @@ class Member:
     liveness_threshold: int = 3  # failures in a row that restart it
     liveness_failures: int = 0
     liveness_due: float = 0.0
+    driver: Driver = PROCESSES  # the container runtime that starts and stops it
 
     @property
     def label(self) -> str:
@@ -123,7 +119,7 @@ class Supervisor:
         Returns once the process is started; :meth:`wait_ready` waits until it serves."""
         m = self._member(name)
         self._say(f"restarting {m.label} on request ({sig.name})")
-        stop_children([m.child], sig=sig)
+        m.driver.stop([m.child], STOP_GRACE_S, sig)
         m.attempt = 0
         self._start(m)
 
@@ -152,7 +148,7 @@ class Supervisor:
         return self._members[name]
 
     def _start(self, m: Member) -> None:
-        spawn(m.child)
+        m.driver.start(m.child)
         m.state, m.started_at, m.ready_at = STARTING, self._clock(), None
         pid = m.child.proc.pid
         self._say(f"started again {m.label} (pid {pid}): attempt {m.attempt}")
@@ -194,7 +190,7 @@ class Supervisor:
         """The process died (or, with ``cause``, will be stopped): say so, schedule the
         restart."""
         now = self._clock()
-        stop_children([m.child])  # ends a failed start; reaps what a dead leader left
+        m.driver.stop([m.child], STOP_GRACE_S)  # ends a failed start; reaps what a dead leader left
         served = 0.0 if m.ready_at is None else now - m.ready_at
         restart = next_restart(self._policy, m.attempt, m.ready_at, now)
         m.state, m.attempt, m.due = WAITING, restart.attempt, restart.at

@@ -97,7 +97,7 @@ def launch_containers(
     objects = group_pods(objects, leader_name)  # LWS's part: each pod has its own address
     mapping = resolve_images(images_of(objects), engine, images or {})
     runtime = PodRuntime(tmp, logs, say)
-    run.teardown = runtime.stop
+    run.teardown = runtime.remove
     sweep(say)
     for line in describe_images(mapping):
         say(line)
@@ -113,7 +113,7 @@ def launch_containers(
             binds=binds,
         )
         _check_non_root(plans)
-        runtime.create(plans)
+        runtime.make_pods(plans)
     except (PlanError, PodmanError) as e:
         raise UpError(str(e)) from None
     say(
@@ -159,7 +159,7 @@ def _start_pods(
 ) -> None:
     for pod in plans:
         for c in pod.containers:
-            child = runtime.start(pod, c, _log_name(pod, c))
+            child = runtime.run(pod, c, _log_name(pod, c))
             run.children.append(child)
             run.logs[child.name] = child.log_path
         say(
@@ -232,6 +232,7 @@ def supervisor(run: Run, runtime: PodRuntime, say: Say) -> Supervisor:
                     liveness=None if c.liveness is None else _probe(runtime, pod, c, c.liveness),
                     liveness_period_s=c.liveness.period_s if c.liveness else 10.0,
                     liveness_threshold=c.liveness.failure_threshold if c.liveness else 3,
+                    driver=runtime,
                 )
             )
     return Supervisor(members, say)

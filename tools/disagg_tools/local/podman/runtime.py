@@ -15,8 +15,10 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
+import math
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -27,7 +29,8 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from disagg_tools.local.children import Child, start_child
+from disagg_tools.local.children import Child, spawn, start_child, stop_children
+from disagg_tools.local.kubelet.rules import containers
 from disagg_tools.local.rules.podman import (
     RUN_LABEL,
     ContainerPlan,
@@ -178,9 +181,11 @@ def left_behind(run_id: str) -> list[str]:
 
 
 class PodRuntime:
-    """One run's podman objects: made by :meth:`network` and :meth:`create`, containers
-    started with :meth:`start`, probed with :meth:`check`, all stopped and removed with
-    :meth:`stop`."""
+    """One run's podman objects: made by :meth:`network` and :meth:`make_pods`, containers
+    started with :meth:`run`, probed with :meth:`check`, all stopped and removed with
+    :meth:`remove`. It is also the kubelet's podman driver
+    (:class:`~disagg_tools.local.kubelet.driver.Driver`): :meth:`create`, :meth:`start`,
+    :meth:`stop`, :meth:`exec_argv` and :meth:`exec_env` act on one container of the run."""
 
     def __init__(self, tmp: Path, logs: Path, say: Say) -> None:
         self.run_id = uuid.uuid4().hex[:10]
@@ -209,7 +214,7 @@ class PodRuntime:
             raise PodmanError(f"network {self.name} ({net}) has no room for {count} pods")
         return [str(ip) for ip in hosts[:count]]
 
-    def create(self, pods: Sequence[PodPlan]) -> None:
+    def make_pods(self, pods: Sequence[PodPlan]) -> None:
         """Each pod's volumes (files written, tmpfs volumes made) and the pod itself."""
         for pod in pods:
             if podman("pod", "exists", pod.name, check=False).returncode == 0:
@@ -240,12 +245,43 @@ class PodRuntime:
                    f"{OWNER_LABEL}={os.getpid()}")  # fmt: skip
             self.pods.append(pod)
 
-    def start(self, pod: PodPlan, c: ContainerPlan, log_name: str) -> Child:
+    def run(self, pod: PodPlan, c: ContainerPlan, log_name: str) -> Child:
         """Start container ``c`` of ``pod`` attached; its log is ``log_name``.log."""
         argv = ["podman", *run_argv(pod, c, self._sources[pod.name], self.run_id)]
-        child = start_child(log_name, argv, podman_env(), self.logs)
-        self.children[container_name(pod, c)] = child
+        return self.create(log_name, argv, c.env, self.logs)
+
+    # the kubelet's container runtime (kubelet.driver.Driver) over this run's containers
+
+    def create(self, name: str, argv: Sequence[str], env: Mapping[str, str], logs: Path) -> Child:
+        """``argv`` is a ``podman run`` of this run (:func:`run_argv`), the container's
+        ``env`` already in it: the podman client itself gets :func:`podman_env`."""
+        child = start_child(name, argv, podman_env(), logs)
+        self.children[argv[list(argv).index("--name") + 1]] = child
         return child
+
+    def start(self, child: Child) -> None:
+        spawn(child)  # `podman run --replace`: the exited container gives way
+
+    def stop(
+        self, children: Sequence[Child], grace_s: float, sig: signal.Signals = signal.SIGTERM
+    ) -> None:
+        """``podman stop`` (SIGTERM, SIGKILL after ``grace_s``) or ``podman kill`` for
+        SIGKILL, then the attached clients are reaped."""
+        names = [n for n, child in self.children.items() if any(child is c for c in children)]
+        if names and sig == signal.SIGKILL:
+            podman("kill", *names, check=False)
+        elif names:
+            podman("stop", "--time", str(math.ceil(grace_s)), *names, check=False,
+                   timeout=grace_s + PODMAN_TIMEOUT_S)  # fmt: skip
+        stop_children(children, grace_s, sig)
+
+    def exec_argv(
+        self, run: containers.PodRun, process: containers.Process, command: Sequence[str]
+    ) -> list[str]:
+        return ["podman", "exec", f"{run.name}-{process.container}", *command]
+
+    def exec_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        return podman_env()  # the container's own env is the container's, inside it
 
     def child(self, pod: PodPlan, c: ContainerPlan) -> Child:
         """The supervised ``podman run`` of container ``c`` of ``pod``."""
@@ -307,7 +343,7 @@ class PodRuntime:
                 time.sleep(min(probe.period_s, 1.0))
         return time.monotonic() - t0
 
-    def stop(self, hurry: threading.Event) -> list[str]:
+    def remove(self, hurry: threading.Event) -> list[str]:
         """Stop and remove everything: each running container's preStop hook first (in
         parallel, each bounded by its pod's grace period; ``hurry`` set skips the rest of
         the wait), then SIGTERM (``podman stop``, SIGKILL after what is left of the grace
