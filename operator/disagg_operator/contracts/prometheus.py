@@ -40,7 +40,11 @@ class AlertSeries:
     notifications that could not be sent (DisaggKVNotificationsFailing);
     ``expired_leases``, of requests whose KV lease ran out before a decode read it
     (DisaggKVLeaseExpiring); ``notifications_after_expiry``, of reads finished after the
-    lease had freed the blocks (DisaggKVReadAfterExpiry); each read on both pools."""
+    lease had freed the blocks (DisaggKVReadAfterExpiry); ``failures_also_count``, a
+    counter whose every increment ``transfer_failures`` counts too (subtracted from it, so
+    one failure raises one alert); ``transfer_bytes`` and ``transfer_descriptors``, the
+    ``_sum`` series of histograms of bytes and of descriptors per transfer
+    (DisaggKVDescriptorBlowup); each read on both pools."""
 
     waiting: str | None = None
     recomputed: str | None = None
@@ -48,6 +52,9 @@ class AlertSeries:
     failed_notifications: str | None = None
     expired_leases: str | None = None
     notifications_after_expiry: str | None = None
+    failures_also_count: str | None = None
+    transfer_bytes: str | None = None
+    transfer_descriptors: str | None = None
 
 
 # --- What render writes (render/monitoring.py), as the v0.93.0 CRDs type it --------------

@@ -158,8 +158,10 @@ def rule_groups(
     if recomputed:
         rules.append(_recomputing(" or ".join(recomputed), where))
     if series.transfer_failures is not None:
-        rules.append(_transfers_failing(series.transfer_failures, jobs, where))
+        rules.append(_transfers_failing(series, jobs, where))
     rules += _lease_alerts(series, jobs, where)
+    if series.transfer_bytes is not None and series.transfer_descriptors is not None:
+        rules.append(_descriptor_blowup(series, jobs, where))
     if series.waiting is not None:
         rules.append(_prefill_queueing(series.waiting, jobs["prefill"], where))
     return [{"name": f"disagg-{namespace}-{name}", "rules": rules}]
@@ -199,11 +201,18 @@ def _recomputing(expr: str, where: str) -> dict[str, Any]:
     )
 
 
-def _transfers_failing(failures: str, jobs: dict[str, str], where: str) -> dict[str, Any]:
-    """Failed KV transfers on either pool (a decode's reads, a prefill's pushes)."""
+def _transfers_failing(series: AlertSeries, jobs: dict[str, str], where: str) -> dict[str, Any]:
+    """Failed KV transfers on either pool (a decode's reads, a prefill's pushes), less the
+    failures of ``failures_also_count`` where the engine counts those in too (they have an
+    alert of their own)."""
+    assert series.transfer_failures is not None
+    expr = _either_pool(series.transfer_failures, jobs)
+    if series.failures_also_count is not None:
+        less = _either_pool(series.failures_also_count, jobs).removesuffix(" > 0")
+        expr = f"{expr.removesuffix(' > 0')} - {less} > 0"
     return _alert(
         "DisaggKVTransferFailing",
-        _either_pool(failures, jobs),
+        expr,
         "10m",
         "warning",
         f"KV transfers between the pools of {where} have failed for 10 minutes: the "
@@ -265,6 +274,31 @@ def _lease_alerts(series: AlertSeries, jobs: dict[str, str], where: str) -> list
             expr = _either_pool(counter, jobs, over)
             out.append(_alert(name, expr, after, severity, text.format(where=where)))
     return out
+
+
+# Bytes per NIXL descriptor below which the transfers are descriptor-bound: NIXL posts each
+# descriptor as an operation of its own, and a descriptor is normally one block of one
+# layer's KV (16 tokens of one KV head of 128 dims in bf16 is 4 KiB, the smallest a
+# sharded model reads); below a page, blocks are being read in pieces.
+DESCRIPTOR_MIN_BYTES = 4096
+
+
+def _descriptor_blowup(series: AlertSeries, jobs: dict[str, str], where: str) -> dict[str, Any]:
+    """Transfers whose descriptors carry less than :data:`DESCRIPTOR_MIN_BYTES` each."""
+    assert series.transfer_bytes is not None and series.transfer_descriptors is not None
+    moved = _either_pool(series.transfer_bytes, jobs).removesuffix(" > 0")
+    descriptors = _either_pool(series.transfer_descriptors, jobs).removesuffix(" > 0")
+    return _alert(
+        "DisaggKVDescriptorBlowup",
+        f"{moved} / {descriptors} < {DESCRIPTOR_MIN_BYTES}",
+        "15m",
+        "warning",
+        f"KV transfers between the pools of {where} have moved under "
+        f"{DESCRIPTOR_MIN_BYTES} bytes per NIXL descriptor for 15 minutes: blocks are read "
+        "in pieces (a decode TP above prefill's splitting each block by heads, a small "
+        "--block-size), so the transfers are bound by descriptors, not bandwidth; "
+        "vllm:nixl_num_descriptors shows how many (docs/troubleshooting.md).",
+    )
 
 
 def _prefill_queueing(waiting: str, prefill: str, where: str) -> dict[str, Any]:

@@ -64,6 +64,8 @@ VLLM_SERIES: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("vllm:nixl_num_kv_expired_reqs", "counter", NIXL_0_32),
         ("vllm:nixl_num_notifications_after_expiry", "counter", NIXL_0_32),
         ("vllm:nixl_xfer_time_seconds", "histogram", NIXL_0_32),
+        ("vllm:nixl_bytes_transferred", "histogram", NIXL_0_32),
+        ("vllm:nixl_num_descriptors", "histogram", NIXL_0_32),
     ),
     # the lease counter from 0.15.0; no count of reads after expiry before 0.32.0
     "0.15.0": (
@@ -71,17 +73,23 @@ VLLM_SERIES: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("vllm:nixl_num_failed_transfers", "counter", NIXL_0_15),
         ("vllm:nixl_num_failed_notifications", "counter", NIXL_0_15),
         ("vllm:nixl_num_kv_expired_reqs", "counter", NIXL_0_15),
+        ("vllm:nixl_bytes_transferred", "histogram", NIXL_0_15),
+        ("vllm:nixl_num_descriptors", "histogram", NIXL_0_15),
     ),
     # no NIXL series before 0.11.1 (none in kv_connector/v1/nixl_connector.py)
     "0.11.0": _REQUESTS,
 }
 # alert → (values that must fire it, values that must not, the role of the pods it names:
-# None for one alert over the deployment)
-BEHAVIOUR: dict[str, tuple[str, str, str | None]] = {
+# None for one alert over the deployment); values by series name where they differ ("*":
+# the others). A failed transfer raises vLLM >= 0.31's failure counter faster than its
+# notification counter, which the alert subtracts.
+FAILED_TRANSFERS = "vllm:nixl_num_failed_transfers_total"
+BEHAVIOUR: dict[str, tuple[str | dict[str, str], str, str | None]] = {
     "DisaggTransferPathFailing": ("0x40", "1x40", "decode"),
     "DisaggDecodeUnproven": ("0x40", "1x40", "decode"),
     "DisaggDecodeRecomputing": ("0+1x40", "7x40", None),
-    "DisaggKVTransferFailing": ("0+1x40", "7x40", None),
+    "DisaggKVTransferFailing": ({FAILED_TRANSFERS: "0+2x40", "*": "0+1x40"}, "7x40", None),
+    "DisaggKVDescriptorBlowup": ("0+1x40", "7x40", None),
     "DisaggKVNotificationsFailing": ("0+1x40", "7x40", None),
     "DisaggKVLeaseExpiring": ("0+1x40", "7x40", None),
     "DisaggKVReadAfterExpiry": ("0+1x40", "7x40", None),
@@ -237,11 +245,14 @@ def _rules(objects: list[dict[str, Any]]) -> dict[str, Any]:
     return {"groups": rule["spec"]["groups"]}
 
 
-def _input(targets: list[tuple[dict[str, str], list[str]]], values: str) -> list[dict[str, str]]:
+def _input(
+    targets: list[tuple[dict[str, str], list[str]]], values: str | dict[str, str]
+) -> list[dict[str, str]]:
+    by_name = values if isinstance(values, dict) else {"*": values}
     return [
         {
             "series": name + "{" + ", ".join(f'{k}="{v}"' for k, v in t.items()) + "}",
-            "values": values,
+            "values": by_name.get(name, by_name["*"]),
         }
         for t, names in targets
         for name in names
@@ -314,5 +325,61 @@ def test_each_alert_fires_on_the_series_its_pods_really_export(
     assert files
     done = subprocess.run(
         ["promtool", "test", "rules", *files], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("version", "transfers_per_notification"),
+    [("0.32.0", 1), ("0.31.0", 1), ("0.30.0", 0), ("0.15.0", 0)],
+)
+def test_one_failed_notification_raises_one_alert(
+    version: str, transfers_per_notification: int, tmp_path: Path
+) -> None:
+    """A failed notification and nothing else: vLLM >= 0.31 adds it to its failed-transfer
+    counter too (nixl/stats.py, NixlPromMetrics.observe: read in 0.30.0, 0.31.0, 0.32.0 and
+    0.33.0), so DisaggKVNotificationsFailing fires and DisaggKVTransferFailing, which
+    subtracts that share where it is counted, stays quiet. A failed transfer beside it
+    still fires both."""
+    objects = render(_vllm_cuda(version, monitoring=ON), hmac_key=KEY)
+    notifications = "vllm:nixl_num_failed_notifications_total"
+    exports = {"prefill": _vllm("0.15.0"), "decode": _vllm("0.15.0")}
+    targets = scraped(objects, exports)
+
+    def values(transfers: str) -> dict[str, str]:
+        return {notifications: "0+1x40", FAILED_TRANSFERS: transfers, "*": "7x40"}
+
+    one_each = "0+1x40" if transfers_per_notification else "7x40"
+    both_fail = "0+2x40" if transfers_per_notification else "0+1x40"
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(_rules(objects)))
+    rules = {r["alert"]: r for r in _rules(objects)["groups"][0]["rules"]}
+
+    def case(transfers: str, firing: list[str]) -> dict[str, Any]:
+        checks = [
+            {
+                "eval_time": EVAL_TIME,
+                "alertname": name,
+                "exp_alerts": _expected(rules[name], []) if name in firing else [],
+            }
+            for name in ("DisaggKVNotificationsFailing", "DisaggKVTransferFailing")
+        ]
+        series = _input(targets, values(transfers))
+        return {"interval": "1m", "input_series": series, "alert_rule_test": checks}
+
+    notified = ["DisaggKVNotificationsFailing"]
+    test = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            case(one_each, notified),
+            case(both_fail, [*notified, "DisaggKVTransferFailing"]),
+        ],
+    }
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(test))
+    done = subprocess.run(
+        ["promtool", "test", "rules", str(tmp_path / "test.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -302,7 +302,9 @@ def test_each_alert_reads_the_engines_own_series_and_is_left_out_where_none_feed
     assert "disagg_proxy_" not in reference["DisaggDecodeRecomputing"]  # no router
     # vLLM counts no recomputed request: without the router nothing feeds that alert
     alone = _alerts(vllm_gpu_cpu(monitoring=ON))
-    assert set(alone) == {"DisaggKVTransferFailing", "DisaggPrefillQueueing", *LEASE}
+    assert set(alone) == {"DisaggKVTransferFailing", "DisaggPrefillQueueing", *LEASE,
+                          "DisaggKVDescriptorBlowup"}  # fmt: skip
+    assert "vllm:nixl_num_descriptors_sum{" in alone["DisaggKVDescriptorBlowup"]
     assert "vllm:num_requests_waiting{" in alone["DisaggPrefillQueueing"]
     assert "vllm:nixl_num_failed_transfers_total{" in alone["DisaggKVTransferFailing"]
     routed = _alerts(vllm_gpu_cpu(router={"enabled": True}, monitoring=ON), WITH_CANARY)

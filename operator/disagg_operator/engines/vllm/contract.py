@@ -77,6 +77,14 @@ NIXL_COUNTERS_SINCE: dict[str, Version] = {
     NIXL_KV_EXPIRED: (0, 15, 0),
     NIXL_NOTIFICATIONS_AFTER_EXPIRY: (0, 32, 0),
 }
+# Histograms per NIXL transfer (NixlPromMetrics, from 0.11.1 with the failed-transfer
+# counter): its descriptors and its bytes, the alert's descriptor blow-up.
+NIXL_DESCRIPTORS = "vllm:nixl_num_descriptors"
+NIXL_BYTES = "vllm:nixl_bytes_transferred"
+# From 0.31.0 (nixl/stats.py observe, read in 0.30.0, 0.31.0, 0.32.0 and 0.33.0) the
+# failed-transfer counter adds failed handshakes and failed notifications, which the
+# notification counter also counts: one failed notification raises both.
+FAILURES_COUNT_NOTIFICATIONS_SINCE: Version = (0, 31, 0)
 _CPU_ENV = frozenset({CPU_KVCACHE_SPACE, CPU_OMP_THREADS_BIND, CPU_RESERVED})
 _NIXL_ENV = frozenset({SIDE_CHANNEL_HOST, SIDE_CHANNEL_PORT})
 
@@ -367,6 +375,11 @@ def nixl_counter(series: str, version: Version | None) -> str | None:
     """``series`` (a key of :data:`NIXL_COUNTERS_SINCE`) when vLLM ``version`` defines it
     (None: the newest checked release), else None."""
     return series if (version or NEWEST_CHECKED) >= NIXL_COUNTERS_SINCE[series] else None
+
+
+def reaches(version: Version | None, first: Version) -> bool:
+    """Whether vLLM ``version`` (None: the newest checked release) is ``first`` or later."""
+    return (version or NEWEST_CHECKED) >= first
 
 
 def first_version(predicate: str) -> str:

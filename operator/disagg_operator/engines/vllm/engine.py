@@ -158,18 +158,25 @@ class Vllm(Engine):
         return Container(command, env, mounts, startup)
 
     def alert_series(self, spec: DeploymentSpec) -> AlertSeries:
-        """Its scheduler's queue and NixlConnector's counters the version defines (failed
-        transfers from the profile, the others from ``NIXL_COUNTERS_SINCE``); none for
-        recomputed requests: vLLM counts none."""
+        """Its scheduler's queue and NixlConnector's series the version defines (failed
+        transfers and the per-transfer histograms with the profile's NIXL series, the other
+        counters from ``NIXL_COUNTERS_SINCE``); none for recomputed requests: vLLM counts
+        none. From 0.31 a failed notification is counted as a failed transfer too."""
         found = derive.resolution(spec)
+        nixl = found.profile.failed_transfers is not None
+        notifications = vllm.nixl_counter(vllm.NIXL_FAILED_NOTIFICATIONS, found.version)
+        twice = vllm.reaches(found.version, vllm.FAILURES_COUNT_NOTIFICATIONS_SINCE)
         return AlertSeries(
             waiting=vllm.REQUESTS_WAITING,
             transfer_failures=found.profile.failed_transfers,
-            failed_notifications=vllm.nixl_counter(vllm.NIXL_FAILED_NOTIFICATIONS, found.version),
+            failed_notifications=notifications,
             expired_leases=vllm.nixl_counter(vllm.NIXL_KV_EXPIRED, found.version),
             notifications_after_expiry=vllm.nixl_counter(
                 vllm.NIXL_NOTIFICATIONS_AFTER_EXPIRY, found.version
             ),
+            failures_also_count=notifications if nixl and twice else None,
+            transfer_bytes=f"{vllm.NIXL_BYTES}_sum" if nixl else None,
+            transfer_descriptors=f"{vllm.NIXL_DESCRIPTORS}_sum" if nixl else None,
         )
 
     def pod_security(self, spec: DeploymentSpec, role: str) -> dict[str, Any]:
