@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from disagg_tools.local.children import Child
 from disagg_tools.local.kubelet.driver import Driver
 from disagg_tools.local.kubelet.rules import containers
 from disagg_tools.local.podman import runtime
@@ -29,7 +30,7 @@ def said(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
     return calls
 
 
-def _sleeper(pods: PodRuntime, tmp_path: Path, name: str) -> Any:
+def _sleeper(pods: Driver, tmp_path: Path, name: str) -> Child:
     """A stand-in for an attached ``podman run --name NAME``: it sleeps until signalled."""
     argv = [sys.executable, "-c", "import time; time.sleep(30)", "--name", name]
     return pods.create(name, argv, {"MINE": "1"}, tmp_path)
