@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
-from disagg_tools.bench.e2e_vllm import prompt, table
+from disagg_tools.bench import e2e_vllm
+from disagg_tools.bench.e2e_vllm import interleaved, pd_sides, prompt, table, with_mode
 from disagg_tools.bench.rules.e2e_vllm_figures import case, kv_verdict
 
 N = 16  # prompt tokens of the case
@@ -110,8 +112,43 @@ def test_every_request_gets_its_own_first_block() -> None:
 
 def test_table_has_a_column_per_figure() -> None:
     rows = [case(N, AGG, PD), case(N, AGG, [*PD[:2], {**PD[2], "kv": {"sources": {}}}])]
+    rows = [{"mode": "pull", **rows[0]}, {"mode": "push", **rows[1]}]
     lines = table(rows).splitlines()
+    assert lines[0].split()[:2] == ["mode", "prompt"]
     assert lines[0].split()[-2:] == ["match", "logprobs"]
     assert lines[2].split()[-2:] == ["True", "True"]
+    assert lines[2].split()[0] == "pull" and lines[3].split()[0] == "push"
     assert "60.0 [50.0-70.0]" in lines[2] and "20.0 [10.0-30.0]" in lines[2]
     assert len({len(line) for line in lines[:4]}) == 1
+
+
+def test_each_side_goes_first_in_turn() -> None:
+    two = [interleaved(["agg", "P/D"], i) for i in range(2)]
+    assert two == [["agg", "P/D"], ["P/D", "agg"]]
+    sides = ["agg", "P/D pull", "P/D push"]
+    firsts = [interleaved(sides, i)[0] for i in range(3)]
+    assert firsts == sides and all(sorted(interleaved(sides, i)) == sorted(sides) for i in range(3))
+
+
+def test_one_mode_keeps_the_p_d_side_and_both_measure_two_pairs() -> None:
+    assert pd_sides("pull") == {"P/D": "pull"} and pd_sides("push") == {"P/D": "push"}
+    assert pd_sides("both") == {"P/D pull": "pull", "P/D push": "push"}
+
+
+def test_the_mode_is_written_into_the_manifest(tmp_path: Any) -> None:
+    out = with_mode(e2e_vllm.MANIFEST, "push", tmp_path)
+    body = yaml.safe_load(out.read_text())
+    assert body["spec"]["kvTransfer"]["mode"] == "push" and out.name == "vllm-cpu-push.yaml"
+    assert (
+        body["spec"]["prefill"] == yaml.safe_load(e2e_vllm.MANIFEST.read_text())["spec"]["prefill"]
+    )
+
+
+def test_a_push_requests_transfer_figures_come_from_the_prefills_page() -> None:
+    """vLLM's NixlPushConnector posts the WRITEs on the prefill: its NIXL histograms grow
+    there, while the decode's prompt-token sources say where the prompt came from."""
+    decode = 'vllm:prompt_tokens_by_source_total{source="external_kv_transfer"} 15.0\n'
+    prefill = "vllm:nixl_xfer_time_seconds_sum 0.004\nvllm:nixl_xfer_time_seconds_count 1\n"
+    got = e2e_vllm._counted(decode, prefill)
+    assert got["sources"].get("external_kv_transfer") == 15.0
+    assert got["xfer_s"] == 0.004

@@ -5,7 +5,9 @@ rendered pods for examples/vllm-cpu.yaml as ``disagg up`` runs them. All three e
 at once and the two sides' requests alternate, because this host's speed drifts by tens of
 percent within minutes (two runs a few minutes apart differed by 1.5x). Each P/D request is
 proven to have read its KV, and the judge's logprobs catch partly wrong KV that equal
-tokens from a degenerate model hide. The figures and their meaning: docs/vllm.md (Figures).
+tokens from a degenerate model hide. ``--mode both`` runs a pull pair and a push pair
+(spec.kvTransfer.mode) beside the aggregated engine, all three sides interleaved. The figures
+and their meaning: docs/vllm.md (Figures).
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ NIXL_HISTOGRAMS = {
     "descriptors": "vllm:nixl_num_descriptors",
 }
 NIXL_FAILED = "vllm:nixl_num_failed_transfers"
+# The pool whose engine posts the transfers, so whose NIXL histograms a request grows: the
+# decode READs in pull mode, the prefill WRITEs in push mode (vLLM's NixlPushConnector).
+TRANSFER_POOL = {"pull": "decode", "push": "prefill"}
+MODES = ("pull", "push")
 
 
 def prompt(tokens: int, case: int, i: int) -> list[int]:
@@ -63,13 +69,14 @@ def _page(url: str) -> str:
         return str(resp.read().decode())
 
 
-def _counted(page: str) -> dict[str, Any]:
-    """What a decode engine's /metrics page says of the KV it loaded so far: prompt tokens
-    by source, and its NIXL histograms' sums and failed transfers."""
-    nixl = metrics.histograms(page, NIXL_HISTOGRAMS.values())
+def _counted(page: str, transfers: str) -> dict[str, Any]:
+    """What a decode engine's /metrics ``page`` says of the KV it loaded so far (prompt
+    tokens by source), and the transfer pool's page ``transfers`` of its NIXL histograms'
+    sums and failed transfers (:data:`TRANSFER_POOL`)."""
+    nixl = metrics.histograms(transfers, NIXL_HISTOGRAMS.values())
     out: dict[str, Any] = {"sources": vllm_sources(page)}
     out.update({key: nixl[name][0] for key, name in NIXL_HISTOGRAMS.items()})
-    out["failed"] = metrics.counter(page, NIXL_FAILED)
+    out["failed"] = metrics.counter(transfers, NIXL_FAILED)
     return out
 
 
@@ -81,11 +88,18 @@ def _grown(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _pd_request(url: str, decode: str, p: list[int], gen: int) -> dict[str, Any]:
-    """A timed P/D request with the decode engine's counters read around it."""
-    before = _counted(_page(decode))
+def _pd_request(url: str, pools: dict[str, str], p: list[int], gen: int) -> dict[str, Any]:
+    """A timed P/D request with the engines' counters read around it (``pools``: the
+    decode's URL and the transfer pool's, by key "decode" and "transfers")."""
+
+    def counted() -> dict[str, Any]:
+        page = _page(pools["decode"])
+        same = pools["transfers"] == pools["decode"]
+        return _counted(page, page if same else _page(pools["transfers"]))
+
+    before = counted()
     row = _request(url, p, gen)
-    row["kv"] = _grown(before, _counted(_page(decode)))
+    row["kv"] = _grown(before, counted())
     return row
 
 
@@ -121,7 +135,7 @@ def _measure(
     so both meet the same moment of this host; each engine's vLLM phases over the timed
     requests alone (read after the warm-up)."""
     rows = []
-    decode = runs["P/D"].workers["decode"][0]
+    pools = {side: _pools(run, mode) for side, (run, mode) in _pairs(runs, args.mode).items()}
     for c, n in enumerate(lengths):
         for url in urls.values():  # warm-up
             _request(url, prompt(n, c, 999), MIN_TOKENS)
@@ -129,19 +143,48 @@ def _measure(
         sides: dict[str, list[dict[str, Any]]] = {side: [] for side in urls}
         for i in range(args.repeat):
             progress(f"  {n} tokens: {i + 1}/{args.repeat}")
-            for side in list(urls) if i % 2 == 0 else list(urls)[::-1]:
+            for side in interleaved(list(urls), i):
                 p = prompt(n, c, i)
-                if side == "P/D":
-                    sides[side].append(_pd_request(urls[side], decode, p, args.gen_tokens))
+                if side in pools:
+                    sides[side].append(_pd_request(urls[side], pools[side], p, args.gen_tokens))
                 else:
                     sides[side].append(_request(urls[side], p, args.gen_tokens))
         phases = {side: _phase_means(before[side], _phases(run)) for side, run in runs.items()}
-        rows.append(figures.case(n, sides["agg"], sides["P/D"], phases["P/D"], phases["agg"]))
+        for side, (_, mode) in _pairs(runs, args.mode).items():
+            row = figures.case(n, sides["agg"], sides[side], phases[side], phases["agg"])
+            rows.append({"mode": mode, **row})
     return rows
+
+
+def interleaved(sides: list[str], i: int) -> list[str]:
+    """The order of the sides' requests in round ``i``: each side goes first in turn (two
+    sides: one order, then the reverse), so none always meets the host's same moment."""
+    if len(sides) == 2:
+        return sides if i % 2 == 0 else sides[::-1]
+    k = i % len(sides)
+    return sides[k:] + sides[:k]
+
+
+def pd_sides(mode: str) -> dict[str, str]:
+    """The P/D sides a run of ``--mode`` measures (side name → transfer mode); one mode keeps
+    the name "P/D"."""
+    if mode == "both":
+        return {f"P/D {m}": m for m in MODES}
+    return {"P/D": mode}
+
+
+def _pairs(runs: dict[str, Run], mode: str) -> dict[str, tuple[Run, str]]:
+    return {side: (runs[side], m) for side, m in pd_sides(mode).items()}
+
+
+def _pools(run: Run, mode: str) -> dict[str, str]:
+    """The decode's URL and that of the pool whose engine posts the transfers."""
+    return {"decode": run.workers["decode"][0], "transfers": run.workers[TRANSFER_POOL[mode]][0]}
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     cols = [
+        ("mode", "mode", "{!s:>4}"),
         ("prompt", "prompt_tokens", "{:>6}"),
         ("read", "kv_read", "{:>4}"),
         ("recomp", "recomputed", "{:>6}"),
@@ -163,8 +206,9 @@ def table(rows: list[dict[str, Any]]) -> str:
         rows,
         "times in ms, median [p10-p90] of streamed requests; read / recomp = P/D requests "
         "whose decode loaded the prompt's KV / computed it itself (its own prompt-token "
-        "sources; any recompute: no P/D figure). transfer = vLLM's own NIXL READ time per "
-        "request; kv wait and 1st step = decode's own request phases (means: queue = from "
+        "sources; any recompute: no P/D figure). transfer = vLLM's own NIXL time per request "
+        "(the decode's READ in pull mode, the prefill's WRITE in push mode); kv wait and "
+        "1st step = decode's own request phases (means: queue = from "
         "taking the request to its first scheduled step, the read included; prefill = that "
         "step).",
     )
@@ -184,6 +228,13 @@ def main(argv: list[str]) -> int:
                    help=f"tokens each timed request streams (at least {MIN_TOKENS})")  # fmt: skip
     p.add_argument("--model", required=True, help="local model dir (disagg model tiny-llama DIR)")
     p.add_argument("--manifest", default=str(MANIFEST), help="a vLLM manifest to run")
+    p.add_argument(
+        "--mode",
+        choices=[*MODES, "both"],
+        default="pull",
+        help="spec.kvTransfer.mode of the P/D pair (both: a pull pair and a push pair, each "
+        "beside the aggregated engine, the three sides interleaved; five engines, ~16 GB)",
+    )
     p.add_argument(
         "--keep-cpu-binding",
         action="store_true",
@@ -218,7 +269,18 @@ def main(argv: list[str]) -> int:
         manifest, idle = _manifest(
             Path(args.manifest), args.nixl_delay_us, args.queue_poll_us, Path(folder), keep
         )
-        return _bench(args, lengths, manifest, idle)
+        manifests = {side: with_mode(manifest, m, Path(folder)) for side, m in
+                     pd_sides(args.mode).items()}  # fmt: skip
+        return _bench(args, lengths, manifests, idle)
+
+
+def with_mode(path: Path, mode: str, folder: Path) -> Path:
+    """``path`` with spec.kvTransfer.mode set to ``mode``, written into ``folder``."""
+    body = yaml.safe_load(path.read_text())
+    body["spec"].setdefault("kvTransfer", {})["mode"] = mode
+    out = folder / f"{path.stem}-{mode}{path.suffix}"
+    out.write_text(yaml.safe_dump(body))
+    return out
 
 
 NIXL_DELAY_DEFAULT = KVTransferFields.model_fields["nixl_progress_delay_microseconds"].default
@@ -254,20 +316,26 @@ def _manifest(
 
 
 def _bench(
-    args: argparse.Namespace, lengths: list[int], manifest: Path, idle: dict[str, Any]
+    args: argparse.Namespace, lengths: list[int], manifests: dict[str, Path], idle: dict[str, Any]
 ) -> int:
-    runs = {"agg": Run([], {}), "P/D": Run([], {})}
+    """``manifests``: each P/D side's manifest (the aggregated engine runs the first's)."""
+    runs = {"agg": Run([], {}), **{side: Run([], {}) for side in manifests}}
     with tempfile.TemporaryDirectory(prefix="disagg-bench-vllm-") as tmp:
         try:
             progress("aggregated vLLM (the decode pod without its KV connector) ...")
             (Path(tmp) / "agg").mkdir()
+            first = next(iter(manifests.values()))
             agg = start_aggregated(
-                manifest, Path(tmp) / "agg", runs["agg"], model=args.model, say=progress
+                first, Path(tmp) / "agg", runs["agg"], model=args.model, say=progress
             )
-            progress("P/D: prefill and decode vLLM behind the disagg proxy ...")
-            (Path(tmp) / "pd").mkdir()
-            launch(manifest, Path(tmp) / "pd", Path(tmp) / "pd", runs["P/D"], model=args.model,
-                   keep_cpu_binding=args.keep_cpu_binding, say=progress)  # fmt: skip
+            urls = {"agg": agg + "/v1/completions"}
+            for n, (side, manifest) in enumerate(manifests.items()):
+                progress(f"{side}: prefill and decode vLLM behind the disagg proxy ...")
+                folder = Path(tmp) / f"pd{n}"
+                folder.mkdir()
+                launch(manifest, folder, folder, runs[side], model=args.model,
+                       keep_cpu_binding=args.keep_cpu_binding, say=progress)  # fmt: skip
+                urls[side] = runs[side].proxy_url + "/v1/completions"
             progress(f"  engines idle for {IDLE_WINDOW_S:g} s ...")
             engines = [
                 (side, c) for side, r in runs.items() for c in r.children
@@ -278,14 +346,13 @@ def _bench(
             idle_by_side: dict[str, dict[str, float]] = {side: {} for side in runs}
             for (side, c), label in zip(engines, labels, strict=True):
                 idle_by_side[side][c.name] = cores[label]
-            pd = runs["P/D"].proxy_url
-            urls = {"agg": agg + "/v1/completions", "P/D": pd + "/v1/completions"}
             rows = _measure(runs, urls, lengths, args)
         finally:
             stop_children([c for r in runs.values() for c in r.children])
     result = {
         "engine": "vllm",
-        "manifest": str(manifest),
+        "manifest": args.manifest,
+        "mode": args.mode,
         "repeat": args.repeat,
         "cpu_binding": "rendered" if args.keep_cpu_binding else "a core per engine",
         **idle,
