@@ -30,6 +30,8 @@ def test_every_child_kind_gets_the_verbs_of_its_row(render: Any) -> None:
     for kind in (*kinds.CHILDREN, kinds.EVENT, kinds.LEASE):
         for group in kind.groups:
             assert granted.pop((group, kind.plural)) == set(kind.verbs), kind.kind
+    for group, resource, verbs in kinds.DELEGATED:  # held to be granted to the router
+        assert granted.pop((group, resource)) == set(verbs), resource
     # what remains is the custom resource and its status and kopf's cluster-scoped reads:
     # no other kind is granted
     assert set(granted) == {

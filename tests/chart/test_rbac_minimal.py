@@ -9,7 +9,10 @@ created again with them: create only, the operator never reads Secrets); disrupt
 budgets come and go (a second decode pod brings decode's PodDisruptionBudget, scaling
 back to one deletes it, prefill's maxUnavailable 0 creates prefill's, a second prefill
 pod patches it); someone edits its NetworkPolicy (drift patched back); its router is
-turned on, scaled and turned off (a Deployment created, patched, deleted); a vLLM CPU
+turned on, scaled and turned off (a Deployment created, patched, deleted), and while on
+pairs within zones (its ServiceAccount, Role and RoleBinding created, the Role and the
+binding repaired at the next reconcile after someone edits them, all three deleted when
+the locality is turned off); a vLLM CPU
 deployment's NIXL idle ConfigMap is created, repaired and deleted; a role is scaled
 to 0 (its Service deleted); it gets
 an invalid spec (status + Warning event). Then an llm-d deployment gets its InferencePool
@@ -23,7 +26,9 @@ not recorded), so every recorded call is the operator's.
 Then, per mode (all namespaces, namespaced), per ``llmd.enabled`` and per
 ``llmd.inferencePoolVersions``, the calls are compared with the rules the chart renders,
 both ways: a call the rules do not allow is
-missing RBAC (the operator would get 403 in a cluster); a rule no call used is excess.
+missing RBAC (the operator would get 403 in a cluster); a rule no call used is excess,
+but for what the operator holds only to grant it to the router (kinds.DELEGATED), which
+must then cover every rule of the router's Role.
 """
 
 from __future__ import annotations
@@ -37,9 +42,11 @@ from typing import Any
 import pytest
 import yaml
 
+from disagg_operator.api import kinds
 from disagg_operator.controller.config import OperatorConfig
 from disagg_operator.controller.election.leader import ElectionSettings, Elector
 from disagg_operator.controller.run import running
+from disagg_operator.render import router
 from tests.chart.chartkit import (
     NAMESPACE,
     RELEASE,
@@ -58,6 +65,7 @@ POOL = "inference.networking.k8s.io/v1/inferencepools"
 OLD_POOL = "inference.networking.x-k8s.io/v1alpha2/inferencepools"
 MONITORING = "monitoring.coreos.com/v1"
 SA = "disagg"
+RBAC = "rbac.authorization.k8s.io/v1"
 
 
 # --- scenario ---------------------------------------------------------------------------
@@ -159,6 +167,7 @@ async def _plain_life(emu: Emulator) -> None:
         "router Deployment patched",
         lambda: emu.find(deploys, NS, "demo-router")["spec"]["replicas"] == 3,
     )
+    await _locality_life(emu)
     _edit(emu, "demo", lambda s: s["router"].update(enabled=False))
     await until("router Deployment removed", lambda: emu.find(deploys, NS, "demo-router") is None)
     _edit(emu, "demo", lambda s: s["decode"].update(replicas=0))
@@ -167,6 +176,27 @@ async def _plain_life(emu: Emulator) -> None:
     )
     _edit(emu, "demo", lambda s: s["prefill"].update(kvBufferDevice="cuda"))  # cpu: invalid
     await until("InvalidSpec", lambda: _ready(emu, "demo").get("reason") == "InvalidSpec")
+
+
+async def _locality_life(emu: Emulator) -> None:
+    """The router pairs within zones: its account, Role and binding come, the Role and
+    the binding are repaired after someone edits them, and all go with the locality."""
+    roles, bindings = f"{RBAC}/roles", f"{RBAC}/rolebindings"
+    _edit(emu, "demo", lambda s: s.setdefault("routing", {}).update(
+        transferLocality={"mode": "Required"}))  # fmt: skip
+    await until("router Role", lambda: emu.find(bindings, NS, "demo-router"))
+    assert emu.find("v1/serviceaccounts", NS, "demo-router")
+    assert emu.find(roles, NS, "demo-router")["rules"] == [router.SLICE_READ]
+    # edited by someone (not watched: repaired at the next reconcile, here a spec edit's)
+    _tamper(emu, roles, "demo-router", lambda o: o.update(rules=[]))
+    _tamper(emu, bindings, "demo-router", lambda o: o.update(subjects=[]))
+    _edit(emu, "demo", lambda s: s["router"].update(replicas=2))
+    await until("Role repaired", lambda: emu.find(roles, NS, "demo-router")["rules"])
+    await until("RoleBinding repaired", lambda: emu.find(bindings, NS, "demo-router")["subjects"])
+    _edit(emu, "demo", lambda s: s["routing"].pop("transferLocality"))
+    await until("router access removed", lambda: emu.find(roles, NS, "demo-router") is None)
+    await until("router account removed",
+                lambda: emu.find("v1/serviceaccounts", NS, "demo-router") is None)  # fmt: skip
 
 
 async def _vllm_life(emu: Emulator) -> None:
@@ -333,7 +363,10 @@ def _granted(values: dict[str, Any]) -> set[Grant]:
 
 def _compare(used: set[Grant], granted: set[Grant]) -> None:
     missing = sorted(used - granted)
-    unused = sorted(granted - used)
+    delegated = {(g[1], g[2], g[3]) for g in granted} & {
+        (group, resource, verb) for group, resource, verbs in kinds.DELEGATED for verb in verbs
+    }
+    unused = sorted(g for g in granted - used if (g[1], g[2], g[3]) not in delegated)
     assert not missing, f"the operator made calls the chart does not allow: {missing}"
     assert not unused, f"the chart grants what the operator never used: {unused}"
 
@@ -353,3 +386,7 @@ async def test_chart_rbac_is_exactly_what_the_operator_uses(emulator: Emulator, 
         used = _used(calls, by_namespace=namespaced)
         chart = {**values, "llmd": chart_llmd, "monitoring": {"enabled": monitored}}
         _compare(used, _granted(chart))
+        # the router's Role grants nothing the operator lacks (RBAC escalation check)
+        held = {(g[1], g[2], g[3]) for g in _granted(chart)}
+        rule = router.SLICE_READ
+        assert {(rule["apiGroups"][0], rule["resources"][0], v) for v in rule["verbs"]} <= held

@@ -96,6 +96,11 @@ calls against the API emulator and fails on any difference, in both directions.
   key derived from the root key (mounted from a Secret volume, which needs no RBAC), so
   the operator never reads a Secret back; it creates it with the pods (409: it exists).
 - Events: Warning events for invalid specs (routine events are not posted).
+- The router's ServiceAccount, Role and RoleBinding (spec.routing.transferLocality): read
+  by name on each reconcile of a deployment with a router section, written while its
+  locality is on. Their Role lets the router get, list and watch EndpointSlices (the pods'
+  zones), so the operator holds that read itself: Kubernetes refuses to create a Role
+  granting what its creator lacks (RBAC escalation check). The operator never reads them.
 - InferencePools (only with llmd.enabled): read by name (get) on each reconcile of a
   deployment whose spec has an llmd section (a cluster without the CRD answers 404, which
   is fine), written while its llm-d is enabled. Without the grant, such a lookup answers
@@ -138,6 +143,18 @@ calls against the API emulator and fails on any difference, in both directions.
 - apiGroups: [leaderworkerset.x-k8s.io]
   resources: [leaderworkersets]
   verbs: [list, watch, create, delete]
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [get, create, delete]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles]
+  verbs: [get, create, patch, delete]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [rolebindings]
+  verbs: [get, create, patch, delete]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [get, list, watch]
 - apiGroups: [""]
   resources: [events]
   verbs: [create]

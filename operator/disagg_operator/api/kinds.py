@@ -106,6 +106,17 @@ CHILDREN: tuple[Kind, ...] = (
         status=True,
         optional=True,
     ),
+    # the router's own account with transfer locality (spec.routing.transferLocality): a
+    # Role reading EndpointSlices (the pods' zones) bound to it; read by name, not watched
+    Kind("ServiceAccount", ("v1",), "serviceaccounts", "by-name", managed=(), short_names=("sa",)),
+    Kind("Role", ("rbac.authorization.k8s.io/v1",), "roles", "by-name", managed=("rules",)),
+    Kind(
+        "RoleBinding",
+        ("rbac.authorization.k8s.io/v1",),
+        "rolebindings",
+        "by-name",
+        managed=("subjects",),  # its roleRef cannot change, and never does here
+    ),
     # the router (spec.router): patched like a Service; its ReplicaSets and pods are the
     # Deployment controller's, never the operator's
     Kind(
@@ -147,6 +158,10 @@ LEASE = Kind(
     replaced=True,
 )
 KINDS: tuple[Kind, ...] = (*CHILDREN, RESOURCE, EVENT, LEASE)
+# Granted to the operator only to be delegated: the router's Role (transfer locality) lets
+# it read EndpointSlices, and Kubernetes refuses to create a Role granting what its creator
+# lacks (RBAC escalation check). (API group, resource, verbs); the operator never calls them.
+DELEGATED = (("discovery.k8s.io", "endpointslices", ("get", "list", "watch")),)
 
 BY_KIND: Mapping[str, Kind] = {k.kind: k for k in KINDS}
 # What one instance of a role is: a Pod, or a LeaderWorkerSet where instances span pods (the

@@ -236,6 +236,21 @@ class TransferCanary(_Model):
 DEFAULT_THRESHOLD_TOKENS = 64
 
 
+class TransferLocality(_Model):
+    """Keep each prefill->decode KV transfer inside one zone (the node label
+    topology.kubernetes.io/zone, as the pools' EndpointSlices carry it): docs/routing.md,
+    Transfer locality."""
+
+    mode: Literal["Required", "Preferred"] = Field(
+        description="Required: a request is paired only within a zone (503 naming the zone "
+        "when the prefill's zone has no ready decode; a zoned prefill is never paired with a "
+        "decode whose zone is unknown); Preferred: a decode in the prefill's zone first, any "
+        "other when none can take it (pods without a zone form a zone-less group of their "
+        "own). Disagg router only: it reads the pods' zones from EndpointSlices, through a "
+        "Role the operator renders for its ServiceAccount"
+    )
+
+
 class Routing(_Model):
     """Which requests take both hops (docs/routing.md). One policy for every router: the
     disagg router's flags and llm-d's endpoint picker config are rendered from it."""
@@ -260,6 +275,11 @@ class Routing(_Model):
         ge=1,
         description="with disaggregate threshold: also keep a request on decode while every "
         "prefill has this many requests in flight (disagg router only)",
+    )
+    transfer_locality: TransferLocality | None = Field(
+        default=None,
+        description="keep each prefill->decode KV transfer in one zone, required or "
+        "preferred (disagg router only); default: any prefill with any decode",
     )
 
 

@@ -59,15 +59,19 @@ PER_DEPLOYMENT_WRITES = 8
 # section, or switching the version, leaves the old pool behind until the deployment is
 # deleted; setting ``llmd.enabled: false`` (or ``inferencePool.enabled: false``) removes it.
 # The monitoring objects likewise only with a ``monitoring`` section (the CRD defaults
-# none in), and ``monitoring.enabled: false`` removes them. A lookup the chart's RBAC
-# refuses (403) observes nothing: the write that follows is refused and reported.
+# none in), and ``monitoring.enabled: false`` removes them. The router's ServiceAccount,
+# Role and RoleBinding (transfer locality) with a ``router`` section, so that turning the
+# locality or the router off removes them. A lookup the chart's RBAC refuses (403)
+# observes nothing: the write that follows is refused and reported.
 POOL = kinds.child("InferencePool")
+ROUTER_ACCESS = ("ServiceAccount", "Role", "RoleBinding")
 
 
 def optional_kinds(spec: Any, name: str) -> tuple[tuple[str, str, str, str], ...]:
     """(apiVersion, kind, plural, name) of the objects of kinds no watch covers that a raw
     spec of deployment ``name`` may own: with ``llmd`` the InferencePool, with
-    ``monitoring`` the PodMonitors and the PrometheusRule (none without those sections).
+    ``monitoring`` the PodMonitors and the PrometheusRule, with ``router`` its
+    ServiceAccount, Role and RoleBinding (none without those sections).
     The spec is raw, read before validation: a section of the wrong shape owns nothing
     (validation reports it)."""
     found: list[tuple[str, str, str, str]] = []
@@ -81,6 +85,10 @@ def optional_kinds(spec: Any, name: str) -> tuple[tuple[str, str, str, str], ...
         for kind, child in monitoring_names(name):
             row = kinds.child(kind)
             found.append((row.api_version, kind, row.plural, child))
+    if _section(spec, "router"):
+        for kind in ROUTER_ACCESS:
+            row = kinds.child(kind)
+            found.append((row.api_version, kind, row.plural, router_name(name)))
     return tuple(found)
 
 

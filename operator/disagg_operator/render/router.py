@@ -82,7 +82,8 @@ def objects(
     revisions: Sequence[str],
 ) -> list[dict[str, Any]]:
     """The router Deployment and Service of deployment ``name`` (``meta``: the child
-    metadata, name included; ``revisions``: the KV revisions it pairs within); none when
+    metadata, name included; ``revisions``: the KV revisions it pairs within), with
+    transfer locality its ServiceAccount, Role and RoleBinding (:func:`access`); none when
     the router is off."""
     if not spec.router.enabled:
         return []
@@ -112,8 +113,9 @@ def objects(
             },
         },
     }
+    front = [service, *access(spec, name, namespace, meta), deployment]
     if spec.router.replicas < 2:  # a budget over one pod could only block drains
-        return [service, deployment]
+        return front
     budget = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
@@ -124,7 +126,35 @@ def objects(
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }
-    return [service, deployment, budget]
+    return [*front, budget]
+
+
+# What the router may read with transfer locality: the pods' zones, in its namespace only
+SLICE_READ = {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+              "verbs": ["get", "list", "watch"]}  # fmt: skip
+
+
+def access(
+    spec: DeploymentSpec, name: str, namespace: str, meta: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """With spec.routing.transferLocality, the router's own ServiceAccount ``<name>-router``
+    and the Role and RoleBinding that let it read EndpointSlices in ``namespace`` (the
+    zones it pairs by); none without (its pod then runs as the namespace's default)."""
+    if spec.routing.transfer_locality is None:
+        return []
+    rbac = "rbac.authorization.k8s.io"
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}
+    role = {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": meta,
+            "rules": [dict(SLICE_READ)]}  # fmt: skip
+    subject = {"kind": "ServiceAccount", "name": name_of(name), "namespace": namespace}
+    binding = {
+        "apiVersion": f"{rbac}/v1",
+        "kind": "RoleBinding",
+        "metadata": meta,
+        "roleRef": {"apiGroup": rbac, "kind": "Role", "name": name_of(name)},
+        "subjects": [subject],
+    }
+    return [account, role, binding]
 
 
 def routing_args(spec: DeploymentSpec, settings: Settings) -> list[str]:
@@ -136,6 +166,8 @@ def routing_args(spec: DeploymentSpec, settings: Settings) -> list[str]:
         out += ["--threshold-tokens", str(policy.threshold_tokens)]
         if policy.prefill_queue_limit is not None:
             out += ["--prefill-queue-limit", str(policy.prefill_queue_limit)]
+    if policy.transfer_locality is not None:
+        out += ["--transfer-locality", policy.transfer_locality.mode]
     engine = settings.engine(spec)
     block = engine.prefix_cache_block(spec)
     if block is not None:
@@ -190,7 +222,9 @@ def _pod(
             "readOnlyRootFilesystem": True,
         },
     }
+    account = {"serviceAccountName": name_of(name)} if spec.routing.transfer_locality else {}
     return {
+        **account,
         "enableServiceLinks": False,
         "topologySpreadConstraints": [across_nodes({LABEL_ROUTER: name})],
         "securityContext": {
