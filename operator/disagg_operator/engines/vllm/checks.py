@@ -321,6 +321,8 @@ def host_buffers(spec: DeploymentSpec, table: Table) -> Iterator[Problem]:
         memory = cpu_limits(r)[1]
         if not buffer or memory is None:  # none, none needed, or no limit to hold it
             continue
+        if own.role(spec, role).kv_offload_memory is not None:
+            continue  # cpu_tier's memory check counts this buffer with the tier
         runtime = derive.pod_ranks(r) * derive.CPU_RUNTIME_GIB * gib
         if memory < buffer + runtime:
             need = math.ceil((buffer + runtime) / gib)
@@ -333,6 +335,23 @@ def host_buffers(spec: DeploymentSpec, table: Table) -> Iterator[Problem]:
                 f"the runtime (~{derive.CPU_RUNTIME_GIB} GiB per rank); set at least "
                 f"{need}Gi, or cap the device KV cache with --kv-cache-memory-bytes",
             )
+
+
+def config_files(spec: DeploymentSpec) -> Iterator[Problem]:
+    """``--config FILE`` in a pool's args: refused. The file is inside the container, where
+    the operator cannot read it, and vLLM takes from it every flag the command line does
+    not set (contract.CONFIG_FLAG), so what it holds escapes every check here."""
+    for role in ROLES:
+        for i, arg in enumerate(spec.role(role).args or []):
+            if arg.split("=", 1)[0] == vllm.CONFIG_FLAG:
+                yield Problem(
+                    f"spec.{role}.args[{i}]",
+                    f"{vllm.CONFIG_FLAG} names a file in the container that the operator "
+                    "cannot read, and vLLM takes every flag the command does not set from "
+                    "it unchecked (kv-offloading-size there replaces the P/D connector, "
+                    "data-parallel-size multiplies the engines); write its flags in "
+                    f"spec.{role}.args instead",
+                )
 
 
 def cpu_pools(spec: DeploymentSpec, p: vllm.Profile) -> Iterator[Problem]:

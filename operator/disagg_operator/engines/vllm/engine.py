@@ -29,7 +29,7 @@ from disagg_operator.engines.base import (
     Engine,
     Row,
 )
-from disagg_operator.engines.vllm import checks, derive, engine_idle, modes
+from disagg_operator.engines.vllm import checks, cpu_tier, derive, engine_idle, modes
 from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.engines.vllm import fields as own
 from disagg_operator.engines.vllm.checks import CPU_POOL_RULES
@@ -109,7 +109,8 @@ class Vllm(Engine):
     def container(
         self, spec: DeploymentSpec, role: str, port: int, settings: Settings
     ) -> Container:
-        config = derive.kv_transfer_config(spec, role, settings.platforms)
+        nixl = derive.kv_transfer_config(spec, role, settings.platforms)
+        config = cpu_tier.kv_transfer_config(spec, role, nixl)
         tp = str(spec.role(role).tensor_parallel_size)
         source = model_source.source(spec)
         command = [
@@ -235,6 +236,8 @@ class Vllm(Engine):
         yield from checks.pool_flags(spec)
         yield from checks.pair(spec)
         yield from checks.problems(spec, settings.platforms)
+        yield from checks.config_files(spec)
+        yield from cpu_tier.problems(spec, settings.platforms)
 
     def version_key(self, spec: DeploymentSpec) -> Any:
         """The resolved vLLM version (images of one version may differ); else the images."""
@@ -266,7 +269,7 @@ class Vllm(Engine):
         return [vllm.profile_table(), modes.mode_table()]
 
     def derivation_rows(self, settings: Settings) -> list[Row]:
-        return [*_rows(), *modes.rows()]
+        return [*_rows(), *modes.rows(), *cpu_tier.rows()]
 
 
 def _rows() -> list[Row]:

@@ -115,6 +115,16 @@ class RoleFields(_Model):
         "sitecustomize, ConfigMap <name>-engine-idle. Default true on CPU pools of versions "
         "that pin; false leaves vLLM's pin as it is",
     )
+    kv_offload_memory: Quantity | None = Field(
+        default=None,
+        description="vllm, GPU pools (cuda, rocm; xpu from vLLM 0.23): a CPU KV tier, the "
+        "host memory of one pod (a quantity, e.g. 64Gi) that keeps KV blocks evicted from "
+        "the device cache for later prompts, split evenly among the pod's data-parallel "
+        "engines. Rendered as MultiConnector(NixlConnector, OffloadingConnector) in "
+        "--kv-transfer-config (vLLM >= 0.14; its --kv-offloading-size would replace the P/D "
+        "connector); resources.limits.memory must hold it beside the runtime and any host "
+        "KV buffer. Refused on cpu pools: their KV cache is host memory already",
+    )
     nixl_version: str | None = Field(
         default=None,
         pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$",

@@ -18,10 +18,10 @@ from tests.operator.builders import vllm_gpu_cpu
         ("--tensor_parallel_size=2", "spec.prefill.tensorParallelSize"),
         ("--kv-transfer-config.kv_connector=OffloadingConnector", "spec.kvTransfer"),
         ("--kv_transfer_config.kv_role", "spec.kvTransfer"),
-        ("--kv-offloading-size", "a CPU KV tier beside it is not supported yet"),
-        ("--kv-offloading-size=8", "spec.kvTransfer"),
+        ("--kv-offloading-size", "spec.prefill.kvOffloadMemory"),
+        ("--kv-offloading-size=8", "a CPU KV tier beside it"),
         ("--kv_offloading_size=8", "OffloadingConnector"),
-        ("--kv-offloading-backend=native", "spec.kvTransfer"),
+        ("--kv-offloading-backend=native", "spec.prefill.kvOffloadMemory"),
     ],
 )
 def test_vllm_0_32_0_connector_replacing_args_are_refused(arg: str, field_to_use: str) -> None:
