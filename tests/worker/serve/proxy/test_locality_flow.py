@@ -5,6 +5,7 @@ proxy's own figures and metrics."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -190,6 +191,20 @@ async def test_a_stream_is_paired_within_the_zone_too(stack: Any) -> None:
             )
             await resp.read()
         assert zone_of[prefill] == zone_of[decode]
+
+
+async def test_a_failed_zone_list_is_counted() -> None:
+    with socket.socket() as s:  # a port nobody listens on: the API server is unreachable
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    zones = Zones(KubeApi(closed, "ns"), ["demo-prefill", "demo-decode"], refresh_s=60)
+    proxy = Proxy([closed], [closed], ProxyConfig(locality="Required"), zones=zones)
+    await proxy.start()
+    try:
+        text = proxy.metrics.render().decode()
+    finally:
+        await proxy.close()
+    assert "disagg_proxy_zone_list_failures_total 1.0" in text
 
 
 async def test_the_prefill_follows_the_planners_decode(stack: Any) -> None:

@@ -36,6 +36,8 @@ async def test_zones_are_listed_with_the_token_and_kept_when_a_list_fails(tmp_pa
     token = tmp_path / "token"
     token.write_text("first\n")
     zones = Zones(KubeApi(str(server.make_url("")), "team-a", token), ["demo-decode"], 60)
+    failed: list[int] = []
+    zones.on_failure = lambda: failed.append(1)
     try:
         await zones.start()
         assert zones.zone("http://10.0.0.7:8000") == "zone-b"
@@ -43,6 +45,7 @@ async def test_zones_are_listed_with_the_token_and_kept_when_a_list_fails(tmp_pa
         token.write_text("rotated\n")
         await zones.refresh()  # refused: the zones last read stay
         assert zones.failures == 1 and zones.zone("http://10.0.0.7:8000") == "zone-b"
+        assert failed == [1]  # the proxy's counter hears of it
     finally:
         await zones.close()
         await server.close()

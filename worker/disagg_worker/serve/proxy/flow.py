@@ -108,6 +108,8 @@ class Proxy:
         self.refreshers = list(refreshers)
         self.zones = zones if config.locality is not None else None
         self.metrics = ProxyMetrics()
+        if self.zones is not None:
+            self.zones.on_failure = self.metrics.zones_unread
         self.tracer = Tracer(config.tracing, self.metrics.registry)
         self.http = HopClient(config.timeout_s)
         self.planner = Planner(config.routing, self.pairs, self.http.post, self.metrics)

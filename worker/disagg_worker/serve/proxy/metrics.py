@@ -51,6 +51,15 @@ class ProxyMetrics:
             "zone-less group)", ["zone"], registry=self.registry,
         )  # fmt: skip
 
+        self._zones_unread = Counter(
+            "disagg_proxy_zone_list_failures", "EndpointSlice lists that failed under "
+            "--transfer-locality (403: the router's Role is missing; the zones last read are "
+            "kept, a pod not read yet has none)", registry=self.registry,
+        )  # fmt: skip
+
+    def zones_unread(self) -> None:
+        self._zones_unread.inc()
+
     def paired(self, same_zone: bool) -> None:
         self._pairs.labels("same" if same_zone else "cross").inc()
 

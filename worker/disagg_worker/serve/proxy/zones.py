@@ -15,7 +15,7 @@ import asyncio
 import logging
 import os
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -79,6 +79,7 @@ class Zones:
         self.api, self.services, self.refresh_s = api, list(services), refresh_s
         self.by_address: dict[str, Zone] = {}
         self.failures = 0  # lists that failed (the zones last read stay)
+        self.on_failure: Callable[[], None] = lambda: None  # the proxy counts them
         self._session: aiohttp.ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -100,6 +101,7 @@ class Zones:
                 listed = await resp.json()
         except (OSError, aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:
             self.failures += 1
+            self.on_failure()
             log.warning("listing EndpointSlices at %s (zones kept as last read): %s", url, e)
             return
         self.by_address = zones_of(listed.get("items") or [], self.services)
