@@ -30,8 +30,9 @@ from disagg_worker.serve.proxy.flow import Proxy
 from disagg_worker.serve.proxy.readonly import READ_ONLY_ROUTES, read_only
 from disagg_worker.serve.proxy.revisions import Pair, Pairs
 from disagg_worker.serve.proxy.rules.fields import refusal
+from disagg_worker.serve.proxy.rules.kv_events import HASH_ALGOS
 from disagg_worker.serve.proxy.rules.locality import MODES as LOCALITY
-from disagg_worker.serve.proxy.rules.routing import MODES
+from disagg_worker.serve.proxy.rules.routing import MODES, PREFIX_INDEXES
 from disagg_worker.serve.proxy.upstream import POLICIES, HopError, Pool
 from disagg_worker.serve.proxy.zones import KubeApi, Zones, service_of
 from disagg_worker.serve.routes import CLIENT_MAX_SIZE, json_route_errors, read_json
@@ -236,6 +237,32 @@ def _parser() -> argparse.ArgumentParser:
     routing.add_argument(
         "--block-tokens", type=int, default=16, metavar="N",
         help="the decode engine's KV block size in tokens (its prefix cache's unit)",
+    )  # fmt: skip
+    routing.add_argument(
+        "--prefix-index", choices=PREFIX_INDEXES, default="approximate",
+        help="what the router knows of each decode's prefix cache: approximate (what it sent "
+        "there) or events (the engine's own KV events, --kv-events-*; approximate while a "
+        "pod's stream is not whole)",
+    )  # fmt: skip
+    routing.add_argument(
+        "--kv-events-port", type=int, default=5557, metavar="PORT",
+        help="events: the port each decode publishes its KV events on (vLLM --kv-events-config)",
+    )  # fmt: skip
+    routing.add_argument(
+        "--kv-events-topic", default="kv@", help="events: their topic (a prefix of it)"
+    )
+    routing.add_argument(
+        "--kv-events-endpoint", action="append", metavar="URL=tcp://HOST:PORT",
+        help="events: a worker's socket where it is not its host at --kv-events-port (engines "
+        "sharing a host in local runs); repeat it",
+    )  # fmt: skip
+    routing.add_argument(
+        "--kv-hash-algo", choices=HASH_ALGOS, default="sha256_cbor",
+        help="events: the engines' --prefix-caching-hash-algo",
+    )  # fmt: skip
+    routing.add_argument(
+        "--kv-hash-seed", default=None, metavar="SEED",
+        help="events: the engines' PYTHONHASHSEED (default: unset, vLLM's fixed seed)",
     )  # fmt: skip
     routing.add_argument(
         "--transfer-locality", choices=LOCALITY, default=None,

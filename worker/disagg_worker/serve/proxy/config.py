@@ -64,6 +64,13 @@ class ProxyConfig:
 DEFAULT = ProxyConfig()
 
 
+def _endpoint(text: str) -> tuple[str, str]:
+    url, sep, address = text.partition("=")
+    if not sep or not url or not address.startswith("tcp://"):
+        raise ValueError(f"--kv-events-endpoint: {text!r}: write URL=tcp://HOST:PORT")
+    return url.rstrip("/"), address
+
+
 def from_args(args: argparse.Namespace) -> ProxyConfig:
     """The settings ``disagg proxy``'s parsed flags ask for (ValueError names the flag
     whose value the routing policy refuses)."""
@@ -73,6 +80,12 @@ def from_args(args: argparse.Namespace) -> ProxyConfig:
         prefill_queue_limit=args.prefill_queue_limit,
         prefix_cache=args.decode_prefix_cache,
         block_tokens=args.block_tokens,
+        prefix_index=args.prefix_index,
+        kv_events_port=args.kv_events_port,
+        kv_events_topic=args.kv_events_topic,
+        hash_algo=args.kv_hash_algo,
+        hash_seed=args.kv_hash_seed,
+        kv_events_endpoints=tuple(_endpoint(e) for e in args.kv_events_endpoint or ()),
     )
     return ProxyConfig(
         policy=args.policy,

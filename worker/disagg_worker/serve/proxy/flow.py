@@ -120,10 +120,12 @@ class Proxy:
         await self.tracer.start_export()
         for refresher in self.refreshers:
             await refresher.start()
+        await self.planner.start()
         if self.zones is not None:
             await self.zones.start()
 
     async def close(self, _: web.Application | None = None) -> None:
+        await self.planner.close()
         for refresher in self.refreshers:
             await refresher.close()
         if self.zones is not None:

@@ -39,6 +39,8 @@ STREAM_HEADERS: dict[str, tuple[str, type]] = {
     "X-Disagg-Prefill-Hop-Ms": ("prefill_hop_ms", float),
     "X-Disagg-Prefill-Retries": ("prefill_retries", int),
     "X-Disagg-Decode-Url": ("decode_url", str),
+    "X-Disagg-Prompt-Tokens": ("prompt_tokens", int),  # when counted (the policy needs them)
+    "X-Disagg-Cached-Tokens": ("cached_tokens", int),  # what the router expects decode holds
 }
 
 

@@ -39,6 +39,12 @@ class ProxyMetrics:
             "disagg_proxy_tokenize_failures", "Prompts the engine's /tokenize could not count "
             "(routed through prefill)", registry=self.registry,
         )  # fmt: skip
+        self._index_fallback = Counter(
+            "disagg_proxy_prefix_index_fallback", "Requests whose decode prefix estimate came "
+            "from the approximate index because an engine's KV event stream was not whole, by "
+            "reason (gap, late_join, disconnected, no_stream, unreadable, hash_mismatch)",
+            ["reason"], registry=self.registry,
+        )  # fmt: skip
 
         self._pairs = Counter(
             "disagg_proxy_transfer_pairs", "P/D requests answered under --transfer-locality, "
@@ -65,6 +71,9 @@ class ProxyMetrics:
 
     def locality_refused(self, zone: str) -> None:
         self._refused.labels(zone).inc()
+
+    def index_fallback(self, reason: str) -> None:
+        self._index_fallback.labels(reason).inc()
 
     def request(self, path: str, reason: str) -> None:
         self._requests.labels(path, reason).inc()

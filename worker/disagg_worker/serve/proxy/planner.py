@@ -3,7 +3,9 @@ that likely holds its prefix, and its path under the policy (:mod:`.routing`).
 
 I/O layer (one HTTP call, ``POST /tokenize`` on a decode worker, through the proxy's own
 hop; the decisions are :mod:`.routing`'s, pure). Nothing is asked when the policy needs no
-tokens (``always`` without a decode prefix cache): no cost on the default path.
+tokens (``always`` without a decode prefix cache): no cost on the default path. With
+``--prefix-index events`` what each decode holds is what its engine's KV events say
+(:mod:`.kv_subscriber`), its approximate entry while its stream is not whole.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from disagg_worker.serve.proxy.kv_subscriber import KvSubscriber
 from disagg_worker.serve.proxy.metrics import ProxyMetrics
 from disagg_worker.serve.proxy.revisions import Pair, Pairs
+from disagg_worker.serve.proxy.rules.kv_events import NO_STREAM, Hashing, hit_tokens
 from disagg_worker.serve.proxy.rules.routing import (
     UNCOUNTED,
     Policy,
@@ -58,6 +62,20 @@ class Planner:
         self.policy, self.pairs, self._post = policy, pairs, post
         self.metrics = metrics
         self.index = PrefixIndex(policy.index_blocks)
+        self.events: KvSubscriber | None = None
+        if policy.prefix_index == "events":
+            hashing = Hashing(policy.hash_algo, policy.hash_seed, policy.block_tokens)
+            self.events = KvSubscriber(hashing, policy.kv_events_port, policy.kv_events_topic,
+                                       lambda: [b.url for b in pairs.decodes],
+                                       dict(policy.kv_events_endpoints))  # fmt: skip
+
+    async def start(self) -> None:
+        if self.events is not None:
+            await self.events.start()
+
+    async def close(self) -> None:
+        if self.events is not None:
+            await self.events.close()
 
     def answered(self, plan: Plan, decode: Backend) -> None:
         """``decode`` answered the request: it now holds the prompt's blocks."""
@@ -80,12 +98,36 @@ class Planner:
         backends = pair.decode.backends
         best, cached = None, 0
         if hashes and backends:
-            matched = [self.index.matched(b.url, hashes) for b in backends]
+            matched = self._matched(backends, tokens, hashes)
             i = affinity_order([b.inflight for b in backends], matched)[0]
             if matched[i]:  # else no decode holds any of it: the pool's own pick
-                best, cached = backends[i], matched[i] * policy.block_tokens
+                best, cached = backends[i], matched[i]
         loads = [b.inflight for b in pair.prefill.backends]
         return Plan(decide(policy, len(tokens), cached, loads), pair, best, hashes)
+
+    def _matched(
+        self, backends: list[Backend], tokens: list[int], hashes: list[bytes]
+    ) -> list[int]:
+        """The prompt tokens each decode holds: by its own KV events where its stream is
+        whole, else by the approximate index (the fallback counted once per request, by
+        the first loss seen, else ``no_stream``)."""
+        block = self.policy.block_tokens
+        approx = [self.index.matched(b.url, hashes) * block for b in backends]
+        if self.events is None:
+            return approx
+        chain = self.events.hashing.chain(tokens)
+        out, reason = [], None
+        for b, fallback in zip(backends, approx, strict=True):
+            engine = self.events.engine(b.url)
+            lost = NO_STREAM if engine is None else engine.lost
+            if engine is None or lost is not None:
+                reason = lost if reason in (None, NO_STREAM) else reason  # a loss over silence
+                out.append(fallback)
+            else:
+                out.append(hit_tokens(engine.matched(chain), len(tokens), block))
+        if reason is not None:
+            self.metrics.index_fallback(reason)
+        return out
 
     async def _tokens(self, req: Request, decode: Pool) -> list[int] | None:
         """The prompt's tokens: given as ids, or counted by a decode worker's /tokenize

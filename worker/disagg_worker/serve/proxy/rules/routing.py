@@ -17,6 +17,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 MODES = ("always", "threshold")
+# what the router knows of each decode's prefix cache: what it sent there (approximate), or
+# what the engine said it holds (its KV events, :mod:`.kv_events`)
+PREFIX_INDEXES = ("approximate", "events")
 # Why a request took its path: the proxy's disagg_proxy_requests_total{path, reason}.
 ALWAYS = "always"
 ABOVE = "above_threshold"
@@ -36,6 +39,15 @@ class Policy:
     block_tokens: int = 16
     # prompt blocks remembered per decode worker (LRU): ~ what its prefix cache holds
     index_blocks: int = 65536
+    prefix_index: str = "approximate"
+    # with prefix_index "events": where each decode publishes, and how it hashes blocks
+    kv_events_port: int = 5557
+    kv_events_topic: str = "kv@"
+    hash_algo: str = "sha256_cbor"
+    hash_seed: str | None = None
+    # worker URL → its events socket, where it is not the URL's host at kv_events_port
+    # (engines sharing one host in local runs)
+    kv_events_endpoints: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -46,6 +58,12 @@ class Policy:
             raise ValueError("--block-tokens: must be 1 or more")
         if self.prefill_queue_limit is not None and self.prefill_queue_limit < 1:
             raise ValueError("--prefill-queue-limit: must be 1 or more")
+        if self.prefix_index not in PREFIX_INDEXES:
+            raise ValueError(f"--prefix-index: {self.prefix_index!r} is not one of "
+                             f"{', '.join(PREFIX_INDEXES)}")  # fmt: skip
+        if self.prefix_index == "events" and not self.prefix_cache:
+            raise ValueError("--prefix-index events: reads the decode engines' prefix caches; "
+                             "add --decode-prefix-cache")  # fmt: skip
 
     @property
     def needs_tokens(self) -> bool:
