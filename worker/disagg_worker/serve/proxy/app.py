@@ -329,13 +329,17 @@ def pools(args: argparse.Namespace) -> tuple[Pairs, list[Refresher]]:
 
 
 def zones_of(args: argparse.Namespace, refreshers: list[Refresher]) -> Zones | None:
-    """Where the Services' pods sit, with --transfer-locality (ValueError: no Service, or
-    no API server to ask)."""
+    """Where the Services' pods sit, with --transfer-locality (ValueError: no API server to
+    ask). Workers given as URLs (`disagg up`: one host) have no zones: every pair is in
+    one zone-less group, so none is read."""
     if args.transfer_locality is None:
         return None
     if not refreshers:
-        raise ValueError("--transfer-locality reads zones from Services' EndpointSlices: "
-                         "give --prefill-service and --decode-service")  # fmt: skip
+        log.warning(
+            "--transfer-locality: workers given as URLs have no zones (only "
+            "--prefill-service/--decode-service pods do); any pair is within one"
+        )
+        return None
     names = [service_of(r.host) for r in refreshers]
     api = KubeApi.in_cluster(args.kube_api, names[0][1])
     return Zones(api, [name for name, _ in names], args.refresh_s)
