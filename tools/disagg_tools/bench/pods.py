@@ -91,9 +91,14 @@ def parse_variant(text: str) -> tuple[str, dict[str, str]]:
 
 def variant_manifest(manifest: Path, name: str, env: dict[str, str], folder: Path) -> Path:
     """``manifest`` renamed ``<its name>-<name>`` (pods of two runs never share a name), both
-    roles carrying ``env`` over their own."""
+    roles carrying ``env`` over their own; DISAGG_TRANSFER_MODE becomes the deployment's
+    spec.kvTransfer.mode (a role's own is refused: it would make a mixed pair)."""
     body = load(str(manifest))
     body["metadata"] = {**body["metadata"], "name": f"{body['metadata']['name']}-{name}"}
+    env = dict(env)
+    if TRANSFER_MODE in env:
+        mode = "push" if env.pop(TRANSFER_MODE) == "push" else "pull"
+        body["spec"].setdefault("kvTransfer", {})["mode"] = mode
     for role in ("prefill", "decode"):
         spec = body["spec"][role]
         own = [e for e in spec.get("env") or [] if e.get("name") not in env]
