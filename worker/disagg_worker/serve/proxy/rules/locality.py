@@ -1,7 +1,7 @@
 """Transfer locality: which prefill and decode may be paired, by the zone each pod sits in
 (``spec.routing.transferLocality``, the router's ``--transfer-locality``).
 
-Pure layer. A KV transfer that crosses a zone is slow, billed, or over TCP where RDMA
+Pure, as its package. A KV transfer that crosses a zone is slow, billed, or over TCP where RDMA
 cannot cross. Zones come from the EndpointSlices of the pools' Services (``endpoints[].zone``,
 which Kubernetes copies from the node's ``topology.kubernetes.io/zone`` label). A pod with
 no zone is in a zone-less group of its own: ``Preferred`` pairs within a group first and
