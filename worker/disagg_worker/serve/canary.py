@@ -17,7 +17,8 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -30,6 +31,7 @@ from disagg_worker.serve.proxy.flow import Proxy
 from disagg_worker.serve.proxy.upstream import HopError
 from disagg_worker.serve.rules.canary_verdict import (
     Latch,
+    Rank,
     Result,
     Transfer,
     Verdict,
@@ -41,7 +43,11 @@ from disagg_worker.serve.rules.canary_verdict import (
     kv_fields,
     kv_problem,
     measured,
+    rank_fields,
+    rank_pairs,
+    ranks_problem,
     request_body,
+    slowest,
     token_problem,
     verdict,
 )
@@ -59,9 +65,13 @@ class Canary:
     ) -> None:
         self.config = config
         self.clock = clock
-        self.proxy = Proxy([config.prefill], [config.decode], config.proxy())
+        self.proxy = Proxy(
+            [config.prefill], [config.decode], config.proxy(), after_prefill=self._handed
+        )
+        self._handoff: Any = None  # the last prefill hop's, for the side channel it names
         self.last: Result | None = None
-        self.warmed = False  # the engine instance now answering served one plain completion
+        self.warmed: set[int] = set()  # decode engines (of the instance now answering)
+        # that served one plain completion
         self.latch = Latch()
         self._running: asyncio.Future[Result] | None = None
 
@@ -94,7 +104,7 @@ class Canary:
         engine instance answering now (:class:`Latch`), re-gated when it changes."""
         identity, answers = await self.engine()
         if self.latch.seen(identity, answers):
-            self.warmed, self.last = False, None  # a new engine: warm it, prove it again
+            self.warmed, self.last = set(), None  # a new engine: warm it, prove it again
             _log({"event": "engine_changed", "decode": self.config.decode, "engine": identity})
         if self.latch.ready:
             self.kick()  # keep the verdict current; the probe does not wait for it
@@ -137,39 +147,98 @@ class Canary:
             self._running = None
 
     async def once(self) -> Result:
-        """One canary: prefill then decode, both bounded by one ``timeout_s`` deadline."""
+        """One canary: prefill then decode, both bounded by one ``timeout_s`` deadline; over
+        data-parallel engines, one such request per engine pair (:meth:`_ranks`)."""
+        if (self.config.prefill_ranks, self.config.decode_ranks) != (1, 1):
+            return await self._ranks()
         t0 = self.clock()
-        headers = {"X-Request-Id": f"canary-{uuid.uuid4().hex}"}
-        stage = "warm-up completion" if not self.warmed else "canary"
         moved: Transfer | None = None
         slow: str | None = None
-        try:
-            if not self.warmed:
-                warm = await asyncio.wait_for(
-                    self.proxy.aggregated(PATH, request_body(self.config.model), headers),
-                    self.config.timeout_s + 1.0,
-                )
-                problem = token_problem(warm)
-                if problem is not None:
-                    raise HopError(502, f"decode {self.config.decode}: {problem}")
-                self.warmed = True
-                stage = "canary"
-            problem, moved = await self._pd(headers)
+        problem = await self._warm(0, {})
+        if problem is None:
+            problem, moved = await self._step(partial(self._pd, hops={}), "canary")
             slow = None if problem else bandwidth_problem(moved, self.config.min_gbps)
-        except HopError as e:
-            problem = hop_problem(e.status, str(e)) if self.warmed else f"{stage}: {e}"
-        except asyncio.TimeoutError:
-            problem = f"{stage}: no answer within the {self.config.timeout_s:g}s deadline"
         now = self.clock()
         return Result(now, (now - t0) * 1e3, problem, moved, slow)
 
-    async def _pd(self, headers: dict[str, str]) -> tuple[str | None, Transfer | None]:
+    async def _ranks(self) -> Result:
+        """One P/D request per (prefill engine, decode engine) pair (:func:`rank_pairs`),
+        each hop sent to its engine (the protocol's ``engine_rank``); it fails at the first
+        pair that fails, or when two prefill engines name one side channel."""
+        t0 = self.clock()
+        ranks: list[Rank] = []
+        for p, d in rank_pairs(self.config.prefill_ranks, self.config.decode_ranks):
+            hops = {"prefill": self._rank(p), "decode": self._rank(d)}
+            self._handoff, moved = None, None
+            problem = await self._warm(d, {"decode": hops["decode"]})
+            if problem is None:
+                problem, moved = await self._step(partial(self._pd, hops=hops), "canary")
+            handoff = self._handoff
+            channel = None if handoff is None else self.config.protocol.side_channel(handoff)
+            ranks.append(Rank(p, d, channel, problem, moved))
+            if problem is not None:
+                break
+        problem, moved = ranks_problem(ranks), slowest(ranks)
+        slow = None if problem else bandwidth_problem(moved, self.config.min_gbps)
+        now = self.clock()
+        return Result(now, (now - t0) * 1e3, problem, moved, slow, tuple(ranks))
+
+    def _rank(self, rank: int) -> dict[str, str]:
+        """The headers that send a hop to engine ``rank`` (a protocol that cannot tell an
+        engine is refused at the command line)."""
+        headers = self.config.protocol.engine_rank(rank)
+        assert headers is not None, "from_args refuses ranks its protocol cannot steer"
+        return headers
+
+    async def _warm(self, rank: int, hops: dict[str, dict[str, str]]) -> str | None:
+        """Before the first canary on decode engine ``rank`` of this engine instance: one
+        plain completion on it; what failed, else None."""
+        if rank in self.warmed:
+            return None
+
+        async def warm(headers: dict[str, str]) -> tuple[str | None, Transfer | None]:
+            answer = await asyncio.wait_for(
+                self.proxy.aggregated(PATH, request_body(self.config.model), headers, hops),
+                self.config.timeout_s + 1.0,
+            )
+            problem = token_problem(answer)
+            if problem is not None:
+                raise HopError(502, f"decode {self.config.decode}: {problem}")
+            return None, None
+
+        problem, _ = await self._step(warm, "warm-up completion")
+        if problem is None:
+            self.warmed.add(rank)
+        return problem
+
+    async def _step(
+        self,
+        run: Callable[[dict[str, str]], Awaitable[tuple[str | None, Transfer | None]]],
+        stage: str,
+    ) -> tuple[str | None, Transfer | None]:
+        """``run`` with a request id of its own; a failed hop or the deadline read as the
+        problem of ``stage`` (a warm-up's in its own words, the canary's by
+        :func:`hop_problem`)."""
+        headers = {"X-Request-Id": f"canary-{uuid.uuid4().hex}"}
+        try:
+            return await run(headers)
+        except HopError as e:
+            return (hop_problem(e.status, str(e)) if stage == "canary" else f"{stage}: {e}"), None
+        except asyncio.TimeoutError:
+            return f"{stage}: no answer within the {self.config.timeout_s:g}s deadline", None
+
+    async def _handed(self, handoff: Any) -> None:
+        self._handoff = handoff
+
+    async def _pd(
+        self, headers: dict[str, str], hops: dict[str, dict[str, str]]
+    ) -> tuple[str | None, Transfer | None]:
         """The canary's P/D request: what is wrong with its answer (None: nothing) and the
         KV its decode read (None: no figure)."""
         before = await self._page()
         # the proxy's deadline bounds each hop; this bounds anything around them too
         answer = await asyncio.wait_for(
-            self.proxy.complete(PATH, request_body(self.config.model), headers),
+            self.proxy.complete(PATH, request_body(self.config.model), headers, hops),
             self.config.timeout_s + 1.0,
         )
         # a page the protocol reads nothing of (the reference worker's) is not read twice
@@ -223,7 +292,14 @@ def _body(canary: Canary) -> dict[str, Any]:
         "prefill": canary.config.prefill,
         "decode": canary.config.decode,
         **canary.kv_fields(canary.last),
+        **_ranks(canary.last),
     }
+
+
+def _ranks(result: Result | None) -> dict[str, Any]:
+    """Each engine pair's request of ``result`` (``ranks``), where its pods run
+    data-parallel engines."""
+    return {"ranks": rank_fields(result.ranks)} if result and result.ranks else {}
 
 
 def metrics_text(canary: Canary) -> str:
@@ -249,6 +325,13 @@ def metrics_text(canary: Canary) -> str:
         if value is None:
             continue
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name} {float(value):g}"]
+    if last is not None and last.ranks:
+        name = "disagg_canary_rank_passing"
+        lines += [f"# HELP {name} 1 when the last canary's request to this engine pair passed"]
+        lines.append(f"# TYPE {name} gauge")
+        for r in last.ranks:
+            labels = f'prefill_rank="{r.prefill}",decode_rank="{r.decode}"'
+            lines.append(f"{name}{{{labels}}} {int(r.problem is None)}")
     return "\n".join(lines) + "\n"
 
 
@@ -306,9 +389,26 @@ def parser() -> argparse.ArgumentParser:
         help="say SlowTransport (still passing) when the KV moved slower than this "
         "(1e9 bytes/s); default: no floor",
     )
+    for role, whose in (("prefill", "a prefill pod's"), ("decode", "this pod's")):
+        p.add_argument(
+            f"--{role}-ranks",
+            type=_at_least_one,
+            default=1,
+            metavar="N",
+            help=f"{whose} data-parallel engines, each with a side channel of its own: a "
+            "canary sends one P/D request to each engine pair (the protocol tells each hop "
+            "its engine)",
+        )
     p.add_argument("--once", action="store_true", help="run one canary, print it, exit 0/1")
     pd.add_argument(p)
     return p
+
+
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
+    return value
 
 
 def _positive(text: str) -> float:
@@ -319,7 +419,14 @@ def _positive(text: str) -> float:
 
 
 def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    ranks = (args.prefill_ranks, args.decode_ranks) != (1, 1)
+    if ranks and args.pd_protocol.engine_rank(0) is None:
+        p.error(
+            f"--pd-protocol {args.pd_protocol.name} cannot send a hop to one engine; drop "
+            "--prefill-ranks and --decode-ranks"
+        )
     canary = Canary(from_args(args))
     if args.once:
         return asyncio.run(_once(canary))
@@ -340,5 +447,6 @@ async def _once(canary: Canary) -> int:
         await canary.close()
     line = {"event": "canary", "passed": result.passed, "took_ms": round(result.took_ms, 1)}
     line |= {"problem": result.problem, "transport": result.slow, **canary.kv_fields(result)}
+    line |= _ranks(result)
     print(json.dumps(line), flush=True)
     return 0 if result.passed else 1

@@ -28,7 +28,8 @@ class CanaryConfig:
     trailing slash); ``model``: what the engines serve; ``timeout_s``: one deadline over
     both hops; ``interval_s``: at most one canary per this; ``fresh_s``: how long a pass
     counts; ``min_gbps``: the KV bandwidth floor in GB/s (None: none); ``protocol``: the
-    engines' P/D protocol.
+    engines' P/D protocol; ``prefill_ranks``, ``decode_ranks``: the data-parallel engines
+    of a prefill pod and of this pod, each proven by a request of its own.
     """
 
     prefill: str
@@ -39,6 +40,8 @@ class CanaryConfig:
     fresh_s: float
     min_gbps: float | None = None
     protocol: PdProtocol = KV_TRANSFER_PARAMS
+    prefill_ranks: int = 1
+    decode_ranks: int = 1
 
     def proxy(self) -> ProxyConfig:
         """The settings of the proxy that runs the canary's two hops."""
@@ -56,4 +59,6 @@ def from_args(args: argparse.Namespace) -> CanaryConfig:
         fresh_s=args.fresh_s,
         min_gbps=args.min_bandwidth_gbps,
         protocol=args.pd_protocol,
+        prefill_ranks=args.prefill_ranks,
+        decode_ranks=args.decode_ranks,
     )

@@ -53,6 +53,17 @@ class PdProtocol:
         """Decode alone, prefilling the prompt itself on purpose."""
         raise NotImplementedError
 
+    def engine_rank(self, rank: int) -> dict[str, str] | None:
+        """Headers that send a request to data-parallel engine ``rank`` of the pod it
+        reaches (each engine has a side channel of its own); None: the engine cannot be
+        told, so the canary cannot prove more than one."""
+        return None
+
+    def side_channel(self, handoff: Any) -> str | None:
+        """Where ``handoff`` tells a decode to find the prefill's KV (``host:port``), None
+        when it does not say."""
+        return None
+
     def release(self, handoff: Any) -> tuple[str, dict[str, Any]] | None:
         """(path, body) that tells a prefill to free what it holds for a failed decode, or
         None when it has no such route."""

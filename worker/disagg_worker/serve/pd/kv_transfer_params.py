@@ -72,6 +72,16 @@ class KvTransferParamsProtocol(PdProtocol):
     def local(self, body: dict[str, Any]) -> dict[str, Any]:
         return {**body, FIELD: LOCAL_PARAMS.to_wire()}
 
+    def engine_rank(self, rank: int) -> dict[str, str] | None:
+        """vLLM's header (the reference worker runs one engine a pod: never asked)."""
+        return {pd.DP_RANK_HEADER: str(rank)}
+
+    def side_channel(self, handoff: KvTransferParams) -> str | None:
+        """The prefill engine's own side channel (vLLM: sideChannelPort + its DP rank)."""
+        if handoff.remote_host is None or handoff.remote_port is None:
+            return None
+        return f"{handoff.remote_host}:{handoff.remote_port}"
+
     def release(self, handoff: KvTransferParams) -> tuple[str, dict[str, Any]] | None:
         return RELEASE_PATH, {FIELD: handoff.to_wire()}
 

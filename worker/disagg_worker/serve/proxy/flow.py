@@ -146,11 +146,16 @@ class Proxy:
         task.add_done_callback(self._releases.discard)
 
     async def complete(
-        self, path: str, body: dict[str, Any], headers: dict[str, str]
+        self,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        hop_headers: dict[str, dict[str, str]] | None = None,
     ) -> dict[str, Any]:
         """One request on its route: both hops, or decode alone; ``headers`` (request id,
-        the client's Authorization) go to every hop."""
-        req = self._request(path, body, headers)
+        the client's Authorization) go to every hop, ``hop_headers[role]`` to that role's
+        only."""
+        req = replace(self._request(path, body, headers), hops=hop_headers or {})
         t0 = time.perf_counter()
         plan = await self._route(req)
         hops = time.perf_counter()  # the hops' times leave out the routing (a tokenize call)
@@ -184,7 +189,9 @@ class Proxy:
         with self.tracer.span(f"{role} hop", CLIENT) as span:
             span.set(_hop_attributes(role, url))
             try:
-                got = await send({**req.headers, **span.context.headers()})
+                got = await send(
+                    {**req.headers, **req.hops.get(role, {}), **span.context.headers()}
+                )
             except HopError as e:
                 _hop_failed(span, e)
                 raise
@@ -429,11 +436,16 @@ class Proxy:
         return p, pre, handoff
 
     async def aggregated(
-        self, path: str, body: dict[str, Any], headers: dict[str, str]
+        self,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        hop_headers: dict[str, dict[str, str]] | None = None,
     ) -> dict[str, Any]:
         """One request straight to a decode worker, no prefill hop, whatever the policy,
-        bounded by the same deadline."""
-        _, out = await self._local(self._request(path, body, headers), self.pairs.choose())
+        bounded by the same deadline (``hop_headers["decode"]``: headers for it alone)."""
+        req = replace(self._request(path, body, headers), hops=hop_headers or {})
+        _, out = await self._local(req, self.pairs.choose())
         return out
 
     async def _local(

@@ -15,7 +15,7 @@ import asyncio
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import aiohttp
@@ -112,12 +112,14 @@ def _error_field(data: Any, key: str) -> Any:
 @dataclass(frozen=True)
 class Request:
     """One client request through the proxy: its route path, body and the headers every hop
-    carries, and the deadline all hops share."""
+    carries, the deadline all hops share, and headers of one hop only, by role (the canary
+    sends each hop to one data-parallel engine)."""
 
     path: str
     body: dict[str, Any]
     headers: dict[str, str]
     deadline: float
+    hops: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass

@@ -38,16 +38,31 @@ class Transfer:
 
 
 @dataclass(frozen=True)
+class Rank:
+    """One P/D request of a canary over data-parallel engines: prefill engine ``prefill``
+    to decode engine ``decode``, the side channel the prefill named (``host:port``, None:
+    not told), what failed (None: passed) and the KV it measured."""
+
+    prefill: int
+    decode: int
+    side_channel: str | None = None
+    problem: str | None = None
+    transfer: Transfer | None = None
+
+
+@dataclass(frozen=True)
 class Result:
     """One canary's outcome: ``at`` (monotonic seconds) when it ended, ``problem`` None when
     it passed, else what failed (which hop, which URL, why); ``transfer`` the KV it
-    measured (None: no figure)."""
+    measured (None: no figure); ``ranks`` each engine pair's request (pods of
+    data-parallel engines; empty for one engine a pod)."""
 
     at: float
     took_ms: float
     problem: str | None = None
     transfer: Transfer | None = None
     slow: str | None = None  # passed, but the KV moved below the floor (SlowTransport: ...)
+    ranks: tuple[Rank, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -65,6 +80,57 @@ class Verdict:
 def request_body(model: str) -> dict[str, Any]:
     """The canary request; the P/D client (the proxy) turns it into the two hops."""
     return {"model": model, "prompt": PROMPT, "max_tokens": 1}
+
+
+def rank_pairs(prefill: int, decode: int) -> list[tuple[int, int]]:
+    """The (prefill engine, decode engine) pairs a canary sends one request each to, so
+    that every engine of both pods serves one: max(prefill, decode) requests, request i
+    to engines i mod each size."""
+    return [(i % prefill, i % decode) for i in range(max(prefill, decode))]
+
+
+def ranks_problem(ranks: tuple[Rank, ...] | list[Rank]) -> str | None:
+    """The first engine pair's problem, led by the pair; else prefill engines that named
+    one side channel (their requests reached one engine, not each); else None."""
+    for r in ranks:
+        if r.problem is not None:
+            return f"prefill rank {r.prefill} to decode rank {r.decode}: {r.problem}"
+    named: dict[str, int] = {}
+    for r in ranks:
+        if r.side_channel is None:
+            continue
+        first = named.setdefault(r.side_channel, r.prefill)
+        if first != r.prefill:
+            return (
+                f"prefill ranks {first} and {r.prefill} both named side channel "
+                f"{r.side_channel}: the request for rank {r.prefill} did not reach its own "
+                "engine, so its side channel is unproven (is --data-parallel-size in the "
+                "prefill's args, and does its vLLM take the data-parallel rank header?)"
+            )
+    return None
+
+
+def slowest(ranks: tuple[Rank, ...] | list[Rank]) -> Transfer | None:
+    """The measured transfer with the lowest bandwidth (what a floor is checked on)."""
+    moved = [r.transfer for r in ranks if r.transfer is not None]
+    return min(moved, key=lambda t: t.gbytes_per_second) if moved else None
+
+
+def rank_fields(ranks: tuple[Rank, ...]) -> list[dict[str, Any]]:
+    """Each engine pair's request as JSON (the canary's ``ranks`` field)."""
+    return [
+        {
+            "prefill_rank": r.prefill,
+            "decode_rank": r.decode,
+            "side_channel": r.side_channel,
+            "passed": r.problem is None,
+            "problem": r.problem,
+            "kv_gbytes_per_second": None
+            if r.transfer is None
+            else round(r.transfer.gbytes_per_second, 6),
+        }
+        for r in ranks
+    ]
 
 
 def due(last: Result | None, now: float, interval_s: float) -> bool:
