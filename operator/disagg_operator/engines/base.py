@@ -165,6 +165,12 @@ class Engine:
         base, tp = spec.kv_transfer.side_channel_port, spec.role(role).tensor_parallel_size
         return [base + rank for rank in range(tp)]
 
+    def data_parallel_size(self, spec: DeploymentSpec, role: str) -> int:
+        """Engines one pod of ``role`` runs behind its one serving port, each with a side
+        channel of its own that the transfer canary proves (``--prefill-ranks``,
+        ``--decode-ranks``). By default one."""
+        return 1
+
     def instance_ranks(self, spec: DeploymentSpec, role: str) -> int:
         """Ranks one instance of ``role`` runs: one per tensor-parallel rank."""
         return spec.role(role).tensor_parallel_size

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from disagg_operator.api import CANARY_PORT, HTTP_PORT, DeploymentSpec
+from disagg_operator.api import CANARY_PORT, HTTP_PORT, ROLES, DeploymentSpec
 from disagg_operator.api.podtemplate import CANARY_CONTAINER
 from disagg_operator.derive import model as model_source
 from disagg_operator.derive import transfer
@@ -118,7 +118,11 @@ def container(
     floor = transfer.bandwidth_floor(spec)
     if floor is not None:
         args += ["--min-bandwidth-gbps", f"{floor:g}"]
-    args += protocol_args(settings.engine(spec))
+    engine = settings.engine(spec)
+    for role in ROLES:  # data-parallel engines: the canary proves each one's side channel
+        if engine.data_parallel_size(spec, role) > 1:
+            args += [f"--{role}-ranks", str(engine.data_parallel_size(spec, role))]
+    args += protocol_args(engine)
     alive = {
         "httpGet": {"path": "/metrics", "port": CANARY_PORT},
         "periodSeconds": 10,

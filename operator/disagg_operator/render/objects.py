@@ -172,7 +172,9 @@ def render_model(
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(dd, uid, cm), "data": data}
         for cm, data in settings.engine(spec).config_maps(spec, name).items()
     ]
-    objects += [_service(spec, role, _meta(dd, uid, f"{name}-{role}", role), kv) for role in roles]
+    objects += [
+        _service(spec, role, _meta(dd, uid, f"{name}-{role}", role), kv, settings) for role in roles
+    ]
     serving = list(revisions.serving or [target])
     objects += _revision_services(dd, uid, roles, kv, target, serving, settings)
     front = router.objects(
@@ -232,13 +234,16 @@ def _secret(meta: dict[str, Any], hmac_key: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "data": data}
 
 
-def _service(spec: DeploymentSpec, role: str, meta: dict[str, Any], kv: str) -> dict[str, Any]:
-    """Headless: peers and routers address pods directly (pod DNS via the subdomain)."""
-    port = spec.kv_transfer.side_channel_port
-    ports = [
-        {"name": "http", "port": HTTP_PORT, "targetPort": HTTP_PORT, "protocol": "TCP"},
-        {"name": "side-channel", "port": port, "targetPort": port, "protocol": "TCP"},
-    ]
+def _service(
+    spec: DeploymentSpec, role: str, meta: dict[str, Any], kv: str, settings: Settings
+) -> dict[str, Any]:
+    """Headless: peers and routers address pods directly (pod DNS via the subdomain). Its
+    ports: the serving port and each side channel a pod listens on, named as the
+    container's (a TP rank's or a data-parallel engine's)."""
+    ports = [{"name": "http", "port": HTTP_PORT, "targetPort": HTTP_PORT, "protocol": "TCP"}]
+    for rank, port in enumerate(settings.engine(spec).side_channel_ports(spec, role)):
+        named = "side-channel" + (f"-{rank}" if rank else "")
+        ports.append({"name": named, "port": port, "targetPort": port, "protocol": "TCP"})
     name = meta["labels"][LABEL_DEPLOYMENT]
     return {
         "apiVersion": "v1",

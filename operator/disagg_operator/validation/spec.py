@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from disagg_contract import platforms, ucx
 from disagg_operator.api import (
+    CANARY_PORT,
     ENGINE_BEHIND_SIDECAR_PORT,
     HTTP_PORT,
     KV_REVISION_CHARS,
@@ -403,14 +404,36 @@ def _access(spec: DeploymentSpec) -> Iterator[Problem]:
 
 
 def _ports(spec: DeploymentSpec, engine: Engine) -> Iterator[Problem]:
-    taken = {HTTP_PORT, ENGINE_BEHIND_SIDECAR_PORT}
+    """Each role's side-channel ports (one per TP rank or per data-parallel engine, by the
+    engine's rule) clear of the pod's other declared ports, and at most 65535."""
     for role in ROLES:
-        clash = taken.intersection(engine.side_channel_ports(spec, role))
+        taken = {HTTP_PORT: "the serving port", ENGINE_BEHIND_SIDECAR_PORT: "the serving port"}
+        if engine.metrics_port(spec) is not None:
+            taken[engine.metrics_port(spec) or 0] = "the engine's metrics port"
+        if role == "decode" and spec.transfer_canary.enabled:
+            taken[CANARY_PORT] = "the transfer canary's port"
+        ports = engine.side_channel_ports(spec, role)
+        if not ports:  # an engine without a side channel of ours
+            continue
+        dp = engine.data_parallel_size(spec, role)
+        shown = (
+            f"{role} side-channel ports {min(ports)}-{max(ports)}"
+            if len(ports) > 1
+            else (f"{role} side-channel port {ports[0]}")
+        )
+        why = f" (a port per data-parallel engine: --data-parallel-size {dp})" if dp > 1 else ""
+        clash = sorted(set(taken).intersection(ports))
         if clash:
             yield Problem(
                 "spec.kvTransfer.sideChannelPort",
-                f"{role} side-channel ports overlap the serving port {min(clash)}; "
-                "choose another port (default 5600)",
+                f"{shown}{why} overlap {taken[clash[0]]} {clash[0]}; choose a port with "
+                f"{len(ports)} free from it (default 5600)",
+            )
+            return
+        if max(ports) > 65535:
+            yield Problem(
+                "spec.kvTransfer.sideChannelPort",
+                f"{shown}{why} run past 65535; choose at most {65536 - len(ports)}",
             )
             return
 

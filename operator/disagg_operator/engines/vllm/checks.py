@@ -1,6 +1,7 @@
-"""What a vLLM deployment cannot run: the version's own problem, its tensor-parallel
-rules, buffer devices, CPU pools, failure policy and lease, and the extra-config keys the
-operator derives; the flags and env it derives (refused in args / env by validation).
+"""What a vLLM deployment cannot run: the version's own problem, its tensor- and
+data-parallel rules, buffer devices, CPU pools, failure policy and lease, and the
+extra-config keys the operator derives; the flags and env it derives (refused in args /
+env by validation).
 
 Part of the vLLM engine (:meth:`.engine.Vllm.problems`); every finding is a
 :class:`~disagg_operator.api.problems.Problem` naming the field and the fix.
@@ -21,7 +22,7 @@ from disagg_operator.derive.resources import cpu_limits
 from disagg_operator.derive.scaling import effective_replicas
 from disagg_operator.engines.base import flag_values
 from disagg_operator.engines.vllm import contract as vllm
-from disagg_operator.engines.vllm import derive, modes, tensor_parallel
+from disagg_operator.engines.vllm import data_parallel, derive, modes, tensor_parallel
 from disagg_operator.engines.vllm import fields as own
 
 # A vLLM CPU pool must say how much CPU and memory it has: threads and KV space derive from it.
@@ -83,6 +84,7 @@ def problems(spec: DeploymentSpec, table: Table) -> Iterator[Problem]:
         yield Problem(*found.problem)
     p = found.profile
     yield from tensor_parallel.problems(spec, p)
+    yield from data_parallel.problems(spec, p)
     yield from transfer_mode(spec, derive.mode_row(spec))
     yield from buffers(spec, p, table)
     yield from cpu_pools(spec, p)
@@ -360,7 +362,7 @@ def cpu_pools(spec: DeploymentSpec, p: vllm.Profile) -> Iterator[Problem]:
         if r.device != "cpu":
             continue
         cpus, memory = cpu_limits(r)
-        weights = derive.weights_bytes(spec) / r.nodes_per_instance  # the pod's share
+        weights = derive.pod_weights(r, derive.weights_bytes(spec))
         need = derive.cpu_min_memory_gib(derive.pod_ranks(r), weights)
         if cpus is None or memory is None:
             yield CPU_POOL_RULES[ROLES.index(role)].problem()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from disagg_contract import pd
 from disagg_operator.api.status import (
     ENGINE_VERSION_KNOWN,
     NEWER_THAN_PROFILES,
@@ -195,6 +196,19 @@ GPU_MEMORY_UTILIZATION = "--gpu-memory-utilization"
 KV_CACHE_MEMORY_BYTES = "--kv-cache-memory-bytes"
 # Pipeline stages of one engine (each stage's TP ranks take GPUs of their own).
 PIPELINE_PARALLEL_FLAGS = ("--pipeline-parallel-size", "-pp")
+# Data-parallel engines behind one API server in the pod (a pool's args; Profile.data_parallel
+# says how each engine's side channel is found): each engine holds its own weights, KV cache
+# and TP ranks. The API server sends a request to engine r when told DP_RANK_HEADER r
+# (entrypoints' _get_data_parallel_rank, 0.11.1-0.32.0), which is how the canary reaches each.
+DATA_PARALLEL_FLAGS = ("--data-parallel-size", "-dp")
+DP_RANK_HEADER = pd.DP_RANK_HEADER
+# DP ranks placed beyond the pod or behind another balancer: refused (one pod runs them all).
+DATA_PARALLEL_PLACEMENT_FLAGS = (
+    *("--data-parallel-size-local", "-dpl", "--data-parallel-rank", "-dpn"),
+    *("--data-parallel-start-rank", "-dpr", "--data-parallel-address", "-dpa"),
+    *("--data-parallel-rpc-port", "-dpp", "--data-parallel-hybrid-lb", "-dph"),
+    *("--data-parallel-external-lb", "-dpe", "--data-parallel-multi-port-external-lb", "-dpm"),
+)
 # An instance across nodes (Profile.multinode): every node runs `vllm serve` with the same
 # model flags, the instance's node count, its own rank and the first node's address
 # (torch.distributed's rendezvous, --master-port 29501 by default); the other nodes add
@@ -232,6 +246,7 @@ class Profile:
     lease: Lease
     handshake_compat_key: str | None  # extra-config key; None: backends must match
     side_channel_per_tp_rank: bool  # True: port + tp_rank per rank; else one port per engine
+    data_parallel: bool  # P/D with --data-parallel-size: engine r on port + r, DP_RANK_HEADER
     multinode: bool  # --nnodes/--node-rank/--master-addr and --headless (no Ray)
     prefill_tp_above_decode: bool  # prefill TP may exceed decode TP (needs KV heads)
     replicated_at_equal_heads: bool  # prefill TP == KV heads counts as replicated
@@ -263,8 +278,12 @@ _TABLE_0_11_1 = (("cpu", ("cpu",)), ("cuda", ("cuda", "cpu")), ("tpu", ("cpu",))
 _TABLE_0_17_0 = (*_TABLE_0_11_1[:3], ("xpu", ("xpu", "cpu")))
 
 # Why each row starts where it does:
-#   0.11.0  backends configurable; per-TP-rank side-channel listeners; no cpu platform
-#   0.11.1  cpu buffer on cuda and the CPU engine; one side-channel listener per engine; an
+#   0.11.0  backends configurable; per-TP-rank side-channel listeners (DP engine d's TP rank
+#           r on port + d x TP + r); no X-data-parallel-rank header; no cpu platform
+#   0.11.1  cpu buffer on cuda and the CPU engine; one side-channel listener per engine, DP
+#           engine d on port + d (its scheduler serves every TP rank's metadata;
+#           data_parallel_rank to 0.13.0, data_parallel_index from 0.14.0: the same d for
+#           dense models) and the API server's X-data-parallel-rank header; an
 #           instance across nodes without Ray (--nnodes, --node-rank, --master-addr;
 #           --headless on the other nodes: vllm/engine/arg_utils.py, entrypoints/cli/serve.py);
 #           NIXL's Prometheus series (a failed-transfer counter)
@@ -284,6 +303,7 @@ _P_0_11_0 = Profile(
     lease=Lease("env", ABORT_TIMEOUT, 120),
     handshake_compat_key=None,
     side_channel_per_tp_rank=True,
+    data_parallel=False,
     multinode=False,
     prefill_tp_above_decode=False,
     replicated_at_equal_heads=True,
@@ -299,6 +319,7 @@ _P_0_11_1 = replace(
     buffer_devices=_TABLE_0_11_1,
     lease=Lease("env", ABORT_TIMEOUT, 480),
     side_channel_per_tp_rank=False,
+    data_parallel=True,
     multinode=True,
     failed_transfers=NIXL_FAILED_TRANSFERS,
 )
@@ -500,6 +521,11 @@ def _resolved(version: Version | None, source: str, field: str) -> Resolution:
     )
 
 
+def _side_channel(p: Profile) -> str:
+    rule = "port + TP rank" if p.side_channel_per_tp_rank else "port + DP rank"
+    return rule if p.data_parallel else f"{rule}; no P/D data parallel"
+
+
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
@@ -522,7 +548,7 @@ def profile_table() -> str:
             f"| {p.label} | {buffers} | {p.default_buffer_device or 'device type'} "
             f"| `{p.lease.name}` ({p.lease.kind}) "
             f"| {p.handshake_compat_key or '-'} "
-            f"| {'port + TP rank' if p.side_channel_per_tp_rank else 'port + DP index'} "
+            f"| {_side_channel(p)} "
             f"| {tp} | {p.failure_policy_default or '-'} "
             f"| {p.cpu_reserved_per_rank} x TP | {_yes(p.nixl_pins_cpu)} "
             f"| {_yes(p.cpu_decode_repacks)} | {p.engine_idle_checked or '-'} |"

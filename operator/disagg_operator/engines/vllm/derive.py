@@ -137,6 +137,28 @@ def pipeline_stages(spec: DeploymentSpec, role: str) -> int:
     return int(value) if value.isdigit() and int(value) > 0 else 1
 
 
+def data_parallel_size(role: RoleSpec) -> int:
+    """``--data-parallel-size`` (``-dp``) of the role's args: the vLLM engines one pod runs,
+    each with its own weights, KV cache and side channel; 1 when absent or unreadable
+    (:mod:`.data_parallel` refuses the latter)."""
+    found = data_parallel_arg(role)
+    value = found[1] if found else "1"
+    return int(value) if value.isdigit() and int(value) > 0 else 1
+
+
+def data_parallel_arg(role: RoleSpec) -> tuple[int, str] | None:
+    """(index in the role's args, value) of the last ``--data-parallel-size`` / ``-dp``
+    (argparse's last one wins), None when absent."""
+    args = list(role.args or [])
+    found = [i for i, arg in enumerate(args) if arg.split("=", 1)[0] in vllm.DATA_PARALLEL_FLAGS]
+    if not found:
+        return None
+    _, eq, value = args[found[-1]].partition("=")
+    if not eq:
+        value = args[found[-1] + 1] if found[-1] + 1 < len(args) else ""
+    return found[-1], value
+
+
 def lease_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
     """The lease as env, for versions that read it there (prefill holds the blocks)."""
     lease = profile(spec).lease
@@ -146,11 +168,13 @@ def lease_env(spec: DeploymentSpec, role: str) -> dict[str, str]:
 
 
 def side_channel_ports(spec: DeploymentSpec, role: str) -> list[int]:
-    """Handshake ports one pod of ``role`` listens on, by the version's rule."""
+    """Handshake ports one pod of ``role`` listens on, by the version's rule: DP engine d
+    on port + d (>= 0.11.1), or its TP rank r on port + d x TP + r (0.11.0)."""
     base, tp = spec.kv_transfer.side_channel_port, spec.role(role).tensor_parallel_size
+    engines = data_parallel_size(spec.role(role))
     if not profile(spec).side_channel_per_tp_rank:
-        return [base]  # one listener per engine on port + DP index; one engine per pod
-    return [base + rank for rank in range(tp)]
+        return [base + d for d in range(engines)]
+    return [base + rank for rank in range(engines * tp)]
 
 
 def weights_bytes(spec: DeploymentSpec) -> float:
@@ -206,9 +230,15 @@ def accelerator_memory(spec: DeploymentSpec, role: str, table: Table) -> float |
 
 
 def pod_ranks(role: RoleSpec) -> int:
-    """The ranks one pod of the role runs: its instance's, over ``nodesPerInstance`` pods
-    (what a pod's memory, threads and reserve are sized for)."""
-    return role.tensor_parallel_size // role.nodes_per_instance
+    """The ranks one pod of the role runs: its instance's, over ``nodesPerInstance`` pods,
+    for each of its data-parallel engines (what a pod's memory and threads are sized for)."""
+    return role.tensor_parallel_size // role.nodes_per_instance * data_parallel_size(role)
+
+
+def pod_weights(role: RoleSpec, weights: float) -> float:
+    """The pod's share of the model's weights (``weights`` bytes): a copy per data-parallel
+    engine, split over the ``nodesPerInstance`` pods of an instance."""
+    return weights * data_parallel_size(role) / role.nodes_per_instance
 
 
 def host_buffer_bytes(spec: DeploymentSpec, role: str, table: Table) -> float | None:
@@ -284,11 +314,12 @@ def cpu_engine_env(
         return {}
     cpus, memory = cpu_limits(role)
     tp = pod_ranks(role)  # the pod's share of the instance's ranks and of its weights
-    weights = weights / role.nodes_per_instance
+    weights = pod_weights(role, weights)
+    engines = data_parallel_size(role)  # each reads the reserve as its own
     env = {vllm.CPU_OMP_THREADS_BIND: "nobind"}
-    reserve = cpu_reserve(p, tp, spin_free)
+    reserve = cpu_reserve(p, tp // engines, spin_free)
     if cpus is not None:
-        env[OMP_NUM_THREADS] = str(cpu_threads(cpus, tp, reserve))
+        env[OMP_NUM_THREADS] = str(cpu_threads(cpus, tp, reserve * engines))
     env[vllm.CPU_RESERVED] = str(reserve)
     if memory is not None:
         env[vllm.CPU_KVCACHE_SPACE] = str(cpu_kvcache_gib(memory, tp, weights))

@@ -206,9 +206,15 @@ class Vllm(Engine):
     def side_channel_ports(self, spec: DeploymentSpec, role: str) -> list[int]:
         return derive.side_channel_ports(spec, role)
 
+    def data_parallel_size(self, spec: DeploymentSpec, role: str) -> int:
+        """``--data-parallel-size`` in the role's args (:func:`derive.data_parallel_size`)."""
+        return derive.data_parallel_size(spec.role(role))
+
     def instance_ranks(self, spec: DeploymentSpec, role: str) -> int:
-        """A rank per GPU: tensor-parallel ranks times the pipeline stages its args ask."""
-        return spec.role(role).tensor_parallel_size * derive.pipeline_stages(spec, role)
+        """A rank per GPU: tensor-parallel ranks times the pipeline stages its args ask,
+        for each of its data-parallel engines."""
+        tp = spec.role(role).tensor_parallel_size
+        return tp * derive.pipeline_stages(spec, role) * self.data_parallel_size(spec, role)
 
     def multinode_problem(self, spec: DeploymentSpec, role: str) -> str | None:
         """vLLM spans nodes without Ray from 0.11.1 (the contract's ``multinode``)."""
@@ -277,9 +283,7 @@ def _rows() -> list[Row]:
     since_extra = vllm.format_version(next(p.since for p in vllm.PROFILES if p.lease == lease))
     old_lease = vllm.PROFILES[0].lease.name
     port_rule = vllm.first_version("side_channel_per_tp_rank")
-    one_port = vllm.format_version(
-        next(p.since for p in vllm.PROFILES if not p.side_channel_per_tp_rank)
-    )
+    one_port = vllm.first_version("data_parallel")
     cpu = "vllm, device cpu"
     return [
         (
@@ -298,16 +302,18 @@ def _rows() -> list[Row]:
         ),
         ("kv_role", "role decode", derive.KV_ROLE["decode"], "valid in every version; no warning"),
         (
-            "side-channel port",
-            f"vllm >= {one_port}",
-            "sideChannelPort",
-            "one listener per engine (port + DP index; one engine per pod)",
+            "side-channel ports",
+            f"vllm >= {one_port}, --data-parallel-size N in the pool's args (else 1)",
+            "sideChannelPort + d for DP engine d < N",
+            "one listener per engine (its scheduler serves every TP rank's metadata); each "
+            "declared, in the role's Service, and proven by the canary per rank",
         ),
         (
-            "side-channel port",
+            "side-channel ports",
             f"vllm {port_rule}, TP rank r",
             "sideChannelPort + r",
-            "a listener per TP rank",
+            "a listener per TP rank; --data-parallel-size is refused (no "
+            f"{vllm.DP_RANK_HEADER} header: the canary cannot reach each engine)",
         ),
         (
             "preStop",
@@ -347,10 +353,11 @@ def _rows() -> list[Row]:
         (vllm.CPU_OMP_THREADS_BIND, cpu, "nobind", "never pin: no two pods share pinned cores"),
         (
             derive.OMP_NUM_THREADS,
-            f"{cpu}, C CPUs (limit, else request), TP t, reserve R ({vllm.CPU_RESERVED}, below)",
-            "max(1, (floor(C) - R) // t)",
+            f"{cpu}, C CPUs (limit, else request), TP t, N DP engines, reserve R "
+            f"({vllm.CPU_RESERVED}, below)",
+            "max(1, (floor(C) - N x R) // (N x t))",
             "the reserve vLLM keeps for NIXL, the engine core and the API server stays free "
-            "of OpenMP threads",
+            "of OpenMP threads; each DP engine runs t ranks and keeps R",
         ),
         (
             vllm.CPU_RESERVED,
@@ -363,12 +370,13 @@ def _rows() -> list[Row]:
         ),
         (
             vllm.CPU_KVCACHE_SPACE,
-            f"{cpu}, memory limit M, TP t, weights W (modelConfig.weightsMemory, else 0)",
-            f"max(1, floor((M - t * {derive.CPU_RUNTIME_GIB} GiB - W) * "
-            f"{derive.CPU_KVCACHE_FRACTION} / t / GiB))",
+            f"{cpu}, memory limit M, TP t, N DP engines, weights W "
+            "(modelConfig.weightsMemory, else 0)",
+            f"max(1, floor((M - N x t x {derive.CPU_RUNTIME_GIB} GiB - N x W) * "
+            f"{derive.CPU_KVCACHE_FRACTION} / (N x t) / GiB))",
             f"runtime ~{derive.CPU_RUNTIME_GIB} GiB per rank (0.32, tiny model: 1.4 GiB PSS "
-            "measured); "
-            f"M < t * {derive.CPU_RUNTIME_GIB + derive.CPU_MIN_KV_GIB} GiB + W is refused",
+            "measured), a copy of the weights per DP engine; "
+            f"M < N x (t x {derive.CPU_RUNTIME_GIB + derive.CPU_MIN_KV_GIB} GiB + W) is refused",
         ),
     ]
 
