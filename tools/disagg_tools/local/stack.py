@@ -327,6 +327,12 @@ def prove_transfer_path(pods: list[LocalPod], run: Run, say: Say) -> None:
             )
         else:
             say(f"  FAILED  transfer path to {pod.name}: {result.get('problem')}")
+        for r in result.get("ranks", []):  # pods of data-parallel engines: each pair's request
+            verdict = "passed" if r["passed"] else f"FAILED: {r['problem']}"
+            say(
+                f"          prefill engine {r['prefill_rank']} (side channel "
+                f"{r['side_channel']}) to decode engine {r['decode_rank']}: {verdict}"
+            )
 
 
 def start_proxy(port: int, log_dir: Path, run: Run, say: Say) -> None:

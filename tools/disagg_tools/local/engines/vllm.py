@@ -71,7 +71,7 @@ class Vllm(LocalEngine):
             env[vllm.SIDE_CHANNEL_PORT] = str(next(ports))
             adapted.append(f"side channel {host}:{env[vllm.SIDE_CHANNEL_PORT]}")
         if cores:
-            listed = rank_core_lists(cores, _tp_of(flags))
+            listed = rank_core_lists(cores, _tp_of(flags) * _dp_of(flags))
             env[vllm.CPU_OMP_THREADS_BIND] = listed
             for key in RENDERED_CPU:  # the binding list says it all
                 env.pop(key, None)
@@ -102,6 +102,14 @@ def rank_core_lists(cores: Sequence[int], tp: int) -> str:
         return "|".join(str(cores[r % len(cores)]) for r in range(tp))
     per = len(cores) // tp
     return "|".join(",".join(map(str, cores[r * per : (r + 1) * per])) for r in range(tp))
+
+
+def _dp_of(flags: Sequence[str]) -> int:
+    """The ``--data-parallel-size`` (``-dp``) of a command: its engines, each binding the
+    next TP lists of the pod's (vLLM slices the list by its local DP rank)."""
+    found = flag_values(flags, vllm.DATA_PARALLEL_FLAGS)
+    value = next(iter(found.values()), "1")
+    return int(value) if value.isdigit() and int(value) > 0 else 1
 
 
 def _tp_of(flags: Sequence[str]) -> int:
