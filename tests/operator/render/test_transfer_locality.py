@@ -59,11 +59,14 @@ def test_the_mode_is_the_routers_flag_and_its_zones_are_its_services(
     assert set(zones.services) == names
 
 
-def test_without_an_api_server_the_router_says_which_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_an_api_server_the_router_pairs_without_zones_and_says_which_flag(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # outside a cluster (the local kubelet runs the router with no API server in its env)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     args = proxy._parser().parse_args(_router_args(transferLocality={"mode": "Required"}))
-    with pytest.raises(ValueError, match="--kube-api"):
-        proxy.zones_of(args, proxy.pools(args)[1])
+    assert proxy.zones_of(args, proxy.pools(args)[1]) is None
+    assert "give --kube-api URL; pairing without zones" in caplog.text
 
 
 def test_workers_given_as_urls_have_no_zone_source(caplog: pytest.LogCaptureFixture) -> None:

@@ -329,9 +329,10 @@ def pools(args: argparse.Namespace) -> tuple[Pairs, list[Refresher]]:
 
 
 def zones_of(args: argparse.Namespace, refreshers: list[Refresher]) -> Zones | None:
-    """Where the Services' pods sit, with --transfer-locality (ValueError: no API server to
-    ask). Workers given as URLs (`disagg up`: one host) have no zones: every pair is in
-    one zone-less group, so none is read."""
+    """Where the Services' pods sit, with --transfer-locality. Workers given as URLs
+    (`disagg up`: one host) have no zones, and outside a cluster (no API server in the env,
+    no --kube-api: the local kubelet) none can be read: every pair is then in one zone-less
+    group, and the log says why."""
     if args.transfer_locality is None:
         return None
     if not refreshers:
@@ -341,7 +342,11 @@ def zones_of(args: argparse.Namespace, refreshers: list[Refresher]) -> Zones | N
         )
         return None
     names = [service_of(r.host) for r in refreshers]
-    api = KubeApi.in_cluster(args.kube_api, names[0][1])
+    try:
+        api = KubeApi.in_cluster(args.kube_api, names[0][1])
+    except ValueError as e:
+        log.warning("%s; pairing without zones", e)
+        return None
     return Zones(api, [name for name, _ in names], args.refresh_s)
 
 
