@@ -5,6 +5,7 @@ proxy's own figures and metrics."""
 
 from __future__ import annotations
 
+import itertools
 import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -19,6 +20,8 @@ from disagg_worker.serve.proxy.config import ProxyConfig
 from disagg_worker.serve.proxy.flow import Proxy
 from disagg_worker.serve.proxy.rules.routing import Policy
 from disagg_worker.serve.proxy.zones import KubeApi, Zones
+from tests.support.toy_engine import server as toy
+from tests.support.toy_engine.rooms import Rooms
 
 PARAMS = {"do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": [1],
           "remote_engine_id": "e", "remote_host": "h", "remote_port": 1}  # fmt: skip
@@ -224,3 +227,37 @@ async def test_the_prefill_follows_the_planners_decode(stack: Any) -> None:
         figures = out["disagg"]["proxy"]
         assert status == 200 and figures["decode_url"] == held
         assert zone_of[figures["prefill_url"]] == zone_of[held]
+
+
+async def test_both_hops_at_once_pair_within_the_zone_too() -> None:
+    # the rooms protocol (both hops at once: the prefill is picked before either hop) under
+    # Required: only the zone-b prefill has a decode in its zone, whatever the pool's turn
+    servers: list[TestServer] = []
+    slices = []
+    urls: dict[str, list[str]] = {"prefill": [], "decode": []}
+    for n, (role, zone) in enumerate(
+        [("prefill", "zone-a"), ("prefill", "zone-b"), ("decode", "zone-b")], start=2
+    ):
+        server = TestServer(toy.app(role), host=f"127.0.0.{n}")
+        await server.start_server()
+        servers.append(server)
+        urls[role].append(str(server.make_url("")).rstrip("/"))
+        slices.append(_slice(f"demo-{role}", f"127.0.0.{n}", zone))
+    api = TestServer(_api(slices), host="127.0.0.1")
+    await api.start_server()
+    zones = Zones(KubeApi(str(api.make_url("")), "ns"), ["demo-prefill", "demo-decode"], 60)
+    config = ProxyConfig(policy="round-robin", protocol=Rooms(itertools.count(7).__next__),
+                         locality="Required")  # fmt: skip
+    proxy = Proxy(urls["prefill"], urls["decode"], config, zones=zones)
+    await proxy.start()
+    try:
+        for i in range(4):
+            body = {"model": "toy", "prompt": f"p{i}", "max_tokens": 3}
+            out = await proxy.complete("/v1/completions", body, {})
+            assert out["toy_kv"] == "fetched"
+            assert out["disagg"]["proxy"]["prefill_url"] == urls["prefill"][1]
+    finally:
+        await proxy.close()
+        await api.close()
+        for server in servers:
+            await server.close()
