@@ -276,6 +276,13 @@ class Routing(_Model):
         description="with disaggregate threshold: also keep a request on decode while every "
         "prefill has this many requests in flight (disagg router only)",
     )
+    prefix_index: Literal["approximate", "events"] = Field(
+        default="approximate",
+        description="what the router knows of each decode's prefix cache: approximate (the "
+        "prompt blocks it sent there) or events (the engine's own KV cache events: every pod "
+        "publishes them on port 5557 to the router, block size and hashing alike; vLLM only; "
+        "docs/routing.md)",
+    )
     transfer_locality: TransferLocality | None = Field(
         default=None,
         description="keep each prefill->decode KV transfer in one zone, required or "

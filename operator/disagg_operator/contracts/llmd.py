@@ -119,7 +119,60 @@ EPP_PLUGINS: dict[str, frozenset[str] | None] = {
     "load-aware-scorer": frozenset({"threshold"}),
     "max-score-picker": frozenset({"maxNumOfEndpoints"}),
     "random-picker": frozenset({"maxNumOfEndpoints"}),
+    # the precise prefix pipeline (below)
+    "token-producer": frozenset({"modelName", "vllm", "estimate", "udsTokenizerConfig"}),
+    "precise-prefix-cache-producer": frozenset(
+        {
+            "tokenProcessorConfig",
+            "indexerConfig",
+            "kvEventsConfig",
+            "speculativeIndexing",
+            "speculativeTTL",
+        }
+    ),
+    "endpoint-notification-source": None,  # EndpointSourceFactory ignores its decoder
 }
+
+# --- The precise prefix pipeline: the engines' KV events (spec.routing.prefixIndex events) --
+# v0.10.0's deploy/config/epp-precise-prefix-cache-config.yaml: a token-producer (vLLM's
+# /v1/completions/render and /v1/chat/completions/render; its default ``estimate`` backend
+# makes up token ids, which match no engine block), the precise-prefix-cache-producer, and
+# the endpoint-notification-source whose extractor (that producer) subscribes to each pool
+# endpoint at ``kvEventsConfig.podDiscoveryConfig.socketPort`` + its rank
+# (preciseprefixcache/extractor.go, ensureSubscriber). The producer recomputes block keys
+# from the events' token_ids (its README, "Engine compatibility"), in blocks of
+# ``tokenProcessorConfig.blockSizeTokens``. The vLLM adapter reads the model from the topic
+# ``kv@<pod>@<model>`` (pkg/kvevents/engineadapter/vllm_adapter.go); the pool subscribes to
+# ``topicFilter``, default ``kv@`` (pkg/kvevents/pool.go, DefaultConfig).
+TOKEN_PRODUCER = "token-producer"
+PRECISE_PRODUCER = "precise-prefix-cache-producer"
+NOTIFICATION_SOURCE = "endpoint-notification-source"
+# (plugin type, parameter path) → the keys of that nested object; Go's DisallowUnknownFields
+# holds nested structs to their fields too
+EPP_NESTED: dict[tuple[str, ...], frozenset[str]] = {
+    (TOKEN_PRODUCER, "vllm"): frozenset({"url", "timeout", "mmTimeout"}),
+    (PRECISE_PRODUCER, "tokenProcessorConfig"): frozenset(
+        {"blockSize", "blockSizeTokens", "hashSeed"}
+    ),  # pkg/kvcache/kvblock/token_processor.go
+    (PRECISE_PRODUCER, "kvEventsConfig"): frozenset(
+        {
+            "zmqEndpoint",
+            "topicFilter",
+            "concurrency",
+            "engineType",
+            "discoverPods",
+            "podDiscoveryConfig",
+        }
+    ),
+    (PRECISE_PRODUCER, "kvEventsConfig", "podDiscoveryConfig"): frozenset(
+        {"podLabelSelector", "podNamespace", "socketPort", "replaySocketPort"}
+    ),
+}
+# apix/config/v1alpha1/endpointpickerconfig_types.go, DataLayerConfig
+DATA_LAYER_KEYS = frozenset(
+    {"injectDefaults", "sources", "discovery", "crossReplicaSyncerPluginRef",
+     "crossReplicaSyncInterval"}
+)  # fmt: skip
 # approx-prefix-cache-producer's floor: GetBlockSize answers at least this many tokens
 # whatever the config or the endpoints' metrics say (a configured blockSizeTokens below it
 # loads, with a warning, and is overridden: pkg/epp/framework/plugins/requestcontrol/
@@ -166,6 +219,40 @@ def epp_config_problems(doc: Any) -> list[str]:
     for name, spec in plugins.items():
         if spec["type"] == PROFILE_HANDLER:
             out += _handler_problems(name, spec.get("parameters") or {}, plugins)
+    return out + _data_layer_problems(doc.get("dataLayer"), plugins)
+
+
+def _nested_problems(where: str, kind: str, params: dict[str, Any]) -> list[str]:
+    """Unknown keys in the nested objects of ``kind``'s parameters (:data:`EPP_NESTED`)."""
+    out = []
+    for path, allowed in EPP_NESTED.items():
+        if path[0] != kind:
+            continue
+        value: Any = params
+        for key in path[1:]:
+            value = value.get(key) if isinstance(value, dict) else None
+        for key in value if isinstance(value, dict) else ():
+            if key not in allowed:
+                at = ".".join(path[1:])
+                out.append(f"{where}.parameters.{at}.{key}: unknown field; {at} takes "
+                           f"{', '.join(sorted(allowed))}")  # fmt: skip
+    if kind == TOKEN_PRODUCER and "vllm" in params and not params.get("modelName"):
+        out.append(f"{where}.parameters.modelName: required with the vllm backend")
+    return out
+
+
+def _data_layer_problems(layer: Any, plugins: dict[str, dict[str, Any]]) -> list[str]:
+    if layer is None:
+        return []
+    if not isinstance(layer, dict):
+        return ["dataLayer: must be a mapping"]
+    out = [f"dataLayer.{k}: unknown field" for k in layer if k not in DATA_LAYER_KEYS]
+    for i, source in enumerate(layer.get("sources") or []):
+        where = f"dataLayer.sources[{i}]"
+        refs = [(f"{where}.pluginRef", source.get("pluginRef"))]
+        refs += [(f"{where}.extractors[{j}].pluginRef", e.get("pluginRef"))
+                 for j, e in enumerate(source.get("extractors") or [])]  # fmt: skip
+        out += [f"{at}: {ref!r} is not a defined plugin" for at, ref in refs if ref not in plugins]
     return out
 
 
@@ -191,6 +278,7 @@ def _plugin_problems(i: int, spec: Any, plugins: dict[str, dict[str, Any]]) -> l
             if key not in allowed:
                 fix = RETIRED_PARAMETERS.get(key, f"{kind} takes {', '.join(sorted(allowed))}")
                 out.append(f"{where}.parameters.{key}: unknown field; {fix}")
+        out += _nested_problems(where, kind, params)
         for key in ("nonCachedTokens", "promptTokens", "blockSizeTokens"):
             value = params.get(key)
             if value is not None and (not isinstance(value, int) or value < 0):

@@ -232,6 +232,16 @@ class Engine:
         refuses them in a role's env, naming that field)."""
         return {}
 
+    def kv_events_ports(self, spec: DeploymentSpec, role: str) -> list[int]:
+        """The ports one pod of ``role`` publishes its KV cache events on for the router
+        (``spec.routing.prefixIndex: events``); none: the engine publishes none."""
+        return []
+
+    def kv_events_router_args(self, spec: DeploymentSpec) -> list[str]:
+        """The router's flags that subscribe to those events (where they are published,
+        how the engine hashes blocks); none where the engine publishes none."""
+        return []
+
     def prefix_cache_block(self, spec: DeploymentSpec) -> int | None:
         """The decode engine's prefix cache unit in tokens (routers count a prompt's blocks
         it already holds), or None when it keeps no prefix cache."""

@@ -15,6 +15,8 @@ The same policy the disagg router applies (docs/routing.md), in llm-d-router v0.
   as the disagg router picks by prefix, then least in-flight.
 
 ``prefillQueueLimit`` has no equivalent in the picker's deciders: the disagg router only.
+With ``prefixIndex: events`` the prefix scorer reads llm-d's precise producer instead, fed
+by the same KV events the pods publish for the disagg router (:func:`_precise`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import yaml
 from disagg_operator.api import DeploymentSpec
 from disagg_operator.contracts import llmd
 from disagg_operator.engines.settings import Settings
+from disagg_operator.engines.vllm import kv_events as vllm_events
 
 PREFIX_WEIGHT, LOAD_WEIGHT = 2, 1  # as llm-d's own P/D sample weighs them
 
@@ -34,8 +37,11 @@ def name_of(name: str) -> str:
     return f"{name}-epp-config"
 
 
-def config(spec: DeploymentSpec, settings: Settings) -> dict[str, Any]:
-    """The EndpointPickerConfig of ``spec.routing``."""
+def config(
+    spec: DeploymentSpec, settings: Settings, tokenizer_url: str = "http://localhost:8000"
+) -> dict[str, Any]:
+    """The EndpointPickerConfig of ``spec.routing``; ``tokenizer_url``: a vLLM that renders
+    prompts to token ids for the precise producer (with ``prefixIndex: events``)."""
     routing = spec.routing
     if routing.disaggregate == "threshold" and routing.threshold_tokens > 0:
         decider: dict[str, Any] = {
@@ -53,18 +59,50 @@ def config(spec: DeploymentSpec, settings: Settings) -> dict[str, Any]:
         "type": llmd.PROFILE_HANDLER,
         "parameters": {"deciders": {"prefill": decider["type"]}},
     }
-    plugins = [producer, {"type": "prefix-cache-scorer"}, {"type": "queue-scorer"},
+    scorer: dict[str, Any] = {"type": "prefix-cache-scorer"}
+    extra: dict[str, Any] = {}
+    if block is not None and settings.engine(spec).kv_events_router_args(spec):
+        producers, extra = _precise(spec, block, tokenizer_url)
+        scorer["parameters"] = {"prefixMatchInfoProducerName": llmd.PRECISE_PRODUCER}
+    else:
+        producers = [producer]
+    plugins = [*producers, scorer, {"type": "queue-scorer"},
                {"type": "prefill-filter"}, {"type": "decode-filter"},
                {"type": "max-score-picker"}, handler, decider]  # fmt: skip
     return {
         "apiVersion": llmd.EPP_API_VERSION,
         "kind": llmd.EPP_KIND,
         "plugins": plugins,
+        **extra,
         "schedulingProfiles": [
             _profile(llmd.PREFILL_PROFILE, "prefill-filter"),
             _profile(llmd.DECODE_PROFILE, "decode-filter"),
         ],
     }
+
+
+def _precise(
+    spec: DeploymentSpec, block: int, tokenizer_url: str
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """llm-d's precise pipeline over the pods' KV events: the engine's own token ids (a
+    vLLM token-producer), the producer subscribing to every pool endpoint on the events
+    port, in the engine's block; and the data layer that tells it of endpoints."""
+    served = spec.served_model_name or spec.model
+    tokens: dict[str, Any] = {"type": llmd.TOKEN_PRODUCER,
+              "parameters": {"modelName": served, "vllm": {"url": tokenizer_url}}}  # fmt: skip
+    events = {"topicFilter": vllm_events.TOPIC_PREFIX, "discoverPods": True,
+              "podDiscoveryConfig": {"socketPort": vllm_events.EVENTS_PORT}}  # fmt: skip
+    producer: dict[str, Any] = {
+        "type": llmd.PRECISE_PRODUCER,
+        "parameters": {
+            "tokenProcessorConfig": {"blockSizeTokens": block, "hashSeed": vllm_events.HASH_SEED},
+            "kvEventsConfig": events,
+        },
+    }
+    source = {"pluginRef": llmd.NOTIFICATION_SOURCE,
+              "extractors": [{"pluginRef": llmd.PRECISE_PRODUCER}]}  # fmt: skip
+    plugins = [tokens, {"type": llmd.NOTIFICATION_SOURCE}, producer]
+    return plugins, {"dataLayer": {"sources": [source]}}
 
 
 def _profile(name: str, role_filter: str) -> dict[str, Any]:
@@ -79,7 +117,9 @@ def _profile(name: str, role_filter: str) -> dict[str, Any]:
     }
 
 
-def data(spec: DeploymentSpec, settings: Settings) -> dict[str, str]:
+def data(
+    spec: DeploymentSpec, settings: Settings, tokenizer_url: str = "http://localhost:8000"
+) -> dict[str, str]:
     """The ConfigMap's data: the config as YAML under llm-d's key."""
-    text = yaml.safe_dump(config(spec, settings), sort_keys=False)
+    text = yaml.safe_dump(config(spec, settings, tokenizer_url), sort_keys=False)
     return {llmd.EPP_CONFIG_KEY: text}

@@ -200,7 +200,8 @@ def render_model(
         objects.append(_inference_pool(spec, name, _meta(dd, uid, name), kv))
     if spec.llmd.enabled:  # the endpoint picker's config, for llm-d's charts to mount
         meta = _meta(dd, uid, epp.name_of(name))
-        data = epp.data(spec, settings)
+        # the decode Service's vLLM renders prompts to token ids for the precise producer
+        data = epp.data(spec, settings, f"http://{name}-decode.{namespace}.svc:{HTTP_PORT}")
         objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
     copied: list[dict[str, Any]] = fresh(objects)  # no shared sub-dicts: callers may mutate
     return copied
@@ -340,6 +341,9 @@ def _network_policy(
     ingress: list[dict[str, Any]] = [{"from": peers}]
     if clients:
         ingress.append({"from": clients, **serving})
+    events = _event_ports(spec, settings)
+    if events:  # the router subscribes to each pod's KV events (routing.prefixIndex)
+        ingress.append({"from": event_readers(spec, name), "ports": events})
     if spec.transfer_canary.enabled:  # the operator asks canaries for their verdicts
         canary = {"ports": [{"protocol": "TCP", "port": CANARY_PORT}]}
         ingress.append({"from": [{"namespaceSelector": {}, "podSelector": OPERATOR}], **canary})
@@ -358,6 +362,22 @@ def _network_policy(
             "ingress": ingress,
         },
     }
+
+
+def _event_ports(spec: DeploymentSpec, settings: Settings) -> list[dict[str, Any]]:
+    engine = settings.engine(spec)
+    found = {p for role in ROLES for p in engine.kv_events_ports(spec, role)}
+    return [{"protocol": "TCP", "port": p} for p in sorted(found)]
+
+
+def event_readers(spec: DeploymentSpec, name: str) -> list[dict[str, Any]]:
+    """Who may subscribe to the pods' KV events: the router's pods, and with llm-d the
+    namespace's pods (its endpoint picker subscribes to each pod); never servingAccess's
+    clients, who send requests and have no use for what each cache holds."""
+    out: list[dict[str, Any]] = [{"podSelector": {"matchLabels": {router.LABEL_ROUTER: name}}}]
+    if spec.llmd.enabled:
+        out.append({"podSelector": {}})
+    return out
 
 
 def serving_peers(spec: DeploymentSpec, name: str) -> list[dict[str, Any]]:

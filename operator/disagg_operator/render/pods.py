@@ -58,6 +58,7 @@ CONTAINER_SECURITY: dict[str, Any] = {
 }
 READINESS_TIMEOUT_S = 5
 METRICS_PORT_NAME = "metrics"
+EVENTS_PORT_NAME = "kv-events"  # the engine publishes its KV cache events (routing.prefixIndex)
 # The engine's /health is answered by its HTTP server's loop, never behind a model step
 # (vLLM: the engine core's liveness flag; the reference worker computes in threads), so it
 # turns slow only when the process is wedged: 2 minutes without an answer restarts it.
@@ -224,7 +225,8 @@ def engine_container(spec: DeploymentSpec, role: str, settings: Settings) -> dic
         "image": spec.image(role),
         "command": list(derived.command),
         "env": _merge_env([*derived.env, *_transport_env(spec, role)], r),
-        "ports": _ports(engine.side_channel_ports(spec, role), port, engine.metrics_port(spec)),
+        "ports": _ports(engine.side_channel_ports(spec, role), port, engine.metrics_port(spec))
+        + _event_ports(engine.kv_events_ports(spec, role)),
         "readinessProbe": {
             "httpGet": {"path": "/health", "port": port},
             "periodSeconds": 5,
@@ -282,6 +284,15 @@ def _ports(side_channel: list[int], port: int, metrics: int | None) -> list[dict
     if metrics is not None:
         ports.append({"name": METRICS_PORT_NAME, "containerPort": metrics})
     return [{**p, "protocol": "TCP"} for p in ports]
+
+
+def _event_ports(ports: list[int]) -> list[dict[str, Any]]:
+    """The KV events publisher's ports (one per data-parallel engine), for the router."""
+    names = [EVENTS_PORT_NAME + (f"-{rank}" if rank else "") for rank in range(len(ports))]
+    return [
+        {"name": n, "containerPort": p, "protocol": "TCP"}
+        for n, p in zip(names, ports, strict=True)
+    ]
 
 
 def sidecar_container(spec: DeploymentSpec) -> dict[str, Any]:

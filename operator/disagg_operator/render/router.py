@@ -172,6 +172,7 @@ def routing_args(spec: DeploymentSpec, settings: Settings) -> list[str]:
     block = engine.prefix_cache_block(spec)
     if block is not None:
         out += ["--decode-prefix-cache", "--block-tokens", str(block)]
+        out += engine.kv_events_router_args(spec)
     return out + protocol_args(engine)
 
 

@@ -116,7 +116,7 @@ def check(dd: DisaggregatedDeployment, settings: Settings = DEFAULT) -> list[Pro
     problems += _resources(spec, settings, engine)
     problems += _llmd(spec)
     problems += _router(spec, settings)
-    problems += _routing(spec)
+    problems += _routing(spec, engine)
     problems += _access(spec)
     problems += _ports(spec, engine)
     problems += scaling_problems(spec)
@@ -367,10 +367,17 @@ def _llmd(spec: DeploymentSpec) -> Iterator[Problem]:
             yield Problem(f"spec.llmd.routingSidecar.args[{i}]", why)
 
 
-def _routing(spec: DeploymentSpec) -> Iterator[Problem]:
+def _routing(spec: DeploymentSpec, engine: Engine) -> Iterator[Problem]:
     policy = spec.routing
     if policy.prefill_queue_limit is not None and policy.disaggregate != "threshold":
         yield rules.ROUTING_QUEUE_RULE.problem()
+    if policy.prefix_index == "events" and engine.prefix_cache_block(spec) is None:
+        yield Problem(
+            "spec.routing.prefixIndex",
+            f"events are what a decode engine says its prefix cache holds; engine "
+            f"{spec.engine.type} keeps no prefix cache (or its args turn it off): use "
+            "approximate",
+        )
 
 
 def _router(spec: DeploymentSpec, settings: Settings) -> Iterator[Problem]:

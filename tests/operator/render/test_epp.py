@@ -154,3 +154,58 @@ def test_a_single_profile_needs_no_handler_and_ignored_parameters_pass() -> None
         "schedulingProfiles": [{"name": "default", "plugins": [{"pluginRef": "queue-scorer"}]}],
     }
     assert epp_config_problems(one) == []  # queue-scorer's factory never reads its parameters
+
+
+PRECISE = _config(body(engine="vllm", llmd={"enabled": True},
+                       routing={"disaggregate": "threshold", "prefixIndex": "events"}))  # fmt: skip
+
+
+def test_events_render_the_precise_producer_and_load() -> None:
+    """With prefixIndex events the scorer reads llm-d's precise producer, which subscribes
+    to every pool endpoint on the port the pods publish on, in the engine's block, over
+    token ids the decode's vLLM renders (upstream's deploy/config/epp-precise-prefix-cache-
+    config.yaml at v0.10.0 is the shape)."""
+    assert epp_config_problems(PRECISE) == []
+    producer = _plugin(PRECISE, "precise-prefix-cache-producer")["parameters"]
+    assert producer["tokenProcessorConfig"] == {"blockSizeTokens": 128, "hashSeed": "0"}
+    assert producer["kvEventsConfig"] == {
+        "topicFilter": "kv@", "discoverPods": True, "podDiscoveryConfig": {"socketPort": 5557},
+    }  # fmt: skip
+    scorer = _plugin(PRECISE, "prefix-cache-scorer")["parameters"]
+    assert scorer == {"prefixMatchInfoProducerName": "precise-prefix-cache-producer"}
+    tokens = _plugin(PRECISE, "token-producer")["parameters"]
+    assert tokens == {"modelName": "Qwen/Qwen3-0.6B",
+                      "vllm": {"url": "http://demo-decode.ns.svc:8000"}}  # fmt: skip
+    assert PRECISE["dataLayer"] == {"sources": [{
+        "pluginRef": "endpoint-notification-source",
+        "extractors": [{"pluginRef": "precise-prefix-cache-producer"}],
+    }]}  # fmt: skip
+    assert not any(p["type"] == "approx-prefix-cache-producer" for p in PRECISE["plugins"])
+
+
+def _precise(d: dict[str, Any]) -> dict[str, Any]:
+    params: dict[str, Any] = _plugin(d, "precise-prefix-cache-producer")["parameters"]
+    return params
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda d: _precise(d)["tokenProcessorConfig"].update(seed="0"),
+         "tokenProcessorConfig.seed: unknown field"),
+        (lambda d: _precise(d)["kvEventsConfig"].update(port=5557),
+         "kvEventsConfig.port: unknown field"),
+        (lambda d: _precise(d)["kvEventsConfig"]["podDiscoveryConfig"].update(port=1),
+         "podDiscoveryConfig.port: unknown field"),
+        (lambda d: _plugin(d, "token-producer")["parameters"].pop("modelName"),
+         "modelName: required with the vllm backend"),
+        (lambda d: d["dataLayer"]["sources"][0]["extractors"].append({"pluginRef": "nope"}),
+         "'nope' is not a defined plugin"),
+        (lambda d: d["dataLayer"].update(source=[]), "dataLayer.source: unknown field"),
+    ],
+)  # fmt: skip
+def test_what_the_loader_refuses_in_the_precise_pipeline(change: Any, says: str) -> None:
+    doc = copy.deepcopy(PRECISE)
+    change(doc)
+    problems = epp_config_problems(doc)
+    assert any(says in p for p in problems), problems

@@ -32,6 +32,7 @@ from disagg_operator.engines.base import (
 from disagg_operator.engines.vllm import checks, cpu_tier, derive, engine_idle, modes
 from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.engines.vllm import fields as own
+from disagg_operator.engines.vllm import kv_events as events
 from disagg_operator.engines.vllm.checks import CPU_POOL_RULES
 
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ class Vllm(Engine):
             *("--port", str(port), "--tensor-parallel-size", tp),
             *("--kv-transfer-config", json.dumps(config, separators=(",", ":"))),
             *derive.pool_flags(spec),
+            *events.flags(spec),
             *derive.multinode_flags(spec, role),
             *tracing_flags(spec),
         ]
@@ -146,6 +148,7 @@ class Vllm(Engine):
         }
         env += [{"name": k, "value": v} for k, v in derived.items()]
         env += [{"name": k, "value": v} for k, v in tracing_env(spec, role).items()]
+        env += [{"name": k, "value": v} for k, v in events.env(spec).items()]
         mounts: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
         if idle:
             env += [{"name": "PYTHONPATH", "value": vllm.ENGINE_IDLE_DIR}]
@@ -244,6 +247,7 @@ class Vllm(Engine):
         yield from checks.problems(spec, settings.platforms)
         yield from checks.config_files(spec)
         yield from cpu_tier.problems(spec, settings.platforms)
+        yield from events.problems(spec)
 
     def version_key(self, spec: DeploymentSpec) -> Any:
         """The resolved vLLM version (images of one version may differ); else the images."""
@@ -260,6 +264,12 @@ class Vllm(Engine):
         if derive.engine_idle(spec, role):
             return {**checks.DERIVED_ENV, **checks.ENGINE_IDLE_ENV}
         return checks.DERIVED_ENV
+
+    def kv_events_ports(self, spec: DeploymentSpec, role: str) -> list[int]:
+        return events.ports(spec, role)
+
+    def kv_events_router_args(self, spec: DeploymentSpec) -> list[str]:
+        return events.router_args(spec)
 
     def prefix_cache_block(self, spec: DeploymentSpec) -> int | None:
         """vLLM keeps a prefix cache in units of its KV block (spec.modelConfig.blockSize,
