@@ -19,6 +19,7 @@ BENCHES = {
     "faults": ("disagg_tools.bench.faults", "data path under faults and load on the quickstart"),
     "flood": ("disagg_tools.bench.flood", "the quickstart flooded: shedding, cancels, recovery"),
     "pods": ("disagg_tools.bench.pods", "the quickstart as processes vs podman pods"),
+    "prefix": ("disagg_tools.bench.prefix", "vLLM prefix index: KV events vs approximate"),
     "vllm-memory": ("disagg_tools.bench.vllm_memory", "a vLLM CPU engine's runtime memory"),
     "autoscale": ("disagg_tools.bench.autoscale.run", "SLO-driven P:D scaling on a fleet model"),
     "profile": (

@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -90,7 +91,8 @@ def capture(model: str, out: Path, hash_algo: str, seed: str | None) -> None:
     env.pop("PYTHONHASHSEED", None)
     if seed is not None:
         env["PYTHONHASHSEED"] = seed
-    log = open(out.with_suffix(".log"), "wb")  # noqa: SIM115 - closed below
+    # the engine's log beside the run's other temporary files, not the fixture
+    log = open(Path(tempfile.gettempdir()) / f"kv_capture-{out.stem}.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(serve_argv(model, port, events_port, hash_algo), env=env,
                             stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
