@@ -90,11 +90,15 @@ def settled(decodes: list[str], before: dict[str, tuple[float, float]]) -> dict[
 
 def one(router: str, decodes: list[str], messages: list[dict[str, str]], gen: int) -> Any:
     before = counters(decodes)
-    body = {"model": "bench", "messages": messages, "max_tokens": gen, "temperature": 0}
+    # ignore_eos: every answer is gen tokens long (a random model may end at once)
+    body = {"model": "bench", "messages": messages, "max_tokens": gen, "temperature": 0,
+            "ignore_eos": True}  # fmt: skip
     got = stream_completion(router + "/v1/chat/completions", body)
     after = settled(decodes, before)
     grew = {u: after[u][0] - before[u][0] for u in decodes}
-    served = got.route.get("decode_url") or max(decodes, key=lambda u: after[u][1] - before[u][1])
+    served = got.route.get("decode_url")
+    if served not in grew:  # no header: the engine whose queries grew
+        served = max(decodes, key=lambda u: after[u][1] - before[u][1])
     return got, served, int(grew[served])
 
 

@@ -335,7 +335,7 @@ class Proxy:
         event."""
         req = self._request(path, body, headers)
         plan = await self._route(req)
-        route = {"path": plan.route.path, "route_reason": plan.route.reason}
+        route = _route_figures(plan.route)  # with the counted and cached tokens, if counted
         if plan.route.path == "decode":
             backend, resp = await self._open_decode(req, plan, self.config.protocol.local(body))
         else:
