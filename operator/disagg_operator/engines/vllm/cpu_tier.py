@@ -19,22 +19,17 @@ from disagg_contract.platforms import Table
 from disagg_operator.api import ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
 from disagg_operator.derive.resources import cpu_limits, parse_quantity
-from disagg_operator.engines.base import Row, flag_values
+from disagg_operator.engines.base import Row
 from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.engines.vllm import derive
 from disagg_operator.engines.vllm import fields as own
 
 _GIB = 1024**3
-# vllm/engine/arg_utils.py: the data-parallel engines one `vllm serve` runs
-_DATA_PARALLEL_FLAGS = ("--data-parallel-size", "-dp")
 
 
 def engines_per_pod(spec: DeploymentSpec, role: str) -> int:
-    """The vLLM engines one pod of ``role`` runs: its ``--data-parallel-size``, else 1 (a
-    value vLLM's parser would refuse counts as 1)."""
-    found = flag_values(spec.role(role).args, _DATA_PARALLEL_FLAGS)
-    value = list(found.values())[-1] if found else "1"
-    return int(value) if value.isdigit() and int(value) > 0 else 1
+    """The vLLM engines one pod of ``role`` runs (its data-parallel size)."""
+    return derive.data_parallel_size(spec.role(role))
 
 
 def tier_bytes(spec: DeploymentSpec, role: str) -> float:
@@ -192,7 +187,7 @@ def rows() -> list[Row]:
         ),
         (
             "memory limit (checked)",
-            f"{where}, host KV buffer H, ranks per pod t",
+            f"{where}, host KV buffer H, ranks per pod t (TP x E)",
             f">= B + H + t * {derive.CPU_RUNTIME_GIB} GiB",
             "the tier is host memory (/dev/shm from vLLM 0.20 on CUDA: the pod's limit "
             "sizes that volume); required with the tier; refused on cpu pools and before "

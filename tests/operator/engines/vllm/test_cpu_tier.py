@@ -66,15 +66,24 @@ def test_a_tier_wraps_the_p_d_connector_and_each_child_carries_its_own_fields() 
 
 
 @pytest.mark.parametrize(
-    ("args", "per_engine"),
-    [(["--data-parallel-size", "2"], 8 * GIB), (["-dp=3"], (16 * GIB) // 3)],
+    ("args", "engines", "per_engine"),
+    [
+        (["--data-parallel-size", "2"], 2, 8 * GIB),
+        (["-dp=3"], 3, (16 * GIB) // 3),
+    ],
 )
 def test_a_pod_s_tier_is_split_among_its_data_parallel_engines(
-    args: list[str], per_engine: int
+    args: list[str], engines: int, per_engine: int
 ) -> None:
-    kv = _kv(_gpus("60Gi", kvOffloadMemory="16Gi", args=args))
+    obj = _gpus("60Gi", kvOffloadMemory="16Gi", args=args)
+    obj["spec"]["prefill"]["resources"]["limits"]["nvidia.com/gpu"] = engines  # one each
+    kv = _kv(obj)
     offload = kv["kv_connector_extra_config"]["connectors"][1]
     assert offload["kv_connector_extra_config"]["cpu_bytes_to_use"] == per_engine
+    # the runtime is counted per engine: 16 GiB + 3 engines x 3 GiB = 25 GiB
+    obj["spec"]["prefill"]["resources"]["limits"]["memory"] = f"{16 + 3 * engines - 1}Gi"
+    (problem,) = _problems(obj)
+    assert f"set at least {16 + 3 * engines}Gi" in problem[1]
 
 
 def test_the_memory_limit_must_hold_the_tier_and_the_runtime() -> None:
