@@ -1,17 +1,19 @@
 """Run planned pods with podman: the run's network, volumes, pods and containers, their
 probes and hooks, and the removal of all of it.
 
-I/O layer of ``disagg up --runtime podman`` (podman commands, files, HTTP and TCP
-probes). Every object the run creates carries the label ``disagg.dev/up-run=<run id>``
-and is removed when the run ends, however it ends (Ctrl-C included); a run whose
-``disagg up`` was killed outright is swept by the next one (:func:`sweep`). Each
-container runs attached (``podman run``, not ``-d``) as a supervised
-:class:`~disagg_tools.local.children.Child`, so its output is its log, its exit is the
-container's, and a SIGTERM to it reaches the container (``--sig-proxy``).
+I/O layer of ``disagg up --runtime podman`` (podman commands, files; each probe run by
+the kubelet's prober), and the kubelet's podman container driver. Every object the run
+creates carries the label ``disagg.dev/up-run=<run id>`` and is removed when the run
+ends, however it ends (Ctrl-C included); a run whose ``disagg up`` was killed outright is
+swept by the next one (:func:`sweep`). Each container runs attached (``podman run``, not
+``-d``) as a supervised :class:`~disagg_tools.local.children.Child`, so its output is its
+log, its exit is the container's, and a SIGTERM to it reaches the container
+(``--sig-proxy``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import json
@@ -19,18 +21,20 @@ import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+import aiohttp
 
 from disagg_tools.local.children import Child, spawn, start_child, stop_children
+from disagg_tools.local.kubelet import prober
 from disagg_tools.local.kubelet.rules import containers
+from disagg_tools.local.kubelet.rules.probes import SUCCESS, Rule
 from disagg_tools.local.rules.podman import (
     RUN_LABEL,
     ContainerPlan,
@@ -45,8 +49,8 @@ OWNER_LABEL = "disagg.dev/up-owner"  # the pid of the disagg up that made it
 PODMAN_TIMEOUT_S = 120.0
 SHM_ROOT = "/dev/shm"  # the host's tmpfs, for memory emptyDirs
 FIRST_POD_HOST = 10  # pod addresses start at .10 of the run's subnet
+EXEC_START_S = 5  # what a `podman exec` may take to start, on top of an exec probe's timeout
 Say = Callable[[str], None]
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # pod IPs: no proxy
 
 
 class PodmanError(RuntimeError):
@@ -265,15 +269,14 @@ class PodRuntime:
     def stop(
         self, children: Sequence[Child], grace_s: float, sig: signal.Signals = signal.SIGTERM
     ) -> None:
-        """``podman stop`` (SIGTERM, SIGKILL after ``grace_s``) or ``podman kill`` for
-        SIGKILL, then the attached clients are reaped."""
-        names = [n for n, child in self.children.items() if any(child is c for c in children)]
-        if names and sig == signal.SIGKILL:
-            podman("kill", *names, check=False)
-        elif names:
-            podman("stop", "--time", str(math.ceil(grace_s)), *names, check=False,
-                   timeout=grace_s + PODMAN_TIMEOUT_S)  # fmt: skip
+        """``sig`` to each attached client, which passes it to its container
+        (``--sig-proxy``) and exits with the container's status, SIGKILL at the end of
+        ``grace_s``; then ``podman kill`` of those containers, for what a killed client
+        (SIGKILL is not passed on) left running."""
         stop_children(children, grace_s, sig)
+        names = [n for n, child in self.children.items() if any(child is c for c in children)]
+        if names:
+            podman("kill", *names, check=False)
 
     def exec_argv(
         self, run: containers.PodRun, process: containers.Process, command: Sequence[str]
@@ -288,27 +291,14 @@ class PodRuntime:
         return self.children[container_name(pod, c)]
 
     def check(self, pod: PodPlan, c: ContainerPlan, probe: Probe) -> bool:
-        """One run of ``probe`` against container ``c``, as a kubelet runs it."""
-        timeout = max(probe.timeout_s, 0.5)
-        if probe.kind == "http":
-            url = f"http://{pod.ip}:{probe.port}{probe.path}"
-            try:
-                with _DIRECT.open(url, timeout=timeout) as resp:
-                    return 200 <= int(resp.status) < 400
-            except (urllib.error.URLError, OSError, ValueError):
-                return False
-        if probe.kind == "tcp":
-            try:
-                with socket.create_connection((pod.ip, probe.port), timeout=timeout):
-                    return True
-            except OSError:
-                return False
-        if probe.kind == "exec":
-            done = podman(
-                "exec", container_name(pod, c), *probe.command, check=False, timeout=timeout + 5
-            )
-            return done.returncode == 0
-        return True
+        """One run of ``probe`` against container ``c``: the kubelet's prober
+        (:func:`~disagg_tools.local.kubelet.prober.attempt`, HTTP and TCP from this host to
+        the pod's IP, an exec through this driver)."""
+        if probe.kind == "sleep":
+            return True
+        run = containers.PodRun(pod.name, pod.namespace, pod.ip, [], pod.grace_s)
+        process = containers.Process(c.name, [], dict(c.env), {"name": c.name})
+        return asyncio.run(_attempt(run, process, kubelet_rule(probe), self)) == SUCCESS
 
     def wait_ready(
         self, pod: PodPlan, c: ContainerPlan, child: Child, timeout_s: float, say: Say
@@ -425,3 +415,27 @@ def _in_use(pod: str) -> str:
 def describe_images(mapping: Mapping[str, str]) -> Iterable[str]:
     for rendered, local in mapping.items():
         yield f"  image {rendered}" + ("" if rendered == local else f" → {local} (built here)")
+
+
+def kubelet_rule(probe: Probe) -> Rule:
+    """A planned probe as the kubelet's prober takes it (its timing is the caller's). An
+    exec gets ``EXEC_START_S`` on top of its timeout: the ``podman exec`` client's own
+    start, which a kubelet's CRI exec does not pay."""
+    action: dict[str, Any]
+    timeout = max(1, math.ceil(probe.timeout_s))
+    if probe.kind == "http":
+        action = {"httpGet": {"port": probe.port, "path": probe.path}}
+    elif probe.kind == "tcp":
+        action = {"tcpSocket": {"port": probe.port}}
+    else:
+        action, timeout = {"exec": {"command": list(probe.command)}}, timeout + EXEC_START_S
+    return Rule(probe.kind, action, timeout=timeout)
+
+
+async def _attempt(
+    run: containers.PodRun, process: containers.Process, rule: Rule, driver: PodRuntime
+) -> str:
+    async with aiohttp.ClientSession() as http:  # no proxy: pod IPs are this host's
+        return await prober.attempt(
+            http, run, process, rule, driver.exec_env(process.env), driver=driver
+        )
