@@ -175,3 +175,37 @@ def tcp_markdown_table() -> str:
     for s in TCP_SETTINGS:
         lines.append(f"| `{s.name}` | `{s.value}` | `{s.default}` | {s.why} |")
     return "\n".join(lines) + "\n"
+
+
+# The wire a transport moves bytes on, as the transfer canary reports it and the operator's
+# derivation expects it (docs/troubleshooting.md, UnexpectedTransport).
+SHARED_MEMORY = "shared-memory"
+TCP = "tcp"
+RDMA = "rdma"
+IN_PROCESS = "in-process"
+UNKNOWN = "unknown"
+WIRES = (SHARED_MEMORY, TCP, RDMA, IN_PROCESS, UNKNOWN)
+
+
+def wire(transport: str) -> str:
+    """The wire of a transport UCX names in its protocol report (``cma``, ``tcp``,
+    ``rc_mlx5``...): tcp, rdma (any other network transport), shared-memory (host reach:
+    shared memory, CMA, a device IPC handle), in-process, or unknown (a name this table
+    lacks)."""
+    if transport == "tcp":
+        return TCP
+    found = TRANSPORTS.get(transport)
+    if found is None:
+        return UNKNOWN
+    return {NETWORK: RDMA, HOST: SHARED_MEMORY, PROCESS: IN_PROCESS}[found.reach]
+
+
+def wires_of(tls: str) -> frozenset[str]:
+    """The wires a ``UCX_TLS`` value lets UCX use between processes: those of its names
+    (``all`` and an exclusion, ``^…``, leave every wire the exclusion does not name)."""
+    listed = names(tls)
+    if tls.startswith("^") or "all" in listed or not listed:
+        dropped = {wire(n) for n in listed} if tls.startswith("^") else set()
+        kept = {TCP, RDMA, SHARED_MEMORY} - (dropped & {TCP})
+        return frozenset(kept)
+    return frozenset(wire(n) for n in listed) - {IN_PROCESS}

@@ -1,10 +1,11 @@
-"""`disagg worker serve|drain|canary|probe`: the in-pod worker's entry points.
+"""`disagg worker serve|drain|canary|probe|wire`: the in-pod worker's entry points.
 
 I/O shell. ``serve`` reads :class:`WorkerConfig` from ``DISAGG_*`` env (what the operator
 renders into the pod) with flags on top, starts the engine and transfer agent, serves HTTP
 until SIGTERM, then closes the agent. ``drain`` is the pods' preStop: it waits until the
 worker has nothing in flight (``disagg_worker.serve.drain``). ``probe`` is the
-transfer-path self-check (``disagg_worker.transfer.probe``), imported only when asked for.
+transfer-path self-check (``disagg_worker.transfer.probe``), imported only when asked for;
+``wire`` the canary's wire peer and probe (``disagg_worker.transfer.wire``).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ async def _serve(config: WorkerConfig) -> str | None:
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in {"-h", "--help"}:
-        print("usage: disagg worker {serve,drain,canary,probe} [options]")
+        print("usage: disagg worker {serve,drain,canary,probe,wire} [options]")
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     if command == "serve":
@@ -136,6 +137,10 @@ def main(argv: list[str]) -> int:
             return 2
         result: int = probe.main(rest)
         return result
-    known = "serve, drain, canary or probe"
+    if command == "wire":
+        from disagg_worker.transfer import wire
+
+        return wire.main(rest)
+    known = "serve, drain, canary, probe or wire"
     print(f"disagg worker: unknown command {command!r}; use {known}", file=sys.stderr)
     return 2

@@ -1,7 +1,7 @@
 """Derived KV-transfer values every engine shares: the buffer device of each role, its
 UCX transports, whether the two pools run different attention layouts, the lease, what
 RDMA adds to a pool (env, networks, IPC_LOCK), UCX's settings for a pool that moves KV over
-TCP, and the canary's bandwidth floor.
+TCP, the canary's bandwidth floor, and the wire the canary's wire probe should find.
 
 The platform table is a value passed in (the operator's settings: the built-ins plus what
 its platforms file declares), never a registry read here. Engine-specific values (vLLM's
@@ -98,6 +98,23 @@ def bandwidth_floor(spec: DeploymentSpec) -> float | None:
     blocks = [rdma(spec, role) for role in ROLES]
     floors = [b.min_bandwidth_gbytes_per_second or RDMA_FLOOR_GBPS for b in blocks if b]
     return min(floors) if floors else None
+
+
+def expected_wires(spec: DeploymentSpec, table: Table) -> dict[str, tuple[str, ...]]:
+    """The wires a decode pod's wire probe may find UCX using, by where UCX sees the
+    prefill pod. ``inter-node`` (its own namespaces, as two pods have): rdma where an RDMA
+    block models it, else tcp (an RDMA NIC nobody modelled is a surprise too), as far as
+    the decode's UCX_TLS allows. ``intra-node`` (one host, shared namespaces: processes,
+    or pods sharing the host's): shared memory, whatever the list says: tcp there is the
+    quiet fallback of a failed CUDA IPC or CMA (vLLM PR #55906). Empty where libfabric
+    moves the KV (no UCX to ask)."""
+    found = rdma(spec, "decode") or rdma(spec, "prefill")
+    if found is not None and found.transport == "libfabric":
+        return {}
+    allowed = ucx.wires_of(ucx_tls(spec, "decode", table))
+    modelled = ucx.RDMA if found is not None else ucx.TCP
+    between = (modelled,) if modelled in allowed else tuple(sorted(allowed & {ucx.RDMA, ucx.TCP}))
+    return {"intra-node": (ucx.SHARED_MEMORY,), "inter-node": between}
 
 
 def mixed_attention(spec: DeploymentSpec) -> bool:

@@ -11,7 +11,7 @@ from :data:`TABLE`.
 
 from __future__ import annotations
 
-from disagg_contract.canary import BUSY, RECOMPUTED, SLOW, UNREACHABLE
+from disagg_contract.canary import BUSY, RECOMPUTED, SLOW, UNEXPECTED_TRANSPORT, UNREACHABLE
 from disagg_operator.api.status import ENGINE_VERSION_KNOWN, Reason
 from disagg_operator.engines.settings import BUILTIN_ENGINES
 from disagg_operator.planning.rollout import BLOCKED, PAUSED
@@ -83,6 +83,9 @@ TABLE: tuple[Reason, ...] = (
            "the pool is saturated (decode pods stay Ready)"),
     Reason(TRANSFER_PATH_READY, "False", UNREACHABLE, "no prefill pod took a canary's "
            "connection"),
+    Reason(TRANSFER_PATH_READY, "False", UNEXPECTED_TRANSPORT, "a canary's wire probe found UCX "
+           "on a wire the derivation does not expect there (tcp where shared memory or RDMA "
+           "was expected; the pods serve)"),
     Reason(TRANSFER_PATH_READY, "False", SLOW, "a canary says its KV moved slower than the floor "
            "(transferCanary.minBandwidthGbytesPerSecond or the RDMA block's)"),
     Reason(TRANSFER_PATH_READY, "False", CANARY_FAILING, "some running decode pod's canary "

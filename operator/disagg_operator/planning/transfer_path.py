@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # the reasons the canary reports, first word of its problem
-from disagg_contract.canary import BUSY, RECOMPUTED, SLOW, UNREACHABLE
+from disagg_contract.canary import BUSY, RECOMPUTED, SLOW, UNEXPECTED_TRANSPORT, UNREACHABLE
 from disagg_operator.api import CANARY_PORT, LABEL_ROLE, DeploymentSpec
 from disagg_operator.derive.scaling import effective_replicas
 from disagg_operator.engines.settings import Settings
@@ -137,6 +137,13 @@ TOLD = (
         "No prefill pod accepted the canary's connection in {n} of {m} decode pod(s): "
         "{pods}: none is Ready behind the revision's Service, or DNS or a policy is in the "
         "way; decode pods stay Ready and serve what needs no prefill.",
+    ),
+    (
+        UNEXPECTED_TRANSPORT,
+        False,
+        "UCX moved the canary's wire probe over a transport the deployment does not expect "
+        "in {n} of {m} decode pod(s): {pods}: the path works and the pods serve, but not on "
+        "the wire modelled for it (docs/troubleshooting.md).",
     ),
     (
         SLOW,

@@ -16,6 +16,12 @@ Image: the canary needs the ``disagg`` command: ``spec.transferCanary.image``, e
 the engine says (:meth:`Engine.canary_image`: the reference engine's own image has it; a
 vLLM image does not, so engine vllm takes the operator's ``--canary-image`` from the
 settings); with neither, decode pods get no canary and TransferPathReady says so.
+
+The wire check: each prefill pod runs a wire peer (:func:`wire_peer`, ``disagg worker wire
+peer``) and each canary probes one with the engine's UCX env (``--wire-peer-port``), told
+the wires :func:`disagg_operator.derive.transfer.expected_wires` expects
+(``--expect-wire``); a canary that finds another says UnexpectedTransport. Both carry the
+engine container's ``UCX_*`` env (:func:`ucx_env`), so UCX chooses as it does for the engine.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from disagg_contract.canary import WIRE_PEER_PORT, expect_wire_args
 from disagg_operator.api import CANARY_PORT, HTTP_PORT, ROLES, DeploymentSpec
 from disagg_operator.api.podtemplate import CANARY_CONTAINER
 from disagg_operator.derive import model as model_source
@@ -41,7 +48,15 @@ PROBE_SLACK_S = 2
 FAILURE_THRESHOLD = 2
 FRESH_PERIODS = 3
 RESOURCES: dict[str, Any] = {
-    # the canary process: ~50 MB RSS measured (aiohttp, no torch)
+    # the canary process: ~50 MB RSS measured (aiohttp, no torch), and its wire probe
+    # process for a second now and then: ~80 MB (NIXL and UCX, no torch)
+    "requests": {"cpu": "10m", "memory": "64Mi"},
+    "limits": {"memory": "192Mi"},
+}
+WIRE_PEER = "wire-peer"  # the prefill pods' container that wire probes read from
+WIRE_PEER_PORT_NAME = "wire-peer"
+WIRE_PEER_RESOURCES: dict[str, Any] = {
+    # NIXL and UCX with a 1 MiB buffer, no torch: ~55 MB RSS measured
     "requests": {"cpu": "10m", "memory": "64Mi"},
     "limits": {"memory": "128Mi"},
 }
@@ -122,6 +137,7 @@ def container(
     for role in ROLES:  # data-parallel engines: the canary proves each one's side channel
         if engine.data_parallel_size(spec, role) > 1:
             args += [f"--{role}-ranks", str(engine.data_parallel_size(spec, role))]
+    args += wire_args(spec, settings)
     args += protocol_args(engine)
     alive = {
         "httpGet": {"path": "/metrics", "port": CANARY_PORT},
@@ -138,6 +154,40 @@ def container(
         "livenessProbe": alive,
         "resources": {k: dict(v) for k, v in RESOURCES.items()},
     }
+
+
+def wire_args(spec: DeploymentSpec, settings: Settings) -> list[str]:
+    """The canary's wire check flags: the peers' port and the wires expected; none where
+    libfabric moves the KV (UCX is not on the path)."""
+    expected = transfer.expected_wires(spec, settings.platforms)
+    if not expected:
+        return []
+    return ["--wire-peer-port", str(WIRE_PEER_PORT), *expect_wire_args(expected)]
+
+
+def wire_peer(spec: DeploymentSpec, settings: Settings) -> dict[str, Any] | None:
+    """The prefill pods' wire peer container (the canary's image), None when decode pods
+    get no canary or run no wire check."""
+    chosen = image(spec, settings)
+    if chosen is None or not wire_args(spec, settings):
+        return None
+    return {
+        "name": WIRE_PEER,
+        "image": chosen,
+        "command": ["disagg", "worker", "wire", "peer"],
+        # 0.0.0.0 spelled out: a local run puts the pod's own address there
+        "args": ["--host", "0.0.0.0", "--port", str(WIRE_PEER_PORT)],
+        "ports": [
+            {"name": WIRE_PEER_PORT_NAME, "containerPort": WIRE_PEER_PORT, "protocol": "TCP"}
+        ],
+        "resources": {k: dict(v) for k, v in WIRE_PEER_RESOURCES.items()},
+    }
+
+
+def ucx_env(engine: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``UCX_*`` entries of the engine container's env: what the canary's wire probe and
+    the wire peer run UCX with."""
+    return [dict(e) for e in engine.get("env", []) if str(e.get("name", "")).startswith("UCX_")]
 
 
 def engine_readiness(spec: DeploymentSpec) -> dict[str, Any]:
@@ -186,6 +236,15 @@ def derivation_rows() -> list[tuple[str, str, str, str]]:
             "T",
             "T // 2",
             "every kubelet probe runs a canary; other probes in between reuse the result",
+        ),
+        (
+            "canary --expect-wire",
+            "the decode's UCX_TLS, an RDMA block (ucx)",
+            "inter-node: rdma where RDMA is modelled, else tcp; intra-node: shared-memory; "
+            "libfabric: none",
+            "the wire UCX chose for the canary's wire probe must be the one modelled: tcp "
+            "where RDMA or shared memory was meant (a failed CUDA IPC or CMA falls back to it "
+            "quietly) is UnexpectedTransport",
         ),
         (
             "canary --fresh-s",

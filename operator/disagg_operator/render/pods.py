@@ -123,12 +123,15 @@ def pod(
     canary = (
         render_canary.container(spec, name, engine_port(spec, role), kv, settings)
         if role == "decode"
-        else None
+        else render_canary.wire_peer(spec, settings)
     )
     if canary is not None:
-        # the canary (our worker image) is an HTTP client that writes nothing
+        # the canary and the wire peer (our worker image) write nothing; both run UCX as
+        # the engine does
         security = {**CONTAINER_SECURITY, "readOnlyRootFilesystem": True}
-        containers.append({**canary, "securityContext": security})
+        env = render_canary.ucx_env(containers[0])
+        containers.append({**canary, **({"env": env} if env else {}), "securityContext": security})
+    if canary is not None and role == "decode":
         containers[0]["readinessProbe"] = render_canary.engine_readiness(spec)
     pod_spec: dict[str, Any] = {
         "hostname": pod_name,

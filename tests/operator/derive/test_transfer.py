@@ -1,5 +1,6 @@
 """UCX's TCP settings in the rendered pods: every pool that moves KV over UCX TCP, none over
-RDMA or a transport list without tcp, and a user's own value always kept."""
+RDMA or a transport list without tcp, and a user's own value always kept; and the wire a
+canary's wire probe should find, by where UCX sees the peer."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from disagg_contract import ucx
 from disagg_operator.derive import transfer
+from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.render import objects as render
 from disagg_operator.validation import spec as validation
 from tests.operator.builders import body, by_kind, env_of, role
@@ -83,3 +85,35 @@ def test_a_users_own_value_is_never_overridden() -> None:
 
 def test_the_names_render_refuses_under_rdma_are_the_rdma_ones_only() -> None:
     assert not set(ucx.tcp_env()) & set(transfer.rdma_env_names())
+
+
+def _expected(obj: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    dd, problems = validation.parse(obj)
+    assert dd is not None and not problems, problems
+    return transfer.expected_wires(dd.spec, DEFAULT.platforms)
+
+
+EFA = {"transport": "libfabric", "resources": {"vpc.amazonaws.com/efa": 4}}
+
+
+@pytest.mark.parametrize(
+    ("obj", "inter"),
+    [
+        (body(), ("tcp",)),  # cpu pools (tcp,self)
+        (body(kvTransfer={"ucxTls": "tcp,cma,self"}), ("tcp",)),
+        # RDMA modelled (rc,ud,cuda_copy,self): rdma, never tcp
+        (_gpu_pair(rdma=IB), ("rdma",)),
+        # GPUs without an RDMA block: tcp between pods (an unmodelled NIC is a surprise)
+        (_gpu_pair(), ("tcp",)),
+    ],
+)
+def test_the_wire_expected_between_pods_follows_what_is_modelled(
+    obj: dict[str, Any], inter: tuple[str, ...]
+) -> None:
+    # on one host with shared namespaces, shared memory whatever UCX_TLS says: tcp there
+    # is the fallback of a failed CUDA IPC or CMA
+    assert _expected(obj) == {"intra-node": ("shared-memory",), "inter-node": inter}
+
+
+def test_libfabric_expects_no_ucx_wire() -> None:
+    assert _expected(_gpu_pair(rdma=EFA, backends=["LIBFABRIC"])) == {}

@@ -52,13 +52,13 @@ def _spec(obj: dict[str, Any]) -> Any:
 WITH_CANARY = Settings(canary_image="example.com/disagg-worker:1")
 
 
-def test_every_decode_pod_gets_the_canary_and_prefill_pods_do_not() -> None:
+def test_every_decode_pod_gets_the_canary_and_prefill_pods_its_wire_peer() -> None:
     obj = body(decode=role(replicas=2), kvTransfer={"transferDeadlineSeconds": 20})
     pods = _pods(obj)
     for pod in pods:
         names = [c["name"] for c in pod["spec"]["containers"]]
         is_decode = pod["metadata"]["labels"]["disagg.dev/role"] == "decode"
-        assert names == (["engine", canary.NAME] if is_decode else ["engine"])
+        assert names == ["engine", canary.NAME if is_decode else canary.WIRE_PEER]
     c = _decode(pods)[0]["spec"]["containers"][1]
     assert c["image"] == "example.com/reference:1"  # the reference image has `disagg`
     assert c["command"] == ["disagg", "worker", "canary"]
@@ -308,3 +308,25 @@ def test_the_condition_comes_last_and_moves_its_time_only_on_a_flip() -> None:
     assert moved["status"] == "False" and moved["lastTransitionTime"] == "2026-01-01T12:05:00Z"
     assert _cond(failing, "Progressing")["lastTransitionTime"] == "2026-01-01T12:00:00Z"
     assert status.REASONS["TransferPathReady"] >= {moved["reason"]}
+
+
+def test_a_canary_that_found_an_unexpected_wire_sets_unexpected_transport() -> None:
+    from disagg_worker.serve.rules.canary_verdict import Result, verdict
+    from disagg_worker.serve.rules.canary_wire import Wire, transport_problem
+
+    obj = body(decode=role(replicas=2), transferCanary={"minBandwidthGbytesPerSecond": 5})
+    pods = _running(_pods(obj), {})
+    # what a canary says (its own rules): tcp where the derivation expects shared memory,
+    # and slow as well; the wire is named first, and it is the condition's reason
+    tcp = Wire("intra-node", "tcp", "tcp/lo software emulation (intra-node)")
+    odd = transport_problem(tcp, {"intra-node": ("shared-memory",)})
+    slow = "SlowTransport: the KV moved at 0.131 GB/s"
+    said = verdict(Result(9.0, 12.0, None, None, slow, wire=tcp, odd=odd), 10.0, 30.0)
+    assert said.ready and odd is not None
+    found = condition(_spec(obj), pods, DEFAULT, said={"demo-decode-1": Said(True, said.reason)})
+    assert found[:2] == ("False", "UnexpectedTransport")
+    assert "1 of 2 decode pod(s): demo-decode-1:" in found[2]
+    # the message names both: what UCX chose and what was expected
+    assert "over tcp (tcp/lo software emulation (intra-node))" in found[2]
+    assert "expects shared-memory for an intra-node peer" in found[2]
+    assert status.REASONS["TransferPathReady"] >= {"UnexpectedTransport"}

@@ -82,7 +82,8 @@ async def test_the_condition_follows_a_frozen_prefill_while_every_pod_stays_read
         got = await converge(emulator)
         decode = got["demo-decode-0"]
         assert [c["name"] for c in decode["spec"]["containers"]] == ["engine", CANARY]
-        assert [c["name"] for c in got["demo-prefill-0"]["spec"]["containers"]] == ["engine"]
+        prefill = got["demo-prefill-0"]["spec"]["containers"]
+        assert [c["name"] for c in prefill] == ["engine", "wire-peer"]  # the canary probes it
 
         kubelet_probe(emulator, "demo-decode-0", True)  # at the canary's address
         passing = await until("TransferPathReady=True", lambda: transfer_path(emulator, "True"))

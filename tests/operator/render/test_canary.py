@@ -1,17 +1,19 @@
 """The transfer canary's bandwidth floor: render passes derive's floor to the canary as
-``--min-bandwidth-gbps`` (below it the canary says SlowTransport), and nothing without one."""
+``--min-bandwidth-gbps`` (below it the canary says SlowTransport), and nothing without one;
+its wire check: the prefill pods' wire peer, the wires expected, the engine's UCX env."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
+from disagg_contract.canary import WIRE_PEER_PORT
 from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.render import canary
 from disagg_operator.render.objects import render
 from disagg_operator.validation import spec as validation
 from disagg_worker.serve.canary import parser
-from tests.operator.builders import body, by_kind, role
+from tests.operator.builders import body, by_kind, env_of, role
 
 FLAG = "--min-bandwidth-gbps"
 SETTINGS = dataclasses.replace(DEFAULT, canary_image="example.com/disagg-worker:1")
@@ -84,3 +86,36 @@ def test_the_decode_engine_is_gated_by_the_canary_and_the_canary_probes_only_its
     off = _containers(body(transferCanary={"enabled": False}), "decode")
     assert set(off) == {"engine"}
     assert off["engine"]["readinessProbe"]["httpGet"] == {"path": "/health", "port": 8000}
+
+
+def test_the_canary_probes_the_prefill_pods_wire_peer_with_the_engines_ucx_env() -> None:
+    obj = body(kvTransfer={"ucxTls": "tcp,cma,self"})
+    decode, prefill = _containers(obj, "decode"), _containers(obj, "prefill")
+    args = decode[canary.NAME]["args"]
+    parsed = parser().parse_args(args)  # the worker's own parser takes what render wrote
+    assert parsed.wire_peer_port == 8091 == WIRE_PEER_PORT
+    assert dict(parsed.expect_wire) == {"intra-node": ("shared-memory",), "inter-node": ("tcp",)}
+    peer = prefill[canary.WIRE_PEER]
+    assert peer["image"] == decode[canary.NAME]["image"]  # the canary's: it has `disagg`
+    assert peer["command"] == ["disagg", "worker", "wire", "peer"]
+    assert peer["args"] == ["--host", "0.0.0.0", "--port", "8091"]
+    assert peer["ports"] == [{"name": "wire-peer", "containerPort": 8091, "protocol": "TCP"}]
+    assert peer["securityContext"]["readOnlyRootFilesystem"] is True
+    # both run UCX as their pod's engine does: the same UCX_* env, nothing else
+    for name, container in ((canary.NAME, decode), (canary.WIRE_PEER, prefill)):
+        engine = {k: v for k, v in env_of(container["engine"]).items() if k.startswith("UCX_")}
+        assert engine["UCX_TLS"] == "tcp,cma,self"
+        assert env_of(container[name]) == engine
+
+
+def test_no_canary_no_wire_peer_and_libfabric_no_wire_check() -> None:
+    assert set(_containers(body(transferCanary={"enabled": False}), "prefill")) == {"engine"}
+    efa = {"transport": "libfabric", "resources": {"vpc.amazonaws.com/efa": 4}}
+    pair = {
+        "engine": "vllm",
+        "prefill": role("cuda", resources=dict(GPU)),
+        "decode": role("cuda", resources=dict(GPU)),
+    }
+    obj = body(**pair, kvTransfer={"rdma": efa, "backends": ["LIBFABRIC"]})
+    assert set(_containers(obj, "prefill")) == {"engine"}
+    assert "--wire-peer-port" not in _args(obj) and "--expect-wire" not in _args(obj)

@@ -18,12 +18,14 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 from aiohttp import web
 
 from disagg_contract import commandline
+from disagg_contract.canary import parse_expect_wire
 from disagg_worker.serve import pd
 from disagg_worker.serve.canary_config import CanaryConfig, from_args
 from disagg_worker.serve.pd.base import Page
@@ -51,6 +53,7 @@ from disagg_worker.serve.rules.canary_verdict import (
     token_problem,
     verdict,
 )
+from disagg_worker.serve.rules.canary_wire import Wire, transport_problem, wire_fields, wire_from
 
 DEFAULT_PORT = 8090
 PATH = "/v1/completions"
@@ -73,6 +76,8 @@ class Canary:
         self.warmed: set[int] = set()  # decode engines (of the instance now answering)
         # that served one plain completion
         self.latch = Latch()
+        self.wire: Wire | None = None  # the last wire probe's finding
+        self._wire_at: float | None = None  # when the last wire probe ran
         self._running: asyncio.Future[Result] | None = None
 
     async def start(self, _: web.Application | None = None) -> None:
@@ -105,6 +110,7 @@ class Canary:
         identity, answers = await self.engine()
         if self.latch.seen(identity, answers):
             self.warmed, self.last = set(), None  # a new engine: warm it, prove it again
+            self._wire_at = None  # and probe its wire again
             _log({"event": "engine_changed", "decode": self.config.decode, "engine": identity})
         if self.latch.ready:
             self.kick()  # keep the verdict current; the probe does not wait for it
@@ -138,7 +144,7 @@ class Canary:
 
     async def _run(self) -> Result:
         try:
-            result = await self.once()
+            result = await self.wired(await self.once())
             if flipped(self.last, result):
                 _log_flip(self, result)
             self.last = result
@@ -182,6 +188,30 @@ class Canary:
         slow = None if problem else bandwidth_problem(moved, self.config.min_gbps)
         now = self.clock()
         return Result(now, (now - t0) * 1e3, problem, moved, slow, tuple(ranks))
+
+    async def wired(self, result: Result) -> Result:
+        """``result`` with the wire probe's finding and whether it is expected, when the
+        canary passed (:meth:`probe_wire`)."""
+        if not result.passed:
+            return result
+        wire = await self.probe_wire()
+        return replace(result, wire=wire, odd=transport_problem(wire, self.config.expect_wire))
+
+    async def probe_wire(self) -> Wire | None:
+        """The wire UCX chooses between this pod and a prefill pod with this pod's UCX
+        settings: a ``disagg worker wire probe`` process (it imports NIXL, the canary does
+        not), at most once per ``wire_interval_s``; between probes, the last finding."""
+        url, now = self.config.wire_peer(), self.clock()
+        if url is None:
+            return None
+        if self._wire_at is not None and now - self._wire_at < self.config.wire_interval_s:
+            return self.wire
+        self._wire_at = now
+        found = await _wire_probe(url, self.config.timeout_s)
+        self.wire = wire_from(found)
+        if self.wire is None:
+            _log({"event": "wire_probe", "peer": url, **found})
+        return self.wire
 
     def _rank(self, rank: int) -> dict[str, str]:
         """The headers that send a hop to engine ``rank`` (a protocol that cannot tell an
@@ -262,6 +292,31 @@ class Canary:
         return kv_fields(result.transfer if result else None, self.config.min_gbps)
 
 
+async def _wire_probe(url: str, timeout_s: float) -> dict[str, Any]:
+    """What ``disagg worker wire probe --peer url`` printed (its JSON line), or why not."""
+    argv = ["-m", "disagg_worker.transfer.wire", "probe", "--peer", url]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, *argv, "--timeout-s", f"{timeout_s:g}",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        # its own deadline bounds the READ; this bounds NIXL's start and a hang
+        out, err = await asyncio.wait_for(proc.communicate(), 2 * timeout_s + 10)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return {"ok": False, "error": f"the wire probe gave no answer in {2 * timeout_s + 10:g} s"}
+    lines = [x for x in out.decode(errors="replace").splitlines() if x.startswith("{")]
+    try:
+        found = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        tail = err.decode(errors="replace").strip().splitlines()[-3:]
+        return {"ok": False, "error": f"the wire probe exited {proc.returncode}: {tail}"}
+    return found
+
+
 def _log(line: dict[str, Any]) -> None:
     print(json.dumps(line), file=sys.stderr, flush=True)
 
@@ -275,7 +330,8 @@ def _log_flip(canary: Canary, result: Result) -> None:
             "decode": canary.config.decode,
             "took_ms": round(result.took_ms, 1),
             "problem": result.problem,
-            "transport": result.slow,
+            "transport": result.notes,
+            "wire": result.wire.chose if result.wire else None,
             "kv_gbytes_per_second": canary.kv_fields(result)["kv_gbytes_per_second"],
         }
     )
@@ -293,6 +349,7 @@ def _body(canary: Canary) -> dict[str, Any]:
         "decode": canary.config.decode,
         **canary.kv_fields(canary.last),
         **_ranks(canary.last),
+        **wire_fields(canary.last.wire if canary.last else None, canary.config.expect_wire),
     }
 
 
@@ -399,6 +456,25 @@ def parser() -> argparse.ArgumentParser:
             "canary sends one P/D request to each engine pair (the protocol tells each hop "
             "its engine)",
         )
+    p.add_argument(
+        "--wire-peer-port",
+        type=int,
+        metavar="PORT",
+        help="probe the wire UCX chooses against the prefill pods' `disagg worker wire "
+        "peer` on this port (at the --prefill URL's host); default: no wire probe",
+    )
+    p.add_argument(
+        "--expect-wire",
+        type=parse_expect_wire,
+        action="append",
+        metavar="SCOPE=WIRE[,WIRE]",
+        help="say UnexpectedTransport (still passing) when UCX saw the peer in SCOPE "
+        "(intra-node, inter-node) and chose none of these wires (tcp, rdma, "
+        "shared-memory...); repeatable",
+    )
+    p.add_argument(
+        "--wire-interval-s", type=float, default=300.0, help="at most one wire probe per this"
+    )
     p.add_argument("--once", action="store_true", help="run one canary, print it, exit 0/1")
     pd.add_argument(p)
     return p
@@ -442,11 +518,12 @@ def main(argv: list[str]) -> int:
 async def _once(canary: Canary) -> int:
     await canary.start()
     try:
-        result = await canary.once()
+        result = await canary.wired(await canary.once())
     finally:
         await canary.close()
     line = {"event": "canary", "passed": result.passed, "took_ms": round(result.took_ms, 1)}
-    line |= {"problem": result.problem, "transport": result.slow, **canary.kv_fields(result)}
+    line |= {"problem": result.problem, "transport": result.notes, **canary.kv_fields(result)}
+    line |= wire_fields(result.wire, canary.config.expect_wire)
     line |= _ranks(result)
     print(json.dumps(line), flush=True)
     return 0 if result.passed else 1

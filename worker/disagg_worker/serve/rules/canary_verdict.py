@@ -4,8 +4,9 @@ A canary is the P/D request pair any client makes through the engine's own API, 
 P/D protocol (:mod:`disagg_worker.serve.pd`); the decode can return a token only after
 reading the prefill's KV, so a pass proves the whole path (DNS, side channel, KV
 transport, both engines) at that moment. Readiness latches per engine instance
-(:class:`Latch`) apart from the verdict, and a slow path passes with ``SlowTransport``,
-because a path that still serves must never make the pod unready. Timing, reasons and
+(:class:`Latch`) apart from the verdict, and a slow path passes with ``SlowTransport``, a
+path over an unexpected wire with ``UnexpectedTransport``, because a path that still
+serves must never make the pod unready. Timing, reasons and
 bandwidth: docs/worker.md (the canary) and docs/derivation.md.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 from disagg_contract.canary import BUSY, RECOMPUTED, SLOW, UNREACHABLE
 from disagg_worker.serve.pd import KV_TRANSFER_PARAMS, PdProtocol
 from disagg_worker.serve.pd.base import Page
+from disagg_worker.serve.rules.canary_wire import Wire
 
 # A short fixed text: a few tokens for any tokenizer, one KV block for any block size.
 PROMPT = "The transfer path works."
@@ -63,6 +65,15 @@ class Result:
     transfer: Transfer | None = None
     slow: str | None = None  # passed, but the KV moved below the floor (SlowTransport: ...)
     ranks: tuple[Rank, ...] = ()
+    wire: Wire | None = None  # the wire probe's finding (None: not probed)
+    odd: str | None = None  # passed, but over an unexpected wire (UnexpectedTransport: ...)
+
+    @property
+    def notes(self) -> str | None:
+        """What a passing canary says besides passing: the wire first (it explains a slow
+        path), then the bandwidth."""
+        found = [n for n in (self.odd, self.slow) if n]
+        return "; ".join(found) or None
 
     @property
     def passed(self) -> bool:
@@ -230,7 +241,7 @@ def verdict(last: Result | None, now: float, fresh_s: float) -> Verdict:
             False, f"the last passing canary is {age:.0f} s old (fresh for {fresh_s:g} s)"
         )
     passed = f"the last canary passed {age:.0f} s ago in {last.took_ms:.0f} ms"
-    return Verdict(True, f"{last.slow} ({passed})" if last.slow else passed)
+    return Verdict(True, f"{last.notes} ({passed})" if last.notes else passed)
 
 
 def hop_problem(status: int, message: str) -> str:
