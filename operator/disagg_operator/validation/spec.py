@@ -281,7 +281,7 @@ def _accelerators(
     limits = (r.resources.limits if r.resources else None) or {}
     requests = (r.resources.requests if r.resources else None) or {}
     ranks = engine.devices_per_pod(spec, role)
-    nodes = r.nodes_per_instance
+    nodes, engines = r.nodes_per_instance, engine.data_parallel_size(spec, role)
     claims = bool(r.resources and r.resources.claims)
     if resource in limits and r.claimed_devices is not None:
         yield Problem(
@@ -291,7 +291,9 @@ def _accelerators(
         )
     elif resource in limits:
         at = f"spec.{role}.resources.limits[{resource}]"
-        yield from _device_count(at, limits[resource], ranks, r.tensor_parallel_size, nodes)
+        yield from _device_count(
+            at, limits[resource], ranks, r.tensor_parallel_size, nodes, engines
+        )
     elif claims and r.claimed_devices is None:
         yield Problem(
             f"spec.{role}.claimedDevices",
@@ -301,7 +303,9 @@ def _accelerators(
         )
     elif claims:
         at = f"spec.{role}.claimedDevices"
-        yield from _device_count(at, r.claimed_devices or 0, ranks, r.tensor_parallel_size, nodes)
+        yield from _device_count(
+            at, r.claimed_devices or 0, ranks, r.tensor_parallel_size, nodes, engines
+        )
     elif resource not in requests:  # else the API server's rule names it
         yield Problem(
             f"spec.{role}.resources.limits",
@@ -329,21 +333,20 @@ def _claims(spec: DeploymentSpec, role: str) -> Iterator[Problem]:
 
 
 def _device_count(
-    at: str, value: int | str, ranks: int, tp: int, nodes: int = 1
+    at: str, value: int | str, ranks: int, tp: int, nodes: int = 1, engines: int = 1
 ) -> Iterator[Problem]:
     """A pod's accelerators against the ranks that compute on them (``ranks`` per pod, an
-    instance spanning ``nodes`` pods): fewer cannot start, more sit idle (the scheduler
-    still reserves them)."""
+    instance spanning ``nodes`` pods, ``engines`` data-parallel engines a pod): fewer
+    cannot start, more sit idle (the scheduler still reserves them)."""
     try:
         count = parse_quantity(value)
     except ValueError:
         return  # reported with the quantities
     if count != int(count):
         return  # not a whole number: reported with the API server's rules
-    total = ranks * nodes
-    shown = f"tensorParallelSize {tp}" + (
-        f" x {total // tp} pipeline stages" if total != tp else ""
-    )
+    stages = ranks * nodes // (tp * engines)
+    shown = f"tensorParallelSize {tp}" + (f" x {stages} pipeline stages" if stages > 1 else "")
+    shown += f" x {engines} data-parallel engines" if engines > 1 else ""
     shown += f" over {nodes} pods" if nodes > 1 else ""
     if count < ranks:
         yield Problem(at, f"{count:g} devices for {shown}; set it to {ranks}")

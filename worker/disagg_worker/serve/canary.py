@@ -217,7 +217,7 @@ class Canary:
         """The headers that send a hop to engine ``rank`` (a protocol that cannot tell an
         engine is refused at the command line)."""
         headers = self.config.protocol.engine_rank(rank)
-        assert headers is not None, "from_args refuses ranks its protocol cannot steer"
+        assert headers is not None, "main refuses ranks its protocol cannot steer"
         return headers
 
     async def _warm(self, rank: int, hops: dict[str, dict[str, str]]) -> str | None:

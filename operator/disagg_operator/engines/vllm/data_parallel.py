@@ -22,9 +22,7 @@ def problems(spec: DeploymentSpec, p: vllm.Profile) -> Iterator[Problem]:
         yield from _role(spec, role, p)
 
 
-def _role(spec: DeploymentSpec, role: str, p: vllm.Profile) -> Iterator[Problem]:
-    r = spec.role(role)
-    args = list(r.args or [])
+def _placement(role: str, args: list[str]) -> Iterator[Problem]:
     for i, arg in enumerate(args):
         name = arg.split("=", 1)[0]
         if name in vllm.DATA_PARALLEL_PLACEMENT_FLAGS:
@@ -34,6 +32,11 @@ def _role(spec: DeploymentSpec, role: str, p: vllm.Profile) -> Iterator[Problem]
                 "balancer; the operator runs a pool's DP engines in its pod behind its API "
                 f"server: remove it (more pods: spec.{role}.replicas)",
             )
+
+
+def _role(spec: DeploymentSpec, role: str, p: vllm.Profile) -> Iterator[Problem]:
+    r = spec.role(role)
+    yield from _placement(role, list(r.args or []))
     found = derive.data_parallel_arg(r)
     if found is None:
         return

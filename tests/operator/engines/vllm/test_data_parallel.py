@@ -138,7 +138,9 @@ def test_a_gpu_pool_needs_a_gpu_per_engine_rank() -> None:
     gpus = {"limits": {"nvidia.com/gpu": 2}}
     pool = _dp(2, device="cuda", tensorParallelSize=2, resources=gpus, acceleratorMemory="24Gi")
     found = [p for p in _problems(_deployment(pool, copy.deepcopy(pool))) if "gpu" in p.field]
-    assert found and "4" in found[0].message
+    assert found and found[0].message == (
+        "2 devices for tensorParallelSize 2 x 2 data-parallel engines; set it to 4"
+    )
 
 
 def test_versions_without_per_engine_side_channels_are_refused() -> None:
