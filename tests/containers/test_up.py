@@ -138,6 +138,7 @@ def test_the_quickstart_moves_its_kv_between_two_isolated_pods(up: Any) -> None:
         "quickstart-decode-0-engine",
         "quickstart-decode-0-transfer-canary",
         "quickstart-prefill-0-engine",
+        "quickstart-prefill-0-wire-peer",
     ]
     ns: dict[str, dict[str, str]] = {}
     for name in containers:
@@ -168,6 +169,32 @@ def test_the_quickstart_moves_its_kv_between_two_isolated_pods(up: Any) -> None:
     assert run.stop() == 130
     assert "removed every pod, container, volume and network of the run" in run.text
     assert _left(run_id) == []
+
+
+def _verdict(canary: str) -> dict[str, Any]:
+    """The canary's ``GET /verdict``, asked inside its pod."""
+    ask = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8090/verdict').read().decode())"
+    found: dict[str, Any] = json.loads(podman("exec", canary, "python", "-c", ask).stdout)
+    return found
+
+
+def test_the_canary_names_the_wire_between_two_pods_tcp_as_expected(up: Any) -> None:
+    """Two pods have their own namespaces: UCX sees the prefill pod's wire peer as
+    inter-node and reads over tcp on the pod's interface, the wire the derivation expects
+    for pods with no RDMA block, so the canary passes without UnexpectedTransport."""
+    run = up()
+    run.wait_for(r"endpoint: ")
+    canary = "quickstart-decode-0-transfer-canary"
+    deadline = time.monotonic() + 120
+    while (body := _verdict(canary))["wire"] is None and time.monotonic() < deadline:
+        time.sleep(1)
+    assert body["passing"] is True, body
+    assert (body["wire"], body["wire_scope"]) == ("tcp", "inter-node"), body
+    assert body["wire_chose"].startswith("tcp/eth0 "), body
+    assert body["wire_expected"] == {"intra-node": ["shared-memory"], "inter-node": ["tcp"]}
+    assert "UnexpectedTransport" not in body["reason"], body
+    assert run.stop() == 130
+    assert _left(run.run_id) == []
 
 
 def test_prefill_tp2_feeds_a_tp1_decode_across_pods(up: Any) -> None:

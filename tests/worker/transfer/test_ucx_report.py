@@ -3,7 +3,8 @@
 tests/worker/transfer/data/ucx-1.23.0-proto-info-*.log are the UCX logs (``UCX_PROTO_INFO=y``)
 of ``disagg worker wire probe`` reading a ``disagg worker wire peer``'s 1 MiB buffer, both
 processes on one host, UCX 1.23.0 as nixl-cu12 1.5.1 bundles it: ``processes`` with UCX's
-defaults (NIXL's READ over CMA), ``processes-tcp`` with ``UCX_TLS=tcp`` forced.
+defaults (NIXL's READ over CMA), ``processes-tcp`` with ``UCX_TLS=tcp`` forced, and
+``podman-pods`` between two pods of `disagg up --runtime podman` (the worker-cpu image).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from disagg_worker.transfer.rules.ucx_report import (
+    INTER_NODE,
     INTRA_NODE,
     READ,
     SELF,
@@ -73,3 +75,15 @@ def test_lanes_are_transport_and_device_pairs() -> None:
     assert Row("0..inf", "zero-copy", "cma/memory").lanes() == (("cma", "memory"),)
     assert Row("0", "short", "tcp/eth0").lanes() == (("tcp", "eth0"),)
     assert Row("0", "short", "").lanes() == ()
+
+
+def test_between_two_pods_the_peer_is_inter_node_and_the_read_goes_over_tcp() -> None:
+    """``podman-pods``: the canary's probe in the decode pod of `disagg up --runtime podman`
+    against the prefill pod's wire peer, each pod its own namespaces, the rendered
+    ``UCX_TLS=tcp,self``; UCX's log prefix names the pod (its hostname)."""
+    report = _report("podman-pods")
+    assert {s.scope for s in selections(report)} == {SELF, INTER_NODE}
+    found = chosen_read(report)
+    assert found == Chosen(
+        scope=INTER_NODE, transports=("tcp",), devices=("eth0",), protocols=("software emulation",)
+    )
