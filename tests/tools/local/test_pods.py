@@ -168,6 +168,7 @@ def test_the_decode_pods_canary_runs_once_against_the_local_processes() -> None:
     assert flags[flags.index("--decode") + 1] == "http://127.0.0.1:2"
     assert flags.count("--prefill") == flags.count("--decode") == 1  # the Service's URL is gone
     assert flags[-1] == "--once" and "--timeout-s" in flags
+    assert "--wire-peer-port" in decode.canary and "--wire-peer-port" not in flags  # no peers
 
 
 def test_a_tensor_parallel_vllm_pod_binds_one_core_list_per_rank() -> None:

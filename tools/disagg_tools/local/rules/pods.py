@@ -179,10 +179,12 @@ def _canary_args(pod: dict[str, Any]) -> list[str]:
 
 
 def canary_argv(pod: LocalPod, prefill_url: str, decode_url: str) -> list[str]:
-    """The pod's canary, run once against the local processes (empty: it has none)."""
+    """The pod's canary, run once against the local processes (empty: it has none); no
+    wire check: `disagg up` runs the engines, not the prefill pods' wire peers."""
     if not pod.canary:
         return []
     args = without_flag(without_flag(pod.canary, "--prefill"), "--decode")
+    args = without_flag(args, "--wire-peer-port")
     args = [*args, "--prefill", prefill_url, "--decode", decode_url, "--once"]
     return disagg_argv(["worker", "canary", *args])
 
