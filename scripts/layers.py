@@ -25,7 +25,7 @@ COMMAND = "scripts/layers.py --write"
 # What each layer is, in a line (the contract says the order); a layer of siblings joined by
 # ":" (one layer, each may import the other) is described as one.
 WHAT = {
-    "disagg_tools.bench": "the 11 benchmarks (`disagg bench --help`)",
+    "disagg_tools.bench": "the 12 benchmarks (`disagg bench --help`)",
     "disagg_tools.local": "`disagg up`, the local kubelet, the process and podman runtimes",
     "disagg_tools.emulator": "the Kubernetes API server stand-in (kube-apiserver's rules)",
     "disagg_operator.commands : disagg_operator.controller": "I/O: `disagg operator|render|"
