@@ -4,7 +4,8 @@ real processes on this host.
 UCX sees the peer as ``intra-node`` and reads over CMA with its defaults (shared memory, as
 expected); with ``UCX_TLS=tcp`` forced on the canary's side it reads over tcp, and a canary
 told to expect shared memory there says UnexpectedTransport naming both, and still passes
-(the path works). The rules alone: what a probe's report gives, and when it is unexpected.
+(the path works), on its ``--once`` line and, served, on the ``/verdict`` the operator
+reads. The rules alone: what a probe's report gives, and when it is unexpected.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
+import urllib.request
 from typing import Any
 
 from disagg_tools.local.children import disagg_argv, start_child, wait_ready
@@ -92,3 +95,36 @@ def test_the_canary_names_the_wire_and_a_forced_tcp_is_unexpected(workers: Worke
         "UnexpectedTransport: UCX moved the wire probe's READ over tcp (tcp/"
     ), line
     assert "where the deployment expects shared-memory for an intra-node peer" in line["transport"]
+
+
+def test_a_served_canary_says_unexpected_transport_on_verdict_and_stays_ready(
+    workers: Workers,
+) -> None:
+    """The wire probe runs apart from the canaries (it never delays a readiness answer);
+    its finding joins the verdict the operator reads once it lands."""
+    pre, dec = workers.spawn("prefill"), workers.spawn("decode")
+    workers.ready(pre, dec)
+    port = _peer(workers)
+    argv = disagg_argv(
+        *("worker", "canary", "--prefill", pre.url, "--decode", dec.url, "--model", "tiny"),  # type: ignore[attr-defined]
+        *("--host", "127.0.0.1", "--port", "0", "--timeout-s", str(TIMEOUT_S)),
+        *("--interval-s", "1", "--fresh-s", "30", "--wire-peer-port", str(port)),
+        *("--expect-wire", "intra-node=shared-memory"),
+    )
+    child = start_child("canary", argv, {**workers._base, "UCX_TLS": "tcp"}, workers.log_dir)
+    workers.children.append(child)
+    url = f"http://127.0.0.1:{wait_ready(child, timeout_s=60)['http_port']}"
+    with urllib.request.urlopen(url + "/ready", timeout=TIMEOUT_S + 5) as resp:
+        assert resp.status == 200  # the first pass latches, whatever the wire
+    deadline, body = time.monotonic() + 60, {}
+    while time.monotonic() < deadline and not str(body.get("reason")).startswith(
+        "UnexpectedTransport"
+    ):
+        time.sleep(0.5)
+        with urllib.request.urlopen(url + "/verdict", timeout=TIMEOUT_S + 5) as resp:
+            body = json.load(resp)
+    assert body["passing"] is True and body["latched"] is True, body
+    assert body["reason"].startswith(
+        "UnexpectedTransport: UCX moved the wire probe's READ over tcp"
+    )
+    assert (body["wire"], body["wire_scope"]) == ("tcp", "intra-node"), body

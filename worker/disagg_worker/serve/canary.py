@@ -79,11 +79,14 @@ class Canary:
         self.wire: Wire | None = None  # the last wire probe's finding
         self._wire_at: float | None = None  # when the last wire probe ran
         self._running: asyncio.Future[Result] | None = None
+        self._wiring: asyncio.Future[None] | None = None  # the wire probe running now
 
     async def start(self, _: web.Application | None = None) -> None:
         await self.proxy.start()
 
     async def close(self, _: web.Application | None = None) -> None:
+        if self._wiring is not None:
+            self._wiring.cancel()  # its process is killed on the way out
         await self.proxy.close()
 
     def kick(self) -> None:
@@ -144,10 +147,12 @@ class Canary:
 
     async def _run(self) -> Result:
         try:
-            result = await self.wired(await self.once())
+            result = self.wired(await self.once())
             if flipped(self.last, result):
                 _log_flip(self, result)
             self.last = result
+            if result.passed:
+                self.kick_wire()
             return result
         finally:
             self._running = None
@@ -189,13 +194,28 @@ class Canary:
         now = self.clock()
         return Result(now, (now - t0) * 1e3, problem, moved, slow, tuple(ranks))
 
-    async def wired(self, result: Result) -> Result:
-        """``result`` with the wire probe's finding and whether it is expected, when the
-        canary passed (:meth:`probe_wire`)."""
-        if not result.passed:
+    def wired(self, result: Result) -> Result:
+        """``result`` with the last wire probe's finding and whether it is expected, when
+        the canary passed (a failed one says nothing of the wire)."""
+        if not result.passed or self.wire is None:
             return result
-        wire = await self.probe_wire()
-        return replace(result, wire=wire, odd=transport_problem(wire, self.config.expect_wire))
+        odd = transport_problem(self.wire, self.config.expect_wire)
+        return replace(result, wire=self.wire, odd=odd)
+
+    def kick_wire(self) -> None:
+        """Start a wire probe (:meth:`probe_wire`) apart from the canaries, so that it
+        never delays a verdict or a readiness answer; its finding joins the last result
+        when it lands and every later one."""
+        if self._wiring is None and self.config.wire_peer() is not None:
+            self._wiring = asyncio.ensure_future(self._probe_and_note())
+
+    async def _probe_and_note(self) -> None:
+        try:
+            await self.probe_wire()
+            if self.last is not None:
+                self.last = self.wired(self.last)
+        finally:
+            self._wiring = None
 
     async def probe_wire(self) -> Wire | None:
         """The wire UCX chooses between this pod and a prefill pod with this pod's UCX
@@ -306,6 +326,9 @@ async def _wire_probe(url: str, timeout_s: float) -> dict[str, Any]:
         proc.kill()
         await proc.wait()
         return {"ok": False, "error": f"the wire probe gave no answer in {2 * timeout_s + 10:g} s"}
+    except asyncio.CancelledError:
+        proc.kill()
+        raise
     lines = [x for x in out.decode(errors="replace").splitlines() if x.startswith("{")]
     try:
         found = json.loads(lines[-1]) if lines else None
@@ -518,7 +541,10 @@ def main(argv: list[str]) -> int:
 async def _once(canary: Canary) -> int:
     await canary.start()
     try:
-        result = await canary.wired(await canary.once())
+        result = await canary.once()
+        if result.passed:
+            await canary.probe_wire()
+        result = canary.wired(result)
     finally:
         await canary.close()
     line = {"event": "canary", "passed": result.passed, "took_ms": round(result.took_ms, 1)}
