@@ -291,6 +291,7 @@ async def test_a_decode_alone_stream_names_no_prefill(stack: Any) -> None:
         await resp.read()
         route = route_of(resp.headers)
     assert route["path"] == "decode" and route["route_reason"] == "below_threshold"
+    assert (route["prompt_tokens"], route["cached_tokens"]) == (3, 0)  # what it routed on
     assert "prefill_url" not in route and "prefill_hop_ms" not in route
     assert not seen_p
 
