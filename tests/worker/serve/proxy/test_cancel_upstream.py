@@ -18,7 +18,10 @@ from tests.worker.serve.conftest import Workers, get, metric, post, wait_until
 from tests.worker.serve.test_cancel import RUNNING, STEPS, cancelled, page, prompt, send
 
 DEADLINE_S = 2.0
-PACE = 400.0  # tokens/s: a 2000-token prefill holds its engine 5 s
+PACE = 100.0  # tokens/s: a 2000-token prefill holds its engine 20 s
+# How long a stop may take: far below the work it stops (20 s of prefill, ~12 s or more of
+# decode; the step counts say it stopped early), far above a loaded host's delays.
+STOP_S = 10.0
 
 
 @dataclass
@@ -59,9 +62,9 @@ def test_the_deadline_cancels_the_decode_hop(stack: Stack) -> None:
     status, out = post(stack.proxy + "/v1/completions", body)
     assert status == 504, out
     assert "decode" in out["error"]["message"]
-    assert time.monotonic() - began < DEADLINE_S + 2
-    _within = DEADLINE_S  # the decode notices its connection closed and stops at a step
-    wait_until(lambda: metric(page(stack.decode), RUNNING) == 0, _within, "the decode to stop")
+    assert time.monotonic() - began < DEADLINE_S + 5
+    # the decode notices its connection closed and stops at a step
+    wait_until(lambda: metric(page(stack.decode), RUNNING) == 0, STOP_S, "the decode to stop")
     after = page(stack.decode)
     key = cancelled("decode", "running")
     assert metric(after, key) - metric(before, key) == 1
@@ -75,10 +78,10 @@ def test_a_client_that_leaves_cancels_the_prefill_hop(stack: Stack) -> None:
     _idle(stack.prefill)
     before_prefill, before_decode = page(stack.prefill), page(stack.decode)
     sock = send(stack.proxy, {"prompt": prompt(2000, 7), "max_tokens": 2})
-    wait_until(lambda: metric(page(stack.prefill), RUNNING) == 1, 5, "the prefill hop")
+    wait_until(lambda: metric(page(stack.prefill), RUNNING) == 1, STOP_S, "the prefill hop")
     sock.close()
-    # the paced prefill would hold its engine 5 s: it stops at once instead
-    wait_until(lambda: metric(page(stack.prefill), RUNNING) == 0, 2, "the prefill to stop")
+    # the paced prefill would hold its engine 20 s: it stops at its next step instead
+    wait_until(lambda: metric(page(stack.prefill), RUNNING) == 0, STOP_S, "the prefill to stop")
     key = cancelled("prefill", "running")
     assert metric(page(stack.prefill), key) - metric(before_prefill, key) == 1
     assert get(stack.prefill + "/debug/blocks")["used"] == 0
@@ -94,7 +97,7 @@ def test_a_client_that_leaves_a_stream_cancels_the_decode(stack: Stack) -> None:
     sock = send(stack.proxy, body)
     sock.recv(4096)  # decode's stream has begun
     sock.close()
-    wait_until(lambda: metric(page(stack.decode), RUNNING) == 0, 2, "the decode to stop")
+    wait_until(lambda: metric(page(stack.decode), RUNNING) == 0, STOP_S, "the decode to stop")
     after = page(stack.decode)
     key = cancelled("decode", "running")
     assert metric(after, key) - metric(before, key) == 1
