@@ -52,7 +52,7 @@ def test_the_pd_parts_add_up_to_the_clients_first_token() -> None:
     # 6 waiting for its KV (0.4 of it the READ) and 7 its first step
     parts = pd_parts(67.0, 29.0, _grown(23.5, 23.5, 0.03, 20.2), _grown(18.0, 225.0, 6.0, 7.0), 0.4)
     assert parts == {
-        "client_to_prefill_ms": 5.5,
+        "prefill_http_ms": 5.5,
         "prefill_engine_ms": 23.5,
         "decode_http_ms": 20.0,
         "decode_kv_wait_ms": 6.0,
@@ -74,7 +74,7 @@ def test_the_extra_first_token_time_splits_into_parts_that_add_up() -> None:
     pd = _rows(
         [60.0, 80.0],
         {
-            "client_to_prefill_ms": [5.0, 7.0],
+            "prefill_http_ms": [5.0, 7.0],
             "prefill_engine_ms": [25.0, 33.0],
             "decode_http_ms": [14.0, 20.0],
             "decode_kv_wait_ms": [5.0, 7.0],

@@ -24,11 +24,11 @@ HISTOGRAMS = (ENGINE_TTFT, ENGINE_E2E, QUEUE_TIME, PREFILL_TIME)
 Reading = Mapping[str, tuple[float, float]]  # histogram → (sum in seconds, count)
 Grown = Mapping[str, float]  # histogram → ms it grew by over one request (:func:`grown`)
 
-# the P/D request's parts, in the order they happen; they add up to its ttft
+# the P/D request's parts; they add up to its client's time to first token
 PD_PARTS = (
-    "client_to_prefill_ms",  # client → router, its decision, router → prefill's API server and back
+    "prefill_http_ms",  # router → prefill's API server (HTTP, its request handling) and back
     "prefill_engine_ms",  # the prefill engine: arrival → its one token (queue + compute)
-    "decode_http_ms",  # router → decode's API server, its first event → router → client
+    "decode_http_ms",  # client → router and its decision, router → decode's server, 1st event back
     "decode_kv_wait_ms",  # decode: arrival → its first step (the NIXL READ within it)
     "decode_first_step_ms",  # decode: the one step over the loaded KV (the first token)
     "decode_engine_other_ms",  # decode's own TTFT less the two above (output processing)
@@ -60,7 +60,7 @@ def pd_parts(
     (:func:`grown`); ``prefill_hop_ms`` the router's own time for that hop."""
     wait, step = decode[QUEUE_TIME], decode[PREFILL_TIME]
     parts = {
-        "client_to_prefill_ms": prefill_hop_ms - prefill[ENGINE_E2E],
+        "prefill_http_ms": prefill_hop_ms - prefill[ENGINE_E2E],
         "prefill_engine_ms": prefill[ENGINE_E2E],
         "decode_http_ms": ttft_ms - prefill_hop_ms - decode[ENGINE_TTFT],
         "decode_kv_wait_ms": wait,
@@ -109,7 +109,7 @@ def extra_split(
     def mean(rows: Sequence[Mapping[str, Any]], part: str) -> float:
         return statistics.fmean(r["parts"][part] for r in rows)
 
-    http = mean(pd, "client_to_prefill_ms") + mean(pd, "decode_http_ms")
+    http = mean(pd, "prefill_http_ms") + mean(pd, "decode_http_ms")
     split = {
         "http_legs_vs_agg": http - mean(agg, "agg_http_ms"),
         "prefill_engine_vs_agg_engine": mean(pd, "prefill_engine_ms") - mean(agg, "agg_engine_ms"),
