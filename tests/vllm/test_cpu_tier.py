@@ -44,29 +44,26 @@ def _rendered(body: dict[str, Any]) -> dict[str, tuple[list[str], str]]:
     return out
 
 
-def _children(raw: str) -> list[tuple[type, Any]]:
-    """(class, KVTransferConfig) of each child, as MultiConnector builds them."""
+def _children(raw: str) -> tuple[Any, list[tuple[type, Any]]]:
+    """The top-level KVTransferConfig and (class, KVTransferConfig) of each child, as
+    MultiConnector builds them."""
     import pydantic
     from vllm.config.kv_transfer import KVTransferConfig
     from vllm.distributed.kv_transfer.kv_connector.v1.multi_connector import MultiConnector
 
     top = pydantic.TypeAdapter(KVTransferConfig).validate_json(raw)
     built = MultiConnector._get_connector_classes_and_configs(
-        types.SimpleNamespace(kv_transfer_config=top)  # type: ignore[arg-type]
+        types.SimpleNamespace(kv_transfer_config=top)
     )
-    return [(cls, config.kv_transfer_config) for cls, config in built]
+    return top, [(cls, config.kv_transfer_config) for cls, config in built]
 
 
 def test_gpu_only_in_reality_the_tier_config_parses_into_vllm_s_own_children() -> None:
-    import pydantic
-    from vllm.config.kv_transfer import KVTransferConfig
-
     for role, (_, raw) in _rendered(_example()).items():
-        top = pydantic.TypeAdapter(KVTransferConfig).validate_json(raw)
+        top, ((nixl_cls, nixl), (offload_cls, offload)) = _children(raw)
         assert top.kv_connector == "MultiConnector"
         assert top.is_kv_producer == (role == "prefill")  # the scheduler's reading
         assert top.kv_load_failure_policy == "recompute"  # the scheduler reads it here
-        (nixl_cls, nixl), (offload_cls, offload) = _children(raw)
         # from 0.24 the name NixlConnector registers NixlPullConnector (an alias)
         assert nixl.kv_connector == "NixlConnector"
         assert nixl_cls.__name__ in ("NixlConnector", "NixlPullConnector")
@@ -87,7 +84,7 @@ def test_gpu_only_in_reality_children_inherit_nothing_from_the_top_level() -> No
     nixl = config["kv_connector_extra_config"]["connectors"][0]
     for key in ("kv_buffer_device", "kv_load_failure_policy"):
         del nixl[key]
-    (_, child), _ = _children(json.dumps(config))
+    _, ((_, child), _) = _children(json.dumps(config))
     assert (config["kv_buffer_device"], config["kv_load_failure_policy"]) == ("cuda", "recompute")
     assert child.kv_buffer_device != "cuda"  # this host's platform: cpu
     assert child.kv_load_failure_policy == "fail"
@@ -142,7 +139,7 @@ def test_a_data_parallel_pod_gives_each_engine_its_share(serve_parser: Any) -> N
     body["spec"]["decode"]["resources"]["limits"].update({"nvidia.com/gpu": 2, "memory": "80Gi"})
     argv, raw = _rendered(body)["decode"]
     _, engine_args = serve_parser.parse([*argv, *body["spec"]["decode"]["args"]])
-    (_, offload) = _children(raw)[1]
+    (_, offload) = _children(raw)[1][1]
     per_engine = offload.kv_connector_extra_config["cpu_bytes_to_use"]
     assert per_engine * engine_args.data_parallel_size == 64 * GIB
 
