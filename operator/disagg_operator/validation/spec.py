@@ -422,6 +422,7 @@ def _ports(spec: DeploymentSpec, engine: Engine) -> Iterator[Problem]:
             taken[engine.metrics_port(spec) or 0] = "the engine's metrics port"
         if role == "decode" and spec.transfer_canary.enabled:
             taken[CANARY_PORT] = "the transfer canary's port"
+        taken.update(dict.fromkeys(engine.kv_events_ports(spec, role), "the KV events port"))
         ports = engine.side_channel_ports(spec, role)
         if not ports:  # an engine without a side channel of ours
             continue

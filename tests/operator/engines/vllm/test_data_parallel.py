@@ -218,3 +218,13 @@ def test_the_profile_table_names_each_rule() -> None:
     rows = {line.split("|")[1].strip(): line for line in vllm.profile_table().splitlines()[2:]}
     assert "port + TP rank; no P/D data parallel" in rows[">=0.11.0"]
     assert "port + DP rank |" in rows[">=0.11.1"] and "port + DP rank |" in rows[vllm.NEWEST.label]
+
+
+def test_rank_ports_over_the_kv_events_port_are_refused() -> None:
+    obj = _deployment(_dp(2), role())
+    obj["spec"]["routing"] = {"prefixIndex": "events"}
+    obj["spec"]["kvTransfer"] = {"sideChannelPort": 5556}  # 5556-5557: events on 5557
+    found = [p for p in _problems(obj) if p.field == "spec.kvTransfer.sideChannelPort"]
+    assert found and "the KV events port 5557" in found[0].message
+    obj["spec"]["kvTransfer"] = {"sideChannelPort": 5600}
+    assert [p for p in _problems(obj) if p.field == "spec.kvTransfer.sideChannelPort"] == []
