@@ -60,18 +60,23 @@ PER_DEPLOYMENT_WRITES = 8
 # deleted; setting ``llmd.enabled: false`` (or ``inferencePool.enabled: false``) removes it.
 # The monitoring objects likewise only with a ``monitoring`` section (the CRD defaults
 # none in), and ``monitoring.enabled: false`` removes them. The router's ServiceAccount,
-# Role and RoleBinding (transfer locality) with a ``router`` section, so that turning the
-# locality or the router off removes them. A lookup the chart's RBAC refuses (403)
-# observes nothing: the write that follows is refused and reported.
+# Role and RoleBinding (transfer locality) while the spec asks for the locality or the
+# router Deployment the cache holds still runs as that account, so that turning the
+# locality or the router off removes them and a router without it costs no lookup. A
+# lookup the chart's RBAC refuses (403) observes nothing: the write that follows is
+# refused and reported.
 POOL = kinds.child("InferencePool")
 ROUTER_ACCESS = ("ServiceAccount", "Role", "RoleBinding")
 
 
-def optional_kinds(spec: Any, name: str) -> tuple[tuple[str, str, str, str], ...]:
+def optional_kinds(
+    spec: Any, name: str, router_account: bool = False
+) -> tuple[tuple[str, str, str, str], ...]:
     """(apiVersion, kind, plural, name) of the objects of kinds no watch covers that a raw
     spec of deployment ``name`` may own: with ``llmd`` the InferencePool, with
-    ``monitoring`` the PodMonitors and the PrometheusRule, with ``router`` its
-    ServiceAccount, Role and RoleBinding (none without those sections).
+    ``monitoring`` the PodMonitors and the PrometheusRule, with ``routing.transferLocality``
+    (or ``router_account``: the observed router still runs as its account) the router's
+    ServiceAccount, Role and RoleBinding (none otherwise).
     The spec is raw, read before validation: a section of the wrong shape owns nothing
     (validation reports it)."""
     found: list[tuple[str, str, str, str]] = []
@@ -85,7 +90,7 @@ def optional_kinds(spec: Any, name: str) -> tuple[tuple[str, str, str, str], ...
         for kind, child in monitoring_names(name):
             row = kinds.child(kind)
             found.append((row.api_version, kind, row.plural, child))
-    if _section(spec, "router"):
+    if _section(_section(spec, "routing"), "transferLocality") or router_account:
         for kind in ROUTER_ACCESS:
             row = kinds.child(kind)
             found.append((row.api_version, kind, row.plural, router_name(name)))
@@ -138,7 +143,8 @@ async def observe(api: Client, cache: Cache, body: dict[str, Any]) -> list[dict[
     meta = body["metadata"]
     uid = str(meta.get("uid") or "")
     observed = cache.children(meta["namespace"], meta["name"], uid)
-    for version, kind, plural, name in optional_kinds(body.get("spec"), meta["name"]):
+    account = _runs_as_router_account(observed, meta["name"])
+    for version, kind, plural, name in optional_kinds(body.get("spec"), meta["name"], account):
         try:
             found = await api.get(version, plural, meta["namespace"], name)
         except ApiError as e:
@@ -151,6 +157,18 @@ async def observe(api: Client, cache: Cache, body: dict[str, Any]) -> list[dict[
             found.setdefault("apiVersion", version)
             observed.append(found)
     return observed
+
+
+def _runs_as_router_account(observed: list[dict[str, Any]], name: str) -> bool:
+    """Whether the observed router Deployment's pods run as the router's own account."""
+    wanted = router_name(name)
+    return any(
+        obj.get("kind") == "Deployment"
+        and obj.get("metadata", {}).get("name") == wanted
+        and obj.get("spec", {}).get("template", {}).get("spec", {}).get("serviceAccountName")
+        == wanted
+        for obj in observed
+    )
 
 
 def _refs(obj: dict[str, Any]) -> list[dict[str, Any]]:

@@ -584,3 +584,18 @@ async def test_a_sync_renders_once_before_its_plan(monkeypatch: pytest.MonkeyPat
     assert (calls["rendering"], calls["decide"], calls["render_model"]) == (1, 2, 1)
     renders = {k: n for k, n in calls.items() if k[0] == "role_instance"}
     assert renders and set(renders.values()) == {1}  # each instance rendered once
+
+
+def test_the_routers_account_is_looked_up_only_with_the_locality_or_while_it_runs_as_it() -> None:
+    """A router without transfer locality costs no lookup of its account, Role and binding;
+    with it, or while the observed router still runs as that account (the locality or the
+    router just turned off: the objects are found and removed), they are read by name."""
+    router = {"replicas": 1}
+    plain = {"router": router}
+    zoned = {"router": router, "routing": {"transferLocality": {"mode": "Required"}}}
+    kinds_of = lambda found: sorted(k for _, k, _, _ in found)  # noqa: E731
+    access = ["Role", "RoleBinding", "ServiceAccount"]
+    assert kinds_of(sync_module.optional_kinds(plain, "demo")) == []
+    assert kinds_of(sync_module.optional_kinds(zoned, "demo")) == access
+    assert kinds_of(sync_module.optional_kinds(plain, "demo", router_account=True)) == access
+    assert kinds_of(sync_module.optional_kinds({}, "demo", router_account=True)) == access
