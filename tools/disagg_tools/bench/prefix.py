@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from disagg_contract import commandline
 from disagg_tools.bench.rules import prefix as rules
 from disagg_tools.bench.stream import stream_completion
 from disagg_tools.local import serving
@@ -177,16 +178,19 @@ def bench(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str, Any
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="disagg bench prefix", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="disagg bench prefix",
+        description=__doc__.split("\n")[0],
+        formatter_class=commandline.HelpFormatter,
+    )
     p.add_argument("--model", required=True, help="a local checkpoint (disagg model tiny-llama)")
     p.add_argument("--block", type=int, default=32, help="KV block size (CPU: a multiple of 32)")
     p.add_argument("--cache-blocks", type=int, default=40, help="each engine's KV blocks")
-    p.add_argument("--turns", type=int, default=6)
+    p.add_argument("--turns", type=int, default=6, help="turns of each conversation")
     p.add_argument("--conversations", type=int, default=3, help="per router")
     p.add_argument("--words", type=int, default=12, help="words per user message")
     p.add_argument("--gen", type=int, default=16, help="tokens each answer generates")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the trace's random seed")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     result = bench(args, print)
