@@ -1,27 +1,12 @@
-"""The decode pods' ``transfer-canary`` container: canary P/D requests that prove a decode
-pod can pull KV from the prefill pool once per engine instance before it first turns
-Ready, and keep reporting the path apart from readiness.
+"""The decode pods' ``transfer-canary`` container (``disagg worker canary``): P/D requests
+that prove a decode pod can pull KV from the prefill pool before it first turns Ready, and
+keep reporting the path apart from readiness; and each prefill pod's wire peer, which the
+canary reads with the engine's ``UCX_*`` env to name the transport UCX chose.
 
-:func:`container` builds the container (``disagg worker
-canary``, :mod:`disagg_worker.serve.canary`; a liveness probe on its ``/metrics``),
-:func:`engine_readiness` the decode engine container's readiness probe (the canary's
-latched ``/ready``), :func:`image` picks its image,
-:func:`prefill_url` is the one place that says where a canary sends its prefill hop, and
-the probe timings derive from ``kvTransfer.transferDeadlineSeconds`` (:func:`timings`,
-rows in docs/derivation.md via :func:`derivation_rows`). Its KV bandwidth floor
-(``--min-bandwidth-gbps``, below which a canary says SlowTransport) is
-:func:`disagg_operator.derive.transfer.bandwidth_floor`'s, when there is one.
-
-Image: the canary needs the ``disagg`` command: ``spec.transferCanary.image``, else what
-the engine says (:meth:`Engine.canary_image`: the reference engine's own image has it; a
-vLLM image does not, so engine vllm takes the operator's ``--canary-image`` from the
-settings); with neither, decode pods get no canary and TransferPathReady says so.
-
-The wire check: each prefill pod runs a wire peer (:func:`wire_peer`, ``disagg worker wire
-peer``) and each canary probes one with the engine's UCX env (``--wire-peer-port``), told
-the wires :func:`disagg_operator.derive.transfer.expected_wires` expects
-(``--expect-wire``); a canary that finds another says UnexpectedTransport. Both carry the
-engine container's ``UCX_*`` env (:func:`ucx_env`), so UCX chooses as it does for the engine.
+Render layer. Timings derive from ``kvTransfer.transferDeadlineSeconds`` (rows in
+docs/derivation.md); the image is ``spec.transferCanary.image`` or the engine's
+(:meth:`Engine.canary_image`); without one, decode pods get no canary and
+TransferPathReady says so.
 """
 
 from __future__ import annotations
