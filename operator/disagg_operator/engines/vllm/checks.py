@@ -22,7 +22,7 @@ from disagg_operator.derive.resources import cpu_limits
 from disagg_operator.derive.scaling import effective_replicas
 from disagg_operator.engines.base import flag_values
 from disagg_operator.engines.vllm import contract as vllm
-from disagg_operator.engines.vllm import data_parallel, derive, modes, tensor_parallel
+from disagg_operator.engines.vllm import data_parallel, derive, event_rows, modes, tensor_parallel
 from disagg_operator.engines.vllm import fields as own
 
 # A vLLM CPU pool must say how much CPU and memory it has: threads and KV space derive from it.
@@ -86,6 +86,7 @@ def problems(spec: DeploymentSpec, table: Table) -> Iterator[Problem]:
     yield from tensor_parallel.problems(spec, p)
     yield from data_parallel.problems(spec, p)
     yield from transfer_mode(spec, derive.mode_row(spec))
+    yield from kv_events(spec, found.version)
     yield from buffers(spec, p, table)
     yield from cpu_pools(spec, p)
     yield from host_buffers(spec, table)
@@ -137,6 +138,23 @@ def transfer_mode(spec: DeploymentSpec, row: modes.ModeRow) -> Iterator[Problem]
                 f"{modes.first('prefill_stages', mode)} (image tag or spec.engine.version), "
                 "or give the ranks to spec.prefill.tensorParallelSize",
             )
+
+
+def kv_events(spec: DeploymentSpec, version: vllm.Version | None) -> Iterator[Problem]:
+    """spec.routing.prefixIndex events against the version's events row
+    (:mod:`.event_rows`): every piece the router reads must be there."""
+    if spec.routing.prefix_index != "events":
+        return
+    row = event_rows.events_row(version)
+    lacks = row.missing() if row is not None else ["KV events this table read (none below 0.10.0)"]
+    if not lacks or version is None:
+        return
+    yield Problem(
+        "spec.routing.prefixIndex",
+        f"events: vLLM {vllm.format_version(version)} lacks {'; '.join(lacks)}; set another "
+        f"prefixIndex, or run vLLM >= {event_rows.first_working()} (image tag or "
+        "spec.engine.version)",
+    )
 
 
 def _flag_at(args: list[str] | None, flags: tuple[str, ...]) -> int | None:

@@ -29,7 +29,7 @@ from disagg_operator.engines.base import (
     Engine,
     Row,
 )
-from disagg_operator.engines.vllm import checks, cpu_tier, derive, engine_idle, modes
+from disagg_operator.engines.vllm import checks, cpu_tier, derive, engine_idle, event_rows, modes
 from disagg_operator.engines.vllm import contract as vllm
 from disagg_operator.engines.vllm import fields as own
 from disagg_operator.engines.vllm import kv_events as events
@@ -282,7 +282,7 @@ class Vllm(Engine):
         return vllm.DEFAULT_BLOCK_SIZE.get(spec.decode.device, vllm.DEFAULT_BLOCK_SIZE_OTHER)
 
     def derivation_tables(self) -> list[str]:
-        return [vllm.profile_table(), modes.mode_table()]
+        return [vllm.profile_table(), modes.mode_table(), event_rows.events_table()]
 
     def derivation_rows(self, settings: Settings) -> list[Row]:
         return [*_rows(), *modes.rows(), *cpu_tier.rows()]
