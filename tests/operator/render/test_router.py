@@ -154,7 +154,8 @@ def test_the_router_always_disaggregates_by_default() -> None:
     ("decode", "model", "block"),
     [
         ({}, {}, 128),  # vLLM's CPU default block (vllm/platforms/cpu.py)
-        ({"device": "cuda", "resources": {"limits": {"nvidia.com/gpu": 1}}}, {}, 16),
+        # vLLM's GPU default (config/cache.py: 64 from 0.34.0; no version: the newest checked)
+        ({"device": "cuda", "resources": {"limits": {"nvidia.com/gpu": 1}}}, {}, 64),
         ({}, {"blockSize": 64}, 64),
         ({"args": ["--no-enable-prefix-caching"]}, {}, None),
     ],

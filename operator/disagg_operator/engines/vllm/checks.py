@@ -116,6 +116,13 @@ def transfer_mode(spec: DeploymentSpec, row: modes.ModeRow) -> Iterator[Problem]
             "spec.engine.version)",
         )
         return
+    extra = own.kv_transfer(spec).kv_connector_extra_config or {}
+    if row.mode_key is not None and row.mode_key in extra:
+        yield Problem(
+            f"spec.kvTransfer.kvConnectorExtraConfig.{row.mode_key}",
+            f"vLLM {label}'s NixlConnector takes its transfer mode from this key, over the "
+            "connector the operator renders; remove it and set spec.kvTransfer.mode",
+        )
     for role in ROLES:
         found = _flag_at(spec.role(role).args, vllm.PIPELINE_PARALLEL_FLAGS)
         stages = derive.pipeline_stages(spec, role)

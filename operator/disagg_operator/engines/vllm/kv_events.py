@@ -20,6 +20,7 @@ from disagg_operator.api import ROLES, DeploymentSpec
 from disagg_operator.api.problems import Problem
 from disagg_operator.engines.base import flag_values
 from disagg_operator.engines.vllm import contract as vllm
+from disagg_operator.engines.vllm import derive
 from disagg_operator.engines.vllm import fields as own
 
 EVENTS_PORT = 5557  # vLLM's and llm-d's default; one more per data-parallel engine
@@ -47,7 +48,7 @@ def block_size(spec: DeploymentSpec) -> int | None:
     given = own.model(spec).block_size
     if given is not None:
         return given
-    return vllm.DEFAULT_BLOCK_SIZE.get(spec.decode.device, vllm.DEFAULT_BLOCK_SIZE_OTHER)
+    return vllm.default_block_size(spec.decode.device, derive.resolution(spec).version)
 
 
 def topic(spec: DeploymentSpec) -> str:

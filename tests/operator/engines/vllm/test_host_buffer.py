@@ -3,6 +3,7 @@ counted against its memory limit (numbers derived by hand below, not by the code
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -12,12 +13,18 @@ from disagg_operator.validation import spec as validation
 from tests.operator.builders import body, role
 
 
-def _gpu_prefill(memory: str, *, args: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+def _gpu_prefill(
+    memory: str, *, args: list[str] | None = None, version: str | None = "0.33.0", **extra: Any
+) -> dict[str, Any]:
+    """A cuda prefill with a cpu buffer; vLLM 0.33.0 (a fixed 0.92 share) unless told."""
     resources = {"limits": {"nvidia.com/gpu": 1, "memory": memory}}
     prefill = role("cuda", kvBufferDevice="cpu", resources=resources, **extra)
     if args:
         prefill["args"] = args
-    return body(engine="vllm", prefill=prefill, modelConfig={"weightsMemory": "6Gi"})
+    obj = body(engine="vllm", prefill=prefill, modelConfig={"weightsMemory": "6Gi"})
+    if version is not None:
+        obj["spec"]["engine"]["version"] = version
+    return obj
 
 
 def _memory_problems(obj: dict[str, Any]) -> list[str]:
@@ -47,6 +54,39 @@ def test_vllm_s_own_flags_size_the_buffer(args: list[str], fits: str, need: str)
     assert _memory_problems(_gpu_prefill(fits, acceleratorMemory="80Gi", args=args)) == []
     (message,) = _memory_problems(_gpu_prefill("4Gi", acceleratorMemory="80Gi", args=args))
     assert need in message
+
+
+# (vLLM version, prefill args, the share vLLM plans for, the source) — config/cache.py
+# gpu_memory_utilization and resolved_gpu_memory_utilization, config/vllm.py (the extensible
+# KV cache's default), nixl/connector.py kv_cache_access (a cpu buffer: IN_PROCESS)
+SHARES = [
+    ("0.33.0", [], 0.92, "cache.py: Field(default=0.92)"),
+    ("0.34.0", [], 1.0, "cache.py: None → 1.0 with the extensible KV cache (on for CUDA)"),
+    (
+        "0.34.0",
+        ["--no-enable-extensible-kv-cache"],
+        0.92,
+        "cache.py: DEFAULT_GPU_MEMORY_UTILIZATION",
+    ),
+    (None, [], 1.0, "an unknown version reads as the newest checked (0.34.0)"),
+]
+
+
+@pytest.mark.parametrize(("version", "args", "share", "source"), SHARES)
+def test_the_version_s_default_share_sizes_the_buffer(
+    version: str | None, args: list[str], share: float, source: str
+) -> None:
+    kv = 80 * share - 6  # GiB of device KV mirrored on the host
+    need = f"set at least {math.ceil(kv + 3)}Gi"
+    obj = _gpu_prefill("24Gi", acceleratorMemory="80Gi", args=args, version=version)
+    (message,) = _memory_problems(obj)
+    assert f"{round(kv, 1):g} GiB" in message and need in message, source
+
+
+def test_only_a_cuda_alike_device_plans_the_whole_device() -> None:
+    assert vllm.gpu_memory_utilization_default(True, (0, 34, 0), []) == 1.0
+    assert vllm.gpu_memory_utilization_default(True, (0, 33, 0), []) == 0.92
+    assert vllm.gpu_memory_utilization_default(False, (0, 34, 0), []) == 0.92
 
 
 def _size_problems(obj: dict[str, Any]) -> list[str]:

@@ -28,6 +28,14 @@ UPSTREAM = [
     ((0, 29, 0), True, True, True, "nixl/pull_scheduler.py request_finished sends pp_size"),
     ((0, 32, 0), True, True, True, "nixl/base_worker.py: kv_consumer with PP > 1 raises"),
     ((0, 33, 0), True, True, True, "nixl/base_worker.py: kv_consumer with PP > 1 raises"),
+    ((0, 34, 0), True, True, True, "nixl/base_worker.py: kv_consumer with PP > 1 raises"),
+]
+# (vLLM version, the kv_connector_extra_config key NixlConnector reads its mode from, the
+#  source): kv_connector/factory.py get_connector_class, read in each release's wheel
+MODE_KEYS = [
+    ((0, 32, 0), None, "factory.py: a registered name is built as named"),
+    ((0, 33, 0), None, "factory.py: a registered name is built as named"),
+    ((0, 34, 0), "transfer_mode", 'factory.py: NixlConnector → f"Nixl{mode}Connector"'),
 ]
 
 
@@ -41,6 +49,13 @@ def test_each_row_says_what_that_release_does(
     assert (modes.PULL in row.prefill_stages) == pull_stages, source
     # push stages came with the push connector's PP support, 0.26.0
     assert (modes.PUSH in row.prefill_stages) == (version >= (0, 26, 0)), source
+
+
+@pytest.mark.parametrize(("version", "key", "source"), MODE_KEYS)
+def test_each_row_says_which_extra_key_picks_the_mode(
+    version: tuple[int, int, int], key: str | None, source: str
+) -> None:
+    assert modes.mode_row(version).mode_key == key, source
 
 
 def _vllm(version: str, mode: str | None = None, **roles: dict[str, Any]) -> dict[str, Any]:
@@ -61,7 +76,7 @@ def test_push_before_the_push_connector_is_refused_naming_the_version() -> None:
     assert "NixlPushConnector came in vLLM 0.24.0" in message and "set pull" in message
 
 
-@pytest.mark.parametrize("version", ["0.24.0", "0.32.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.24.0", "0.32.0", "0.33.0", "0.34.0"])
 def test_push_from_0_24_validates(version: str) -> None:
     assert _problems(_vllm(version, "push")) == []
 
@@ -106,6 +121,22 @@ def test_a_connector_in_args_is_refused_naming_the_mode() -> None:
     obj = _vllm("0.32.0", decode=role(args=["--kv-transfer-config", arg]))
     ((field, message),) = _problems(obj)
     assert field == "spec.decode.args[0]" and "spec.kvTransfer.mode" in message
+
+
+@pytest.mark.parametrize(("version", "refused"), [("0.33.0", False), ("0.34.0", True)])
+@pytest.mark.parametrize("mode", ["pull", "push"])
+def test_the_mode_key_in_extra_config_is_refused_where_vllm_reads_it(
+    version: str, refused: bool, mode: str
+) -> None:
+    obj = _vllm(version, mode)
+    obj["spec"]["kvTransfer"]["kvConnectorExtraConfig"] = {"transfer_mode": "push"}
+    found = _problems(obj)
+    if not refused:
+        assert found == []
+        return
+    ((field, message),) = found
+    assert field == "spec.kvTransfer.kvConnectorExtraConfig.transfer_mode"
+    assert "vLLM >=0.34.0" in message and "set spec.kvTransfer.mode" in message
 
 
 def test_the_mode_table_lists_every_row() -> None:
