@@ -179,7 +179,10 @@ KV_OFFLOADING_USE = (
 # Read in multi_connector.py, v1/kv_offload/cpu.py (cpu/spec.py from 0.20.0) and
 # core/sched/scheduler.py of the wheels 0.13.0-0.34.0: each vLLM device with the
 # first release whose offloading worker runs on it (num_cpu_blocks, blocks, before 0.14.0;
-# CUDA-alike only until 0.22.1). From 0.20.0 the CUDA tier is an mmap of /dev/shm.
+# CUDA-alike only until 0.22.1). From 0.20.0 the CUDA tier is an mmap of /dev/shm. From
+# 0.34.0 (config/kv_transfer.py _connector_roles) a MultiConnector's producer/consumer role
+# is its children's, no longer its own kv_role: with the kv_both child each pool is both
+# (a consumer defers block frees; nothing the render changes).
 MULTI_CONNECTOR = "MultiConnector"
 OFFLOADING_CONNECTOR = "OffloadingConnector"
 CPU_TIER_BYTES_KEY = "cpu_bytes_to_use"

@@ -51,7 +51,9 @@ def engine_bytes(spec: DeploymentSpec, role: str) -> int:
 def kv_transfer_config(spec: DeploymentSpec, role: str, nixl: dict[str, Any]) -> dict[str, Any]:
     """``nixl`` (the P/D connector's config) as it is without a tier, else MultiConnector
     over it and OffloadingConnector. The top level keeps the pool's kv_role (the scheduler
-    reads its producer/consumer role there), the buffer device and the failure policy."""
+    reads its producer/consumer role there to 0.33.0; from 0.34.0 KVTransferConfig reads
+    the children's roles alone, so the kv_both child makes each pool both), the buffer
+    device and the failure policy."""
     if not tier_bytes(spec, role):
         return nixl
     offload = {
