@@ -107,8 +107,10 @@ async def test_a_router_less_model_change_after_a_decode_scale_down_completes_he
         assert len(seen["prefill"][0] | seen["decode"][0]) <= 1, seen
         assert seen["prefill"][1] >= PREFILL - PREFILL // 4, seen
         assert seen["decode"][1] >= SCALED - SCALED // 4, seen
-    await until(
-        "the new pairs proven by the canaries",
-        lambda: condition(emulator, "demo", "TransferPathReady").get("status") == "True",
-        180,  # an event, not a timing: each new pair's canary, at its pace, on a loaded host
-    )
+    path = lambda: condition(emulator, "demo", "TransferPathReady")  # noqa: E731
+    try:  # an event, not a timing: each new pair's canary, at its pace, on a loaded host
+        await until(
+            "the new pairs proven by the canaries", lambda: path().get("status") == "True", 180
+        )
+    except AssertionError as e:
+        raise AssertionError(f"{e}: TransferPathReady {path()}") from None
