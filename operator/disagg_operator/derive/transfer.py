@@ -105,19 +105,16 @@ def expected_wires(spec: DeploymentSpec, table: Table) -> dict[str, tuple[str, .
     prefill pod. ``inter-node`` (its own namespaces, as two pods have): rdma where an RDMA
     block models it, else tcp (an RDMA NIC nobody modelled is a surprise too), as far as
     the decode's UCX_TLS allows. ``intra-node`` (one host, shared namespaces: processes,
-    or pods sharing the host's): shared memory where UCX_TLS allows it, since tcp there is
-    the quiet fallback of a failed CUDA IPC or CMA (vLLM PR #55906); where it does not
-    (the CPU pools' ``tcp,self``), the wires it names. Empty where libfabric moves the KV
-    (no UCX to ask)."""
+    or pods sharing the host's): shared memory, whatever the list says: tcp there is the
+    quiet fallback of a failed CUDA IPC or CMA (vLLM PR #55906). Empty where libfabric
+    moves the KV (no UCX to ask)."""
     found = rdma(spec, "decode") or rdma(spec, "prefill")
     if found is not None and found.transport == "libfabric":
         return {}
     allowed = ucx.wires_of(ucx_tls(spec, "decode", table))
     modelled = ucx.RDMA if found is not None else ucx.TCP
-    networks = tuple(sorted(allowed & {ucx.RDMA, ucx.TCP}))
-    between = (modelled,) if modelled in allowed else networks
-    within = (ucx.SHARED_MEMORY,) if ucx.SHARED_MEMORY in allowed else networks
-    return {"intra-node": within, "inter-node": between}
+    between = (modelled,) if modelled in allowed else tuple(sorted(allowed & {ucx.RDMA, ucx.TCP}))
+    return {"intra-node": (ucx.SHARED_MEMORY,), "inter-node": between}
 
 
 def mixed_attention(spec: DeploymentSpec) -> bool:

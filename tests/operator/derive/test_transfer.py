@@ -96,28 +96,23 @@ def _expected(obj: dict[str, Any]) -> dict[str, tuple[str, ...]]:
 EFA = {"transport": "libfabric", "resources": {"vpc.amazonaws.com/efa": 4}}
 
 
-SHM = ("shared-memory",)
-
-
 @pytest.mark.parametrize(
-    ("obj", "intra", "inter"),
+    ("obj", "inter"),
     [
-        # cpu pools (tcp,self): UCX may not share memory, so tcp on one host too
-        (body(), ("tcp",), ("tcp",)),
-        (body(kvTransfer={"ucxTls": "tcp,cma,self"}), SHM, ("tcp",)),
-        # RDMA modelled (rc,ud,cuda_copy,self): rdma, never tcp; no shared-memory transport
-        # listed, so none expected on one host either
-        (_gpu_pair(rdma=IB), ("rdma",), ("rdma",)),
+        (body(), ("tcp",)),  # cpu pools (tcp,self)
+        (body(kvTransfer={"ucxTls": "tcp,cma,self"}), ("tcp",)),
+        # RDMA modelled (rc,ud,cuda_copy,self): rdma, never tcp
+        (_gpu_pair(rdma=IB), ("rdma",)),
         # GPUs without an RDMA block: tcp between pods (an unmodelled NIC is a surprise)
-        (_gpu_pair(), ("rdma", "tcp"), ("tcp",)),
+        (_gpu_pair(), ("tcp",)),
     ],
 )
-def test_the_wire_expected_follows_what_is_modelled(
-    obj: dict[str, Any], intra: tuple[str, ...], inter: tuple[str, ...]
+def test_the_wire_expected_between_pods_follows_what_is_modelled(
+    obj: dict[str, Any], inter: tuple[str, ...]
 ) -> None:
-    # on one host with shared namespaces: shared memory wherever UCX_TLS allows it (tcp
-    # there is the fallback of a failed CUDA IPC or CMA), else what UCX_TLS names
-    assert _expected(obj) == {"intra-node": intra, "inter-node": inter}
+    # on one host with shared namespaces, shared memory whatever UCX_TLS says: tcp there
+    # is the fallback of a failed CUDA IPC or CMA
+    assert _expected(obj) == {"intra-node": ("shared-memory",), "inter-node": inter}
 
 
 def test_libfabric_expects_no_ucx_wire() -> None:
