@@ -41,24 +41,15 @@ async def resolve(host: str, port: int) -> list[str]:
     return [f"http://[{a}]:{port}" if ":" in a else f"http://{a}:{port}" for a in found]
 
 
-class Refresher:
-    """Keeps ``pool`` equal to what its Service resolves to."""
+class Periodic:
+    """Runs ``refresh`` once at start, then every ``refresh_s`` seconds until closed (what
+    the proxy reads of the cluster: Service addresses, EndpointSlice zones)."""
 
-    def __init__(
-        self, pool: Pool, host: str, port: int, refresh_s: float, resolver: Resolve = resolve
-    ) -> None:
-        self.pool, self.host, self.port = pool, host, port
-        self.refresh_s = refresh_s
-        self._resolve = resolver  # cluster DNS in a pod; a test's stand-in elsewhere
-        self._task: asyncio.Task[None] | None = None
+    refresh_s: float
+    _task: asyncio.Task[None] | None = None
 
     async def refresh(self) -> None:
-        try:
-            urls = await self._resolve(self.host, self.port)
-        except OSError as e:  # NXDOMAIN: no ready pod behind the Service
-            log.debug("resolving %s: %s", self.host, e)
-            urls = []
-        self.pool.set_urls(urls)
+        raise NotImplementedError
 
     async def start(self) -> None:
         await self.refresh()
@@ -73,3 +64,22 @@ class Refresher:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+
+class Refresher(Periodic):
+    """Keeps ``pool`` equal to what its Service resolves to."""
+
+    def __init__(
+        self, pool: Pool, host: str, port: int, refresh_s: float, resolver: Resolve = resolve
+    ) -> None:
+        self.pool, self.host, self.port = pool, host, port
+        self.refresh_s = refresh_s
+        self._resolve = resolver  # cluster DNS in a pod; a test's stand-in elsewhere
+
+    async def refresh(self) -> None:
+        try:
+            urls = await self._resolve(self.host, self.port)
+        except OSError as e:  # NXDOMAIN: no ready pod behind the Service
+            log.debug("resolving %s: %s", self.host, e)
+            urls = []
+        self.pool.set_urls(urls)

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from disagg_worker.serve.proxy.discovery import Periodic
 from disagg_worker.serve.proxy.rules.locality import Zone, zones_of
 
 log = logging.getLogger("disagg.proxy")
@@ -72,7 +73,7 @@ class KubeApi:
         return ssl.create_default_context(cafile=str(self.ca)) if self.ca else True
 
 
-class Zones:
+class Zones(Periodic):
     """The zone of every address behind ``services`` (their names), kept current."""
 
     def __init__(self, api: KubeApi, services: Sequence[str], refresh_s: float) -> None:
@@ -81,7 +82,6 @@ class Zones:
         self.failures = 0  # lists that failed (the zones last read stay)
         self.on_failure: Callable[[], None] = lambda: None  # the proxy counts them
         self._session: aiohttp.ClientSession | None = None
-        self._task: asyncio.Task[None] | None = None
 
     def zone(self, url: str) -> Zone:
         """The zone of the pod at ``url`` (a worker's base URL); None when unknown."""
@@ -108,18 +108,10 @@ class Zones:
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession()
-        await self.refresh()
-        self._task = asyncio.ensure_future(self._loop())
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.refresh_s)
-            await self.refresh()
+        await super().start()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await super().close()
         if self._session is not None:
             await self._session.close()
 
