@@ -4,6 +4,8 @@ Render, validation, the rollout (KV key), status and the canary call these
 methods and never ask which engine they have: an engine is a class here plus a folder
 (``engines/<name>/``) and an entry in the settings' engine table (:mod:`.settings`), keyed
 by the ``spec.engine.type`` it serves. docs/architecture.md shows a new engine end to end.
+The docs generator asks an engine's :class:`EngineDocs` instead, and local runs their own
+seam in the tools (``disagg_tools.local.engines``): each caller its own interface.
 
 Each attribute and method says in its docstring what it answers (per role where it takes
 ``role``); docs/architecture.md's table of them, with the subsystems that read each, is
@@ -246,6 +248,16 @@ class Engine:
         """The decode engine's prefix cache unit in tokens (routers count a prompt's blocks
         it already holds), or None when it keeps no prefix cache."""
         return None
+
+
+class EngineDocs:
+    """What an engine adds to the generated docs: the docs generator's seam, apart from the
+    operator's (render and validation never ask an engine for prose). One per engine, in
+    its folder's ``docs.py``, looked up by :attr:`name`; an engine without one adds
+    nothing."""
+
+    name: ClassVar[str]
+    """The ``spec.engine.type`` of the engine it documents."""
 
     def derivation_rows(self, settings: Settings) -> list[Row]:
         """Its rows of docs/derivation.md: each value it derives, from what, and why."""

@@ -3,8 +3,8 @@ the code that derives it.
 
 The engine-independent rows (buffer devices, UCX transports, accelerator resources from the
 settings' platforms, side-channel host, backends, grace), each engine's own rows
-(:meth:`Engine.derivation_rows`), the canary's, then each engine's own tables
-(:meth:`Engine.derivation_tables`: vLLM's per-version capability table), the UCX
+(:meth:`EngineDocs.derivation_rows`), the canary's, then each engine's own tables
+(:meth:`EngineDocs.derivation_tables`: vLLM's per-version capability table), the UCX
 transports and the NIXL backends. ``python -m disagg_operator.render.derivation`` prints it
 and a unit test keeps the page in sync.
 """
@@ -12,13 +12,27 @@ and a unit test keeps the page in sync.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from disagg_contract import platforms, ucx
 from disagg_operator.derive import scaling
-from disagg_operator.engines.base import Row
+from disagg_operator.engines.base import EngineDocs, Row
+from disagg_operator.engines.reference.docs import ReferenceDocs
 from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_operator.engines.vllm.docs import VllmDocs
 from disagg_operator.render import canary
 from disagg_operator.render.pods import SHUTDOWN_MARGIN_S
+
+# spec.engine.type → what that engine adds to these pages
+ENGINE_DOCS: Mapping[str, EngineDocs] = MappingProxyType(
+    {d.name: d for d in (VllmDocs(), ReferenceDocs())}
+)
+
+
+def _docs(settings: Settings, docs: Mapping[str, EngineDocs]) -> list[EngineDocs]:
+    """The docs of the engines ``settings`` serves, in its order (an engine without: none)."""
+    return [docs[name] for name in settings.engines if name in docs]
 
 
 def _buffer_rows(settings: Settings) -> list[Row]:
@@ -60,8 +74,11 @@ def _platform_rows(settings: Settings) -> list[Row]:
     return rows
 
 
-def derivation_rows(settings: Settings = DEFAULT) -> list[Row]:
-    """(value, inputs, result, reason) for every derived value."""
+def derivation_rows(
+    settings: Settings = DEFAULT, docs: Mapping[str, EngineDocs] = ENGINE_DOCS
+) -> list[Row]:
+    """(value, inputs, result, reason) for every derived value of the engines ``settings``
+    serves (their rows from ``docs``)."""
     rows = _buffer_rows(settings) + _platform_rows(settings)
     rows += [
         ("side-channel host", "any", "pod IP (fieldRef status.podIP)", "peers dial the pod IP"),
@@ -92,18 +109,20 @@ def derivation_rows(settings: Settings = DEFAULT) -> list[Row]:
             "the drain, then time for the engine to stop on SIGTERM",
         ),
     ]
-    for engine in settings.engines.values():
+    for engine in _docs(settings, docs):
         rows += engine.derivation_rows(settings)
     return rows + canary.derivation_rows()
 
 
-def derivation_table(settings: Settings = DEFAULT) -> str:
+def derivation_table(
+    settings: Settings = DEFAULT, docs: Mapping[str, EngineDocs] = ENGINE_DOCS
+) -> str:
     """The markdown tables in docs/derivation.md: derived values, each engine's own tables
     (vLLM: its per-version profiles), then the UCX transports and their reach, then the
     NIXL backends."""
     lines = ["| value | inputs | result | reason |", "| --- | --- | --- | --- |"]
-    lines += [f"| {a} | {b} | `{c}` | {d} |" for a, b, c, d in derivation_rows(settings)]
-    tables = [t.rstrip("\n") for e in settings.engines.values() for t in e.derivation_tables()]
+    lines += [f"| {a} | {b} | `{c}` | {d} |" for a, b, c, d in derivation_rows(settings, docs)]
+    tables = [t.rstrip("\n") for e in _docs(settings, docs) for t in e.derivation_tables()]
     backends = platforms.backend_markdown_table()
     return "\n\n".join(["\n".join(lines), *tables, ucx.markdown_table(), backends])
 

@@ -17,7 +17,7 @@ from disagg_operator.api import HTTP_PORT, ROLES, DeploymentSpec, EngineFields
 from disagg_operator.api.base import _Model
 from disagg_operator.api.problems import Problem
 from disagg_operator.derive.scaling import ENDPOINTS_PROPAGATION_S
-from disagg_operator.engines.base import Container, DemandSeries, Engine
+from disagg_operator.engines.base import Container, DemandSeries, Engine, EngineDocs
 from disagg_operator.engines.settings import DEFAULT, Settings
 from disagg_operator.planning import status
 from disagg_operator.planning.decide import decide, rendering
@@ -88,6 +88,12 @@ class Echo(Engine):
 
     def derived_env(self, spec: DeploymentSpec, role: str) -> Mapping[str, str]:
         return {"ECHO_ROLE": "nothing: it is the pod's role"}
+
+
+class EchoDocs(EngineDocs):
+    """Echo's part of the generated docs."""
+
+    name = "echo"
 
     def derivation_rows(self, settings: Settings) -> list[tuple[str, str, str, str]]:
         return [("drain", "echo", "7", "a toy")]
@@ -199,7 +205,9 @@ def test_the_crd_lists_it_with_its_rules() -> None:
     assert {"rule": Echo.cel_rules[0][0], "message": "echo: 4 at most"} in spec[
         "x-kubernetes-validations"
     ]
-    assert ("drain", "echo", "7", "a toy") in derivation.derivation_rows(SETTINGS)
+    docs = {**derivation.ENGINE_DOCS, "echo": EchoDocs()}
+    assert ("drain", "echo", "7", "a toy") in derivation.derivation_rows(SETTINGS, docs)
+    assert ("drain", "echo", "7", "a toy") not in derivation.derivation_rows(SETTINGS)
 
 
 def test_its_own_spec_fields_join_the_crd_and_the_parse_at_their_paths() -> None:

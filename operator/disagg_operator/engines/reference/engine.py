@@ -32,7 +32,6 @@ from disagg_operator.engines.base import (
     Container,
     DemandSeries,
     Engine,
-    Row,
 )
 
 if TYPE_CHECKING:
@@ -289,34 +288,3 @@ class Reference(Engine):
 
     def worker_args(self, spec: DeploymentSpec, role: str) -> list[str]:
         return []  # the same `disagg worker serve`: DISAGG_NODE_RANK says which part
-
-    def derivation_rows(self, settings: Settings) -> list[Row]:
-        return [
-            (
-                "startupProbe budget",
-                "reference engine",
-                f"{STARTUP_S} s; spec.<role>.startupSeconds wins",
-                "a seeded model built in memory starts in seconds",
-            ),
-            (
-                WorkerConfig.env_name("transfer_mode"),
-                "reference engine, kvTransfer.mode push",
-                "push (both pools; pull renders none: the worker's read)",
-                "decode claims blocks and the prefill WRITEs into them; a pool's own setting "
-                "is refused (it would pair a push decode with a pull prefill)",
-            ),
-            (
-                "side-channel port",
-                "reference engine, TP rank r",
-                "sideChannelPort + r",
-                "a listener per TP rank",
-            ),
-            (
-                "preStop",
-                "reference, deadline D, lease L",
-                "disagg worker drain --settle-s E --timeout-s ceil(D + L)",
-                "serves on for the settle E (the preStop settle row), then waits until "
-                "/debug/blocks shows nothing held, used or waiting: a hold lasts at most L, "
-                "a read started at its end at most D",
-            ),
-        ]
