@@ -113,7 +113,7 @@ def test_a_waiting_reader_wakes_on_vllm_s_notification() -> None:
 
 def test_the_profile_records_the_release_the_shim_was_measured_on() -> None:
     """The vLLM this suite runs is the one the engine-idle levers were measured on: a new
-    release fails here until they are measured again (docs/vllm.md, Figures)."""
+    release fails here until they are measured again (docs/benchmarks.md, the levers)."""
     import vllm as installed
 
     from disagg_operator.engines.vllm import contract as vllm
