@@ -87,7 +87,9 @@ def test_the_process_driver_keeps_the_hosts_own_disagg_and_ucx_settings_out(
 ) -> None:
     monkeypatch.setenv("DISAGG_ROLE", "host")
     monkeypatch.setenv("UCX_TLS", "rc")
+    monkeypatch.setenv("UCX_NET_DEVICES", "lo")  # a pod's UCX settings are its own, all of them
     monkeypatch.setenv("KEPT_FROM_HOST", "yes")
-    env = PROCESSES.exec_env({"DISAGG_ROLE": "decode"})
+    env = PROCESSES.exec_env({"DISAGG_ROLE": "decode", "UCX_TCP_TX_SEG_SIZE": "1m"})
     assert env["DISAGG_ROLE"] == "decode" and env["KEPT_FROM_HOST"] == "yes"
-    assert "UCX_TLS" not in env and env == host_env({"DISAGG_ROLE": "decode"})
+    assert [k for k in env if k.startswith("UCX_")] == ["UCX_TCP_TX_SEG_SIZE"]
+    assert env == host_env({"DISAGG_ROLE": "decode", "UCX_TCP_TX_SEG_SIZE": "1m"})

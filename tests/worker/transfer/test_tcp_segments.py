@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -32,6 +33,17 @@ SEED = 3
 DEFAULTS: dict[str, str] = {}
 LARGE = {"UCX_TCP_TX_SEG_SIZE": "1m", "UCX_TCP_RX_SEG_SIZE": "1m"}
 NAMES = {*ucx.tcp_env(), *LARGE}
+
+
+@pytest.fixture(autouse=True)
+def _ucx_env_restored() -> Iterator[None]:
+    """UCX reads its settings from this process's environment, which these tests set: each
+    test gives back the UCX_* it found, so no later test in this process inherits them."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("UCX_")}
+    yield
+    for name in [k for k in os.environ if k.startswith("UCX_")]:
+        del os.environ[name]
+    os.environ.update(saved)
 
 
 def _env(over: dict[str, str]) -> None:

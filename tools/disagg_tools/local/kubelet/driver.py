@@ -56,8 +56,9 @@ class Driver(Protocol):
 
 def host_env(env: Mapping[str, str]) -> dict[str, str]:
     """A container's env over this host's (its PATH, certificates), without the host's
-    own disagg and UCX settings."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("DISAGG_", "UCX_TLS"))}
+    own disagg and UCX settings: a pod's UCX env is the one rendered for it, all of it, so
+    which wire UCX takes never follows what the host (or a test) exported."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DISAGG_", "UCX_"))}
     return {**base, **env}
 
 
