@@ -1,18 +1,18 @@
 """Restart back-off. :class:`CrashLoop` against client-go's own tests of
 ``flowcontrol.Backoff`` (tag v0.36.3, ``util/flowcontrol/backoff_test.go``, each case
 named by its function) and the kubelet's use of it (``pkg/kubelet/kubelet.go``,
-``kuberuntime_manager.go`` ``doBackOff``, Kubernetes 1.36); then ``disagg up``'s
-:class:`BackOff`."""
+``kuberuntime_manager.go`` ``doBackOff``, Kubernetes 1.36), and the values ``disagg up``
+takes from it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pytest
 
 from disagg_tools.local.rules import backoff as bo
-from disagg_tools.local.rules.backoff import BackOff, CrashLoop, Entry, Restart, next_restart
+from disagg_tools.local.rules.backoff import CrashLoop, Entry
+from disagg_tools.local.supervise import LOCAL_RUN
 
 UPSTREAM = "client-go v0.36.3 util/flowcontrol/backoff_test.go"
 KUBELET = CrashLoop()
@@ -178,56 +178,6 @@ def test_the_kubelets_policy_and_its_feature_gates() -> None:
     assert CrashLoop().expiry is bo.ten_minutes
     reduced = CrashLoop(1, 60)  # ReduceDefaultCrashLoopBackOffDecay (alpha, off in 1.36)
     assert _crash_loop([0.5] * 9, reduced) == [0, 1, 2, 4, 8, 16, 32, 60, 60]
+    assert reduced == LOCAL_RUN  # disagg up's: the gate's values
     with pytest.raises(ValueError, match="need 0 < initial_s <= cap_s"):
         CrashLoop(20, 10)
-
-
-# ---------------------------------------------------------------- disagg up's policy
-
-POLICY = BackOff(initial_s=1.0, cap_s=30.0, reset_after_s=60.0)
-
-
-def test_delays_double_from_the_initial_delay_up_to_the_cap() -> None:
-    assert [POLICY.delay_s(n) for n in range(1, 9)] == [1, 2, 4, 8, 16, 30, 30, 30]
-    assert POLICY.delay_s(10_000) == 30  # no overflow however long the crash loop
-
-
-def test_failures_in_a_row_back_off_further() -> None:
-    """A process that dies at start, again and again: never ready, so never reset."""
-    attempt, at, delays = 0, 100.0, []
-    for _ in range(7):
-        restart = next_restart(POLICY, attempt, ready_at=None, failed_at=at)
-        assert restart.at == at + restart.delay_s
-        attempt, at = restart.attempt, restart.at + 0.5  # started, died half a second later
-        delays.append(restart.delay_s)
-    assert delays == [1, 2, 4, 8, 16, 30, 30]
-    assert attempt == 7
-
-
-def test_a_process_that_served_long_enough_starts_the_count_over() -> None:
-    assert next_restart(POLICY, 6, ready_at=10.0, failed_at=70.0) == Restart(1, 1.0, 71.0)
-    # just short of the reset: the run of failures goes on
-    assert next_restart(POLICY, 6, ready_at=10.0, failed_at=69.9) == Restart(7, 30.0, 99.9)
-
-
-def test_the_first_failure_waits_the_initial_delay_whenever_it_comes() -> None:
-    assert next_restart(POLICY, 0, ready_at=5.0, failed_at=6.0) == Restart(1, 1.0, 7.0)
-    assert next_restart(POLICY, 0, ready_at=5.0, failed_at=5000.0).delay_s == 1.0
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"initial_s": 0}, "need 0 < initial_s <= cap_s"),
-        ({"initial_s": 5, "cap_s": 2}, "need 0 < initial_s <= cap_s"),
-        ({"reset_after_s": 0}, "reset_after_s must be > 0"),
-    ],
-)
-def test_a_policy_that_cannot_work_is_refused(kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        BackOff(**kwargs)
-
-
-def test_attempts_count_from_one() -> None:
-    with pytest.raises(ValueError, match="attempt counts from 1, got 0"):
-        POLICY.delay_s(0)

@@ -2,7 +2,9 @@
 env and ports after a crash-loop back-off, while the others serve on.
 
 I/O layer of ``disagg up`` (processes, log files, readiness probes); when to restart is
-the pure :mod:`disagg_tools.local.rules.backoff`. It is what a kubelet does for a pod's
+the kubelet's crash loop (:class:`~disagg_tools.local.rules.backoff.CrashLoop`, the local
+kubelet's too) with the values of Kubernetes' ``ReduceDefaultCrashLoopBackOffDecay`` gate
+(:data:`LOCAL_RUN`: processes start in seconds here). It is what a kubelet does for a pod's
 containers: same address, new process. :mod:`~disagg_tools.local.stack` pins each
 process to the ports it announced, so the proxy's URL list and the side channel a prefill
 advertises stay valid, and requests that need the dead process fail with the proxy's 502
@@ -29,7 +31,8 @@ from dataclasses import dataclass
 from disagg_tools.local import serving
 from disagg_tools.local.children import Child, ChildError, exit_status, ready_line
 from disagg_tools.local.kubelet.driver import PROCESSES, Driver
-from disagg_tools.local.rules.backoff import BackOff, next_restart
+from disagg_tools.local.rules import backoff
+from disagg_tools.local.rules.backoff import CrashLoop, Entry
 from disagg_tools.local.rules.pods import UpError
 from disagg_tools.local.stack import PROXY, Run
 
@@ -38,6 +41,9 @@ PROXY_START_S = 60.0
 TAIL_LINES = 20
 TICK_S = 0.2
 STOP_GRACE_S = 5.0  # a failed or restarted process's SIGTERM, then SIGKILL
+# The kubelet's crash loop with ReduceDefaultCrashLoopBackOffDecay on (pkg/kubelet/kubelet.go,
+# newCrashLoopBackOff: 1 s doubling to 60 s): the first restart at once, then 1, 2, 4 ... 60 s
+LOCAL_RUN = CrashLoop(initial_s=1.0, cap_s=60.0)
 
 Say = Callable[[str], None]
 Probe = Callable[[Child], bool]  # one readiness check of a started process: True once it serves
@@ -54,7 +60,9 @@ class Member:
     probe: Probe
     start_timeout_s: float
     state: str = SERVING
-    attempt: int = 0  # restarts in the current run of failures
+    attempt: int = 0  # restarts since the back-off last started over
+    entry: Entry | None = None  # its back-off (the kubelet's, per container)
+    failed_at: float = 0.0  # when it last died (or was stopped for failing)
     ready_at: float | None = None  # None: not ready since its last start
     started_at: float = 0.0
     due: float = 0.0  # when a waiting process starts
@@ -80,11 +88,11 @@ class Supervisor:
         self,
         members: list[Member],
         say: Say = print,
-        policy: BackOff | None = None,
+        policy: CrashLoop = LOCAL_RUN,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._members = {m.child.name: m for m in members}
-        self._say, self._policy, self._clock = say, policy or BackOff(), clock
+        self._say, self._policy, self._clock = say, policy, clock
         now = clock()
         for m in members:
             if m.state == SERVING and m.ready_at is None:
@@ -99,6 +107,7 @@ class Supervisor:
             elif m.state == SERVING and m.liveness is not None and self._clock() >= m.liveness_due:
                 self._check_alive(m)
             elif m.state == WAITING and self._clock() >= m.due:
+                m.entry = backoff.step(self._policy, m.entry, m.failed_at, self._clock())
                 self._start(m)
             elif m.state == STARTING:
                 self._check_start(m)
@@ -120,7 +129,7 @@ class Supervisor:
         m = self._member(name)
         self._say(f"restarting {m.label} on request ({sig.name})")
         m.driver.stop([m.child], STOP_GRACE_S, sig)
-        m.attempt = 0
+        m.attempt, m.entry = 0, None
         self._start(m)
 
     def wait_ready(self, name: str, timeout_s: float) -> None:
@@ -192,12 +201,14 @@ class Supervisor:
         now = self._clock()
         m.driver.stop([m.child], STOP_GRACE_S)  # ends a failed start; reaps what a dead leader left
         served = 0.0 if m.ready_at is None else now - m.ready_at
-        restart = next_restart(self._policy, m.attempt, m.ready_at, now)
-        m.state, m.attempt, m.due = WAITING, restart.attempt, restart.at
+        over = m.entry is None or backoff.expired(self._policy, m.entry, now)
+        m.attempt = 1 if over else m.attempt + 1
+        m.state, m.failed_at = WAITING, now
+        m.due = backoff.restart_at(self._policy, m.entry, now)
         line = (
             f"restart name={m.child.name} role={m.role} "
             f"exit={exit_status(m.child.proc.returncode)} served_s={served:.1f} "
-            f"attempt={restart.attempt} delay_s={restart.delay_s:g} log={m.child.log_path}"
+            f"attempt={m.attempt} delay_s={m.due - now:g} log={m.child.log_path}"
         )
         if cause:
             line += f" cause={json.dumps(cause.splitlines()[0])}"
@@ -212,7 +223,7 @@ def _quoted(tail: str) -> str:
     return "\n".join(f"    | {line}" for line in tail.splitlines())
 
 
-def supervise(run: Run, say: Say = print, policy: BackOff | None = None) -> Supervisor:
+def supervise(run: Run, say: Say = print, policy: CrashLoop = LOCAL_RUN) -> Supervisor:
     """A :class:`Supervisor` over every process ``run`` started, each one serving now."""
     roles = {url: role for role, urls in run.workers.items() for url in urls}
     urls = {name: url for url, name in run.names.items()}

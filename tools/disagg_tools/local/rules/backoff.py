@@ -1,28 +1,22 @@
-"""Restart back-off: when to start again a local process, or a pod's container, that died.
+"""Restart back-off: when to start again a pod's container, or a local process, that died.
 
-Time is passed in. Two policies, one module:
-
-- :class:`CrashLoop` is the kubelet's, ported from Kubernetes 1.36: client-go
-  ``util/flowcontrol/backoff.go`` (tag v0.36.3: ``Next``, ``IsInBackOffSince``,
-  ``IsInBackOffSinceUpdate``, ``GC`` over one key) with the constants and the reset rule
-  ``pkg/kubelet/kubelet.go`` gives it (``newCrashLoopBackOff``: 10 s doubling to 300 s; a
-  ``HasExpiredFunc`` of a fixed 600 s since 1.32). The kubelet asks it at each start of a
-  container that has an exited instance (``doBackOff`` in ``kuberuntime_manager.go``):
-  the first restart is immediate, the next waits 10 s after the exit, then 20 s, 40 s ...
-  300 s; a container that ran more than 600 s since its last restart starts over.
-- :class:`BackOff` is ``disagg up``'s supervision (:mod:`disagg_tools.local.supervise`),
-  the same shape scaled to processes that start in a second or two: ``delay(attempt) =
-  min(initial_s · 2^(attempt - 1), cap_s)``, reset once the process had served (been
-  ready) ``reset_after_s`` before it failed. It stands for no kubelet; the local kubelet
-  uses :class:`CrashLoop`.
+The kubelet's crash loop, ported from Kubernetes 1.36: client-go
+``util/flowcontrol/backoff.go`` (tag v0.36.3: ``Next``, ``IsInBackOffSince``,
+``IsInBackOffSinceUpdate``, ``GC`` over one key) with the constants and the reset rule
+``pkg/kubelet/kubelet.go`` gives it (``newCrashLoopBackOff``: 10 s doubling to 300 s, or
+1 s to 60 s under the ``ReduceDefaultCrashLoopBackOffDecay`` gate; a ``HasExpiredFunc``
+of a fixed 600 s since 1.32). The kubelet asks it at each start of a container that has
+an exited instance (``doBackOff`` in ``kuberuntime_manager.go``): the first restart is
+immediate, the next waits 10 s after the exit, then 20 s, 40 s ... 300 s; a container
+that ran more than 600 s since its last restart starts over. The local kubelet uses the
+defaults, ``disagg up`` (:mod:`disagg_tools.local.supervise`) the gate's values. Time is
+passed in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-
-from disagg_contract.backoff import doubling
 
 Expiry = Callable[[float, float, float], bool]  # (event_at, last_update, cap_s) → reset?
 
@@ -99,49 +93,3 @@ def restart_at(policy: CrashLoop, entry: Entry | None, finished_at: float) -> fl
     if entry is None or expired(policy, entry, finished_at):
         return finished_at
     return finished_at + entry.backoff_s
-
-
-@dataclass(frozen=True)
-class BackOff:
-    """``disagg up``'s restart delay policy: doubling from ``initial_s`` to ``cap_s``,
-    reset once a process served ``reset_after_s``."""
-
-    initial_s: float = 1.0
-    cap_s: float = 30.0
-    reset_after_s: float = 60.0
-
-    def __post_init__(self) -> None:
-        if not 0 < self.initial_s <= self.cap_s:
-            raise ValueError(
-                f"BackOff: need 0 < initial_s <= cap_s, got {self.initial_s} and {self.cap_s}"
-            )
-        if self.reset_after_s <= 0:
-            raise ValueError(f"BackOff: reset_after_s must be > 0, got {self.reset_after_s}")
-
-    def delay_s(self, attempt: int) -> float:
-        """The wait before restart number ``attempt`` (1-based) of a run of failures."""
-        if attempt < 1:
-            raise ValueError(f"BackOff.delay_s: attempt counts from 1, got {attempt}")
-        return doubling(attempt, self.initial_s, self.cap_s)
-
-
-@dataclass(frozen=True)
-class Restart:
-    """What to do about one failure: restart number ``attempt`` of this run of failures,
-    ``delay_s`` after the failure, that is at ``at`` (the clock the times came in)."""
-
-    attempt: int
-    delay_s: float
-    at: float
-
-
-def next_restart(
-    policy: BackOff, previous_attempt: int, ready_at: float | None, failed_at: float
-) -> Restart:
-    """The restart after a failure at ``failed_at`` of a process that became ready at
-    ``ready_at`` (None: it never did), whose previous restart was ``previous_attempt``
-    (0: none yet). A process that never became ready served for 0 s."""
-    served = 0.0 if ready_at is None else failed_at - ready_at
-    attempt = 1 if served >= policy.reset_after_s else previous_attempt + 1
-    delay = policy.delay_s(attempt)
-    return Restart(attempt, delay, failed_at + delay)
