@@ -260,6 +260,7 @@ def test_a_failing_liveness_probe_restarts_the_container_in_its_pod(
 VLLM_CPU = ROOT / "examples" / "vllm-cpu.yaml"
 
 
+@pytest.mark.vllm  # real vLLM in containers and beside them: CI runs it after the vLLM suite
 def test_the_vllm_cpu_example_in_containers_equals_aggregated_vllm(up: Any, tmp_path: Path) -> None:
     """The rendered vLLM pods from the vllm-cpu image, token-identical to an aggregated
     vLLM (the decode pod's command without its KV connector, as the vLLM suite judges),
