@@ -194,3 +194,40 @@ def test_a_dead_collector_costs_spans_not_time() -> None:
     assert dropped["queue_full"] >= 10_000 - 100
     assert dropped["export_failed"] >= 10
     assert exporter.exported._value.get() == 0
+
+
+class _LosesCancels(Exporter):
+    """An exporter whose POST ends as a failed export when cancelled, as aiohttp's does
+    when its own timeout fires with the cancel (its timer turns the CancelledError into
+    the TimeoutError the exporter counts): the cancel is lost."""
+
+    lose = True
+
+    async def _send(self, batch: list[Span]) -> None:
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            if not self.lose:
+                raise
+
+
+def test_closing_ends_the_export_loop_even_when_its_cancel_is_lost() -> None:
+    span = Span(TRACE, CALLER, "", "s", INTERNAL, 1, 2)
+
+    async def run() -> bool:
+        exporter = _LosesCancels(Settings("http://127.0.0.1:9/v1/traces", max_queue=100,
+                                          batch=1, delay_s=0.01, timeout_s=0.2))  # fmt: skip
+        await exporter.start()
+        for _ in range(3):
+            exporter.add(span)
+        await asyncio.sleep(0.02)  # the loop is inside a POST
+        closing = asyncio.ensure_future(exporter.close())
+        done, _ = await asyncio.wait({closing}, timeout=5)
+        if not done:  # the loop ran on: stop it for good before failing
+            assert exporter._task is not None
+            exporter.lose = False
+            exporter._task.cancel()
+            await asyncio.wait({closing}, timeout=5)
+        return bool(done)
+
+    assert asyncio.run(run()), "close() waited on an export loop that never stopped"

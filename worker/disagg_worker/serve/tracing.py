@@ -189,6 +189,7 @@ class Exporter:
             registry=r,
         )
         self._wake = asyncio.Event()
+        self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
 
@@ -206,7 +207,11 @@ class Exporter:
         self._task = asyncio.ensure_future(self._run())
 
     async def close(self) -> None:
-        """Stop the loop, then one last flush, bounded by the export timeout."""
+        """Stop the loop, then one last flush, bounded by the export timeout. The loop stops
+        on a flag as well as on the cancel, which can be lost: a POST whose own timeout
+        fires with it ends as a failed export (aiohttp turns the cancel into its
+        TimeoutError), and Python 3.11's ``wait_for`` returns a wait that ended with it."""
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -217,18 +222,21 @@ class Exporter:
             await self._session.close()
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.settings.delay_s)
             self._wake.clear()
-            await self.flush()
+            while self.queue and not self._stopping:
+                await self._send(self._batch())
 
     async def flush(self) -> None:
         """Send every queued span, a batch per POST."""
         while self.queue:
-            n = min(len(self.queue), self.settings.batch)
-            batch = [self.queue.popleft() for _ in range(n)]
-            await self._send(batch)
+            await self._send(self._batch())
+
+    def _batch(self) -> list[Span]:
+        n = min(len(self.queue), self.settings.batch)
+        return [self.queue.popleft() for _ in range(n)]
 
     async def _send(self, batch: list[Span]) -> None:
         assert self._session is not None, "Exporter.start() first"
