@@ -75,6 +75,7 @@ class Elector:
         self.seen: Observation | None = None
         self.state = "starting"  # starting, standby, leading, lost, released
         self._version = ""  # resourceVersion of the Lease as last read or written
+        self.stopping = False  # set to end :meth:`hold` at its next turn
 
     @classmethod
     async def connect(
@@ -157,10 +158,10 @@ class Elector:
     async def hold(self) -> None:
         """Renew every retry period until the lease is lost: no renewal succeeded for the
         renew deadline (API errors and timeouts count towards it), or another holder is
-        seen; then raise :class:`LeaseLost` (never returns)."""
+        seen; then raise :class:`LeaseLost`. Returns only once :attr:`stopping` is set."""
         s = self.settings
         renewed = self.clock()  # when the last successful renewal was sent
-        while True:
+        while not self.stopping:
             await asyncio.sleep(s.retry_period_s)
             sent = self.clock()
             failure = await self._attempt(s.renew_deadline_s - (sent - renewed))
@@ -206,12 +207,15 @@ class Elector:
 async def leading(elector: Elector) -> AsyncIterator[asyncio.Task[None]]:
     """Return once ``elector`` leads; yield its renewal task (ends with :class:`LeaseLost`).
 
-    On exit the renewal stops and the lease is released if still held."""
+    On exit the renewal stops and the lease is released if still held. The renewal stops
+    on :attr:`Elector.stopping` as well as on the cancel, which a renewal can lose (Python
+    3.11's ``wait_for`` returns a call that finished as the cancel came)."""
     await elector.acquire()
     renewing = asyncio.create_task(elector.hold(), name="lease renewal")
     try:
         yield renewing
     finally:
+        elector.stopping = True
         renewing.cancel()
         with contextlib.suppress(asyncio.CancelledError, LeaseLost):
             await renewing

@@ -8,10 +8,18 @@ passed in where a test needs a lease to run out without waiting for it.
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from disagg_operator.controller.election.leader import ElectionSettings, Elector, LeaseLost
+from disagg_operator.controller.election import leader as leader_module
+from disagg_operator.controller.election.leader import (
+    ElectionSettings,
+    Elector,
+    LeaseLost,
+    leading,
+)
 from disagg_operator.controller.rules import lease
 from tests.operator.conftest import until
 from tests.support.emulator import Emulator, api_calls
@@ -171,3 +179,47 @@ async def test_a_standby_looks_again_when_the_observed_lease_runs_out(emulator: 
         assert await b.try_acquire_or_renew()
     finally:
         await b.close()
+
+
+async def _racy_wait_for(aw: Any, timeout: float | None) -> Any:
+    """Python 3.11's ``wait_for`` when the call it waits on finishes as the cancel comes:
+    the call's answer wins and the cancel is lost (here every time, not by chance)."""
+    task = asyncio.ensure_future(aw)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        return await task
+
+
+class _SlowRenewal(Elector):
+    """A leader whose renewals take half a second: the cancel comes during one."""
+
+    async def try_acquire_or_renew(self) -> bool:
+        done = await super().try_acquire_or_renew()
+        if self.leading:
+            await asyncio.sleep(0.5)
+        return done
+
+
+async def test_leaving_the_lead_stops_the_renewal_even_when_its_cancel_is_lost(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    racy = SimpleNamespace(**{**vars(asyncio), "wait_for": _racy_wait_for})
+    monkeypatch.setattr(leader_module, "asyncio", racy)
+    a = await _SlowRenewal.connect(str(emulator.url).rstrip("/"), FAST, "cand-0")
+
+    async def lead() -> None:
+        async with leading(a):
+            await asyncio.sleep(FAST.retry_period_s + 0.2)  # inside the first renewal
+
+    try:
+        leaving = asyncio.ensure_future(lead())
+        done, _ = await asyncio.wait({leaving}, timeout=5)
+        if not done:  # the renewal ran on: stop it for good before failing
+            monkeypatch.undo()
+            a.stopping = True
+            await asyncio.wait({leaving}, timeout=5)
+        assert done, "leaving the lead waited on a renewal loop that never stopped"
+        assert a.state == "released" and holder(emulator) == ""
+    finally:
+        await a.close()
