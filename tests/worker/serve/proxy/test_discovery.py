@@ -13,7 +13,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from disagg_worker.serve.proxy import app as proxy_cli
-from disagg_worker.serve.proxy.discovery import Refresher, parse_service, resolve
+from disagg_worker.serve.proxy.discovery import Periodic, Refresher, parse_service, resolve
 from disagg_worker.serve.proxy.upstream import Backend, HopError, Pool
 
 
@@ -84,6 +84,35 @@ async def test_the_refresher_runs_until_closed() -> None:
         await asyncio.sleep(0.01)
     assert len(pool.backends) == 2
     await refresher.close()
+
+
+class _LosesCancels(Periodic):
+    """A refresh whose lookup ends as a failed one when cancelled, as an aiohttp call does
+    when its own timeout fires with the cancel (a TimeoutError the refresh logs)."""
+
+    refresh_s = 0.01
+    lose = True
+
+    async def refresh(self) -> None:
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            if not self.lose:
+                raise
+
+
+async def test_closing_ends_the_refresh_loop_even_when_its_cancel_is_lost() -> None:
+    periodic = _LosesCancels()
+    await periodic.start()
+    await asyncio.sleep(0.03)  # inside a refresh
+    closing = asyncio.ensure_future(periodic.close())
+    done, _ = await asyncio.wait({closing}, timeout=5)
+    if not done:  # the loop ran on: stop it for good before failing
+        periodic.lose = False
+        assert periodic._task is not None
+        periodic._task.cancel()
+        await asyncio.wait({closing}, timeout=5)
+    assert done, "close() waited on a refresh loop that never stopped"
 
 
 async def test_the_proxy_command_serves_p_d_over_service_names_with_the_real_resolver() -> None:

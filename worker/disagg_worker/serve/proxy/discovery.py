@@ -43,10 +43,13 @@ async def resolve(host: str, port: int) -> list[str]:
 
 class Periodic:
     """Runs ``refresh`` once at start, then every ``refresh_s`` seconds until closed (what
-    the proxy reads of the cluster: Service addresses, EndpointSlice zones)."""
+    the proxy reads of the cluster: Service addresses, EndpointSlice zones). Closing sets a
+    flag before the cancel: a refresh can lose the cancel (an aiohttp call whose own timeout
+    fires with it ends in the TimeoutError the refresh logs) and the loop must end anyway."""
 
     refresh_s: float
     _task: asyncio.Task[None] | None = None
+    _closing = False
 
     async def refresh(self) -> None:
         raise NotImplementedError
@@ -56,11 +59,12 @@ class Periodic:
         self._task = asyncio.ensure_future(self._loop())
 
     async def _loop(self) -> None:
-        while True:
+        while not self._closing:
             await asyncio.sleep(self.refresh_s)
             await self.refresh()
 
     async def close(self) -> None:
+        self._closing = True
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
