@@ -197,9 +197,9 @@ def test_a_dead_collector_costs_spans_not_time() -> None:
 
 
 class _LosesCancels(Exporter):
-    """An exporter whose POST ends as a failed export when cancelled, as aiohttp's does
-    when its own timeout fires with the cancel (its timer turns the CancelledError into
-    the TimeoutError the exporter counts): the cancel is lost."""
+    """An exporter whose POST ends as a failed export when cancelled, as aiohttp's does on
+    Python 3.10 when its own timeout fires with the cancel (its timer turns the
+    CancelledError into the TimeoutError the exporter counts): the cancel is lost."""
 
     lose = True
 

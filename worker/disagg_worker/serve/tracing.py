@@ -208,9 +208,10 @@ class Exporter:
 
     async def close(self) -> None:
         """Stop the loop, then one last flush, bounded by the export timeout. The loop stops
-        on a flag as well as on the cancel, which can be lost: a POST whose own timeout
-        fires with it ends as a failed export (aiohttp turns the cancel into its
-        TimeoutError), and Python 3.11's ``wait_for`` returns a wait that ended with it."""
+        on a flag as well as on the cancel, which can be lost: Python 3.11's ``wait_for``
+        returns a wait that ended as the cancel came, and on Python 3.10 aiohttp turns a
+        cancel that comes with a POST's own timeout into the TimeoutError of a failed
+        export."""
         self._stopping = True
         if self._task is not None:
             self._task.cancel()

@@ -88,7 +88,8 @@ async def test_the_refresher_runs_until_closed() -> None:
 
 class _LosesCancels(Periodic):
     """A refresh whose lookup ends as a failed one when cancelled, as an aiohttp call does
-    when its own timeout fires with the cancel (a TimeoutError the refresh logs)."""
+    on Python 3.10 when its own timeout fires with the cancel (a TimeoutError the refresh
+    logs)."""
 
     refresh_s = 0.01
     lose = True

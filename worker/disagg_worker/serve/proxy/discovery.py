@@ -44,8 +44,9 @@ async def resolve(host: str, port: int) -> list[str]:
 class Periodic:
     """Runs ``refresh`` once at start, then every ``refresh_s`` seconds until closed (what
     the proxy reads of the cluster: Service addresses, EndpointSlice zones). Closing sets a
-    flag before the cancel: a refresh can lose the cancel (an aiohttp call whose own timeout
-    fires with it ends in the TimeoutError the refresh logs) and the loop must end anyway."""
+    flag before the cancel: a refresh can lose the cancel (on Python 3.10 an aiohttp call
+    whose own timeout fires with it ends in the TimeoutError the refresh logs) and the loop
+    must end anyway."""
 
     refresh_s: float
     _task: asyncio.Task[None] | None = None
