@@ -25,8 +25,6 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: up up-vllm test test-vllm images test-containers check lint typecheck imports pytest bench clean
 
-# What `make up` runs on: the product (operator, worker), its tools (disagg-tools, in
-# tools/) and kubectl; nothing of the dev extra and nothing from apt. Each step says itself.
 # A virtual environment at $(1) with the CPU build of torch.
 define venv_with_torch
 	$(PY) -m venv $(1)
@@ -36,6 +34,8 @@ define venv_with_torch
 	$(1)/bin/pip install --quiet $(TORCH)
 endef
 
+# What `make up` runs on: the product (operator, worker), its tools (disagg-tools, in
+# tools/) and kubectl; nothing of the dev extra and nothing from apt. Each step says itself.
 $(RUNTIME): pyproject.toml tools/pyproject.toml
 	@echo "[1/3] a virtual environment with torch: $(VENV)"
 	$(call venv_with_torch,$(VENV))
