@@ -234,3 +234,22 @@ def test_starts_and_stops_go_through_the_members_container_driver(run: Run) -> N
     _kill(run.child)
     run.until(lambda: sum(s.startswith("ready again") for s in run.said) == 2)
     assert calls[2:] == [("stop", 5.0, signal.SIGTERM), ("start", 0.0, signal.SIGTERM)]
+
+
+def test_a_process_that_ran_600_s_since_its_last_restart_starts_the_count_over(
+    run: Run,
+) -> None:
+    """The kubelet's reset: the back-off and the attempt count start over once the process
+    ran over 600 s since it was last restarted (time moved by hand)."""
+    now = [1000.0]
+    run.sup = Supervisor([run.member], run.said.append, FAST, clock=lambda: now[0])
+    waits = []
+    for gap in (1.0, 1.0, 601.0):  # running time before each crash
+        now[0] += gap
+        _kill(run.child)
+        run.sup.tick()  # the crash seen: the restart line says when it starts again
+        restart = run.restarts()[-1]
+        waits.append((_field(restart, "attempt"), _field(restart, "delay_s")))
+        now[0] += float(_field(restart, "delay_s"))
+        run.until(_serving(run))
+    assert waits == [("1", "0"), ("2", "0.05"), ("1", "0")]
