@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from disagg_operator.render.objects import render
+from disagg_tools.local.rules.env import PodFields, container_command, container_env, data_of
 from disagg_tools.local.rules.groups import group_pods
-from disagg_tools.local.rules.pods import resolve_env
 from tests.vllm.conftest import Logprobs, _manifest, greedy, prompts
 
 pytestmark = pytest.mark.vllm
@@ -37,12 +37,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _argv(pod: dict[str, Any], port: int, master: int) -> list[str]:
-    """The pod's engine command as this host runs it: `vllm serve` of this interpreter, a
-    port of its own and a rendezvous port of its own (each pod has its own in a cluster);
-    no KV connector."""
-    c = pod["spec"]["containers"][0]
-    command = [*c["command"], *c.get("args", [])]
+def _argv(pod: dict[str, Any], env: dict[str, str], port: int, master: int) -> list[str]:
+    """The pod's engine command as this host runs it (``$(VAR)`` from ``env``, as the
+    kubelet expands it): `vllm serve` of this interpreter, a port of its own and a
+    rendezvous port of its own (each pod has its own in a cluster); no KV connector."""
+    command = container_command(pod["spec"]["containers"][0], env)
     assert command[:2] == ["vllm", "serve"]
     for flag in ("--kv-transfer-config", "--port"):
         at = command.index(flag)
@@ -98,11 +97,11 @@ def test_the_rendered_group_runs_tp2_across_two_nodes(
     try:
         for core, (pod, log) in enumerate(zip(group, logs, strict=True)):
             name = pod["metadata"]["name"]
-            fields = {"status.podIP": LOCAL, "metadata.name": name}
-            env, _ = resolve_env(name, pod["spec"]["containers"][0], fields, "test")
+            fields = PodFields(pod, LOCAL, LOCAL, "local")
+            env = container_env(name, pod["spec"]["containers"][0], fields, data_of(objects))
+            argv = _argv(pod, env, ports[core], master)
             env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "UCX_TLS")}
             env |= {"VLLM_CPU_OMP_THREADS_BIND": str(core), "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
-            argv = _argv(pod, ports[core], master)
             with log.open("wb") as out:
                 procs.append(
                     subprocess.Popen(

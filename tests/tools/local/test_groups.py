@@ -1,5 +1,5 @@
 """LeaderWorkerSet's part in a local run: a rendered LWS becomes its group's pods, with
-LWS's labels and env, and $(VAR) expanded as the kubelet expands it."""
+LWS's labels and env, its $(VAR) references resolved by the kubelet's expansion."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import itertools
 
 from disagg_operator.contracts import lws
 from disagg_operator.render.objects import render
-from disagg_tools.local.rules.groups import expand, group_pods, is_group_worker
+from disagg_tools.local.rules.env import PodFields, container_env, data_of
+from disagg_tools.local.rules.groups import group_pods, is_group_worker
 from tests.operator.builders import body, env_of, role
 
 KEY = "k" * 32
@@ -23,20 +24,16 @@ def test_each_group_becomes_its_leader_and_workers_with_the_lws_env() -> None:
     labels = [p["metadata"]["labels"] for p in (leader, worker, decode)]
     assert [is_group_worker(one) for one in labels] == [False, True, False]
     for index, pod in enumerate((leader, worker)):
-        env = env_of(pod["spec"]["containers"][0])
-        assert list(env)[:4] == [
+        container = pod["spec"]["containers"][0]
+        assert list(env_of(container))[:4] == [
             lws.ENV_LEADER_ADDRESS, lws.ENV_GROUP_SIZE, lws.ENV_WORKER_INDEX, "DISAGG_GROUP_PORT"
         ]  # fmt: skip
-        assert env["DISAGG_NODE_RANK"] == str(index)  # $(LWS_WORKER_INDEX), expanded
+        assert env_of(container)["DISAGG_NODE_RANK"] == f"$({lws.ENV_WORKER_INDEX})"
+        fields = PodFields(pod, "127.0.0.1", "127.0.0.1", "local")
+        env = container_env("test", container, fields, data_of(objects))
+        assert env["DISAGG_NODE_RANK"] == str(index)  # as the kubelet expands it
         assert env["DISAGG_LEADER_ADDRESS"] == "127.0.0.1"
         assert env["DISAGG_GROUP_PORT"] == "30000"
     # the leader alone carries the KV revision routers select
     assert "disagg.dev/kv-revision" in leader["metadata"]["labels"]
     assert "disagg.dev/kv-revision" not in worker["metadata"]["labels"]
-
-
-def test_expansion_follows_the_kubelet() -> None:
-    known = {"A": "1", "B": "two"}
-    assert expand("$(A)-$(B)", known) == "1-two"
-    assert expand("$(C)", known) == "$(C)"  # unknown: left as written
-    assert expand("$$(A)", known) == "$(A)"  # escaped

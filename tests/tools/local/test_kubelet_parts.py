@@ -11,6 +11,7 @@ import pytest
 
 from disagg_tools.local.engines import local_engine
 from disagg_tools.local.kubelet.rules import containers, endpoints, probes
+from disagg_tools.local.rules.env import data_of
 from disagg_tools.local.rules.pods import UpError
 
 # ---------------------------------------------------------------- probes on a fake clock
@@ -180,12 +181,14 @@ def _reference_pod(**extra: Any) -> dict[str, Any]:
     return {"metadata": {"name": "demo-decode-0", "namespace": "a"}, "spec": spec}
 
 
+SECRET = {"kind": "Secret", "metadata": {"name": "s"}, "stringData": {"k": "sekrit"}}
+
+
 def _plan(pod: dict[str, Any]) -> containers.PodRun:
     return containers.pod_run(
         pod, "127.0.1.7", local_engine("reference"), secret_path="/s/hmac",
         folders={"hmac": "/tmp/v/hmac"}, hosts_file="/h/a",
-        secrets=lambda name, key: "sekrit" if (name, key) == ("s", "k") else None,
-        config_maps=lambda name, key: None,
+        data=data_of([SECRET]),
     )  # fmt: skip
 
 
@@ -219,7 +222,7 @@ def test_what_cannot_run_here_is_named() -> None:
     pod["spec"]["containers"][0]["env"].append(
         {"name": "X", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}
     )
-    with pytest.raises(UpError, match="env X comes from"):
+    with pytest.raises(UpError, match=r"env X: resourceFieldRef limits\.cpu is not set"):
         _plan(pod)
 
 
@@ -229,3 +232,31 @@ def test_a_named_probe_port_is_the_containers() -> None:
     assert containers.probe_url("127.0.1.9", container, probe) == "http://127.0.1.9:8080/health"
     with pytest.raises(UpError, match="not named"):
         containers.probe_url("127.0.1.9", container, {"httpGet": {"port": "metrics"}})
+
+
+def test_dollar_references_are_expanded_as_the_kubelet_expands_them() -> None:
+    """env values from the variables before them, command and args from the whole env
+    (makeEnvironmentVariables, ExpandContainerCommandAndArgs)."""
+    pod = _reference_pod()
+    engine = pod["spec"]["containers"][0]
+    engine["env"] += [
+        {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "AT", "value": "$(IP):$(DISAGG_HTTP_PORT)-$(LATER)"},
+        {"name": "LATER", "value": "x"},
+    ]
+    engine["args"] = ["--tag", "$(POD)@$(IP)", "--keep", "$$(IP)"]
+    run = _plan(pod)
+    env, argv = run.processes[0].env, run.processes[0].argv
+    assert env["AT"] == "127.0.1.7:8000-$(LATER)"  # only what comes before it
+    assert argv[-4:] == ["--tag", "demo-decode-0@127.0.1.7", "--keep", "$(IP)"]
+
+
+def test_env_from_is_read_not_ignored() -> None:
+    """A ConfigMap the engine's envFrom names (spec.<role>.podTemplate can add one) reaches
+    the process, under its prefix, below the container's own env."""
+    pod = _reference_pod()
+    pod["spec"]["containers"][0]["envFrom"] = [{"secretRef": {"name": "s"}, "prefix": "FROM_"}]
+    assert _plan(pod).processes[0].env["FROM_k"] == "sekrit"
+    pod["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "none"}}]
+    with pytest.raises(UpError, match="ConfigMap 'none' does not exist"):
+        _plan(pod)

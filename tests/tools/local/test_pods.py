@@ -194,3 +194,21 @@ def test_a_local_run_refuses_instances_that_span_pods_and_says_what_runs_here() 
     obj = spanning()
     with pytest.raises(UpError, match=r"demo-prefill-0.*set nodesPerInstance: 1 to run here"):
         render_manifest(obj, hmac_key="k" * 32)
+
+
+def test_dollar_references_in_rendered_args_are_expanded() -> None:
+    """The KV-events topic names the pod's side-channel host through $(VAR), which a
+    kubelet expands: a local process gets the value, not the reference."""
+    body = yaml.safe_load(VLLM_CPU.read_text())
+    body["metadata"].update(namespace="default", uid="u")
+    body["spec"]["routing"] = {"prefixIndex": "events"}
+    objects = render(body, hmac_key="k")
+    engine = _engine(objects, "vllm-cpu-decode-0")
+    rendered = " ".join([*engine["command"], *engine.get("args", [])])
+    assert "$(" in rendered  # the reference is the kubelet's to expand
+    pods = local_pods(
+        objects, "/s", VLLM, ports=itertools.count(9000), claims=CLAIMS, config_maps=FILES
+    )
+    for pod in pods:
+        events = pod.argv[pod.argv.index("--kv-events-config") + 1]
+        assert "$(" not in events and json.loads(events)["topic"].startswith("kv@127.0.0.1@")

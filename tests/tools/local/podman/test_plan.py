@@ -303,7 +303,7 @@ def test_downward_api_and_projected_volumes_are_files() -> None:
         (
             {"env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "nope", "key": "k"}}}]},
             {},
-            "Secret 'nope' is not among the rendered objects",
+            "Secret 'nope' does not exist",
         ),
     ],
 )

@@ -16,7 +16,7 @@ from typing import Any
 from disagg_operator.api import API_VERSION, HMAC_KEY, LABEL_DEPLOYMENT, PLURAL
 from disagg_tools.local.engines import LocalEngine
 from disagg_tools.local.kubelet.api import Api
-from disagg_tools.local.kubelet.rules import containers
+from disagg_tools.local.rules import env as kubelet_env
 
 
 async def engine(
@@ -64,25 +64,13 @@ async def volumes(api: Api, body: Mapping[str, Any], folder: Path) -> tuple[dict
     return out, secret_path
 
 
-async def lookups(api: Api, body: Mapping[str, Any]) -> tuple[containers.Lookup, containers.Lookup]:
-    """Every Secret and ConfigMap key an env var of the pod names, read now."""
+async def env_data(api: Api, body: Mapping[str, Any]) -> kubelet_env.Data:
+    """Every ConfigMap and Secret the pod's env reads, read now."""
     namespace = body["metadata"].get("namespace", "default")
-    wanted = {
-        (kind, ref["name"])
-        for c in body["spec"].get("containers", [])
-        for e in c.get("env", [])
-        for kind in ("secretKeyRef", "configMapKeyRef")
-        if (ref := (e.get("valueFrom") or {}).get(kind))
-    }
-    got: dict[tuple[str, str], dict[str, str]] = {}
-    for kind, name in wanted:
-        plural = "secrets" if kind == "secretKeyRef" else "configmaps"
-        data = ((await api.get("v1", plural, namespace, name)) or {}).get("data") or {}
-        if kind == "secretKeyRef":
-            data = {k: base64.b64decode(v).decode() for k, v in data.items()}
-        got[kind, name] = data
-
-    def lookup(kind: str) -> containers.Lookup:
-        return lambda name, key: got.get((kind, name), {}).get(key)
-
-    return lookup("secretKeyRef"), lookup("configMapKeyRef")
+    wanted = {ref for c in body["spec"].get("containers", []) for ref in kubelet_env.references(c)}
+    found = []
+    for kind, name in sorted(wanted):
+        got = await api.get("v1", "secrets" if kind == "Secret" else "configmaps", namespace, name)
+        if got is not None:
+            found.append({**got, "kind": kind})
+    return kubelet_env.data_of(found)

@@ -143,11 +143,11 @@ class Kubelet:
         folder = self.workdir / "pods" / f"{namespace}-{name}-{uid[:8]}"
         try:
             folders, secret_path = await admit.volumes(self.api, body, folder / "volumes")
-            secrets, maps = await admit.lookups(self.api, body)
+            data = await admit.env_data(self.api, body)
             run = containers.pod_run(
                 body, address, await admit.engine(self.api, self.engines, body, self._engines),
                 secret_path=secret_path, folders=folders,
-                hosts_file=str(self.hosts_file(namespace)), secrets=secrets, config_maps=maps,
+                hosts_file=str(self.hosts_file(namespace)), data=data,
             )  # fmt: skip
         except containers.UpError as e:
             self.failed[uid] = str(e)

@@ -6,15 +6,14 @@ webhook gives every container the group's env; here :func:`group_pods` does both
 worker template, labelled as LWS labels them (the worker index says who serves), each
 container's env led by ``LWS_LEADER_ADDRESS`` (the caller's: 127.0.0.1 where every pod
 shares this host, the leader's name in the group's Service, :func:`leader_name`, where pods
-have addresses of their own), ``LWS_GROUP_SIZE`` and ``LWS_WORKER_INDEX``, and every
-``$(VAR)`` in env values, commands and args expanded as the kubelet expands them (from the
-variables before it). Where pods share one host, each group also gets a rendezvous port of
-its own (``DISAGG_GROUP_PORT``, given).
+have addresses of their own), ``LWS_GROUP_SIZE`` and ``LWS_WORKER_INDEX``; the ``$(VAR)``
+references to them stay for the runtime to expand, as the kubelet does
+(:mod:`disagg_tools.local.rules.env`). Where pods share one host, each group also gets a
+rendezvous port of its own (``DISAGG_GROUP_PORT``, given).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -22,7 +21,6 @@ from disagg_contract.config import WorkerConfig
 from disagg_operator.contracts import lws
 
 GROUP_PORT = WorkerConfig.env_name("group_port")
-_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
 def is_group_worker(labels: Mapping[str, str]) -> bool:
@@ -89,28 +87,6 @@ def _pods_of(group: dict[str, Any], address: Address, port: int | None) -> list[
 
 
 def _with_env(container: dict[str, Any], first: Mapping[str, str]) -> dict[str, Any]:
-    """The container with ``first`` leading its env and every ``$(VAR)`` expanded."""
-    known: dict[str, str] = dict(first)
-    env = [{"name": k, "value": v} for k, v in first.items()]
-    for item in container.get("env", []):
-        if item["name"] in first:
-            continue
-        if "value" in item:
-            item = {**item, "value": expand(str(item["value"]), known)}
-            known[item["name"]] = item["value"]
-        env.append(item)
-    out = {**container, "env": env}
-    for key in ("command", "args"):
-        if key in container:
-            out[key] = [expand(str(a), known) for a in container[key]]
-    return out
-
-
-def expand(text: str, known: Mapping[str, str]) -> str:
-    """Kubernetes' ``$(VAR)``: VAR's value where ``known`` has it, else left as written
-    (as the kubelet leaves it); ``$$`` is a literal ``$``."""
-
-    def one(m: re.Match[str]) -> str:
-        return "$" if m.group(0) == "$$" else known.get(m.group(1), m.group(0))
-
-    return _REF.sub(one, text)
+    """The container with ``first`` leading its env (in place of its own of those names)."""
+    own = [item for item in container.get("env", []) if item["name"] not in first]
+    return {**container, "env": [*({"name": k, "value": v} for k, v in first.items()), *own]}

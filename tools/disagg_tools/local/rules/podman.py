@@ -11,10 +11,8 @@ way. What maps to what, and what is not here: docs/local-run.md (Pods as contain
 
 from __future__ import annotations
 
-import base64
 import json
 import math
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -23,7 +21,8 @@ from disagg_operator.api import LABEL_ROLE as ROLE_LABEL
 from disagg_operator.api.podtemplate import ENGINE_CONTAINER
 from disagg_operator.contracts import lws
 from disagg_operator.derive.resources import parse_quantity
-from disagg_tools.local.rules.groups import expand, is_group_worker, leader_name
+from disagg_tools.local.rules import env as kubelet_env
+from disagg_tools.local.rules.groups import is_group_worker, leader_name
 
 RUN_LABEL = "disagg.dev/up-run"  # on every pod, container, volume and network of one run
 SHM = "/dev/shm"
@@ -183,20 +182,8 @@ def plan_pods(
         raise PlanError(f"{len(pods)} pods need {len(pods)} addresses, got {len(ips)}")
     addresses = {p["metadata"]["name"]: ip for p, ip in zip(pods, ips, strict=False)}
     hosts = _service_hosts(objects, pods, addresses)
-    by_kind = _objects_by_kind(objects)
-    return [
-        _pod(pod, addresses, host_ip, hosts, images, claims, binds or {}, by_kind) for pod in pods
-    ]
-
-
-def _objects_by_kind(
-    objects: Sequence[Mapping[str, Any]],
-) -> dict[str, dict[str, Mapping[str, Any]]]:
-    out: dict[str, dict[str, Mapping[str, Any]]] = {"Secret": {}, "ConfigMap": {}}
-    for o in objects:
-        if o.get("kind") in out:
-            out[o["kind"]][o["metadata"]["name"]] = o
-    return out
+    data = kubelet_env.data_of(objects)
+    return [_pod(pod, addresses, host_ip, hosts, images, claims, binds or {}, data) for pod in pods]
 
 
 def _pod(
@@ -207,7 +194,7 @@ def _pod(
     images: Mapping[str, str],
     claims: Mapping[str, str],
     binds: Mapping[str, str],
-    by_kind: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    data: kubelet_env.Data,
 ) -> PodPlan:
     meta, spec = pod["metadata"], pod["spec"]
     name, namespace = meta["name"], meta.get("namespace", "default")
@@ -217,11 +204,11 @@ def _pod(
             f"pod {name} fetches its model with init container(s) {names}, which disagg up "
             "does not run; give a local model with --model DIR or a pvc:// model and --claim"
         )
-    ctx = _Context(pod, addresses[name], host_ip)
-    volumes = tuple(_volume(name, v, ctx, claims, by_kind) for v in spec.get("volumes", []))
+    ctx = kubelet_env.PodFields(pod, addresses[name], host_ip, NODE)
+    volumes = tuple(_volume(name, v, ctx, claims, data) for v in spec.get("volumes", []))
     pod_security = spec.get("securityContext", {})
     containers = tuple(
-        _container(name, c, ctx, images, pod_security, by_kind, binds) for c in spec["containers"]
+        _container(name, c, ctx, images, pod_security, data, binds) for c in spec["containers"]
     )
     hostname = spec.get("hostname", name)
     hosts = dict(services)
@@ -262,51 +249,22 @@ def _shm_size(volumes: Sequence[Volume], containers: Sequence[ContainerPlan]) ->
     return _tmpfs_size(limit) if limit else ""
 
 
-@dataclass(frozen=True)
-class _Context:
-    """What a pod's field refs read."""
-
-    pod: Mapping[str, Any]
-    ip: str
-    host_ip: str
-
-    def field(self, path: str, at: str) -> str:
-        meta, spec = self.pod["metadata"], self.pod["spec"]
-        plain = {
-            "metadata.name": meta["name"],
-            "metadata.namespace": meta.get("namespace", "default"),
-            "metadata.uid": meta.get("uid", "local"),
-            "status.podIP": self.ip,
-            "status.podIPs": self.ip,
-            "status.hostIP": self.host_ip,
-            "status.hostIPs": self.host_ip,
-            "spec.nodeName": NODE,
-            "spec.serviceAccountName": spec.get("serviceAccountName", "default"),
-        }
-        if path in plain:
-            return str(plain[path])
-        found = re.fullmatch(r"metadata\.(labels|annotations)\['([^']+)'\]", path)
-        if found:
-            return str(meta.get(found.group(1), {}).get(found.group(2), ""))
-        if path in ("metadata.labels", "metadata.annotations"):
-            items = meta.get(path.split(".")[1], {})
-            return "\n".join(f'{k}="{v}"' for k, v in sorted(items.items()))
-        raise PlanError(f"{at}: fieldRef {path!r} is not one a kubelet resolves")
-
-
 def _container(
     pod: str,
     c: Mapping[str, Any],
-    ctx: _Context,
+    ctx: kubelet_env.PodFields,
     images: Mapping[str, str],
     pod_security: Mapping[str, Any],
-    by_kind: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    data: kubelet_env.Data,
     binds: Mapping[str, str],
 ) -> ContainerPlan:
     at = f"pod {pod} container {c['name']}"
     if c["image"] not in images:
         raise PlanError(f"{at}: no local image stands for {c['image']}")
-    env = _env(at, c, ctx, by_kind)
+    try:
+        env = kubelet_env.container_env(at, c, ctx, data)
+    except kubelet_env.EnvError as e:
+        raise PlanError(str(e)) from None
     security = {**pod_security, **c.get("securityContext", {})}
     if security.get("privileged"):
         raise PlanError(f"{at}: privileged containers are not run")
@@ -334,8 +292,8 @@ def _container(
     return ContainerPlan(
         name=c["name"],
         image=images[c["image"]],
-        command=None if command is None else tuple(expand(a, env) for a in command),
-        args=None if args is None else tuple(expand(a, env) for a in args),
+        command=None if command is None else tuple(kubelet_env.expand(a, env) for a in command),
+        args=None if args is None else tuple(kubelet_env.expand(a, env) for a in args),
         env=env,
         user=user,
         run_as_non_root=bool(security.get("runAsNonRoot")),
@@ -356,72 +314,19 @@ def _bind_name(folder: str) -> str:
     return "bind:" + folder
 
 
-def _env(
-    at: str,
-    c: Mapping[str, Any],
-    ctx: _Context,
-    by_kind: Mapping[str, Mapping[str, Mapping[str, Any]]],
-) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for source in c.get("envFrom", []):
-        prefix = source.get("prefix", "")
-        for kind, ref in (("ConfigMap", "configMapRef"), ("Secret", "secretRef")):
-            if ref in source:
-                data = _data(at, kind, source[ref]["name"], by_kind, source[ref].get("optional"))
-                env.update({prefix + k: v.decode() for k, v in data.items()})
-    for item in c.get("env", []):
-        key = item["name"]
-        if "valueFrom" not in item:
-            env[key] = expand(str(item.get("value", "")), env)
-            continue
-        src = item["valueFrom"]
-        if "fieldRef" in src:
-            env[key] = ctx.field(src["fieldRef"]["fieldPath"], f"{at} env {key}")
-        elif "resourceFieldRef" in src:
-            env[key] = _resource(at, c, src["resourceFieldRef"])
-        else:
-            kind, ref = (
-                ("Secret", src["secretKeyRef"])
-                if "secretKeyRef" in src
-                else ("ConfigMap", src.get("configMapKeyRef", {}))
-            )
-            data = _data(at, kind, ref.get("name", ""), by_kind, ref.get("optional"))
-            if ref.get("key") in data:
-                env[key] = data[ref["key"]].decode()
-            elif not ref.get("optional"):
-                raise PlanError(f"{at} env {key}: {kind} {ref.get('name')} has no {ref.get('key')}")
-    return env
-
-
-def _resource(at: str, c: Mapping[str, Any], ref: Mapping[str, Any]) -> str:
-    kind, _, what = ref["resource"].partition(".")
-    value = c.get("resources", {}).get(kind, {}).get(what)
-    if value is None:
-        raise PlanError(f"{at}: resourceFieldRef {ref['resource']} is not set on the container")
-    divisor = parse_quantity(ref.get("divisor", "1"))
-    return str(math.ceil(parse_quantity(value) / divisor))
-
-
 def _data(
     at: str,
     kind: str,
     name: str,
-    by_kind: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    data: kubelet_env.Data,
     optional: bool | None,
 ) -> dict[str, bytes]:
-    obj = by_kind[kind].get(name)
-    if obj is None:
+    found = data(kind, name)
+    if found is None:
         if optional:
             return {}
         raise PlanError(f"{at}: {kind} {name!r} is not among the rendered objects")
-    out = (
-        {k: base64.b64decode(v) for k, v in obj.get("data", {}).items()}
-        if kind == "Secret"
-        else {k: str(v).encode() for k, v in obj.get("data", {}).items()}
-    )
-    out.update({k: base64.b64decode(v) for k, v in obj.get("binaryData", {}).items()})
-    out.update({k: str(v).encode() for k, v in obj.get("stringData", {}).items()})
-    return out
+    return dict(found)
 
 
 def _probes(at: str, c: Mapping[str, Any], ports: Mapping[str, int]) -> dict[str, Probe | None]:
@@ -473,9 +378,9 @@ def _port(at: str, port: int | str, ports: Mapping[str, int]) -> int:
 def _volume(
     pod: str,
     v: Mapping[str, Any],
-    ctx: _Context,
+    ctx: kubelet_env.PodFields,
     claims: Mapping[str, str],
-    by_kind: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    data: kubelet_env.Data,
 ) -> Volume:
     at, name = f"pod {pod} volume {v['name']}", v["name"]
     if "emptyDir" in v:
@@ -494,14 +399,14 @@ def _volume(
         read_only = bool(v["persistentVolumeClaim"].get("readOnly"))
         return Volume(name, "claim", folder=claims[claim], read_only=read_only)
     if "secret" in v or "configMap" in v or "downwardAPI" in v:
-        return Volume(name, "folder", files=dict(_files(at, v, ctx, by_kind)), read_only=True)
+        return Volume(name, "folder", files=dict(_files(at, v, ctx, data)), read_only=True)
     if "projected" in v:
         files: dict[str, tuple[bytes, int]] = {}
         mode = v["projected"].get("defaultMode", DEFAULT_MODE)
         for source in v["projected"].get("sources", []):
             if "serviceAccountToken" in source:
                 continue  # no API server to issue one
-            files.update(_files(at, {**source, "defaultMode": mode}, ctx, by_kind))
+            files.update(_files(at, {**source, "defaultMode": mode}, ctx, data))
         return Volume(name, "folder", files=files, read_only=True)
     if "image" in v:
         raise PlanError(
@@ -515,8 +420,8 @@ def _volume(
 def _files(
     at: str,
     v: Mapping[str, Any],
-    ctx: _Context,
-    by_kind: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    ctx: kubelet_env.PodFields,
+    data: kubelet_env.Data,
 ) -> Iterator[tuple[str, tuple[bytes, int]]]:
     """One Secret, ConfigMap or downwardAPI source's files: path → (data, mode)."""
     for kind, key in (("Secret", "secret"), ("ConfigMap", "configMap")):
@@ -525,20 +430,23 @@ def _files(
         src = v[key]
         name = src.get("secretName", src.get("name", ""))  # volume: secretName; projected: name
         mode = src.get("defaultMode", v.get("defaultMode", DEFAULT_MODE))
-        data = _data(at, kind, name, by_kind, src.get("optional"))
-        items = src.get("items") or [{"key": k, "path": k} for k in sorted(data)]
+        found = _data(at, kind, name, data, src.get("optional"))
+        items = src.get("items") or [{"key": k, "path": k} for k in sorted(found)]
         for item in items:
-            if item["key"] not in data:
+            if item["key"] not in found:
                 if src.get("optional"):
                     continue
                 raise PlanError(f"{at}: {kind} {name} has no key {item['key']}")
-            yield item["path"], (data[item["key"]], item.get("mode", mode))
+            yield item["path"], (found[item["key"]], item.get("mode", mode))
     if "downwardAPI" in v:
         src = v["downwardAPI"]
         mode = src.get("defaultMode", v.get("defaultMode", DEFAULT_MODE))
         for item in src.get("items", []):
             if "fieldRef" in item:
-                text = ctx.field(item["fieldRef"]["fieldPath"], at)
+                try:
+                    text = ctx.field(item["fieldRef"]["fieldPath"], at)
+                except kubelet_env.EnvError as e:
+                    raise PlanError(str(e)) from None
             else:
                 raise PlanError(f"{at}: downwardAPI item {item['path']}: only fieldRef is run")
             yield item["path"], (text.encode(), item.get("mode", mode))

@@ -3,7 +3,8 @@
 The operator's rendered pods run unchanged except for what only makes sense in a cluster,
 and every such change is listed in :attr:`LocalPod.adapted` so ``disagg up`` can say it:
 
-- field refs: the pod name and 127.0.0.1 for the pod IP;
+- env and ``$(VAR)`` as the kubelet makes them (:mod:`disagg_tools.local.rules.env`),
+  127.0.0.1 for the pod's and the node's address;
 - cluster-only ``UCX_TLS`` is dropped, so UCX picks local transports (shared memory, CMA);
 - a decode pod's ``transfer-canary`` container keeps its arguments (``canary``); ``disagg
   up`` runs it once with the local prefill and decode URLs in place of the Service's;
@@ -18,7 +19,7 @@ and every such change is listed in :attr:`LocalPod.adapted` so ``disagg up`` can
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,11 +27,12 @@ from disagg_operator.api import LABEL_ROLE as ROLE_LABEL
 from disagg_operator.api.podtemplate import CANARY_CONTAINER, ENGINE_CONTAINER
 from disagg_tools.local.engines import LocalEngine, LocalRun
 from disagg_tools.local.engines.base import disagg_argv, without_flag
+from disagg_tools.local.rules import env as env_rules
 from disagg_tools.local.rules.groups import is_group_worker
 
 LOCAL = "127.0.0.1"
 CLUSTER_ONLY = ("UCX_TLS", "DISAGG_UCX_TLS")
-FIELD_REFS = {"metadata.name": None, "status.podIP": LOCAL, "status.hostIP": LOCAL}
+NODE = "local"  # spec.nodeName
 CANARY = CANARY_CONTAINER
 
 
@@ -77,13 +79,19 @@ def local_pods(
     to the folder its data was written to, the same way (args and env values).
     """
     out: list[LocalPod] = []
+    data = env_rules.data_of(objects)
     for n, obj in enumerate(_pods(objects)):
         name, role = obj["metadata"]["name"], obj["metadata"]["labels"][ROLE_LABEL]
         container = _engine_container(obj)
-        command = [*container.get("command", []), *container.get("args", [])]
+        fields = env_rules.PodFields(obj, LOCAL, LOCAL, NODE)
+        try:
+            env = env_rules.container_env(f"pod {name}", container, fields, data)
+        except env_rules.EnvError as e:
+            raise UpError(str(e)) from None
+        command = env_rules.container_command(container, env)
+        env, dropped = without_cluster_only(env)
         paths, mounted = _mount_paths(obj, container, claims or {}, config_maps or {})
         command = [_host_path(arg, paths) for arg in command]
-        env, dropped = _env(name, container)
         env = {k: _host_path(v, paths) for k, v in env.items()}
         mine = cores[n] if engine.run.cores and n < len(cores) else ()
         try:
@@ -205,48 +213,10 @@ def _engine_container(pod: dict[str, Any]) -> dict[str, Any]:
     return next((c for c in containers if c["name"] == ENGINE_CONTAINER), containers[0])
 
 
-def _env(name: str, container: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
-    fields = {path: value or name for path, value in FIELD_REFS.items()}
-    return resolve_env(name, container, fields, "disagg up resolves only metadata.name and "
-                       "status.podIP")  # fmt: skip
-
-
-Lookup = Callable[[str, str], str | None]  # (object name, key) → value; None: not there
-
-
-def resolve_env(
-    pod: str,
-    container: Mapping[str, Any],
-    fields: Mapping[str, str],
-    what: str,
-    secrets: Lookup | None = None,
-    config_maps: Lookup | None = None,
-) -> tuple[dict[str, str], list[str]]:
-    """A container's env as a process gets it: values, ``fieldRef``s from ``fields``
-    (field path → value), ``secretKeyRef`` / ``configMapKeyRef`` through the lookups when
-    given; the cluster-only variables dropped (returned as ``NAME=value``). Anything else
-    raises UpError naming the variable and ``what`` can be resolved."""
-    env: dict[str, str] = {}
-    dropped = []
-    for item in container.get("env", []):
-        key = item["name"]
-        if key in CLUSTER_ONLY:
-            dropped.append(f"{key}={item.get('value', '')}")
-            continue
-        if "value" in item:
-            env[key] = str(item["value"])
-            continue
-        source = item.get("valueFrom") or {}
-        value = None
-        if "fieldRef" in source:
-            value = fields.get(source["fieldRef"].get("fieldPath", ""))
-        for kind, lookup in (("secretKeyRef", secrets), ("configMapKeyRef", config_maps)):
-            if kind in source and lookup is not None:
-                value = lookup(source[kind]["name"], source[kind]["key"])
-        if value is None:
-            raise UpError(f"pod {pod}: env {key} comes from {source}; {what}")
-        env[key] = value
-    return env, dropped
+def without_cluster_only(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """``env`` without the cluster-only variables, and those dropped as ``NAME=value``."""
+    kept = {k: v for k, v in env.items() if k not in CLUSTER_ONLY}
+    return kept, [f"{k}={v}" for k, v in env.items() if k in CLUSTER_ONLY]
 
 
 def core_takers(objects: list[dict[str, Any]], engine: LocalEngine) -> int:

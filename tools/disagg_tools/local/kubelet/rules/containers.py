@@ -6,8 +6,9 @@ share (the pod's network namespace) becomes that address: ``127.0.0.1``, ``local
 ``0.0.0.0`` in their arguments and env are the pod's address, and a ``disagg`` command that
 takes ``--host`` gets it. The engine container is its engine's local-run module's to adapt
 (``LocalEngine.process`` of :mod:`disagg_tools.local.engines`, with the pod's ``address``);
-other containers must run ``disagg`` (the canary, the router). Env ``fieldRef``s,
-``secretKeyRef``s and ``configMapKeyRef``s are resolved; Secret, ConfigMap and emptyDir
+other containers must run ``disagg`` (the canary, the router). Env, command and args are
+the kubelet's (:mod:`disagg_tools.local.rules.env`: references, ``$(VAR)``); Secret,
+ConfigMap and emptyDir
 volumes are folders the caller wrote (``folders``: volume name → folder), and their mount
 paths in arguments and env become those folders. Cluster DNS is the kubelet's name table:
 ``DISAGG_HOSTS_FILE`` (:mod:`disagg_worker.serve.names`). The cluster-only ``UCX_TLS`` is
@@ -27,14 +28,16 @@ from disagg_operator.api.podtemplate import ENGINE_CONTAINER
 from disagg_tools.local.engines import LocalEngine
 from disagg_tools.local.engines.base import disagg_argv
 from disagg_tools.local.kubelet.rules import probes
-from disagg_tools.local.rules.pods import Lookup, UpError, resolve_env
+from disagg_tools.local.rules import env as kubelet_env
+from disagg_tools.local.rules.pods import UpError, without_cluster_only
 
 # Cluster DNS on one host: the kubelet's table, answered by a shim first on each process's
 # PYTHONPATH (kubelet/dns/sitecustomize.py; the product resolves names the cluster's way)
 HOSTS_ENV = "LOCAL_KUBELET_HOSTS_FILE"
 DNS_SHIM = str(resources.files("disagg_tools.local.kubelet").joinpath("dns"))
 LOOPBACK = re.compile(r"(?<![\w.])(127\.0\.0\.1|localhost|0\.0\.0\.0)(?![\w.])")
-TAKES_HOST = (["worker", "canary"], ["proxy"])  # `disagg` commands with a listen --host
+TAKES_HOST = (["worker", "canary"], ["proxy"])
+NODE = "local"  # spec.nodeName  # `disagg` commands with a listen --host
 
 
 @dataclass(frozen=True)
@@ -69,12 +72,11 @@ def pod_run(
     secret_path: str,
     folders: Mapping[str, str],
     hosts_file: str,
-    secrets: Lookup,
-    config_maps: Lookup,
+    data: kubelet_env.Data,
 ) -> PodRun:
     """``pod`` (an API object) as processes at ``address``; ``engine``: the engine of a
     prefill or decode pod (None for others, e.g. the router's). Raises UpError naming
-    what cannot run here."""
+    what cannot run here. ``data``: the ConfigMaps and Secrets the containers' env reads."""
     meta, spec = pod["metadata"], pod["spec"]
     name, namespace = meta["name"], meta.get("namespace", "default")
     if spec.get("initContainers"):
@@ -84,11 +86,17 @@ def pod_run(
     processes, notes = [], []
     for container in spec.get("containers", []):
         _probes(name, container)
-        env, dropped = _env(pod, container, address, secrets, config_maps)
+        at = f"pod {name} container {container['name']}"
+        fields = kubelet_env.PodFields(pod, address, address, NODE)
+        try:
+            env = kubelet_env.container_env(at, container, fields, data)
+        except kubelet_env.EnvError as e:
+            raise UpError(str(e)) from None
+        command = kubelet_env.container_command(container, env)
+        env, dropped = without_cluster_only(env)
         env = {k: _local(v, address, mounts) for k, v in env.items()}
         env[HOSTS_ENV] = hosts_file
         notes += [f"{container['name']}: dropped cluster-only {d}" for d in dropped]
-        command = [*container.get("command", []), *container.get("args", [])]
         port = 0
         if container["name"] == ENGINE_CONTAINER and engine is not None:
             command = [_local(a, address, mounts) for a in command]
@@ -178,28 +186,6 @@ def _mounts(pod: Mapping[str, Any], folders: Mapping[str, str]) -> dict[str, str
                 "/" + mount["subPath"] if "subPath" in mount else ""
             )
     return out
-
-
-def _env(
-    pod: Mapping[str, Any],
-    container: Mapping[str, Any],
-    address: str,
-    secrets: Lookup,
-    config_maps: Lookup,
-) -> tuple[dict[str, str], list[str]]:
-    meta = pod["metadata"]
-    fields = {
-        "metadata.name": meta["name"],
-        "metadata.namespace": meta.get("namespace", "default"),
-        "status.podIP": address,
-        "status.hostIP": address,
-        "spec.nodeName": "local",
-    }
-    what = (
-        "the local kubelet resolves fieldRef name/namespace/podIP and existing Secret or "
-        "ConfigMap keys"
-    )
-    return resolve_env(meta["name"], container, fields, what, secrets, config_maps)
 
 
 def probe_port(container: Mapping[str, Any], port: Any) -> int:
