@@ -112,12 +112,11 @@ class EchoLocal(LocalEngine):
         env: dict[str, str],
         *,
         secret_path: str,
-        ports: Iterator[int] | None,
-        cores: Sequence[int],
-        address: str | None = None,
+        address: str,
+        cores: Sequence[int] = (),
     ) -> LocalProcess:
-        port = next(ports) if ports else 0
-        return LocalProcess([sys.executable, "-m", "echo", *command[1:]], env, port, ["echo"])
+        argv = [sys.executable, "-m", "echo", *command[1:], "--host", address]
+        return LocalProcess(argv, env, 9000, ["echo"])
 
 
 SETTINGS = DEFAULT.with_engines(Echo())
@@ -245,9 +244,12 @@ def test_a_field_only_other_engines_read_is_refused_naming_them() -> None:
 
 def test_the_local_runner_runs_it_as_it_says() -> None:
     objects = render(_echo(), hmac_key="k", settings=SETTINGS)
-    pods = local_pods(objects, "/s", EchoLocal(), ports=iter(range(9000, 9010)))
+    at = {"demo-prefill-0": "127.0.9.2", "demo-decode-0": "127.0.9.3"}
+    pods = local_pods(objects, "/s", EchoLocal(), addresses=at.__getitem__)
     assert [p.argv[:3] for p in pods] == [[sys.executable, "-m", "echo"]] * 2
-    assert [p.http_port for p in pods] == [9000, 9001]
+    assert [(p.address, p.argv[-1], p.http_port) for p in pods] == [
+        ("127.0.9.2", "127.0.9.2", 9000), ("127.0.9.3", "127.0.9.3", 9000)
+    ]  # fmt: skip
     assert all(p.local == EchoLocal.run for p in pods)
 
 

@@ -95,8 +95,7 @@ def toy_stack(tmp: Path, engine: Toy, address: dict[str, str]) -> Iterator[Stack
             engine_container = container(pod, "engine")
             command = [*engine_container["command"], *engine_container.get("args", [])]
             run = ToyLocal().process(
-                pod["metadata"]["name"], command, {}, secret_path="", ports=None, cores=(),
-                address=address[role],
+                pod["metadata"]["name"], command, {}, secret_path="", address=address[role],
             )  # fmt: skip
             children.append(start_child(role, run.argv, env, tmp))
             urls[role] = f"http://{address[role]}:{run.http_port}"

@@ -1,11 +1,10 @@
 """The toy engine's local-run part (:mod:`disagg_tools.local.engines`' seam): its server
-as a process of this interpreter, on a port of its own on one host or at the pod's
-address."""
+as a process of this interpreter at the pod's address."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from disagg_tools.local.engines import LocalEngine, LocalProcess, LocalRun
 
@@ -21,15 +20,9 @@ class ToyLocal(LocalEngine):
         env: dict[str, str],
         *,
         secret_path: str,
-        ports: Iterator[int] | None,
-        cores: Sequence[int],
-        address: str | None = None,
+        address: str,
+        cores: Sequence[int] = (),
     ) -> LocalProcess:
         argv = [sys.executable, "-m", "tests.support.toy_engine.server", *command[1:]]
         port = int(argv[argv.index("--listen") + 1])
-        if address is None:  # one host: a port of its own
-            port = next(ports) if ports else port
-            argv[argv.index("--listen") + 1] = str(port)
-        else:
-            argv += ["--host", address]
-        return LocalProcess(argv, env, port, ["toy-serve"])
+        return LocalProcess([*argv, "--host", address], env, port, ["toy-serve"])

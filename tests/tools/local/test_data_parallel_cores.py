@@ -5,7 +5,6 @@ rank of every engine, or each engine would find no list of its own and stop at s
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import yaml
@@ -32,7 +31,7 @@ def test_each_engine_of_a_data_parallel_pod_gets_its_own_core_list() -> None:
         ([0, 1, 2, 3], "0,1|2,3", "0|1|2|3"),
     ):
         pods = local_pods(
-            objects, "/s", local_engine("vllm"), ports=itertools.count(9000),
+            objects, "/s", local_engine("vllm"), addresses=lambda name: "127.0.9.2",
             cores=[cores, cores], claims=CLAIMS, config_maps=FILES,
         )  # fmt: skip
         binds = [p.env["VLLM_CPU_OMP_THREADS_BIND"] for p in pods]

@@ -3,9 +3,9 @@ else."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,10 @@ from disagg_tools.local.rules.pods import (
     UpError,
     core_takers,
     local_pods,
-    pin_ports,
     share_cores,
 )
 from disagg_tools.local.stack import render_manifest
-from tests.operator.builders import spanning
+from tests.operator.builders import env_of, spanning
 
 VLLM, REFERENCE = local_engine("vllm"), local_engine("reference")
 
@@ -31,6 +30,12 @@ VLLM_CPU = ROOT / "examples" / "vllm-cpu.yaml"
 QUICKSTART = ROOT / "examples" / "quickstart-cpu.yaml"
 CLAIMS = {"models": "/data/models"}  # the local folder standing for the example's claim
 FILES = {"vllm-cpu-engine-idle": "/run/cm/engine-idle"}  # where a run wrote that ConfigMap
+
+
+def _addresses() -> Callable[[str], str]:
+    """Pod addresses as a run hands them out: each pod its own, the same for its name."""
+    given: dict[str, str] = {}
+    return lambda name: given.setdefault(name, f"127.0.9.{2 + len(given)}")
 
 
 def _rendered(path: Path = VLLM_CPU) -> list[dict[str, Any]]:
@@ -51,7 +56,7 @@ def test_vllm_pods_keep_their_rendered_flags_and_env() -> None:
         objects,
         "/s",
         VLLM,
-        ports=itertools.count(9000),
+        addresses=_addresses(),
         cores=[[0], [2, 3]],
         claims=CLAIMS,
         config_maps=FILES,
@@ -75,40 +80,37 @@ def test_vllm_pods_keep_their_rendered_flags_and_env() -> None:
         assert pod.argv[-len(kept) :] == kept
         kv = json.loads(kept[kept.index("--kv-transfer-config") + 1])
         assert kv["kv_buffer_device"] == "cpu"
-        assert pod.argv[pod.argv.index("--port") + 1] == str(pod.http_port)
-        assert pod.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == "127.0.0.1"
+        # each pod listens at its own address with its rendered ports, as in a cluster
+        assert pod.argv[pod.argv.index("--port") + 1] == str(pod.http_port) == "8000"
+        assert pod.argv[pod.argv.index("--host") + 1] == pod.address
+        assert pod.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == pod.address
+        assert (
+            pod.env["VLLM_NIXL_SIDE_CHANNEL_PORT"]
+            == env_of(container)["VLLM_NIXL_SIDE_CHANNEL_PORT"]
+        )
         assert pod.env["VLLM_CPU_OMP_THREADS_BIND"] == cores
         assert "UCX_TLS" not in pod.env and pod.dropped
         assert any("core(s) " + cores in note for note in pod.adapted)
-    ports = [pods[0].http_port, pods[1].http_port]
-    ports += [int(p.env["VLLM_NIXL_SIDE_CHANNEL_PORT"]) for p in pods]
-    assert len(set(ports)) == 4  # nothing shared between the two engines
-
-
-def test_vllm_pods_need_concrete_ports() -> None:
-    with pytest.raises(UpError, match="vLLM needs concrete ports"):
-        local_pods(_rendered(), "/s", VLLM, claims=CLAIMS, config_maps=FILES)
+    assert [p.address for p in pods] == ["127.0.9.2", "127.0.9.3"]
 
 
 def test_a_claim_without_a_local_folder_or_a_model_the_cluster_fetches_is_refused() -> None:
     with pytest.raises(UpError, match="--claim models=DIR"):
-        local_pods(_rendered(), "/s", VLLM, ports=itertools.count(9000), config_maps=FILES)
+        local_pods(_rendered(), "/s", VLLM, addresses=_addresses(), config_maps=FILES)
     with pytest.raises(UpError, match="ConfigMap 'vllm-cpu-engine-idle', which was not written"):
-        local_pods(_rendered(), "/s", VLLM, ports=itertools.count(9000), claims=CLAIMS)
+        local_pods(_rendered(), "/s", VLLM, addresses=_addresses(), claims=CLAIMS)
     for model, says in (("hf://org/name", "init container"), ("oci://r.example/m:1", "image")):
         body = yaml.safe_load(VLLM_CPU.read_text())
         body["metadata"].update(namespace="default", uid="u")
         body["spec"]["model"] = model
         with pytest.raises(UpError, match=f"{says}.*--model DIR"):
             objects = render(body, hmac_key="k")
-            local_pods(objects, "/s", VLLM, ports=itertools.count(9000), config_maps=FILES)
+            local_pods(objects, "/s", VLLM, addresses=_addresses(), config_maps=FILES)
 
 
 def test_without_cores_the_rendered_binding_stays() -> None:
     objects = _rendered()
-    pods = local_pods(
-        objects, "/s", VLLM, ports=itertools.count(9000), claims=CLAIMS, config_maps=FILES
-    )
+    pods = local_pods(objects, "/s", VLLM, addresses=_addresses(), claims=CLAIMS, config_maps=FILES)
     for pod in pods:
         env = {e["name"]: e.get("value") for e in _engine(objects, pod.name)["env"]}
         assert pod.env["VLLM_CPU_OMP_THREADS_BIND"] == env["VLLM_CPU_OMP_THREADS_BIND"]
@@ -117,7 +119,9 @@ def test_without_cores_the_rendered_binding_stays() -> None:
 def test_only_an_engine_that_takes_core_lists_gets_cores() -> None:
     assert core_takers(_rendered(), VLLM) == 2
     assert core_takers(_rendered(QUICKSTART), REFERENCE) == 0
-    pods = local_pods(_rendered(QUICKSTART), "/s", REFERENCE, cores=[[0], [1]])
+    pods = local_pods(
+        _rendered(QUICKSTART), "/s", REFERENCE, addresses=_addresses(), cores=[[0], [1]]
+    )
     assert all("DISAGG_CPU" not in " ".join(p.adapted) for p in pods)
     assert all(p.env == {**p.env} and "VLLM_CPU_OMP_THREADS_BIND" not in p.env for p in pods)
 
@@ -138,26 +142,27 @@ def test_share_cores_is_disjoint_when_it_can_be(
     assert share_cores(count, cores) == expected
 
 
-def test_a_reference_worker_is_pinned_to_the_ports_it_announced() -> None:
+def test_a_reference_worker_listens_at_its_pods_address_with_its_rendered_ports() -> None:
     """A restart binds what the first process bound: the proxy's URLs and the side channel
-    prefill advertised stay valid."""
-    env = {"DISAGG_HTTP_PORT": "0", "DISAGG_SIDE_CHANNEL_PORT": "0", "DISAGG_ROLE": "prefill"}
-    ready = {"event": "ready", "http_port": 8123, "side_channel_port": 5611}
-    assert pin_ports(env, ready) == {
-        "DISAGG_HTTP_PORT": "8123",
-        "DISAGG_SIDE_CHANNEL_PORT": "5611",
-        "DISAGG_ROLE": "prefill",
-    }
-    assert env["DISAGG_HTTP_PORT"] == "0"  # a new env, the old one untouched
-    # decode listens on no side channel (its ready line says None)
-    decode = pin_ports(env, {"http_port": 8124, "side_channel_port": None})
-    assert decode["DISAGG_HTTP_PORT"] == "8124" and decode["DISAGG_SIDE_CHANNEL_PORT"] == "0"
+    prefill advertises stay valid."""
+    objects = _rendered(QUICKSTART)
+    prefill, decode = local_pods(objects, "/s", REFERENCE, addresses=_addresses())
+    for pod in (prefill, decode):
+        container = _engine(objects, pod.name)
+        for key in ("DISAGG_HTTP_HOST", "DISAGG_SIDE_CHANNEL_HOST", "DISAGG_ADVERTISE_HOST"):
+            assert pod.env[key] == pod.address
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert pod.http_port == ports["http"]  # the worker's defaults are the rendered ports
+        assert {k: v for k, v in pod.env.items() if k.endswith("_PORT")} == {
+            k: v for k, v in env_of(container).items() if k.endswith("_PORT")
+        }
+    assert prefill.address != decode.address
 
 
 def test_the_decode_pods_canary_runs_once_against_the_local_processes() -> None:
     from disagg_tools.local.rules.pods import canary_argv
 
-    pods = local_pods(_rendered(QUICKSTART), "/tmp/secret", REFERENCE)
+    pods = local_pods(_rendered(QUICKSTART), "/tmp/secret", REFERENCE, addresses=_addresses())
     prefill, decode = pods
     assert canary_argv(prefill, "http://p", "http://d") == []  # prefill pods have none
     argv = canary_argv(decode, "http://127.0.0.1:1", "http://127.0.0.1:2")
@@ -182,7 +187,7 @@ def test_a_tensor_parallel_vllm_pod_binds_one_core_list_per_rank() -> None:
     objects = render(body, hmac_key="k")
     for cores, bound in (([2, 3], "2|3"), ([1], "1|1"), ([0, 1, 2, 3], "0,1|2,3")):
         pods = local_pods(
-            objects, "/s", VLLM, ports=itertools.count(9000), cores=[[0], cores],
+            objects, "/s", VLLM, addresses=_addresses(), cores=[[0], cores],
             claims=CLAIMS, config_maps=FILES,
         )  # fmt: skip
         assert pods[0].env["VLLM_CPU_OMP_THREADS_BIND"] == "0"  # prefill: TP 1
@@ -206,9 +211,8 @@ def test_dollar_references_in_rendered_args_are_expanded() -> None:
     engine = _engine(objects, "vllm-cpu-decode-0")
     rendered = " ".join([*engine["command"], *engine.get("args", [])])
     assert "$(" in rendered  # the reference is the kubelet's to expand
-    pods = local_pods(
-        objects, "/s", VLLM, ports=itertools.count(9000), claims=CLAIMS, config_maps=FILES
-    )
-    for pod in pods:
-        events = pod.argv[pod.argv.index("--kv-events-config") + 1]
-        assert "$(" not in events and json.loads(events)["topic"].startswith("kv@127.0.0.1@")
+    pods = local_pods(objects, "/s", VLLM, addresses=_addresses(), claims=CLAIMS, config_maps=FILES)
+    for pod in pods:  # each pod's own address, where a kubelet would expand its pod IP
+        events = json.loads(pod.argv[pod.argv.index("--kv-events-config") + 1])
+        assert events["topic"].startswith(f"kv@{pod.address}@")
+        assert events["endpoint"] == f"tcp://{pod.address}:5557"  # not every address of the host

@@ -42,8 +42,11 @@ def _rendered(path: Path = QUICKSTART) -> list[dict[str, Any]]:
     return render(body, hmac_key="k")
 
 
+AT = {"quickstart-prefill-0": "127.0.9.2", "quickstart-decode-0": "127.0.9.3"}
+
+
 def test_rendered_pods_become_local_processes() -> None:
-    pods = local_pods(_rendered(), "/tmp/secret", REFERENCE)
+    pods = local_pods(_rendered(), "/tmp/secret", REFERENCE, addresses=AT.__getitem__)
     assert [(p.role, p.name) for p in pods] == [
         ("prefill", "quickstart-prefill-0"),
         ("decode", "quickstart-decode-0"),
@@ -51,9 +54,9 @@ def test_rendered_pods_become_local_processes() -> None:
     for pod in pods:
         assert pod.argv[-2:] == ["worker", "serve"]
         assert pod.env["DISAGG_ENGINE_ID"] == pod.name  # fieldRef metadata.name
-        assert pod.env["DISAGG_ADVERTISE_HOST"] == "127.0.0.1"  # fieldRef status.podIP
-        assert pod.env["DISAGG_HTTP_HOST"] == pod.env["DISAGG_SIDE_CHANNEL_HOST"] == "127.0.0.1"
-        assert pod.env["DISAGG_HTTP_PORT"] == pod.env["DISAGG_SIDE_CHANNEL_PORT"] == "0"
+        assert pod.env["DISAGG_ADVERTISE_HOST"] == AT[pod.name]  # fieldRef status.podIP
+        assert pod.env["DISAGG_HTTP_HOST"] == pod.env["DISAGG_SIDE_CHANNEL_HOST"] == AT[pod.name]
+        assert (pod.address, pod.http_port) == (AT[pod.name], 8000)  # the rendered port
         assert pod.env["DISAGG_HMAC_SECRET_PATH"] == "/tmp/secret"
         assert pod.env["DISAGG_ROLE"] == pod.role
         assert "UCX_TLS" not in pod.env and pod.dropped == ["UCX_TLS=tcp,self"]
@@ -64,14 +67,15 @@ def test_pods_that_run_neither_engine_are_refused() -> None:
     pod = next(o for o in reversed(objects) if o["kind"] == "Pod")
     pod["spec"]["containers"][0]["command"] = ["python", "serve.py"]
     with pytest.raises(UpError, match=r"runs 'python serve\.py'; disagg up runs the reference"):
-        local_pods(objects, "/s", REFERENCE)
+        local_pods(objects, "/s", REFERENCE, addresses=AT.__getitem__)
     with pytest.raises(UpError, match="renders no prefill and decode pods"):
-        local_pods([o for o in objects if o["kind"] != "Pod"], "/s", REFERENCE)
+        pods = [o for o in objects if o["kind"] != "Pod"]
+        local_pods(pods, "/s", REFERENCE, addresses=AT.__getitem__)
 
 
-def _pids_and_ports(output: str) -> tuple[list[int], list[int]]:
+def _pids_and_ports(output: str) -> tuple[list[int], list[tuple[str, int]]]:
     pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", output)]
-    ports = [int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", output)]
+    ports = [(h, int(p)) for h, p in re.findall(r"(127\.0\.\d+\.\d+):(\d+)", output)]
     return pids, ports
 
 
@@ -80,10 +84,10 @@ def _assert_nothing_left(output: str, expect_processes: int) -> None:
     assert len(pids) == expect_processes, output
     alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
     assert not alive, f"orphans: {alive}"
-    for port in set(ports):
+    for address in set(ports):
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(("127.0.0.1", port))  # raises if anything still listens
+            s.bind(address)  # raises if anything still listens
 
 
 def test_up_with_a_prompt_runs_a_real_transfer_and_stops() -> None:

@@ -3,11 +3,11 @@
 I/O layer shared by ``disagg up``, the vLLM benchmark and the vLLM contract tests: load
 and render a manifest with the operator's code, adapt the pods for one host
 (:mod:`disagg_tools.local.rules.pods`), start them, wait until each serves, then start the
-proxy in front. Every started process is recorded in :class:`Run` as soon as it exists, so
-the caller's cleanup (:func:`~disagg_tools.local.children.stop_children`) stops it
-whatever fails later. Once a process announces the ports it bound, its command is pinned
-to them, so a restart (:mod:`disagg_tools.local.supervise`) comes back at the same
-address.
+proxy in front. Each pod listens at an address of its own with its rendered ports
+(:class:`~disagg_tools.local.kubelet.network.Addresses`, as the local kubelet gives them),
+so a restart (:mod:`disagg_tools.local.supervise`) comes back where it was. Every started
+process is recorded in :class:`Run` as soon as it exists, so the caller's cleanup
+(:func:`~disagg_tools.local.children.stop_children`) stops it whatever fails later.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import subprocess
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,9 +33,10 @@ from disagg_operator.render import router
 from disagg_operator.render.objects import render
 from disagg_operator.validation.spec import InvalidSpec, parse
 from disagg_tools.local import serving
-from disagg_tools.local.children import Child, disagg_argv, free_port_range, start_child, wait_ready
+from disagg_tools.local.children import Child, disagg_argv, start_child, wait_ready
 from disagg_tools.local.engines import LocalEngine, LocalRun, local_engine
 from disagg_tools.local.kubelet.driver import PROCESSES
+from disagg_tools.local.kubelet.network import Addresses
 from disagg_tools.local.rules.groups import group_pods
 from disagg_tools.local.rules.pods import (
     LOCAL,
@@ -45,7 +46,6 @@ from disagg_tools.local.rules.pods import (
     canary_argv,
     core_takers,
     local_pods,
-    pin_ports,
     share_cores,
 )
 
@@ -112,17 +112,6 @@ def render_manifest(
             "(docs/multinode.md)"
         )
     return objects, engine
-
-
-GROUP_SPAN = 66  # a group's rendezvous ports: the store, rank 0's answers, a port per rank
-
-
-def group_bases() -> Iterator[int]:
-    """A base port per group of a local run, below the ephemeral range (as vLLM's ports:
-    :func:`serving.free_ports`), with the GROUP_SPAN ports from it free now."""
-    candidates = serving.free_ports(low=serving.ephemeral_low() - GROUP_SPAN)
-    while True:
-        yield free_port_range(GROUP_SPAN, candidates)
 
 
 def get_json(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> Any:
@@ -202,7 +191,7 @@ def start_aggregated(
         [decode],
         "/unused",
         engine,
-        ports=serving.free_ports(),
+        addresses=Addresses(),
         cores=cores,
         pair=False,
         config_maps=write_config_maps(objects, logs),
@@ -234,7 +223,8 @@ def launch(
     secret.chmod(0o600)
     body = with_model(load(str(manifest)), model, say, claims)
     objects, engine = render_manifest(body, key, groups=True)
-    objects = group_pods(objects, lambda *_: LOCAL, group_bases())
+    addresses = Addresses()  # a group's leader first: its workers' LWS_LEADER_ADDRESS
+    objects = group_pods(objects, lambda group, _: addresses(lws.leader_pod(group)))
     engines = core_takers(objects, engine)
     cores = [] if keep_cpu_binding else share_cores(engines, serving.host_cores())
     if keep_cpu_binding and engines:
@@ -246,7 +236,7 @@ def launch(
         objects,
         str(secret),
         engine,
-        ports=serving.free_ports(),
+        addresses=addresses,
         cores=cores,
         claims=claims,
         config_maps=write_config_maps(objects, tmp),
@@ -278,8 +268,8 @@ def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> No
     for pod, child in zip(pods, run.children, strict=True):
         if not pod.serves:  # a group's worker: its ranks join the leader, which says ready
             continue
+        url = f"http://{pod.address}:{pod.http_port}"
         if pod.local.readiness == "health":
-            url = f"http://{LOCAL}:{pod.http_port}"
             took = serving.wait_healthy(child, url, pod.local.start_timeout_s, say)
             # vLLM CPU on AMX hosts dies (SIGILL) when an engine's first forward pass is a
             # decode step over transferred KV; one local request first avoids it.
@@ -288,12 +278,10 @@ def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> No
             say(f"  ready   {pod.role} {pod.name}: {url} ({label}started in {took:.0f} s{warm})")
         else:
             info = wait_ready(child, timeout_s=pod.local.start_timeout_s)
-            child.env = pin_ports(child.env, info)  # a restart keeps the address
-            url = f"http://{LOCAL}:{info['http_port']}"
             side = info.get("side_channel_port")
             say(
                 f"  ready   {pod.role} {pod.name}: {url}"
-                + (f", side channel {LOCAL}:{side}" if side else "")
+                + (f", side channel {pod.address}:{side}" if side else "")
             )
             health = get_json(url + "/health")
             if health.get("status") != "ok":

@@ -6,7 +6,7 @@ aggregated baseline. One module per engine beside this one implements :class:`Lo
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -47,7 +47,7 @@ class LocalProcess:
 
     argv: list[str]
     env: dict[str, str]
-    http_port: int = 0  # 0: the process announces its port on its ready line
+    http_port: int
     adapted: list[str] = field(default_factory=list)
 
 
@@ -64,15 +64,12 @@ class LocalEngine:
         env: dict[str, str],
         *,
         secret_path: str,
-        ports: Iterator[int] | None,
-        cores: Sequence[int],
-        address: str | None = None,
+        address: str,
+        cores: Sequence[int] = (),
     ) -> LocalProcess:
-        """Pod ``name``'s engine command as a process on this host. ``address`` None: one
-        host, every pod on 127.0.0.1 with ports of its own (from ``ports``); an address:
-        the pod's own, listened on with the rendered ports, as in a cluster. ``cores``:
-        the pod's own core list (empty: the rendered binding stays). ValueError naming
-        what cannot run here."""
+        """Pod ``name``'s engine command as a process on this host, listening at the pod's
+        ``address`` with the rendered ports, as in a cluster. ``cores``: the pod's own core
+        list (empty: the rendered binding stays). ValueError naming what cannot run here."""
         raise NotImplementedError(f"cannot run engine {self.name!r} pods here")
 
     def image(self, image: str) -> str:

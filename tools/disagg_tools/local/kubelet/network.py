@@ -11,6 +11,9 @@ Within its network a node hands out addresses as the CNI host-local IPAM does
 ``GetIter`` starts from the last reserved address + 1 and wraps): an address a deleted pod
 freed is taken again only once the range has gone round, so a client holding a stale
 endpoint list meets a refused connection, not another pod at the old address.
+
+``disagg up``'s pods (:class:`Addresses`) take theirs the same way from a network this
+process holds until it exits (:func:`process_network`), shared by every run it starts.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import contextlib
 import fcntl
 import os
 import tempfile
+import threading
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
@@ -61,3 +65,34 @@ def leased(lock_dir: Path | None = None) -> Iterator[str]:
         f"every pod network 127.0.{FIRST}-{LAST}.0/24 is held by another local kubelet on this "
         "host: stop one (its lock files are disagg-pod-network-*.lock in the temp folder)"
     )
+
+
+_PROCESS = contextlib.ExitStack()  # what this process holds until it exits
+_HELD: list[str] = []
+_LOCK = threading.RLock()
+
+
+def process_network() -> str:
+    """A pod network this process holds until it exits, taken on first use (its prefix)."""
+    with _LOCK:
+        if not _HELD:
+            _HELD.append(_PROCESS.enter_context(leased()))
+        return _HELD[0]
+
+
+class Addresses:
+    """The pod addresses of one local run, from this process's network (each pod's by its
+    name, handed out as :func:`next_host` hands them out, across every run of the
+    process)."""
+
+    _last: int | None = None  # the address last handed out in this process
+
+    def __init__(self) -> None:
+        self._given: dict[str, str] = {}
+
+    def __call__(self, pod: str) -> str:
+        with _LOCK:
+            if pod not in self._given:
+                Addresses._last = next_host((), Addresses._last)
+                self._given[pod] = f"{process_network()}{Addresses._last}"
+            return self._given[pod]

@@ -1,17 +1,18 @@
-"""Rendered pods → local processes: the one-host adaptation of each pod's command and env.
+"""Rendered pods → local processes: what changes for a pod's engine to run on this host.
 
 The operator's rendered pods run unchanged except for what only makes sense in a cluster,
 and every such change is listed in :attr:`LocalPod.adapted` so ``disagg up`` can say it:
 
-- env and ``$(VAR)`` as the kubelet makes them (:mod:`disagg_tools.local.rules.env`),
-  127.0.0.1 for the pod's and the node's address;
+- each pod at an address of its own on the loopback network (the caller's
+  ``addresses``), where it listens with its rendered ports, as in a pod; ``127.0.0.1``,
+  ``localhost`` and ``0.0.0.0`` in its command and env are that address (what a pod's
+  containers share);
+- env and ``$(VAR)`` as the kubelet makes them (:mod:`disagg_tools.local.rules.env`);
 - cluster-only ``UCX_TLS`` is dropped, so UCX picks local transports (shared memory, CMA);
 - a decode pod's ``transfer-canary`` container keeps its arguments (``canary``); ``disagg
   up`` runs it once with the local prefill and decode URLs in place of the Service's;
 - the engine's own adaptation (its local-run module's
-  :meth:`~disagg_tools.local.engines.base.LocalEngine.process`): listen addresses and ports
-  on 127.0.0.1 (a reference worker binds port 0, and :func:`pin_ports` keeps what it bound
-  for restarts; vLLM gets ports this host has free, ``ports``), the handshake Secret as a
+  :meth:`~disagg_tools.local.engines.base.LocalEngine.process`): the handshake Secret as a
   private temp file, ``vllm serve MODEL`` as ``python -m`` its API server, and for engines
   that take one (``LocalRun.cores``) the CPU binding a node's CPU manager would give each
   pod as an explicit core list (``cores``), so two engines never share a core.
@@ -19,7 +20,8 @@ and every such change is listed in :attr:`LocalPod.adapted` so ``disagg up`` can
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +33,7 @@ from disagg_tools.local.rules import env as env_rules
 from disagg_tools.local.rules.groups import is_group_worker
 
 LOCAL = "127.0.0.1"
+LOOPBACK = re.compile(r"(?<![\w.])(127\.0\.0\.1|localhost|0\.0\.0\.0)(?![\w.])")
 CLUSTER_ONLY = ("UCX_TLS", "DISAGG_UCX_TLS")
 NODE = "local"  # spec.nodeName
 CANARY = CANARY_CONTAINER
@@ -50,7 +53,8 @@ class LocalPod:
     argv: list[str]
     env: dict[str, str]
     dropped: list[str]
-    http_port: int = 0  # 0: the process announces its port on a ready line
+    address: str  # the pod's own, where it listens
+    http_port: int
     adapted: list[str] = field(default_factory=list)
     canary: list[str] = field(default_factory=list)  # the canary container's args, if any
     serves: bool = True  # False: a group's worker pod (ranks only; nothing to wait for)
@@ -61,7 +65,7 @@ def local_pods(
     secret_path: str,
     engine: LocalEngine,
     *,
-    ports: Iterator[int] | None = None,
+    addresses: Callable[[str], str],
     cores: Sequence[Sequence[int]] = (),
     pair: bool = True,
     claims: Mapping[str, str] | None = None,
@@ -70,33 +74,35 @@ def local_pods(
     """Rendered objects of a deployment of ``engine`` → one local process per prefill/decode
     pod.
 
-    ``ports`` yields free ports for engines that cannot bind port 0 and announce it
-    (vLLM); ``cores[i]`` is the core list of the i-th pod (empty: leave the rendered
-    binding alone; only for engines that take one). ``pair``: the objects must hold both
-    roles (a P/D deployment). ``claims`` maps a PersistentVolumeClaim's name to the local
-    folder standing for it: the engine's paths under the claim's mount point become paths
-    in that folder (a ``pvc://`` model). ``config_maps`` maps a rendered ConfigMap's name
-    to the folder its data was written to, the same way (args and env values).
+    ``addresses`` gives a pod's address by its name; ``cores[i]`` is the core list of the
+    i-th pod (empty: leave the rendered binding alone; only for engines that take one).
+    ``pair``: the objects must hold both roles (a P/D deployment). ``claims`` maps a
+    PersistentVolumeClaim's name to the local folder standing for it: the engine's paths
+    under the claim's mount point become paths in that folder (a ``pvc://`` model).
+    ``config_maps`` maps a rendered ConfigMap's name to the folder its data was written
+    to, the same way (args and env values).
     """
     out: list[LocalPod] = []
     data = env_rules.data_of(objects)
     for n, obj in enumerate(_pods(objects)):
         name, role = obj["metadata"]["name"], obj["metadata"]["labels"][ROLE_LABEL]
         container = _engine_container(obj)
-        fields = env_rules.PodFields(obj, LOCAL, LOCAL, NODE)
+        address = addresses(name)
+        fields = env_rules.PodFields(obj, address, address, NODE)
         try:
             env = env_rules.container_env(f"pod {name}", container, fields, data)
         except env_rules.EnvError as e:
             raise UpError(str(e)) from None
-        command = env_rules.container_command(container, env)
+        command = [at_pod(a, address) for a in env_rules.container_command(container, env)]
         env, dropped = without_cluster_only(env)
+        env = {k: at_pod(v, address) for k, v in env.items()}
         paths, mounted = _mount_paths(obj, container, claims or {}, config_maps or {})
         command = [_host_path(arg, paths) for arg in command]
         env = {k: _host_path(v, paths) for k, v in env.items()}
         mine = cores[n] if engine.run.cores and n < len(cores) else ()
         try:
             process = engine.process(
-                name, command, env, secret_path=secret_path, ports=ports, cores=mine
+                name, command, env, secret_path=secret_path, address=address, cores=mine
             )
         except (NotImplementedError, ValueError) as e:
             raise UpError(str(e)) from None
@@ -108,6 +114,7 @@ def local_pods(
                 process.argv,
                 process.env,
                 dropped,
+                address,
                 process.http_port,
                 [*mounted, *process.adapted],
                 _canary_args(obj),
@@ -197,20 +204,15 @@ def canary_argv(pod: LocalPod, prefill_url: str, decode_url: str) -> list[str]:
     return disagg_argv(["worker", "canary", *args])
 
 
-def pin_ports(env: dict[str, str], ready: dict[str, Any]) -> dict[str, str]:
-    """A reference worker's env with the ports it announced (``ready``) in place of 0: the
-    same process started again binds the same address, as a restarted container keeps its
-    pod's IP and ports, so the proxy's URL list and the side channel prefill advertises in
-    its answers stay valid."""
-    pinned = {**env, "DISAGG_HTTP_PORT": str(ready["http_port"])}
-    if ready.get("side_channel_port"):
-        pinned["DISAGG_SIDE_CHANNEL_PORT"] = str(ready["side_channel_port"])
-    return pinned
-
-
 def _engine_container(pod: dict[str, Any]) -> dict[str, Any]:
     containers: list[dict[str, Any]] = pod["spec"]["containers"]
     return next((c for c in containers if c["name"] == ENGINE_CONTAINER), containers[0])
+
+
+def at_pod(value: str, address: str) -> str:
+    """``value`` with the addresses a pod's containers share (its loopback, every address)
+    as the pod's own ``address``."""
+    return LOOPBACK.sub(address, value)
 
 
 def without_cluster_only(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:

@@ -18,7 +18,6 @@ dropped, as ``disagg up`` does (UCX picks shared memory and CMA on one host).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -29,13 +28,12 @@ from disagg_tools.local.engines import LocalEngine
 from disagg_tools.local.engines.base import disagg_argv
 from disagg_tools.local.kubelet.rules import probes
 from disagg_tools.local.rules import env as kubelet_env
-from disagg_tools.local.rules.pods import UpError, without_cluster_only
+from disagg_tools.local.rules.pods import UpError, at_pod, without_cluster_only
 
 # Cluster DNS on one host: the kubelet's table, answered by a shim first on each process's
 # PYTHONPATH (kubelet/dns/sitecustomize.py; the product resolves names the cluster's way)
 HOSTS_ENV = "LOCAL_KUBELET_HOSTS_FILE"
 DNS_SHIM = str(resources.files("disagg_tools.local.kubelet").joinpath("dns"))
-LOOPBACK = re.compile(r"(?<![\w.])(127\.0\.0\.1|localhost|0\.0\.0\.0)(?![\w.])")
 TAKES_HOST = (["worker", "canary"], ["proxy"])
 NODE = "local"  # spec.nodeName  # `disagg` commands with a listen --host
 
@@ -102,8 +100,7 @@ def pod_run(
             command = [_local(a, address, mounts) for a in command]
             try:
                 done = engine.process(
-                    name, command, env, secret_path=secret_path, ports=None, cores=(),
-                    address=address,
+                    name, command, env, secret_path=secret_path, address=address,
                 )  # fmt: skip
             except (NotImplementedError, ValueError) as e:
                 raise UpError(str(e)) from None
@@ -162,7 +159,7 @@ def _disagg(
 
 
 def _local(value: str, address: str, mounts: Mapping[str, str]) -> str:
-    value = LOOPBACK.sub(address, value)
+    value = at_pod(value, address)
     for at, folder in mounts.items():
         if value == at or value.startswith(at + "/"):
             return folder + value[len(at) :]
@@ -210,4 +207,4 @@ def probe_exec(run: PodRun, process: Process, command: Sequence[str]) -> list[st
     the pod's address; another command with its loopback addresses replaced)."""
     if command and command[0] == "disagg":
         return _disagg(run.name, process.container, command, run.address, {})
-    return [LOOPBACK.sub(run.address, a) for a in command]
+    return [at_pod(a, run.address) for a in command]
