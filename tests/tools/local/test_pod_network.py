@@ -73,3 +73,15 @@ def test_addresses_go_round_the_range_as_cni_host_local_does() -> None:
 def test_a_full_network_is_refused_by_count() -> None:
     with pytest.raises(RuntimeError, match="all 253"):
         network.next_host(taken=set(network.HOSTS), last=7)
+
+
+def test_a_local_runs_pods_take_addresses_from_a_network_its_process_holds() -> None:
+    """`disagg up`'s pods: one address per pod name, none shared between two runs of one
+    process, all in a network no kubelet on the host can take while the process lives."""
+    first, second = network.Addresses(), network.Addresses()
+    a, b = first("p-0"), first("d-0")
+    assert first("p-0") == a and len({a, b, second("p-0")}) == 3
+    prefix = network.process_network()
+    assert all(x.startswith(prefix) for x in (a, b, second("p-0")))
+    with network.leased() as other:  # the process's own network is held
+        assert other != prefix

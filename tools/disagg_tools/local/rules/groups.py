@@ -4,23 +4,18 @@ In a cluster the LWS controller makes a group's pods from the LWS's templates an
 webhook gives every container the group's env; here :func:`group_pods` does both: the leader
 ``<lws>-0`` from the leader template and the workers ``<lws>-0-<w>`` (w from 1) from the
 worker template, labelled as LWS labels them (the worker index says who serves), each
-container's env led by ``LWS_LEADER_ADDRESS`` (the caller's: 127.0.0.1 where every pod
-shares this host, the leader's name in the group's Service, :func:`leader_name`, where pods
-have addresses of their own), ``LWS_GROUP_SIZE`` and ``LWS_WORKER_INDEX``; the ``$(VAR)``
-references to them stay for the runtime to expand, as the kubelet does
-(:mod:`disagg_tools.local.rules.env`). Where pods share one host, each group also gets a
-rendezvous port of its own (``DISAGG_GROUP_PORT``, given).
+container's env led by ``LWS_LEADER_ADDRESS`` (the caller's: the leader's address, or its
+name in the group's Service, :func:`leader_name`), ``LWS_GROUP_SIZE`` and
+``LWS_WORKER_INDEX``; the ``$(VAR)`` references to them stay for the runtime to expand, as
+the kubelet does (:mod:`disagg_tools.local.rules.env`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from disagg_contract.config import WorkerConfig
 from disagg_operator.contracts import lws
-
-GROUP_PORT = WorkerConfig.env_name("group_port")
 
 
 def is_group_worker(labels: Mapping[str, str]) -> bool:
@@ -38,22 +33,19 @@ def leader_name(group: str, namespace: str) -> str:
 Address = Callable[[str, str], str]  # (LWS name, namespace) → LWS_LEADER_ADDRESS
 
 
-def group_pods(
-    objects: list[dict[str, Any]], address: Address, ports: Iterator[int] | None = None
-) -> list[dict[str, Any]]:
+def group_pods(objects: list[dict[str, Any]], address: Address) -> list[dict[str, Any]]:
     """``objects`` with each LeaderWorkerSet replaced by its group's pods; ``address``:
-    the leader's address its pods get; ``ports``: a free base port per group where the
-    groups share one host (with the ranks' ports above it free too)."""
+    the leader's address its pods get."""
     out: list[dict[str, Any]] = []
     for obj in objects:
         if obj.get("kind") != lws.KIND:
             out.append(obj)
             continue
-        out += _pods_of(obj, address, None if ports is None else next(ports))
+        out += _pods_of(obj, address)
     return out
 
 
-def _pods_of(group: dict[str, Any], address: Address, port: int | None) -> list[dict[str, Any]]:
+def _pods_of(group: dict[str, Any], address: Address) -> list[dict[str, Any]]:
     name = group["metadata"]["name"]
     namespace = group["metadata"].get("namespace", "default")
     spec = group["spec"]["leaderWorkerTemplate"]
@@ -72,7 +64,6 @@ def _pods_of(group: dict[str, Any], address: Address, port: int | None) -> list[
             lws.ENV_LEADER_ADDRESS: address(name, namespace),
             lws.ENV_GROUP_SIZE: str(size),
             lws.ENV_WORKER_INDEX: str(worker),
-            **({GROUP_PORT: str(port)} if port is not None else {}),
         }
         pod_spec = dict(template["spec"])
         pod_spec["containers"] = [_with_env(c, group_env) for c in pod_spec["containers"]]
