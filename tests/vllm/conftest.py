@@ -196,6 +196,10 @@ def assert_pd_equals_aggregated(
 def pd_stack(
     aggregated_tokens: list[list[int]], tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    """examples/vllm-cpu.yaml as `disagg up` runs it: rendered pods, proxy in front.
-    Module-scoped: stopped before any other module starts engines of its own."""
-    yield from launched(_manifest(tiny_llama), tmp_path_factory.mktemp("pd"))
+    """examples/vllm-cpu.yaml as `disagg up` runs it: rendered pods, proxy in front; with
+    ``prefixIndex: events`` (every engine publishes its KV events, the router reads decode's;
+    the blocks and the numbers are those of the example's own settings). Module-scoped:
+    stopped before any other module starts engines of its own."""
+    body = _manifest(tiny_llama)
+    body["spec"]["routing"] = {"prefixIndex": "events"}
+    yield from launched(body, tmp_path_factory.mktemp("pd"))

@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -225,6 +226,37 @@ def test_the_threshold_router_counts_with_vllms_tokenizer_and_prefix_cache(
     assert 'disagg_proxy_requests_total{path="pd",reason="above_threshold"} 1.0' in page
 
 
+def _fallbacks(url: str) -> float:
+    """The router's requests whose decode estimate fell back to its approximate index."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+        page = resp.read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in page.splitlines()
+        if line.startswith("disagg_proxy_prefix_index_fallback_total{")
+    )
+
+
+def test_the_router_counts_what_decode_holds_from_decodes_own_kv_events(
+    pd_stack: Stack,
+) -> None:
+    """``prefixIndex: events`` as `disagg up` runs it: each engine publishes at its own
+    address (the rendered ``tcp://*:5557``), and the router reads what decode holds from
+    decode's stream: a prompt sent again finds its two 128-token blocks held, and no request
+    falls back to the approximate index (which would give the same count)."""
+    long = {"prompt": [0] + [13 + (i * 41) % 900 for i in range(299)], "max_tokens": 4}
+    _routed(pd_stack.proxy, long)
+    before = _fallbacks(pd_stack.proxy)
+    deadline = time.monotonic() + 30
+    while True:  # the events reach the router after the answer: until they are in
+        _, out = _routed(pd_stack.proxy, long)
+        if out["disagg"]["proxy"]["cached_tokens"] == 256 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert out["disagg"]["proxy"]["cached_tokens"] == 256, out["disagg"]["proxy"]
+    assert _fallbacks(pd_stack.proxy) == before
+
+
 def _status(url: str, body: dict[str, Any], timeout: float) -> tuple[int, float]:
     t0 = time.monotonic()
     try:
@@ -263,9 +295,11 @@ def test_the_canary_sees_a_vllm_decode_that_recomputed(pd_stack: Stack) -> None:
 
 
 @pytest.fixture
-def wire_peer() -> Iterator[int]:
-    """A `disagg worker wire peer` on loopback; its port."""
-    argv = [sys.executable, "-m", "disagg_worker.transfer.wire", "peer", "--host", "127.0.0.1"]
+def wire_peer(pd_stack: Stack) -> Iterator[int]:
+    """A `disagg worker wire peer` at the prefill pod's address (where the canary looks for
+    the prefill pool's wire peers); its port."""
+    host = urlsplit(pd_stack.url("prefill")).hostname or ""
+    argv = [sys.executable, "-m", "disagg_worker.transfer.wire", "peer", "--host", host]
     proc = subprocess.Popen([*argv, "--port", "0"], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

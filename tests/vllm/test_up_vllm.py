@@ -57,7 +57,8 @@ def test_up_answers_through_real_vllm_and_reports_vllms_transfers(
     assert "vllm serve → python -m vllm.entrypoints.openai.api_server" in text
     if binding:
         assert f"claim models (mounted at /mnt/models) → {tiny_llama.parent}" in text
-    assert re.search(r"ready   decode vllm-cpu-decode-0: http://127\.0\.0\.1:\d+ \(vLLM", text)
+    # at the pod's own address, with the rendered port
+    assert re.search(r"ready   decode vllm-cpu-decode-0: http://127\.0\.\d+\.\d+:8000 \(vLLM", text)
     assert re.search(r"completion: '.+'", text)
     tokens = re.search(r"tokens:     \[([0-9, ]+)\]", text)
     assert tokens and len(tokens.group(1).split(",")) == 16

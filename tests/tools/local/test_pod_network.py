@@ -5,6 +5,8 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -85,3 +87,21 @@ def test_a_local_runs_pods_take_addresses_from_a_network_its_process_holds() -> 
     assert all(x.startswith(prefix) for x in (a, b, second("p-0")))
     with network.leased() as other:  # the process's own network is held
         assert other != prefix
+
+
+def test_a_run_goes_on_from_the_address_the_networks_last_holder_handed_out(
+    tmp_path: Path,
+) -> None:
+    """As host-local's last_reserved_ip: a process that takes the network after another
+    does not hand out the addresses the other's pods had (they may still be draining)."""
+    code = (
+        "import sys; from pathlib import Path; from disagg_tools.local.kubelet import network;"
+        "at = network.Addresses(Path(sys.argv[1])); print(at('a'), at('b'))"
+    )
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
+        ).stdout.split()
+        for _ in range(2)
+    ]
+    assert runs == [["127.0.1.2", "127.0.1.3"], ["127.0.1.4", "127.0.1.5"]]

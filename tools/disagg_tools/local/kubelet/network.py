@@ -72,27 +72,40 @@ _HELD: list[str] = []
 _LOCK = threading.RLock()
 
 
-def process_network() -> str:
+def process_network(lock_dir: Path | None = None) -> str:
     """A pod network this process holds until it exits, taken on first use (its prefix)."""
     with _LOCK:
         if not _HELD:
-            _HELD.append(_PROCESS.enter_context(leased()))
+            _HELD.append(_PROCESS.enter_context(leased(lock_dir)))
         return _HELD[0]
 
 
+def _last_file(net: str, lock_dir: Path | None) -> Path:
+    return (lock_dir or Path(tempfile.gettempdir())) / f"disagg-pod-network-{net}last"
+
+
 class Addresses:
-    """The pod addresses of one local run, from this process's network (each pod's by its
-    name, handed out as :func:`next_host` hands them out, across every run of the
-    process)."""
+    """The pod addresses of one local run, from this process's network, each pod's by its
+    name. They go round the network as :func:`next_host` does, from the address the
+    network's previous holder handed out last (kept beside its lock, as host-local keeps
+    ``last_reserved_ip``), so a run started after another does not take its addresses
+    while they may still be in use."""
 
-    _last: int | None = None  # the address last handed out in this process
-
-    def __init__(self) -> None:
+    def __init__(self, lock_dir: Path | None = None) -> None:
         self._given: dict[str, str] = {}
+        self._lock_dir = lock_dir
 
     def __call__(self, pod: str) -> str:
         with _LOCK:
             if pod not in self._given:
-                Addresses._last = next_host((), Addresses._last)
-                self._given[pod] = f"{process_network()}{Addresses._last}"
+                net = process_network(self._lock_dir)
+                last = _last_file(net, self._lock_dir)
+                try:
+                    before: int | None = int(last.read_text())
+                except (OSError, ValueError):
+                    before = None
+                host = next_host((), before if before in HOSTS else None)
+                with contextlib.suppress(OSError):  # another user's file: start over next time
+                    last.write_text(str(host))
+                self._given[pod] = f"{net}{host}"
             return self._given[pod]

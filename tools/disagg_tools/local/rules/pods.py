@@ -4,9 +4,8 @@ The operator's rendered pods run unchanged except for what only makes sense in a
 and every such change is listed in :attr:`LocalPod.adapted` so ``disagg up`` can say it:
 
 - each pod at an address of its own on the loopback network (the caller's
-  ``addresses``), where it listens with its rendered ports, as in a pod; ``127.0.0.1``,
-  ``localhost`` and ``0.0.0.0`` in its command and env are that address (what a pod's
-  containers share);
+  ``addresses``), where its engine listens with its rendered ports, as in a pod; only the
+  engine runs, so ``127.0.0.1`` in its command and env stays this host (a collector, say);
 - env and ``$(VAR)`` as the kubelet makes them (:mod:`disagg_tools.local.rules.env`);
 - cluster-only ``UCX_TLS`` is dropped, so UCX picks local transports (shared memory, CMA);
 - a decode pod's ``transfer-canary`` container keeps its arguments (``canary``); ``disagg
@@ -20,7 +19,6 @@ and every such change is listed in :attr:`LocalPod.adapted` so ``disagg up`` can
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +31,6 @@ from disagg_tools.local.rules import env as env_rules
 from disagg_tools.local.rules.groups import is_group_worker
 
 LOCAL = "127.0.0.1"
-LOOPBACK = re.compile(r"(?<![\w.])(127\.0\.0\.1|localhost|0\.0\.0\.0)(?![\w.])")
 CLUSTER_ONLY = ("UCX_TLS", "DISAGG_UCX_TLS")
 NODE = "local"  # spec.nodeName
 CANARY = CANARY_CONTAINER
@@ -93,9 +90,8 @@ def local_pods(
             env = env_rules.container_env(f"pod {name}", container, fields, data)
         except env_rules.EnvError as e:
             raise UpError(str(e)) from None
-        command = [at_pod(a, address) for a in env_rules.container_command(container, env)]
+        command = env_rules.container_command(container, env)
         env, dropped = without_cluster_only(env)
-        env = {k: at_pod(v, address) for k, v in env.items()}
         paths, mounted = _mount_paths(obj, container, claims or {}, config_maps or {})
         command = [_host_path(arg, paths) for arg in command]
         env = {k: _host_path(v, paths) for k, v in env.items()}
@@ -207,12 +203,6 @@ def canary_argv(pod: LocalPod, prefill_url: str, decode_url: str) -> list[str]:
 def _engine_container(pod: dict[str, Any]) -> dict[str, Any]:
     containers: list[dict[str, Any]] = pod["spec"]["containers"]
     return next((c for c in containers if c["name"] == ENGINE_CONTAINER), containers[0])
-
-
-def at_pod(value: str, address: str) -> str:
-    """``value`` with the addresses a pod's containers share (its loopback, every address)
-    as the pod's own ``address``."""
-    return LOOPBACK.sub(address, value)
 
 
 def without_cluster_only(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:

@@ -18,6 +18,7 @@ dropped, as ``disagg up`` does (UCX picks shared memory and CMA on one host).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -28,14 +29,15 @@ from disagg_tools.local.engines import LocalEngine
 from disagg_tools.local.engines.base import disagg_argv
 from disagg_tools.local.kubelet.rules import probes
 from disagg_tools.local.rules import env as kubelet_env
-from disagg_tools.local.rules.pods import UpError, at_pod, without_cluster_only
+from disagg_tools.local.rules.pods import UpError, without_cluster_only
 
 # Cluster DNS on one host: the kubelet's table, answered by a shim first on each process's
 # PYTHONPATH (kubelet/dns/sitecustomize.py; the product resolves names the cluster's way)
 HOSTS_ENV = "LOCAL_KUBELET_HOSTS_FILE"
 DNS_SHIM = str(resources.files("disagg_tools.local.kubelet").joinpath("dns"))
-TAKES_HOST = (["worker", "canary"], ["proxy"])
-NODE = "local"  # spec.nodeName  # `disagg` commands with a listen --host
+LOOPBACK = re.compile(r"(?<![\w.])(127\.0\.0\.1|localhost|0\.0\.0\.0)(?![\w.])")
+TAKES_HOST = (["worker", "canary"], ["proxy"])  # `disagg` commands with a listen --host
+NODE = "local"  # spec.nodeName
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,7 @@ def _disagg(
 
 
 def _local(value: str, address: str, mounts: Mapping[str, str]) -> str:
-    value = at_pod(value, address)
+    value = LOOPBACK.sub(address, value)
     for at, folder in mounts.items():
         if value == at or value.startswith(at + "/"):
             return folder + value[len(at) :]
@@ -207,4 +209,4 @@ def probe_exec(run: PodRun, process: Process, command: Sequence[str]) -> list[st
     the pod's address; another command with its loopback addresses replaced)."""
     if command and command[0] == "disagg":
         return _disagg(run.name, process.container, command, run.address, {})
-    return [at_pod(a, run.address) for a in command]
+    return [LOOPBACK.sub(run.address, a) for a in command]
