@@ -73,8 +73,8 @@ def test_without_a_secret_the_probe_says_which_flag(prefill: PrefillProcess) -> 
 
 
 # what differs between runs: timings, rates, ports, pids, ages and temp folders, the pod
-# network a kubelet took and the pod addresses a run took; every other number (pods, processes, bytes, descriptors)
-# is the run's and must be as shown
+# network a kubelet took and the pod addresses a run took; every other number (pods,
+# processes, bytes, descriptors) is the run's and must be as shown
 FIGURE = (
     r"\d+(?:\.\d+)?(?= ms| MB/s| s$)|(?<=pid )\d+|(?<=127\.0\.0\.1:)\d+|\d+(?=s$)"
     r"|(?<=/tmp/)tmp\w+|(?<=at 127\.0\.)\d+(?=\.0/24)|(?<=127\.0\.)\d+\.\d+(?=:)"

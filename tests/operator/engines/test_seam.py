@@ -114,6 +114,7 @@ class EchoLocal(LocalEngine):
         secret_path: str,
         address: str,
         cores: Sequence[int] = (),
+        host_ports: Iterator[int] | None = None,
     ) -> LocalProcess:
         argv = [sys.executable, "-m", "echo", *command[1:], "--host", address]
         return LocalProcess(argv, env, 9000, ["echo"])

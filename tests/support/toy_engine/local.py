@@ -4,7 +4,7 @@ as a process of this interpreter at the pod's address."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from disagg_tools.local.engines import LocalEngine, LocalProcess, LocalRun
 
@@ -22,6 +22,7 @@ class ToyLocal(LocalEngine):
         secret_path: str,
         address: str,
         cores: Sequence[int] = (),
+        host_ports: Iterator[int] | None = None,
     ) -> LocalProcess:
         argv = [sys.executable, "-m", "tests.support.toy_engine.server", *command[1:]]
         port = int(argv[argv.index("--listen") + 1])

@@ -3,6 +3,7 @@ else."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Callable
@@ -203,16 +204,27 @@ def test_a_local_run_refuses_instances_that_span_pods_and_says_what_runs_here() 
 
 def test_dollar_references_in_rendered_args_are_expanded() -> None:
     """The KV-events topic names the pod's side-channel host through $(VAR), which a
-    kubelet expands: a local process gets the value, not the reference."""
+    kubelet expands: a local process gets the value, not the reference. vLLM binds its
+    events on every address (and connects to any other endpoint), so on one host each
+    engine binds a port of its own, and the run says where to read them."""
     body = yaml.safe_load(VLLM_CPU.read_text())
     body["metadata"].update(namespace="default", uid="u")
     body["spec"]["routing"] = {"prefixIndex": "events"}
     objects = render(body, hmac_key="k")
     engine = _engine(objects, "vllm-cpu-decode-0")
     rendered = " ".join([*engine["command"], *engine.get("args", [])])
-    assert "$(" in rendered  # the reference is the kubelet's to expand
-    pods = local_pods(objects, "/s", VLLM, addresses=_addresses(), claims=CLAIMS, config_maps=FILES)
-    for pod in pods:  # each pod's own address, where a kubelet would expand its pod IP
+    assert "$(" in rendered and "tcp://*:5557" in rendered  # the kubelet's to expand
+    pods = local_pods(
+        objects, "/s", VLLM, addresses=_addresses(), host_ports=itertools.count(9500),
+        claims=CLAIMS, config_maps=FILES,
+    )  # fmt: skip
+    for pod, port in zip(pods, (9500, 9501), strict=True):
         events = json.loads(pod.argv[pod.argv.index("--kv-events-config") + 1])
-        assert events["topic"].startswith(f"kv@{pod.address}@")
-        assert events["endpoint"] == f"tcp://{pod.address}:5557"  # not every address of the host
+        assert events["topic"].startswith(f"kv@{pod.address}@")  # its own address
+        assert events["endpoint"] == f"tcp://*:{port}"
+        assert pod.events == f"tcp://{pod.address}:{port}"
+    # without host ports (the local kubelet) the rendered port stays
+    (decode,) = [p for p in local_pods(
+        objects, "/s", VLLM, addresses=_addresses(), claims=CLAIMS, config_maps=FILES
+    ) if p.role == "decode"]  # fmt: skip
+    assert decode.events == f"tcp://{decode.address}:5557"

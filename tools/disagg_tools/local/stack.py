@@ -192,6 +192,7 @@ def start_aggregated(
         "/unused",
         engine,
         addresses=Addresses(),
+        host_ports=serving.free_ports(),
         cores=cores,
         pair=False,
         config_maps=write_config_maps(objects, logs),
@@ -237,6 +238,7 @@ def launch(
         str(secret),
         engine,
         addresses=addresses,
+        host_ports=serving.free_ports(),
         cores=cores,
         claims=claims,
         config_maps=write_config_maps(objects, tmp),
@@ -250,6 +252,12 @@ def launch(
         )
     start_workers(pods, logs, run, say)
     run.proxy_flags, run.proxy_env = router_settings(body)
+    if "--prefix-index" in run.proxy_flags:  # the router reads each pod's events where they are
+        urls = {name: url for url, name in run.names.items()}
+        run.proxy_flags += [
+            f for p in pods if p.events and p.name in urls
+            for f in ("--kv-events-endpoint", f"{urls[p.name]}={p.events}")
+        ]  # fmt: skip
     start_proxy(port, logs, run, say)
     prove_transfer_path(pods, run, say)
     if engine.run.warm_up:

@@ -6,7 +6,7 @@ aggregated baseline. One module per engine beside this one implements :class:`Lo
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -49,6 +49,7 @@ class LocalProcess:
     env: dict[str, str]
     http_port: int
     adapted: list[str] = field(default_factory=list)
+    events: str = ""  # where its KV events are read (tcp://HOST:PORT), if it publishes them
 
 
 class LocalEngine:
@@ -66,10 +67,13 @@ class LocalEngine:
         secret_path: str,
         address: str,
         cores: Sequence[int] = (),
+        host_ports: Iterator[int] | None = None,
     ) -> LocalProcess:
         """Pod ``name``'s engine command as a process on this host, listening at the pod's
         ``address`` with the rendered ports, as in a cluster. ``cores``: the pod's own core
-        list (empty: the rendered binding stays). ValueError naming what cannot run here."""
+        list (empty: the rendered binding stays). ``host_ports``: free ports of this host
+        for what the engine binds on every address (two pods' such binds would collide
+        here; None: the rendered ports). ValueError naming what cannot run here."""
         raise NotImplementedError(f"cannot run engine {self.name!r} pods here")
 
     def image(self, image: str) -> str:

@@ -3,7 +3,7 @@ worker's contract env, listening at the pod's address."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from disagg_operator.api import HTTP_PORT
 from disagg_tools.local.engines.base import LocalEngine, LocalProcess, LocalRun, disagg_argv
@@ -27,6 +27,7 @@ class Reference(LocalEngine):
         secret_path: str,
         address: str,
         cores: Sequence[int] = (),
+        host_ports: Iterator[int] | None = None,
     ) -> LocalProcess:
         """Listen on the pod's ``address`` with the rendered ports; the handshake key from a
         private file; ``disagg`` as this interpreter runs it."""

@@ -6,8 +6,9 @@ P/D run is judged against."""
 
 from __future__ import annotations
 
+import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from disagg_operator.api import HTTP_PORT
 from disagg_operator.engines.base import flag_values
@@ -22,7 +23,7 @@ from disagg_tools.local.engines.base import (
 )
 
 SERVER = "vllm.entrypoints.openai.api_server"
-ALL_ADDRESSES = "tcp://*:"  # a ZMQ bind to every address of the pod (its KV events)
+EVENTS_FLAG = "--kv-events-config"
 # the rendered CPU settings an explicit core list replaces
 RENDERED_CPU = (vllm.CPU_RESERVED, derive.OMP_NUM_THREADS)
 
@@ -45,11 +46,12 @@ class Vllm(LocalEngine):
         secret_path: str,
         address: str,
         cores: Sequence[int] = (),
+        host_ports: Iterator[int] | None = None,
     ) -> LocalProcess:
-        """``python -m`` vLLM's API server at the pod's ``address`` with the rendered ports
-        (its KV events too: ``tcp://*`` is every address of the pod, here its own); and the
-        CPU binding a node's CPU manager would give each pod as an explicit core list
-        (``cores``)."""
+        """``python -m`` vLLM's API server at the pod's ``address`` with the rendered ports;
+        its KV events (vLLM binds them on every address: it connects to any other
+        endpoint) on a port of ``host_ports``; and the CPU binding a node's CPU manager
+        would give each pod as an explicit core list (``cores``)."""
         if list(command[:2]) != ["vllm", "serve"] or len(command) < 3:
             shown = " ".join(command[:3]) or "its image entrypoint"
             raise ValueError(
@@ -58,10 +60,10 @@ class Vllm(LocalEngine):
             )
         model, flags = command[2], without_flag(command[3:], "--port")
         http_port = int(flag_values(command[3:], ["--port"]).get("--port", HTTP_PORT))
-        flags = [f.replace(ALL_ADDRESSES, f"tcp://{address}:") for f in flags]
+        adapted = [f"vllm serve → python -m {SERVER}"]
+        flags, events = _events(flags, address, host_ports, adapted)
         argv = [sys.executable, "-m", SERVER, "--model", model, "--port", str(http_port)]
         argv += ["--host", address, *flags]
-        adapted = [f"vllm serve → python -m {SERVER}"]
         env = dict(env)
         if cores:
             listed = rank_core_lists(cores, _tp_of(flags) * _dp_of(flags))
@@ -69,7 +71,7 @@ class Vllm(LocalEngine):
             for key in RENDERED_CPU:  # the binding list says it all
                 env.pop(key, None)
             adapted.append(f"OpenMP bound to core(s) {listed}")
-        return LocalProcess(argv, env, http_port, adapted)
+        return LocalProcess(argv, env, http_port, adapted, events)
 
     def image(self, image: str) -> str:
         """The vllm-cpu image at the vLLM version of the rendered image's tag (the newest
@@ -83,6 +85,27 @@ class Vllm(LocalEngine):
     def aggregated(self, command: Sequence[str]) -> list[str]:
         """Without ``--kv-transfer-config``: vLLM with no KV connector."""
         return without_flag(command, "--kv-transfer-config")
+
+
+def _events(
+    flags: Sequence[str], address: str, host_ports: Iterator[int] | None, adapted: list[str]
+) -> tuple[list[str], str]:
+    """``flags`` with the KV events' wildcard port one of ``host_ports`` (when given), and
+    where the events are read: the pod's address at that port ("" without events)."""
+    flags = list(flags)
+    if EVENTS_FLAG not in flags[:-1]:
+        return flags, ""
+    at = flags.index(EVENTS_FLAG) + 1
+    config = json.loads(flags[at])
+    host, _, port = str(config.get("endpoint", "")).rpartition(":")
+    if host != "tcp://*":
+        return flags, ""
+    if host_ports is not None:
+        port = str(next(host_ports))
+        config["endpoint"] = f"{host}:{port}"
+        flags[at] = json.dumps(config, separators=(",", ":"))
+        adapted.append(f"KV events on port {port} (bound on every address of this host)")
+    return flags, f"tcp://{address}:{port}"
 
 
 def rank_core_lists(cores: Sequence[int], tp: int) -> str:

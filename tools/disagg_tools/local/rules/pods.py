@@ -19,7 +19,7 @@ and every such change is listed in :attr:`LocalPod.adapted` so ``disagg up`` can
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,7 @@ class LocalPod:
     dropped: list[str]
     address: str  # the pod's own, where it listens
     http_port: int
+    events: str = ""  # where its KV events are read, if it publishes them
     adapted: list[str] = field(default_factory=list)
     canary: list[str] = field(default_factory=list)  # the canary container's args, if any
     serves: bool = True  # False: a group's worker pod (ranks only; nothing to wait for)
@@ -63,6 +64,7 @@ def local_pods(
     engine: LocalEngine,
     *,
     addresses: Callable[[str], str],
+    host_ports: Iterator[int] | None = None,
     cores: Sequence[Sequence[int]] = (),
     pair: bool = True,
     claims: Mapping[str, str] | None = None,
@@ -71,7 +73,8 @@ def local_pods(
     """Rendered objects of a deployment of ``engine`` → one local process per prefill/decode
     pod.
 
-    ``addresses`` gives a pod's address by its name; ``cores[i]`` is the core list of the
+    ``addresses`` gives a pod's address by its name; ``host_ports`` free ports of this
+    host for what an engine binds on every address; ``cores[i]`` is the core list of the
     i-th pod (empty: leave the rendered binding alone; only for engines that take one).
     ``pair``: the objects must hold both roles (a P/D deployment). ``claims`` maps a
     PersistentVolumeClaim's name to the local folder standing for it: the engine's paths
@@ -98,8 +101,9 @@ def local_pods(
         mine = cores[n] if engine.run.cores and n < len(cores) else ()
         try:
             process = engine.process(
-                name, command, env, secret_path=secret_path, address=address, cores=mine
-            )
+                name, command, env, secret_path=secret_path, address=address, cores=mine,
+                host_ports=host_ports,
+            )  # fmt: skip
         except (NotImplementedError, ValueError) as e:
             raise UpError(str(e)) from None
         out.append(
@@ -112,6 +116,7 @@ def local_pods(
                 dropped,
                 address,
                 process.http_port,
+                process.events,
                 [*mounted, *process.adapted],
                 _canary_args(obj),
                 serves=not is_group_worker(obj["metadata"].get("labels", {})),
