@@ -80,16 +80,25 @@ def process_network(lock_dir: Path | None = None) -> str:
         return _HELD[0]
 
 
-def _last_file(net: str, lock_dir: Path | None) -> Path:
-    return (lock_dir or Path(tempfile.gettempdir())) / f"disagg-pod-network-{net}last"
+def reserve(net: str, taken: Collection[int] = (), lock_dir: Path | None = None) -> int:
+    """The next address (its last octet) of network ``net``, which the caller holds: after
+    the one handed out last on this host, by this holder or the one before (kept beside
+    the network's lock, as host-local keeps ``last_reserved_ip``), so a kubelet or run
+    started after another does not take its addresses while they may still be in use."""
+    last = (lock_dir or Path(tempfile.gettempdir())) / f"disagg-pod-network-{net}last"
+    try:
+        before: int | None = int(last.read_text())
+    except (OSError, ValueError):
+        before = None
+    host = next_host(taken, before if before in HOSTS else None)
+    with contextlib.suppress(OSError):  # another user's file: start over next time
+        last.write_text(str(host))
+    return host
 
 
 class Addresses:
-    """The pod addresses of one local run, from this process's network, each pod's by its
-    name. They go round the network as :func:`next_host` does, from the address the
-    network's previous holder handed out last (kept beside its lock, as host-local keeps
-    ``last_reserved_ip``), so a run started after another does not take its addresses
-    while they may still be in use."""
+    """The pod addresses of one local run, from this process's network (:func:`reserve`),
+    each pod's by its name."""
 
     def __init__(self, lock_dir: Path | None = None) -> None:
         self._given: dict[str, str] = {}
@@ -99,13 +108,5 @@ class Addresses:
         with _LOCK:
             if pod not in self._given:
                 net = process_network(self._lock_dir)
-                last = _last_file(net, self._lock_dir)
-                try:
-                    before: int | None = int(last.read_text())
-                except (OSError, ValueError):
-                    before = None
-                host = next_host((), before if before in HOSTS else None)
-                with contextlib.suppress(OSError):  # another user's file: start over next time
-                    last.write_text(str(host))
-                self._given[pod] = f"{net}{host}"
+                self._given[pod] = f"{net}{reserve(net, (), self._lock_dir)}"
             return self._given[pod]

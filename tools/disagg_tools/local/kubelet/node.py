@@ -80,7 +80,6 @@ class Kubelet:
         self.crash_loop, self.net, self.driver = crash_loop, net, driver
         self.pods: dict[str, Pod] = {}  # by pod uid
         self.failed: dict[str, str] = {}  # pod uid → why it cannot run here
-        self._last_host: int | None = None  # the address last handed out (its last octet)
         self._http: aiohttp.ClientSession | None = None
         self._engines: dict[str, LocalEngine | None] = {}
 
@@ -175,8 +174,7 @@ class Kubelet:
 
     def _free_address(self) -> str:
         taken = {int(p.run.address.rsplit(".", 1)[1]) for p in self.pods.values()}
-        self._last_host = network.next_host(taken, self._last_host)
-        return f"{self.net}{self._last_host}"
+        return f"{self.net}{network.reserve(self.net, taken)}"
 
     async def _terminate(self, pod: Pod) -> None:
         """A deleted pod: each container's preStop, SIGTERM, SIGKILL at the end of the
