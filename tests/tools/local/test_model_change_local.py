@@ -108,8 +108,10 @@ async def test_a_router_less_model_change_after_a_decode_scale_down_completes_he
         assert seen["prefill"][1] >= PREFILL - PREFILL // 4, seen
         assert seen["decode"][1] >= SCALED - SCALED // 4, seen
     path = lambda: condition(emulator, "demo", "TransferPathReady")  # noqa: E731
-    # proven: the canaries passed. UnexpectedTransport also says the last canary passed; which
-    # wire UCX takes between processes here follows the host's UCX env, not the model change
+    # proven: the canaries passed. UnexpectedTransport also says the last canary passed: in
+    # full-suite runs the wire probe between these processes has read tcp/lo where shared
+    # memory was expected, a choice of UCX's that no longer follows the host's UCX env and is
+    # not the model change's to prove
     proven = lambda: path().get("status") == "True" or path().get("reason") == "UnexpectedTransport"  # noqa: E731
     try:  # an event, not a timing: each new pair's canary, at its pace, on a loaded host
         await until("the new pairs proven by the canaries", proven, 180)
