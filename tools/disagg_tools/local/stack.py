@@ -252,12 +252,11 @@ def launch(
         )
     start_workers(pods, logs, run, say)
     run.proxy_flags, run.proxy_env = router_settings(body)
-    if "--prefix-index" in run.proxy_flags:  # the router reads each pod's events where they are
-        urls = {name: url for url, name in run.names.items()}
-        run.proxy_flags += [
-            f for p in pods if p.events and p.name in urls
-            for f in ("--kv-events-endpoint", f"{urls[p.name]}={p.events}")
-        ]  # fmt: skip
+    urls = {name: url for url, name in run.names.items()}  # the router reads each pod's
+    run.proxy_flags += [  # KV events where it publishes them
+        f for p in pods if p.events and p.name in urls
+        for f in ("--kv-events-endpoint", f"{urls[p.name]}={p.events}")
+    ]  # fmt: skip
     start_proxy(port, logs, run, say)
     prove_transfer_path(pods, run, say)
     if engine.run.warm_up:

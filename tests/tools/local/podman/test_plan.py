@@ -305,6 +305,11 @@ def test_downward_api_and_projected_volumes_are_files() -> None:
             {},
             "Secret 'nope' does not exist",
         ),
+        (
+            {},
+            {"volumes": [{"name": "s", "secret": {"secretName": "nope"}}]},
+            "volume s: Secret 'nope' does not exist",
+        ),
     ],
 )
 def test_what_cannot_run_here_is_refused_with_the_reason(
@@ -318,6 +323,9 @@ def test_optional_references_that_are_missing_are_left_out() -> None:
     ref = {"name": "nope", "key": "k", "optional": True}
     engine = _decode({"env": [{"name": "X", "valueFrom": {"secretKeyRef": ref}}]}).engine_container
     assert "X" not in engine.env
+    volume = {"name": "s", "secret": {"secretName": "nope", "optional": True}}
+    (planned,) = [v for v in _decode({}, volumes=[volume]).volumes if v.name == "s"]
+    assert planned.files == {}
 
 
 def test_probes_keep_their_timing_and_named_ports() -> None:

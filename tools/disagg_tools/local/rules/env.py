@@ -135,7 +135,7 @@ def container_env(
         for kind, whole, _ in KINDS:
             if whole in source:
                 ref = source[whole]
-                got = _object(at, kind, ref, data)
+                got = lookup(at, kind, ref.get("name", ""), ref.get("optional"), data)
                 prefix = source.get("prefix", "")
                 env.update({prefix + k: v.decode() for k, v in (got or {}).items()})
     for item in container.get("env", []):
@@ -162,11 +162,14 @@ def container_command(container: Mapping[str, Any], env: Mapping[str, str]) -> l
     return [expand(a, env) for a in [*container.get("command", []), *container.get("args", [])]]
 
 
-def _object(at: str, kind: str, ref: Mapping[str, Any], data: Data) -> Mapping[str, bytes] | None:
-    got = data(kind, ref.get("name", ""))
-    if got is None and not ref.get("optional"):
+def lookup(
+    at: str, kind: str, name: str, optional: bool | None, data: Data
+) -> Mapping[str, bytes] | None:
+    """ConfigMap or Secret ``name``'s data; None when it is missing and ``optional``."""
+    got = data(kind, name)
+    if got is None and not optional:
         raise EnvError(
-            f"{at}: {kind} {ref.get('name')!r} does not exist (a kubelet would not start the "
+            f"{at}: {kind} {name!r} does not exist (a kubelet would not start the "
             "container); create it or mark the reference optional"
         )
     return got
@@ -177,7 +180,7 @@ def _key(at: str, source: Mapping[str, Any], data: Data) -> str | None:
     for kind, _, one in KINDS:
         if one in source:
             ref = source[one]
-            got = _object(at, kind, ref, data)
+            got = lookup(at, kind, ref.get("name", ""), ref.get("optional"), data)
             if got is None:
                 return None
             if ref.get("key") in got:

@@ -183,7 +183,12 @@ def plan_pods(
     addresses = {p["metadata"]["name"]: ip for p, ip in zip(pods, ips, strict=False)}
     hosts = _service_hosts(objects, pods, addresses)
     data = kubelet_env.data_of(objects)
-    return [_pod(pod, addresses, host_ip, hosts, images, claims, binds or {}, data) for pod in pods]
+    try:  # what a kubelet would refuse in a pod's env or volumes
+        return [
+            _pod(pod, addresses, host_ip, hosts, images, claims, binds or {}, data) for pod in pods
+        ]
+    except kubelet_env.EnvError as e:
+        raise PlanError(str(e)) from None
 
 
 def _pod(
@@ -261,10 +266,7 @@ def _container(
     at = f"pod {pod} container {c['name']}"
     if c["image"] not in images:
         raise PlanError(f"{at}: no local image stands for {c['image']}")
-    try:
-        env = kubelet_env.container_env(at, c, ctx, data)
-    except kubelet_env.EnvError as e:
-        raise PlanError(str(e)) from None
+    env = kubelet_env.container_env(at, c, ctx, data)
     security = {**pod_security, **c.get("securityContext", {})}
     if security.get("privileged"):
         raise PlanError(f"{at}: privileged containers are not run")
@@ -312,21 +314,6 @@ def _container(
 
 def _bind_name(folder: str) -> str:
     return "bind:" + folder
-
-
-def _data(
-    at: str,
-    kind: str,
-    name: str,
-    data: kubelet_env.Data,
-    optional: bool | None,
-) -> dict[str, bytes]:
-    found = data(kind, name)
-    if found is None:
-        if optional:
-            return {}
-        raise PlanError(f"{at}: {kind} {name!r} is not among the rendered objects")
-    return dict(found)
 
 
 def _probes(at: str, c: Mapping[str, Any], ports: Mapping[str, int]) -> dict[str, Probe | None]:
@@ -430,7 +417,7 @@ def _files(
         src = v[key]
         name = src.get("secretName", src.get("name", ""))  # volume: secretName; projected: name
         mode = src.get("defaultMode", v.get("defaultMode", DEFAULT_MODE))
-        found = _data(at, kind, name, data, src.get("optional"))
+        found = kubelet_env.lookup(at, kind, name, src.get("optional"), data) or {}
         items = src.get("items") or [{"key": k, "path": k} for k in sorted(found)]
         for item in items:
             if item["key"] not in found:
@@ -443,10 +430,7 @@ def _files(
         mode = src.get("defaultMode", v.get("defaultMode", DEFAULT_MODE))
         for item in src.get("items", []):
             if "fieldRef" in item:
-                try:
-                    text = ctx.field(item["fieldRef"]["fieldPath"], at)
-                except kubelet_env.EnvError as e:
-                    raise PlanError(str(e)) from None
+                text = ctx.field(item["fieldRef"]["fieldPath"], at)
             else:
                 raise PlanError(f"{at}: downwardAPI item {item['path']}: only fieldRef is run")
             yield item["path"], (text.encode(), item.get("mode", mode))
