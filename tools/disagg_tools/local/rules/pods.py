@@ -32,7 +32,7 @@ from disagg_tools.local.rules.groups import is_group_worker
 
 LOCAL = "127.0.0.1"
 CLUSTER_ONLY = ("UCX_TLS", "DISAGG_UCX_TLS")
-NODE = "local"  # spec.nodeName
+NODE = "local"  # spec.nodeName of every pod a local process runs
 CANARY = CANARY_CONTAINER
 
 

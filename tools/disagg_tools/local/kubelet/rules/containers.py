@@ -29,7 +29,7 @@ from disagg_tools.local.engines import LocalEngine
 from disagg_tools.local.engines.base import disagg_argv
 from disagg_tools.local.kubelet.rules import probes
 from disagg_tools.local.rules import env as kubelet_env
-from disagg_tools.local.rules.pods import UpError, without_cluster_only
+from disagg_tools.local.rules.pods import NODE, UpError, without_cluster_only
 
 # Cluster DNS on one host: the kubelet's table, answered by a shim first on each process's
 # PYTHONPATH (kubelet/dns/sitecustomize.py; the product resolves names the cluster's way)
@@ -37,7 +37,6 @@ HOSTS_ENV = "LOCAL_KUBELET_HOSTS_FILE"
 DNS_SHIM = str(resources.files("disagg_tools.local.kubelet").joinpath("dns"))
 LOOPBACK = re.compile(r"(?<![\w.])(127\.0\.0\.1|localhost|0\.0\.0\.0)(?![\w.])")
 TAKES_HOST = (["worker", "canary"], ["proxy"])  # `disagg` commands with a listen --host
-NODE = "local"  # spec.nodeName
 
 
 @dataclass(frozen=True)
