@@ -109,9 +109,12 @@ def _value(v: Any) -> Any:
 
 class Receiver:
     """The server, on a thread of its own: :attr:`url` takes exports, :attr:`spans` holds
-    every span decoded, :attr:`content_types` and :attr:`encodings` each request's."""
+    every span decoded, :attr:`content_types` and :attr:`encodings` each request's.
+    ``host``: the address it listens at (a local run's pods reach this host at any
+    loopback address but 127.0.0.1, which is each pod's own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
         self.spans: list[Received] = []
         self.content_types: list[str] = []
         self.encodings: list[str] = []
@@ -141,10 +144,10 @@ class Receiver:
         app.router.add_post("/v1/traces", self._traces)
         self._runner = web.AppRunner(app)
         self._loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, self.host, 0)
         self._loop.run_until_complete(site.start())
         port = self._runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}/v1/traces"
+        self.url = f"http://{self.host}:{port}/v1/traces"
         self._started.set()
         self._loop.run_forever()
 

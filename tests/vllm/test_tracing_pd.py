@@ -39,6 +39,9 @@ CALLER = "00f067aa0ba902b7"
 SERVER, CLIENT = ProtoSpan.SPAN_KIND_SERVER, ProtoSpan.SPAN_KIND_CLIENT
 # Every exporter here (vLLM's BatchSpanProcessor, the router's) sends within 0.2 s, not 5.
 BSP_DELAY_MS = "200"
+# The collector on this host, where the pods reach it: 127.0.0.1 is each pod's own address
+# in a local run, as in a cluster (docs/local-run.md)
+COLLECTOR_HOST = "127.0.0.2"
 
 
 @dataclass
@@ -71,7 +74,7 @@ def _engine(stack: Stack, role: str) -> Child:
 @pytest.fixture(scope="module")
 def traced(tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traced]:
     tmp = tmp_path_factory.mktemp("traced-pd")
-    with Receiver() as receiver, pytest.MonkeyPatch.context() as env:
+    with Receiver(COLLECTOR_HOST) as receiver, pytest.MonkeyPatch.context() as env:
         env.setenv("OTEL_BSP_SCHEDULE_DELAY", BSP_DELAY_MS)
         body = _manifest(tiny_llama)
         body["spec"]["tracing"] = {"endpoint": receiver.url}

@@ -246,7 +246,7 @@ def test_a_field_only_other_engines_read_is_refused_naming_them() -> None:
 def test_the_local_runner_runs_it_as_it_says() -> None:
     objects = render(_echo(), hmac_key="k", settings=SETTINGS)
     at = {"demo-prefill-0": "127.0.9.2", "demo-decode-0": "127.0.9.3"}
-    pods = local_pods(objects, "/s", EchoLocal(), addresses=at.__getitem__)
+    pods = local_pods(objects, EchoLocal(), "/s", addresses=at.__getitem__)
     assert [p.argv[:3] for p in pods] == [[sys.executable, "-m", "echo"]] * 2
     assert [(p.address, p.argv[-1], p.http_port) for p in pods] == [
         ("127.0.9.2", "127.0.9.2", 9000), ("127.0.9.3", "127.0.9.3", 9000)

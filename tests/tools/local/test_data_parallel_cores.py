@@ -31,8 +31,8 @@ def test_each_engine_of_a_data_parallel_pod_gets_its_own_core_list() -> None:
         ([0, 1, 2, 3], "0,1|2,3", "0|1|2|3"),
     ):
         pods = local_pods(
-            objects, "/s", local_engine("vllm"), addresses=lambda name: "127.0.9.2",
-            cores=[cores, cores], claims=CLAIMS, config_maps=FILES,
+            objects, local_engine("vllm"), "/s", addresses=lambda name: "127.0.9.2",
+            cores=[cores, cores], claims=CLAIMS,
         )  # fmt: skip
         binds = [p.env["VLLM_CPU_OMP_THREADS_BIND"] for p in pods]
         assert binds == [prefill, decode]

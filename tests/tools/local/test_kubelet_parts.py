@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from disagg_operator.api import HMAC_KEY
+from disagg_operator.render.objects import render
 from disagg_tools.local.engines import local_engine
 from disagg_tools.local.kubelet.rules import containers, endpoints, probes
+from disagg_tools.local.kubelet.rules.containers import UpError
 from disagg_tools.local.rules.env import data_of
-from disagg_tools.local.rules.pods import UpError
 
 # ---------------------------------------------------------------- probes on a fake clock
 
@@ -177,30 +181,27 @@ def _reference_pod(**extra: Any) -> dict[str, Any]:
         "command": ["disagg", "worker", "canary"],
         "args": ["--prefill", "http://demo-p-x:8000", "--decode", "http://127.0.0.1:8000"],
     }
-    spec = {"containers": [engine, canary], "volumes": [{"name": "hmac", "secret": {}}], **extra}
+    volumes = [{"name": "hmac", "secret": {"secretName": "keys"}}]
+    spec = {"containers": [engine, canary], "volumes": volumes, **extra}
     return {"metadata": {"name": "demo-decode-0", "namespace": "a"}, "spec": spec}
 
 
 SECRET = {"kind": "Secret", "metadata": {"name": "s"}, "stringData": {"k": "sekrit"}}
+KEYS = {"kind": "Secret", "metadata": {"name": "keys"}, "stringData": {HMAC_KEY: "x"}}
 
 
 def _plan(pod: dict[str, Any]) -> containers.PodRun:
-    return containers.pod_run(
-        pod, "127.0.1.7", local_engine("reference"), secret_path="/s/hmac",
-        folders={"hmac": "/tmp/v/hmac"}, hosts_file="/h/a",
-        data=data_of([SECRET]),
-    )  # fmt: skip
+    place = containers.Place("127.0.1.7", "/tmp/v", "/tmp/m", hosts_file="/h/a")
+    return containers.pod_run(pod, place, local_engine("reference"), data_of([SECRET, KEYS]))
 
 
 def test_a_pods_containers_run_at_its_address_with_their_rendered_ports() -> None:
     run = _plan(_reference_pod())
     engine, canary = run.processes
     assert engine.port == 8000 and engine.env["DISAGG_HTTP_HOST"] == "127.0.1.7"
-    assert engine.env["DISAGG_HMAC_SECRET_PATH"] == "/s/hmac"
+    assert engine.env["DISAGG_HMAC_SECRET_PATH"] == f"/tmp/v/hmac/{HMAC_KEY}"  # the Secret's file
     assert (engine.env["POD"], engine.env["KEY"]) == ("demo-decode-0", "sekrit")
-    assert "UCX_TLS" not in engine.env and run.notes == [
-        "engine: dropped cluster-only UCX_TLS=tcp,self"
-    ]
+    assert "UCX_TLS" not in engine.env and run.dropped == ["UCX_TLS=tcp,self"]
     assert engine.env["LOCAL_KUBELET_HOSTS_FILE"] == "/h/a"
     assert engine.env["PYTHONPATH"].split(os.pathsep)[0] == containers.DNS_SHIM
     assert engine.pre_stop[-2:] == ["worker", "drain"]
@@ -260,3 +261,21 @@ def test_env_from_is_read_not_ignored() -> None:
     pod["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "none"}}]
     with pytest.raises(UpError, match="ConfigMap 'none' does not exist"):
         _plan(pod)
+
+
+def test_a_rendered_vllm_pod_runs_whole_on_the_kubelet_its_pre_stop_a_plain_command() -> None:
+    """A vLLM pod's preStop is ``sleep`` (the endpoints' grace), not a ``disagg`` command:
+    it runs as it is, where the kubelet once refused every vLLM pod for it."""
+    root = Path(__file__).resolve().parents[3]
+    manifest = yaml.safe_load((root / "examples" / "vllm-cpu.yaml").read_text())
+    manifest["metadata"].update(namespace="default", uid="u")
+    objects = render(manifest, hmac_key="k")
+    (pod,) = [o for o in objects if o["metadata"]["name"] == "vllm-cpu-decode-0"]
+    place = containers.Place("127.0.1.7", "/tmp/v", "/tmp/m", {"models": "/data/models"})
+    run = containers.pod_run(pod, place, local_engine("vllm"), data_of(objects))
+    engine = run.engine
+    assert engine is not None and engine.pre_stop[0] == "sleep"
+    hook = pod["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+    assert engine.pre_stop == hook
+    assert engine.argv[engine.argv.index("--host") + 1] == "127.0.1.7"
+    assert [p.container for p in run.processes] == [c["name"] for c in pod["spec"]["containers"]]

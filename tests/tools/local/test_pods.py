@@ -30,7 +30,6 @@ ROOT = Path(__file__).resolve().parents[3]
 VLLM_CPU = ROOT / "examples" / "vllm-cpu.yaml"
 QUICKSTART = ROOT / "examples" / "quickstart-cpu.yaml"
 CLAIMS = {"models": "/data/models"}  # the local folder standing for the example's claim
-FILES = {"vllm-cpu-engine-idle": "/run/cm/engine-idle"}  # where a run wrote that ConfigMap
 
 
 def _addresses() -> Callable[[str], str]:
@@ -55,12 +54,11 @@ def test_vllm_pods_keep_their_rendered_flags_and_env() -> None:
     objects = _rendered()
     pods = local_pods(
         objects,
-        "/s",
         VLLM,
+        "/s",
         addresses=_addresses(),
         cores=[[0], [2, 3]],
         claims=CLAIMS,
-        config_maps=FILES,
     )
     assert [(p.role, p.local) for p in pods] == [("prefill", VLLM.run), ("decode", VLLM.run)]
     for pod, cores in zip(pods, ("0", "2,3"), strict=True):
@@ -71,8 +69,12 @@ def test_vllm_pods_keep_their_rendered_flags_and_env() -> None:
         assert rendered[2] == "/mnt/models/tiny-llama"
         assert pod.argv[3:5] == ["--model", "/data/models/tiny-llama"]
         assert "claim models (mounted at /mnt/models) → /data/models" in pod.adapted
-        # the NIXL idle shim's ConfigMap folder is the engine's PYTHONPATH here too
-        assert pod.env["PYTHONPATH"] == "/run/cm/engine-idle"
+        # the NIXL idle shim's ConfigMap volume is the engine's PYTHONPATH here too, its
+        # folder holding the ConfigMap's files
+        assert pod.env["PYTHONPATH"] == f"/s/pods/{pod.name}/engine-idle"
+        (idle,) = [v for v in pod.volumes if v.name == "engine-idle"]
+        config_map = next(o for o in objects if o["kind"] == "ConfigMap")
+        assert {k: d.decode() for k, (d, _) in idle.files.items()} == config_map["data"]
         assert pod.env["DISAGG_NIXL_PROGRESS_DELAY_US"] == "5000"
         # every rendered flag but the port travels unchanged, the KV config included
         flags = rendered[3:]
@@ -97,21 +99,22 @@ def test_vllm_pods_keep_their_rendered_flags_and_env() -> None:
 
 def test_a_claim_without_a_local_folder_or_a_model_the_cluster_fetches_is_refused() -> None:
     with pytest.raises(UpError, match="--claim models=DIR"):
-        local_pods(_rendered(), "/s", VLLM, addresses=_addresses(), config_maps=FILES)
-    with pytest.raises(UpError, match="ConfigMap 'vllm-cpu-engine-idle', which was not written"):
-        local_pods(_rendered(), "/s", VLLM, addresses=_addresses(), claims=CLAIMS)
+        local_pods(_rendered(), VLLM, "/s", addresses=_addresses())
+    without = [o for o in _rendered() if o["kind"] != "ConfigMap"]  # as a kubelet: named
+    with pytest.raises(UpError, match="ConfigMap 'vllm-cpu-engine-idle' does not exist"):
+        local_pods(without, VLLM, "/s", addresses=_addresses(), claims=CLAIMS)
     for model, says in (("hf://org/name", "init container"), ("oci://r.example/m:1", "image")):
         body = yaml.safe_load(VLLM_CPU.read_text())
         body["metadata"].update(namespace="default", uid="u")
         body["spec"]["model"] = model
         with pytest.raises(UpError, match=f"{says}.*--model DIR"):
             objects = render(body, hmac_key="k")
-            local_pods(objects, "/s", VLLM, addresses=_addresses(), config_maps=FILES)
+            local_pods(objects, VLLM, "/s", addresses=_addresses())
 
 
 def test_without_cores_the_rendered_binding_stays() -> None:
     objects = _rendered()
-    pods = local_pods(objects, "/s", VLLM, addresses=_addresses(), claims=CLAIMS, config_maps=FILES)
+    pods = local_pods(objects, VLLM, "/s", addresses=_addresses(), claims=CLAIMS)
     for pod in pods:
         env = {e["name"]: e.get("value") for e in _engine(objects, pod.name)["env"]}
         assert pod.env["VLLM_CPU_OMP_THREADS_BIND"] == env["VLLM_CPU_OMP_THREADS_BIND"]
@@ -121,7 +124,7 @@ def test_only_an_engine_that_takes_core_lists_gets_cores() -> None:
     assert core_takers(_rendered(), VLLM) == 2
     assert core_takers(_rendered(QUICKSTART), REFERENCE) == 0
     pods = local_pods(
-        _rendered(QUICKSTART), "/s", REFERENCE, addresses=_addresses(), cores=[[0], [1]]
+        _rendered(QUICKSTART), REFERENCE, "/s", addresses=_addresses(), cores=[[0], [1]]
     )
     assert all("DISAGG_CPU" not in " ".join(p.adapted) for p in pods)
     assert all(p.env == {**p.env} and "VLLM_CPU_OMP_THREADS_BIND" not in p.env for p in pods)
@@ -147,7 +150,7 @@ def test_a_reference_worker_listens_at_its_pods_address_with_its_rendered_ports(
     """A restart binds what the first process bound: the proxy's URLs and the side channel
     prefill advertises stay valid."""
     objects = _rendered(QUICKSTART)
-    prefill, decode = local_pods(objects, "/s", REFERENCE, addresses=_addresses())
+    prefill, decode = local_pods(objects, REFERENCE, "/s", addresses=_addresses())
     for pod in (prefill, decode):
         container = _engine(objects, pod.name)
         for key in ("DISAGG_HTTP_HOST", "DISAGG_SIDE_CHANNEL_HOST", "DISAGG_ADVERTISE_HOST"):
@@ -163,7 +166,7 @@ def test_a_reference_worker_listens_at_its_pods_address_with_its_rendered_ports(
 def test_the_decode_pods_canary_runs_once_against_the_local_processes() -> None:
     from disagg_tools.local.rules.pods import canary_argv
 
-    pods = local_pods(_rendered(QUICKSTART), "/tmp/secret", REFERENCE, addresses=_addresses())
+    pods = local_pods(_rendered(QUICKSTART), REFERENCE, "/s", addresses=_addresses())
     prefill, decode = pods
     assert canary_argv(prefill, "http://p", "http://d") == []  # prefill pods have none
     argv = canary_argv(decode, "http://127.0.0.1:1", "http://127.0.0.1:2")
@@ -187,9 +190,8 @@ def test_a_tensor_parallel_vllm_pod_binds_one_core_list_per_rank() -> None:
     body["spec"]["decode"]["resources"]["requests"]["memory"] = "10Gi"
     objects = render(body, hmac_key="k")
     for cores, bound in (([2, 3], "2|3"), ([1], "1|1"), ([0, 1, 2, 3], "0,1|2,3")):
-        pods = local_pods(
-            objects, "/s", VLLM, addresses=_addresses(), cores=[[0], cores],
-            claims=CLAIMS, config_maps=FILES,
+        pods = local_pods(objects, VLLM, "/s", addresses=_addresses(), cores=[[0], cores],
+            claims=CLAIMS,
         )  # fmt: skip
         assert pods[0].env["VLLM_CPU_OMP_THREADS_BIND"] == "0"  # prefill: TP 1
         assert pods[1].env["VLLM_CPU_OMP_THREADS_BIND"] == bound
@@ -214,9 +216,8 @@ def test_dollar_references_in_rendered_args_are_expanded() -> None:
     engine = _engine(objects, "vllm-cpu-decode-0")
     rendered = " ".join([*engine["command"], *engine.get("args", [])])
     assert "$(" in rendered and "tcp://*:5557" in rendered  # the kubelet's to expand
-    pods = local_pods(
-        objects, "/s", VLLM, addresses=_addresses(), host_ports=itertools.count(9500),
-        claims=CLAIMS, config_maps=FILES,
+    pods = local_pods(objects, VLLM, "/s", addresses=_addresses(), host_ports=itertools.count(9500),
+        claims=CLAIMS,
     )  # fmt: skip
     for pod, port in zip(pods, (9500, 9501), strict=True):
         events = json.loads(pod.argv[pod.argv.index("--kv-events-config") + 1])
@@ -224,7 +225,6 @@ def test_dollar_references_in_rendered_args_are_expanded() -> None:
         assert events["endpoint"] == f"tcp://*:{port}"
         assert pod.events == f"tcp://{pod.address}:{port}"
     # without host ports (the local kubelet) the rendered port stays
-    (decode,) = [p for p in local_pods(
-        objects, "/s", VLLM, addresses=_addresses(), claims=CLAIMS, config_maps=FILES
+    (decode,) = [p for p in local_pods(objects, VLLM, "/s", addresses=_addresses(), claims=CLAIMS
     ) if p.role == "decode"]  # fmt: skip
     assert decode.events == f"tcp://{decode.address}:5557"

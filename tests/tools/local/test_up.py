@@ -46,7 +46,7 @@ AT = {"quickstart-prefill-0": "127.0.9.2", "quickstart-decode-0": "127.0.9.3"}
 
 
 def test_rendered_pods_become_local_processes() -> None:
-    pods = local_pods(_rendered(), "/tmp/secret", REFERENCE, addresses=AT.__getitem__)
+    pods = local_pods(_rendered(), REFERENCE, "/tmp/run", addresses=AT.__getitem__)
     assert [(p.role, p.name) for p in pods] == [
         ("prefill", "quickstart-prefill-0"),
         ("decode", "quickstart-decode-0"),
@@ -57,7 +57,11 @@ def test_rendered_pods_become_local_processes() -> None:
         assert pod.env["DISAGG_ADVERTISE_HOST"] == AT[pod.name]  # fieldRef status.podIP
         assert pod.env["DISAGG_HTTP_HOST"] == pod.env["DISAGG_SIDE_CHANNEL_HOST"] == AT[pod.name]
         assert (pod.address, pod.http_port) == (AT[pod.name], 8000)  # the rendered port
-        assert pod.env["DISAGG_HMAC_SECRET_PATH"] == "/tmp/secret"
+        # the handshake key: the rendered Secret's file, where the run writes its volume
+        where = Path(pod.env["DISAGG_HMAC_SECRET_PATH"])
+        assert where.parent.parent == Path(f"/tmp/run/pods/{pod.name}")
+        (secret,) = [v for v in pod.volumes if v.name == where.parent.name]
+        assert secret.files[where.name][0] == b"k"  # the key the pods were rendered with
         assert pod.env["DISAGG_ROLE"] == pod.role
         assert "UCX_TLS" not in pod.env and pod.dropped == ["UCX_TLS=tcp,self"]
 
@@ -67,10 +71,10 @@ def test_pods_that_run_neither_engine_are_refused() -> None:
     pod = next(o for o in reversed(objects) if o["kind"] == "Pod")
     pod["spec"]["containers"][0]["command"] = ["python", "serve.py"]
     with pytest.raises(UpError, match=r"runs 'python serve\.py'; disagg up runs the reference"):
-        local_pods(objects, "/s", REFERENCE, addresses=AT.__getitem__)
+        local_pods(objects, REFERENCE, "/s", addresses=AT.__getitem__)
     with pytest.raises(UpError, match="renders no prefill and decode pods"):
         pods = [o for o in objects if o["kind"] != "Pod"]
-        local_pods(pods, "/s", REFERENCE, addresses=AT.__getitem__)
+        local_pods(pods, REFERENCE, "/s", addresses=AT.__getitem__)
 
 
 def _pids_and_ports(output: str) -> tuple[list[int], list[tuple[str, int]]]:

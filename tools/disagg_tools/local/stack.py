@@ -35,6 +35,7 @@ from disagg_operator.validation.spec import InvalidSpec, parse
 from disagg_tools.local import serving
 from disagg_tools.local.children import Child, disagg_argv, start_child, wait_ready
 from disagg_tools.local.engines import LocalEngine, LocalRun, local_engine
+from disagg_tools.local.kubelet import admit
 from disagg_tools.local.kubelet.driver import PROCESSES
 from disagg_tools.local.kubelet.network import Addresses
 from disagg_tools.local.rules.groups import group_pods
@@ -47,6 +48,7 @@ from disagg_tools.local.rules.pods import (
     core_takers,
     local_pods,
     share_cores,
+    volume_folder,
 )
 
 PROXY = "proxy"  # the proxy's process name (pods keep theirs)
@@ -158,19 +160,12 @@ def _claimed(model: str, claims: dict[str, str]) -> Path | None:
     return Path(claims[claim], path) if claim in claims else None
 
 
-def write_config_maps(objects: list[dict[str, Any]], tmp: Path) -> dict[str, str]:
-    """Each rendered ConfigMap's data as files in a folder of ``tmp``, as the kubelet
-    projects a configMap volume: ConfigMap name → folder."""
-    out = {}
-    for obj in objects:
-        if obj["kind"] != "ConfigMap":
-            continue
-        folder = tmp / "configmaps" / obj["metadata"]["name"]
-        folder.mkdir(parents=True, exist_ok=True)
-        for key, text in obj.get("data", {}).items():
-            (folder / key).write_text(text)
-        out[obj["metadata"]["name"]] = str(folder)
-    return out
+def write_volumes(pods: list[LocalPod], tmp: Path) -> None:
+    """Each pod's volumes (its Secret, ConfigMaps, emptyDirs) where its process reads them,
+    as the kubelet writes them (:func:`local_pods` put them under ``tmp``)."""
+    for pod in pods:
+        where = Path(volume_folder(str(tmp), pod.name))
+        admit.write_volumes(pod.volumes, where, where / "memory")
 
 
 def start_aggregated(
@@ -187,16 +182,12 @@ def start_aggregated(
     container["command"] = engine.aggregated(container["command"])
     # the cores the decode engine gets in the P/D run: a like-for-like engine
     cores = share_cores(core_takers(objects, engine), serving.host_cores())[-1:]
+    alone = [o for o in objects if o is decode or o["kind"] != "Pod"]
     pods = local_pods(
-        [decode],
-        "/unused",
-        engine,
-        addresses=Addresses(),
-        host_ports=serving.free_ports(),
-        cores=cores,
-        pair=False,
-        config_maps=write_config_maps(objects, logs),
-    )
+        alone, engine, str(logs), addresses=Addresses(), host_ports=serving.free_ports(),
+        cores=cores, pair=False,
+    )  # fmt: skip
+    write_volumes(pods, logs)
     start_workers(pods, logs, run, say)
     return run.workers["decode"][0]
 
@@ -218,12 +209,8 @@ def launch(
     ``keep_cpu_binding``: run vLLM with the rendered CPU settings (``nobind``, as on a
     shared node) instead of one core list per engine; ``claims``: the local folder of each
     PersistentVolumeClaim the pods mount (a ``pvc://`` model)."""
-    key = secrets.token_hex(32)
-    secret = tmp / "hmac"
-    secret.write_text(key)
-    secret.chmod(0o600)
     body = with_model(load(str(manifest)), model, say, claims)
-    objects, engine = render_manifest(body, key, groups=True)
+    objects, engine = render_manifest(body, secrets.token_hex(32), groups=True)
     addresses = Addresses()  # a group's leader first: its workers' LWS_LEADER_ADDRESS
     objects = group_pods(objects, lambda group, _: addresses(lws.leader_pod(group)))
     engines = core_takers(objects, engine)
@@ -234,15 +221,10 @@ def launch(
     if cores and engines > host:
         say(f"  only {host} cores for {engines} vLLM engines: cores are shared")
     pods = local_pods(
-        objects,
-        str(secret),
-        engine,
-        addresses=addresses,
-        host_ports=serving.free_ports(),
-        cores=cores,
-        claims=claims,
-        config_maps=write_config_maps(objects, tmp),
-    )
+        objects, engine, str(tmp), addresses=addresses, host_ports=serving.free_ports(),
+        cores=cores, claims=claims,
+    )  # fmt: skip
+    write_volumes(pods, tmp)
     say(f"rendered {len(pods)} pods from {manifest}; starting them as local processes")
     dropped = sorted({d for p in pods for d in p.dropped})
     if dropped:

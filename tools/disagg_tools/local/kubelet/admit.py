@@ -1,22 +1,24 @@
-"""What a pod needs from the API before its containers start here: its Secret, ConfigMap
-and emptyDir volumes as folders, the Secret and ConfigMap keys its env names, and the
-engine of a prefill or decode pod.
+"""What a pod needs before its containers start here: the ConfigMaps and Secrets its env
+and volumes read (from the API), its volumes written where its containers find them, and
+the engine of a prefill or decode pod.
 
-I/O layer (the API through :mod:`.api`, files); :func:`.rules.containers.pod_run` turns
-them into processes.
+I/O layer (the API through :mod:`.api`, files); the volumes are
+:mod:`disagg_tools.local.rules.volumes`' and :func:`.rules.containers.pod_run` turns the
+pod into processes.
 """
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from disagg_operator.api import API_VERSION, HMAC_KEY, LABEL_DEPLOYMENT, PLURAL
+from disagg_operator.api import API_VERSION, LABEL_DEPLOYMENT, PLURAL
 from disagg_tools.local.engines import LocalEngine
 from disagg_tools.local.kubelet.api import Api
 from disagg_tools.local.rules import env as kubelet_env
+from disagg_tools.local.rules import volumes as volume_rules
+from disagg_tools.local.rules.volumes import Volume
 
 
 async def engine(
@@ -39,37 +41,30 @@ async def engine(
     return known[key]
 
 
-async def volumes(api: Api, body: Mapping[str, Any], folder: Path) -> tuple[dict[str, str], str]:
-    """Secret, ConfigMap and emptyDir volumes as folders; the handshake key's file."""
-    namespace = body["metadata"].get("namespace", "default")
-    out, secret_path = {}, str(folder / "no-handshake-key")
-    for volume in body["spec"].get("volumes", []):
-        where = folder / volume["name"]
+def write_volumes(volumes: Sequence[Volume], folder: Path, memory: Path) -> None:
+    """Write each volume where :func:`~disagg_tools.local.rules.volumes.source` says a pod's
+    containers find it: files with their modes under ``folder``, memory emptyDirs under
+    ``memory`` (the host's tmpfs for podman pods; their sizeLimit is not enforced); a
+    claim's folder is the caller's."""
+    for v in volumes:
+        if v.kind == "claim":
+            continue
+        where = Path(volume_rules.source(v, str(folder), str(memory)))
         where.mkdir(parents=True, exist_ok=True)
-        data: dict[str, bytes] = {}
-        if "secret" in volume:
-            got = await api.get("v1", "secrets", namespace, volume["secret"]["secretName"])
-            data = {k: base64.b64decode(v) for k, v in ((got or {}).get("data") or {}).items()}
-        elif "configMap" in volume:
-            got = await api.get("v1", "configmaps", namespace, volume["configMap"]["name"])
-            data = {k: v.encode() for k, v in ((got or {}).get("data") or {}).items()}
-        elif "emptyDir" not in volume:
-            continue  # pod_run names the volume it cannot mount
-        for key, value in data.items():
-            (where / key).write_bytes(value)
-            (where / key).chmod(0o600)
-            if key == HMAC_KEY and "secret" in volume:
-                secret_path = str(where / key)
-        out[volume["name"]] = str(where)
-    return out, secret_path
+        for path, (data, mode) in v.files.items():
+            f = where / path
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_bytes(data)
+            f.chmod(mode)
+        where.chmod(0o1777 if v.kind == "tmpfs" else v.mode)
 
 
-async def env_data(api: Api, body: Mapping[str, Any]) -> kubelet_env.Data:
-    """Every ConfigMap and Secret the pod's env reads, read now."""
+async def data(api: Api, body: Mapping[str, Any]) -> kubelet_env.Data:
+    """Every ConfigMap and Secret the pod's env and volumes read, read now."""
     namespace = body["metadata"].get("namespace", "default")
     wanted = {ref for c in body["spec"].get("containers", []) for ref in kubelet_env.references(c)}
     found = []
-    for kind, name in sorted(wanted):
+    for kind, name in sorted(wanted | volume_rules.references(body)):
         got = await api.get("v1", "secrets" if kind == "Secret" else "configmaps", namespace, name)
         if got is not None:
             found.append({**got, "kind": kind})

@@ -75,11 +75,14 @@ class Kubelet:
         crash_loop: CrashLoop = KUBELET_1_36,
         net: str = "127.0.1.",
         driver: Driver = PROCESSES,
+        claims: Mapping[str, str] | None = None,
     ) -> None:
         self.api, self.workdir, self.engines, self.tick_s = api, workdir, engines, tick_s
         self.crash_loop, self.net, self.driver = crash_loop, net, driver
+        self.claims = dict(claims or {})  # claim name → the local folder standing for it
         self.pods: dict[str, Pod] = {}  # by pod uid
         self.failed: dict[str, str] = {}  # pod uid → why it cannot run here
+        self.waiting: dict[str, tuple[str, str]] = {}  # pod uid → (its address, what for)
         self._http: aiohttp.ClientSession | None = None
         self._engines: dict[str, LocalEngine | None] = {}
 
@@ -124,6 +127,8 @@ class Kubelet:
             pod.body = body
             if pod.deleting and pod.going is None:
                 pod.going = asyncio.ensure_future(self._terminate(pod))
+        for uid in [u for u in self.waiting if u not in listed]:  # deleted while it waited
+            del self.waiting[uid]
         for uid in [u for u in self.pods if u not in listed]:  # gone without us: kill it
             for box in self.pods.pop(uid).boxes.values():
                 box.kill_now()
@@ -138,23 +143,31 @@ class Kubelet:
     async def _start(self, body: dict[str, Any]) -> None:
         meta = body["metadata"]
         uid, name, namespace = meta["uid"], meta["name"], meta.get("namespace", "default")
-        address = self._free_address()
+        address = self.waiting[uid][0] if uid in self.waiting else self._free_address()
         folder = self.workdir / "pods" / f"{namespace}-{name}-{uid[:8]}"
+        volumes = folder / "volumes"
+        place = containers.Place(
+            address, str(volumes), str(volumes / "memory"), self.claims,
+            hosts_file=str(self.hosts_file(namespace)),
+        )  # fmt: skip
         try:
-            folders, secret_path = await admit.volumes(self.api, body, folder / "volumes")
-            data = await admit.env_data(self.api, body)
-            run = containers.pod_run(
-                body, address, await admit.engine(self.api, self.engines, body, self._engines),
-                secret_path=secret_path, folders=folders,
-                hosts_file=str(self.hosts_file(namespace)), data=data,
-            )  # fmt: skip
+            engine = await admit.engine(self.api, self.engines, body, self._engines)
+            run = containers.pod_run(body, place, engine, await admit.data(self.api, body))
+        except containers.Waiting as e:  # tried again next tick, as a kubelet's pod worker
+            if self.waiting.get(uid, ("", ""))[1] != str(e):
+                log.info("pod %s/%s waits: %s", namespace, name, e)
+            self.waiting[uid] = (address, str(e))
+            return
         except containers.UpError as e:
+            self.waiting.pop(uid, None)
             self.failed[uid] = str(e)
             log.warning("pod %s/%s cannot run here: %s", namespace, name, e)
             await self.api.patch(
                 "v1", "pods", namespace, name, {"status": _failed(str(e))}, sub="status"
             )
             return
+        self.waiting.pop(uid, None)
+        admit.write_volumes(run.volumes, volumes, volumes / "memory")
         (folder / "logs").mkdir(parents=True, exist_ok=True)
         finalizers = [*meta.get("finalizers", []), FINALIZER]
         await self.api.patch(
@@ -173,7 +186,8 @@ class Kubelet:
         log.info("started pod %s/%s at %s", namespace, name, address)
 
     def _free_address(self) -> str:
-        taken = {int(p.run.address.rsplit(".", 1)[1]) for p in self.pods.values()}
+        held = [p.run.address for p in self.pods.values()] + [a for a, _ in self.waiting.values()]
+        taken = {int(a.rsplit(".", 1)[1]) for a in held}
         return f"{self.net}{network.reserve(self.net, taken)}"
 
     async def _terminate(self, pod: Pod) -> None:

@@ -32,9 +32,10 @@ from typing import Any
 import aiohttp
 
 from disagg_tools.local.children import Child, spawn, start_child, stop_children
-from disagg_tools.local.kubelet import prober
+from disagg_tools.local.kubelet import admit, prober
 from disagg_tools.local.kubelet.rules import containers
 from disagg_tools.local.kubelet.rules.probes import SUCCESS, Rule
+from disagg_tools.local.rules import volumes
 from disagg_tools.local.rules.podman import (
     RUN_LABEL,
     ContainerPlan,
@@ -223,27 +224,11 @@ class PodRuntime:
         for pod in pods:
             if podman("pod", "exists", pod.name, check=False).returncode == 0:
                 raise PodmanError(_in_use(pod.name))
-            sources: dict[str, str] = {}
-            for v in pod.volumes:
-                if v.kind == "tmpfs":
-                    # on the host's tmpfs: memory-backed, shared by the pod's containers
-                    # (its sizeLimit is not enforced here; at /dev/shm the pod's own is)
-                    folder = self.shm / pod.name / v.name
-                    folder.mkdir(parents=True, exist_ok=True)
-                    folder.chmod(0o1777)
-                    sources[v.name] = str(folder)
-                elif v.kind == "claim":
-                    sources[v.name] = v.folder
-                else:
-                    folder = self.tmp / "pods" / pod.name / v.name
-                    folder.mkdir(parents=True, exist_ok=True)
-                    for path, (data, mode) in v.files.items():
-                        f = folder / path
-                        f.parent.mkdir(parents=True, exist_ok=True)
-                        f.write_bytes(data)
-                        f.chmod(mode)
-                    folder.chmod(v.mode)
-                    sources[v.name] = str(folder)
+            # memory emptyDirs on the host's tmpfs, shared by the pod's containers (their
+            # sizeLimit is not enforced; at /dev/shm the pod's own is)
+            folder, memory = self.tmp / "pods" / pod.name, self.shm / pod.name
+            admit.write_volumes(pod.volumes, folder, memory)
+            sources = {v.name: volumes.source(v, str(folder), str(memory)) for v in pod.volumes}
             self._sources[pod.name] = sources
             podman(*pod_create_argv(pod, self.name, self.run_id), "--label",
                    f"{OWNER_LABEL}={os.getpid()}")  # fmt: skip

@@ -32,6 +32,11 @@ class EnvError(ValueError):
     """A variable the kubelet would fail the container on; the message names it."""
 
 
+class Missing(EnvError):
+    """A ConfigMap or Secret the pod reads does not exist (yet): a kubelet keeps the pod
+    waiting and tries again; a one-shot run stops, naming it."""
+
+
 def expand(text: str, *known: Mapping[str, str]) -> str:
     """``$(VAR)`` replaced by the first of ``known`` that has VAR (left as written when none
     has it), ``$$`` by ``$``, any other ``$`` kept: expansion.Expand with MappingFuncFor."""
@@ -168,7 +173,7 @@ def lookup(
     """ConfigMap or Secret ``name``'s data; None when it is missing and ``optional``."""
     got = data(kind, name)
     if got is None and not optional:
-        raise EnvError(
+        raise Missing(
             f"{at}: {kind} {name!r} does not exist (a kubelet would not start the "
             "container); create it or mark the reference optional"
         )

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from disagg_operator.api import LABEL_ROLE as ROLE_LABEL
@@ -23,13 +23,12 @@ from disagg_operator.contracts import lws
 from disagg_operator.derive.resources import parse_quantity
 from disagg_tools.local.rules import env as kubelet_env
 from disagg_tools.local.rules.groups import is_group_worker, leader_name
+from disagg_tools.local.rules.volumes import Volume, VolumeError, tmpfs_size, volume
 
 RUN_LABEL = "disagg.dev/up-run"  # on every pod, container, volume and network of one run
 SHM = "/dev/shm"
 SHARE = "ipc,net,uts,pid"  # what a pod's containers share (Kubernetes: shareProcessNamespace)
 NODE = "localhost"  # spec.nodeName of every pod: one node
-DEFAULT_MODE = 0o644  # a Secret's or ConfigMap's files without defaultMode
-EMPTY_DIR_MODE = 0o777  # what the kubelet gives an emptyDir
 ROLES = ("prefill", "decode")
 
 
@@ -64,22 +63,6 @@ class Probe:
         if self.kind == "sleep":
             return what
         return f"{what} every {self.period_s:g} s, {self.failure_threshold} failures"
-
-
-@dataclass(frozen=True)
-class Volume:
-    """What stands for one pod volume here: a ``folder`` of ``files`` (Secret, ConfigMap,
-    downwardAPI, projected, emptyDir), a ``tmpfs`` (emptyDir in memory), or a ``claim``
-    (the local folder given for a PersistentVolumeClaim)."""
-
-    name: str
-    kind: Literal["folder", "tmpfs", "claim"]
-    files: Mapping[str, tuple[bytes, int]] = field(default_factory=dict)  # path → (data, mode)
-    mode: int = 0o755  # the folder's own mode
-    folder: str = ""  # claim: the host folder
-    size: str = ""  # tmpfs: its size limit, podman syntax ("64m"), or "" (none)
-    read_only: bool = False  # mounted read-only whatever the mount says (a claim so
-    # declared; Secret, ConfigMap, downwardAPI and projected volumes always)
 
 
 @dataclass(frozen=True)
@@ -187,7 +170,7 @@ def plan_pods(
         return [
             _pod(pod, addresses, host_ip, hosts, images, claims, binds or {}, data) for pod in pods
         ]
-    except kubelet_env.EnvError as e:
+    except (kubelet_env.EnvError, VolumeError) as e:
         raise PlanError(str(e)) from None
 
 
@@ -210,7 +193,7 @@ def _pod(
             "does not run; give a local model with --model DIR or a pvc:// model and --claim"
         )
     ctx = kubelet_env.PodFields(pod, addresses[name], host_ip, NODE)
-    volumes = tuple(_volume(name, v, ctx, claims, data) for v in spec.get("volumes", []))
+    volumes = tuple(volume(name, v, ctx, claims, data) for v in spec.get("volumes", []))
     pod_security = spec.get("securityContext", {})
     containers = tuple(
         _container(name, c, ctx, images, pod_security, data, binds) for c in spec["containers"]
@@ -251,7 +234,7 @@ def _shm_size(volumes: Sequence[Volume], containers: Sequence[ContainerPlan]) ->
     if chosen[0].size:
         return chosen[0].size
     limit = sum(c.memory_bytes or 0 for c in containers)
-    return _tmpfs_size(limit) if limit else ""
+    return tmpfs_size(limit) if limit else ""
 
 
 def _container(
@@ -360,86 +343,6 @@ def _port(at: str, port: int | str, ports: Mapping[str, int]) -> int:
     if port not in ports:
         raise PlanError(f"{at}: port {port!r} is not a named port of the container")
     return ports[port]
-
-
-def _volume(
-    pod: str,
-    v: Mapping[str, Any],
-    ctx: kubelet_env.PodFields,
-    claims: Mapping[str, str],
-    data: kubelet_env.Data,
-) -> Volume:
-    at, name = f"pod {pod} volume {v['name']}", v["name"]
-    if "emptyDir" in v:
-        given = v["emptyDir"] or {}
-        size = _tmpfs_size(given.get("sizeLimit"))
-        if given.get("medium") == "Memory":
-            return Volume(name, "tmpfs", size=size)
-        return Volume(name, "folder", mode=EMPTY_DIR_MODE)
-    if "persistentVolumeClaim" in v:
-        claim = v["persistentVolumeClaim"]["claimName"]
-        if claim not in claims:
-            raise PlanError(
-                f"{at} is claim {claim!r}; give the local folder that stands for it: "
-                f"--claim {claim}=DIR"
-            )
-        read_only = bool(v["persistentVolumeClaim"].get("readOnly"))
-        return Volume(name, "claim", folder=claims[claim], read_only=read_only)
-    if "secret" in v or "configMap" in v or "downwardAPI" in v:
-        return Volume(name, "folder", files=dict(_files(at, v, ctx, data)), read_only=True)
-    if "projected" in v:
-        files: dict[str, tuple[bytes, int]] = {}
-        mode = v["projected"].get("defaultMode", DEFAULT_MODE)
-        for source in v["projected"].get("sources", []):
-            if "serviceAccountToken" in source:
-                continue  # no API server to issue one
-            files.update(_files(at, {**source, "defaultMode": mode}, ctx, data))
-        return Volume(name, "folder", files=files, read_only=True)
-    if "image" in v:
-        raise PlanError(
-            f"{at} mounts image {v['image'].get('reference')}; disagg up has no image "
-            "volumes: give a local model with --model DIR"
-        )
-    kinds = ", ".join(k for k in v if k != "name")
-    raise PlanError(f"{at}: {kinds} volumes are not run here")
-
-
-def _files(
-    at: str,
-    v: Mapping[str, Any],
-    ctx: kubelet_env.PodFields,
-    data: kubelet_env.Data,
-) -> Iterator[tuple[str, tuple[bytes, int]]]:
-    """One Secret, ConfigMap or downwardAPI source's files: path → (data, mode)."""
-    for kind, key in (("Secret", "secret"), ("ConfigMap", "configMap")):
-        if key not in v:
-            continue
-        src = v[key]
-        name = src.get("secretName", src.get("name", ""))  # volume: secretName; projected: name
-        mode = src.get("defaultMode", v.get("defaultMode", DEFAULT_MODE))
-        found = kubelet_env.lookup(at, kind, name, src.get("optional"), data) or {}
-        items = src.get("items") or [{"key": k, "path": k} for k in sorted(found)]
-        for item in items:
-            if item["key"] not in found:
-                if src.get("optional"):
-                    continue
-                raise PlanError(f"{at}: {kind} {name} has no key {item['key']}")
-            yield item["path"], (found[item["key"]], item.get("mode", mode))
-    if "downwardAPI" in v:
-        src = v["downwardAPI"]
-        mode = src.get("defaultMode", v.get("defaultMode", DEFAULT_MODE))
-        for item in src.get("items", []):
-            if "fieldRef" in item:
-                text = ctx.field(item["fieldRef"]["fieldPath"], at)
-            else:
-                raise PlanError(f"{at}: downwardAPI item {item['path']}: only fieldRef is run")
-            yield item["path"], (text.encode(), item.get("mode", mode))
-
-
-def _tmpfs_size(limit: int | str | None) -> str:
-    if limit is None:
-        return ""
-    return f"{max(1, math.ceil(parse_quantity(limit) / 2**20))}m"
 
 
 def _service_hosts(
