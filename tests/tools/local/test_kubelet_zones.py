@@ -16,7 +16,7 @@ import pytest
 from disagg_operator.api import LABEL_DEPLOYMENT
 from disagg_tools.local.engines import BUILTIN
 from disagg_tools.local.kubelet import run as kubelet_run
-from disagg_tools.local.kubelet.node import Kubelet
+from disagg_tools.local.kubelet.node import Kubelet, NodeConfig
 from disagg_tools.local.kubelet.rules.endpoints import ZONE, parse_hosts
 from disagg_worker.serve.proxy.config import ProxyConfig
 from disagg_worker.serve.proxy.discovery import Refresher
@@ -72,7 +72,9 @@ async def zoned(emulator: Emulator, tmp_path: Path) -> AsyncIterator[Kubelet]:
     # the deployment's engine (the CRD's reference) runs as the toy's local part: a light
     # server per pod, where the reference worker would load a model in each
     engines = {**BUILTIN, "reference": ToyLocal()}
-    async with kubelet_run.running(str(emulator.url), tmp_path, engines=engines) as kubelet:
+    async with kubelet_run.running(
+        str(emulator.url), tmp_path, NodeConfig(engines=engines)
+    ) as kubelet:
         yield kubelet
 
 

@@ -180,6 +180,7 @@ async def run(
     from disagg_operator.planning.autoscale import profiles_from
     from disagg_tools.emulator.server import Emulator
     from disagg_tools.local.kubelet import run as kubelet_run
+    from disagg_tools.local.kubelet.node import NodeConfig
 
     configure_logging("warning")
     logging.getLogger("kopf").setLevel(logging.ERROR)
@@ -194,7 +195,7 @@ async def run(
                 host = str(emu.url).rstrip("/")
                 async with (
                     running(OperatorConfig(host=host, canary_seconds=5.0, autoscale_tick=0.5)),
-                    kubelet_run.running(host, work / "kubelet", tick_s=0.25),
+                    kubelet_run.running(host, work / "kubelet", NodeConfig(tick_s=0.25)),
                 ):
                     watch = asyncio.create_task(_watch(emu, prom, timeline))
                     try:

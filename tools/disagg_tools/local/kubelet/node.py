@@ -17,7 +17,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from disagg_tools.local.rules.backoff import CrashLoop
 log = logging.getLogger("disagg.kubelet")
 FINALIZER = "disagg.dev/local-kubelet"
 KUBELET_1_36 = CrashLoop()  # 10 s doubling to 300 s, reset after 600 s running
+HOST_NETWORK = "127.0.0.1"  # a hostNetwork pod's address: this host's
 
 
 @dataclass
@@ -61,25 +62,38 @@ class Pod:
         return self.phase in ("Succeeded", "Failed")
 
 
+@dataclass(frozen=True)
+class NodeConfig:
+    """How a local kubelet is configured: the local-run part of each engine
+    (``engines``), its sync period (``tick_s``), its restart back-off (``crash_loop``),
+    its container runtime (``driver``) and the local folder standing for each claim
+    (``claims``, a local persistent volume). What a cluster's CPU manager, IPAM and host
+    ports would decide can be the caller's: ``addresses`` (pod name → its address; None:
+    the kubelet's own, going round its network), ``cores`` (pod name → the cores a CPU
+    manager gives it; a pod not named keeps its rendered binding) and ``host_ports``
+    (free ports of this host for what an engine binds on every address; None: the
+    rendered ports, so two such pods collide)."""
+
+    engines: Mapping[str, LocalEngine] = field(default_factory=lambda: BUILTIN)
+    tick_s: float = 0.1
+    crash_loop: CrashLoop = KUBELET_1_36
+    driver: Driver = PROCESSES
+    claims: Mapping[str, str] = field(default_factory=dict)
+    addresses: Callable[[str], str] | None = None
+    cores: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    host_ports: Iterator[int] | None = None
+
+
 class Kubelet:
     """Runs the API server's pods here (module docstring). ``workdir`` holds the pods'
-    logs, volumes and the name table of each namespace (``hosts/<namespace>``);
-    ``crash_loop`` is the node's restart back-off (the kubelet's configuration)."""
+    logs, volumes and the name table of each namespace (``hosts/<namespace>``); ``net``
+    the pod network it holds (``127.0.N.``)."""
 
     def __init__(
-        self,
-        api: Api,
-        workdir: Path,
-        engines: Mapping[str, LocalEngine] = BUILTIN,
-        tick_s: float = 0.1,
-        crash_loop: CrashLoop = KUBELET_1_36,
-        net: str = "127.0.1.",
-        driver: Driver = PROCESSES,
-        claims: Mapping[str, str] | None = None,
+        self, api: Api, workdir: Path, config: NodeConfig | None = None, net: str = "127.0.1."
     ) -> None:
-        self.api, self.workdir, self.engines, self.tick_s = api, workdir, engines, tick_s
-        self.crash_loop, self.net, self.driver = crash_loop, net, driver
-        self.claims = dict(claims or {})  # claim name → the local folder standing for it
+        self.api, self.workdir, self.net = api, workdir, net
+        self.config = config or NodeConfig()
         self.pods: dict[str, Pod] = {}  # by pod uid
         self.failed: dict[str, str] = {}  # pod uid → why it cannot run here
         self.waiting: dict[str, tuple[str, str]] = {}  # pod uid → (its address, what for)
@@ -105,13 +119,15 @@ class Kubelet:
                 except Exception:  # a tick that failed is tried again; say why
                     log.exception("local kubelet tick failed")
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.tick_s)
+                    await asyncio.wait_for(stop.wait(), self.config.tick_s)
         finally:
             for pod in self.pods.values():
                 for task in [pod.going, *pod.tasks]:
                     if task is not None:
                         task.cancel()
-            self.driver.stop([b.child for p in self.pods.values() for b in p.boxes.values()], 2.0)
+            self.config.driver.stop(
+                [b.child for p in self.pods.values() for b in p.boxes.values()], 2.0
+            )
             await self._http.close()
 
     async def tick(self) -> None:
@@ -143,15 +159,17 @@ class Kubelet:
     async def _start(self, body: dict[str, Any]) -> None:
         meta = body["metadata"]
         uid, name, namespace = meta["uid"], meta["name"], meta.get("namespace", "default")
-        address = self.waiting[uid][0] if uid in self.waiting else self._free_address()
+        address = self.waiting[uid][0] if uid in self.waiting else self._address(body)
         folder = self.workdir / "pods" / f"{namespace}-{name}-{uid[:8]}"
         volumes = folder / "volumes"
+        config = self.config
         place = containers.Place(
-            address, str(volumes), str(volumes / "memory"), self.claims,
-            hosts_file=str(self.hosts_file(namespace)),
+            address, str(volumes), str(volumes / "memory"), config.claims,
+            hosts_file=str(self.hosts_file(namespace)), cores=config.cores.get(name, ()),
+            host_ports=config.host_ports,
         )  # fmt: skip
         try:
-            engine = await admit.engine(self.api, self.engines, body, self._engines)
+            engine = await admit.engine(self.api, config.engines, body, self._engines)
             run = containers.pod_run(body, place, engine, await admit.data(self.api, body))
         except containers.Waiting as e:  # tried again next tick, as a kubelet's pod worker
             if self.waiting.get(uid, ("", ""))[1] != str(e):
@@ -176,18 +194,27 @@ class Kubelet:
         now, boxes = time.monotonic(), {}
         for process in run.processes:
             workers = probes.Probes.of(process.spec, origin=now)  # added before it starts
-            child = self.driver.create(
+            child = self.config.driver.create(
                 process.container, process.argv, process.env, folder / "logs"
             )
             boxes[process.container] = Box(
-                process, child, workers, uid, self.driver, started_at=now
+                process, child, workers, uid, self.config.driver, started_at=now
             )
         self.pods[uid] = Pod(uid, run, boxes, body)
         log.info("started pod %s/%s at %s", namespace, name, address)
 
+    def _address(self, body: Mapping[str, Any]) -> str:
+        """The pod's address: this host's for a ``hostNetwork`` pod (the node's network),
+        the caller's IPAM's when it has one, else the next free one of the network."""
+        if body["spec"].get("hostNetwork"):
+            return HOST_NETWORK
+        if self.config.addresses is not None:
+            return self.config.addresses(body["metadata"]["name"])
+        return self._free_address()
+
     def _free_address(self) -> str:
         held = [p.run.address for p in self.pods.values()] + [a for a, _ in self.waiting.values()]
-        taken = {int(a.rsplit(".", 1)[1]) for a in held}
+        taken = {int(a.rsplit(".", 1)[1]) for a in held if a.startswith(self.net)}
         return f"{self.net}{network.reserve(self.net, taken)}"
 
     async def _terminate(self, pod: Pod) -> None:
@@ -199,7 +226,7 @@ class Kubelet:
         await asyncio.gather(*(b.stop(grace) for b in running))
         now = time.monotonic()
         for box in pod.boxes.values():
-            box.observe(pod.body, self.crash_loop, now)
+            box.observe(pod.body, self.config.crash_loop, now)
         await self._write_status(pod)
         self.pods.pop(pod.uid, None)
         body = await self.api.get("v1", "pods", run.namespace, run.name)
@@ -216,7 +243,7 @@ class Kubelet:
         """One pod sync's worth: exits and starts, kills for failed probes, readiness
         triggers, then the probes that are due."""
         for box in pod.boxes.values():
-            pod.sync |= box.observe(pod.body, self.crash_loop, now)
+            pod.sync |= box.observe(pod.body, self.config.crash_loop, now)
             if box.running and box.killing is None and not pod.deleting:
                 why = box.probes.kill_reason(box.seen(pod.deleting, pod.done))
                 if why is not None:
@@ -254,9 +281,9 @@ class Kubelet:
 
     async def _run_probe(self, pod: Pod, box: Box, worker: probes.Worker, instance: str) -> None:
         assert self._http is not None
-        env = self.driver.exec_env(box.process.env)
+        env = self.config.driver.exec_env(box.process.env)
         result = await prober.attempt(
-            self._http, pod.run, box.process, worker.rule, env, driver=self.driver
+            self._http, pod.run, box.process, worker.rule, env, driver=self.config.driver
         )
         if worker.instance == instance and not worker.gone:  # not a container since gone
             pod.sync |= worker.record(result)
