@@ -267,8 +267,7 @@ def test_the_vllm_cpu_example_in_containers_equals_aggregated_vllm(up: Any, tmp_
     with KV moved over NIXL between the two pods; the engine containers run as the image's
     uid 65532 with no capabilities and, through a podTemplate, a read-only root."""
     from disagg_tools.local import serving
-    from disagg_tools.local.children import stop_children
-    from disagg_tools.local.stack import Run, start_aggregated
+    from disagg_tools.local.stack import Run, start_aggregated, stop_run
     from disagg_tools.vllm import checkpoint
     from disagg_tools.vllm.rules import metrics
     from tests.vllm.conftest import greedy, prompts
@@ -280,7 +279,7 @@ def test_the_vllm_cpu_example_in_containers_equals_aggregated_vllm(up: Any, tmp_
         url = start_aggregated(VLLM_CPU, tmp_path, judge, model=str(model), say=lambda _: None)
         want = [greedy(url, p) for p in prompts()[:3]]
     finally:
-        stop_children(judge.children)
+        stop_run(judge)
     body = yaml.safe_load(VLLM_CPU.read_text())
     hardened = {
         "spec": {

@@ -24,8 +24,7 @@ import pytest
 import yaml
 
 from disagg_tools.local import serving as local_serving
-from disagg_tools.local.children import stop_children
-from disagg_tools.local.stack import Run, launch, start_aggregated
+from disagg_tools.local.stack import Run, launch, start_aggregated, stop_run
 from disagg_tools.vllm.rules import judge, metrics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,7 +133,7 @@ def aggregated(
         url = start_aggregated(VLLM_CPU, logs, run, model=str(tiny_llama))
         return [greedy_logprobs(url, p) for p in [*prompts(), *map(altered, prompts())]]
     finally:
-        stop_children(run.children)
+        stop_run(run)
 
 
 def altered(prompt: list[int]) -> list[int]:
@@ -172,7 +171,7 @@ def launched(body: dict[str, Any], tmp: Path) -> Iterator[Stack]:
         launch(path, tmp, tmp, run, port=0, say=print)
         yield Stack(run)
     finally:
-        stop_children(run.children)
+        stop_run(run)
 
 
 def assert_pd_equals_aggregated(

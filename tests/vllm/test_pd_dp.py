@@ -44,7 +44,7 @@ def dp_stack(tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 def _engine(stack: Stack, role: str) -> Any:
-    return next(c for c in stack.run.children if c.name == stack.run.names[stack.url(role)])
+    return stack.run.engines[stack.run.names[stack.url(role)]]
 
 
 def _listens(host: str, port: int) -> bool:

@@ -21,13 +21,8 @@ from pathlib import Path
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
-from disagg_operator.derive import tracing
-from disagg_operator.engines.settings import DEFAULT
 from disagg_operator.engines.vllm import contract as vllm
-from disagg_operator.render import router
-from disagg_operator.validation.spec import parse
-from disagg_tools.local.children import Child, stop_children
-from disagg_tools.local.stack import PROXY, start_proxy
+from disagg_tools.local.children import Child
 from tests.support.otlp import PROTOBUF, Received, Receiver, tree
 
 from .conftest import MAX_TOKENS, Stack, _manifest, launched, prompts
@@ -51,24 +46,8 @@ class Traced:
     pids: dict[str, int]  # role → the vLLM server's process id
 
 
-def _restart_proxy_as_rendered(stack: Stack, body: dict[str, object], tmp: Path) -> None:
-    """`disagg up` starts the proxy with the routing flags only; the router Deployment
-    also gets ``tracing_args`` and the sampler env: run it so."""
-    dd, _ = parse(body, DEFAULT)
-    assert dd is not None
-    old = [c for c in stack.run.children if c.name == PROXY]
-    stop_children(old)
-    stack.run.children[:] = [c for c in stack.run.children if c.name != PROXY]
-    stack.run.proxy_flags += router.tracing_args(dd.spec)
-    with pytest.MonkeyPatch.context() as env:
-        for name, value in tracing.sampler_env(dd.spec).items():
-            env.setenv(name, value)
-        start_proxy(0, tmp, stack.run, print)
-
-
 def _engine(stack: Stack, role: str) -> Child:
-    (child,) = [c for c in stack.run.children if c.name == stack.run.names[stack.url(role)]]
-    return child
+    return stack.run.engines[stack.run.names[stack.url(role)]]
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +59,7 @@ def traced(tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         body["spec"]["tracing"] = {"endpoint": receiver.url}
         run = launched(body, tmp)
         stack = next(run)
-        try:
-            _restart_proxy_as_rendered(stack, body, tmp)
+        try:  # the proxy runs with the router Deployment's tracing flags and sampler
             pids = {r: _engine(stack, r).proc.pid for r in ("prefill", "decode")}
             yield Traced(receiver, stack, pids)
         finally:

@@ -47,6 +47,7 @@ def test_every_phase_reports_the_documented_keys() -> None:
     assert result["load_requests"] > 0 and result["load_clients"] == 4
     assert result["bad_peer_requests"] > 0
     assert result["fuzz_frames"] == 300
+    assert result["fuzz_answered"] > 0  # the frames reached the prefill's side channel
     assert result["fuzz_still_serves"] is True
     assert result["prefill_kill_requests"] > 0
     assert result["targets"] == TARGETS

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 import pytest
 
 from disagg_tools.local.rules import backoff as bo
-from disagg_tools.local.rules.backoff import CrashLoop, Entry
-from disagg_tools.local.supervise import LOCAL_RUN
+from disagg_tools.local.rules.backoff import LOCAL_RUN, CrashLoop, Entry
 
 UPSTREAM = "client-go v0.36.3 util/flowcontrol/backoff_test.go"
 KUBELET = CrashLoop()

@@ -124,7 +124,8 @@ async def test_the_operators_pods_run_here_turn_ready_by_their_probes_and_stop_b
 
     await until("another prefill pod Ready, the old one gone", replaced, 90)
     assert not cluster.address_of("demo-prefill-0", NS)  # its processes stopped
-    (log,) = (cluster.workdir / "pods").glob(f"{NS}-demo-prefill-0-*/logs/engine.log")
+    pod = f"{NS}-demo-prefill-0-*"
+    (log,) = (cluster.workdir / "pods").glob(f"{pod}/logs/demo-prefill-0-engine.log")
     assert "disagg worker drain: drained" in log.read_text()  # its preStop ran first
     assert _hosts(cluster)["demo-prefill"] != [address]
 

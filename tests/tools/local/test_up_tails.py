@@ -14,8 +14,11 @@ URL = "http://127.0.0.1:8201"
 
 def _run(log: Path) -> Run:
     log.write_text("engine started\nKV transfer failed: NIXL_ERR_REMOTE_DISCONNECT\n")
-    child = Child("demo-d-0", ["true"], {}, log)
-    return Run([child], {"decode": [URL]}, logs={"demo-d-0": log}, names={URL: "demo-d-0"})
+    child = Child("demo-d-0-engine", ["true"], {}, log)
+    return Run(
+        [child], {"decode": [URL]}, logs={"demo-d-0": log}, names={URL: "demo-d-0"},
+        engines={"demo-d-0": child},
+    )  # fmt: skip
 
 
 def test_a_log_removed_at_exit_is_quoted_not_pointed_to(tmp_path: Path) -> None:

@@ -27,8 +27,7 @@ from disagg_operator.engines.vllm.fields import KVTransferFields
 from disagg_tools.bench.e2e import IDLE_WINDOW_S, format_columns, idle_cpu, progress
 from disagg_tools.bench.rules import e2e_vllm_figures as figures
 from disagg_tools.bench.stream import MIN_TOKENS, stream_completion
-from disagg_tools.local.children import stop_children
-from disagg_tools.local.stack import Run, launch, start_aggregated
+from disagg_tools.local.stack import Run, launch, start_aggregated, stop_run
 from disagg_tools.vllm.rules import judge, metrics
 from disagg_worker.serve.pd.evidence import VLLM_KV_BYTES, VLLM_KV_SECONDS, vllm_sources
 
@@ -338,17 +337,17 @@ def _bench(
                 urls[side] = runs[side].proxy_url + "/v1/completions"
             progress(f"  engines idle for {IDLE_WINDOW_S:g} s ...")
             engines = [
-                (side, c) for side, r in runs.items() for c in r.children
-                if c.name in r.names.values()
+                (side, name, c) for side, r in runs.items() for name, c in r.engines.items()
             ]  # fmt: skip
-            labels = [f"{side} {c.name}" for side, c in engines]
-            cores = idle_cpu([c for _, c in engines], IDLE_WINDOW_S, labels)
+            labels = [f"{side} {name}" for side, name, _ in engines]
+            cores = idle_cpu([c for _, _, c in engines], IDLE_WINDOW_S, labels)
             idle_by_side: dict[str, dict[str, float]] = {side: {} for side in runs}
-            for (side, c), label in zip(engines, labels, strict=True):
-                idle_by_side[side][c.name] = cores[label]
+            for (side, name, _), label in zip(engines, labels, strict=True):
+                idle_by_side[side][name] = cores[label]
             rows = _measure(runs, urls, lengths, args)
         finally:
-            stop_children([c for r in runs.values() for c in r.children])
+            for r in runs.values():
+                stop_run(r)
     result = {
         "engine": "vllm",
         "manifest": args.manifest,

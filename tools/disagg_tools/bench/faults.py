@@ -34,10 +34,16 @@ from disagg_tools.bench.fault_clients import Body, Clients, flood, hung_peer, po
 from disagg_tools.bench.rules import fault_figures as ff
 from disagg_tools.bench.rules.fault_requests import completion, ghost_completion, prompt
 from disagg_tools.bench.rules.hostile_frames import HostileFrames
-from disagg_tools.local.children import Child, stop_children
-from disagg_tools.local.rules.pods import LOCAL
-from disagg_tools.local.stack import Run, launch
-from disagg_tools.local.supervise import Supervisor, supervise
+from disagg_tools.local.children import Child
+from disagg_tools.local.stack import (
+    Run,
+    launch,
+    restarts,
+    side_channel,
+    stop_run,
+    wait_pod_ready,
+    wait_restarted,
+)
 from disagg_worker.transfer.handshake import load_secret
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -52,10 +58,10 @@ SETTLE_S = 2.0  # after the flood, before the second RSS reading
 
 @dataclass
 class Stack:
-    """The quickstart as started here, and its supervisor."""
+    """The quickstart as started here (its pods on the run's local kubelet, which restarts
+    what dies)."""
 
     run: Run
-    sup: Supervisor
 
     def url(self, role: str) -> str:
         return self.run.workers[role][0]
@@ -64,7 +70,7 @@ class Stack:
         return self.run.names[self.url(role)]
 
     def child(self, role: str) -> Child:
-        return next(c for c in self.run.children if c.name == self.name(role))
+        return self.run.engines[self.name(role)]
 
     @property
     def completions(self) -> str:
@@ -137,9 +143,9 @@ def phase_restart(s: Stack, args: argparse.Namespace) -> dict[str, Any]:
     clients.start()
     try:
         time.sleep(args.phase_s / 4)
-        kill_at = time.monotonic()
-        s.sup.restart(name, signal.SIGKILL)
-        s.sup.wait_ready(name, START_TIMEOUT_S)
+        kill_at, before = time.monotonic(), restarts(s.run, name)
+        os.killpg(s.child("prefill").proc.pid, signal.SIGKILL)  # the kubelet restarts it
+        wait_restarted(s.run, name, before, START_TIMEOUT_S)
         ready_at = time.monotonic()
         time.sleep(args.phase_s * 5 / 8)
     finally:
@@ -159,6 +165,7 @@ def phase_release(s: Stack, args: argparse.Namespace) -> dict[str, Any]:
     if _blocks_free_at(prefill, lease + 5.0, 0.1) is None:
         progress("  (the prefill still holds blocks from earlier phases; measuring anyway)")
     progress(f"release: SIGKILL {decode.name}, one request through the proxy ...")
+    before = restarts(s.run, s.name("decode"))
     os.killpg(decode.proc.pid, signal.SIGKILL)
     decode.proc.wait()
     try:
@@ -170,9 +177,8 @@ def phase_release(s: Stack, args: argparse.Namespace) -> dict[str, Any]:
             f"  the proxy answered {answer.status}; the prefill's blocks were "
             + (f"free {took:.3f} s later" if freed else f"still held after {took:.0f} s")
         )
-    finally:
-        s.sup.restart(decode.name)
-        s.sup.wait_ready(decode.name, START_TIMEOUT_S)
+    finally:  # the kubelet restarts it, maybe after a back-off
+        wait_restarted(s.run, s.name("decode"), before, START_TIMEOUT_S)
     return {
         "release_status": answer.status,
         "release_after_decode_fail_s": round(took, 3),
@@ -198,12 +204,12 @@ def _blocks_free_at(worker: str, within_s: float, every_s: float) -> float | Non
 def phase_fuzz(s: Stack, args: argparse.Namespace) -> dict[str, Any]:
     child = s.child("prefill")
     pid = child.proc.pid  # the worker itself: `disagg worker serve` runs in-process
-    port = int(child.ready.get("side_channel_port") or child.env["DISAGG_SIDE_CHANNEL_PORT"])
+    host, port = side_channel(s.run, s.name("prefill"))  # where the prefill pod listens
     secret = load_secret(child.env.get("DISAGG_HMAC_SECRET_PATH"))
     before = rss_mb(pid)
-    progress(f"fuzz: {args.fuzz_frames} hostile frames at {LOCAL}:{port}; RSS {before:.1f} MiB")
+    progress(f"fuzz: {args.fuzz_frames} hostile frames at {host}:{port}; RSS {before:.1f} MiB")
     frames = HostileFrames(random.Random(f"{args.seed}-fuzz"), secret).frames(args.fuzz_frames)
-    result = flood(LOCAL, port, frames)
+    result = flood(host, port, frames)
     time.sleep(SETTLE_S)
     alive = child.proc.poll() is None
     after = rss_mb(pid) if alive else 0.0
@@ -235,13 +241,12 @@ RUNNERS: dict[str, Callable[[Stack, argparse.Namespace], dict[str, Any]]] = {
 
 
 def _serving(s: Stack) -> None:
-    """Before a phase: every process serves (one that died is restarted first), so a
-    crash in one phase is not counted against the next."""
-    s.sup.tick()
-    for child in s.run.children:
+    """Before a phase: every pod is Ready (one whose process died is restarted by the
+    kubelet first), so a crash in one phase is not counted against the next."""
+    for name, child in s.run.engines.items():
         if child.proc.poll() is not None:
-            progress(f"  {child.name} is not running; restarting it before the next phase")
-            s.sup.wait_ready(child.name, START_TIMEOUT_S)
+            progress(f"  {name} is not running; waiting for its restart before the next phase")
+        wait_pod_ready(s.run, name, START_TIMEOUT_S)
 
 
 def phase_prefill_kill(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
@@ -254,7 +259,7 @@ def phase_prefill_kill(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         progress("prefill kill: the manifest with two prefills ...")
         launch(path, tmp, tmp, run, port=0, say=progress)
         victim_url = run.workers["prefill"][1]
-        victim = next(c for c in run.children if c.name == run.names[victim_url])
+        victim = run.engines[run.names[victim_url]]
         completions = run.proxy_url + "/v1/completions"
         post(completions, completion(prompt(random.Random(0), 64, 64)))  # warm-up
         progress(f"  {args.clients} clients for {2 * args.phase_s:g} s; SIGKILL {victim.name} ...")
@@ -269,7 +274,7 @@ def phase_prefill_kill(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         with urllib.request.urlopen(run.proxy_url + "/health", timeout=10) as resp:
             health = json.load(resp)
     finally:
-        stop_children(run.children)
+        stop_run(run)
     figures = ff.prefill_kill_figures(records, inflight, health)
     progress(
         f"  {figures['prefill_kill_requests']} requests, {inflight} in flight on the killed "
@@ -306,14 +311,14 @@ def run_phases(args: argparse.Namespace, phases: list[str]) -> dict[str, Any]:
         try:
             progress(f"starting {MANIFEST.name} as `disagg up` does ...")
             launch(Path(args.manifest), Path(tmp), Path(tmp), run, port=0, say=progress)
-            s = Stack(run, supervise(run, say=lambda line: progress("  " + line)))
+            s = Stack(run)
             warm = post(s.completions, completion(prompt(random.Random(0), 64, 64)))
             progress(f"  warm-up request through the proxy: {warm.status} in {warm.ms:.0f} ms")
             for phase in (p for p in phases if p in RUNNERS):
                 _serving(s)
                 figures.update(RUNNERS[phase](s, args))
         finally:
-            stop_children(run.children)
+            stop_run(run)
         if "prefill-kill" in phases:
             figures.update(phase_prefill_kill(args, Path(tmp)))
     return figures

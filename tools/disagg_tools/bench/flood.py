@@ -36,10 +36,9 @@ from disagg_contract import commandline
 from disagg_tools.bench.e2e import format_columns, progress
 from disagg_tools.bench.rules import flood_figures as ff
 from disagg_tools.bench.rules.fault_requests import completion, prompt
-from disagg_tools.local.children import stop_children
 from disagg_tools.local.engines.base import without_flag
 from disagg_tools.local.rules.pods import CANARY, ROLE_LABEL
-from disagg_tools.local.stack import Run, launch, load, render_manifest
+from disagg_tools.local.stack import Run, launch, load, render_manifest, stop_run
 from disagg_worker.serve.canary import Canary, parser
 from disagg_worker.serve.canary_config import CanaryConfig, from_args
 
@@ -283,7 +282,7 @@ def main(argv: list[str]) -> int:
             launch(Path(args.manifest), Path(tmp), Path(tmp), run, port=0, say=progress)
             figures = measure(run, args)
         finally:
-            stop_children(run.children)
+            stop_run(run)
     result = {
         "manifest": args.manifest,
         "clients": args.clients,

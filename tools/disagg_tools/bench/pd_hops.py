@@ -23,8 +23,7 @@ from disagg_tools.bench.e2e import progress
 from disagg_tools.bench.e2e_vllm import MANIFEST, prompt
 from disagg_tools.bench.rules import pd_hops
 from disagg_tools.bench.stream import MIN_TOKENS, stream_completion
-from disagg_tools.local.children import stop_children
-from disagg_tools.local.stack import Run, launch, start_aggregated
+from disagg_tools.local.stack import Run, launch, start_aggregated, stop_run
 from disagg_tools.vllm.rules import judge, metrics
 from disagg_worker.serve.pd.evidence import VLLM_KV_SECONDS
 
@@ -97,7 +96,8 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
                    say=progress)  # fmt: skip
             return _measure(agg, runs["P/D"], args)
         finally:
-            stop_children([c for r in runs.values() for c in r.children])
+            for r in runs.values():
+                stop_run(r)
 
 
 def main(argv: list[str]) -> int:

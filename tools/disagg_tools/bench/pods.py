@@ -39,10 +39,9 @@ from disagg_contract.config import WorkerConfig
 from disagg_tools.bench import iperf
 from disagg_tools.bench import pod_figures as figures
 from disagg_tools.bench.stream import MIN_TOKENS, stream_completion
-from disagg_tools.local.children import stop_children
 from disagg_tools.local.podman.launch import launch_containers
 from disagg_tools.local.podman.runtime import PodRuntime
-from disagg_tools.local.stack import Run, get_json, launch, load
+from disagg_tools.local.stack import Run, get_json, launch, load, stop_run
 
 ROOT = Path(__file__).resolve().parents[3]
 QUICKSTART = ROOT / "examples" / "quickstart-cpu.yaml"
@@ -132,7 +131,7 @@ def started(manifest: Path, variants: list[tuple[str, dict[str, str]]]) -> Itera
             for t in targets:
                 if t.run.teardown is not None:
                     t.run.teardown(hurry)
-                stop_children(t.run.children)
+                stop_run(t.run)
 
 
 def _dir(folder: Path, name: str) -> Path:

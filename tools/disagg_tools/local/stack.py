@@ -1,58 +1,73 @@
-"""Start a rendered deployment's pods and the P/D proxy as local processes.
+"""Run a rendered deployment's pods and the P/D proxy on a local kubelet of the run's own.
 
-I/O layer shared by ``disagg up``, the vLLM benchmark and the vLLM contract tests: load
-and render a manifest with the operator's code, adapt the pods for one host
-(:mod:`disagg_tools.local.rules.pods`), start them, wait until each serves, then start the
-proxy in front. Each pod listens at an address of its own with its rendered ports
-(:class:`~disagg_tools.local.kubelet.network.Addresses`, as the local kubelet gives them),
-so a restart (:mod:`disagg_tools.local.supervise`) comes back where it was. Every started
-process is recorded in :class:`Run` as soon as it exists, so the caller's cleanup
-(:func:`~disagg_tools.local.children.stop_children`) stops it whatever fails later.
+I/O layer shared by ``disagg up``, the vLLM benchmarks and the vLLM contract tests: load
+and render a manifest with the operator's code, plan its pods for one host
+(:mod:`disagg_tools.local.rules.pods`: what cannot run here is refused before anything
+starts), then hand them to a local kubelet with an API server of its own and no operator
+(:class:`~disagg_tools.local.kubelet.standalone.Standalone`). The kubelet runs every
+container as a process at the pod's address (:class:`~disagg_tools.local.kubelet.network.Addresses`)
+with its rendered ports, decides readiness with the rendered probes (a decode pod is
+Ready once its canary sidecar has carried a P/D request) and restarts what dies on the
+local back-off. The proxy runs in front, a pod on this host's network. :class:`Run` keeps
+what started, and :func:`stop_run` stops it whatever failed.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import subprocess
 import threading
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from disagg_operator.api.podtemplate import ENGINE_CONTAINER
 from disagg_operator.contracts import lws
 from disagg_operator.derive import tracing
 from disagg_operator.engines.settings import DEFAULT, Settings
+from disagg_operator.planning.pods import is_ready
 from disagg_operator.render import router
 from disagg_operator.render.objects import render
 from disagg_operator.validation.spec import InvalidSpec, parse
 from disagg_tools.local import serving
-from disagg_tools.local.children import Child, disagg_argv, start_child, wait_ready
+from disagg_tools.local.children import (
+    Child,
+    ChildError,
+    disagg_argv,
+    exit_text,
+    stop_children,
+)
 from disagg_tools.local.engines import LocalEngine, LocalRun, local_engine
-from disagg_tools.local.kubelet import admit
-from disagg_tools.local.kubelet.driver import PROCESSES
 from disagg_tools.local.kubelet.network import Addresses
+from disagg_tools.local.kubelet.node import NodeConfig
+from disagg_tools.local.kubelet.standalone import RESOURCES, Standalone
+from disagg_tools.local.rules.backoff import LOCAL_RUN
 from disagg_tools.local.rules.groups import group_pods
 from disagg_tools.local.rules.pods import (
+    CANARY,
     LOCAL,
     ROLE_LABEL,
     LocalPod,
     UpError,
-    canary_argv,
     core_takers,
     local_pods,
+    role_pods,
     share_cores,
-    volume_folder,
 )
 
-PROXY = "proxy"  # the proxy's process name (pods keep theirs)
-CANARY_WAIT_S = 120.0  # one canary is bounded by its --timeout-s; this only guards the process
+PROXY = "proxy"  # the proxy's pod and container name (pods keep theirs)
+PROXY_IMAGE = "disagg-local-proxy"  # the proxy pod's image: a name, the process is `disagg`
+PROXY_START_S = 60.0
+SIDE_CHANNEL = "side-channel"  # the engine container's port the prefill advertises
+START_S = 30.0  # the kubelet starts a created pod's containers within a tick or two
+HELD = set(RESOURCES) - {"DisaggregatedDeployment", "Deployment"}  # what a run creates: no
+# router Deployment (the run's own proxy fronts it), nothing nobody enforces here
 Say = Callable[[str], None]
 
 
@@ -71,6 +86,110 @@ class Run:
     # what removes the run's containers, pods and network (podman runs): its argument cuts
     # the stop's waits short when set; it returns what it could not remove
     teardown: Callable[[threading.Event], list[str]] | None = None
+    engines: dict[str, Child] = field(default_factory=dict)  # pod name → its engine's process
+    node: Standalone | None = None  # the local kubelet the pods run on (process runs)
+    namespace: str = "default"  # the deployment's
+
+
+def stop_run(run: Run, graceful: bool = False, hurry: threading.Event | None = None) -> None:
+    """Stop what the run started: its kubelet's pods (``graceful``: each one's preStop and
+    grace, as a namespace's deletion, cut short once ``hurry`` is set; else at once), then
+    any process it started itself."""
+    if run.node is not None:
+        run.node.close(graceful, hurry)
+        run.node = None
+    stop_children(run.children)
+
+
+def wait_pod_ready(run: Run, name: str, timeout_s: float) -> float:
+    """Block until pod ``name`` of the run is Ready again (its probes say so); the seconds
+    it took. UpError naming the pod once ``timeout_s`` has passed."""
+    assert run.node is not None
+    t0 = time.monotonic()
+    while not is_ready(run.node.get("Pod", name, run.namespace) or {}):
+        if time.monotonic() - t0 > timeout_s:
+            raise UpError(f"pod {name} not Ready again within {timeout_s:.0f} s")
+        time.sleep(0.1)
+    return time.monotonic() - t0
+
+
+def side_channel(run: Run, name: str) -> tuple[str, int]:
+    """Where pod ``name``'s engine serves its side channel: the pod's address and the
+    engine container's rendered port."""
+    assert run.node is not None
+    pod = run.node.pods()[name]
+    engine = pod.engine
+    assert engine is not None
+    ports = {q.get("name"): q["containerPort"] for q in engine.spec.get("ports", [])}
+    return pod.address, int(ports[SIDE_CHANNEL])
+
+
+def restarts(run: Run, name: str) -> int:
+    """How often pod ``name``'s containers have been restarted so far (its status)."""
+    assert run.node is not None
+    return restarts_of(run.node.get("Pod", name, run.namespace) or {})
+
+
+def wait_restarted(run: Run, name: str, since: int, timeout_s: float) -> float:
+    """Block until pod ``name`` has been restarted past ``since`` restarts and is Ready
+    again; the seconds it took. UpError naming the pod once ``timeout_s`` has passed."""
+    t0 = time.monotonic()
+    while restarts(run, name) <= since:
+        if time.monotonic() - t0 > timeout_s:
+            raise UpError(f"pod {name} was not restarted within {timeout_s:.0f} s")
+        time.sleep(0.05)
+    return wait_pod_ready(run, name, max(0.0, timeout_s - (time.monotonic() - t0)))
+
+
+def watch(run: Run, stop: threading.Event, say: Say) -> None:
+    """Serve until ``stop``, saying each container's exit and restart, its back-off, and
+    each change of a pod's readiness, as the kubelet reports them (it restarts what dies,
+    on :data:`~disagg_tools.local.rules.backoff.LOCAL_RUN`'s back-off)."""
+    node = run.node
+    assert node is not None
+    # each pod as the run left it: Ready, never restarted (a restart while starting stops it)
+    seen: dict[str, tuple[bool, int, str]] = {n: (True, 0, "") for n in [*run.engines, PROXY]}
+    back: set[str] = set()  # restarted, not Ready since
+    while True:
+        for name in [*run.engines, PROXY]:
+            body = node.get("Pod", name, run.namespace) or {}
+            now = (is_ready(body), restarts_of(body), _back_off(body))
+            before = seen.setdefault(name, now)
+            if now[1] > before[1]:
+                exited = _exited(body)
+                how = f"{exited[0]} {exited[1]}" if exited else "a container exited"
+                say(f"restart   {name}: {how} (restart {now[1]})")
+                back.add(name)
+            if now[2] and now[2] != before[2]:
+                say(f"waiting   {name}: {now[2]}")
+            if now[0] and (not before[0] or name in back):
+                pids = ", ".join(f"pid {p}" for p in _pids(node, name))
+                say(f"ready     {name} ({pids})")
+                back.discard(name)
+            elif before[0] and not now[0]:
+                say(f"unready   {name}: {_waiting(body)}")
+            seen[name] = now
+        if stop.wait(0.5):
+            return
+
+
+def restarts_of(body: Mapping[str, Any]) -> int:
+    """How often a pod's containers have been restarted so far, as its status says."""
+    statuses = (body.get("status") or {}).get("containerStatuses") or []
+    return sum(int(c.get("restartCount", 0)) for c in statuses)
+
+
+def _back_off(body: Mapping[str, Any]) -> str:
+    statuses = (body.get("status") or {}).get("containerStatuses") or []
+    waiting = [(c.get("state") or {}).get("waiting") or {} for c in statuses]
+    return next((w["message"] for w in waiting if w.get("message")), "")
+
+
+def _pids(node: Standalone, pod: str) -> list[int]:
+    """The process ids of a pod's running containers, the engine's first."""
+    found = node.children().get(pod, {})
+    order = sorted(found, key=lambda c: c != ENGINE_CONTAINER)
+    return [found[c].proc.pid for c in order if found[c].proc.poll() is None]
 
 
 def load(path: str) -> dict[str, Any]:
@@ -160,35 +279,30 @@ def _claimed(model: str, claims: dict[str, str]) -> Path | None:
     return Path(claims[claim], path) if claim in claims else None
 
 
-def write_volumes(pods: list[LocalPod], tmp: Path) -> None:
-    """Each pod's volumes (its Secret, ConfigMaps, emptyDirs) where its process reads them,
-    as the kubelet writes them (:func:`local_pods` put them under ``tmp``)."""
-    for pod in pods:
-        where = Path(volume_folder(str(tmp), pod.name))
-        admit.write_volumes(pod.volumes, where, where / "memory")
-
-
 def start_aggregated(
     manifest: Path, logs: Path, run: Run, *, model: str | None = None, say: Say = print
 ) -> str:
     """Start the manifest's decode pod without its KV connector: the aggregated engine a
     P/D deployment is judged against (same image, model, flags and CPU settings). Returns
     its URL (also ``run.workers["decode"]``)."""
-    objects, engine = render_manifest(with_model(load(str(manifest)), model, say), "unused")
-    decode = next(
-        o for o in objects if o["kind"] == "Pod" and o["metadata"]["labels"][ROLE_LABEL] == "decode"
-    )
-    container = decode["spec"]["containers"][0]
-    container["command"] = engine.aggregated(container["command"])
+    body = with_model(load(str(manifest)), model, say)
+    objects, engine = render_manifest(body, "unused")
+    roles = {p["metadata"]["labels"][ROLE_LABEL]: p for p in role_pods(objects)}
+    name = roles["decode"]["metadata"]["name"]
     # the cores the decode engine gets in the P/D run: a like-for-like engine
     cores = share_cores(core_takers(objects, engine), serving.host_cores())[-1:]
-    alone = [o for o in objects if o is decode or o["kind"] != "Pod"]
-    pods = local_pods(
-        alone, engine, str(logs), addresses=Addresses(), host_ports=serving.free_ports(),
-        cores=cores, pair=False,
-    )  # fmt: skip
-    write_volumes(pods, logs)
-    start_workers(pods, logs, run, say)
+
+    def alone(rendered: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        kept = [o for o in rendered if o["kind"] != "Pod" or o["metadata"]["name"] == name]
+        for pod in (o for o in kept if o["kind"] == "Pod"):
+            pod["spec"]["containers"] = [  # the engine alone: no canary without a prefill
+                {**c, "command": engine.aggregated(c["command"])}
+                for c in pod["spec"]["containers"]
+                if c["name"] == ENGINE_CONTAINER
+            ]
+        return kept
+
+    _on_kubelet(body, logs, run, _Launch(cores, alone=alone, say=say))
     return run.workers["decode"][0]
 
 
@@ -204,15 +318,14 @@ def launch(
     claims: dict[str, str] | None = None,
     say: Say = print,
 ) -> None:
-    """Render ``manifest`` and start its pods and a proxy on ``port`` into ``run``.
+    """Render ``manifest`` and run its pods and a proxy on ``port`` into ``run``, on the
+    local kubelet (:class:`~disagg_tools.local.kubelet.standalone.Standalone`).
 
     ``keep_cpu_binding``: run vLLM with the rendered CPU settings (``nobind``, as on a
     shared node) instead of one core list per engine; ``claims``: the local folder of each
     PersistentVolumeClaim the pods mount (a ``pvc://`` model)."""
     body = with_model(load(str(manifest)), model, say, claims)
-    objects, engine = render_manifest(body, secrets.token_hex(32), groups=True)
-    addresses = Addresses()  # a group's leader first: its workers' LWS_LEADER_ADDRESS
-    objects = group_pods(objects, lambda group, _: addresses(lws.leader_pod(group)))
+    objects, engine = render_manifest(body, "unused", groups=True)
     engines = core_takers(objects, engine)
     cores = [] if keep_cpu_binding else share_cores(engines, serving.host_cores())
     if keep_cpu_binding and engines:
@@ -220,105 +333,249 @@ def launch(
     host = len(serving.host_cores())
     if cores and engines > host:
         say(f"  only {host} cores for {engines} vLLM engines: cores are shared")
-    pods = local_pods(
-        objects, engine, str(tmp), addresses=addresses, host_ports=serving.free_ports(),
-        cores=cores, claims=claims,
-    )  # fmt: skip
-    write_volumes(pods, tmp)
-    say(f"rendered {len(pods)} pods from {manifest}; starting them as local processes")
-    dropped = sorted({d for p in pods for d in p.dropped})
-    if dropped:
-        say(
-            f"  dropped cluster-only {', '.join(dropped)}: "
-            "UCX picks local transports (shared memory, CMA)"
-        )
-    start_workers(pods, logs, run, say)
+    _on_kubelet(body, tmp, run, _Launch(cores, claims or {}, logs, say=say), manifest)
     run.proxy_flags, run.proxy_env = router_settings(body)
-    urls = {name: url for url, name in run.names.items()}  # the router reads each pod's
-    run.proxy_flags += [  # KV events where it publishes them
-        f for p in pods if p.events and p.name in urls
-        for f in ("--kv-events-endpoint", f"{urls[p.name]}={p.events}")
+    pods = run.node.pods() if run.node is not None else {}
+    run.proxy_flags += [  # the router reads each pod's KV events where it publishes them
+        f for url, name in run.names.items() if pods[name].events
+        for f in ("--kv-events-endpoint", f"{url}={pods[name].events}")
     ]  # fmt: skip
-    start_proxy(port, logs, run, say)
-    prove_transfer_path(pods, run, say)
+    start_proxy_pod(port, run, say)
+    _proven(run, say)
     if engine.run.warm_up:
         took = serving.warm_pd(run.proxy_url, say)
         say(f"  warm    P/D path: {took:.0f} ms (first NIXL handshake and connection)")
 
 
-def start_workers(pods: list[LocalPod], log_dir: Path, run: Run, say: Say) -> None:
-    for pod in pods:
-        child = PROCESSES.create(pod.name, pod.argv, pod.env, log_dir)
-        run.children.append(child)
-        run.logs[pod.name] = child.log_path
-        say(f"  started {pod.role} {pod.name} (pid {child.proc.pid})")
-        for note in pod.adapted:
+@dataclass(frozen=True)
+class _Launch:
+    """How :func:`_on_kubelet` runs a manifest: each pod's cores (in rendered order), the
+    claims' folders, where logs go, a change to the rendered objects (``alone``), and
+    where progress is said."""
+
+    cores: Sequence[Sequence[int]] = ()
+    claims: Mapping[str, str] = field(default_factory=dict)
+    logs: Path | None = None
+    alone: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
+    say: Say = print
+
+
+def _on_kubelet(
+    body: dict[str, Any], tmp: Path, run: Run, how: _Launch, manifest: Path | None = None
+) -> None:
+    """The manifest ``body``'s pods on a local kubelet of the run's own: planned first (what
+    cannot run here is refused before anything starts), then its DisaggregatedDeployment
+    and rendered objects created as the operator's first sync leaves them, every pod
+    started, each one waited for until its probes say Ready."""
+    key = secrets.token_hex(32)
+    addresses = Addresses()  # a group's leader first: its workers' LWS_LEADER_ADDRESS
+
+    def rendered(found: dict[str, Any]) -> list[dict[str, Any]]:
+        objects, _ = render_manifest(found, key, groups=True)
+        objects = group_pods(objects, lambda group, _: addresses(lws.leader_pod(group)))
+        return how.alone(objects) if how.alone else objects
+
+    objects = rendered(body)
+    engine = local_engine(body["spec"]["engine"]["type"])
+    plan = local_pods(
+        objects, engine, str(tmp), addresses=addresses, cores=how.cores, claims=how.claims,
+        pair=how.alone is None,
+    )  # fmt: skip
+    names = [p.name for p in plan]
+    config = NodeConfig(
+        crash_loop=LOCAL_RUN, claims=how.claims, addresses=addresses,
+        cores=dict(zip(names, how.cores, strict=False)) if engine.run.cores else {},
+        host_ports=serving.free_ports(), logs=how.logs,
+    )  # fmt: skip
+    node = run.node = Standalone(tmp / "node", config).start()
+    run.namespace = body["metadata"].get("namespace") or "default"
+    owner = node.create(body)  # its pods' owner; the kubelet looks their engine up in it
+    held = [o for o in rendered({**body, "metadata": owner["metadata"]}) if o["kind"] in HELD]
+    if manifest is not None:
+        net = plan[0].address.rsplit(".", 1)[0] if plan else "?"
+        how.say(
+            f"rendered {len(plan)} pods from {manifest}; starting them on a local kubelet "
+            f"(pods at {net}.0/24)"
+        )
+    dropped = sorted({d for p in plan for d in p.dropped})
+    if dropped:
+        how.say(
+            f"  dropped cluster-only {', '.join(dropped)}: "
+            "UCX picks local transports (shared memory, CMA)"
+        )
+    for obj in sorted(held, key=lambda o: o["kind"] == "Pod"):  # what the pods read first
+        node.create(obj)
+    _started(plan, node, run, how.say)
+    for pod in plan:
+        if pod.serves:  # a group's worker: its ranks join the leader, which says ready
+            _ready(pod, node, run, how.say)
+
+
+def _started(plan: list[LocalPod], node: Standalone, run: Run, say: Say) -> None:
+    """Wait until each planned pod's engine runs; say its pid and what was adapted."""
+    deadline = time.monotonic() + START_S
+    for pod in plan:
+        while node.pid(pod.name, ENGINE_CONTAINER) is None:
+            _refused(node)
+            if time.monotonic() > deadline:
+                raise UpError(f"the local kubelet did not start pod {pod.name}")
+            time.sleep(0.05)
+        found = node.children()[pod.name]
+        pids = [f"pid {found[ENGINE_CONTAINER].proc.pid}"]
+        pids += [
+            f"{name} pid {c.proc.pid}" for name, c in found.items() if name != ENGINE_CONTAINER
+        ]
+        say(f"  started {pod.role} {pod.name} ({'; '.join(pids)})")
+        for note in node.pods()[pod.name].notes:
             say(f"          {note}")
-    for pod, child in zip(pods, run.children, strict=True):
-        if not pod.serves:  # a group's worker: its ranks join the leader, which says ready
-            continue
-        url = f"http://{pod.address}:{pod.http_port}"
-        if pod.local.readiness == "health":
-            took = serving.wait_healthy(child, url, pod.local.start_timeout_s, say)
-            # vLLM CPU on AMX hosts dies (SIGILL) when an engine's first forward pass is a
-            # decode step over transferred KV; one local request first avoids it.
-            warm = f"; warm-up request {serving.warm_up(url):.0f} ms" if pod.local.warm_up else ""
-            label = f"{pod.local.label}, " if pod.local.label else ""
-            say(f"  ready   {pod.role} {pod.name}: {url} ({label}started in {took:.0f} s{warm})")
-        else:
-            info = wait_ready(child, timeout_s=pod.local.start_timeout_s)
-            side = info.get("side_channel_port")
-            say(
-                f"  ready   {pod.role} {pod.name}: {url}"
-                + (f", side channel {pod.address}:{side}" if side else "")
+    containers = node.children()
+    run.children[:0] = [c for pod in plan for c in containers[pod.name].values()]
+    run.engines.update({pod.name: containers[pod.name][ENGINE_CONTAINER] for pod in plan})
+
+
+def _ready(pod: LocalPod, node: Standalone, run: Run, say: Say) -> None:
+    """Wait until ``pod`` is Ready (its probes, its canary's included), saying progress
+    every 15 s; a container that exits while it starts, or no Ready within the engine's
+    start timeout, stops the run with its log's last lines."""
+    t0 = time.monotonic()
+    note = t0 + serving.PROGRESS_S
+    while not is_ready(body := node.get("Pod", pod.name, run.namespace) or {}):
+        _refused(node)
+        exited = _exited(body)
+        now = time.monotonic()
+        if exited or now - t0 > pod.local.start_timeout_s:
+            container = exited[0] if exited else ENGINE_CONTAINER
+            child = node.children()[pod.name][container]
+            why = exited[1] if exited else f"not Ready after {pod.local.start_timeout_s:.0f} s"
+            raise ChildError(
+                f"{pod.name} ({container}) {why} while starting; last log lines:\n"
+                f"{child.log_tail(30)}"
             )
-            health = get_json(url + "/health")
-            if health.get("status") != "ok":
-                raise UpError(f"{url}/health: {health}")
-        run.workers.setdefault(pod.role, []).append(url)
-        run.names[url] = pod.name
-        run.local = pod.local
+        if now >= note:
+            say(f"  ...     {pod.name}: {_waiting(body)} ({now - t0:.0f} s)")
+            note = now + serving.PROGRESS_S
+        time.sleep(0.2)
+    started = node.pods()[pod.name]
+    engine = started.engine
+    assert engine is not None
+    url = f"http://{started.address}:{engine.port}"
+    run.workers.setdefault(pod.role, []).append(url)
+    run.names[url] = pod.name
+    run.logs[pod.name] = run.engines[pod.name].log_path
+    run.local = pod.local
+    took = time.monotonic() - t0
+    if pod.local.warm_up:
+        # vLLM CPU on AMX hosts dies (SIGILL) when an engine's first forward pass is a
+        # decode step over transferred KV; one local request first avoids it.
+        warm = f"; warm-up request {serving.warm_up(url):.0f} ms"
+        label = f"{pod.local.label}, " if pod.local.label else ""
+        say(f"  ready   {pod.role} {pod.name}: {url} ({label}Ready in {took:.0f} s{warm})")
+        return
+    ports = {q.get("name"): q["containerPort"] for q in engine.spec.get("ports", [])}
+    side = ports.get(SIDE_CHANNEL) if pod.role == "prefill" else None
+    say(
+        f"  ready   {pod.role} {pod.name}: {url}"
+        + (f", side channel {started.address}:{side}" if side else "")
+    )
 
 
-def prove_transfer_path(pods: list[LocalPod], run: Run, say: Say) -> None:
-    """Run each decode pod's transfer canary once, as its readiness probe would in a
-    cluster (prefill max_tokens 1, then this decode with the returned kv_transfer_params),
-    and say what it proved; a failure is said, not fatal (in a cluster the pod would stay
-    unready and TransferPathReady False)."""
-    urls = {name: url for url, name in run.names.items()}
-    for pod in pods:
-        argv = canary_argv(pod, run.workers["prefill"][0], urls.get(pod.name, ""))
-        if not argv:
+def _refused(node: Standalone) -> None:
+    failed = node.failed()
+    if failed:
+        raise UpError(failed[0])
+
+
+def _exited(body: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(container, how it ended) of a container that exited once already, if any."""
+    for status in (body.get("status") or {}).get("containerStatuses") or []:
+        ended = (status.get("lastState") or {}).get("terminated") or (
+            status.get("state") or {}
+        ).get("terminated")
+        if ended:
+            code = ended.get("exitCode", 0)  # 128 + N: killed by signal N
+            how = exit_text(128 - code if code > 128 else code)
+            return status["name"], how
+    return None
+
+
+def _waiting(body: Mapping[str, Any]) -> str:
+    """What a pod waits for, as its status says: its containers not ready yet."""
+    statuses = (body.get("status") or {}).get("containerStatuses") or []
+    unready = [s["name"] for s in statuses if not s.get("ready")]
+    return f"waiting for {', '.join(unready)} to be ready" if unready else "starting"
+
+
+def start_proxy_pod(port: int, run: Run, say: Say) -> None:
+    """The P/D proxy as a pod of the run's kubelet on this host's network (``hostNetwork``,
+    so it listens at 127.0.0.1:``port``; 0: a free port), with the router Deployment's
+    routing and tracing flags and sampler env; restarted as a pod's container is."""
+    node = run.node
+    assert node is not None
+    port = port or next(serving.free_ports())
+    argv = ["disagg", "proxy", "--port", str(port), "--prefill", *run.workers["prefill"]]
+    argv += ["--decode", *run.workers["decode"], *run.proxy_flags]
+    container = {
+        "name": PROXY, "image": PROXY_IMAGE, "command": argv,
+        "env": [{"name": k, "value": v} for k, v in run.proxy_env.items()],
+        "readinessProbe": {"httpGet": {"path": "/health", "port": port}, "periodSeconds": 1},
+    }  # fmt: skip
+    meta = {"name": PROXY, "namespace": run.namespace}
+    node.create({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                 "spec": {"hostNetwork": True, "containers": [container]}})  # fmt: skip
+    local = LocalRun(start_timeout_s=PROXY_START_S, readiness="health", warm_up=False,
+                     figures="response")  # fmt: skip
+    _ready_proxy(LocalPod(PROXY, PROXY, local, argv, {}, [], LOCAL, port), node, run)
+    run.proxy_url = f"http://{LOCAL}:{port}"
+    say(f"  ready   proxy (pid {node.pid(PROXY, PROXY)}): {run.proxy_url}")
+
+
+def _ready_proxy(pod: LocalPod, node: Standalone, run: Run) -> None:
+    deadline = time.monotonic() + pod.local.start_timeout_s
+    while not is_ready(body := node.get("Pod", pod.name, run.namespace) or {}):
+        exited = _exited(body)
+        if exited or time.monotonic() > deadline:
+            child = node.children().get(PROXY, {}).get(PROXY)
+            tail = child.log_tail(30) if child else ""
+            why = exited[1] if exited else "not Ready in time"
+            raise ChildError(f"the proxy {why} while starting; last log lines:\n{tail}")
+        time.sleep(0.1)
+    run.children.append(node.children()[PROXY][PROXY])
+
+
+def _proven(run: Run, say: Say) -> None:
+    """What each decode pod's canary sidecar proved before its pod turned Ready: its first
+    verdict, from its log (the canary logs each change of the transfer path)."""
+    node = run.node
+    assert node is not None
+    for name, containers in node.children().items():
+        canary = containers.get(CANARY)
+        if canary is None:
             continue
+        events = [e for e in _json_lines(canary.log_path) if e.get("event") == "transfer_path"]
+        if not events:
+            continue
+        last = events[-1]  # the path as its pod's readiness last saw it
+        if last.get("ready"):
+            wire = f", over {last['wire']}" if last.get("wire") else ""
+            say(
+                f"  proven  transfer path to {name}: canary passed in {last['took_ms']:.0f} ms "
+                f"(incl. the first handshake and NIXL connection of this pair{wire})"
+            )
+        else:
+            say(f"  FAILED  transfer path to {name}: {last.get('problem')}")
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects among a log's lines."""
+    found = []
+    for line in path.read_text(errors="replace").splitlines():
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=CANARY_WAIT_S)
-            result = json.loads(done.stdout.splitlines()[-1])
-        except (subprocess.TimeoutExpired, ValueError, IndexError):
-            say(f"  canary  {pod.name}: no verdict within {CANARY_WAIT_S:g} s")
+            event = json.loads(line)
+        except ValueError:
             continue
-        if result.get("passed"):
-            took = result["took_ms"]
-            say(
-                f"  proven  transfer path to {pod.name}: canary passed in {took:.0f} ms "
-                "(incl. the first handshake and NIXL connection of this pair)"
-            )
-        else:
-            say(f"  FAILED  transfer path to {pod.name}: {result.get('problem')}")
-        for r in result.get("ranks", []):  # pods of data-parallel engines: each pair's request
-            verdict = "passed" if r["passed"] else f"FAILED: {r['problem']}"
-            say(
-                f"          prefill engine {r['prefill_rank']} (side channel "
-                f"{r['side_channel']}) to decode engine {r['decode_rank']}: {verdict}"
-            )
-
-
-def start_proxy(port: int, log_dir: Path, run: Run, say: Say) -> None:
-    child = start_child(PROXY, _proxy_argv(port, run), {**os.environ, **run.proxy_env}, log_dir)
-    run.children.append(child)
-    info = wait_ready(child, timeout_s=60)
-    child.argv = _proxy_argv(info["http_port"], run)  # a restart keeps the address
-    run.proxy_url = f"http://{LOCAL}:{info['http_port']}"
-    say(f"  ready   proxy (pid {child.proc.pid}): {run.proxy_url}")
+        if isinstance(event, dict):
+            found.append(event)
+    return found
 
 
 def router_settings(

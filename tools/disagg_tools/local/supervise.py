@@ -32,7 +32,7 @@ from disagg_tools.local import serving
 from disagg_tools.local.children import Child, ChildError, exit_status, ready_line
 from disagg_tools.local.kubelet.driver import PROCESSES, Driver
 from disagg_tools.local.rules import backoff
-from disagg_tools.local.rules.backoff import CrashLoop, Entry
+from disagg_tools.local.rules.backoff import LOCAL_RUN, CrashLoop, Entry
 from disagg_tools.local.rules.pods import UpError
 from disagg_tools.local.stack import PROXY, Run
 
@@ -41,9 +41,6 @@ PROXY_START_S = 60.0
 TAIL_LINES = 20
 TICK_S = 0.2
 STOP_GRACE_S = 5.0  # a failed or restarted process's SIGTERM, then SIGKILL
-# The kubelet's crash loop with ReduceDefaultCrashLoopBackOffDecay on (pkg/kubelet/kubelet.go,
-# newCrashLoopBackOff: 1 s doubling to 60 s): the first restart at once, then 1, 2, 4 ... 60 s
-LOCAL_RUN = CrashLoop(initial_s=1.0, cap_s=60.0)
 
 Say = Callable[[str], None]
 Probe = Callable[[Child], bool]  # one readiness check of a started process: True once it serves

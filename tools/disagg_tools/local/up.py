@@ -1,13 +1,13 @@
 """`disagg up FILE`: run a DisaggregatedDeployment on this machine, no cluster needed.
 
 CLI layer. The manifest goes through the operator's own :func:`render` — the very pods a
-cluster would get — and each pod's engine command runs as a local process with that pod's
-env, adapted for one host by :mod:`disagg_tools.local.rules.pods` (which lists every change,
-and this command prints them). Both engines run: the reference engine (``disagg worker
-serve``) and real vLLM (``vllm serve``, with the ``vllm`` extra installed). Then the P/D
-proxy starts in front. A process that dies once all serve is restarted at its address
-with back-off (:mod:`disagg_tools.local.supervise`) while the others serve on; Ctrl-C,
-SIGTERM, or any error while starting stops every process group.
+cluster would get — and its pods run on a local kubelet of the run's own
+(:mod:`disagg_tools.local.stack`): every container as a local process at the pod's
+address, adapted for one host as the kubelet adapts it (this command prints each change),
+Ready when its probes say so, restarted with back-off when it dies while the others serve
+on. Both engines run: the reference engine (``disagg worker serve``) and real vLLM
+(``vllm serve``, with the ``vllm`` extra installed). The P/D proxy runs in front, a pod on
+this host's network. Ctrl-C, SIGTERM, or any error while starting stops every pod.
 
 ``--runtime podman`` runs the same rendered pods as pods of containers from their images
 instead (:mod:`disagg_tools.local.podman`): each with its own IP, network and PID
@@ -29,13 +29,12 @@ from typing import Any
 
 from disagg_contract import commandline
 from disagg_tools.local import preflight, serving
-from disagg_tools.local.children import ChildError, stop_children
+from disagg_tools.local.children import ChildError
 from disagg_tools.local.podman.launch import launch_containers, teardown_note
 from disagg_tools.local.podman.launch import supervisor as supervisor_of
 from disagg_tools.local.podman.runtime import PodRuntime
 from disagg_tools.local.rules.pods import UpError, local_pods
-from disagg_tools.local.stack import Run, get_json, launch
-from disagg_tools.local.supervise import supervise
+from disagg_tools.local.stack import Run, get_json, launch, stop_run, watch
 from disagg_tools.vllm.rules import metrics
 from disagg_worker.serve.rules.timings import ProxyFigures, Timings
 
@@ -100,8 +99,8 @@ def _tails(run: Run, message: str, kept: bool) -> str:
     it outlives the run (``kept``: --log-dir), never one the run's exit removes."""
     out = []
     for url, name in run.names.items():
-        if url in message and name in run.logs:
-            child = next(c for c in run.children if c.name == name)
+        if url in message and name in run.engines:
+            child = run.engines[name]
             where = str(child.log_path) if kept else "removed at exit; --log-dir DIR keeps it"
             out.append(f"\n--- last lines of {name}'s log ({where}):\n{child.log_tail(25)}")
     return "".join(out)
@@ -296,11 +295,12 @@ def _other_runtimes_options(args: argparse.Namespace) -> list[str]:
 
 def _stop(run: Run, hurry: threading.Event) -> None:
     """Stop what the run started: a podman run's containers (preStop hooks, grace
-    periods) and every object it made, then the processes."""
+    periods) and every object it made, or the local kubelet's pods (their preStop hooks
+    and grace, as a namespace's deletion), then the processes."""
     if run.teardown is not None:
         left = run.teardown(hurry)
         _say(teardown_note(left))
-    stop_children(run.children)
+    stop_run(run, graceful=True, hurry=hurry)
     if run.children:
         _say(f"stopped {len(run.children)} processes")
 
@@ -342,8 +342,11 @@ def _run(args: argparse.Namespace, tmp: Path, logs: Path, run: Run, signals: _Si
         f'try: curl -s {run.proxy_url}/v1/completions -d \'{{"prompt": "Hello", '
         '"max_tokens": 16}\'\nCtrl-C stops everything'
     )
-    supervisor = supervise(run, _say) if runtime is None else supervisor_of(run, runtime, _say)
     signals.raising = False
-    if not signals.stop.is_set():  # a signal may have come just before
-        supervisor.watch(signals.stop)
+    if signals.stop.is_set():  # a signal may have come just before
+        return 130
+    if runtime is None:
+        watch(run, signals.stop, _say)
+    else:
+        supervisor_of(run, runtime, _say).watch(signals.stop)
     return 130

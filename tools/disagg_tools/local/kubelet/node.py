@@ -72,7 +72,8 @@ class NodeConfig:
     the kubelet's own, going round its network), ``cores`` (pod name → the cores a CPU
     manager gives it; a pod not named keeps its rendered binding) and ``host_ports``
     (free ports of this host for what an engine binds on every address; None: the
-    rendered ports, so two such pods collide)."""
+    rendered ports, so two such pods collide). ``logs``: the folder of every container's
+    log (``<pod>-<container>.log``; None: each pod's own folder in the workdir)."""
 
     engines: Mapping[str, LocalEngine] = field(default_factory=lambda: BUILTIN)
     tick_s: float = 0.1
@@ -82,6 +83,7 @@ class NodeConfig:
     addresses: Callable[[str], str] | None = None
     cores: Mapping[str, Sequence[int]] = field(default_factory=dict)
     host_ports: Iterator[int] | None = None
+    logs: Path | None = None
 
 
 class Kubelet:
@@ -186,7 +188,8 @@ class Kubelet:
             return
         self.waiting.pop(uid, None)
         admit.write_volumes(run.volumes, volumes, volumes / "memory")
-        (folder / "logs").mkdir(parents=True, exist_ok=True)
+        logs = self.config.logs or folder / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
         finalizers = [*meta.get("finalizers", []), FINALIZER]
         await self.api.patch(
             "v1", "pods", namespace, name, {"metadata": {"finalizers": finalizers}}
@@ -195,7 +198,7 @@ class Kubelet:
         for process in run.processes:
             workers = probes.Probes.of(process.spec, origin=now)  # added before it starts
             child = self.config.driver.create(
-                process.container, process.argv, process.env, folder / "logs"
+                f"{name}-{process.container}", process.argv, process.env, logs
             )
             boxes[process.container] = Box(
                 process, child, workers, uid, self.config.driver, started_at=now

@@ -24,6 +24,7 @@ import kmock
 from disagg_operator.api import API_VERSION, PLURAL
 from disagg_operator.render import crd
 from disagg_tools.emulator.server import Emulator
+from disagg_tools.local.children import Child
 from disagg_tools.local.kubelet import run as kubelet_run
 from disagg_tools.local.kubelet.node import Kubelet, NodeConfig
 from disagg_tools.local.kubelet.rules.containers import PodRun
@@ -57,11 +58,17 @@ class Standalone:
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._failed: BaseException | None = None
+        self._graceful = False
+        self._hurry = threading.Event()
         self._stop: asyncio.Event | None = None
         self._kubelet: Kubelet | None = None
         self._thread = threading.Thread(target=self._main, name="standalone-kubelet", daemon=True)
 
     def __enter__(self) -> Standalone:
+        return self.start()
+
+    def start(self) -> Standalone:
+        """Start the API server and the kubelet; returns once both serve."""
         self._thread.start()
         if not self._ready.wait(START_S) or self._failed is not None:
             self.close()
@@ -76,9 +83,14 @@ class Standalone:
     ) -> None:
         self.close()
 
-    def close(self) -> None:
-        """Stop every pod (its preStop hooks, within the grace), the kubelet, the API
-        server; returns once all have ended."""
+    def close(self, graceful: bool = False, hurry: threading.Event | None = None) -> None:
+        """Stop every pod, the kubelet and the API server; returns once all have ended.
+        ``graceful``: delete the pods first, as a namespace's deletion does (each one's
+        preStop, then SIGTERM, within its grace; ``hurry``, once set, cuts it short); else
+        every container gets SIGTERM at once and SIGKILL 2 s later (the kubelet stopping)."""
+        self._graceful = graceful
+        if hurry is not None:
+            self._hurry = hurry
         if self._stop is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join()
@@ -118,13 +130,14 @@ class Standalone:
         assert kubelet is not None
         return self._call(lambda: list(kubelet.failed.values()))
 
-    def logs(self) -> dict[str, dict[str, Path]]:
-        """Each running pod's containers' log files, by pod and container name."""
+    def children(self) -> dict[str, dict[str, Child]]:
+        """Each running pod's containers, by pod and container name: the process of each
+        (a restart replaces its ``proc``), its command, env and log."""
         kubelet = self._kubelet
         assert kubelet is not None
         return self._call(
             lambda: {
-                p.run.name: {name: box.child.log_path for name, box in p.boxes.items()}
+                p.run.name: {name: box.child for name, box in p.boxes.items()}
                 for p in kubelet.pods.values()
             }
         )
@@ -179,17 +192,19 @@ class Standalone:
                 self._kubelet, self.net = kubelet, kubelet.net
                 self._ready.set()
                 await self._stop.wait()
-                await _deleted(kubelet)
+                if self._graceful:
+                    await _deleted(kubelet, self._hurry)
 
 
-async def _deleted(kubelet: Kubelet) -> None:
-    """Delete every Deployment and pod and wait (within the longest grace) while the
-    kubelet runs each one's preStop and stops it, as a namespace's deletion would."""
+async def _deleted(kubelet: Kubelet, hurry: threading.Event) -> None:
+    """Delete every Deployment and pod and wait (within the longest grace, or until
+    ``hurry``) while the kubelet runs each one's preStop and stops it, as a namespace's
+    deletion would; the kubelet's own stop ends what is left."""
     for version, plural in (("apps/v1", "deployments"), ("v1", "pods")):
         for obj in await kubelet.api.list(version, plural):
             meta = obj["metadata"]
             await kubelet.api.delete(version, plural, meta.get("namespace", ""), meta["name"])
     longest = max((p.run.grace_s for p in kubelet.pods.values()), default=0.0)
     deadline = asyncio.get_running_loop().time() + longest + 5.0
-    while kubelet.pods and asyncio.get_running_loop().time() < deadline:
+    while kubelet.pods and not hurry.is_set() and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.1)

@@ -13,13 +13,14 @@ the caller's cleanup (``run.teardown``) removes it whatever fails later.
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from disagg_operator.api import CANARY_PORT
 from disagg_tools.local import serving
-from disagg_tools.local.children import Child
+from disagg_tools.local.children import Child, disagg_argv, start_child, wait_ready
 from disagg_tools.local.engines import LocalEngine
 from disagg_tools.local.podman.runtime import (
     PodmanError,
@@ -40,19 +41,34 @@ from disagg_tools.local.rules.podman import (
     plan_pods,
     pods_of,
 )
-from disagg_tools.local.rules.pods import UpError
+from disagg_tools.local.rules.pods import LOCAL, UpError
 from disagg_tools.local.stack import (
     PROXY,
     Run,
     load,
     render_manifest,
     router_settings,
-    start_proxy,
     with_model,
 )
 from disagg_tools.local.supervise import PROXY_START_S, Member, Supervisor, logged_ready
 
 Say = Callable[[str], None]
+
+
+def start_proxy(port: int, log_dir: Path, run: Run, say: Say) -> None:
+    """The P/D proxy as a process of this host in front of the run's pods (``port`` 0:
+    a free one, kept across restarts)."""
+    child = start_child(PROXY, _proxy_argv(port, run), {**os.environ, **run.proxy_env}, log_dir)
+    run.children.append(child)
+    info = wait_ready(child, timeout_s=PROXY_START_S)
+    child.argv = _proxy_argv(info["http_port"], run)  # a restart keeps the address
+    run.proxy_url = f"http://{LOCAL}:{info['http_port']}"
+    say(f"  ready   proxy (pid {child.proc.pid}): {run.proxy_url}")
+
+
+def _proxy_argv(port: int, run: Run) -> list[str]:
+    argv = disagg_argv("proxy", "--port", str(port), "--prefill", *run.workers["prefill"])
+    return [*argv, "--decode", *run.workers["decode"], *run.proxy_flags]
 
 
 def resolve_images(

@@ -49,6 +49,11 @@ class CrashLoop:
             )
 
 
+# The crash loop with ReduceDefaultCrashLoopBackOffDecay on (pkg/kubelet/kubelet.go,
+# newCrashLoopBackOff: 1 s doubling to 60 s): `disagg up`'s, whose processes start in seconds
+LOCAL_RUN = CrashLoop(initial_s=1.0, cap_s=60.0)
+
+
 @dataclass(frozen=True)
 class Entry:
     """One key's back-off: the current delay, and when it was last moved (``Next``)."""

@@ -75,7 +75,7 @@ def local_pods(
     """
     out: list[LocalPod] = []
     data = env_rules.data_of(objects)
-    for n, obj in enumerate(_pods(objects)):
+    for n, obj in enumerate(role_pods(objects)):
         name, role = obj["metadata"]["name"], obj["metadata"]["labels"][ROLE_LABEL]
         mine = cores[n] if engine.run.cores and n < len(cores) else ()
         where = volume_folder(folder, name)
@@ -112,7 +112,8 @@ def _engine_only(pod: dict[str, Any]) -> dict[str, Any]:
     return {**pod, "spec": {**pod["spec"], "containers": [engine]}}
 
 
-def _pods(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def role_pods(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rendered prefill and decode pods, in rendered order."""
     roles = ("prefill", "decode")
     return [
         o
@@ -141,7 +142,7 @@ def canary_argv(pod: LocalPod, prefill_url: str, decode_url: str) -> list[str]:
 def core_takers(objects: list[dict[str, Any]], engine: LocalEngine) -> int:
     """How many rendered pods get their own cores locally (those of an engine that takes
     an explicit core list)."""
-    return len(_pods(objects)) if engine.run.cores else 0
+    return len(role_pods(objects)) if engine.run.cores else 0
 
 
 def share_cores(count: int, available: Sequence[int]) -> list[list[int]]:
