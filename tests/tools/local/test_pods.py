@@ -163,23 +163,6 @@ def test_a_reference_worker_listens_at_its_pods_address_with_its_rendered_ports(
     assert prefill.address != decode.address
 
 
-def test_the_decode_pods_canary_runs_once_against_the_local_processes() -> None:
-    from disagg_tools.local.rules.pods import canary_argv
-
-    pods = local_pods(_rendered(QUICKSTART), REFERENCE, "/s", addresses=_addresses())
-    prefill, decode = pods
-    assert canary_argv(prefill, "http://p", "http://d") == []  # prefill pods have none
-    argv = canary_argv(decode, "http://127.0.0.1:1", "http://127.0.0.1:2")
-    assert argv[:3] == [sys.executable, "-m", "disagg_operator.cli"]
-    assert argv[3:6] == ["worker", "canary", "--model"]
-    flags = argv[5:]
-    assert flags[flags.index("--prefill") + 1] == "http://127.0.0.1:1"
-    assert flags[flags.index("--decode") + 1] == "http://127.0.0.1:2"
-    assert flags.count("--prefill") == flags.count("--decode") == 1  # the Service's URL is gone
-    assert flags[-1] == "--once" and "--timeout-s" in flags
-    assert "--wire-peer-port" in decode.canary and "--wire-peer-port" not in flags  # no peers
-
-
 def test_a_tensor_parallel_vllm_pod_binds_one_core_list_per_rank() -> None:
     """vLLM's CPU worker wants a list per rank ("a|b"): decode TP 2 on the cores the pod
     gets, split evenly, or the one core reused when it has fewer cores than ranks."""

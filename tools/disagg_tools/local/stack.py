@@ -39,7 +39,6 @@ from disagg_tools.local import serving
 from disagg_tools.local.children import (
     Child,
     ChildError,
-    disagg_argv,
     exit_text,
     stop_children,
 )
@@ -522,16 +521,14 @@ def start_proxy_pod(port: int, run: Run, say: Say) -> None:
     meta = {"name": PROXY, "namespace": run.namespace}
     node.create({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
                  "spec": {"hostNetwork": True, "containers": [container]}})  # fmt: skip
-    local = LocalRun(start_timeout_s=PROXY_START_S, readiness="health", warm_up=False,
-                     figures="response")  # fmt: skip
-    _ready_proxy(LocalPod(PROXY, PROXY, local, argv, {}, [], LOCAL, port), node, run)
+    _ready_proxy(node, run)
     run.proxy_url = f"http://{LOCAL}:{port}"
     say(f"  ready   proxy (pid {node.pid(PROXY, PROXY)}): {run.proxy_url}")
 
 
-def _ready_proxy(pod: LocalPod, node: Standalone, run: Run) -> None:
-    deadline = time.monotonic() + pod.local.start_timeout_s
-    while not is_ready(body := node.get("Pod", pod.name, run.namespace) or {}):
+def _ready_proxy(node: Standalone, run: Run) -> None:
+    deadline = time.monotonic() + PROXY_START_S
+    while not is_ready(body := node.get("Pod", PROXY, run.namespace) or {}):
         exited = _exited(body)
         if exited or time.monotonic() > deadline:
             child = node.children().get(PROXY, {}).get(PROXY)
@@ -588,8 +585,3 @@ def router_settings(
         return [], {}
     flags = [*router.routing_args(dd.spec, settings), *router.tracing_args(dd.spec)]
     return flags, tracing.sampler_env(dd.spec)
-
-
-def _proxy_argv(port: int, run: Run) -> list[str]:
-    argv = disagg_argv("proxy", "--port", str(port), "--prefill", *run.workers["prefill"])
-    return [*argv, "--decode", *run.workers["decode"], *run.proxy_flags]

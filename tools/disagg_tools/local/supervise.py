@@ -1,7 +1,8 @@
 """Supervision of a local run: a process that dies is started again with the same command,
 env and ports after a crash-loop back-off, while the others serve on.
 
-I/O layer of ``disagg up`` (processes, log files, readiness probes); when to restart is
+I/O layer of ``disagg up --runtime podman`` (its containers' attached clients, log files,
+readiness probes; ``disagg up``'s process runs are the local kubelet's); when to restart is
 the kubelet's crash loop (:class:`~disagg_tools.local.rules.backoff.CrashLoop`, the local
 kubelet's too) with the values of Kubernetes' ``ReduceDefaultCrashLoopBackOffDecay`` gate
 (:data:`LOCAL_RUN`: processes start in seconds here). It is what a kubelet does for a pod's

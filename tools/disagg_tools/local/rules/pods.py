@@ -5,9 +5,8 @@ and every change is listed in :attr:`LocalPod.adapted` so ``disagg up`` can say 
 What ``disagg up`` adds:
 
 - each pod at an address of its own on the loopback network (the caller's ``addresses``);
-- only the engine container runs: a decode pod's ``transfer-canary`` keeps its arguments
-  (``canary``) and ``disagg up`` runs it once with the local prefill and decode URLs in
-  place of the Service's;
+- the plan is of the engine container, what the run waits for and serves through (the
+  kubelet runs every container);
 - for engines that take one (``LocalRun.cores``) the CPU binding a node's CPU manager
   would give each pod as an explicit core list (``cores``), so two engines never share a
   core, and free host ports for what an engine binds on every address (``host_ports``).
@@ -22,7 +21,6 @@ from typing import Any
 from disagg_operator.api import LABEL_ROLE as ROLE_LABEL
 from disagg_operator.api.podtemplate import CANARY_CONTAINER, ENGINE_CONTAINER
 from disagg_tools.local.engines import LocalEngine, LocalRun
-from disagg_tools.local.engines.base import disagg_argv, without_flag
 from disagg_tools.local.kubelet.rules.containers import Place, UpError, pod_run
 from disagg_tools.local.rules import env as env_rules
 from disagg_tools.local.rules.groups import is_group_worker
@@ -48,7 +46,6 @@ class LocalPod:
     http_port: int
     events: str = ""  # where its KV events are read, if it publishes them
     adapted: list[str] = field(default_factory=list)
-    canary: list[str] = field(default_factory=list)  # the canary container's args, if any
     serves: bool = True  # False: a group's worker pod (ranks only; nothing to wait for)
     volumes: tuple[Volume, ...] = ()  # to write (under the caller's folder) before it starts
 
@@ -90,7 +87,7 @@ def local_pods(
         out.append(
             LocalPod(
                 name, role, engine.run, process.argv, process.env, run.dropped, run.address,
-                process.port, run.events, run.notes, _canary_args(obj),
+                process.port, run.events, run.notes,
                 serves=not is_group_worker(obj["metadata"].get("labels", {})),
                 volumes=run.volumes,
             )
@@ -121,22 +118,6 @@ def role_pods(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if o.get("kind") == "Pod"
         and o.get("metadata", {}).get("labels", {}).get(ROLE_LABEL) in roles
     ]
-
-
-def _canary_args(pod: dict[str, Any]) -> list[str]:
-    found = [c for c in pod["spec"]["containers"] if c["name"] == CANARY]
-    return list(found[0].get("args", [])) if found else []
-
-
-def canary_argv(pod: LocalPod, prefill_url: str, decode_url: str) -> list[str]:
-    """The pod's canary, run once against the local processes (empty: it has none); no
-    wire check: `disagg up` runs the engines, not the prefill pods' wire peers."""
-    if not pod.canary:
-        return []
-    args = without_flag(without_flag(pod.canary, "--prefill"), "--decode")
-    args = without_flag(args, "--wire-peer-port")
-    args = [*args, "--prefill", prefill_url, "--decode", decode_url, "--once"]
-    return disagg_argv(["worker", "canary", *args])
 
 
 def core_takers(objects: list[dict[str, Any]], engine: LocalEngine) -> int:
