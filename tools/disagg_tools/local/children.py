@@ -26,6 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from disagg_tools.local.engines import base as engines
+from disagg_tools.local.rules.status import exit_text
 from disagg_worker.serve.process import LOOPBACK, READY_EVENT, die_with_parent
 
 KILL_WAIT_S = 5.0  # after SIGKILL: the kernel reaps it at once unless it is stuck in I/O
@@ -127,22 +128,6 @@ def wait_ready(child: Child, timeout_s: float) -> dict[str, Any]:
             )
         time.sleep(0.05)
     raise ChildError(f"{child.name} not ready after {timeout_s:.0f}s; log:\n{child.log_tail()}")
-
-
-def exit_status(returncode: int) -> str:
-    """``SIGKILL`` for a process a signal ended, else its exit code."""
-    if returncode < 0:
-        with contextlib.suppress(ValueError):
-            return signal.Signals(-returncode).name
-        return f"signal {-returncode}"
-    return str(returncode)
-
-
-def exit_text(returncode: int) -> str:
-    """How a process ended: "was killed by SIGKILL", "exited with code 1"."""
-    if returncode < 0:
-        return f"was killed by {exit_status(returncode)}"
-    return f"exited with code {returncode}"
 
 
 def stop_children(

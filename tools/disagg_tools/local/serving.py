@@ -21,8 +21,9 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from disagg_tools.local.children import Child, ChildError, exit_text
+from disagg_tools.local.children import Child, ChildError
 from disagg_tools.local.rules.pods import LOCAL, UpError
+from disagg_tools.local.rules.status import exit_text
 from disagg_tools.vllm.rules import metrics
 
 PROGRESS_S = 15.0

@@ -39,13 +39,13 @@ from disagg_tools.local import serving
 from disagg_tools.local.children import (
     Child,
     ChildError,
-    exit_text,
     stop_children,
 )
 from disagg_tools.local.engines import LocalEngine, LocalRun, local_engine
 from disagg_tools.local.kubelet.network import Addresses
 from disagg_tools.local.kubelet.node import NodeConfig
 from disagg_tools.local.kubelet.standalone import RESOURCES, Standalone
+from disagg_tools.local.rules import status
 from disagg_tools.local.rules.backoff import LOCAL_RUN
 from disagg_tools.local.rules.groups import group_pods
 from disagg_tools.local.rules.pods import (
@@ -126,7 +126,7 @@ def side_channel(run: Run, name: str) -> tuple[str, int]:
 def restarts(run: Run, name: str) -> int:
     """How often pod ``name``'s containers have been restarted so far (its status)."""
     assert run.node is not None
-    return restarts_of(run.node.get("Pod", name, run.namespace) or {})
+    return status.restarts(run.node.get("Pod", name, run.namespace) or {})
 
 
 def wait_restarted(run: Run, name: str, since: int, timeout_s: float) -> float:
@@ -152,10 +152,10 @@ def watch(run: Run, stop: threading.Event, say: Say) -> None:
     while True:
         for name in [*run.engines, PROXY]:
             body = node.get("Pod", name, run.namespace) or {}
-            now = (is_ready(body), restarts_of(body), _back_off(body))
+            now = (is_ready(body), status.restarts(body), status.back_off(body))
             before = seen.setdefault(name, now)
             if now[1] > before[1]:
-                exited = _exited(body)
+                exited = status.exited(body)
                 how = f"{exited[0]} {exited[1]}" if exited else "a container exited"
                 say(f"restart   {name}: {how} (restart {now[1]})")
                 back.add(name)
@@ -166,22 +166,10 @@ def watch(run: Run, stop: threading.Event, say: Say) -> None:
                 say(f"ready     {name} ({pids})")
                 back.discard(name)
             elif before[0] and not now[0]:
-                say(f"unready   {name}: {_waiting(body)}")
+                say(f"unready   {name}: {status.waiting_for(body)}")
             seen[name] = now
         if stop.wait(0.5):
             return
-
-
-def restarts_of(body: Mapping[str, Any]) -> int:
-    """How often a pod's containers have been restarted so far, as its status says."""
-    statuses = (body.get("status") or {}).get("containerStatuses") or []
-    return sum(int(c.get("restartCount", 0)) for c in statuses)
-
-
-def _back_off(body: Mapping[str, Any]) -> str:
-    statuses = (body.get("status") or {}).get("containerStatuses") or []
-    waiting = [(c.get("state") or {}).get("waiting") or {} for c in statuses]
-    return next((w["message"] for w in waiting if w.get("message")), "")
 
 
 def _pids(node: Standalone, pod: str) -> list[int]:
@@ -440,7 +428,7 @@ def _ready(pod: LocalPod, node: Standalone, run: Run, say: Say) -> None:
     note = t0 + serving.PROGRESS_S
     while not is_ready(body := node.get("Pod", pod.name, run.namespace) or {}):
         _refused(node)
-        exited = _exited(body)
+        exited = status.exited(body)
         now = time.monotonic()
         if exited or now - t0 > pod.local.start_timeout_s:
             container = exited[0] if exited else ENGINE_CONTAINER
@@ -451,7 +439,7 @@ def _ready(pod: LocalPod, node: Standalone, run: Run, say: Say) -> None:
                 f"{child.log_tail(30)}"
             )
         if now >= note:
-            say(f"  ...     {pod.name}: {_waiting(body)} ({now - t0:.0f} s)")
+            say(f"  ...     {pod.name}: {status.waiting_for(body)} ({now - t0:.0f} s)")
             note = now + serving.PROGRESS_S
         time.sleep(0.2)
     started = node.pods()[pod.name]
@@ -484,26 +472,6 @@ def _refused(node: Standalone) -> None:
         raise UpError(failed[0])
 
 
-def _exited(body: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(container, how it ended) of a container that exited once already, if any."""
-    for status in (body.get("status") or {}).get("containerStatuses") or []:
-        ended = (status.get("lastState") or {}).get("terminated") or (
-            status.get("state") or {}
-        ).get("terminated")
-        if ended:
-            code = ended.get("exitCode", 0)  # 128 + N: killed by signal N
-            how = exit_text(128 - code if code > 128 else code)
-            return status["name"], how
-    return None
-
-
-def _waiting(body: Mapping[str, Any]) -> str:
-    """What a pod waits for, as its status says: its containers not ready yet."""
-    statuses = (body.get("status") or {}).get("containerStatuses") or []
-    unready = [s["name"] for s in statuses if not s.get("ready")]
-    return f"waiting for {', '.join(unready)} to be ready" if unready else "starting"
-
-
 def start_proxy_pod(port: int, run: Run, say: Say) -> None:
     """The P/D proxy as a pod of the run's kubelet on this host's network (``hostNetwork``,
     so it listens at 127.0.0.1:``port``; 0: a free port), with the router Deployment's
@@ -529,7 +497,7 @@ def start_proxy_pod(port: int, run: Run, say: Say) -> None:
 def _ready_proxy(node: Standalone, run: Run) -> None:
     deadline = time.monotonic() + PROXY_START_S
     while not is_ready(body := node.get("Pod", PROXY, run.namespace) or {}):
-        exited = _exited(body)
+        exited = status.exited(body)
         if exited or time.monotonic() > deadline:
             child = node.children().get(PROXY, {}).get(PROXY)
             tail = child.log_tail(30) if child else ""

@@ -30,11 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from disagg_tools.local import serving
-from disagg_tools.local.children import Child, ChildError, exit_status, ready_line
+from disagg_tools.local.children import Child, ChildError, ready_line
 from disagg_tools.local.kubelet.driver import PROCESSES, Driver
 from disagg_tools.local.rules import backoff
 from disagg_tools.local.rules.backoff import LOCAL_RUN, CrashLoop, Entry
 from disagg_tools.local.rules.pods import UpError
+from disagg_tools.local.rules.status import exit_status
 from disagg_tools.local.stack import PROXY, Run
 
 SERVING, WAITING, STARTING = "serving", "waiting", "starting"

@@ -1,7 +1,7 @@
 """A pod's volumes as a kubelet makes them, for every local runtime: what stands for each
 volume on this host (files, a memory folder, a claim's local folder).
 
-Pure layer. Secret, ConfigMap, downwardAPI and projected volumes become their files with
+Secret, ConfigMap, downwardAPI and projected volumes become their files with
 the modes a kubelet gives them (``defaultMode``, ``items`` and their ``mode``, optional
 sources), an emptyDir a folder (``medium: Memory``: on the host's tmpfs), a
 PersistentVolumeClaim the local folder the caller gives for it (``claims``). What no local
