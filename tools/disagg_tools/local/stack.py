@@ -44,6 +44,7 @@ from disagg_tools.local.children import (
 from disagg_tools.local.engines import LocalEngine, LocalRun, local_engine
 from disagg_tools.local.kubelet.network import Addresses
 from disagg_tools.local.kubelet.node import NodeConfig
+from disagg_tools.local.kubelet.rules.containers import PodRun
 from disagg_tools.local.kubelet.standalone import RESOURCES, Standalone
 from disagg_tools.local.rules import status
 from disagg_tools.local.rules.backoff import LOCAL_RUN
@@ -117,10 +118,17 @@ def side_channel(run: Run, name: str) -> tuple[str, int]:
     engine container's rendered port."""
     assert run.node is not None
     pod = run.node.pods()[name]
+    port = _side_channel_port(pod)
+    assert port is not None
+    return pod.address, port
+
+
+def _side_channel_port(pod: PodRun) -> int | None:
+    """The engine container's rendered side-channel port (None: it declares none)."""
     engine = pod.engine
     assert engine is not None
     ports = {q.get("name"): q["containerPort"] for q in engine.spec.get("ports", [])}
-    return pod.address, int(ports[SIDE_CHANNEL])
+    return int(ports[SIDE_CHANNEL]) if SIDE_CHANNEL in ports else None
 
 
 def restarts(run: Run, name: str) -> int:
@@ -421,27 +429,9 @@ def _started(plan: list[LocalPod], node: Standalone, run: Run, say: Say) -> None
 
 
 def _ready(pod: LocalPod, node: Standalone, run: Run, say: Say) -> None:
-    """Wait until ``pod`` is Ready (its probes, its canary's included), saying progress
-    every 15 s; a container that exits while it starts, or no Ready within the engine's
-    start timeout, stops the run with its log's last lines."""
-    t0 = time.monotonic()
-    note = t0 + serving.PROGRESS_S
-    while not is_ready(body := node.get("Pod", pod.name, run.namespace) or {}):
-        _refused(node)
-        exited = status.exited(body)
-        now = time.monotonic()
-        if exited or now - t0 > pod.local.start_timeout_s:
-            container = exited[0] if exited else ENGINE_CONTAINER
-            child = node.children()[pod.name][container]
-            why = exited[1] if exited else f"not Ready after {pod.local.start_timeout_s:.0f} s"
-            raise ChildError(
-                f"{pod.name} ({container}) {why} while starting; last log lines:\n"
-                f"{child.log_tail(30)}"
-            )
-        if now >= note:
-            say(f"  ...     {pod.name}: {status.waiting_for(body)} ({now - t0:.0f} s)")
-            note = now + serving.PROGRESS_S
-        time.sleep(0.2)
+    """Wait until ``pod`` is Ready (its probes, its canary's included), then record and say
+    where it serves (:func:`_until_ready`)."""
+    took = _until_ready(node, run, pod.name, pod.local.start_timeout_s, say)
     started = node.pods()[pod.name]
     engine = started.engine
     assert engine is not None
@@ -450,7 +440,6 @@ def _ready(pod: LocalPod, node: Standalone, run: Run, say: Say) -> None:
     run.names[url] = pod.name
     run.logs[pod.name] = run.engines[pod.name].log_path
     run.local = pod.local
-    took = time.monotonic() - t0
     if pod.local.warm_up:
         # vLLM CPU on AMX hosts dies (SIGILL) when an engine's first forward pass is a
         # decode step over transferred KV; one local request first avoids it.
@@ -458,12 +447,37 @@ def _ready(pod: LocalPod, node: Standalone, run: Run, say: Say) -> None:
         label = f"{pod.local.label}, " if pod.local.label else ""
         say(f"  ready   {pod.role} {pod.name}: {url} ({label}Ready in {took:.0f} s{warm})")
         return
-    ports = {q.get("name"): q["containerPort"] for q in engine.spec.get("ports", [])}
-    side = ports.get(SIDE_CHANNEL) if pod.role == "prefill" else None
+    side = _side_channel_port(started) if pod.role == "prefill" else None
     say(
         f"  ready   {pod.role} {pod.name}: {url}"
         + (f", side channel {started.address}:{side}" if side else "")
     )
+
+
+def _until_ready(
+    node: Standalone, run: Run, name: str, timeout_s: float, say: Say | None = None
+) -> float:
+    """Wait until pod ``name`` is Ready while it starts, saying progress every 15 s when
+    ``say`` is given; the seconds it took. A refused pod, a container that exits while it
+    starts, or no Ready within ``timeout_s`` stops the run with its log's last lines."""
+    t0 = time.monotonic()
+    note = t0 + serving.PROGRESS_S
+    while not is_ready(body := node.get("Pod", name, run.namespace) or {}):
+        _refused(node)
+        exited = status.exited(body)
+        now = time.monotonic()
+        if exited or now - t0 > timeout_s:
+            found = node.children().get(name, {})
+            container = exited[0] if exited else ENGINE_CONTAINER
+            child = found.get(container) or next(iter(found.values()), None)
+            tail = child.log_tail(30) if child else ""
+            why = exited[1] if exited else f"not Ready after {timeout_s:.0f} s"
+            raise ChildError(f"{name} ({container}) {why} while starting; last log lines:\n{tail}")
+        if say is not None and now >= note:
+            say(f"  ...     {name}: {status.waiting_for(body)} ({now - t0:.0f} s)")
+            note = now + serving.PROGRESS_S
+        time.sleep(0.1)
+    return time.monotonic() - t0
 
 
 def _refused(node: Standalone) -> None:
@@ -489,26 +503,14 @@ def start_proxy_pod(port: int, run: Run, say: Say) -> None:
     meta = {"name": PROXY, "namespace": run.namespace}
     node.create({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
                  "spec": {"hostNetwork": True, "containers": [container]}})  # fmt: skip
-    _ready_proxy(node, run)
+    _until_ready(node, run, PROXY, PROXY_START_S)
+    run.children.append(node.children()[PROXY][PROXY])
     run.proxy_url = f"http://{LOCAL}:{port}"
     say(f"  ready   proxy (pid {node.pid(PROXY, PROXY)}): {run.proxy_url}")
 
 
-def _ready_proxy(node: Standalone, run: Run) -> None:
-    deadline = time.monotonic() + PROXY_START_S
-    while not is_ready(body := node.get("Pod", PROXY, run.namespace) or {}):
-        exited = status.exited(body)
-        if exited or time.monotonic() > deadline:
-            child = node.children().get(PROXY, {}).get(PROXY)
-            tail = child.log_tail(30) if child else ""
-            why = exited[1] if exited else "not Ready in time"
-            raise ChildError(f"the proxy {why} while starting; last log lines:\n{tail}")
-        time.sleep(0.1)
-    run.children.append(node.children()[PROXY][PROXY])
-
-
 def _proven(run: Run, say: Say) -> None:
-    """What each decode pod's canary sidecar proved before its pod turned Ready: its first
+    """What each decode pod's canary sidecar proved before its pod turned Ready: its latest
     verdict, from its log (the canary logs each change of the transfer path)."""
     node = run.node
     assert node is not None
